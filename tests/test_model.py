@@ -1,0 +1,248 @@
+import itertools
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from llama_lab import model as model_mod
+from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig
+from llama_lab.model import build_model, load_checkpoint, reference_attention
+
+
+def n_params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def tokens(cfg, B=2, T=16, seed=0):
+    return torch.randint(0, cfg.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+# ---- against transformers' LlamaForCausalLM ---------------------------------------------------
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1], ids=["MHA", "GQA", "MQA"])
+@pytest.mark.parametrize("extra", [{}, {"bias": True, "tie_embeddings": True}], ids=["plain", "bias-tied"])
+def test_logits_equal_transformers(n_kv_heads, extra):
+    transformers = pytest.importorskip("transformers")
+    cfg = PRESETS["debug"].replace(n_kv_heads=n_kv_heads, rope_theta=500000.0, norm_eps=1e-5, **extra)
+    ours = build_model(cfg, seed=1).eval()
+    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg.to_hf_config())).eval()
+    # same key names both ways
+    assert set(hf.state_dict()) == set(ours.state_dict())
+    hf.load_state_dict(ours.state_dict(), strict=True)
+    x = tokens(cfg, T=24)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), hf(x).logits, rtol=1e-5, atol=1e-5)
+    # and back: transformers' weights into ours
+    other = build_model(cfg, seed=2)
+    other.load_state_dict(hf.state_dict(), strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(other(x), hf(x).logits, rtol=1e-5, atol=1e-5)
+    assert n_params(ours) == n_params(hf)
+
+
+# ---- the seed's figures -----------------------------------------------------------------------
+def test_seed_demo_parameter_counts():
+    assert n_params(build_model(PRESETS["seed-demo"], device="meta")) == 43_780_608
+    assert n_params(build_model(PRESETS["seed-demo-mha"], device="meta")) == 45_353_472
+    assert 45_353_472 - 43_780_608 == 1_572_864
+
+
+def test_seed_demo_initial_loss_near_ln_vocab():
+    cfg = PRESETS["seed-demo"]
+    m = build_model(cfg, seed=0)
+    x = tokens(cfg, B=2, T=16)
+    with torch.no_grad():
+        logits = m(x)
+    assert logits.shape == (2, 16, 32000)
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, 32000), x[:, 1:].reshape(-1)).item()
+    # Logits have std ≈ 0.02·√512 ≈ 0.45 at init, so E[loss] ≈ ln V + σ²/2 ≈ 10.47.
+    assert abs(loss - math.log(32000)) < 0.3
+    assert loss > math.log(32000) - 0.05
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_builds_on_meta(name):
+    cfg = PRESETS[name]
+    m = build_model(cfg, device="meta")
+    assert all(p.is_meta for p in m.parameters())
+    if name in PUBLISHED_PARAMS:
+        assert n_params(m) == PUBLISHED_PARAMS[name]
+    out = m(torch.zeros(1, 4, dtype=torch.long, device="meta"))
+    assert out.shape == (1, 4, cfg.vocab_size)
+
+
+# ---- behaviour --------------------------------------------------------------------------------
+@pytest.mark.parametrize("pos", ["rope", "sinusoidal", "learned", "none"])
+@pytest.mark.parametrize("norm_position", ["pre", "post"])
+def test_causal(pos, norm_position):
+    cfg = PRESETS["debug"].replace(pos_encoding=pos, norm_position=norm_position)
+    m = build_model(cfg).eval()
+    x = tokens(cfg, T=20)
+    y = x.clone()
+    y[:, 12:] = (y[:, 12:] + 7) % cfg.vocab_size
+    with torch.no_grad():
+        a, b = m(x), m(y)
+    torch.testing.assert_close(a[:, :12], b[:, :12])
+    assert not torch.allclose(a[:, 12:], b[:, 12:])
+
+
+@pytest.mark.parametrize("overrides", [
+    {}, {"n_kv_heads": 1}, {"n_kv_heads": 4}, {"pos_encoding": "learned"},
+    {"pos_encoding": "sinusoidal", "norm_position": "post", "norm_type": "layernorm"},
+    {"ffn_type": "gelu", "bias": True},
+])
+def test_kv_cache_decode_equals_full_forward(overrides):
+    cfg = PRESETS["debug"].replace(**overrides)
+    m = build_model(cfg).eval()
+    x = tokens(cfg, B=3, T=30)
+    with torch.no_grad():
+        full = m(x)
+        cache = m.new_cache(3, 30)
+        parts = [m(x[:, :10], cache)]                       # prefill
+        for t in range(10, 20):                             # one token at a time
+            parts.append(m(x[:, t:t + 1], cache))
+        parts.append(m(x[:, 20:], cache))                   # a chunk after the cache
+    torch.testing.assert_close(torch.cat(parts, 1), full, rtol=1e-5, atol=1e-5)
+    assert cache.length == 30
+    assert cache.nbytes() == 2 * cfg.n_layers * 3 * 30 * cfg.n_kv_heads * cfg.head_dim * 4
+
+
+def test_generate_matches_argmax_of_full_forward():
+    cfg = PRESETS["debug"]
+    m = build_model(cfg).eval()
+    x = tokens(cfg, B=2, T=5)
+    out = m.generate(x, 6)
+    assert out.shape == (2, 11)
+    with torch.no_grad():
+        full = m(out[:, :-1])
+    torch.testing.assert_close(full[:, 4:].argmax(-1), out[:, 5:])
+
+
+def test_sequence_longer_than_max_refused():
+    cfg = PRESETS["debug"]
+    m = build_model(cfg)
+    with pytest.raises(ValueError, match="exceeds max_seq_len=64"):
+        m(torch.zeros(1, 65, dtype=torch.long))
+
+
+COMBOS = list(itertools.product(["pre", "post"], ["rmsnorm", "layernorm"],
+                                ["rope", "sinusoidal", "learned", "none"], ["swiglu", "relu", "gelu"]))
+
+
+@pytest.mark.parametrize("i", range(len(COMBOS)))
+def test_every_option_combination_runs_forward_backward(i):
+    norm_position, norm_type, pos, ffn = COMBOS[i]
+    # cycle the boolean and init options through the combinations so each value is covered
+    bias, final_norm, tie, init = (i % 2 == 0), (i % 3 != 0), (i % 4 < 2), ("normal", "xavier")[i % 2]
+    cfg = PRESETS["debug"].replace(norm_position=norm_position, norm_type=norm_type,
+                                   pos_encoding=pos, ffn_type=ffn, bias=bias, final_norm=final_norm,
+                                   tie_embeddings=tie, init=init, n_kv_heads=(1, 2, 4)[i % 3])
+    m = build_model(cfg)
+    x = tokens(cfg, T=12)
+    logits = m(x)
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size), x[:, 1:].reshape(-1))
+    loss.backward()
+    assert torch.isfinite(loss)
+    grads = [p.grad for p in m.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert ("model.norm.weight" in m.state_dict()) == final_norm
+    assert (m.lm_head.weight is m.model.embed_tokens.weight) == tie
+
+
+def test_weights_reproducible_and_init_rules():
+    cfg = PRESETS["debug"]
+    a, b = build_model(cfg, seed=3), build_model(cfg, seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    std = a.model.layers[0].mlp.up_proj.weight.std().item()
+    assert abs(std - 0.02) < 0.002
+    x = build_model(cfg.replace(init="xavier"), seed=3).model.layers[0].mlp.up_proj.weight
+    fan_in, fan_out = x.shape[1], x.shape[0]
+    assert abs(x.std().item() - math.sqrt(2 / (fan_in + fan_out))) < 0.01
+
+
+def test_rmsnorm_matches_definition():
+    norm = model_mod.RMSNorm(8, 1e-6)
+    x = torch.randn(3, 8)
+    expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(norm(x), expected)
+
+
+def test_sinusoidal_table_matches_paper():
+    pe = model_mod.sinusoidal_table(50, 16)
+    p, i = 7, 3
+    assert math.isclose(pe[p, 2 * i].item(), math.sin(p / 10000 ** (2 * i / 16)), rel_tol=1e-5)
+    assert math.isclose(pe[p, 2 * i + 1].item(), math.cos(p / 10000 ** (2 * i / 16)), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("n_rep", [1, 4])
+def test_fused_attention_equals_reference_with_and_without_gqa_kernel(n_rep, monkeypatch):
+    q = torch.randn(2, 4, 9, 8)
+    k = torch.randn(2, 4 // n_rep, 9, 8)
+    v = torch.randn(2, 4 // n_rep, 9, 8)
+    ref, weights = reference_attention(q, k, v, n_rep)
+    torch.testing.assert_close(model_mod.causal_attention(q, k, v, n_rep), ref, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(model_mod, "SDPA_HAS_GQA", False)
+    torch.testing.assert_close(model_mod.causal_attention(q, k, v, n_rep), ref, rtol=1e-5, atol=1e-5)
+    assert torch.all(weights.triu(1) == 0)
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+def save_checkpoint(folder, m, cfg, shards=1):
+    from safetensors.torch import save_file
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg.to_hf_config()))
+    state = {k: v.contiguous().clone() for k, v in m.state_dict().items()}
+    if cfg.tie_embeddings:
+        state.pop("lm_head.weight")
+    if shards == 1:
+        save_file(state, str(folder / "model.safetensors"))
+        return
+    keys = sorted(state)
+    weight_map = {}
+    for s in range(shards):
+        name = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = {k: state[k] for k in keys[s::shards]}
+        save_file(part, str(folder / name))
+        weight_map.update({k: name for k in part})
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+
+@pytest.mark.parametrize("shards,tie", [(1, False), (3, False), (2, True)])
+def test_load_checkpoint_gives_same_logits(tmp_path, shards, tie):
+    cfg = PRESETS["debug"].replace(tie_embeddings=tie, norm_eps=1e-5)
+    m = build_model(cfg, seed=5).eval()
+    save_checkpoint(tmp_path / "ckpt", m, cfg, shards)
+    loaded = load_checkpoint(tmp_path / "ckpt")
+    assert loaded.config == cfg and len(loaded.files) == shards
+    x = tokens(cfg)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model.eval()(x), m(x))
+
+
+def test_load_checkpoint_refuses_pickles_and_broken_files(tmp_path):
+    cfg = PRESETS["debug"].replace(norm_eps=1e-5)
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg.to_hf_config()))
+    (folder / "pytorch_model.bin").write_bytes(b"not loaded")
+    with pytest.raises(ConfigError, match="pickle checkpoints are never loaded"):
+        load_checkpoint(folder)
+    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":")
+    with pytest.raises(ConfigError, match="not a readable safetensors file"):
+        load_checkpoint(folder)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing")
+
+
+def test_load_checkpoint_shape_mismatch(tmp_path):
+    cfg = PRESETS["debug"].replace(norm_eps=1e-5)
+    save_checkpoint(tmp_path / "c", build_model(cfg), cfg)
+    (tmp_path / "c" / "config.json").write_text(json.dumps(cfg.replace(ffn_hidden=100).to_hf_config()))
+    with pytest.raises(ConfigError, match="has shape"):
+        load_checkpoint(tmp_path / "c")
+
+
+def test_build_model_rejects_non_config():
+    with pytest.raises(TypeError):
+        build_model({"d_model": 3})
