@@ -1,0 +1,84 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llama_lab.cli import main
+from llama_lab.config import PRESETS
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_presets_lists_every_name(capsys):
+    code, out, _ = run(capsys, "presets", "--json")
+    assert code == 0 and set(json.loads(out)) == set(PRESETS)
+    code, out, _ = run(capsys, "presets")
+    assert code == 0 and all(name in out for name in PRESETS)
+
+
+def test_analyze_json_has_spec_keys(capsys):
+    code, out, _ = run(capsys, "analyze", "--preset", "llama-2-70b", "--seq-len", "4096", "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["params"]["total"] == 68_976_648_192
+    assert set(r["params"]["by_component"]) >= {"embedding", "attention", "ffn", "norms", "lm_head"}
+    assert sum(r["params"]["by_component"][k] for k in
+               ("embedding", "attention", "ffn", "norms", "lm_head")) == r["params"]["total"]
+    assert set(r["flops"]["by_component"]) >= {"attention_proj", "attention_scores", "ffn", "lm_head"}
+    assert r["flops"]["training_step"] == 3 * r["flops"]["forward"]
+    # bf16, 80 layers × 8 KV heads × 128 dims × 2 (K and V) × 2 bytes
+    assert r["kv_cache"]["bytes_per_token"] == 80 * 8 * 128 * 2 * 2 == 327_680
+    assert r["kv_cache"]["bytes"] == 327_680 * 4096
+    assert r["kv_cache"]["compare"]["mha"] == 8 * 327_680
+    assert r["kv_cache"]["compare"]["mqa"] == 327_680 // 8
+
+
+def test_analyze_overrides_and_hf_config_file(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PRESETS["llama-3-8b"].to_hf_config()))
+    code, out, _ = run(capsys, "analyze", "--config", str(path), "--json", "--seq-len", "128")
+    assert code == 0 and json.loads(out)["params"]["total"] == 8_030_261_248
+    code, out, _ = run(capsys, "analyze", "--config", str(path), "--set", "tie_embeddings=true", "--json")
+    assert json.loads(out)["params"]["total"] == 8_030_261_248 - 128256 * 4096
+
+
+def test_analyze_table_is_readable(capsys):
+    code, out, _ = run(capsys, "analyze", "--preset", "seed-demo")
+    assert code == 0 and "43,780,608" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["analyze", "--set", "n_kv_heads=3"], "n_heads=8 is not divisible by n_kv_heads=3"),
+    (["analyze", "--preset", "llama-9"], "unknown preset 'llama-9'"),
+    (["analyze", "--set", "n_layers=1000000000"], "n_layers=1000000000 exceeds"),
+    (["analyze", "--seq-len", "-3"], "--seq-len"),
+    (["analyze", "--set", "colour=blue"], "unknown config field 'colour'"),
+    (["analyze", "--config", "/no/such/file.json"], "does not exist"),
+    (["analyze", "--preset", "debug", "--config", "x.json"], "not allowed with"),
+    (["frobnicate"], "invalid choice"),
+    (["bench", "--steps", "zero"], "is not an integer"),
+])
+def test_errors_are_one_line_exit_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err
+    assert "Traceback" not in err
+
+
+def test_malformed_config_file(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"hidden_size\": 64,")
+    code, _, err = run(capsys, "analyze", "--config", str(bad))
+    assert code == 2 and "not valid JSON" in err
+
+
+def test_subprocess_error_has_no_traceback():
+    proc = subprocess.run([sys.executable, "-m", "llama_lab", "analyze", "--set", "d_model=0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == "error: d_model=0 must be at least 1"
