@@ -22,34 +22,25 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+def _number(kind: type, minimum: float, strict: bool = False):
+    """An argparse type: ``kind`` (int/float), finite, ≥ minimum (> minimum when strict)."""
+    word = "an integer" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {word}") from None
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            rule = f"> {minimum}" if strict else f"at least {minimum}"
+            raise argparse.ArgumentTypeError(f"{value} must be {rule}")
+        return value
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be a finite number > 0")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
-    return value
+_positive_int = _number(int, 1)
+_nonneg_int = _number(int, 0)
+_positive_float = _number(float, 0.0, strict=True)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
