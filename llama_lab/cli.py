@@ -53,7 +53,9 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_args(p: argparse.ArgumentParser, seq_len: int, batch: int) -> None:
-    p.add_argument("--seq-len", type=_positive_int, default=seq_len, help=f"tokens per sequence (default {seq_len})")
+    p.add_argument("--seq-len", type=_positive_int, default=None,
+                   help=f"tokens per sequence (default: {seq_len} or the model's max_seq_len if smaller)")
+    p.set_defaults(default_seq_len=seq_len)
     p.add_argument("--batch", type=_positive_int, default=batch, help=f"sequences per batch (default {batch})")
 
 
@@ -105,7 +107,10 @@ def resolve_config(args: argparse.Namespace) -> tuple[ModelConfig, list[str]]:
         cfg, notes = load_config_file(args.config)
     else:
         cfg = get_preset(args.preset or "seed-demo")
-    return apply_overrides(cfg, args.overrides), notes
+    cfg = apply_overrides(cfg, args.overrides)
+    if getattr(args, "default_seq_len", None) is not None and args.seq_len is None:
+        args.seq_len = min(args.default_seq_len, cfg.max_seq_len)
+    return cfg, notes
 
 
 def _emit(obj: Any, as_json: bool, text: str) -> None:

@@ -220,8 +220,11 @@ class DecoderBody(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.n_layers))
         if cfg.final_norm:
             self.norm = make_norm(cfg)
-        self.register_buffer("rope_inv_freq", rope_inv_freq(cfg.head_dim, cfg.rope_theta)
-                             if cfg.pos_encoding == "rope" else None, persistent=False)
+
+    @property
+    def rope_inv_freq(self) -> torch.Tensor:
+        """RoPE frequencies, always float32 (a buffer would be rounded by ``model.to(bf16)``)."""
+        return rope_inv_freq(self.cfg.head_dim, self.cfg.rope_theta).to(self.embed_tokens.weight.device)
 
     def forward(self, input_ids, cache: KVCache | None = None, final_norm: bool = True):
         B, T = input_ids.shape
@@ -389,10 +392,6 @@ def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckp
     model.load_state_dict(state, strict=False, assign=True)
     if cfg.tie_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
-    # Non-persistent buffers are still on meta: recompute them on the real device.
-    target = next(iter(state.values())).device
-    if cfg.pos_encoding == "rope":
-        model.model.rope_inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta).to(target)
     if dtype is not None:
         model = model.to(dtype=dtype)
     return LoadedCheckpoint(model, cfg, notes, [p.name for p in files])

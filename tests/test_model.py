@@ -246,3 +246,10 @@ def test_load_checkpoint_shape_mismatch(tmp_path):
 def test_build_model_rejects_non_config():
     with pytest.raises(TypeError):
         build_model({"d_model": 3})
+
+
+def test_rope_frequencies_stay_float32_under_bf16():
+    m = build_model(PRESETS["debug"], dtype=torch.bfloat16)
+    freqs = m.model.rope_inv_freq
+    assert freqs.dtype == torch.float32
+    torch.testing.assert_close(freqs, model_mod.rope_inv_freq(16, 10000.0))

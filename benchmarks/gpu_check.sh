@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# GPU checks for a CUDA machine, well under 8 minutes in all:
+#   1. the CUDA tests (tests named *cuda*, skipped elsewhere);
+#   2. a bf16 mixed-precision training-step bench of a ~1B model (TinyLlama-1.1B shapes,
+#      B=4, T=2048) eager and with torch.compile: tokens/s, TFLOP/s, MFU, peak memory;
+#   3. forward+backward of our model vs transformers' LlamaForCausalLM on the GPU (bf16).
+# Where there is no CUDA it says so and exits 0.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if ! python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    echo "gpu_check: no CUDA device on this machine (torch $(python -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not installed')); nothing to check."
+    exit 0
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv
+status=0
+
+echo "== 1/3 CUDA tests"
+timeout 120 python -m pytest -q -k cuda tests/test_experiments.py -p no:cacheprovider || status=1
+
+echo "== 2/3 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
+timeout 300 python - <<'PY' || status=1
+import json, sys, time
+sys.path.insert(0, ".")
+import torch
+from llama_lab.config import PRESETS
+from llama_lab.experiments import ExperimentError, live_pass
+
+cfg = PRESETS["tinyllama-1.1b"]
+for compile in (False, True):
+    start = time.perf_counter()
+    try:
+        r = live_pass(cfg, 2048, 4, device="cuda", dtype="bf16", iters=5, compile=compile)
+    except (ExperimentError, RuntimeError) as exc:          # e.g. no Triton for torch.compile
+        print(f"compile={compile}: failed: {str(exc).splitlines()[0]}")
+        continue
+    print(f"compile={compile}: {r.tokens_per_s:,.0f} tokens/s, step {r.step_ms:.1f} ms "
+          f"(fwd {r.forward_ms:.1f} / bwd {r.backward_ms:.1f} / AdamW {r.optimizer_ms:.1f}), "
+          f"{r.achieved_tflops:.1f} TFLOP/s, MFU {r.mfu:.1%} of {r.peak_flops / 1e12:.0f} TFLOP/s "
+          f"({r.peak_flops_source}); peak memory {r.peak_memory_bytes / 2**30:.1f} GiB "
+          f"(guard estimate {r.estimated_training_bytes / 2**30:.1f} GiB); activations saved "
+          f"{r.activation_bytes_measured / 2**30:.2f} GiB vs all-bf16 estimate "
+          f"{r.activation_bytes_estimated / 2**30:.2f} GiB; initial loss {r.initial_loss:.3f} "
+          f"(ln V {r.ln_vocab:.3f}); warm-up {r.warmup_s:.1f} s; wall {time.perf_counter() - start:.0f} s")
+    torch.cuda.empty_cache()
+PY
+
+echo "== 3/3 ours vs transformers, forward+backward, bf16 (tinyllama shapes, 4 layers)"
+timeout 60 python benchmarks/bench_vs_transformers.py --device cuda --dtype bf16 \
+    --preset tinyllama-1.1b --n-layers 4 --seq-len 2048 --batch 4 --rounds 10 || status=1
+
+echo "gpu_check: done (status $status)"
+exit $status

@@ -1,0 +1,372 @@
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from llama_lab import analysis, experiments
+from llama_lab.config import PRESETS
+from llama_lab.data import DataError, get_batch, load_builtin, random_tokens
+from llama_lab.experiments import (ExperimentError, LogitStats, ablation_specs, bench,
+                                   check_memory, compare_runs, decode_benchmark, depth_sweep,
+                                   divergence_reason, gradnorms, live_pass, lr_at,
+                                   norm_position_specs, pick_device, train)
+from llama_lab.model import build_model, rope_cos_sin
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def strict_json(obj) -> str:
+    return json.dumps(obj, allow_nan=False)
+
+
+# ---- devices, precision, memory guard -----------------------------------------------------------
+def test_pick_device_cuda_without_cuda_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(experiments, "_mps_available", lambda: False)
+    with pytest.raises(ExperimentError, match="CUDA is not available"):
+        pick_device("cuda")
+    assert pick_device("auto") == torch.device("cpu")
+    assert pick_device("cpu") == torch.device("cpu")
+    with pytest.raises(ExperimentError, match="must be one of"):
+        pick_device("tpu")
+
+
+def test_fp16_on_cpu_and_compile_on_cpu_are_refused(debug_cfg):
+    with pytest.raises(ExperimentError, match="fp16.*bf16"):
+        live_pass(debug_cfg, 8, 1, device="cpu", dtype="fp16")
+    with pytest.raises(ExperimentError, match="CUDA only"):
+        live_pass(debug_cfg, 8, 1, device="cpu", compile=True)
+    with pytest.raises(ExperimentError, match="dtype='int8'"):
+        live_pass(debug_cfg, 8, 1, device="cpu", dtype="int8")
+    with pytest.raises(ExperimentError, match="max_seq_len=64"):
+        live_pass(debug_cfg, 65, 1, device="cpu")
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * 4096
+
+
+def test_memory_guard_refuses_405b_before_building(monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("build_model must not be called for a run that cannot fit")
+    monkeypatch.setattr(experiments, "build_model", never)
+    rss = _rss_bytes()
+    with pytest.raises(ExperimentError, match=r"needs about .*TiB on cpu but only .* is free"):
+        live_pass(PRESETS["llama-3.1-405b"], 16, 1, device="cpu")
+    with pytest.raises(ExperimentError, match="needs about"):
+        train(PRESETS["llama-3.1-405b"], 1, 1e-3, data=random_tokens(128256, 1000), seq_len=16,
+              batch=1, device="cpu")
+    with pytest.raises(ExperimentError, match="needs about"):
+        decode_benchmark(PRESETS["llama-3.1-405b"], (16,), device="cpu", dtype="bf16")
+    assert _rss_bytes() - rss < 50 * 2**20
+
+
+def test_check_memory_threshold_and_meminfo_fallback(monkeypatch):
+    monkeypatch.setattr(experiments, "free_memory_bytes", lambda device: 1000)
+    check_memory(900, "cpu")                                   # 90 % of free: allowed
+    with pytest.raises(ExperimentError, match="needs about 901 B on cpu but only 1,000 B is free"):
+        check_memory(901, "cpu")
+    monkeypatch.undo()
+    with open("/proc/meminfo") as fh:
+        total_kib = int(next(line for line in fh if line.startswith("MemTotal:")).split()[1])
+    free = experiments.free_memory_bytes(torch.device("cpu"))
+    assert 0 < free <= total_kib * 1024
+    monkeypatch.setattr(experiments, "_meminfo_available_bytes", lambda: None)
+    assert 0 < experiments.free_memory_bytes(torch.device("cpu")) <= total_kib * 1024
+
+
+# ---- live pass ----------------------------------------------------------------------------------
+def test_live_pass_debug_fp32(debug_cfg):
+    result = live_pass(debug_cfg, 32, 2, device="cpu", iters=2)
+    d = result.to_dict()
+    strict_json(d)
+    for key in ("forward_ms", "backward_ms", "optimizer_ms", "step_ms", "tokens_per_s",
+                "achieved_tflops", "mfu", "initial_loss", "last_loss"):
+        assert math.isfinite(d[key]) and d[key] > 0, key
+    # the seed's init check: the loss of near-uniform logits is ln V (+ σ²/2 of the logits)
+    assert result.ln_vocab == pytest.approx(math.log(256))
+    assert result.ln_vocab - 0.02 < result.initial_loss < result.ln_vocab + 0.1
+    # activation memory: the saved-for-backward tensors vs the closed-form estimate
+    assert result.activation_bytes_measured == pytest.approx(result.activation_bytes_estimated, rel=0.01)
+    n = result.n_params
+    assert n == sum(p.numel() for p in build_model(debug_cfg).parameters())
+    memory = result.memory_breakdown
+    assert memory["weights"] == memory["gradients"] == 4 * n           # fp32
+    assert 8 * n <= memory["optimizer"] <= 8 * n + 64 * 8              # m, v (+ step counters)
+    assert memory["weight_casts"] == 0
+    assert result.peak_memory_bytes == sum(memory.values())
+    assert result.estimated_training_bytes == pytest.approx(result.peak_memory_bytes, rel=0.01)
+    assert result.training_flops == analysis.count_flops(debug_cfg, 32, 2).training_step
+    assert result.achieved_tflops == pytest.approx(result.training_flops / (result.step_ms / 1e3) / 1e12)
+    assert result.tokens_per_s == pytest.approx(64 / (result.step_ms / 1e3))
+    assert result.mfu == pytest.approx(result.achieved_tflops * 1e12 / result.peak_flops)
+    assert "measured" in result.peak_flops_source
+    # without the final norm the logits differ (here: the raw residual stream is tiny at init)
+    assert result.logits.std != pytest.approx(result.logits_without_final_norm.std, rel=0.1)
+
+
+def test_live_pass_bf16_autocast_on_cpu(debug_cfg):
+    result = live_pass(debug_cfg, 32, 2, device="cpu", dtype="bf16")
+    assert math.isfinite(result.initial_loss) and abs(result.initial_loss - math.log(256)) < 0.1
+    # autocast keeps norms, the residual stream and the loss in fp32: more than an all-bf16
+    # model saves, less than an all-fp32 one
+    fp32 = analysis.activation_bytes(debug_cfg, 32, 2, "fp32")
+    assert result.activation_bytes_estimated < result.activation_bytes_measured < fp32
+    assert result.memory_breakdown["weight_casts"] > 0                  # bf16 copies of weights
+
+
+def test_bench_spec_keys(debug_cfg):
+    result = bench(debug_cfg, device="cpu", steps=2, seq_len=16, batch=2)
+    strict_json(result)
+    assert {"tokens_per_s", "step_ms", "achieved_tflops", "peak_memory_bytes", "device"} <= set(result)
+    assert result["device"] == "cpu" and result["peak_memory_bytes"] > 0 and result["mfu"] > 0
+
+
+def test_logit_stats_definitions():
+    uniform = LogitStats.of(torch.zeros(2, 3, 10))
+    assert uniform.entropy_mean == pytest.approx(math.log(10))
+    assert uniform.max_prob_mean == pytest.approx(0.1) and uniform.std == 0
+    peaked = LogitStats.of(torch.tensor([[100.0, 0.0, 0.0, -100.0]]))
+    assert peaked.max_prob_mean == pytest.approx(1.0) and peaked.entropy_mean < 1e-6
+    assert peaked.max_abs == 100.0
+
+
+# ---- gradient norms ---------------------------------------------------------------------------
+@pytest.mark.parametrize("position", ["post", "pre"])
+def test_gradnorms_equal_direct_computation(debug_cfg, position):
+    data = random_tokens(256, 4000, seed=9)
+    result = getattr(gradnorms(debug_cfg, 16, 2, seed=3, data=data, device="cpu"), position)
+    # by hand: same weights, same batch, the forward written out, torch.autograd.grad
+    model = build_model(debug_cfg.replace(norm_position=position), seed=3)
+    x, y = get_batch(data.train, 2, 16, torch.Generator().manual_seed(3))
+    body = model.model
+    h = body.embed_tokens(x)
+    rope = rope_cos_sin(torch.arange(16), body.rope_inv_freq)
+    block_inputs = []
+    for layer in body.layers:
+        block_inputs.append(h)
+        h = layer(h, rope, None)
+    logits = model.lm_head(body.norm(h))
+    loss = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1))
+    names, params = zip(*model.named_parameters())
+    grads = torch.autograd.grad(loss, block_inputs + list(params))
+    residual, by_name = grads[:2], dict(zip(names, grads[2:]))
+
+    def norm(prefixes):
+        return torch.cat([g.flatten() for n, g in by_name.items() if n.startswith(prefixes)]).norm().item()
+
+    assert result.loss == pytest.approx(loss.item(), rel=1e-6)
+    for i in range(2):
+        prefix = f"model.layers.{i}."
+        assert result.residual_grad_norm[i] == pytest.approx(residual[i].norm().item(), rel=1e-5)
+        assert result.layer_grad_norm[i] == pytest.approx(norm(prefix), rel=1e-5)
+        assert result.ffn_out_grad_norm[i] == pytest.approx(
+            by_name[prefix + "mlp.down_proj.weight"].norm().item(), rel=1e-5)
+        assert result.group_grad_norm["q"][i] == pytest.approx(norm(prefix + "self_attn.q_proj"), rel=1e-5)
+        assert result.group_grad_norm["gate"][i] == pytest.approx(norm(prefix + "mlp.gate_proj"), rel=1e-5)
+        assert result.group_grad_norm["norms"][i] == pytest.approx(
+            norm((prefix + "input_layernorm", prefix + "post_attention_layernorm")), rel=1e-5)
+    assert list(result.group_grad_norm) == ["q", "k", "v", "o", "gate", "up", "down", "norms"]
+
+
+def test_post_and_pre_share_everything_but_norm_placement(debug_cfg, monkeypatch):
+    seen = []
+    original = experiments.measure_grad_norms
+
+    def spy(model, inputs, targets):
+        seen.append((model.cfg, {k: v.clone() for k, v in model.state_dict().items()},
+                     inputs.clone(), targets.clone()))
+        return original(model, inputs, targets)
+    monkeypatch.setattr(experiments, "measure_grad_norms", spy)
+    result = gradnorms(debug_cfg, 16, 2, seed=5, device="cpu")
+    (cfg_post, w_post, x_post, y_post), (cfg_pre, w_pre, x_pre, y_pre) = seen
+    assert (cfg_post.norm_position, cfg_pre.norm_position) == ("post", "pre")
+    assert cfg_post.replace(norm_position="pre") == cfg_pre
+    assert w_post.keys() == w_pre.keys() and all(torch.equal(w_post[k], w_pre[k]) for k in w_post)
+    assert torch.equal(x_post, x_pre) and torch.equal(y_post, y_pre)
+    assert result.post.loss != result.pre.loss
+    d = result.to_dict()
+    strict_json(d)
+    assert set(d) == {"post", "pre"}
+    for r in d.values():
+        assert len(r["layer_grad_norm"]) == len(r["ffn_out_grad_norm"]) == len(r["residual_grad_norm"]) == 2
+    assert len(result.to_frame()) == 4
+
+
+def test_depth_sweep_has_xiong_shape(debug_cfg):
+    """Xiong et al. 2020, Thm 1: last FFN gradient ~ flat in L (Post-LN), ~ 1/√L (Pre-LN)."""
+    sweep = depth_sweep(debug_cfg, depths=(2, 4, 8, 16), seq_len=16, batch=2, device="cpu")
+    assert abs(sweep.post_slope) < 0.15
+    assert -0.9 < sweep.pre_slope < -0.3
+    assert sweep.to_frame().shape == (4, 3)
+    strict_json(sweep.to_dict())
+
+
+def test_loglog_slope_recovers_a_power_law():
+    xs = [2, 4, 8, 16]
+    assert experiments.loglog_slope(xs, [3 * x ** -0.5 for x in xs]) == pytest.approx(-0.5)
+
+
+# ---- training -----------------------------------------------------------------------------------
+def test_lr_schedules_by_hand():
+    kw = dict(base_lr=1.0, warmup_steps=4, total_steps=14, min_lr_ratio=0.1)
+    assert [lr_at(s, schedule="cosine", **kw) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert lr_at(4, schedule="cosine", **kw) == 1.0                   # decay starts at 1
+    assert lr_at(13, schedule="cosine", **kw) == pytest.approx(0.1)   # and ends at min_lr
+    assert lr_at(13, schedule="linear", **kw) == pytest.approx(0.1)
+    # halfway through the decay (4 + 9/2): cosine 0.1 + 0.9·0.5·(1 + cos(π/2)) = 0.55
+    assert lr_at(8, schedule="cosine", **kw) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 4 / 9)))
+    assert lr_at(8, schedule="linear", **kw) == pytest.approx(0.1 + 0.9 * (1 - 4 / 9))
+    assert lr_at(10, schedule="constant", **kw) == 1.0
+    assert lr_at(0, base_lr=1.0, warmup_steps=0, total_steps=5, schedule="constant") == 1.0
+    with pytest.raises(ExperimentError, match="schedule"):
+        lr_at(0, schedule="step", **kw)
+
+
+def test_divergence_rules():
+    assert "loss became nan" in divergence_reason(float("nan"), 1.0, 3, 2.0, 0, 3.0)
+    assert "gradient norm" in divergence_reason(2.0, float("inf"), 3, 2.0, 0, 3.0)
+    assert divergence_reason(2.0, float("inf"), 3, 2.0, 0, 3.0, loss_scaling=True) is None
+    assert "spiked" in divergence_reason(6.1, 1.0, 5, 2.0, 0, 3.0)
+    assert divergence_reason(6.1, 1.0, 5, 2.0, 10, 3.0) is None      # still warming up
+    assert divergence_reason(5.9, 1.0, 5, 2.0, 0, 3.0) is None
+
+
+def test_training_lowers_loss_on_builtin_corpus(debug_cfg):
+    records = []
+    run = train(debug_cfg, steps=40, lr=3e-3, warmup_steps=4, schedule="cosine", data=load_builtin(),
+                seq_len=32, batch=8, seed=0, on_step=records.append, device="cpu", eval_every=20)
+    assert not run.diverged and run.steps_run == 40 and len(records) == 40
+    assert run.val_step == [0, 20, 40]
+    assert run.val_loss[0] == pytest.approx(math.log(256), abs=0.1)
+    assert run.val_loss[-1] < run.val_loss[0] - 1.5                   # bytes are predictable
+    assert run.lr == [lr_at(s, base_lr=3e-3, warmup_steps=4, total_steps=40, schedule="cosine")
+                      for s in range(40)]
+    assert len(run.layer_grad_norm) == 40 and len(run.layer_grad_norm[0]) == 2
+    assert records[5]["loss"] == run.loss[5] and "val_loss" in records[19]
+    strict_json(run.to_dict())
+    strict_json(run.summary())
+    assert run.to_frame().shape[0] == 40
+    assert run.settings["data"].startswith("builtin")
+
+
+def test_runs_are_reproducible_and_iter_train_yields_json_lines(debug_cfg):
+    kwargs = dict(steps=3, lr=1e-3, warmup_steps=1, schedule="linear", data=load_builtin(),
+                  seq_len=16, batch=2, seed=7, device="cpu")
+    loop = experiments.iter_train(debug_cfg, **kwargs)
+    lines = []
+    while True:
+        try:
+            lines.append(strict_json(next(loop)))
+        except StopIteration as finished:
+            first = finished.value
+            break
+    assert len(lines) == 3 and json.loads(lines[0])["step"] == 0
+    again = train(debug_cfg, **kwargs)
+    assert first.loss == again.loss and first.val_loss == again.val_loss
+    assert train(debug_cfg, **{**kwargs, "seed": 8}).loss != first.loss
+    a, b = gradnorms(debug_cfg, 8, 1, seed=2), gradnorms(debug_cfg, 8, 1, seed=2)
+    assert a.to_dict() == b.to_dict()
+
+
+def test_divergence_is_reported_not_raised(debug_cfg):
+    run = train(debug_cfg, steps=20, lr=1e3, warmup_steps=0, schedule="constant",
+                data=load_builtin(), seq_len=16, batch=4, device="cpu")
+    assert run.diverged and run.divergence_step is not None and run.steps_run < 20
+    assert run.steps_run == run.divergence_step + 1
+    assert "lower the learning rate" in run.hint and "warmup" in run.hint
+    assert run.divergence_reason
+    strict_json(run.to_dict())
+
+
+def test_training_refuses_data_beyond_vocab(debug_cfg):
+    with pytest.raises(DataError, match="token id 226 but the config's vocab_size=100"):
+        train(debug_cfg.replace(vocab_size=100), 2, 1e-3, data=load_builtin(), seq_len=8, batch=2)
+
+
+def test_compare_runs_share_batches(debug_cfg):
+    specs = norm_position_specs(debug_cfg, lr=3e-3, warmup_steps=2)
+    assert [s.label for s in specs] == ["Post-LN, no warmup", "Post-LN, warmup 2",
+                                        "Pre-LN, no warmup", "Pre-LN, warmup 2"]
+    result = compare_runs(specs, steps=3, data=load_builtin(), seq_len=16, batch=2, device="cpu")
+    runs = result.runs
+    # step 0 sees the same weights and batch: the loss does not depend on the learning rate
+    assert runs["Post-LN, no warmup"].loss[0] == runs["Post-LN, warmup 2"].loss[0]
+    assert runs["Pre-LN, no warmup"].loss[0] == runs["Pre-LN, warmup 2"].loss[0]
+    assert runs["Post-LN, no warmup"].loss[1] != runs["Post-LN, warmup 2"].loss[1]
+    assert len(result.to_frame()) == 12 and len(result.summary_frame()) == 4
+    strict_json(result.to_dict())
+
+
+def test_ablation_specs_follow_the_seed_table(debug_cfg):
+    relu, swiglu = ablation_specs("ffn", debug_cfg, 1e-3, 0)
+    p_relu, p_swiglu = analysis.count_params(relu.cfg).total, analysis.count_params(swiglu.cfg).total
+    assert p_relu == pytest.approx(p_swiglu, rel=0.01)                 # "equal parameters"
+    old, new = ablation_specs("recipe", debug_cfg, 1e-3, 10)
+    assert (old.cfg.norm_position, old.cfg.norm_type, old.cfg.pos_encoding, old.cfg.ffn_type,
+            old.cfg.init, old.cfg.bias, old.schedule) == ("post", "layernorm", "sinusoidal", "relu",
+                                                          "xavier", True, "linear")
+    assert (new.cfg.norm_position, new.cfg.norm_type, new.cfg.pos_encoding, new.cfg.ffn_type,
+            new.schedule) == ("pre", "rmsnorm", "rope", "swiglu", "cosine")
+    ln, rms = ablation_specs("norm_type", debug_cfg, 1e-3, 0)
+    assert ln.cfg.replace(norm_type="rmsnorm") == rms.cfg
+    with pytest.raises(ExperimentError):
+        ablation_specs("dropout", debug_cfg, 1e-3, 0)
+
+
+# ---- KV-cache decoding --------------------------------------------------------------------------
+def test_decode_cache_bytes_equal_analysis(debug_cfg):
+    result = decode_benchmark(debug_cfg, context_lens=(8, 16), batch=2, device="cpu", new_tokens=3)
+    assert [(r.variant, r.n_kv_heads) for r in result.rows] == [
+        ("mha", 4), ("mha", 4), ("gqa", 2), ("gqa", 2), ("mqa", 1), ("mqa", 1)]
+    assert result.bytes_agree
+    for r in result.rows:
+        # by hand: K and V · L layers · G heads · D=16 · 4 bytes · B=2 · cached tokens
+        assert r.cache_tokens == r.context_len + 3
+        assert r.cache_bytes_measured == 2 * 2 * r.n_kv_heads * 16 * 4 * 2 * r.cache_tokens
+        assert r.ms_per_token > 0 and r.prefill_ms > 0
+    strict_json(result.to_dict())
+    with pytest.raises(ExperimentError, match="max_seq_len"):
+        decode_benchmark(debug_cfg, context_lens=(62,), device="cpu", new_tokens=3)
+
+
+def test_decode_bf16_bytes_agree(debug_cfg):
+    result = decode_benchmark(debug_cfg, context_lens=(8,), device="cpu", dtype="bf16", new_tokens=2)
+    assert result.bytes_agree
+    assert result.rows[0].cache_bytes_measured == analysis.kv_cache_bytes_per_token(
+        debug_cfg.replace(n_kv_heads=4), "bf16") * 10
+
+
+# ---- CUDA (skipped without a GPU) ---------------------------------------------------------------
+@needs_cuda
+def test_cuda_live_pass_bf16(debug_cfg):
+    result = live_pass(debug_cfg, 32, 4, device="cuda", dtype="bf16", iters=3)
+    assert result.device.startswith("cuda") and result.peak_memory_source == "CUDA allocator peak"
+    assert abs(result.initial_loss - math.log(256)) < 0.1
+    assert result.peak_memory_bytes > result.memory_breakdown["weights"]
+    assert 0 < result.mfu < 1
+
+
+@needs_cuda
+def test_cuda_fp16_training_with_loss_scaling(debug_cfg):
+    run = train(debug_cfg, steps=10, lr=3e-3, warmup_steps=2, data=load_builtin(), seq_len=32,
+                batch=8, device="cuda", dtype="fp16")
+    assert not run.diverged and run.loss[-1] < run.loss[0]
+
+
+@needs_cuda
+def test_cuda_gradnorms_match_cpu(debug_cfg):
+    cpu = gradnorms(debug_cfg, 16, 2, device="cpu")
+    gpu = gradnorms(debug_cfg, 16, 2, device="cuda")
+    for a, b in ((cpu.post, gpu.post), (cpu.pre, gpu.pre)):
+        assert a.layer_grad_norm == pytest.approx(b.layer_grad_norm, rel=1e-3)
+        assert a.residual_grad_norm == pytest.approx(b.residual_grad_norm, rel=1e-3)
+
+
+@needs_cuda
+def test_cuda_decode_bf16_bytes_agree(debug_cfg):
+    result = decode_benchmark(debug_cfg, context_lens=(8, 32), device="cuda", dtype="bf16", new_tokens=4)
+    assert result.bytes_agree and result.device.startswith("cuda")
