@@ -82,3 +82,50 @@ def test_subprocess_error_has_no_traceback():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == "error: d_model=0 must be at least 1"
+
+
+def test_gradnorms_json_matches_spec(capsys):
+    code, out, _ = run(capsys, "gradnorms", "--preset", "debug", "--seq-len", "16", "--batch", "2", "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert set(r) == {"post", "pre"}
+    for kind in ("post", "pre"):
+        for key in ("layer_grad_norm", "ffn_out_grad_norm", "residual_grad_norm"):
+            assert len(r[kind][key]) == PRESETS["debug"].n_layers
+        assert r[kind]["loss"] > 0
+    # same weights and batch: the losses at init differ only through norm placement
+    assert abs(r["post"]["loss"] - r["pre"]["loss"]) < 0.5
+
+
+def test_bench_json_matches_spec(capsys):
+    code, out, _ = run(capsys, "bench", "--preset", "debug", "--device", "cpu", "--steps", "1",
+                       "--seq-len", "16", "--batch", "2", "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert {"tokens_per_s", "step_ms", "achieved_tflops", "peak_memory_bytes", "device"} <= set(r)
+    assert r["device"] == "cpu" and r["tokens_per_s"] > 0
+    assert abs(r["tokens_per_s"] - 2 * 16 / (r["step_ms"] / 1e3)) / r["tokens_per_s"] < 1e-6
+
+
+def test_bench_cuda_without_gpu_is_a_clear_error(capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    code, out, err = run(capsys, "bench", "--preset", "debug", "--device", "cuda")
+    assert code == 2 and "cuda" in err.lower() and len(err.strip().splitlines()) == 1
+
+
+def test_train_prints_json_lines(capsys, tmp_path):
+    code, out, _ = run(capsys, "train", "--preset", "debug", "--steps", "3", "--seq-len", "16",
+                       "--batch", "2", "--json")
+    assert code == 0
+    lines = [json.loads(line) for line in out.strip().splitlines()]
+    assert [line["step"] for line in lines[:-1]] == [0, 1, 2]
+    assert "summary" in lines[-1] and lines[-1]["summary"]["steps_run"] == 3
+
+
+def test_train_rejects_bad_text(capsys, tmp_path):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("café ".encode("latin-1") * 500)
+    code, _, err = run(capsys, "train", "--preset", "debug", "--data", str(bad))
+    assert code == 2 and "UTF-8" in err

@@ -1,0 +1,83 @@
+"""Parameters and FLOPs: where they go, how FLOPs grow with the sequence, fvcore's opinion."""
+import streamlit as st
+
+from llama_lab import plots, ui
+
+selection = ui.setup_page(
+    "Parameters & FLOPs",
+    "Closed-form counts for the sidebar's model, by component. FLOPs count 2 per multiply-add "
+    "over one forward pass of B×T tokens, attention scores over the full T×T (the causal half "
+    "is listed too); norms, softmax, RoPE and activations are element-wise and listed apart.")
+cfg, T, B = selection.cfg, selection.seq_len, selection.batch
+params = ui.param_count(cfg)
+flops = ui.flop_count(cfg, T, B)
+
+cols = st.columns(5)
+cols[0].metric("Parameters", ui.human_params(params.total), help=f"{params.total:,}")
+cols[1].metric("Non-embedding", ui.human_params(params.non_embedding),
+               help=f"{params.non_embedding:,} (total − token embedding − learned positions)")
+cols[2].metric("Per block", ui.human_params(params.per_layer), help=f"{params.per_layer:,}")
+cols[3].metric(f"Forward FLOPs (B={B}, T={T:,})", ui.human_count(flops.forward),
+               help=f"{flops.forward:,}; causal scores only: {flops.forward_causal:,}")
+cols[4].metric("Training step FLOPs", ui.human_count(flops.training_step),
+               help=f"3 × forward = {flops.training_step:,}; PaLM's 6N + 12·L·H·Q·T per token: "
+                    f"{flops.palm_training_per_token:,}")
+
+st.latex(r"N_\text{block} = \underbrace{C H D + 2\,C G D + H D C}_{\text{attention}}"
+         r" + \underbrace{k\,C F}_{\text{FFN},\;k=3\text{ SwiGLU},\;2\text{ ReLU/GELU}}"
+         r" + \underbrace{2\,n_\text{norm}}_{n_\text{norm}=C\text{ or }2C}")
+st.latex(r"N = L\,N_\text{block} + V C\,(\text{embedding}) + V C\,(\text{untied head})"
+         r" + n_\text{norm}\,(\text{final}) \quad (+\text{biases if enabled})")
+st.latex(r"\text{FLOPs}_\text{fwd} = 2\,B\,T \cdot N_\text{matmul}"
+         r" + \underbrace{4\,B\,T^2 H D L}_{QK^\top\text{ and }AV\text{, full }T\times T}")
+
+left, right = st.columns(2)
+left.plotly_chart(plots.params_sunburst(params))
+right.plotly_chart(plots.flops_bar(flops))
+
+st.subheader("FLOPs against sequence length")
+crossover = ui.scores_crossover(cfg)
+upper = max(cfg.max_seq_len, 2 * crossover if crossover else 0, 1024)
+seq_lens = ui.sweep_lengths(upper)
+st.plotly_chart(plots.flops_vs_seq_len(ui.flops_sweep(cfg, seq_lens, B), crossover, T))
+if crossover is None:
+    st.caption("The attention scores never overtake the FFN within the allowed lengths.")
+else:
+    st.caption(f"Per token the projections and FFN cost a constant, the scores 4·T·H·D·L: "
+               f"they overtake the FFN from T = {crossover:,} "
+               f"({'within' if crossover <= cfg.max_seq_len else 'beyond'} max_seq_len "
+               f"{cfg.max_seq_len:,}).")
+
+st.subheader("One decoder block")
+st.caption(f"All {cfg.n_layers} blocks are identical; FLOPs are the component's per block at "
+           f"B={B}, T={T:,}.")
+st.dataframe(plots.block_table(cfg, flops), hide_index=True,
+             column_config={"params": st.column_config.NumberColumn(format="localized"),
+                            "share_of_block": st.column_config.NumberColumn(format="percent"),
+                            "component_flops_per_block": st.column_config.NumberColumn(
+                                "FLOPs of its component per block", format="localized")})
+
+st.subheader("Cross-check with fvcore")
+if st.toggle("Trace the model with fvcore (meta device, no memory) and compare",
+             key="llama_lab.page1.fvcore"):
+    with st.spinner("Tracing with torch.jit …"):
+        check = ui.fvcore_check(cfg, T, B)
+    cols = st.columns(3)
+    cols[0].metric("fvcore (×2)", f"{check.fvcore_flops:,}")
+    cols[1].metric("LLaMA Lab", f"{check.ours_flops:,}")
+    cols[2].metric("Difference", f"{check.difference:,}",
+                   f"{check.relative_difference:.2e} relative", delta_color="off")
+    st.dataframe({"operator": list(check.fvcore_by_operator),
+                  "FLOPs (fvcore × 2)": list(check.fvcore_by_operator.values())}, hide_index=True,
+                 column_config={"FLOPs (fvcore × 2)": st.column_config.NumberColumn(
+                     format="localized")})
+    st.caption("Operators fvcore skipped (element-wise; times seen): "
+               + (", ".join(f"{name} ×{count}" for name, count in check.unsupported_ops.items())
+                  or "none"))
+    for note in check.notes:
+        st.caption(note)
+
+with st.expander("Counting conventions"):
+    for line in flops.conventions:
+        st.markdown(f"- {line}")
+    st.dataframe(flops.to_frame(), hide_index=True)

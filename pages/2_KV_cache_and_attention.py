@@ -1,0 +1,71 @@
+"""KV cache and attention: MHA vs GQA vs MQA — bytes, what fits a GPU, the decode roofline."""
+import streamlit as st
+
+from llama_lab import hardware, plots, ui
+
+KEY_GPU = "llama_lab.page2.gpu"
+KEY_CONTEXT = "llama_lab.page2.context"
+ROOFLINE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+selection = ui.setup_page(
+    "KV cache & attention",
+    "Decoding one token reads every cached key and value of every layer. GQA lets G KV heads "
+    "serve H query heads (MQA: G = 1), shrinking the cache H/G-fold; the scores still cost "
+    "the same FLOPs, since every query head attends over all keys.")
+cfg, T, B, dtype = selection.cfg, selection.seq_len, selection.batch, selection.dtype
+b = ui.dtype_bytes(dtype)
+kv = ui.kv_report(cfg, T, B, dtype)
+
+st.latex(rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot D \cdot b = 2 \cdot "
+         rf"{cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot {cfg.head_dim} \cdot {b:g} = "
+         rf"{kv.bytes_per_token:,}"
+         rf"\qquad \text{{cache}} = \text{{bytes/token}} \cdot B \cdot T = {kv.bytes:,}")
+
+st.plotly_chart(plots.kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
+
+if KEY_GPU not in st.session_state:
+    st.session_state[KEY_GPU] = "H100 80GB"
+gpu_name = st.selectbox("GPU", list(hardware.GPUS), key=KEY_GPU,
+                        help="Data-sheet memory, dense peak FLOP/s and HBM bandwidth.")
+gpu = hardware.GPUS[gpu_name]
+st.caption(gpu.source)
+
+st.subheader(f"MHA vs GQA vs MQA at B={B}, T={T:,}, {dtype}")
+fit = ui.kv_fit(cfg, gpu, T, B, dtype)
+cols = st.columns(len(fit))
+for col, row in zip(cols, fit.itertuples()):
+    marker = " (this model)" if row.is_current else ""
+    col.metric(f"{row.attention}{marker} · {row.n_kv_heads} KV head"
+               f"{'s' if row.n_kv_heads > 1 else ''}",
+               f"{row.kv_bytes_per_token:,} B/token",
+               help=f"cache at B×T: {ui.human_bytes(row.kv_cache_bytes)}")
+    col.markdown(f"- cache at B×T: **{ui.human_bytes(row.kv_cache_bytes)}**\n"
+                 f"- weights: {ui.human_bytes(row.weight_bytes)}\n"
+                 f"- longest context at B={B} on {gpu.name}: **{row.max_context_at_batch:,}**\n"
+                 f"- largest batch at T={T:,}: **{row.max_batch_at_seq_len:,}**")
+if fit.max_context_at_batch.max() == 0:
+    st.warning(f"The weights alone ({ui.human_bytes(fit.weight_bytes.min())}) do not fit in "
+               f"{gpu.name}'s {ui.human_bytes(gpu.memory_bytes)}.")
+st.caption(kv.note + " Fits = weights + KV cache ≤ GPU memory; activations of decoding are "
+           "small and not reserved.")
+
+upper = max(cfg.max_seq_len, T, int(fit.max_context_at_batch.max()) * 2, 32_768)
+curve = ui.kv_memory_curve(cfg, ui.sweep_lengths(min(upper, 16_777_216)), B, dtype)
+st.plotly_chart(plots.kv_memory_vs_context(curve, gpu))
+
+st.subheader("Decode roofline")
+st.latex(r"t_\text{step} \ge \max\!\left(\frac{\text{FLOPs}}{\text{peak}},\;"
+         r"\frac{\text{weights} + B\,S\cdot\text{KV bytes/token}}{\text{HBM bandwidth}}\right)"
+         r"\qquad \text{intensity} = \frac{\text{FLOPs}}{\text{bytes moved}}")
+contexts = sorted({2 ** k for k in range(7, 18)} | {T})
+if st.session_state.get(KEY_CONTEXT) not in contexts:
+    st.session_state[KEY_CONTEXT] = T
+context = st.select_slider("context length S for the roofline", contexts, key=KEY_CONTEXT)
+points = ui.roofline_points(cfg, gpu, ROOFLINE_BATCHES, context, dtype)
+left, right = st.columns(2)
+left.plotly_chart(plots.roofline_figure(points, gpu))
+right.plotly_chart(plots.decode_throughput(points))
+st.caption(f"Ridge point of {gpu.name}: {points.ridge_point.iloc[0]:.0f} "
+           f"FLOPs/byte at {dtype}. Below it a step is memory-bound: the time goes into "
+           f"reading the weights and the cache, so fewer KV heads mean faster decoding at long "
+           f"context and large batch.")

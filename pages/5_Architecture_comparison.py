@@ -1,0 +1,65 @@
+"""The seed's 2017 Transformer vs LLaMA table (section 七), each row computed on the config."""
+import streamlit as st
+
+from llama_lab import claims, plots, ui
+
+KEY_ABLATION = "llama_lab.page5.ablation"
+KEY_STEPS = "llama_lab.page5.steps"
+KEY_RESULT = "llama_lab.page5.result"           # (kind, training config, steps) → comparison
+TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ, TRAIN_BATCH = 3e-3, 10, 64, 8
+ABLATIONS = {"norm_position": "Post-LN vs Pre-LN (each without / with warmup)",
+             "norm_type": "LayerNorm vs RMSNorm", "ffn": "ReLU 4d vs SwiGLU 8/3·d",
+             "recipe": "whole 2017 recipe (warmup + linear decay) vs LLaMA (warmup + cosine)"}
+
+selection = ui.setup_page(
+    "Architecture comparison",
+    "The tutorial's table of what LLaMA changed from the 2017 Transformer, row by row. For "
+    "each row the lab switches that one option on the sidebar's model — everything else "
+    "equal — and reports what it does to the parameters, the forward FLOPs and the KV cache.")
+cfg, T, B, dtype = selection.cfg, selection.seq_len, selection.batch, selection.dtype
+comparison = ui.architecture(cfg, T, B, dtype)
+
+st.latex(r"\text{ReLU FFN: } 2\,d\,(4d) = 8d^2 \qquad \text{SwiGLU: } 3\,d\,F"
+         r" = 3d\cdot\tfrac{8}{3}d = 8d^2")
+st.latex(r"\text{LayerNorm: } 2d \;\text{vs RMSNorm: } d \qquad"
+         r"\text{KV bytes/token} = 2\,L\,G\,D\,b \;\propto\; G")
+frame = comparison.to_frame()
+st.table(frame[["aspect_zh", "aspect", "transformer_2017", "llama", "seed_reason", "current",
+                "lab"]].rename(columns={
+    "aspect_zh": "seed row", "transformer_2017": "2017 Transformer", "llama": "LLaMA",
+    "seed_reason": "seed's reason (原因)", "current": "this config",
+    "lab": "what the lab computes (2017 option → LLaMA option, on this config)"}),
+    hide_index=True)
+numbers = frame.dropna(subset=["params_2017"])
+count_columns = ["params_2017", "params_llama", "flops_2017", "flops_llama",
+                 "kv_bytes_per_token_2017", "kv_bytes_per_token_llama"]
+st.dataframe(numbers[["aspect", *count_columns]], hide_index=True,
+             column_config={name: st.column_config.NumberColumn(format="localized")
+                            for name in count_columns})
+st.caption(f"FLOPs: one forward over B={B} × T={T:,} tokens (matmuls, 2 per multiply-add). "
+           f"KV bytes at {dtype}.")
+
+st.subheader("Train the contrast (small model, CPU)")
+train_cfg = claims.small_training_config(cfg)
+st.caption(f"Short AdamW runs on the built-in byte-level corpus, same data, seed and batches "
+           f"for every arm, at d={train_cfg.d_model}, {train_cfg.n_layers} layers, "
+           f"{train_cfg.n_heads} heads / {train_cfg.n_kv_heads} KV, vocab {train_cfg.vocab_size} "
+           f"with this config's recipe; lr {TRAIN_LR}, {TRAIN_WARMUP} warmup steps, "
+           f"T={TRAIN_SEQ}, B={TRAIN_BATCH}.")
+kind = st.selectbox("contrast", list(ABLATIONS), format_func=ABLATIONS.get, key=KEY_ABLATION)
+steps = st.slider("steps", 20, 300, 60, step=10, key=KEY_STEPS)
+if st.button("Train", type="primary"):
+    bar = st.progress(0.0, text="starting …")
+    result = ui.ablation_runs(kind, train_cfg, steps, TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ,
+                              TRAIN_BATCH, _progress=lambda f, text: bar.progress(f, text=text))
+    bar.empty()
+    st.session_state[KEY_RESULT] = (kind, train_cfg, steps, result)
+stored = st.session_state.get(KEY_RESULT)
+if stored is not None:
+    stored_kind, stored_cfg, stored_steps, result = stored
+    if (stored_kind, stored_cfg, stored_steps) != (kind, train_cfg, steps):
+        st.caption("Results below are from an earlier choice; press Train to update them.")
+    st.plotly_chart(plots.training_curves(result.to_frame(), f"{ABLATIONS[stored_kind]}: "
+                                                             f"training loss"))
+    st.dataframe(result.summary_frame()[["label", "first_loss", "final_loss", "final_val_loss",
+                                         "diverged", "n_params", "wall_s"]], hide_index=True)

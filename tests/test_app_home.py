@@ -1,0 +1,83 @@
+"""app.py (the home page) through AppTest: the config summary, page links, errors, and the
+sidebar state surviving a page switch."""
+import statistics
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from llama_lab import ui
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def run_app(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metrics(at: AppTest) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_home_summarises_the_seed_demo():
+    at = run_app()
+    shown = metrics(at)
+    assert shown["Parameters"] == "43,780,608"                # the seed's printed total
+    assert shown["Attention"] == "GQA · 8 q / 2 kv"
+    # 2 (K, V) · 4 layers · 2 KV heads · 64 head dim · 2 bytes (bf16) = 2048
+    assert shown["KV cache per token (bf16)"] == "2,048 B"
+    assert shown["Forward FLOPs per token"].endswith("MFLOP")
+    links = [link.proto.page for link in at.get("page_link")]
+    assert {"Parameters_and_FLOPs", "KV_cache_and_attention", "Architecture_comparison",
+            "Seed_claims"} <= set(links)
+
+
+def test_widget_change_updates_the_summary_and_the_url():
+    at = run_app()
+    at.sidebar.number_input(key=ui.field_key("n_layers")).set_value(8).run()
+    # 8 blocks of 2,753,024 + 512 final norm + 2 × 16,384,000 embeddings = 54,792,704
+    assert metrics(at)["Parameters"] == "54,792,704"
+    assert metrics(at)["KV cache per token (bf16)"] == "4,096 B"
+    assert at.query_params["n_layers"] == "8"
+    at.sidebar.selectbox(key=ui.field_key("n_kv_heads")).set_value(8).run()
+    assert metrics(at)["Attention"] == "MHA · 8 q / 8 kv"
+
+
+def test_invalid_config_shows_the_rule_and_nothing_else():
+    at = run_app({"preset": "seed-demo"})
+    at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(6).run()
+    assert not at.exception
+    assert any("d_model=512 is not divisible by n_heads=6" in e.value for e in at.main.error)
+    assert len(at.metric) == 0
+
+
+def test_bad_link_falls_back_to_the_preset_with_an_error():
+    at = run_app({"preset": "llama-2-7b", "n_kv_heads": "5"})
+    assert any("n_heads=32 is not divisible by n_kv_heads=5" in e.value for e in at.sidebar.error)
+    assert metrics(at)["Attention"] == "MHA · 32 q / 32 kv"
+
+
+def test_sidebar_state_survives_a_page_switch():
+    at = run_app()
+    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(1024).run()
+    at.switch_page("pages/1_Parameters_and_FLOPs.py").run()
+    assert not at.exception
+    assert at.sidebar.number_input(key=ui.field_key("d_model")).value == 1024
+    # d=1024, ffn ⌊8/3·1024⌋ = 2730: 4 blocks × (2·1024² + 2·1024·256 + 3·1024·2730 + 2·1024)
+    # + 1024 + 2 · 32000 · 1024 = 109,577,216
+    assert next(m for m in at.metric if m.label == "Parameters").proto.help.startswith(
+        "109,577,216")
+
+
+def test_rerender_after_a_slider_move_is_well_under_a_second():
+    at = run_app()
+    times = []
+    for n_layers in (5, 6, 7, 8):
+        start = time.perf_counter()
+        at.sidebar.number_input(key=ui.field_key("n_layers")).set_value(n_layers).run()
+        times.append(time.perf_counter() - start)
+    assert statistics.median(times) < 1.0, times

@@ -1,0 +1,168 @@
+"""Every seed claim's verdict and figure against a hand derivation written out here, and the
+section-七 comparison table."""
+import math
+
+import pytest
+import torch
+
+from llama_lab import claims
+from llama_lab.config import PRESETS
+
+# ---- hand derivations (no llama_lab code) -------------------------------------------------------
+V, C, L, H, G, F, D = 32000, 512, 4, 8, 2, 1365, 64          # the seed's demo model
+DEMO_BLOCK = (C * C + 2 * C * G * D + C * C) + 3 * C * F + 2 * C     # attention + SwiGLU + 2 norms
+DEMO_TOTAL = L * DEMO_BLOCK + C + 2 * V * C                  # + final norm + embedding + head
+MHA_TOTAL = DEMO_TOTAL + L * 2 * C * (H - G) * D             # K and V back to 8 heads
+D7 = 4096                                                    # LLaMA-7B
+LLAMA_7B_PUBLISHED = 6_738_415_616                           # model card
+
+
+@pytest.fixture(scope="module")
+def by_id():
+    return {claim.id: claim for claim in claims.seed_claims()}
+
+
+def test_hand_derivations_reproduce_the_seeds_printout():
+    assert DEMO_TOTAL == 43_780_608 and MHA_TOTAL == 45_353_472
+    assert MHA_TOTAL - DEMO_TOTAL == 1_572_864
+
+
+def test_claim_ids_are_unique_and_every_field_is_filled(by_id):
+    listed = claims.seed_claims()
+    assert len(by_id) == len(listed) >= 20
+    for claim in listed:
+        assert claim.quote and claim.claim_en and claim.computed and claim.explanation
+        assert claim.section and isinstance(claim.verdict, bool)
+        assert set(claim.to_dict()) == {"id", "quote", "claim_en", "computed", "verdict",
+                                        "explanation", "section"}
+
+
+def test_demo_parameter_claims(by_id):
+    assert by_id["demo-params"].verdict and f"{DEMO_TOTAL:,}" in by_id["demo-params"].computed
+    twin = by_id["demo-mha-twin"]
+    assert twin.verdict and f"MHA {MHA_TOTAL:,}" in twin.computed and "saved 1,572,864" in twin.computed
+    body = DEMO_TOTAL - 2 * V * C                                # 11,012,608
+    assert not by_id["demo-body"].verdict and f"{body:,}" in by_id["demo-body"].computed
+    embeddings = 2 * V * C                                       # 32,768,000 ≈ 32.8M
+    assert by_id["demo-embeddings"].verdict and f"{embeddings:,}" in by_id["demo-embeddings"].computed
+    share_total = (MHA_TOTAL - DEMO_TOTAL) / MHA_TOTAL           # 3.47 %
+    share_blocks = (MHA_TOTAL - DEMO_TOTAL) / (MHA_TOTAL - 2 * V * C)   # 12.50 %
+    gqa = by_id["gqa-share"]
+    assert not gqa.verdict
+    assert f"{share_total:.2%}" in gqa.computed and f"{share_blocks:.2%}" in gqa.computed
+    assert round(share_blocks, 3) == 0.125
+
+
+def test_initial_loss_is_run_and_matches_the_random_logit_estimate(by_id):
+    claim = by_id["initial-loss"]
+    loss = float(claim.computed.split()[1])
+    # Final RMSNorm gives unit-RMS hidden states; lm_head weights N(0, 0.02²): logits have
+    # variance C·0.02² = 0.2048, and random logits add about half of it to ln V.
+    expected = math.log(V) + C * 0.02 ** 2 / 2                   # 10.476
+    assert abs(loss - expected) < 0.05
+    assert claim.verdict and abs(loss - 10.50) <= 0.1 and loss > math.log(V)
+    assert f"{math.log(V):.4f}" == "10.3735"
+
+
+def test_initial_loss_is_deterministic_and_uses_the_seed_demo():
+    loss, variance = claims.initial_loss()
+    assert (loss, variance) == claims.initial_loss.__wrapped__()
+    assert 0.15 < variance < 0.26                                # ≈ 0.2048
+
+
+def test_llama_ffn_width_claims(by_id):
+    assert not by_id["llama7b-intermediate"].verdict
+    assert "11,008" in by_id["llama7b-intermediate"].computed    # released config.json
+    assert not by_id["llama7b-ratio"].verdict and "2.6875" in by_id["llama7b-ratio"].computed
+    relu_4d = 2 * D7 * 4 * D7                                    # two d×4d matrices = 8d²
+    assert relu_4d == 8 * D7 ** 2 == 134_217_728
+    assert not by_id["ffn-4d-params"].verdict and f"{relu_4d:,}" in by_id["ffn-4d-params"].computed
+    swiglu = 3 * D7 * 10923                                      # round(8/3·4096) = 10923
+    assert by_id["swiglu-8-3"].verdict and f"{swiglu:,}" in by_id["swiglu-8-3"].computed
+    at_8192, at_11008 = 3 * D7 * 8192, 3 * D7 * 11008            # 100.7M, 135.3M
+    claim = by_id["llama-ffn-100m"]
+    assert claim.verdict and f"{at_8192:,}" in claim.computed and f"{at_11008:,}" in claim.computed
+    at_4d = 3 * D7 * 4 * D7                                      # 12d²
+    assert by_id["swiglu-at-4d"].verdict and f"{at_4d:,}" in by_id["swiglu-at-4d"].computed
+    below = by_id["llama-below-2017"]
+    assert not below.verdict and f"{(at_11008 / relu_4d - 1):+.2%}" in below.computed
+
+
+def test_norm_claims(by_id):
+    assert by_id["norm-params"].verdict and "LayerNorm 8,192, RMSNorm 4,096" in by_id["norm-params"].computed
+    per_layer = 2 * D7                                           # two norms, one β each
+    total = 32 * per_layer + D7                                  # + the final norm = 266,240
+    claim = by_id["rmsnorm-savings"]
+    assert not claim.verdict
+    assert f"{per_layer:,} per layer, {total:,} in all" in claim.computed
+    assert f"{total / LLAMA_7B_PUBLISHED:.4%}" in claim.computed   # 0.0040 %, not 0.02 %
+
+
+def test_attention_and_kv_claims(by_id):
+    assert not by_id["llama2-mqa"].verdict
+    assert "llama-2-70b: GQA (64 q / 8 kv)" in by_id["llama2-mqa"].computed
+    assert "llama-2-7b: MHA (32 q / 32 kv)" in by_id["llama2-mqa"].computed
+    gqa, mha = 2 * 80 * 8 * 128 * 2, 2 * 80 * 64 * 128 * 2      # bytes/token, bf16
+    claim = by_id["llama2-70b-kv"]
+    assert not claim.verdict and f"{gqa:,}" in claim.computed and f"{mha:,}" in claim.computed
+    assert "8× smaller" in claim.computed
+    saved_per_token = 2 * L * (H - G) * D * 2                    # 6,144 bytes
+    claim = by_id["kv-saving-linear"]
+    assert claim.verdict
+    assert f"{64 * saved_per_token:,} bytes saved at T=64" in claim.computed
+    assert f"{128 * saved_per_token:,} at T=128" in claim.computed
+    assert by_id["llama2-context"].verdict
+
+
+def test_bias_and_init_claims(by_id):
+    # 2017 recipe at the demo size: q, k, v, o biases 4·512 and FFN 2048 + 512, per block;
+    # LayerNorm β: 2 norms × 4 blocks × 512 (no final norm in Post-LN)
+    linear = L * (4 * C + 4 * C + C)
+    betas = 2 * L * C
+    claim = by_id["bias-2017"]
+    assert not claim.verdict and f"{linear:,} linear-layer biases + {betas:,}" in claim.computed
+    xavier_7b = math.sqrt(2 / (2 * D7))                          # 0.015625 < 0.02
+    assert by_id["init-vs-xavier"].verdict and f"{xavier_7b:.4f}" in by_id["init-vs-xavier"].computed
+
+
+def test_xavier_std_formula_matches_torch():
+    weight = torch.empty(256, 1024)
+    torch.nn.init.xavier_uniform_(weight, generator=torch.Generator().manual_seed(0))
+    assert claims.xavier_uniform_std(1024, 256) == pytest.approx(weight.std().item(), rel=0.01)
+
+
+# ---- the comparison table -----------------------------------------------------------------------
+def test_comparison_rows_on_the_demo_match_hand_counts():
+    result = claims.architecture_comparison(PRESETS["seed-demo"], 128, 1, "bf16")
+    rows = {row.aspect: row for row in result.rows}
+    assert len(rows) == 12
+    assert rows["norm type"].params_2017 - rows["norm type"].params_llama == (2 * L + 1) * C
+    assert rows["norm position"].params_llama - rows["norm position"].params_2017 == C   # final norm
+    attention = rows["attention"]
+    assert attention.params_2017 == MHA_TOTAL and attention.params_llama == DEMO_TOTAL
+    assert (attention.kv_bytes_per_token_2017, attention.kv_bytes_per_token_llama) == (8192, 2048)
+    ffn = rows["FFN"]                                            # same width, one matrix fewer
+    assert ffn.params_llama - ffn.params_2017 == L * C * F
+    width = rows["FFN width"]                                    # 2·512·2048 vs 3·512·1365
+    assert width.params_2017 - width.params_llama == L * (2 * C * 4 * C - 3 * C * F)
+    bias = rows["bias"]                                          # q,k,v,o + gate,up,down biases
+    assert bias.params_2017 - bias.params_llama == L * (C + 2 * G * D + C + 2 * F + C)
+    assert rows["structure"].params_2017 is None and rows["LR schedule"].ablation == "recipe"
+    assert result.to_frame().shape[0] == 12 and result.to_dict()["rows"][0]["aspect"] == "structure"
+
+
+def test_comparison_reports_options_impossible_on_the_config():
+    cfg = PRESETS["seed-demo"].replace(d_model=72, pos_encoding="sinusoidal", ffn_hidden=192)
+    rows = {row.aspect: row for row in claims.architecture_comparison(cfg, 32).rows}
+    assert rows["positions"].lab.startswith("not comparable on this config: head_dim=9")
+    assert rows["positions"].params_llama is None
+
+
+def test_small_training_config_keeps_the_recipe_and_the_head_ratio():
+    small = claims.small_training_config(PRESETS["transformer-2017"])
+    assert (small.d_model, small.n_layers, small.vocab_size) == (64, 4, 256)
+    assert (small.norm_position, small.norm_type, small.pos_encoding, small.ffn_type,
+            small.bias, small.init) == ("post", "layernorm", "sinusoidal", "relu", True, "xavier")
+    assert small.ffn_hidden == 4 * 64 and small.n_kv_heads == small.n_heads
+    demo = claims.small_training_config(PRESETS["seed-demo"])
+    assert demo.n_heads // demo.n_kv_heads == 4 and demo.ffn_hidden == int(8 * 64 / 3)

@@ -1,0 +1,64 @@
+"""pages/5_Architecture_comparison.py through AppTest."""
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from llama_lab import ui
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "5_Architecture_comparison.py")
+
+
+def run_page(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def table(at: AppTest):
+    return at.table[0].value.set_index("aspect")
+
+
+def test_the_seeds_twelve_rows_each_computed_on_the_config():
+    at = run_page()
+    rows = table(at)
+    assert list(rows.index) == ["structure", "norm position", "norm type", "positions", "FFN",
+                                "FFN width", "activation", "attention", "init", "bias",
+                                "LR schedule", "precision"]
+    assert rows.loc["norm type", "seed row"] == "归一化类型"
+    # LayerNorm adds β to each of 2·4 + 1 norms of width 512: 4,608 parameters
+    lab = "what the lab computes (2017 option → LLaMA option, on this config)"
+    assert "-4,608" in rows.loc["norm type", lab]
+    # MHA → GQA on the demo: 2·4·(8 → 2)·64·2 bytes = 8,192 → 2,048 per token
+    assert "8,192 → 2,048" in rows.loc["attention", lab]
+    numbers = at.dataframe[0].value.set_index("aspect")
+    assert numbers.loc["attention", "params_2017"] - numbers.loc["attention", "params_llama"] \
+        == 1_572_864
+
+
+def test_a_widget_change_changes_the_rows():
+    at = run_page()
+    at.sidebar.number_input(key=ui.field_key("n_layers")).set_value(8).run()
+    # 2·8 + 1 norms × 512 β
+    assert "-8,704" in table(at).loc["norm type"].iloc[-1]
+
+
+def test_invalid_config_stops_the_page_with_the_rule():
+    at = run_page()
+    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(500).run()
+    assert not at.exception
+    assert any("d_model=500 is not divisible by n_heads=8" in e.value for e in at.main.error)
+    assert len(at.dataframe) == 0 and len(at.table) == 0
+
+
+def test_training_contrast_runs_behind_the_button():
+    at = run_page({"preset": "debug"})
+    at.selectbox(key="llama_lab.page5.ablation").set_value("norm_type").run()
+    at.slider(key="llama_lab.page5.steps").set_value(20).run()
+    at.button[0].click().run()
+    assert not at.exception
+    summary = at.dataframe[-1].value
+    assert list(summary.label) == ["LayerNorm", "RMSNorm"]
+    assert (summary.final_loss < summary.first_loss).all()       # both learn something
+    assert len(at.get("plotly_chart")) == 1

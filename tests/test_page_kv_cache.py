@@ -1,0 +1,65 @@
+"""pages/2_KV_cache_and_attention.py through AppTest."""
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from llama_lab import ui
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "2_KV_cache_and_attention.py")
+KEY_GPU = "llama_lab.page2.gpu"
+KEY_CONTEXT = "llama_lab.page2.context"
+
+
+def run_page(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def variant_metrics(at: AppTest) -> dict:
+    return {m.label.split(" ·")[0]: m.value for m in at.metric}
+
+
+def fit_lines(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if "longest context" in m.value]
+
+
+def test_mha_gqa_mqa_side_by_side_for_the_demo():
+    at = run_page()
+    # 2 (K, V) · 4 layers · G KV heads · 64 head dim · 2 bytes: G = 8, 2, 1
+    assert variant_metrics(at) == {"MHA": "8,192 B/token", "GQA (this model)": "2,048 B/token",
+                                   "MQA": "1,024 B/token"}
+    # H100 80GB = 80e9 bytes; GQA weights 2 · 43,780,608 bytes; (80e9 − 87,561,216) // 2048
+    assert "**39,019,745**" in fit_lines(at)[1]
+    assert len(at.get("plotly_chart")) == 4           # diagram, memory curve, roofline, tokens/s
+
+
+def test_gpu_batch_and_context_changes_update_the_fit_and_roofline():
+    at = run_page()
+    at.selectbox(key=KEY_GPU).set_value("L4").run()
+    # L4 = 24e9 bytes: (24e9 − 87,561,216) // 2048
+    assert f"**{(24 * 10**9 - 87_561_216) // 2048:,}**" in fit_lines(at)[1]
+    at.sidebar.number_input(key=ui.KEY_BATCH).set_value(4).run()
+    assert f"**{(24 * 10**9 - 87_561_216) // (4 * 2048):,}**" in fit_lines(at)[1]
+    at.select_slider(key=KEY_CONTEXT).set_value(4096).run()
+    assert not at.exception
+    assert "context 4,096" in at.get("plotly_chart")[2].proto.spec
+
+
+def test_a_model_too_big_for_the_gpu_says_so():
+    at = run_page({"preset": "llama-3.1-405b"})
+    assert any("do not fit" in w.value for w in at.warning)
+    assert variant_metrics(at)["GQA (this model)"] == f"{2 * 126 * 8 * 128 * 2:,} B/token"
+
+
+def test_kv_head_mismatch_from_the_url_and_widget_shows_the_rule():
+    at = run_page({"preset": "seed-demo", "n_kv_heads": "3"})
+    assert any("n_heads=8 is not divisible by n_kv_heads=3" in e.value for e in at.sidebar.error)
+    at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(16).run()
+    at.sidebar.selectbox(key=ui.field_key("n_kv_heads")).set_value(16).run()
+    at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(8).run()
+    assert not at.exception
+    assert any("n_heads=8 is not divisible by n_kv_heads=16" in e.value for e in at.main.error)
+    assert len(at.metric) == 0

@@ -1,0 +1,67 @@
+"""pages/1_Parameters_and_FLOPs.py through AppTest."""
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from llama_lab import ui
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "1_Parameters_and_FLOPs.py")
+
+
+def run_page(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metric_help(at: AppTest, prefix: str) -> str:
+    return next(m for m in at.metric if m.label.startswith(prefix)).proto.help
+
+
+def test_renders_the_counts_charts_and_formulas():
+    at = run_page()
+    assert metric_help(at, "Parameters").startswith("43,780,608")
+    # seed demo at T=128, B=1, matmuls only (2 per multiply-add):
+    #   projections 2·128·(512·512 + 2·512·128 + 512·512)·4 = 671,088,640
+    #   scores      4·128²·8·64·4                            = 134,217,728
+    #   FFN         2·128·3·512·1365·4                        = 2,146,959,360
+    #   lm_head     2·128·512·32000                           = 4,194,304,000
+    assert metric_help(at, "Forward FLOPs").startswith("7,146,569,728")
+    assert len(at.get("plotly_chart")) == 3
+    assert len(at.latex) >= 2
+    block = at.dataframe[0].value
+    assert block.params.sum() == 2_753_024                          # one block of the demo
+
+
+def test_moving_a_widget_changes_the_numbers():
+    at = run_page()
+    at.sidebar.number_input(key=ui.KEY_SEQ_LEN).set_value(64).run()
+    # T=64: projections and FFN halve, lm_head halves, scores quarter
+    expected = (671_088_640 + 2_146_959_360 + 4_194_304_000) // 2 + 134_217_728 // 4
+    assert metric_help(at, "Forward FLOPs").startswith(f"{expected:,}")
+    at.sidebar.selectbox(key=ui.field_key("ffn_type")).set_value("relu").run()
+    at.sidebar.radio(key=ui.KEY_FFN_RULE).set_value("classic").run()
+    # ReLU at 4d: 2·512·2048 = 2,097,152 FFN weights per block instead of 3·512·1365 =
+    # 2,096,640: 4 blocks × 512 = +2,048 parameters
+    assert metric_help(at, "Parameters").startswith(f"{43_780_608 + 2_048:,}")
+
+
+def test_invalid_head_dim_under_rope_from_the_url_falls_back_and_from_a_widget_stops():
+    at = run_page({"d_model": "72"})                       # head_dim 9 with RoPE
+    assert any("head_dim=9" in e.value for e in at.sidebar.error)
+    assert metric_help(at, "Parameters").startswith("43,780,608")   # the preset instead
+    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(72).run()
+    assert not at.exception
+    assert any("must be even for pos_encoding='rope'" in e.value for e in at.main.error)
+    assert len(at.metric) == 0 and len(at.get("plotly_chart")) == 0
+
+
+def test_fvcore_cross_check_agrees_with_the_closed_form():
+    at = run_page({"preset": "debug"})
+    at.toggle(key="llama_lab.page1.fvcore").set_value(True).run()
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Difference"] == "0" and shown["fvcore (×2)"] == shown["LLaMA Lab"]
+    assert any("aten::" in c.value for c in at.caption)             # the skipped ops listed

@@ -1,0 +1,132 @@
+"""Figures and display tables: built, and holding the right totals."""
+import math
+
+import pandas as pd
+import pytest
+
+from llama_lab import analysis, plots
+from llama_lab.config import PRESETS
+from llama_lab.hardware import GPUS
+
+DEMO = PRESETS["seed-demo"]
+
+
+def test_sunburst_rings_sum_to_their_parents():
+    params = analysis.count_params(DEMO)
+    trace = plots.params_sunburst(params).data[0]
+    values = dict(zip(trace.ids, trace.values))
+    parents = dict(zip(trace.ids, trace.parents))
+    assert values["total"] == 43_780_608 and trace.branchvalues == "total"
+    for node in values:
+        children = [child for child, parent in parents.items() if parent == node]
+        if children:
+            assert sum(values[c] for c in children) == values[node], node
+    assert values["attention/k_proj"] == 4 * 512 * 128        # GQA: 2 KV heads × 64
+    assert "positional" not in values                          # RoPE has no table
+
+
+def test_tied_embeddings_drop_the_head_from_the_sunburst():
+    trace = plots.params_sunburst(analysis.count_params(DEMO.replace(tie_embeddings=True))).data[0]
+    values = dict(zip(trace.ids, trace.values))
+    assert "lm_head" not in values and values["total"] == 43_780_608 - 32000 * 512
+
+
+def test_block_table_is_one_block():
+    flops = analysis.count_flops(DEMO, 128)
+    table = plots.block_table(DEMO, flops)
+    assert table.params.sum() == 2_753_024
+    ffn_rows = table[table.component == "ffn"]
+    assert set(ffn_rows.component_flops_per_block) == {2 * 128 * 3 * 512 * 1365}
+    scores = table[table.tensor.str.startswith("attention scores")]
+    assert scores.component_flops_per_block.item() == 4 * 128 * 128 * 8 * 64
+
+
+def test_scores_overtake_the_ffn_at_one_and_a_half_ffn_widths():
+    # per token: scores 4·T·H·D·L, FFN 2·3·C·F·L; with H·D = C they cross at T > 1.5·F
+    assert plots.scores_overtake_ffn_at(DEMO) == math.floor(1.5 * 1365) + 1       # 2048
+    relu = DEMO.replace(ffn_type="relu", ffn_hidden=2048)      # 4·T·C vs 2·2·C·F: T > F
+    assert plots.scores_overtake_ffn_at(relu) == 2049
+    assert plots.scores_overtake_ffn_at(DEMO, upper=1000) is None
+
+
+def test_flops_chart_stacks_to_the_forward_per_token():
+    counts = [analysis.count_flops(DEMO, t) for t in (16, 128, 4096)]
+    fig = plots.flops_vs_seq_len(counts, crossover=2048, current_seq_len=128)
+    assert [trace.name for trace in fig.data] == list(plots.FLOP_COMPONENTS)
+    for i, count in enumerate(counts):
+        stacked = sum(trace.y[i] for trace in fig.data)
+        assert stacked == pytest.approx(count.forward / count.tokens)
+    assert {shape.x0 for shape in fig.layout.shapes} == {2048, 128}
+    # labels sit at log10 positions on the log axis (plotly reads annotation x as an exponent)
+    assert {a.x for a in fig.layout.annotations} == {math.log10(2048), math.log10(128)}
+    assert plots.flops_bar(counts[1]).data[0].y[0] == counts[1].by_component["attention_proj"]
+
+
+def test_kv_fit_frame_for_the_demo_on_an_h100():
+    frame = plots.kv_fit_frame(DEMO, GPUS["H100 80GB"], seq_len=128, batch=1, dtype="bf16")
+    rows = frame.set_index("attention")
+    per_token = {"MHA": 2 * 4 * 8 * 64 * 2, "GQA": 2 * 4 * 2 * 64 * 2, "MQA": 2 * 4 * 1 * 64 * 2}
+    assert rows.kv_bytes_per_token.to_dict() == per_token
+    assert rows.loc["GQA", "is_current"] and not rows.loc["MHA", "is_current"]
+    free = 80 * 10**9 - 2 * 43_780_608                         # H100 bytes minus bf16 weights
+    assert rows.loc["GQA", "max_context_at_batch"] == free // 2048
+    assert rows.loc["GQA", "max_batch_at_seq_len"] == free // (128 * 2048)
+
+
+def test_variants_are_not_repeated_when_gqa_is_impossible():
+    two_heads = PRESETS["debug"].replace(n_heads=2, n_kv_heads=2)   # no divisor between 1 and 2
+    assert list(plots.distinct_attention_variants(two_heads)) == ["mha", "mqa"]
+    assert len(plots.kv_fit_frame(two_heads, GPUS["L4"], 64, 1, "bf16")) == 2
+
+
+def test_memory_curve_is_weights_plus_cache():
+    frame = plots.kv_memory_curve_frame(DEMO, (128, 1024), batch=2, dtype="fp32")
+    mqa = frame[(frame.attention == "mqa") & (frame.context_len == 1024)].iloc[0]
+    assert mqa.kv_cache_bytes == 2 * 4 * 1 * 64 * 4 * 2 * 1024   # K,V·L·G·D·fp32·B·T
+    assert mqa.total_bytes == mqa.weight_bytes + mqa.kv_cache_bytes
+    fig = plots.kv_memory_vs_context(frame, GPUS["L4"])
+    assert len(fig.data) == 3 and fig.layout.shapes[0].y0 == pytest.approx(24e9 / 2**30)
+
+
+@pytest.mark.parametrize("n_heads,n_kv_heads", [(8, 2), (8, 8), (8, 1), (128, 8)])
+def test_sharing_diagram_links_each_query_head_to_its_kv_head(n_heads, n_kv_heads):
+    fig = plots.kv_sharing_diagram(n_heads, n_kv_heads, max_heads=64)
+    lines, queries, kvs = fig.data
+    shown = min(n_heads, 64)
+    n_rep = n_heads // n_kv_heads
+    assert len(queries.x) == shown and len(kvs.x) == (shown - 1) // n_rep + 1
+    segments = [(lines.x[i], lines.x[i + 1]) for i in range(0, len(lines.x), 3)]
+    for q, kv_x in segments:                                   # query q reads KV head q // n_rep
+        assert kv_x == kvs.x[q // n_rep]
+    assert ("first 64" in fig.layout.title.text) == (n_heads > 64)
+
+
+def test_roofline_points_and_figure():
+    points = plots.roofline_points(DEMO, GPUS["H100 80GB"], (1, 64), 1024, "bf16")
+    assert len(points) == 3 * 2
+    single = points[(points.attention == "gqa") & (points.batch == 1)].iloc[0]
+    reference = analysis.roofline(DEMO, "H100 80GB", 1, 1024, "bf16")
+    assert single.tokens_per_s == reference.tokens_per_s and single.bound == "memory"
+    fig = plots.roofline_figure(points, GPUS["H100 80GB"])
+    roof = fig.data[0]
+    assert max(roof.y) == GPUS["H100 80GB"].peak_bf16_flops
+    assert roof.x[1] == pytest.approx(GPUS["H100 80GB"].ridge_point)
+    assert all(y <= max(roof.y) for trace in fig.data[1:] for y in trace.y)
+    assert len(plots.decode_throughput(points).data) == 3
+
+
+def test_training_curves_one_trace_per_run():
+    frame = pd.DataFrame({"label": ["a", "a", "b", "b"], "step": [0, 1, 0, 1],
+                          "loss": [5.0, 4.0, 5.0, 3.5]})
+    fig = plots.training_curves(frame)
+    assert [trace.name for trace in fig.data] == ["a", "b"]
+    assert list(fig.data[1].y) == [5.0, 3.5]
+
+
+def test_plots_do_not_import_streamlit():
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = "import sys, llama_lab.plots, llama_lab.claims; sys.exit('streamlit' in sys.modules)"
+    root = Path(__file__).resolve().parents[1]
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0

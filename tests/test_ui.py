@@ -1,0 +1,270 @@
+"""The sidebar config builder (llama_lab.ui): URL mirror, rules shown next to widgets, FFN
+width rules, uploads and downloads — pure helpers directly, the widgets through AppTest."""
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from llama_lab import ui
+from llama_lab.config import PRESETS, ConfigError, ModelConfig
+
+
+def builder_script():
+    import streamlit as st
+
+    from llama_lab import ui
+
+    selection = ui.sidebar_config()
+    if selection is None:
+        st.markdown(f"INVALID: {ui.config_error()}")
+    else:
+        cfg = selection.cfg
+        st.markdown(f"VALID d={cfg.d_model} heads={cfg.n_heads} kv={cfg.n_kv_heads} "
+                    f"ffn={cfg.ffn_hidden} norm={cfg.norm_type} seq={selection.seq_len} "
+                    f"batch={selection.batch} dtype={selection.dtype} preset={selection.preset}")
+
+
+def run_builder(query: dict | None = None) -> AppTest:
+    at = AppTest.from_function(builder_script, default_timeout=60)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception
+    return at
+
+
+def shown(at: AppTest) -> str:
+    return at.markdown[-1].value
+
+
+def widget(at: AppTest, kind: str, name: str):
+    return getattr(at.sidebar, kind)(key=ui.field_key(name) if "." not in name else name)
+
+
+# ---- pure helpers -------------------------------------------------------------------------------
+def test_query_holds_only_the_fields_that_differ_from_the_preset():
+    cfg = PRESETS["llama-2-7b"].replace(n_kv_heads=8, norm_eps=1e-6, bias=True)
+    query = ui.query_for("llama-2-7b", cfg, 1024, 4, "fp16")
+    assert query == {"preset": "llama-2-7b", "n_kv_heads": "8", "norm_eps": "1e-06",
+                     "bias": "true", "seq": "1024", "batch": "4", "dtype": "fp16"}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_query_round_trips_every_preset_with_changes(preset):
+    base = PRESETS[preset]
+    cfg = base.replace(n_layers=base.n_layers + 1, tie_embeddings=not base.tie_embeddings,
+                       rope_theta=base.rope_theta * 2, init="xavier")
+    query = ui.query_for(preset, cfg, 7, 3, "fp32")
+    values, errors = ui.values_from_query(query)
+    assert errors == []
+    assert ui.config_from_values(values) == cfg
+    assert (values[ui.KEY_SEQ_LEN], values[ui.KEY_BATCH], values[ui.KEY_DTYPE]) == (7, 3, "fp32")
+
+
+@pytest.mark.parametrize("query,expected_error", [
+    ({"preset": "gpt-5"}, "unknown preset 'gpt-5'"),
+    ({"preset": "seed-demo", "n_kv_heads": "3"}, "n_heads=8 is not divisible by n_kv_heads=3"),
+    ({"n_heads": "64", "d_model": "576"}, "head_dim=9"),
+    ({"d_model": "abc"}, "d_model='abc' must be an integer"),
+    ({"seq": "0"}, "seq=0 must be between 1 and 128"),
+    ({"dtype": "fp64"}, "dtype='fp64' must be one of"),
+])
+def test_bad_query_values_are_reported_and_fall_back(query, expected_error):
+    values, errors = ui.values_from_query(query)
+    assert len(errors) == 1 and expected_error in errors[0]
+    preset = query.get("preset") if query.get("preset") in PRESETS else ui.DEFAULT_PRESET
+    assert ui.config_from_values(values) == PRESETS[preset]
+
+
+def test_ffn_rule_is_detected_for_the_published_configs():
+    assert ui.detect_ffn_rule(PRESETS["seed-demo"]) == ("seed", 1, 0.0)          # ⌊8/3·512⌋
+    assert ui.detect_ffn_rule(PRESETS["llama-2-7b"]) == ("meta", 256, 0.0)       # 11008
+    assert ui.detect_ffn_rule(PRESETS["llama-3-8b"]) == ("meta", 1024, 1.3)      # 14336
+    for name, cfg in PRESETS.items():               # whatever is detected reproduces the width
+        rule, multiple_of, multiplier = ui.detect_ffn_rule(cfg)
+        if rule != "manual":
+            assert ui.ffn_from_rule(rule, cfg.d_model, multiple_of, multiplier or None) == \
+                cfg.ffn_hidden, name
+    assert ui.detect_ffn_rule(PRESETS["transformer-2017"]) == ("classic", 1, 0.0)
+    assert ui.detect_ffn_rule(PRESETS["seed-demo"].replace(ffn_hidden=1000))[0] == "manual"
+    # the rules themselves: 8/3·768 = 2048; Meta: ⌈(2/3·4·768)/256⌉·256 = 2048; 4·768 = 3072
+    assert ui.ffn_from_rule("seed", 768, 1, None) == 2048
+    assert ui.ffn_from_rule("meta", 768, 256, None) == 2048
+    assert ui.ffn_from_rule("classic", 768, 1, None) == 3072
+    assert ui.ffn_from_rule("manual", 768, 1, None) is None
+
+
+def test_kv_choices_are_the_divisors_of_n_heads_labelled_by_kind():
+    assert ui.divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert ui.divisors(1) == [1]
+    assert ui.kv_label(8, 8).startswith("8 · MHA")
+    assert ui.kv_label(8, 2) == "2 · GQA (4 query heads per KV head)"
+    assert ui.kv_label(8, 1).startswith("1 · MQA")
+    assert "does not divide" in ui.kv_label(8, 3)
+
+
+@pytest.mark.parametrize("changes,field", [
+    (dict(n_kv_heads=3), "n_heads"),
+    (dict(n_heads=7), "d_model"),
+    (dict(d_model=72), "n_heads"),             # head_dim 9, odd under RoPE
+    (dict(norm_eps=2.0), "norm_eps"),
+    (dict(ffn_hidden=0), "ffn_hidden"),
+])
+def test_errors_point_at_a_builder_field(changes, field):
+    with pytest.raises(ConfigError) as info:
+        ModelConfig(**{**ModelConfig().to_dict(), **changes})
+    assert ui.error_field(str(info.value)) == field
+
+
+def test_errors_are_shown_next_to_the_field_edited_last_when_the_rule_names_it():
+    message = "d_model=512 is not divisible by n_heads=7"
+    assert ui.error_field(message) == "d_model"
+    assert ui.error_field(message, prefer="n_heads") == "n_heads"
+    assert ui.error_field(message, prefer="vocab_size") == "d_model"      # not named: first
+    rope = "head_dim=9 (d_model/n_heads) must be even for pos_encoding='rope' (RoPE ...)"
+    assert ui.error_field(rope, prefer="pos_encoding") == "pos_encoding"
+    assert ui.error_field(rope, prefer="d_model") == "d_model"
+    assert ui.error_field("something else entirely") is None
+
+
+def sidebar_order(at: AppTest) -> list[str]:
+    """Sidebar widget keys and error texts in the order drawn."""
+    order = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            if getattr(child, "type", None) == "error":
+                order.append("ERROR")
+            elif getattr(child, "key", None):
+                order.append(child.key)
+            walk(child)
+
+    walk(at.sidebar)
+    return order
+
+
+def test_downloads_hold_both_configs_for_llama_and_explain_otherwise():
+    downloads, refusal = ui.config_downloads(PRESETS["llama-3-8b"])
+    assert refusal is None and [d.file_name for d in downloads] == ["llama_lab_config.json",
+                                                                    "config.json"]
+    assert ModelConfig.from_dict(json.loads(downloads[0].data)) == PRESETS["llama-3-8b"]
+    assert ModelConfig.from_hf_config(json.loads(downloads[1].data)) == PRESETS["llama-3-8b"]
+    downloads, refusal = ui.config_downloads(PRESETS["transformer-2017"])
+    assert len(downloads) == 1 and "LLaMA-style" in refusal
+
+
+# ---- the widgets --------------------------------------------------------------------------------
+def test_default_view_is_the_seed_demo_and_is_mirrored_in_the_url():
+    at = run_builder()
+    assert shown(at) == ("VALID d=512 heads=8 kv=2 ffn=1365 norm=rmsnorm seq=128 batch=1 "
+                         "dtype=bf16 preset=seed-demo")
+    assert at.query_params == {"preset": "seed-demo", "seq": "128", "batch": "1", "dtype": "bf16"}
+    labels = widget(at, "selectbox", "n_kv_heads").options
+    assert labels == [ui.kv_label(8, kv) for kv in (1, 2, 4, 8)]
+
+
+def test_d_model_follows_the_ffn_rule_and_the_url_follows_the_widgets():
+    at = run_builder()
+    widget(at, "number_input", "d_model").set_value(768).run()
+    assert "d=768" in shown(at) and "ffn=2048" in shown(at)       # ⌊8/3·768⌋
+    assert at.query_params["d_model"] == "768" and at.query_params["ffn_hidden"] == "2048"
+    at.sidebar.radio(key=ui.KEY_FFN_RULE).set_value("manual").run()
+    widget(at, "number_input", "ffn_hidden").set_value(3000).run()
+    assert "ffn=3000" in shown(at)
+    assert "Edited from seed-demo: d_model, ffn_hidden" in [c.value for c in at.sidebar.caption]
+
+
+def test_invalid_combination_shows_the_rule_next_to_the_widget():
+    at = run_builder()
+    widget(at, "number_input", "n_heads").set_value(7).run()
+    assert shown(at).startswith("INVALID: d_model=512 is not divisible by n_heads=7")
+    assert [e.value for e in at.sidebar.error] == ["d_model=512 is not divisible by n_heads=7"]
+    assert not at.exception
+    order = sidebar_order(at)                 # the rule sits right under the n_heads input
+    assert order[order.index(ui.field_key("n_heads")) + 1] == "ERROR"
+    # a head count whose divisors exclude the current kv count keeps it, marked, with the rule
+    widget(at, "number_input", "n_heads").set_value(16).run()
+    assert "VALID" in shown(at)
+    widget(at, "selectbox", "n_kv_heads").set_value(16).run()
+    widget(at, "number_input", "n_heads").set_value(8).run()
+    assert "INVALID: n_heads=8 is not divisible by n_kv_heads=16" in shown(at)
+    assert "does not divide n_heads=8" in widget(at, "selectbox", "n_kv_heads").options[-1]
+
+
+def test_odd_head_dim_with_rope_is_refused_until_positions_change():
+    at = run_builder()
+    widget(at, "number_input", "d_model").set_value(72).run()        # head_dim 9
+    assert "INVALID: head_dim=9" in shown(at)
+    assert any("must be even" in e.value for e in at.sidebar.error)
+    widget(at, "selectbox", "pos_encoding").set_value("sinusoidal").run()
+    assert "VALID d=72" in shown(at)
+
+
+def test_sizes_out_of_range_are_refused_with_the_rule_not_clamped():
+    at = run_builder()
+    widget(at, "number_input", "d_model").set_value(262_144).run()
+    assert not at.exception
+    assert "INVALID: d_model=262144 exceeds the upper bound 131,072" in shown(at)
+    widget(at, "number_input", "d_model").set_value(16).run()
+    at.sidebar.number_input(key=ui.KEY_FFN_MULTIPLE_OF).set_value(64).run()   # ⌊42.7/64⌋·64 = 0
+    assert not at.exception
+    assert "INVALID: ffn_hidden=0 must be at least 1" in shown(at)
+    assert [e.value for e in at.sidebar.error] == ["ffn_hidden=0 must be at least 1"]
+
+
+def test_link_reproduces_the_view_and_bad_links_fall_back_with_an_error():
+    at = run_builder({"preset": "llama-2-70b", "n_kv_heads": "64", "seq": "512", "batch": "8",
+                      "dtype": "fp16"})
+    assert ("d=8192 heads=64 kv=64 ffn=28672 norm=rmsnorm seq=512 batch=8 dtype=fp16 "
+            "preset=llama-2-70b") in shown(at)
+    at = run_builder({"preset": "llama-2-70b", "n_kv_heads": "3"})
+    assert "kv=8" in shown(at) and "VALID" in shown(at)
+    assert any("n_heads=64 is not divisible by n_kv_heads=3" in e.value for e in at.sidebar.error)
+
+
+def test_preset_change_loads_the_preset_and_keeps_the_workload():
+    at = run_builder({"batch": "4"})
+    at.sidebar.selectbox(key=ui.KEY_PRESET).set_value("llama-3-8b").run()
+    assert ("VALID d=4096 heads=32 kv=8 ffn=14336 norm=rmsnorm seq=8192 batch=4"
+            in shown(at))
+    assert at.sidebar.radio(key=ui.KEY_FFN_RULE).value == "meta"
+
+
+def test_upload_of_an_hf_config_shows_its_notes_and_a_bad_one_its_error():
+    at = run_builder()
+    hf = {"hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 16,
+          "num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 1000,
+          "max_position_embeddings": 256, "rope_scaling": {"type": "linear", "factor": 2.0}}
+    at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(hf).encode(),
+                                            "application/json")).run()
+    assert "VALID d=1024 heads=16 kv=4 ffn=2816" in shown(at) and "seq=128" in shown(at)
+    assert any("rope_scaling" in w.value for w in at.sidebar.warning)
+    at.sidebar.file_uploader[0].set_value(("broken.json", b"{not json", "application/json")).run()
+    assert any("broken.json is not valid JSON" in e.value for e in at.sidebar.error)
+    assert "VALID d=1024" in shown(at)           # the last good config stays
+    ours = PRESETS["transformer-2017"].replace(n_layers=3)
+    at.sidebar.file_uploader[0].set_value(("mine.json", json.dumps(ours.to_dict()).encode(),
+                                            "application/json")).run()
+    assert "VALID d=512 heads=8 kv=8 ffn=2048 norm=layernorm" in shown(at)
+    assert at.query_params["n_layers"] == "3" and at.query_params["norm_position"] == "post"
+
+
+def test_download_buttons_hand_over_the_config_files(monkeypatch):
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+    stored = []
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        stored.append((filename, path_or_data))
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    at = run_builder({"preset": "llama-2-7b"})
+    assert [b.label for b in at.sidebar.download_button] == ["Config (LLaMA Lab JSON)",
+                                                             "HF config.json"]
+    files = dict(stored)
+    assert ModelConfig.from_dict(json.loads(files["llama_lab_config.json"])) == PRESETS["llama-2-7b"]
+    assert json.loads(files["config.json"])["intermediate_size"] == 11008
+    stored.clear()
+    at = run_builder({"preset": "transformer-2017"})
+    assert [name for name, _ in stored] == ["llama_lab_config.json"]
+    assert any("No HF config.json" in c.value for c in at.sidebar.caption)
