@@ -278,10 +278,15 @@ def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
 def load_config_file(path: str | Path) -> tuple[ModelConfig, list[str]]:
     """Load our ModelConfig JSON or a HF config.json (told apart by 'hidden_size')."""
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} is not a regular file")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {str(path)!r} is {path.stat().st_size:,} bytes; a config "
+                          f"file may hold at most {MAX_CONFIG_BYTES:,}")
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
     except OSError as exc:
@@ -289,12 +294,23 @@ def load_config_file(path: str | Path) -> tuple[ModelConfig, list[str]]:
     return parse_config_json(text, source=str(path))
 
 
+MAX_CONFIG_BYTES = 1_000_000     # a real config.json is about 1 KB
+
+
 def parse_config_json(text: str, source: str = "config") -> tuple[ModelConfig, list[str]]:
+    """Parse our JSON or a HF config.json, as data only (json.loads: nothing is executed)."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source} is {len(text):,} characters; a config file may hold at most "
+                          f"{MAX_CONFIG_BYTES:,}")
+    if not text.strip():
+        raise ConfigError(f"{source} is empty")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} "
                           f"column {exc.colno}") from None
+    except RecursionError:
+        raise ConfigError(f"{source} is nested too deeply to be a config") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must hold a JSON object, got {type(data).__name__}")
     if "hidden_size" in data:

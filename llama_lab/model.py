@@ -366,11 +366,18 @@ def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckp
     from .config import load_config_file
     cfg, notes = load_config_file(config_path)
     files = checkpoint_files(folder)
-    model = build_model(cfg, device="meta")
-    state: dict[str, torch.Tensor] = {}
     for path in files:
         if not path.exists():
             raise ConfigError(f"shard {path.name} named by the index is missing")
+    # Refuse before reading a byte of weights if they cannot fit (ExperimentError is a ValueError).
+    from .experiments import check_memory
+    weight_bytes = sum(path.stat().st_size for path in files)
+    if dtype is not None:   # the cast holds both copies of one tensor at a time, at most
+        weight_bytes = int(weight_bytes * max(1.0, torch.finfo(dtype).bits / 16))
+    check_memory(weight_bytes, torch.device(device or "cpu"), f"loading {folder.name}")
+    model = build_model(cfg, device="meta")
+    state: dict[str, torch.Tensor] = {}
+    for path in files:
         try:
             state.update(load_file(str(path), device=str(device or "cpu")))
         except (SafetensorError, OSError, ValueError) as exc:
