@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import streamlit as st
 
 import pandas as pd
 
-from . import analysis, claims, experiments, flop_check, hardware, plots
+from . import analysis, claims, experiments, flop_check, hardware, jobs, plots
 from .config import (CHOICES, LIMITS, PRESETS, ConfigError, ModelConfig, coerce_field,
                      llama_ffn_hidden, parse_config_json, seed_ffn_hidden)
 
@@ -613,6 +614,24 @@ def seed_claims() -> list:
 def architecture(cfg: ModelConfig, seq_len: int, batch: int,
                  dtype: str) -> claims.ArchitectureComparison:
     return claims.architecture_comparison(cfg, seq_len, batch, dtype)
+
+
+@contextmanager
+def exclusive_run(what: str) -> Iterator[None]:
+    """Hold this process's experiment slot (llama_lab.jobs) for the block, so sessions running
+    at once take turns instead of oversubscribing the cores or the GPU. While another session's
+    run holds it, the page shows a visible waiting state."""
+    notice = st.empty()
+
+    def on_wait(n_running: int) -> None:
+        notice.info(f"⏳ Waiting: {n_running} other run(s) are using this machine; {what} starts "
+                    f"as soon as they finish.")
+    try:
+        with jobs.LIMITER.slot(on_wait=on_wait):
+            notice.empty()
+            yield
+    finally:
+        notice.empty()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

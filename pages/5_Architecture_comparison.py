@@ -49,10 +49,11 @@ st.caption(f"Short AdamW runs on the built-in byte-level corpus, same data, seed
 kind = st.selectbox("contrast", list(ABLATIONS), format_func=ABLATIONS.get, key=KEY_ABLATION)
 steps = st.slider("steps", 20, 300, 60, step=10, key=KEY_STEPS)
 if st.button("Train", type="primary"):
-    bar = st.progress(0.0, text="starting …")
-    result = ui.ablation_runs(kind, train_cfg, steps, TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ,
-                              TRAIN_BATCH, _progress=lambda f, text: bar.progress(f, text=text))
-    bar.empty()
+    with ui.exclusive_run("this training comparison"):
+        bar = st.progress(0.0, text="starting …")
+        result = ui.ablation_runs(kind, train_cfg, steps, TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ,
+                                  TRAIN_BATCH, _progress=lambda f, text: bar.progress(f, text=text))
+        bar.empty()
     st.session_state[KEY_RESULT] = (kind, train_cfg, steps, result)
 stored = st.session_state.get(KEY_RESULT)
 if stored is not None:

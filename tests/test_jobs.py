@@ -1,0 +1,75 @@
+import threading
+import time
+
+import pytest
+
+from llama_lab.jobs import BusyError, JobLimiter
+
+
+def test_second_run_waits_and_says_so():
+    limiter = JobLimiter(1)
+    order, waited = [], []
+    inside = threading.Event()
+
+    def first():
+        with limiter.slot():
+            inside.set()
+            time.sleep(0.3)
+            order.append("first done")
+
+    t = threading.Thread(target=first)
+    t.start()
+    inside.wait(5)
+    with limiter.slot(on_wait=waited.append):
+        order.append("second ran")
+    t.join()
+    assert order == ["first done", "second ran"]
+    assert waited == [1]                    # told that one run was ahead of it
+    assert limiter.running == 0 and limiter.waiting == 0
+
+
+def test_slot_released_when_the_run_is_interrupted():
+    limiter = JobLimiter(1)
+    with pytest.raises(KeyboardInterrupt):
+        with limiter.slot():
+            raise KeyboardInterrupt         # what a Streamlit rerun/stop looks like to the block
+    with limiter.slot(max_wait_s=0.1):      # free again at once
+        pass
+
+
+def test_waiting_too_long_is_refused_not_hung():
+    limiter = JobLimiter(1)
+    release = threading.Event()
+
+    def hold():
+        with limiter.slot():
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    while limiter.running == 0:
+        time.sleep(0.01)
+    with pytest.raises(BusyError, match="try again"):
+        with limiter.slot(max_wait_s=0.2):
+            pass
+    release.set()
+    t.join()
+    assert limiter.waiting == 0
+
+
+def test_several_slots_run_together():
+    limiter = JobLimiter(2)
+    peak, lock = [0], threading.Lock()
+
+    def work():
+        with limiter.slot():
+            with lock:
+                peak[0] = max(peak[0], limiter.running)
+            time.sleep(0.1)
+
+    threads = [threading.Thread(target=work) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 2
