@@ -1,0 +1,115 @@
+"""The app in a real browser: `streamlit run app.py` driven by Debian's Chromium through
+Playwright — a sidebar change updates a shown number, the state survives a page switch, and
+the Report page downloads an HTML report holding a plotly figure."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 60_000
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is missing", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_up(url: str, server: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {server.returncode}: "
+                               f"{server.stderr.read().decode(errors='replace')[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"streamlit did not answer at {url} within {seconds} s")
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_up(url, server)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000},
+                                          accept_downloads=True)
+            tab = context.new_page()
+            tab.set_default_timeout(TIMEOUT_MS)
+            yield tab
+        finally:
+            browser.close()
+
+
+def metric_value(page, label: str) -> str:
+    metric = page.locator('[data-testid="stMetric"]', has_text=label).first
+    return metric.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path):
+    page.goto(app_url)
+    page.get_by_text("Current model").wait_for()
+    assert metric_value(page, "Parameters") == "43,780,608"
+
+    layers = page.get_by_label("n_layers (blocks)")
+    layers.fill("8")
+    layers.press("Enter")
+    # 8 blocks of 2,753,024 + 512 final norm + 2 × 16,384,000 embeddings
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
+        ".some(e => e.innerText.trim() === '54,792,704')")
+
+    page.get_by_role("link", name="Parameters and FLOPs").first.click()
+    page.get_by_role("heading", name="Parameters & FLOPs").wait_for()
+    assert page.get_by_label("n_layers (blocks)").input_value() == "8"   # the sidebar state stays
+
+    page.get_by_role("link", name="Report").first.click()
+    button = page.get_by_role("button", name="HTML report")
+    button.wait_for()
+    with page.expect_download() as download_info:
+        button.click()
+    target = tmp_path / "report.html"
+    download_info.value.save_as(target)
+    html = target.read_text(encoding="utf-8")
+    assert 'class="plotly-graph-div"' in html and "Plotly.newPlot" in html
+    assert "54,792,704" in html                       # the report of the changed model
+    assert "<script src=" not in html

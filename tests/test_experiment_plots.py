@@ -1,0 +1,168 @@
+"""llama_lab.experiment_plots: every figure and table carries exactly the numbers of the result
+it was built from (results made by hand, so every expected value is written out here)."""
+import math
+
+import plotly.graph_objects as go
+import pytest
+
+from llama_lab import experiment_plots as ep
+from llama_lab.experiments import (DecodeBench, DecodeRow, DepthSweep, GradNormComparison,
+                                   GradNorms, LivePass, LogitStats, RunComparison, TrainRun)
+
+
+def grad_norms(position: str, scale: float) -> GradNorms:
+    return GradNorms(norm_position=position, loss=5.5 + scale,
+                     layer_grad_norm=[1.0 * scale, 2.0 * scale, 4.0 * scale],
+                     ffn_out_grad_norm=[0.1, 0.2, 0.4 * scale],
+                     residual_grad_norm=[8.0, 4.0, 2.0],
+                     group_grad_norm={"q": [1.0, 2.0, 3.0], "down": [4.0, 5.0, 6.0]},
+                     embedding_grad_norm=0.5, total_grad_norm=7.0)
+
+
+@pytest.fixture
+def comparison():
+    return GradNormComparison(post=grad_norms("post", 1.0), pre=grad_norms("pre", 0.5),
+                              seq_len=16, batch=2, seed=0)
+
+
+STATS = LogitStats(std=0.5, max_abs=2.0, max_prob_mean=0.01, entropy_mean=5.0)
+STATS_RAW = LogitStats(std=3.0, max_abs=20.0, max_prob_mean=0.6, entropy_mean=1.0)
+
+
+def train_run(label: str, losses: list[float], diverged_at: int | None = None) -> TrainRun:
+    steps = len(losses)
+    return TrainRun(label=label, config={}, settings={}, n_params=1000, steps_run=steps,
+                    loss=losses, lr=[1e-3 * (i + 1) for i in range(steps)],
+                    grad_norm=[1.0] * steps,
+                    layer_grad_norm=[[10.0 ** (i - 2), 10.0 ** (-i)] for i in range(steps)],
+                    val_step=[0, steps], val_loss=[losses[0], losses[-1]],
+                    diverged=diverged_at is not None, divergence_step=diverged_at,
+                    divergence_reason="loss became nan" if diverged_at is not None else None,
+                    hint=None, logits=STATS, logits_without_final_norm=STATS_RAW, wall_s=1.0,
+                    tokens_per_s=100.0, achieved_tflops=1e-6)
+
+
+def test_gradnorm_profile_draws_the_three_lists_of_both_arrangements_on_log_axes(comparison):
+    fig = ep.gradnorm_profile(comparison)
+    assert len(fig.data) == 6                       # 3 metrics × (post, pre)
+    by_name = {(t.xaxis, t.name): list(t.y) for t in fig.data}
+    assert by_name[("x", "Post-LN (loss 6.500)")] == [1.0, 2.0, 4.0]
+    assert by_name[("x", "Pre-LN (loss 6.000)")] == [0.5, 1.0, 2.0]
+    assert by_name[("x2", "Post-LN (loss 6.500)")] == [0.1, 0.2, 0.4]
+    assert by_name[("x3", "Pre-LN (loss 6.000)")] == [8.0, 4.0, 2.0]
+    assert {fig.layout[f"yaxis{i}"].type for i in ("", "2", "3")} == {"log"}
+    assert "3 blocks" in fig.layout.title.text and "B=2, T=16" in fig.layout.title.text
+
+
+def test_group_table_has_a_row_per_position_and_group_and_a_column_per_block(comparison):
+    table = ep.group_table(comparison)
+    assert list(table.columns) == ["norm_position", "group", "block 0", "block 1", "block 2"]
+    assert table.shape[0] == 4
+    row = table[(table.norm_position == "pre") & (table.group == "down")].iloc[0]
+    assert [row["block 0"], row["block 1"], row["block 2"]] == [4.0, 5.0, 6.0]
+
+
+def test_gradnorm_summary_ratios_are_last_over_first(comparison):
+    summary = ep.gradnorm_summary(comparison).set_index("norm_position")
+    assert summary.loc["post", "layer_grad_norm_last_over_first"] == 4.0     # 4 / 1
+    assert summary.loc["pre", "ffn_out_grad_norm_last_over_first"] == pytest.approx(2.0)  # 0.2/0.1
+    assert summary.loc["post", "residual_grad_norm_last_over_first"] == 0.25  # 2 / 8
+    assert summary.loc["pre", "loss"] == 6.0
+
+
+def test_power_law_fit_recovers_a_known_law():
+    depths = [2, 4, 8, 16]
+    ys = [3.0 * d ** -0.5 for d in depths]
+    assert math.exp(ep.power_law_fit(depths, ys, -0.5)) == pytest.approx(3.0)
+
+
+def test_depth_sweep_figure_fits_pass_through_exact_power_laws():
+    depths = [2, 4, 8, 16]
+    sweep = DepthSweep(depths=depths, post=[0.7] * 4, pre=[2.0 * d ** -0.5 for d in depths],
+                       post_slope=0.0, pre_slope=-0.5)
+    fig = ep.depth_sweep_figure(sweep)
+    traces = {t.name: t for t in fig.data}
+    assert list(traces["Pre-LN fit ∝ L^-0.50"].y) == pytest.approx(sweep.pre)
+    assert list(traces["Post-LN fit ∝ L^0.00"].y) == pytest.approx(sweep.post)
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+    table = ep.depth_sweep_table(sweep).set_index("norm_position")
+    assert table.loc["pre", "fitted_slope"] == -0.5 and table.loc["pre", "theory_slope"] == -0.5
+    assert table.loc["post", "theory_slope"] == 0.0
+
+
+def test_training_curves_show_loss_validation_lr_and_divergence():
+    runs = RunComparison(runs={"stable": train_run("stable", [5.0, 4.0, 3.0]),
+                               "diverged": train_run("diverged", [5.0, float("nan")], 1)})
+    fig = ep.training_curves(runs)
+    lines = {t.name: t for t in fig.data if t.mode == "lines" and t.showlegend is not False}
+    assert list(lines["stable"].y) == [5.0, 4.0, 3.0]
+    crosses = [t for t in fig.data if t.marker is not None and t.marker.symbol == "x"]
+    assert len(crosses) == 1 and list(crosses[0].x) == [1]
+    assert list(crosses[0].y) == [5.0]                 # NaN loss: drawn at the largest finite one
+    lr_traces = [t for t in fig.data if t.yaxis == "y2"]
+    assert list(lr_traces[0].y) == pytest.approx([1e-3, 2e-3, 3e-3])
+
+
+def test_training_heatmaps_are_log10_block_by_step_on_one_scale():
+    runs = RunComparison(runs={"a": train_run("a", [5.0, 4.0, 3.0]),
+                               "b": train_run("b", [5.0, 4.5])})
+    fig = ep.training_heatmaps(runs)
+    heat = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert len(heat) == 2
+    # layer_grad_norm[step] = [10^(step-2), 10^(-step)] → z[block][step]
+    assert [list(row) for row in heat[0].z] == [[-2.0, -1.0, 0.0], [0.0, -1.0, -2.0]]
+    assert {(h.zmin, h.zmax) for h in heat} == {(-2.0, 0.0)}
+    long = ep.layer_grad_long(runs)
+    assert len(long) == (3 + 2) * 2                     # steps × blocks, both runs
+
+
+def test_run_logits_table_lists_both_stats_of_every_run():
+    runs = RunComparison(runs={"a": train_run("a", [5.0, 4.0])})
+    table = ep.run_logits_table(runs)
+    assert list(table.logits) == ["with final norm", "without final norm"]
+    assert list(table["std"]) == [0.5, 3.0] and set(table.run) == {"a"}
+
+
+def live_pass() -> LivePass:
+    return LivePass(
+        device="cpu", device_name="CPU (2 threads)", dtype="fp32", seq_len=16, batch=2, iters=1,
+        compiled=False, n_params=1000, initial_loss=5.6, ln_vocab=math.log(256), last_loss=5.5,
+        warmup_s=0.1, forward_ms=1.0, backward_ms=2.0, optimizer_ms=0.5, step_ms=3.5,
+        tokens_per_s=32 / 0.0035, training_flops=6e6, achieved_tflops=6e6 / 0.0035 / 1e12,
+        peak_flops=1e11, peak_flops_source="measured 1024×1024 fp32 matmul", mfu=0.017,
+        peak_memory_bytes=20_000, peak_memory_source="sum",
+        memory_breakdown={"weights": 4000, "gradients": 4000, "optimizer": 8000,
+                          "weight_casts": 0, "activations": 4000},
+        activation_bytes_measured=4000, activation_bytes_estimated=3900,
+        estimated_training_bytes=19_900, logits=STATS, logits_without_final_norm=STATS_RAW)
+
+
+def test_live_pass_tables_and_phase_figure():
+    live = live_pass()
+    memory = ep.live_memory_table(live).set_index("component")
+    assert memory.loc["total", "measured_bytes"] == 4000 + 4000 + 8000 + 0 + 4000
+    assert memory.loc["total", "predicted_bytes"] == 19_900
+    assert memory.loc["activations", "predicted_bytes"] == 3900
+    summary = ep.live_summary(live).set_index("quantity")
+    assert summary.loc["MFU", "value"] == 0.017
+    assert summary.loc["measured / predicted activations", "value"] == pytest.approx(4000 / 3900)
+    fig = ep.live_phase_figure(live)
+    assert list(fig.data[0].y) == [1.0, 2.0, 0.5]
+    assert "9,143 tokens/s" in fig.layout.title.text          # 32 tokens / 3.5 ms
+    logits = ep.logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab)
+    assert list(logits.max_abs) == [2.0, 20.0]
+    assert logits.uniform_entropy_ln_V.iloc[0] == pytest.approx(5.545177, abs=1e-6)
+
+
+def test_decode_figure_plots_time_and_measured_vs_predicted_bytes():
+    rows = [DecodeRow(variant, g, c, prefill_ms=1.0, ms_per_token=0.1 * g, cache_tokens=c + 2,
+                      cache_bytes_measured=b, cache_bytes_predicted=b)
+            for variant, g in (("mha", 4), ("mqa", 1)) for c in (8, 16)
+            for b in [2 * 2 * g * 16 * 4 * (c + 2)]]     # 2 (K,V) · L=2 · G · D=16 · 4 B · tokens
+    bench = DecodeBench(device="cpu", dtype="fp32", batch=1, new_tokens=2, rows=rows)
+    fig = ep.decode_figure(bench)
+    time_traces = [t for t in fig.data if t.xaxis == "x"]
+    assert [t.name for t in time_traces] == ["MHA (4 KV heads)", "MQA (1 KV head)"]
+    measured = [t for t in fig.data if t.xaxis == "x2" and t.mode == "markers"]
+    assert list(measured[0].y) == [2 * 2 * 4 * 16 * 4 * 10, 2 * 2 * 4 * 16 * 4 * 18]
+    assert list(measured[1].x) == [10, 18]

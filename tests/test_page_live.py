@@ -1,0 +1,113 @@
+"""pages/4_Live_pass.py through AppTest: default render, a tiny live pass and decode benchmark,
+and the refusals (fp16 or CUDA on a CPU machine, runs too big) shown with st.error."""
+import math
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from llama_lab import experiments
+from llama_lab.report import experiment_state_key
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "4_Live_pass.py")
+P = "llama_lab.page4."
+
+
+def run_page(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def click(at: AppTest, button: str) -> AppTest:
+    at.button(key=P + button).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def tiny(at: AppTest) -> AppTest:
+    at.number_input(key=P + "seq_len").set_value(16)
+    at.number_input(key=P + "batch").set_value(2)
+    at.number_input(key=P + "iters").set_value(1)
+    return at.run()
+
+
+def metrics(at: AppTest) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.main.error]
+
+
+def test_default_page_runs_the_sidebar_model_and_shows_the_formulas():
+    at = run_page()
+    assert at.radio(key=P + "model").value == "sidebar"           # the demo fits the budget
+    assert "vocab 32,000 (43,780,608 parameters)" in at.caption[0].value
+    assert any(r"\text{MFU}" in m.value for m in at.latex)
+    assert not errors(at) and len(at.metric) == 0
+
+
+def test_a_big_preset_defaults_to_the_scaled_down_copy():
+    at = run_page({"preset": "llama-3-8b"})
+    assert at.radio(key=P + "model").value == "small"
+    assert "d=64, 4 blocks, 4 heads / 1 KV" in at.caption[0].value and "vocab 256" in \
+        at.caption[0].value
+
+
+def test_live_pass_shows_times_throughput_mfu_memory_and_loss():
+    at = click(tiny(run_page({"preset": "debug"})), "run_live")
+    live = at.session_state[experiment_state_key("live_pass")].result
+    shown = metrics(at)
+    assert shown["ln V"] == f"{math.log(256):.4f}" == "5.5452"
+    assert shown["Tokens/s"] == f"{live.tokens_per_s:,.0f}"
+    assert math.isclose(live.tokens_per_s, 2 * 16 / (live.step_ms / 1e3), rel_tol=1e-9)
+    assert shown["MFU"] == f"{live.mfu:.1%}"
+    # the debug model's initial loss sits near ln 256 (N(0, 0.02) init: near-uniform softmax)
+    assert abs(live.initial_loss - math.log(256)) < 0.2
+    assert any("MFU is measured against" in c.value and live.peak_flops_source in c.value
+               for c in at.caption)
+    assert len(at.get("plotly_chart")) == 1
+    logits = at.dataframe[1].value
+    assert list(logits.logits) == ["with final norm", "without final norm"]
+
+
+def test_decode_benchmark_bytes_match_the_hand_count():
+    at = tiny(run_page({"preset": "debug"}))
+    at.multiselect(key=P + "contexts").set_value([8, 16])
+    at.number_input(key=P + "new_tokens").set_value(2).run()
+    click(at, "run_decode")
+    bench = at.session_state[experiment_state_key("decode")].result
+    assert [s.value for s in at.success][0].startswith("Measured cache bytes equal")
+    # fp32 cache: 2 (K, V) · 2 layers · G KV heads · 16 head dim · 4 bytes · B=2 · tokens
+    for row in bench.rows:
+        assert row.cache_bytes_measured == 2 * 2 * row.n_kv_heads * 16 * 4 * 2 * row.cache_tokens
+    assert {row.variant for row in bench.rows} == {"mha", "gqa", "mqa"}
+    assert [k for k in metrics(at) if "KV head" in k] == ["MHA · 4 KV heads", "GQA · 2 KV heads",
+                                                          "MQA · 1 KV head"]
+
+
+@pytest.mark.skipif(experiments.torch.cuda.is_available(), reason="this machine has CUDA")
+def test_gpu_only_choices_are_refused_on_a_cpu_machine():
+    at = tiny(run_page({"preset": "debug"}))
+    at.selectbox(key=P + "dtype").set_value("fp16").run()
+    click(at, "run_live")
+    assert any("dtype='fp16' is refused on the CPU" in e for e in errors(at))
+    at.selectbox(key=P + "dtype").set_value("fp32")
+    at.selectbox(key=P + "device").set_value("cuda").run()
+    click(at, "run_decode")
+    assert any("CUDA is not available" in e for e in errors(at))
+    assert experiment_state_key("live_pass") not in at.session_state
+
+
+def test_too_big_runs_are_refused_before_anything_runs():
+    at = run_page({"preset": "debug"})
+    at.number_input(key=P + "batch").set_value(65_536).run()
+    click(at, "run_live")
+    assert any("is free (limit 90% of free)" in e for e in errors(at))     # the memory guard
+    at = run_page()              # the demo model at B=40, T=128: ~2 GB, but 5 steps × 0.9 TFLOP
+    at.number_input(key=P + "batch").set_value(40).run()
+    click(at, "run_live")
+    assert any("live runs on the CPU are limited to 3 TFLOP" in e for e in errors(at))
