@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -195,12 +197,30 @@ def cmd_report(args, cfg: ModelConfig, notes: list[str]) -> None:
     if args.output is None:
         sys.stdout.write(content if isinstance(content, str) else content.decode())
         return
-    try:
-        args.output.write_text(content, encoding="utf-8") if isinstance(content, str) \
-            else args.output.write_bytes(content)
-    except OSError as exc:
-        raise CliError(f"cannot write {str(args.output)!r}: {exc.strerror}") from None
+    write_atomically(args.output, content.encode("utf-8") if isinstance(content, str) else content)
     print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)", file=sys.stderr)
+
+
+def write_atomically(path: Path, content: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place, so an interrupted or
+    failed export never leaves a half-written report."""
+    if path.is_dir():
+        raise CliError(f"cannot write {str(path)!r}: it is a folder")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes it 0600; a report is an ordinary file
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise CliError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 COMMANDS = {"analyze": cmd_analyze, "gradnorms": cmd_gradnorms, "bench": cmd_bench,

@@ -129,3 +129,25 @@ def test_train_rejects_bad_text(capsys, tmp_path):
     bad.write_bytes("café ".encode("latin-1") * 500)
     code, _, err = run(capsys, "train", "--preset", "debug", "--data", str(bad))
     assert code == 2 and "UTF-8" in err
+
+
+def test_report_is_written_whole_or_not_at_all(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", "--preset", "debug", "-o", str(out), "--format", "html")
+    assert code == 0 and out.stat().st_size > 1_000_000 and "wrote" in err    # plotly.js inlined
+    assert "<script src=\"http" not in out.read_text()
+    # a failing export leaves the old file untouched and no temporary file behind
+    import llama_lab.report as report_mod
+
+    def broken_render(report, fmt):
+        raise OSError(28, "No space left on device")
+    before = out.read_bytes()
+    monkeypatch.setattr(report_mod, "render", broken_render)
+    code, _, err = run(capsys, "report", "--preset", "debug", "-o", str(out))
+    assert code == 2 and "No space left" in err
+    assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["r.html"]
+
+
+def test_report_json_to_stdout(capsys):
+    code, out, _ = run(capsys, "report", "--preset", "debug", "--format", "json")
+    assert code == 0 and json.loads(out)["analysis"]["params"]["total"] == 123_712
