@@ -1,60 +1,11 @@
-"""LLaMA Lab — Streamlit entry point: `streamlit run app.py`."""
-from pathlib import Path
+"""LLaMA Lab — Streamlit entry point: `streamlit run app.py`.
 
+Registers the pages with st.navigation: the home page (home.py) as "Home", then every page of
+ui.PAGES, titled from its file name as the pages/ folder would, in the same order. Each page
+draws the shared sidebar itself, so it also runs alone."""
 import streamlit as st
 
 from llama_lab import ui
 
-PAGES = (  # (file, label, what it shows); pages not present in this checkout are skipped
-    ("pages/1_Parameters_and_FLOPs.py", "Parameters & FLOPs",
-     "where the parameters and FLOPs go, FLOPs vs sequence length, fvcore cross-check"),
-    ("pages/2_KV_cache_and_attention.py", "KV cache & attention",
-     "MHA vs GQA vs MQA: cache bytes, what fits a GPU, the decode roofline"),
-    ("pages/3_Gradient_norms.py", "Gradient norms",
-     "Post-LN vs Pre-LN, per-layer gradient norms measured"),
-    ("pages/4_Live_pass.py", "Live pass",
-     "one real forward/backward: loss, time, memory against the predictions"),
-    ("pages/5_Architecture_comparison.py", "Architecture comparison",
-     "the seed's 2017-vs-LLaMA table, each row computed on your config"),
-    ("pages/6_Seed_claims.py", "Seed claims",
-     "every number the tutorial quotes, recomputed, with ✓ or ✗"),
-    ("pages/7_Report.py", "Report", "download everything as HTML, JSON, CSV or Markdown"),
-)
-ROOT = Path(__file__).resolve().parent
-
-selection = ui.setup_page(
-    "🦙 LLaMA Lab",
-    "Build a LLaMA-style decoder — or the 2017 Transformer it came from — in the sidebar, and "
-    "see where its parameters, FLOPs and KV-cache memory go. Every number is computed from the "
-    "config (closed form, cross-checked against the module on the meta device and fvcore), "
-    "and the tutorial this lab grew from is checked claim by claim. The sidebar is shared by "
-    "all pages and mirrored in the URL: copy the link to share the view.")
-
-cfg = selection.cfg
-params = ui.param_count(cfg)
-flops = ui.flop_count(cfg, selection.seq_len, selection.batch)
-kv = ui.kv_report(cfg, selection.seq_len, selection.batch, selection.dtype)
-
-st.subheader("Current model")
-cols = st.columns(4)
-cols[0].metric("Parameters", f"{params.total:,}", help=f"{ui.human_count(params.total)}")
-cols[1].metric("Attention", f"{cfg.attention_kind} · {cfg.n_heads} q / {cfg.n_kv_heads} kv",
-               help=f"head_dim {cfg.head_dim}; {cfg.n_rep} query heads per KV head")
-cols[2].metric(f"KV cache per token ({selection.dtype})", f"{kv.bytes_per_token:,} B",
-               help=f"all {cfg.n_layers} layers, K and V; "
-                    f"{ui.human_bytes(kv.bytes)} for B={selection.batch} × T={selection.seq_len:,}")
-cols[3].metric("Forward FLOPs per token", ui.human_count(flops.per_token) + "FLOP",
-               help=f"at T={selection.seq_len:,}, B={selection.batch} (2 FLOPs per multiply-add)")
-st.caption(f"{cfg.n_layers} layers × d={cfg.d_model:,}, FFN {cfg.ffn_type} {cfg.ffn_hidden:,}, "
-           f"vocab {cfg.vocab_size:,}, {cfg.norm_position}-norm {cfg.norm_type}, "
-           f"{cfg.pos_encoding} positions, max_seq_len {cfg.max_seq_len:,}"
-           + (", LLaMA-style" if cfg.is_llama_style else ""))
-b = ui.dtype_bytes(selection.dtype)
-st.latex(rf"\text{{KV bytes per token}} = 2 \cdot L \cdot G \cdot D \cdot b = 2 \cdot "
-         rf"{cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot {cfg.head_dim} \cdot {b:g} = "
-         rf"{kv.bytes_per_token:,}")
-
-st.subheader("Pages")
-for path, label, description in PAGES:
-    if (ROOT / path).exists():
-        st.page_link(path, label=f"**{label}** — {description}", query_params=selection.query())
+home = st.Page(ui.HOME_PAGE, title=ui.HOME_TITLE, icon=ui.HOME_ICON, default=True)
+st.navigation([home, *(st.Page(page.path) for page in ui.PAGES)]).run()

@@ -49,7 +49,7 @@ EXPERIMENT_TYPES: dict[str, type] = {
 EXPERIMENT_TITLES = {
     "gradnorms": "Gradient norms: Post-LN vs Pre-LN",
     "depth_sweep": "Depth sweep (Xiong et al. 2020)",
-    "training": "Training runs: Post-LN / Pre-LN × warmup",
+    "training": "Training runs (the labels say which arms were compared)",
     "live_pass": "Live pass",
     "decode": "KV-cache decoding: MHA / GQA / MQA",
 }

@@ -1,5 +1,6 @@
 """The Streamlit side of LLaMA Lab: the sidebar config builder shared by every page, the
-session-state keys, the URL mirror and the cached wrappers around the package.
+session-state keys, the URL mirror, the list of pages, the cached wrappers around the package
+and the way a live experiment is run (guards, job slot, progress, refusals shown with st.error).
 
 This is the only module of the package that imports Streamlit. Pages call ``setup_page`` (or
 ``sidebar_config``) first; both initialise the session state themselves, so any page also runs
@@ -17,13 +18,14 @@ import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import streamlit as st
 
 import pandas as pd
 
-from . import analysis, claims, experiments, flop_check, hardware, jobs, plots
+from . import analysis, claims, experiments, flop_check, hardware, jobs, plots, report
+from . import experiment_plots as ep
 from .config import (CHOICES, LIMITS, PRESETS, ConfigError, ModelConfig, coerce_field,
                      llama_ffn_hidden, parse_config_json, seed_ffn_hidden)
 
@@ -37,6 +39,16 @@ KEY_UPLOAD_NOTES = "llama_lab.upload_notes"  # list[str]: what an uploaded confi
 KEY_UPLOAD_ERROR = "llama_lab.upload_error"  # str | None: why an upload was refused
 KEY_CONFIG_ERROR = "llama_lab.config_error"  # str | None: the rule the current values break
 KEY_LAST_CHANGED = "llama_lab.last_changed"  # str | None: the config field edited last
+
+# This session's experiment results, one report.ExperimentEntry per kind of
+# report.EXPERIMENT_TYPES: the experiment pages write them, the Report page includes them all.
+EXPERIMENT_KEYS: dict[str, str] = {kind: report.experiment_state_key(kind)
+                                   for kind in report.EXPERIMENT_TYPES}
+KEY_GRADNORMS = EXPERIMENT_KEYS["gradnorms"]
+KEY_DEPTH_SWEEP = EXPERIMENT_KEYS["depth_sweep"]
+KEY_TRAINING = EXPERIMENT_KEYS["training"]        # the latest training comparison, any page
+KEY_LIVE_PASS = EXPERIMENT_KEYS["live_pass"]
+KEY_DECODE = EXPERIMENT_KEYS["decode"]
 
 WIDGET_PREFIX = "llama_lab.w."
 KEY_PRESET = WIDGET_PREFIX + "preset"
@@ -64,6 +76,32 @@ QUERY_KEYS: tuple[str, ...] = (QUERY_PRESET, *CONFIG_FIELDS, QUERY_SEQ, QUERY_BA
 
 MAX_BATCH = 65_536
 DEFAULT_DTYPE = "bf16"
+
+
+# ---- the pages (app.py registers them with st.navigation; home.py links to them) ---------------
+@dataclass(frozen=True)
+class AppPage:
+    path: str              # relative to the entry point's folder; st.Page titles it from the name
+    label: str             # the home page's link text
+    description: str
+
+
+HOME_PAGE, HOME_TITLE, HOME_ICON = "home.py", "Home", "🦙"
+PAGES: tuple[AppPage, ...] = (
+    AppPage("pages/1_Parameters_and_FLOPs.py", "Parameters & FLOPs",
+            "where the parameters and FLOPs go, FLOPs vs sequence length, fvcore cross-check"),
+    AppPage("pages/2_KV_cache_and_attention.py", "KV cache & attention",
+            "MHA vs GQA vs MQA: cache bytes, what fits a GPU, the decode roofline"),
+    AppPage("pages/3_Gradient_norms.py", "Gradient norms",
+            "Post-LN vs Pre-LN, per-layer gradient norms measured"),
+    AppPage("pages/4_Live_pass.py", "Live pass",
+            "one real forward/backward: loss, time, memory against the predictions"),
+    AppPage("pages/5_Architecture_comparison.py", "Architecture comparison",
+            "the seed's 2017-vs-LLaMA table, each row computed on your config"),
+    AppPage("pages/6_Seed_claims.py", "Seed claims",
+            "every number the tutorial quotes, recomputed, with ✓ or ✗"),
+    AppPage("pages/7_Report.py", "Report", "download everything as HTML, JSON, CSV or Markdown"),
+)
 
 
 # ---- the FFN width rule -------------------------------------------------------------------------
@@ -643,3 +681,216 @@ def ablation_runs(kind: str, train_cfg: ModelConfig, steps: int, lr: float, warm
     specs = experiments.ablation_specs(kind, train_cfg, lr, warmup_steps)
     return experiments.compare_runs(specs, steps, seq_len=seq_len, batch=batch, device="cpu",
                                     progress=_progress)
+
+
+# ---- live experiments: size, guards, the run itself, where results are kept --------------------
+CPU_FLOP_BUDGET = 3e12   # ≈ a minute on two busy cores at ~50 GFLOP/s: live runs stay interactive
+STALE_NOTE = "These results are from earlier choices; run again to update them."
+Result = TypeVar("Result")
+Progress = Callable[[float, str], None]
+
+
+def set_defaults(prefix: str, **values: Any) -> None:
+    """A page's initial widget values, under ``prefix + name`` (kept once they are changed)."""
+    for name, value in values.items():
+        _state().setdefault(prefix + name, value)
+
+
+def live_config(cfg: ModelConfig, n_layers: int, d_model: int = claims.TRAINING_SHAPE["d_model"],
+                seq_len: int = 0) -> ModelConfig:
+    """``cfg``'s recipe (norms, positions, FFN type, biases, init, KV sharing) at a size that
+    runs live: claims.small_training_config (4 heads, byte-level vocabulary 256), then the given
+    width and depth, and room for ``seq_len`` tokens; the FFN width follows the recipe's rule."""
+    small = claims.small_training_config(cfg)
+    ffn = seed_ffn_hidden(d_model) if small.ffn_type == "swiglu" else \
+        max(1, round(cfg.ffn_hidden / cfg.d_model * d_model))        # 2017: keep cfg's ratio
+    return small.replace(d_model=d_model, n_layers=n_layers, ffn_hidden=ffn,
+                         max_seq_len=max(seq_len, small.max_seq_len))
+
+
+def check_cpu_budget(flops: float, device: str, what: str, hint: str) -> None:
+    """Refuse (ExperimentError) a run of more than CPU_FLOP_BUDGET FLOPs on the CPU."""
+    if experiments.pick_device(device).type == "cpu" and flops > CPU_FLOP_BUDGET:
+        raise experiments.ExperimentError(
+            f"{what} needs about {flops / 1e12:.1f} TFLOP; live runs on the CPU are limited to "
+            f"{CPU_FLOP_BUDGET / 1e12:.0f} TFLOP (about a minute); {hint}")
+
+
+def guard(run_cfg: ModelConfig, seq_len: int, batch: int, device: str, *, passes: float,
+          what: str, hint: str, dtype: str = "fp32") -> None:
+    """experiments' memory guard (a training step of ``run_cfg`` at B × T in ``dtype``), then
+    the CPU budget for ``passes`` training steps (3 × forward FLOPs each)."""
+    experiments.check_memory(experiments.training_bytes_needed(run_cfg, seq_len, batch, dtype),
+                             experiments.pick_device(device), what)
+    check_cpu_budget(passes * analysis.count_flops(run_cfg, seq_len, batch).training_step,
+                     device, what, hint)
+
+
+def run_with_status(label: str, work: Callable[[Progress], Result],
+                    what: str | None = None) -> Result | None:
+    """Run ``work(progress)`` in this process's experiment slot (``exclusive_run``), inside
+    st.status with a progress bar. A refusal — a guard, a bad input, no slot free — is shown
+    with st.error and gives None."""
+    with st.status(label, expanded=True) as status:
+        bar = st.progress(0.0, text="starting …")
+
+        def progress(fraction: float, text: str) -> None:
+            bar.progress(min(1.0, max(0.0, fraction)), text=text)
+        try:
+            with exclusive_run(what or label):
+                result = work(progress)
+        except (experiments.ExperimentError, ConfigError, jobs.BusyError) as exc:
+            status.update(label=f"{label}: refused", state="error")
+            st.error(str(exc))
+            return None
+        status.update(label=f"{label}: done", state="complete", expanded=False)
+    return result
+
+
+def keep_experiment(kind: str, result: Any, config: ModelConfig, settings: Mapping[str, Any],
+                    *also_under: str) -> report.ExperimentEntry:
+    """Store a result where the Report page collects it (and under the keys ``also_under``)."""
+    entry = report.ExperimentEntry(kind, result, config, dict(settings))
+    for key in (EXPERIMENT_KEYS[kind], *also_under):
+        _state()[key] = entry
+    return entry
+
+
+def session_experiments() -> dict[str, report.ExperimentEntry]:
+    """This session's experiment results, kind → entry, in report.EXPERIMENT_TYPES order."""
+    state = _state()
+    return {kind: state[key] for kind, key in EXPERIMENT_KEYS.items() if key in state}
+
+
+def is_stale(entry: report.ExperimentEntry, config: ModelConfig,
+             settings: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` ran on another config, or with other values of ``settings``' keys."""
+    return entry.config != config or any(entry.settings.get(name) != value
+                                         for name, value in settings.items())
+
+
+def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any],
+                    prefix: str) -> None:
+    """Draw the result stored under ``key``, if any, after a note when it is stale for the
+    current ``config`` and ``settings``; ``prefix`` starts the keys of its charts."""
+    entry = _state().get(key)
+    if entry is None:
+        return
+    if is_stale(entry, config, settings):
+        st.caption(STALE_NOTE)
+    _PANELS[entry.kind](entry, prefix)
+
+
+# ---- result panels (one per experiment kind, drawn by show_experiment) -------------------------
+def _gradnorms_panel(entry: report.ExperimentEntry, prefix: str) -> None:
+    result = entry.result
+    cols = st.columns(4)
+    for col, arm in zip(cols[:2], (result.post, result.pre)):
+        col.metric(f"{ep.NORM_LABELS[arm.norm_position]} loss", f"{arm.loss:.4f}")
+    for col, arm in zip(cols[2:], (result.post, result.pre)):
+        first, last = arm.residual_grad_norm[0], arm.residual_grad_norm[-1]
+        col.metric(f"{ep.NORM_LABELS[arm.norm_position]} ‖∂L/∂x₀‖ ÷ ‖∂L/∂x_last‖",
+                   f"{first / last:.3g}",
+                   help="> 1: the gradient grows towards the input; < 1: it shrinks")
+    st.plotly_chart(ep.gradnorm_profile(result), key=prefix + "chart_grad")
+    st.markdown("**Per parameter group** (‖∇‖ of each group in each block)")
+    st.dataframe(ep.group_table(result), hide_index=True, width="stretch")
+    with st.expander("Per-block table and summary"):
+        st.dataframe(ep.gradnorm_summary(result), hide_index=True, width="stretch")
+        st.dataframe(result.to_frame(), hide_index=True, width="stretch")
+
+
+def _depth_sweep_panel(entry: report.ExperimentEntry, prefix: str) -> None:
+    result = entry.result
+    cols = st.columns(2)
+    cols[0].metric("Post-LN fitted slope", f"{result.post_slope:+.3f}", "theory 0",
+                   delta_color="off")
+    cols[1].metric("Pre-LN fitted slope", f"{result.pre_slope:+.3f}", "theory −0.5",
+                   delta_color="off")
+    st.plotly_chart(ep.depth_sweep_figure(result), key=prefix + "chart_sweep")
+    st.dataframe(result.to_frame(), hide_index=True)
+
+
+def _training_panel(entry: report.ExperimentEntry, prefix: str) -> None:
+    comparison = entry.result
+    st.caption(f"Data: {entry.settings['data']}.")
+    for run in comparison.runs.values():
+        if run.diverged:
+            st.warning(f"{run.label} diverged: {run.divergence_reason}. Hint: {run.hint}.")
+    st.plotly_chart(ep.training_curves(comparison), key=prefix + "chart_loss")
+    st.plotly_chart(ep.training_heatmaps(comparison), key=prefix + "chart_heat")
+    st.dataframe(comparison.summary_frame()[["label", "steps_run", "first_loss", "final_loss",
+                                             "final_val_loss", "diverged", "wall_s",
+                                             "tokens_per_s"]], hide_index=True, width="stretch")
+    st.markdown("**Logits after training**, on a validation batch, with and without the final "
+                "norm (the seed's “forgot the final norm” bug):")
+    st.dataframe(ep.run_logits_table(comparison), hide_index=True, width="stretch")
+
+
+def _live_pass_panel(entry: report.ExperimentEntry, prefix: str) -> None:
+    live = entry.result
+    cols = st.columns(4)
+    cols[0].metric("Step", f"{live.step_ms:.1f} ms", help=f"median of {live.iters} timed steps")
+    cols[1].metric("Tokens/s", f"{live.tokens_per_s:,.0f}")
+    cols[2].metric("Achieved", human_count(live.achieved_tflops * 1e12) + "FLOP/s",
+                   help=f"{live.training_flops:.3e} FLOPs per step (3 × forward, analysis)")
+    cols[3].metric("MFU", f"{live.mfu:.1%}", help=f"peak {live.peak_flops / 1e12:.3g} TFLOP/s")
+    st.caption(f"MFU is measured against {live.peak_flops / 1e12:.3g} TFLOP/s: "
+               f"{live.peak_flops_source}. Warm-up step (excluded): {live.warmup_s:.2f} s.")
+    st.plotly_chart(ep.live_phase_figure(live), key=prefix + "chart_phases")
+
+    cols = st.columns(4)
+    cols[0].metric("Initial loss", f"{live.initial_loss:.4f}",
+                   f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V", delta_color="off")
+    cols[1].metric("ln V", f"{live.ln_vocab:.4f}", help=f"V = {entry.config.vocab_size:,}")
+    cols[2].metric("Peak memory", human_bytes(live.peak_memory_bytes),
+                   help=live.peak_memory_source)
+    cols[3].metric("Activations measured / predicted", f"{live.activation_ratio:.3f}",
+                   f"{human_bytes(live.activation_bytes_measured)} vs "
+                   f"{human_bytes(live.activation_bytes_estimated)}", delta_color="off")
+    st.caption(f"Peak memory: {live.peak_memory_source}. Activations measured: the tensors "
+               f"autograd saves for backward, each storage once; predicted: "
+               f"analysis.activation_bytes. The memory guard checked "
+               f"{human_bytes(live.estimated_training_bytes)} (analysis.training_memory).")
+    st.dataframe(ep.live_memory_table(live), hide_index=True)
+
+    st.markdown("**Logits at the initial weights, with and without the final norm** — the "
+                "seed's most common Pre-LN bug is forgetting the final norm: the last block's "
+                "output reaches lm_head unnormalised.")
+    st.dataframe(ep.logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab),
+                 hide_index=True, width="stretch")
+    growth = live.logits_without_final_norm.std / max(live.logits.std, 1e-30)
+    st.caption(f"Without the final norm the logits' std is {growth:.3g}× the normed one"
+               + ("" if entry.config.final_norm else " (this config has no final norm: both rows "
+                                                     "are the same model)")
+               + ". The final norm rescales the last hidden state to unit RMS whatever its "
+                 "size: at initialisation the residual stream is small (embeddings ~N(0, 0.02)), "
+                 "after training it grows with depth — the Gradient norms page shows both "
+                 "after a training run.")
+
+
+def _decode_panel(entry: report.ExperimentEntry, prefix: str) -> None:
+    bench = entry.result
+    frame = bench.to_frame()
+    longest = frame[frame.context_len == frame.context_len.max()]
+    cols = st.columns(len(longest))
+    for col, row in zip(cols, longest.itertuples()):
+        col.metric(f"{row.variant.upper()} · {row.n_kv_heads} KV head"
+                   f"{'s' if row.n_kv_heads > 1 else ''}",
+                   f"{row.ms_per_token:.2f} ms/token",
+                   f"cache {human_bytes(row.cache_bytes_measured)}", delta_color="off")
+    if bench.bytes_agree:
+        st.success("Measured cache bytes equal the prediction 2·L·G·D·b·B·tokens for every row.")
+    else:
+        st.error("Measured cache bytes differ from analysis.kv_cache_bytes_per_token × B × "
+                 "tokens; see the table.")
+    st.plotly_chart(ep.decode_figure(bench), key=prefix + "chart_decode")
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.caption("On a GPU decoding one token is memory-bound: its time follows the bytes read "
+               "(weights + cache), which is where fewer KV heads pay off at long context and "
+               "large batch. At small sizes on a CPU, fixed per-call overheads dominate.")
+
+
+_PANELS: dict[str, Callable[[report.ExperimentEntry, str], None]] = {
+    "gradnorms": _gradnorms_panel, "depth_sweep": _depth_sweep_panel,
+    "training": _training_panel, "live_pass": _live_pass_panel, "decode": _decode_panel}

@@ -1,11 +1,11 @@
 """The seed's 2017 Transformer vs LLaMA table (section 七), each row computed on the config."""
 import streamlit as st
 
-from llama_lab import claims, plots, ui
+from llama_lab import claims, data, plots, ui
 
 KEY_ABLATION = "llama_lab.page5.ablation"
 KEY_STEPS = "llama_lab.page5.steps"
-KEY_RESULT = "llama_lab.page5.result"           # (kind, training config, steps) → comparison
+KEY_RESULT = "llama_lab.page5.result"     # this page's ExperimentEntry (also ui.KEY_TRAINING)
 TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ, TRAIN_BATCH = 3e-3, 10, 64, 8
 ABLATIONS = {"norm_position": "Post-LN vs Pre-LN (each without / with warmup)",
              "norm_type": "LayerNorm vs RMSNorm", "ffn": "ReLU 4d vs SwiGLU 8/3·d",
@@ -48,19 +48,24 @@ st.caption(f"Short AdamW runs on the built-in byte-level corpus, same data, seed
            f"T={TRAIN_SEQ}, B={TRAIN_BATCH}.")
 kind = st.selectbox("contrast", list(ABLATIONS), format_func=ABLATIONS.get, key=KEY_ABLATION)
 steps = st.slider("steps", 20, 300, 60, step=10, key=KEY_STEPS)
+chosen = {"contrast": ABLATIONS[kind], "steps": steps}
 if st.button("Train", type="primary"):
-    with ui.exclusive_run("this training comparison"):
-        bar = st.progress(0.0, text="starting …")
-        result = ui.ablation_runs(kind, train_cfg, steps, TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ,
-                                  TRAIN_BATCH, _progress=lambda f, text: bar.progress(f, text=text))
-        bar.empty()
-    st.session_state[KEY_RESULT] = (kind, train_cfg, steps, result)
-stored = st.session_state.get(KEY_RESULT)
-if stored is not None:
-    stored_kind, stored_cfg, stored_steps, result = stored
-    if (stored_kind, stored_cfg, stored_steps) != (kind, train_cfg, steps):
-        st.caption("Results below are from an earlier choice; press Train to update them.")
-    st.plotly_chart(plots.training_curves(result.to_frame(), f"{ABLATIONS[stored_kind]}: "
-                                                             f"training loss"))
-    st.dataframe(result.summary_frame()[["label", "first_loss", "final_loss", "final_val_loss",
-                                         "diverged", "n_params", "wall_s"]], hide_index=True)
+    def train(progress):
+        return ui.ablation_runs(kind, train_cfg, steps, TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ,
+                                TRAIN_BATCH, _progress=progress), data.load_builtin().source
+    outcome = ui.run_with_status("Training comparison", train, "this training comparison")
+    if outcome is not None:
+        result, source_name = outcome
+        ui.keep_experiment("training", result, train_cfg,
+                           {**chosen, "lr": TRAIN_LR, "warmup_steps": TRAIN_WARMUP,
+                            "seq_len": TRAIN_SEQ, "batch": TRAIN_BATCH, "data": source_name},
+                           KEY_RESULT)
+entry = st.session_state.get(KEY_RESULT)
+if entry is not None:
+    if ui.is_stale(entry, train_cfg, chosen):
+        st.caption(ui.STALE_NOTE)
+    st.plotly_chart(plots.training_curves(entry.result.to_frame(),
+                                          f"{entry.settings['contrast']}: training loss"))
+    st.dataframe(entry.result.summary_frame()[["label", "first_loss", "final_loss",
+                                               "final_val_loss", "diverged", "n_params",
+                                               "wall_s"]], hide_index=True)

@@ -29,9 +29,7 @@ st.latex(r"\text{KV bytes/token} = 2\,L\,G\,D\,b \qquad "
          r"\text{training bytes} = \underbrace{2\Psi + 2\Psi + 12\Psi}_{\text{mixed-precision "
          r"AdamW (ZeRO)}} + \text{activations}")
 
-present = {kind: st.session_state[report.experiment_state_key(kind)]
-           for kind in report.EXPERIMENT_TYPES
-           if report.experiment_state_key(kind) in st.session_state}
+present = ui.session_experiments()
 if present:
     st.session_state.setdefault(KEY_INCLUDE, True)
     include = st.toggle(f"Include this session's experiment results: "
@@ -39,8 +37,8 @@ if present:
                         key=KEY_INCLUDE)
 else:
     include = False
-    st.caption("No experiment results in this session yet: run them on the Gradient norms "
-               "and Live pass pages and they are added here.")
+    st.caption("No experiment results in this session yet: run them on the Gradient norms, "
+               "Live pass and Architecture comparison pages and they are added here.")
 st.session_state.setdefault(KEY_GPU, report.DEFAULT_GPU)
 gpu = st.selectbox("GPU for the roofline tables", list(hardware.GPUS), key=KEY_GPU)
 

@@ -1,18 +1,21 @@
-"""app.py (the home page) through AppTest: the config summary, page links, errors, and the
-sidebar state surviving a page switch."""
+"""app.py through AppTest: the navigation it registers ("Home" first, then the pages under
+their own titles), and its default page home.py — the config summary, page links, errors, and
+the sidebar state surviving a page switch."""
 import statistics
 import time
 from pathlib import Path
 
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+ROOT = Path(__file__).resolve().parents[1]
+APP, HOME = str(ROOT / "app.py"), str(ROOT / "home.py")
 
 
-def run_app(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
+def run_app(query: dict | None = None, script: str = APP) -> AppTest:
+    at = AppTest.from_file(script, default_timeout=60)
     at.query_params.update(query or {})
     at.run()
     assert not at.exception, at.exception
@@ -34,6 +37,32 @@ def test_home_summarises_the_seed_demo():
     links = [link.proto.page for link in at.get("page_link")]
     assert {"Parameters_and_FLOPs", "KV_cache_and_attention", "Architecture_comparison",
             "Seed_claims"} <= set(links)
+
+
+def test_navigation_lists_home_then_the_pages_by_their_file_titles(monkeypatch):
+    registered, original = [], st.navigation
+
+    def record(pages, **kwargs):
+        registered.extend(pages)
+        return original(pages, **kwargs)
+    monkeypatch.setattr(st, "navigation", record)
+    at = run_app()
+    assert [(page.title, page.url_path) for page in registered] == [
+        ("Home", ""), ("Parameters and FLOPs", "Parameters_and_FLOPs"),
+        ("KV cache and attention", "KV_cache_and_attention"),
+        ("Gradient norms", "Gradient_norms"), ("Live pass", "Live_pass"),
+        ("Architecture comparison", "Architecture_comparison"), ("Seed claims", "Seed_claims"),
+        ("Report", "Report")]
+    assert registered[0].icon == "🦙"                           # url_path "": the default
+    assert at.title[0].value == "🦙 LLaMA Lab"                # the default page is home.py
+
+
+def test_home_page_runs_alone_with_the_same_content():
+    at = run_app(script=HOME)
+    assert metrics(at)["Parameters"] == "43,780,608"
+    assert [link.proto.page for link in at.get("page_link")] == [
+        "Parameters_and_FLOPs", "KV_cache_and_attention", "Gradient_norms", "Live_pass",
+        "Architecture_comparison", "Seed_claims", "Report"]
 
 
 def test_widget_change_updates_the_summary_and_the_url():

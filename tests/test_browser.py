@@ -1,6 +1,7 @@
 """The app in a real browser: `streamlit run app.py` driven by Debian's Chromium through
-Playwright — a sidebar change updates a shown number, the state survives a page switch, and
-the Report page downloads an HTML report holding a plotly figure."""
+Playwright — the sidebar's page list starts with "Home" (not the file name "app"), a sidebar
+change updates a shown number, the state survives a page switch, and the Report page downloads
+an HTML report holding a plotly figure."""
 import os
 import signal
 import socket
@@ -89,6 +90,11 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     page.goto(app_url)
     page.get_by_text("Current model").wait_for()
     assert metric_value(page, "Parameters") == "43,780,608"
+    nav = [text.strip() for text in
+           page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
+    assert nav[0].endswith("Home") and "app" not in nav
+    assert nav[1:] == ["Parameters and FLOPs", "KV cache and attention", "Gradient norms",
+                       "Live pass", "Architecture comparison", "Seed claims", "Report"]
 
     layers = page.get_by_label("n_layers (blocks)")
     layers.fill("8")

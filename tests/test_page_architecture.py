@@ -3,13 +3,13 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import ui
+from llama_lab import experiments, jobs, report, ui
 
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "5_Architecture_comparison.py")
+PAGE = Path(__file__).resolve().parents[1] / "pages" / "5_Architecture_comparison.py"
 
 
 def run_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
+    at = AppTest.from_file(str(PAGE), default_timeout=120)
     at.query_params.update(query or {})
     at.run()
     assert not at.exception, at.exception
@@ -52,7 +52,13 @@ def test_invalid_config_stops_the_page_with_the_rule():
     assert len(at.dataframe) == 0 and len(at.table) == 0
 
 
-def test_training_contrast_runs_behind_the_button():
+def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeypatch):
+    seen, original = [], experiments.compare_runs
+
+    def compare_runs(*args, **kwargs):
+        seen.append(jobs.LIMITER.running)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(experiments, "compare_runs", compare_runs)
     at = run_page({"preset": "debug"})
     at.selectbox(key="llama_lab.page5.ablation").set_value("norm_type").run()
     at.slider(key="llama_lab.page5.steps").set_value(20).run()
@@ -62,3 +68,25 @@ def test_training_contrast_runs_behind_the_button():
     assert list(summary.label) == ["LayerNorm", "RMSNorm"]
     assert (summary.final_loss < summary.first_loss).all()       # both learn something
     assert len(at.get("plotly_chart")) == 1
+    assert seen == [1]                                    # ran inside ui.exclusive_run
+
+    entry = at.session_state[ui.KEY_TRAINING]             # where the Report page collects it
+    assert at.session_state["llama_lab.page5.result"] is entry
+    assert entry.kind == "training" and entry.config.vocab_size == 256
+    assert entry.settings["contrast"] == "LayerNorm vs RMSNorm" and entry.settings["steps"] == 20
+    assert list(entry.result.runs) == ["LayerNorm", "RMSNorm"]
+    report_page = AppTest.from_file(str(PAGE.parent / "7_Report.py"), default_timeout=120)
+    report_page.query_params.update({"preset": "debug"})
+    report_page.session_state[ui.KEY_TRAINING] = entry
+    report_page.run()
+    assert not report_page.exception
+    experiments_metric = next(m for m in report_page.metric if m.label == "Experiments")
+    assert experiments_metric.value == "1" and experiments_metric.proto.help == "training"
+    built = report.build_report(entry.config, 16, 1,
+                                experiments={"training": entry})
+    summary = built.table("training_summary")
+    assert list(summary.frame.label) == ["LayerNorm", "RMSNorm"]
+    assert "contrast=LayerNorm vs RMSNorm" in summary.note
+
+    at.slider(key="llama_lab.page5.steps").set_value(30).run()
+    assert any(ui.STALE_NOTE == c.value for c in at.caption)  # shown until trained again

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments
-from llama_lab.report import ExperimentEntry, experiment_state_key
+from llama_lab import experiments, jobs, ui
+from llama_lab.report import ExperimentEntry
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."
@@ -52,9 +52,22 @@ def test_default_page_renders_with_the_formulas_and_the_live_size():
     assert len(at.get("plotly_chart")) == 0
 
 
-def test_measure_matches_experiments_gradnorms_on_the_same_config():
+def holding_the_slot(monkeypatch, name: str) -> list:
+    """Wrap experiments.<name> to record how many runs held the job slot while it ran."""
+    seen, original = [], getattr(experiments, name)
+
+    def wrapped(*args, **kwargs):
+        seen.append(jobs.LIMITER.running)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(experiments, name, wrapped)
+    return seen
+
+
+def test_measure_matches_experiments_gradnorms_on_the_same_config(monkeypatch):
+    seen = holding_the_slot(monkeypatch, "gradnorms")
     at = click(tiny(run_page({"preset": "debug"})), "run_grad")
-    entry = at.session_state[experiment_state_key("gradnorms")]
+    assert seen == [1]                                    # ran inside ui.exclusive_run
+    entry = at.session_state[ui.KEY_GRADNORMS]
     assert isinstance(entry, ExperimentEntry) and entry.config.vocab_size == 256
     direct = experiments.gradnorms(entry.config, 16, 2, seed=0, device="cpu")
     assert metrics(at)["Post-LN loss"] == f"{direct.post.loss:.4f}"
@@ -69,7 +82,7 @@ def test_depth_sweep_shows_both_slopes_and_needs_two_depths():
     at = tiny(run_page({"preset": "debug"}))
     at.multiselect(key=P + "depths").set_value([1, 2]).run()
     click(at, "run_sweep")
-    sweep = at.session_state[experiment_state_key("depth_sweep")].result
+    sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
     assert sweep.depths == [1, 2]
     assert metrics(at)["Pre-LN fitted slope"] == f"{sweep.pre_slope:+.3f}"
     at.multiselect(key=P + "depths").set_value([4]).run()
@@ -77,9 +90,12 @@ def test_depth_sweep_shows_both_slopes_and_needs_two_depths():
     assert any("at least two depths (got 1)" in e for e in errors(at))
 
 
-def test_training_runs_four_arms_on_the_builtin_corpus():
+def test_training_runs_four_arms_on_the_builtin_corpus(monkeypatch):
+    seen = holding_the_slot(monkeypatch, "compare_runs")
     at = click(tiny(run_page({"preset": "debug"})), "run_train")
-    entry = at.session_state[experiment_state_key("training")]
+    assert seen == [1]
+    entry = at.session_state[ui.KEY_TRAINING]           # where the Report page picks it up
+    assert at.session_state["llama_lab.page3.training"] is entry
     assert list(entry.result.runs) == ["Post-LN, no warmup", "Post-LN, warmup 10",
                                        "Pre-LN, no warmup", "Pre-LN, warmup 10"]
     assert all(run.steps_run == 3 for run in entry.result.runs.values())
@@ -101,14 +117,14 @@ def test_uploaded_text_trains_and_bad_text_is_refused():
                                           "text/plain")).run()
     click(at, "run_train")
     assert not errors(at)
-    assert at.session_state[experiment_state_key("training")].settings["data"] == "notes.txt"
+    assert at.session_state[ui.KEY_TRAINING].settings["data"] == "notes.txt"
 
 
 def test_too_big_runs_are_refused_with_the_guards_message():
     at = tiny(run_page({"preset": "debug"}), batch=65_536, seq_len=8192)
     click(at, "run_grad")
     assert any("is free (limit 90% of free)" in e for e in errors(at))     # the memory guard
-    assert experiment_state_key("gradnorms") not in at.session_state
+    assert ui.KEY_GRADNORMS not in at.session_state
     at = tiny(run_page({"preset": "debug"}), n_layers=8, seq_len=64, batch=8, steps=2000)
     click(at, "run_train")
     # 4 runs × 2000 steps × 3·forward FLOPs of a 64-wide, 8-block model ≫ 3 TFLOP

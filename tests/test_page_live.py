@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments
-from llama_lab.report import experiment_state_key
+from llama_lab import claims, experiments, jobs, ui
+from llama_lab.config import PRESETS
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "4_Live_pass.py")
 P = "llama_lab.page4."
@@ -55,11 +55,31 @@ def test_a_big_preset_defaults_to_the_scaled_down_copy():
     assert at.radio(key=P + "model").value == "small"
     assert "d=64, 4 blocks, 4 heads / 1 KV" in at.caption[0].value and "vocab 256" in \
         at.caption[0].value
+    # the scaled-down copy is claims.small_training_config at the chosen depth
+    at.number_input(key=P + "n_layers").set_value(2).run()
+    at.number_input(key=P + "seq_len").set_value(8).run()
+    at.number_input(key=P + "iters").set_value(1).run()
+    at.button(key=P + "run_live").click().run()
+    small = claims.small_training_config(PRESETS["llama-3-8b"]).replace(n_layers=2)
+    assert at.session_state[ui.KEY_LIVE_PASS].config == small
 
 
-def test_live_pass_shows_times_throughput_mfu_memory_and_loss():
+def holding_the_slot(monkeypatch, name: str) -> list:
+    """Wrap experiments.<name> to record how many runs held the job slot while it ran."""
+    seen, original = [], getattr(experiments, name)
+
+    def wrapped(*args, **kwargs):
+        seen.append(jobs.LIMITER.running)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(experiments, name, wrapped)
+    return seen
+
+
+def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):
+    seen = holding_the_slot(monkeypatch, "live_pass")
     at = click(tiny(run_page({"preset": "debug"})), "run_live")
-    live = at.session_state[experiment_state_key("live_pass")].result
+    assert seen == [1]                                    # ran inside ui.exclusive_run
+    live = at.session_state[ui.KEY_LIVE_PASS].result
     shown = metrics(at)
     assert shown["ln V"] == f"{math.log(256):.4f}" == "5.5452"
     assert shown["Tokens/s"] == f"{live.tokens_per_s:,.0f}"
@@ -74,12 +94,14 @@ def test_live_pass_shows_times_throughput_mfu_memory_and_loss():
     assert list(logits.logits) == ["with final norm", "without final norm"]
 
 
-def test_decode_benchmark_bytes_match_the_hand_count():
+def test_decode_benchmark_bytes_match_the_hand_count(monkeypatch):
+    seen = holding_the_slot(monkeypatch, "decode_benchmark")
     at = tiny(run_page({"preset": "debug"}))
     at.multiselect(key=P + "contexts").set_value([8, 16])
     at.number_input(key=P + "new_tokens").set_value(2).run()
     click(at, "run_decode")
-    bench = at.session_state[experiment_state_key("decode")].result
+    assert seen == [1]
+    bench = at.session_state[ui.KEY_DECODE].result
     assert [s.value for s in at.success][0].startswith("Measured cache bytes equal")
     # fp32 cache: 2 (K, V) · 2 layers · G KV heads · 16 head dim · 4 bytes · B=2 · tokens
     for row in bench.rows:
@@ -99,7 +121,7 @@ def test_gpu_only_choices_are_refused_on_a_cpu_machine():
     at.selectbox(key=P + "device").set_value("cuda").run()
     click(at, "run_decode")
     assert any("CUDA is not available" in e for e in errors(at))
-    assert experiment_state_key("live_pass") not in at.session_state
+    assert ui.KEY_LIVE_PASS not in at.session_state
 
 
 def test_too_big_runs_are_refused_before_anything_runs():

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from llama_lab import analysis, experiments, report, ui
 from llama_lab.config import PRESETS
-from llama_lab.report import ExperimentEntry, experiment_state_key
+from llama_lab.report import ExperimentEntry
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "7_Report.py")
 FILE_NAMES = {"llama_lab_report.html", "llama_lab_report.json", "llama_lab_report_csv.zip",
@@ -66,7 +66,7 @@ def test_downloads_hold_the_report_of_the_sidebar_model(stored):
 def test_session_experiments_are_included_and_can_be_left_out(stored):
     cfg = PRESETS["debug"]
     entry = ExperimentEntry("gradnorms", experiments.gradnorms(cfg, 8, 1), cfg, {"seq_len": 8})
-    at = run_page({"preset": "debug"}, {experiment_state_key("gradnorms"): entry})
+    at = run_page({"preset": "debug"}, {ui.KEY_GRADNORMS: entry})
     assert {m.label: m.value for m in at.metric}["Experiments"] == "1"
     loaded = json.loads(stored["llama_lab_report.json"])
     assert loaded["experiments"]["gradnorms"]["result"] == json.loads(

@@ -1,11 +1,12 @@
 """The sidebar config builder (llama_lab.ui): URL mirror, rules shown next to widgets, FFN
 width rules, uploads and downloads — pure helpers directly, the widgets through AppTest."""
 import json
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import ui
+from llama_lab import analysis, claims, experiments, jobs, report, ui
 from llama_lab.config import PRESETS, ConfigError, ModelConfig
 
 
@@ -268,3 +269,119 @@ def test_download_buttons_hand_over_the_config_files(monkeypatch):
     at = run_builder({"preset": "transformer-2017"})
     assert [name for name, _ in stored] == ["llama_lab_config.json"]
     assert any("No HF config.json" in c.value for c in at.sidebar.caption)
+
+
+# ---- pages, experiment keys, live runs ----------------------------------------------------------
+def test_every_page_file_is_registered_once_in_file_order():
+    root = Path(__file__).resolve().parents[1]
+    on_disk = sorted(str(p.relative_to(root)) for p in (root / "pages").glob("*.py"))
+    assert [page.path for page in ui.PAGES] == on_disk
+    assert (root / ui.HOME_PAGE).is_file() and ui.HOME_PAGE not in on_disk
+
+
+def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
+    assert ui.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind)
+                                  for kind in report.EXPERIMENT_TYPES}
+    assert len(set(ui.EXPERIMENT_KEYS.values())) == 5
+    assert (ui.KEY_GRADNORMS, ui.KEY_DEPTH_SWEEP, ui.KEY_TRAINING, ui.KEY_LIVE_PASS,
+            ui.KEY_DECODE) == tuple(ui.EXPERIMENT_KEYS.values())
+    assert set(ui._PANELS) == set(report.EXPERIMENT_TYPES)
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_live_config_at_the_training_shape_is_claims_small_training_config(preset):
+    small = claims.small_training_config(PRESETS[preset])
+    assert ui.live_config(PRESETS[preset], n_layers=4) == small
+    wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
+    assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
+    assert wide.replace(d_model=64, n_layers=4, ffn_hidden=small.ffn_hidden,
+                        max_seq_len=64) == small                     # only the size changed
+
+
+def test_live_config_ffn_follows_the_recipes_rule():
+    # SwiGLU: ⌊8/3 · 128⌋ = 341; the 2017 ReLU FFN keeps its ratio 2048/512 = 4: 4 · 128 = 512
+    assert ui.live_config(PRESETS["seed-demo"], 2, d_model=128).ffn_hidden == 341
+    assert ui.live_config(PRESETS["transformer-2017"], 2, d_model=128).ffn_hidden == 512
+
+
+def test_cpu_budget_refuses_above_three_tflop_with_the_hint():
+    ui.check_cpu_budget(3e12, "cpu", "this run", "go smaller")              # at the limit: runs
+    with pytest.raises(experiments.ExperimentError,
+                       match=r"^this run needs about 3\.1 TFLOP; live runs on the CPU are "
+                             r"limited to 3 TFLOP \(about a minute\); go smaller$"):
+        ui.check_cpu_budget(3.1e12, "cpu", "this run", "go smaller")
+
+
+def test_guard_counts_passes_of_training_step_flops():
+    cfg = PRESETS["debug"]
+    # debug at B=1, T=16: count_flops' training step is 3 × forward; the budget allows
+    # ⌊3e12 / step⌋ passes and refuses one more
+    step = analysis.count_flops(cfg, 16, 1).training_step
+    allowed = int(ui.CPU_FLOP_BUDGET // step)
+    ui.guard(cfg, 16, 1, "cpu", passes=allowed, what="w", hint="h")
+    with pytest.raises(experiments.ExperimentError, match="limited to 3 TFLOP"):
+        ui.guard(cfg, 16, 1, "cpu", passes=allowed + 1, what="w", hint="h")
+
+
+def test_is_stale_compares_the_config_and_the_given_settings_only():
+    cfg = PRESETS["debug"]
+    entry = report.ExperimentEntry("gradnorms", None, cfg, {"seq_len": 16, "data": "x"})
+    assert not ui.is_stale(entry, cfg, {"seq_len": 16})
+    assert ui.is_stale(entry, cfg, {"seq_len": 32})
+    assert ui.is_stale(entry, cfg.replace(n_layers=3), {"seq_len": 16})
+    assert ui.is_stale(entry, cfg, {"batch": 2})                 # a setting it did not record
+
+
+def run_script():
+    import streamlit as st
+
+    from llama_lab import experiments, jobs, ui
+
+    def work(progress):
+        progress(0.5, "half way")
+        if st.session_state.get("refuse"):
+            raise experiments.ExperimentError("too big, says the guard")
+        return jobs.LIMITER.running                  # runs held while the work runs
+
+    st.markdown(f"RESULT {ui.run_with_status('Test run', work)}")
+
+
+def test_run_with_status_holds_the_job_slot_and_shows_refusals():
+    at = AppTest.from_function(run_script, default_timeout=30)
+    at.run()
+    assert not at.exception and at.markdown[-1].value == "RESULT 1"
+    assert at.status[0].proto.label == "Test run: done" and not at.error
+    at.session_state["refuse"] = True
+    at.run()
+    assert at.markdown[-1].value == "RESULT None"
+    assert at.status[0].proto.label == "Test run: refused"
+    assert [e.value for e in at.error] == ["too big, says the guard"]
+    assert jobs.LIMITER.running == 0                              # released after a refusal
+
+
+def test_run_with_status_waits_for_the_slot_and_says_so_when_it_gives_up(monkeypatch):
+    import threading
+
+    class ShortWait(jobs.JobLimiter):
+        def slot(self, on_wait=None, max_wait_s=jobs.MAX_WAIT_S):
+            return super().slot(on_wait, max_wait_s=0.2)
+
+    limiter, held, done = ShortWait(1), threading.Event(), threading.Event()
+    monkeypatch.setattr(jobs, "LIMITER", limiter)
+
+    def other_run():
+        with limiter.slot():
+            held.set()
+            done.wait(30)
+    thread = threading.Thread(target=other_run)
+    thread.start()
+    try:
+        held.wait(10)
+        at = AppTest.from_function(run_script, default_timeout=30)
+        at.run()
+    finally:
+        done.set()
+        thread.join()
+    assert not at.exception and at.markdown[-1].value == "RESULT None"
+    assert any("another run has held the machine" in e.value for e in at.error)
+    assert limiter.running == 0 and limiter.waiting == 0
