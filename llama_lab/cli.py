@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .config import PRESETS, ConfigError, ModelConfig, apply_overrides, get_preset, load_config_file
+from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 
 EXIT_USAGE = 2
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ConfigError, ModelConfig, read_hf_config
+from .config import ConfigError, ModelConfig
 
 
 

@@ -89,4 +89,4 @@ for col, (fmt, (label, file_name, mime, description)) in zip(cols, FILES.items()
 st.caption("CSV: a zip with one CSV per table (raw numbers) and index.csv naming each table's "
            "section and title. JSON keeps `python -m llama_lab analyze --json` under "
            "`analysis`. The same report from the command line: "
-           f"`python -m llama_lab report --preset … -o report.html --format html`.")
+           "`python -m llama_lab report --preset … -o report.html --format html`.")

@@ -9,21 +9,14 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
+from apptest_helpers import metrics, open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 APP, HOME = str(ROOT / "app.py"), str(ROOT / "home.py")
 
 
 def run_app(query: dict | None = None, script: str = APP) -> AppTest:
-    at = AppTest.from_file(script, default_timeout=60)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def metrics(at: AppTest) -> dict:
-    return {m.label: m.value for m in at.metric}
+    return open_page(script, query, timeout=60)
 
 
 def test_home_summarises_the_seed_demo():

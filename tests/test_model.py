@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from llama_lab import model as model_mod
-from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig
+from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError
 from llama_lab.model import build_model, load_checkpoint, reference_attention
 
 

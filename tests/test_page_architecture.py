@@ -4,16 +4,13 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments, jobs, report, ui
+from apptest_helpers import open_page
 
 PAGE = Path(__file__).resolve().parents[1] / "pages" / "5_Architecture_comparison.py"
 
 
 def run_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(PAGE), default_timeout=120)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(PAGE, query, timeout=120)
 
 
 def table(at: AppTest):

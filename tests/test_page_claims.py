@@ -5,16 +5,13 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import claims, ui
+from apptest_helpers import open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "6_Seed_claims.py")
 
 
 def run_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(PAGE, query, timeout=120)
 
 
 def test_every_claim_is_listed_with_quote_figure_and_verdict():

@@ -5,19 +5,20 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, jobs, ui
+from llama_lab import experiments, ui
 from llama_lab.report import ExperimentEntry
+from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."
 
 
+def click(at: AppTest, button: str) -> AppTest:
+    return click_key(at, P + button)
+
+
 def run_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(PAGE, query, timeout=120)
 
 
 def tiny(at: AppTest, **sizes) -> AppTest:
@@ -25,20 +26,6 @@ def tiny(at: AppTest, **sizes) -> AppTest:
     for name, value in values.items():
         at.number_input(key=P + name).set_value(value)
     return at.run()
-
-
-def click(at: AppTest, button: str) -> AppTest:
-    at.button(key=P + button).click().run()
-    assert not at.exception, at.exception
-    return at
-
-
-def errors(at: AppTest) -> list[str]:
-    return [e.value for e in at.main.error]
-
-
-def metrics(at: AppTest) -> dict:
-    return {m.label: m.value for m in at.metric}
 
 
 def test_default_page_renders_with_the_formulas_and_the_live_size():
@@ -50,17 +37,6 @@ def test_default_page_renders_with_the_formulas_and_the_live_size():
     # the seed demo's recipe at the live size: 4 heads, KV 4·2/8 = 1, SwiGLU ⌊8/3·64⌋ = 170
     assert "d=64, 4 blocks, 4 heads / 1 KV, FFN 170, vocab 256" in info
     assert len(at.get("plotly_chart")) == 0
-
-
-def holding_the_slot(monkeypatch, name: str) -> list:
-    """Wrap experiments.<name> to record how many runs held the job slot while it ran."""
-    seen, original = [], getattr(experiments, name)
-
-    def wrapped(*args, **kwargs):
-        seen.append(jobs.LIMITER.running)
-        return original(*args, **kwargs)
-    monkeypatch.setattr(experiments, name, wrapped)
-    return seen
 
 
 def test_measure_matches_experiments_gradnorms_on_the_same_config(monkeypatch):

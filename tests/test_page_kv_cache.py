@@ -4,6 +4,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
+from apptest_helpers import open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "2_KV_cache_and_attention.py")
 KEY_GPU = "llama_lab.page2.gpu"
@@ -11,11 +12,7 @@ KEY_CONTEXT = "llama_lab.page2.context"
 
 
 def run_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(PAGE, query, timeout=60)
 
 
 def variant_metrics(at: AppTest) -> dict:

@@ -6,25 +6,20 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import claims, experiments, jobs, ui
+from llama_lab import claims, experiments, ui
 from llama_lab.config import PRESETS
+from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "4_Live_pass.py")
 P = "llama_lab.page4."
 
 
-def run_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
 def click(at: AppTest, button: str) -> AppTest:
-    at.button(key=P + button).click().run()
-    assert not at.exception, at.exception
-    return at
+    return click_key(at, P + button)
+
+
+def run_page(query: dict | None = None) -> AppTest:
+    return open_page(PAGE, query, timeout=120)
 
 
 def tiny(at: AppTest) -> AppTest:
@@ -32,14 +27,6 @@ def tiny(at: AppTest) -> AppTest:
     at.number_input(key=P + "batch").set_value(2)
     at.number_input(key=P + "iters").set_value(1)
     return at.run()
-
-
-def metrics(at: AppTest) -> dict:
-    return {m.label: m.value for m in at.metric}
-
-
-def errors(at: AppTest) -> list[str]:
-    return [e.value for e in at.main.error]
 
 
 def test_default_page_runs_the_sidebar_model_and_shows_the_formulas():
@@ -62,17 +49,6 @@ def test_a_big_preset_defaults_to_the_scaled_down_copy():
     at.button(key=P + "run_live").click().run()
     small = claims.small_training_config(PRESETS["llama-3-8b"]).replace(n_layers=2)
     assert at.session_state[ui.KEY_LIVE_PASS].config == small
-
-
-def holding_the_slot(monkeypatch, name: str) -> list:
-    """Wrap experiments.<name> to record how many runs held the job slot while it ran."""
-    seen, original = [], getattr(experiments, name)
-
-    def wrapped(*args, **kwargs):
-        seen.append(jobs.LIMITER.running)
-        return original(*args, **kwargs)
-    monkeypatch.setattr(experiments, name, wrapped)
-    return seen
 
 
 def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):

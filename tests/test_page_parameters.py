@@ -4,16 +4,13 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
+from apptest_helpers import open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "1_Parameters_and_FLOPs.py")
 
 
 def run_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(PAGE, query, timeout=60)
 
 
 def metric_help(at: AppTest, prefix: str) -> str:

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from llama_lab import analysis, experiments, report, ui
 from llama_lab.config import PRESETS
 from llama_lab.report import ExperimentEntry
+from apptest_helpers import open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "7_Report.py")
 FILE_NAMES = {"llama_lab_report.html", "llama_lab_report.json", "llama_lab_report_csv.zip",
@@ -34,13 +35,7 @@ def stored(monkeypatch):
 
 
 def run_page(query: dict | None = None, state: dict | None = None) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.query_params.update(query or {})
-    for key, value in (state or {}).items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(PAGE, query, state, timeout=120)
 
 
 def test_downloads_hold_the_report_of_the_sidebar_model(stored):

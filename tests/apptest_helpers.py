@@ -1,0 +1,47 @@
+"""Shared AppTest helpers for the page tests (one copy; each test file names its page)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from llama_lab import experiments, jobs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def open_page(script: str | Path, query: dict | None = None, state: dict | None = None,
+              timeout: float = 120) -> AppTest:
+    """Run ``script`` once with a URL query (and session state), asserting no exception."""
+    at = AppTest.from_file(str(script), default_timeout=timeout)
+    at.query_params.update(query or {})
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def click(at: AppTest, key: str) -> AppTest:
+    at.button(key=key).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.main.error]
+
+
+def metrics(at: AppTest) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def holding_the_slot(monkeypatch, name: str) -> list:
+    """Wrap experiments.<name> to record how many runs held the job slot while it ran."""
+    seen, original = [], getattr(experiments, name)
+
+    def wrapped(*args, **kwargs):
+        seen.append(jobs.LIMITER.running)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(experiments, name, wrapped)
+    return seen
