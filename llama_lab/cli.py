@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
+from .config import (PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file,
+                     read_bounded)
 
 EXIT_USAGE = 2
 
@@ -98,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)
     _add_run_args(p, seq_len=2048, batch=1)
-    p.add_argument("-o", "--output", type=Path, help="write to FILE (default: stdout)")
-    p.add_argument("--format", choices=["html", "json", "md"], default="html")
+    p.add_argument("-o", "--output", type=Path, help="write to FILE, atomically (default or '-': stdout)")
+    p.add_argument("--format", choices=["html", "json", "md", "csv"], default="html",
+                   help="csv: a zip with one CSV per table")
     return parser
 
 
@@ -133,7 +135,7 @@ def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .analysis import analyze, format_analysis
     result = analyze(cfg, seq_len=args.seq_len, batch=args.batch, dtype=args.dtype)
     if notes:
-        result["notes"] = notes
+        result["notes"] = notes + result.get("notes", [])
     _emit(result, args.json, format_analysis(result))
 
 
@@ -167,12 +169,8 @@ def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
     elif args.data == "random":
         data = data_mod.random_tokens(cfg.vocab_size, 200_000, seed=args.seed)
     else:
-        path = Path(args.data)
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise CliError(f"cannot read --data {str(path)!r}: {exc.strerror}") from None
-        data = data_mod.load_user_text(raw)
+        data = data_mod.load_user_text(read_bounded(Path(args.data), data_mod.MAX_USER_BYTES, "--data"),
+                                       name=args.data)
 
     def on_step(record: dict) -> None:
         if args.json:
@@ -194,8 +192,11 @@ def cmd_report(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .report import build_report, render
     report = build_report(cfg, seq_len=args.seq_len, batch=args.batch, notes=notes)
     content = render(report, args.format)
-    if args.output is None:
-        sys.stdout.write(content if isinstance(content, str) else content.decode())
+    if args.output is None or str(args.output) == "-":
+        if isinstance(content, str):
+            sys.stdout.write(content)
+        else:
+            sys.stdout.buffer.write(content)
         return
     write_atomically(args.output, content.encode("utf-8") if isinstance(content, str) else content)
     print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)", file=sys.stderr)
@@ -206,6 +207,14 @@ def write_atomically(path: Path, content: bytes) -> None:
     failed export never leaves a half-written report."""
     if path.is_dir():
         raise CliError(f"cannot write {str(path)!r}: it is a folder")
+    if path.exists() and not path.is_file():     # a device or pipe (/dev/stdout): write through
+        try:
+            with path.open("wb") as handle:
+                handle.write(content)
+        except OSError as exc:
+            raise CliError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        return
+    path = path.resolve()                   # through a symlink: replace its target, not the link
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")

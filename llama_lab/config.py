@@ -230,6 +230,9 @@ def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
     kwargs.setdefault("n_kv_heads", kwargs["n_heads"])
     kwargs.setdefault("max_seq_len", 2048)
     attention_bias, mlp_bias = data.get("attention_bias", False), data.get("mlp_bias", False)
+    for key, value in (("attention_bias", attention_bias), ("mlp_bias", mlp_bias)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r} must be true or false")
     if attention_bias != mlp_bias:
         notes.append(f"attention_bias={attention_bias} and mlp_bias={mlp_bias} differ; LLaMA Lab "
                      f"has one 'bias' switch and uses {bool(attention_bias or mlp_bias)}")
@@ -255,13 +258,6 @@ def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
     if rope_scaling:
         notes.append(f"rope_scaling={json.dumps(rope_scaling, sort_keys=True)} is not modelled: "
                      f"positions use plain RoPE; parameter, FLOP and memory counts are unaffected")
-    try:
-        hidden, heads = int(kwargs["d_model"]), int(kwargs["n_heads"])
-        if data.get("head_dim") not in (None, hidden // max(heads, 1)):
-            notes.append(f"head_dim={data['head_dim']} differs from hidden_size/num_attention_heads="
-                         f"{hidden // max(heads, 1)}; LLaMA Lab uses the latter")
-    except (TypeError, ValueError):
-        pass
     for key in ("attention_dropout",):
         if data.get(key) not in (None, 0, 0.0):
             notes.append(f"{key}={data[key]} is not modelled (no dropout)")
@@ -272,25 +268,38 @@ def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
         "attention_bias", "mlp_bias", "hidden_act", "rope_scaling", "rope_parameters", "head_dim"}
     for key in sorted(set(data) - handled):
         notes.append(f"unknown key {key!r} ignored")
-    return ModelConfig(**kwargs), notes
+    cfg = ModelConfig(**kwargs)                     # validates every value first
+    if data.get("head_dim") not in (None, cfg.head_dim):
+        notes.append(f"head_dim={data['head_dim']!r} differs from hidden_size/num_attention_heads="
+                     f"{cfg.head_dim}; LLaMA Lab uses the latter")
+    return cfg, notes
+
+
+def read_bounded(path: str | Path, max_bytes: int, what: str) -> bytes:
+    """Read at most ``max_bytes`` of a file (regular, or a pipe such as ``<(...)``), one byte
+    more to tell an oversized one apart, so /dev/zero or a huge file cannot fill memory."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{what} {str(path)!r} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"{what} {str(path)!r} is a folder, not a file")
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise ConfigError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise ConfigError(f"{what} {str(path)!r} is larger than the limit of {max_bytes:,} bytes")
+    return raw
 
 
 def load_config_file(path: str | Path) -> tuple[ModelConfig, list[str]]:
     """Load our ModelConfig JSON or a HF config.json (told apart by 'hidden_size')."""
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} is not a regular file")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config file {str(path)!r} is {path.stat().st_size:,} bytes; a config "
-                          f"file may hold at most {MAX_CONFIG_BYTES:,}")
+    raw = read_bounded(path, MAX_CONFIG_BYTES, "config file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from None
     return parse_config_json(text, source=str(path))
 
 

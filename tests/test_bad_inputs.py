@@ -43,7 +43,9 @@ CLI_CASES = [
     ("negative-lr", ["train", "--lr", "-0.1"], "must be > 0.0"),
     ("nan-lr", ["train", "--lr", "nan"], "must be > 0.0"),
     ("negative-warmup", ["train", "--warmup", "-5"], "must be at least 0"),
-    ("missing-data-file", ["train", "--preset", "debug", "--data", "/no/such.txt"], "cannot read --data"),
+    ("missing-data-file", ["train", "--preset", "debug", "--data", "/no/such.txt"], "--data '/no/such.txt' does not exist"),
+    ("endless-data-file", ["train", "--preset", "debug", "--data", "/dev/zero"], "larger than the limit of 20,000,000 bytes"),
+    ("folder-as-data", ["train", "--preset", "debug", "--data", "/"], "is a folder, not a file"),
     ("unknown-command", ["serve"], "invalid choice: 'serve'"),
     ("fp16-on-cpu", ["bench", "--preset", "debug", "--device", "cpu", "--dtype", "fp16"], "fp16"),
     ("oversized-live-run", ["bench", "--preset", "llama-3.1-405b", "--device", "cpu"], "free"),
@@ -84,6 +86,9 @@ CONFIG_TEXT_CASES = [
     ("hf-negative-eps", json.dumps({**HF, "rms_norm_eps": -1}), "norm_eps=-1"),
     ("hf-list-instead-of-number", json.dumps({**HF, "hidden_size": [64]}), "d_model=[64] must be an integer"),
     ("hf-huge-context", json.dumps({**HF, "max_position_embeddings": 10**12}), "max_seq_len=1000000000000 exceeds"),
+    ("hf-infinite-width", json.dumps(HF).replace('"hidden_size": 64', '"hidden_size": 1e400'), "d_model=inf must be an integer"),
+    ("hf-string-bias", json.dumps({**HF, "attention_bias": "yes"}), "attention_bias='yes' must be true or false"),
+    ("ours-infinite-theta", '{"rope_theta": 1e400}', "rope_theta=inf must be a finite number"),
 ]
 
 
@@ -101,8 +106,10 @@ def test_config_file_paths(tmp_path, capsys):
     folder.mkdir()
     big = tmp_path / "big.json"
     big.write_bytes(b" " * 1_000_001)
-    for path, needle in [(latin, "is not UTF-8 text"), (folder, "is not a regular file"),
-                         (big, "at most 1,000,000"), (tmp_path / "none.json", "does not exist")]:
+    for path, needle in [(latin, "is not UTF-8 text"), (folder, "is a folder, not a file"),
+                         (big, "larger than the limit of 1,000,000 bytes"),
+                         ("/dev/zero", "larger than the limit of 1,000,000 bytes"),
+                         (tmp_path / "none.json", "does not exist")]:
         assert main(["analyze", "--config", str(path)]) == 2
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1

@@ -151,3 +151,35 @@ def test_report_is_written_whole_or_not_at_all(capsys, tmp_path, monkeypatch):
 def test_report_json_to_stdout(capsys):
     code, out, _ = run(capsys, "report", "--preset", "debug", "--format", "json")
     assert code == 0 and json.loads(out)["analysis"]["params"]["total"] == 123_712
+
+
+def test_report_through_a_symlink_replaces_the_target_not_the_link(capsys, tmp_path):
+    target, link = tmp_path / "target.md", tmp_path / "link.md"
+    target.write_text("old")
+    link.symlink_to(target)
+    code, _, _ = run(capsys, "report", "--preset", "debug", "-o", str(link), "--format", "md")
+    assert code == 0 and link.is_symlink() and target.read_text().startswith("# LLaMA Lab report")
+
+
+def test_report_csv_is_a_zip_of_tables(capsys, tmp_path):
+    import io
+    import zipfile
+
+    import pandas as pd
+    out = tmp_path / "r.zip"
+    assert run(capsys, "report", "--preset", "debug", "-o", str(out), "--format", "csv")[0] == 0
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        assert "index.csv" in names and len(names) > 5
+        index = pd.read_csv(io.BytesIO(archive.read("index.csv")))
+        assert len(index) == len(names) - 1
+
+
+def test_cli_notes_keep_the_analysis_notes(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    hf = PRESETS["debug"].replace(norm_eps=1e-5).to_hf_config() | {"sliding_window": 4}
+    path.write_text(json.dumps(hf))
+    code, out, err = run(capsys, "analyze", "--config", str(path), "--seq-len", "1000", "--json")
+    notes = json.loads(out)["notes"]
+    assert code == 0 and any("sliding_window" in n for n in notes)
+    assert any("max_seq_len" in n for n in notes) and "sliding_window" in err
