@@ -488,13 +488,16 @@ def architecture_comparison(cfg: ModelConfig, seq_len: int, batch: int = 1,
 TRAINING_SHAPE = dict(vocab_size=256, d_model=64, n_layers=4, n_heads=4, max_seq_len=64)
 
 
-def small_training_config(cfg: ModelConfig) -> ModelConfig:
+def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> ModelConfig:
     """``cfg``'s recipe (norms, positions, FFN type, bias, init, tying) at a size that trains in
-    seconds on a CPU: d 64, 4 layers, 4 heads, the same query/KV head ratio where possible."""
+    seconds on a CPU: d 64 (or ``d_model``), 4 layers, 4 heads, the same query/KV head ratio
+    where 4 heads allow it — and the same attention kind always (a GQA model stays GQA)."""
+    d = d_model or TRAINING_SHAPE["d_model"]
     heads = TRAINING_SHAPE["n_heads"]
     kv = max(1, heads * cfg.n_kv_heads // cfg.n_heads)
     while heads % kv:
         kv -= 1
-    width = seed_ffn_hidden(TRAINING_SHAPE["d_model"]) if cfg.ffn_type == "swiglu" else \
-        round(cfg.ffn_hidden / cfg.d_model * TRAINING_SHAPE["d_model"])
-    return cfg.replace(**TRAINING_SHAPE, n_kv_heads=kv, ffn_hidden=max(1, width))
+    if cfg.attention_kind == "GQA" and kv in (1, heads):
+        kv = 2                                    # 4 query heads: 2 per KV head
+    width = seed_ffn_hidden(d) if cfg.ffn_type == "swiglu" else round(cfg.ffn_hidden / cfg.d_model * d)
+    return cfg.replace(**{**TRAINING_SHAPE, "d_model": d}, n_kv_heads=kv, ffn_hidden=max(1, width))

@@ -183,10 +183,15 @@ def training_bytes_needed(cfg: ModelConfig, seq_len: int, batch: int, dtype: str
                           optimizer: bool = True) -> int:
     """The guard's estimate: analysis.training_memory (fp32 or mixed precision), less the AdamW
     state when no optimizer step is taken."""
-    estimate = analysis.training_memory(cfg, seq_len, batch, dtype=dtype,
-                                        mixed_precision=dtype != "fp32")
+    # Our bf16/fp16 runs keep fp32 weights, gradients and AdamW state and compute under autocast,
+    # which also keeps a 16-bit copy of every weight for the step: fp32 estimate + 2 bytes/param.
+    # (fp32 activations bound autocast's mixed fp32/16-bit saved tensors from above.)
+    estimate = analysis.training_memory(cfg, seq_len, batch, dtype="fp32", mixed_precision=False)
     skipped = () if optimizer else ("optimizer_moments", "master_weights")
-    return int(sum(v for k, v in estimate.components.items() if k not in skipped))
+    needed = sum(v for k, v in estimate.components.items() if k not in skipped)
+    if dtype != "fp32":
+        needed += analysis.weight_bytes(cfg, dtype)
+    return int(needed)
 
 
 def _sync(device: torch.device) -> None:
@@ -472,6 +477,8 @@ class LivePass:
     peak_flops: float
     peak_flops_source: str
     mfu: float
+    achieved_tflops_causal: float      # counting the causal half of the attention scores (what
+    mfu_causal: float                  # SDPA with is_causal computes); the SPEC figure counts T×T
     peak_memory_bytes: int
     peak_memory_source: str
     memory_breakdown: dict               # weights, gradients, optimizer, weight_casts, activations
@@ -565,7 +572,9 @@ def live_pass(cfg: ModelConfig, seq_len: int, batch: int, device: str = "auto",
             "weights + gradients + AdamW state + tensors saved for backward (activations and " \
             "autocast's weight copies)"
     step_s = statistics.median(t.total_s for t in times)
-    flops = analysis.count_flops(cfg, seq_len, batch).training_step
+    flop_count = analysis.count_flops(cfg, seq_len, batch)
+    flops = flop_count.training_step
+    flops_causal = 3 * flop_count.forward_causal                      # forward + backward = 3×
     peak, peak_source_flops = device_peak_flops(dev, dtype)
     achieved = flops / step_s
     if progress:
@@ -581,6 +590,7 @@ def live_pass(cfg: ModelConfig, seq_len: int, batch: int, device: str = "auto",
         step_ms=1e3 * step_s, tokens_per_s=batch * seq_len / step_s,
         training_flops=float(flops), achieved_tflops=achieved / 1e12, peak_flops=peak,
         peak_flops_source=peak_source_flops, mfu=achieved / peak,
+        achieved_tflops_causal=flops_causal / step_s / 1e12, mfu_causal=flops_causal / step_s / peak,
         peak_memory_bytes=peak_memory, peak_memory_source=peak_source, memory_breakdown=memory,
         activation_bytes_measured=meter.bytes,
         activation_bytes_estimated=int(analysis.activation_bytes(cfg, seq_len, batch, dtype=dtype)),
@@ -601,6 +611,9 @@ def bench(cfg: ModelConfig, device: str = "auto", steps: int = 5, seq_len: int |
         "device": result.device,
         "device_name": result.device_name,
         "mfu": result.mfu,
+        "achieved_tflops_causal": result.achieved_tflops_causal,
+        "mfu_causal": result.mfu_causal,
+        "peak_memory_source": result.peak_memory_source,
         "peak_flops": result.peak_flops,
         "peak_flops_source": result.peak_flops_source,
         "forward_ms": result.forward_ms,
@@ -1188,7 +1201,7 @@ class DecodeRow:
     prefill_ms: float
     ms_per_token: float
     cache_tokens: int
-    cache_bytes_measured: int            # KVCache.nbytes()
+    cache_bytes_measured: int            # storage allocated by the cache tensors, filled exactly
     cache_bytes_predicted: int           # analysis.kv_cache_bytes_per_token × batch × tokens
 
 
@@ -1270,7 +1283,7 @@ def decode_benchmark(cfg: ModelConfig, context_lens: Sequence[int] = (32, 64, 12
             rows.append(DecodeRow(
                 variant=name, n_kv_heads=vcfg.n_kv_heads, context_len=context,
                 prefill_ms=1e3 * prefill_s, ms_per_token=1e3 * token_s, cache_tokens=cache.length,
-                cache_bytes_measured=int(cache.nbytes()),
+                cache_bytes_measured=int(cache.allocated_bytes()),
                 cache_bytes_predicted=int(per_token_bytes * batch * cache.length)))
         del model
     if progress:

@@ -110,6 +110,10 @@ class KVCache(nn.Module):
         self.v[layer, :, :, start:end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
+    def allocated_bytes(self) -> int:
+        """Bytes of storage the K and V tensors really hold (for all ``max_len`` positions)."""
+        return self.k.untyped_storage().nbytes() + self.v.untyped_storage().nbytes()
+
     def nbytes(self) -> int:
         """Bytes of the cache tensors holding the tokens cached so far."""
         per_token = self.k[:, :, :, :1].numel() * self.k.element_size()

@@ -165,4 +165,10 @@ def test_small_training_config_keeps_the_recipe_and_the_head_ratio():
             small.bias, small.init) == ("post", "layernorm", "sinusoidal", "relu", True, "xavier")
     assert small.ffn_hidden == 4 * 64 and small.n_kv_heads == small.n_heads
     demo = claims.small_training_config(PRESETS["seed-demo"])
-    assert demo.n_heads // demo.n_kv_heads == 4 and demo.ffn_hidden == int(8 * 64 / 3)
+    # 8 query / 2 KV heads → 4 heads can't keep the 4:1 ratio and stay GQA: 4 / 2 it is
+    assert (demo.n_heads, demo.n_kv_heads, demo.attention_kind) == (4, 2, "GQA")
+    assert demo.ffn_hidden == int(8 * 64 / 3)
+    assert claims.small_training_config(PRESETS["llama-2-7b"]).attention_kind == "MHA"
+    assert claims.small_training_config(PRESETS["seed-demo"].replace(n_kv_heads=1)).n_kv_heads == 1
+    wide = claims.small_training_config(PRESETS["seed-demo"], d_model=128)
+    assert (wide.d_model, wide.ffn_hidden) == (128, int(8 * 128 / 3))

@@ -370,3 +370,32 @@ def test_cuda_gradnorms_match_cpu(debug_cfg):
 def test_cuda_decode_bf16_bytes_agree(debug_cfg):
     result = decode_benchmark(debug_cfg, context_lens=(8, 32), device="cuda", dtype="bf16", new_tokens=4)
     assert result.bytes_agree and result.device.startswith("cuda")
+
+
+def test_guard_counts_what_autocast_really_keeps():
+    # bf16 runs keep fp32 weights (4Ψ), fp32 grads (4Ψ), AdamW (8Ψ), a bf16 weight copy (2Ψ)
+    cfg = PRESETS["debug"]
+    n = 123_712
+    fp32 = experiments.training_bytes_needed(cfg, 16, 2, "fp32")
+    bf16 = experiments.training_bytes_needed(cfg, 16, 2, "bf16")
+    assert bf16 - fp32 == 2 * n
+    activations = analysis.activation_bytes(cfg, 16, 2, dtype="fp32")
+    assert fp32 == 16 * n + activations
+
+
+def test_causal_mfu_counts_half_the_scores():
+    cfg = PRESETS["debug"]
+    result = experiments.live_pass(cfg, seq_len=32, batch=2, device="cpu", iters=1)
+    flops = analysis.count_flops(cfg, 32, 2)
+    assert result.mfu_causal / result.mfu == pytest.approx(flops.forward_causal / flops.forward)
+    assert result.mfu_causal < result.mfu
+
+
+def test_decode_cache_bytes_are_the_allocated_storage():
+    cfg = PRESETS["debug"]
+    model = build_model(cfg).eval()
+    cache = model.new_cache(3, 10)
+    with torch.no_grad():
+        model(torch.zeros(3, 10, dtype=torch.long), cache)
+    # 2 (K, V) × L × B × G × S_max × D × 4 bytes, read from the tensors' storage
+    assert cache.allocated_bytes() == 2 * 2 * 3 * 2 * 10 * 16 * 4 == cache.nbytes()
