@@ -371,6 +371,19 @@ def test_decode_at_batch_1_is_memory_bound():
     assert math.isclose(r.ridge_point, 989.4e12 / 3.35e12)
 
 
+def test_decode_with_a_long_cache_hand_derived():
+    # LLaMA-2-70B, B=8 sequences at context 4096, bf16 on an H100 (3.35 TB/s, 989.4 TFLOP/s)
+    r = A.roofline(PRESETS["llama-2-70b"], "H100 80GB", batch=8, context_len=4096)
+    matmul_params = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 32000 * 8192
+    assert r.flops == 2 * 8 * matmul_params + 4 * 8 * 4096 * 8192 * 80    # projections + QK, AV
+    weights = (68_976_648_192 - 32000 * 8192 + 8 * 8192) * 2               # 8 embedding rows read
+    assert r.weight_bytes == weights
+    assert r.kv_cache_bytes == 8 * 4096 * 327_680 + 8 * 327_680             # read all, write one
+    assert r.bound == "memory"
+    assert math.isclose(r.time_per_step_s, (weights + 8 * 4097 * 327_680) / 3.35e12)   # ≈ 44 ms
+    assert math.isclose(r.tokens_per_s, 8 / r.time_per_step_s)
+
+
 def test_long_prefill_is_compute_bound():
     r = A.roofline(PRESETS["llama-2-7b"], "A100 80GB", batch=1, context_len=4096, phase="prefill")
     assert r.bound == "compute" and r.arithmetic_intensity > r.ridge_point
