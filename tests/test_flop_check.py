@@ -68,3 +68,26 @@ def test_sdpa_handle_shapes():
 def test_refuses_unknown_method():
     with pytest.raises(AnalysisError, match="method"):
         fvcore_check(PRESETS["debug"], 8, method="approx")
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 1])
+def test_attention_scores_counted_by_fvcore_itself(monkeypatch, n_kv_heads):
+    """Independent of our SDPA handle: run the plain-matmul reference attention (QKᵀ and AV as
+    torch.matmul), which fvcore counts with its own matmul handle, and compare every FLOP."""
+    import torch
+    from fvcore.nn import FlopCountAnalysis
+
+    from llama_lab import model as model_mod
+
+    monkeypatch.setattr(model_mod, "causal_attention",
+                        lambda q, k, v, n_rep: model_mod.reference_attention(q, k, v, n_rep)[0])
+    cfg = PRESETS["debug"].replace(n_kv_heads=n_kv_heads)
+    net = model_mod.build_model(cfg).eval()
+    analysis = FlopCountAnalysis(net, torch.zeros(2, 48, dtype=torch.long))
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    by_op = analysis.by_operator()
+    ours = count_flops(cfg, 48, 2)
+    # fvcore counts one per multiply-add; we count two
+    assert 2 * by_op["matmul"] == ours.by_component["attention_scores"] == 4 * 2 * 48 * 48 * 64 * 2
+    assert 2 * analysis.total() - 2 * sum(v for k, v in by_op.items()
+                                          if k not in ("linear", "matmul")) == ours.forward
