@@ -25,7 +25,7 @@ cols[1].metric("Attention", f"{cfg.attention_kind} · {cfg.n_heads} q / {cfg.n_k
 cols[2].metric(f"KV cache per token ({selection.dtype})", f"{kv.bytes_per_token:,} B",
                help=f"all {cfg.n_layers} layers, K and V; "
                     f"{ui.human_bytes(kv.bytes)} for B={selection.batch} × T={selection.seq_len:,}")
-cols[3].metric("Forward FLOPs per token", ui.human_count(flops.per_token) + "FLOP",
+cols[3].metric("Forward FLOPs per token", ui.human_count(flops.per_token, "FLOP"),
                help=f"at T={selection.seq_len:,}, B={selection.batch} (2 FLOPs per multiply-add)")
 st.caption(f"{cfg.n_layers} layers × d={cfg.d_model:,}, FFN {cfg.ffn_type} {cfg.ffn_hidden:,}, "
            f"vocab {cfg.vocab_size:,}, {cfg.norm_position}-norm {cfg.norm_type}, "

@@ -17,7 +17,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import analysis
+from .config import ModelConfig
 from .experiments import DecodeBench, DepthSweep, GradNormComparison, LivePass, RunComparison
+from .plots import display_frame, human_bytes, layout_figure
 
 NORM_COLORS = {"post": "#d62728", "pre": "#1f77b4"}
 NORM_LABELS = {"post": "Post-LN", "pre": "Pre-LN"}
@@ -29,12 +32,7 @@ GRADNORM_METRICS = {  # field of GradNorms → axis title
     "ffn_out_grad_norm": "‖∇W_down‖ (FFN output projection)",
     "residual_grad_norm": "‖∂L/∂x_l‖ (residual stream at block input)",
 }
-_LAYOUT = dict(margin=dict(l=10, r=10, t=60, b=10), legend=dict(orientation="h", y=-0.18))
-
-
-def _layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
-    fig.update_layout(title=title, **{**_LAYOUT, **kwargs})
-    return fig
+CUDA_PEAK_SOURCE = "CUDA allocator"          # how experiments.live_pass names a measured peak
 
 
 # ---- gradient norms: Post-LN vs Pre-LN -------------------------------------------------------------
@@ -58,7 +56,7 @@ def gradnorm_profile(comparison: GradNormComparison) -> go.Figure:
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_annotations(font_size=12)
     n_layers = len(comparison.post.layer_grad_norm)
-    return _layout(fig, f"Gradient norms at initialisation, {n_layers} blocks, "
+    return layout_figure(fig, f"Gradient norms at initialisation, {n_layers} blocks, "
                         f"B={comparison.batch}, T={comparison.seq_len} (same weights, same batch)",
                    height=420)
 
@@ -113,7 +111,7 @@ def depth_sweep_figure(sweep: DepthSweep) -> go.Figure:
             name=f"{NORM_LABELS[position]} fit ∝ L^{slope:.2f}", hoverinfo="skip"))
     fig.update_xaxes(type="log", title="depth L (blocks)")
     fig.update_yaxes(type="log", title="‖∇W_down‖ of the last block")
-    return _layout(fig, "Depth sweep at initialisation (Xiong et al. 2020, Thm 1: Post-LN "
+    return layout_figure(fig, "Depth sweep at initialisation (Xiong et al. 2020, Thm 1: Post-LN "
                         "flat, slope 0; Pre-LN ∝ 1/√L, slope −0.5)", height=420)
 
 
@@ -159,7 +157,8 @@ def training_curves(comparison: RunComparison) -> go.Figure:
     fig.update_yaxes(title_text="loss (nats/byte)", row=1, col=1)
     fig.update_yaxes(title_text="learning rate", row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
-    return _layout(fig, "Training loss (lines), validation loss (○), divergence (×)", height=520)
+    return layout_figure(fig, "Training loss (lines), validation loss (○), divergence (×)",
+                         height=520)
 
 
 def training_heatmaps(comparison: RunComparison) -> go.Figure:
@@ -168,8 +167,10 @@ def training_heatmaps(comparison: RunComparison) -> go.Figure:
     runs = list(comparison.runs.items())
     columns = min(2, len(runs))
     rows = math.ceil(len(runs) / columns)
+    # room between rows for the x-axis title of one and the panel titles of the next
     fig = make_subplots(rows=rows, cols=columns, subplot_titles=[label for label, _ in runs],
-                        shared_yaxes=True, vertical_spacing=0.16, horizontal_spacing=0.06)
+                        shared_yaxes=True, vertical_spacing=0.24 if rows > 1 else 0.16,
+                        horizontal_spacing=0.06)
     finite = [x for _, run in runs for step in run.layer_grad_norm for x in step
               if x is not None and math.isfinite(x) and x > 0]
     low, high = (math.log10(min(finite)), math.log10(max(finite))) if finite else (-3.0, 1.0)
@@ -183,10 +184,12 @@ def training_heatmaps(comparison: RunComparison) -> go.Figure:
             colorbar=dict(title="log10 ‖∇θ_l‖"),
             hovertemplate="step %{x}, block %{y}: 10^%{z:.2f}<extra></extra>"),
             row=i // columns + 1, col=i % columns + 1)
+    n_blocks = len(runs[0][1].layer_grad_norm[0]) if runs[0][1].layer_grad_norm else 1
     fig.update_xaxes(title_text="step")
+    fig.update_yaxes(dtick=max(1, n_blocks // 8))                     # whole blocks only
     fig.update_yaxes(title_text="block", col=1)
     fig.update_annotations(font_size=12)
-    return _layout(fig, "Per-block gradient norm during training (block × step)",
+    return layout_figure(fig, "Per-block gradient norm during training (block × step)",
                    height=260 * rows + 80)
 
 
@@ -208,8 +211,29 @@ def live_phase_figure(live: LivePass) -> go.Figure:
                            text=[f"{v:.1f} ms" for v in phases.values()],
                            hovertemplate="%{x}: %{y:.2f} ms<extra></extra>"))
     fig.update_yaxes(title="milliseconds (median of timed steps)")
-    return _layout(fig, f"One training step on {live.device_name}, {live.dtype}: "
+    return layout_figure(fig, f"One training step on {live.device_name}, {live.dtype}: "
                         f"{live.step_ms:.1f} ms, {live.tokens_per_s:,.0f} tokens/s", height=360)
+
+
+def peak_memory_is_measured(live: LivePass) -> bool:
+    """Whether ``live.peak_memory_bytes`` is the CUDA allocator's peak. Elsewhere it is an
+    estimate: weights + gradients + AdamW state + saved tensors added up, not measured RSS."""
+    return live.peak_memory_source.startswith(CUDA_PEAK_SOURCE)
+
+
+def peak_memory_label(live: LivePass) -> str:
+    return "peak memory" if peak_memory_is_measured(live) else "peak memory (estimate)"
+
+
+def has_causal_mfu(live: LivePass) -> bool:
+    """Whether the result carries the causal-attention MFU (results from before it was added
+    do not)."""
+    return getattr(live, "mfu_causal", None) is not None
+
+
+CAUSAL_MFU_NOTE = ("MFU counts the attention scores over the full T×T (SPEC, PaLM); SDPA with "
+                   "is_causal=True computes only about half of them, so “causal” counts that "
+                   "half (analysis.count_flops(...).forward_causal).")
 
 
 def live_summary(live: LivePass) -> pd.DataFrame:
@@ -225,9 +249,14 @@ def live_summary(live: LivePass) -> pd.DataFrame:
         ("achieved", live.achieved_tflops, "TFLOP/s"),
         ("peak", live.peak_flops / 1e12, "TFLOP/s"), ("peak source", live.peak_flops_source, ""),
         ("MFU", live.mfu, "fraction"),
+    ]
+    if has_causal_mfu(live):
+        rows += [("achieved, causal attention scores", live.achieved_tflops_causal, "TFLOP/s"),
+                 ("MFU, causal attention scores", live.mfu_causal, "fraction")]
+    rows += [
         ("initial loss", live.initial_loss, "nats"), ("ln V", live.ln_vocab, "nats"),
         ("loss after the timed steps", live.last_loss, "nats"),
-        ("peak memory", live.peak_memory_bytes, "bytes"),
+        (peak_memory_label(live), live.peak_memory_bytes, "bytes"),
         ("peak memory source", live.peak_memory_source, ""),
         ("activations measured (saved for backward)", live.activation_bytes_measured, "bytes"),
         ("activations predicted (analysis.activation_bytes)", live.activation_bytes_estimated,
@@ -239,17 +268,51 @@ def live_summary(live: LivePass) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["quantity", "value", "unit"])
 
 
-def live_memory_table(live: LivePass) -> pd.DataFrame:
-    """What the tensors hold after the warm-up step, beside what ``analysis`` predicts where the
-    two count the same thing (activations; the whole step)."""
-    rows = [{"component": name, "measured_bytes": value, "predicted_bytes": None}
+def predicted_live_memory(live: LivePass, cfg: ModelConfig) -> dict[str, int]:
+    """What ``analysis`` predicts for each entry of ``live.memory_breakdown``. The live pass
+    keeps fp32 weights, gradients and AdamW moments whatever its dtype (bf16/fp16 run under
+    autocast, which also keeps a 16-bit copy of every weight): analysis.training_memory at fp32
+    without mixed precision, analysis.weight_bytes for the copies, and the activations it
+    predicted at the run's dtype."""
+    states = analysis.training_memory(cfg, live.seq_len, live.batch, dtype="fp32",
+                                      mixed_precision=False).components
+    return {"weights": states["weights"], "gradients": states["gradients"],
+            "optimizer": states["optimizer_moments"] + states["master_weights"],
+            "weight_casts": 0 if live.dtype == "fp32" else analysis.weight_bytes(cfg, live.dtype),
+            "activations": live.activation_bytes_estimated}
+
+
+_PREDICTION_SOURCES = {
+    "weights": "analysis.training_memory: weights, fp32",
+    "gradients": "analysis.training_memory: gradients, fp32",
+    "optimizer": "analysis.training_memory: AdamW m and v, fp32 (torch also keeps a 4-byte "
+                 "step per tensor)",
+    "weight_casts": "analysis.weight_bytes at the run's dtype (autocast's copies; none in fp32)",
+    "activations": "analysis.activation_bytes",
+    "total": "the rows above",
+}
+
+
+def live_memory_table(live: LivePass, cfg: ModelConfig | None = None) -> pd.DataFrame:
+    """What the tensors hold after the warm-up step beside what ``analysis`` predicts for
+    ``cfg`` (the model that ran; without it only the activations are predicted), in bytes and
+    human-readable. A prediction that cannot be made reads "—"."""
+    predicted = predicted_live_memory(live, cfg) if cfg is not None else \
+        {"activations": live.activation_bytes_estimated}
+    rows = [{"component": name, "measured_bytes": value,
+             "predicted_bytes": predicted.get(name),
+             "source_of_prediction": _PREDICTION_SOURCES.get(name, "")}
             for name, value in live.memory_breakdown.items()]
-    for row in rows:
-        if row["component"] == "activations":
-            row["predicted_bytes"] = live.activation_bytes_estimated
+    known = [row["predicted_bytes"] for row in rows]
     rows.append({"component": "total", "measured_bytes": sum(live.memory_breakdown.values()),
-                 "predicted_bytes": live.estimated_training_bytes})
-    return pd.DataFrame(rows)
+                 "predicted_bytes": sum(known) if None not in known else None,
+                 "source_of_prediction": _PREDICTION_SOURCES["total"]})
+    for row in rows:
+        row["measured"] = human_bytes(row["measured_bytes"])
+        row["predicted"] = human_bytes(row["predicted_bytes"])
+    columns = ["component", "measured", "predicted", "measured_bytes", "predicted_bytes",
+               "source_of_prediction"]
+    return pd.DataFrame(rows)[columns]
 
 
 def logits_table(with_norm, without_norm, ln_vocab: float | None = None) -> pd.DataFrame:
@@ -274,7 +337,7 @@ def run_logits_table(comparison: RunComparison) -> pd.DataFrame:
 # ---- KV-cache decoding --------------------------------------------------------------------------------
 def decode_figure(bench: DecodeBench) -> go.Figure:
     """ms per new token and cache bytes (measured ● vs predicted —) against context length."""
-    frame = bench.to_frame()
+    frame = display_frame(bench.to_frame())
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=["decode time per new token",
                                         "KV cache bytes: measured (●) vs predicted (—)"])
@@ -299,5 +362,5 @@ def decode_figure(bench: DecodeBench) -> go.Figure:
     fig.update_yaxes(title_text="ms per token (median)", row=1, col=1)
     fig.update_yaxes(title_text="bytes", row=1, col=2)
     fig.update_annotations(font_size=12)
-    return _layout(fig, f"KV-cache decoding on {bench.device}, {bench.dtype}, B={bench.batch}, "
-                        f"{bench.new_tokens} new tokens", height=400)
+    return layout_figure(fig, f"KV-cache decoding on {bench.device}, {bench.dtype}, "
+                              f"B={bench.batch}, {bench.new_tokens} new tokens", height=400)

@@ -8,7 +8,8 @@ is the definition of the chart, not a model count.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import numbers
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -25,27 +26,113 @@ COMPONENT_COLORS = {
     "attention_proj": "#1f77b4", "attention_scores": "#d62728",
 }
 FLOP_COMPONENTS = ("attention_proj", "attention_scores", "ffn", "lm_head")
-_LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.15))
+# The weight matrices of a block: each costs 2·B·T·(its parameters) FLOPs in a forward pass.
+MATMUL_TENSORS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Small fixed margins that automargin grows to fit tick labels and axis titles; the legend sits
+# in the figure's bottom margin (yref="container"), below the x-axis title, and pushes it down.
+LAYOUT = dict(margin=dict(l=10, r=10, t=60, b=10),
+              legend=dict(orientation="h", yref="container", y=0, yanchor="bottom",
+                          x=0, xanchor="left"))
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+
+# ---- display: numbers that plotly, Arrow and people read --------------------------------------
+def display_number(value: Any) -> Any:
+    """``value`` as plotly's JSON encoder and Arrow (``st.dataframe``) accept it: an integer
+    outside int64 — FLOP and byte counts reach 10²⁹ at the limits of ModelConfig — becomes a
+    float; anything else is returned unchanged. JSON and CSV exports keep the exact integers."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
+            and not INT64_MIN <= value <= INT64_MAX:
+        return float(value)
+    return value
+
+
+def display_values(values: Iterable) -> list:
+    """``display_number`` of every value (a trace's x or y)."""
+    return [display_number(v) for v in values]
+
+
+def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` for plotly and ``st.dataframe``: every column holding an integer
+    outside int64 gets ``display_number`` of each value (so it becomes float64 when it is all
+    numbers); the other columns are untouched."""
+    shown = frame.copy()
+    for name in shown.columns:
+        column = shown[name]
+        if column.dtype == object or pd.api.types.is_unsigned_integer_dtype(column.dtype):
+            values = column.tolist()
+            if any(display_number(v) is not v for v in values):
+                shown[name] = pd.Series(display_values(values), index=shown.index).infer_objects()
+    return shown
+
+
+def _scaled(n: float, units: Sequence[tuple[float, str]], small: str) -> str:
+    """``n`` in the largest unit (factor, suffix; largest first) it reaches once rounded to 3
+    significant digits; ``small`` formats what stays below the smallest unit; past 999 of the
+    largest unit, scientific notation."""
+    largest_factor, largest_suffix = units[0]
+    if abs(float(f"{n / largest_factor:.3g}")) >= 1000:
+        return f"{n:.3g}"
+    for factor, suffix in units:
+        if abs(float(f"{n / factor:.3g}")) >= 1:
+            return f"{n / factor:.3g} {suffix}"
+    return small.format(n)
+
+
+SI_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"),
+               (1e6, "M"), (1e3, "k"))
+BINARY_UNITS = ((2**80, "YiB"), (2**70, "ZiB"), (2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"),
+                (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+PARAM_SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+
+
+def human_count(n: float, unit: str = "") -> str:
+    """SI prefixes up to yotta: 1234567 → '1.23 M'; 7.15e9 FLOP → human_count(x, 'FLOP') =
+    '7.15 GFLOP'; past 999 Y, scientific ('1.23e+29 FLOP')."""
+    text = _scaled(n, SI_PREFIXES, "{:.4g}")
+    if not unit:
+        return text
+    return text + unit if text[-1].isalpha() else f"{text} {unit}"
+
+
+def human_params(n: float) -> str:
+    """Parameter counts the way model names say them: 6738415616 → '6.74 B' (past 999 T,
+    scientific)."""
+    return _scaled(n, PARAM_SUFFIXES, "{:,}")
+
+
+def human_bytes(n: float | None) -> str:
+    """Binary units up to YiB: 1536 → '1.5 KiB'; None → '—'."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "—"
+    text = _scaled(n, BINARY_UNITS, "{:.4g} B")
+    return text if text.endswith("B") else f"{text} B"
 
 
 def _mark(fig: go.Figure, *, x: float | None = None, y: float | None = None, text: str,
-          color: str, dash: str, log: bool = True) -> None:
+          color: str, dash: str, log: bool = True, side: str = "left") -> None:
     """A vertical (x) or horizontal (y) reference line with a label. The label is placed by hand:
     plotly's add_vline/add_hline put annotations at raw values, which a log axis reads as
-    exponents (and then stretches its range to reach them)."""
+    exponents (and then stretches its range to reach them). ``side``: which side of a vertical
+    line its label is written on."""
     position = lambda v: math.log10(v) if log else v          # noqa: E731
     if x is not None:
         fig.add_vline(x=x, line_dash=dash, line_color=color)
         fig.add_annotation(x=position(x), y=1, yref="paper", text=text, showarrow=False,
-                           xanchor="left", yanchor="top", font=dict(color=color))
+                           xanchor="right" if side == "right" else "left", yanchor="top",
+                           font=dict(color=color))
     else:
         fig.add_hline(y=y, line_dash=dash, line_color=color)
         fig.add_annotation(y=position(y), x=0, xref="paper", text=text, showarrow=False,
                            xanchor="left", yanchor="bottom", font=dict(color=color))
 
 
-def _layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
-    fig.update_layout(title=title, **{**_LAYOUT, **kwargs})
+def layout_figure(fig: go.Figure, title: str, **kwargs) -> go.Figure:
+    """Title, LAYOUT (``kwargs`` override it), and automargin on every axis (subplots too), so
+    tick labels and axis titles are never cut."""
+    fig.update_layout(title=title, **{**LAYOUT, **kwargs})
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig
 
 
@@ -70,27 +157,35 @@ def params_sunburst(params: analysis.ParamCount) -> go.Figure:
                 values.append(kind_count)
                 colors.append(COMPONENT_COLORS[component])
     fig = go.Figure(go.Sunburst(
-        ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+        ids=ids, labels=labels, parents=parents, values=display_values(values),
+        branchvalues="total",
         marker=dict(colors=colors), hovertemplate="%{label}: %{value:,} (%{percentRoot:.2%})"
                                                   "<extra></extra>"))
-    return _layout(fig, f"Parameters by component ({params.total:,})", height=480)
+    return layout_figure(fig, f"Parameters by component ({params.total:,})", height=480)
 
 
 def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
-    """One decoder block (all L are identical): parameters by tensor kind with its component's
-    forward FLOPs per block at the analysed batch and length."""
+    """One decoder block (all L are identical) by tensor kind: its parameters and the forward
+    FLOPs it costs per block at the analysed batch and length. A weight matrix costs
+    2·B·T·(its parameters) (one multiply-add per weight and token, 2 FLOPs each); the attention
+    scores (QKᵀ and AV, no parameters) get their own row; biases and norms are element-wise,
+    outside the matmul count (0 here; see ``flops.elementwise``). The column times L, plus
+    lm_head, is ``flops.forward``."""
     layer = analysis.layer_param_detail(cfg)
-    per_block = {name: value // cfg.n_layers for name, value in flops.by_component.items()}
-    flop_component = {"attention": "attention_proj", "ffn": "ffn"}
+    block_params = sum(layer.values())
     rows = []
     for kind, count in layer.items():
-        component = analysis.COMPONENT_OF[kind]
-        rows.append({"tensor": kind, "component": component, "params": count,
-                     "share_of_block": count / sum(layer.values()),
-                     "component_flops_per_block": per_block.get(flop_component.get(component, ""))})
+        matmul = kind in MATMUL_TENSORS
+        rows.append({"tensor": kind, "component": analysis.COMPONENT_OF[kind], "params": count,
+                     "share_of_block": count / block_params,
+                     # 2 FLOPs per multiply-add × one per weight × B·T tokens
+                     "forward_flops": 2 * flops.tokens * count if matmul else 0,
+                     "flops_rule": "2·B·T·params" if matmul else "element-wise, counted apart"})
+    keys = "T" if flops.context_len == flops.seq_len else "S"
     rows.append({"tensor": "attention scores (QKᵀ, AV)", "component": "attention", "params": 0,
                  "share_of_block": 0.0,
-                 "component_flops_per_block": per_block["attention_scores"]})
+                 "forward_flops": flops.by_component["attention_scores"] // cfg.n_layers,
+                 "flops_rule": f"2·2·B·T·{keys}·H·D (QKᵀ and AV, every key)"})
     return pd.DataFrame(rows)
 
 
@@ -136,25 +231,29 @@ def flops_vs_seq_len(counts: Sequence[analysis.FlopCount], crossover: int | None
             x=part.seq_len, y=part.flops_per_token, name=name, mode="lines", stackgroup="flops",
             line=dict(color=COMPONENT_COLORS.get(name, "#7f7f7f")),
             hovertemplate=f"{name}: %{{y:.3s}} FLOP/token at T=%{{x:,}}<extra></extra>"))
+    # the x range is the sweep's own; a label in the right half is written left of its line
+    low, high = math.log10(frame.seq_len.min()), math.log10(frame.seq_len.max())
+    side = lambda x: "right" if math.log10(x) > (low + high) / 2 else "left"    # noqa: E731
     if crossover is not None:
         _mark(fig, x=crossover, text=f"scores > FFN from T={crossover:,}", color="#d62728",
-              dash="dash")
+              dash="dash", side=side(crossover))
     if current_seq_len is not None:
-        _mark(fig, x=current_seq_len, text=f"T={current_seq_len:,}", color="#444", dash="dot")
-    fig.update_xaxes(type="log", title="sequence length T")
+        _mark(fig, x=current_seq_len, text=f"T={current_seq_len:,}", color="#444", dash="dot",
+              side=side(current_seq_len))
+    fig.update_xaxes(type="log", title="sequence length T", range=[low, high])
     fig.update_yaxes(title="forward FLOPs per token")
-    return _layout(fig, "Forward FLOPs per token by component", height=420)
+    return layout_figure(fig, "Forward FLOPs per token by component", height=420)
 
 
 def flops_bar(flops: analysis.FlopCount) -> go.Figure:
     parts = flops.by_component
-    fig = go.Figure(go.Bar(x=list(parts), y=list(parts.values()),
+    fig = go.Figure(go.Bar(x=list(parts), y=display_values(parts.values()),
                            marker_color=[COMPONENT_COLORS.get(n, "#7f7f7f") for n in parts],
                            text=[f"{v / flops.forward:.1%}" for v in parts.values()],
                            hovertemplate="%{x}: %{y:,} FLOPs<extra></extra>"))
-    fig.update_yaxes(title="FLOPs (one forward)")
-    return _layout(fig, f"Forward FLOPs at B={flops.batch}, T={flops.seq_len:,}: "
-                        f"{flops.forward:.3g}", height=360)
+    fig.update_yaxes(title="FLOPs (one forward)", tickformat="~s")          # 5P, not 5×10¹⁵
+    return layout_figure(fig, f"Forward FLOPs at B={flops.batch}, T={flops.seq_len:,}: "
+                        f"{human_count(flops.forward, 'FLOP')}", height=360)
 
 
 # ---- KV cache -----------------------------------------------------------------------------------
@@ -201,6 +300,7 @@ def kv_memory_curve_frame(cfg: ModelConfig, context_lens: Sequence[int], batch: 
 
 
 def kv_memory_vs_context(frame: pd.DataFrame, gpu: GPU | None = None) -> go.Figure:
+    frame = display_frame(frame)
     fig = go.Figure()
     for kind, part in frame.groupby("attention", sort=False):
         g = int(part.n_kv_heads.iloc[0])
@@ -214,7 +314,7 @@ def kv_memory_vs_context(frame: pd.DataFrame, gpu: GPU | None = None) -> go.Figu
               color="#444", dash="dash")
     fig.update_xaxes(type="log", title="context length (tokens per sequence)")
     fig.update_yaxes(type="log", title="weights + KV cache (GiB)")
-    return _layout(fig, "Memory for serving: weights + KV cache", height=420)
+    return layout_figure(fig, "Memory for serving: weights + KV cache", height=420)
 
 
 def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go.Figure:
@@ -250,7 +350,7 @@ def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go
         title += f" — first {shown_q} query heads shown"
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, range=[-0.6, 1.3])
-    return _layout(fig, title, height=260, showlegend=False)
+    return layout_figure(fig, title, height=260, showlegend=False)
 
 
 # ---- roofline -----------------------------------------------------------------------------------
@@ -294,7 +394,7 @@ def roofline_figure(points: pd.DataFrame, gpu: GPU) -> go.Figure:
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte moved)")
     fig.update_yaxes(type="log", title="attainable FLOP/s")
     context = int(points.context_len.iloc[0])
-    return _layout(fig, f"Decode roofline at context {context:,} (points: batch sizes)",
+    return layout_figure(fig, f"Decode roofline at context {context:,} (points: batch sizes)",
                    height=440)
 
 
@@ -305,7 +405,7 @@ def decode_throughput(points: pd.DataFrame) -> go.Figure:
                                  name=kind.upper(), line=dict(color=ATTENTION_COLORS.get(kind))))
     fig.update_xaxes(type="log", title="batch (sequences decoded together)")
     fig.update_yaxes(type="log", title="tokens/s (upper bound)")
-    return _layout(fig, "Decode throughput bound", height=360)
+    return layout_figure(fig, "Decode throughput bound", height=360)
 
 
 # ---- training curves ----------------------------------------------------------------------------
@@ -316,4 +416,4 @@ def training_curves(frame: pd.DataFrame, title: str = "Training loss") -> go.Fig
         fig.add_trace(go.Scatter(x=part.step, y=part.loss, mode="lines", name=str(label)))
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="training loss")
-    return _layout(fig, title, height=380)
+    return layout_figure(fig, title, height=380)

@@ -365,8 +365,9 @@ def _experiment_parts(entry: ExperimentEntry) -> tuple[list[Table], list[Figure]
     elif kind == "live_pass":
         tables = [Table("live_pass", "Measured vs predicted", section, ep.live_summary(result),
                         ran_on),
-                  Table("live_pass_memory", "Memory after the warm-up step", section,
-                        ep.live_memory_table(result)),
+                  Table("live_pass_memory", "Memory after the warm-up step: measured vs "
+                                            "predicted", section,
+                        ep.live_memory_table(result, entry.config)),
                   Table("live_pass_logits", "Logits at the initial weights", section,
                         ep.logits_table(result.logits, result.logits_without_final_norm,
                                         result.ln_vocab))]

@@ -76,6 +76,8 @@ QUERY_KEYS: tuple[str, ...] = (QUERY_PRESET, *CONFIG_FIELDS, QUERY_SEQ, QUERY_BA
 
 MAX_BATCH = 65_536
 DEFAULT_DTYPE = "bf16"
+# While the values break a rule the URL is not rewritten: it keeps the last valid view.
+LINK_NOTE = "The link in the address bar still shows the last valid model."
 
 
 # ---- the pages (app.py registers them with st.navigation; home.py links to them) ---------------
@@ -439,11 +441,13 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     def after(name: str) -> None:
         if name == bad_field:
             st.error(error)
+            st.caption(LINK_NOTE)
 
     shape_fields = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
                     "max_seq_len"}
     if error and bad_field is None:
         st.error(error)
+        st.caption(LINK_NOTE)
     with st.expander("Shape", expanded=bad_field in shape_fields or bad_field is None):
         _int_input("d_model", "d_model (hidden size d)", step=64)
         after("d_model")
@@ -557,34 +561,20 @@ def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selectio
     if selection is None and needs_config:
         st.error(f"The configuration breaks a rule: {config_error()}. "
                  f"Fix it in the sidebar (the field is marked there).")
+        st.caption(LINK_NOTE)
         st.stop()
     return selection
 
 
 # ---- formatting ---------------------------------------------------------------------------------
-def human_count(n: float) -> str:
-    """1234567 → '1.23 M' (SI prefixes)."""
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= factor:
-            return f"{n / factor:.3g} {prefix}"
-    return f"{n:.4g}"
+# One implementation each, in llama_lab.plots (the report and the tables use them too).
+human_count, human_params, human_bytes = plots.human_count, plots.human_params, plots.human_bytes
 
 
-def human_params(n: float) -> str:
-    """Parameter counts the way model names say them: 6738415616 → '6.74 B'."""
-    for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= factor:
-            return f"{n / factor:.3g} {suffix}"
-    return f"{n:,}"
-
-
-def human_bytes(n: float) -> str:
-    """Binary units: 1536 → '1.5 KiB'."""
-    for factor, unit in ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"),
-                         (2**10, "KiB")):
-        if abs(n) >= factor:
-            return f"{n / factor:.3g} {unit}"
-    return f"{n:.4g} B"
+def show_table(frame: pd.DataFrame | Mapping[str, Any], **kwargs: Any) -> None:
+    """st.dataframe without the index, of ``plots.display_frame(frame)``: counts beyond int64
+    (FLOPs and bytes at the limits) would stop Arrow's conversion with a traceback."""
+    st.dataframe(plots.display_frame(pd.DataFrame(frame)), hide_index=True, **kwargs)
 
 
 def sweep_lengths(upper: int, lower: int = 16, points: int = 48) -> tuple[int, ...]:
@@ -641,6 +631,18 @@ def roofline_points(cfg: ModelConfig, gpu: hardware.GPU, batches: tuple[int, ...
 @st.cache_data(max_entries=64, show_spinner=False)
 def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int) -> flop_check.FvcoreCheck:
     return flop_check.fvcore_check(cfg, seq_len, batch, method="scaled")
+
+
+def fvcore_or_error(cfg: ModelConfig, seq_len: int, batch: int) -> flop_check.FvcoreCheck | None:
+    """``fvcore_check`` under a spinner; a size torch cannot trace — even on the meta device a
+    tensor may not hold 2⁶³ elements, and B·H·T² scores reach that first — is shown with
+    st.error and gives None."""
+    try:
+        with st.spinner("Tracing with torch.jit …"):
+            return fvcore_check(cfg, seq_len, batch)
+    except (ConfigError, RuntimeError) as exc:
+        st.error(f"fvcore cannot trace this model at B={batch:,}, T={seq_len:,}: {exc}")
+        return None
 
 
 @st.cache_data(max_entries=1, show_spinner=False)
@@ -794,10 +796,10 @@ def _gradnorms_panel(entry: report.ExperimentEntry, prefix: str) -> None:
                    help="> 1: the gradient grows towards the input; < 1: it shrinks")
     st.plotly_chart(ep.gradnorm_profile(result), key=prefix + "chart_grad")
     st.markdown("**Per parameter group** (‖∇‖ of each group in each block)")
-    st.dataframe(ep.group_table(result), hide_index=True, width="stretch")
+    show_table(ep.group_table(result), width="stretch")
     with st.expander("Per-block table and summary"):
-        st.dataframe(ep.gradnorm_summary(result), hide_index=True, width="stretch")
-        st.dataframe(result.to_frame(), hide_index=True, width="stretch")
+        show_table(ep.gradnorm_summary(result), width="stretch")
+        show_table(result.to_frame(), width="stretch")
 
 
 def _depth_sweep_panel(entry: report.ExperimentEntry, prefix: str) -> None:
@@ -808,7 +810,7 @@ def _depth_sweep_panel(entry: report.ExperimentEntry, prefix: str) -> None:
     cols[1].metric("Pre-LN fitted slope", f"{result.pre_slope:+.3f}", "theory −0.5",
                    delta_color="off")
     st.plotly_chart(ep.depth_sweep_figure(result), key=prefix + "chart_sweep")
-    st.dataframe(result.to_frame(), hide_index=True)
+    show_table(result.to_frame())
 
 
 def _training_panel(entry: report.ExperimentEntry, prefix: str) -> None:
@@ -819,46 +821,58 @@ def _training_panel(entry: report.ExperimentEntry, prefix: str) -> None:
             st.warning(f"{run.label} diverged: {run.divergence_reason}. Hint: {run.hint}.")
     st.plotly_chart(ep.training_curves(comparison), key=prefix + "chart_loss")
     st.plotly_chart(ep.training_heatmaps(comparison), key=prefix + "chart_heat")
-    st.dataframe(comparison.summary_frame()[["label", "steps_run", "first_loss", "final_loss",
-                                             "final_val_loss", "diverged", "wall_s",
-                                             "tokens_per_s"]], hide_index=True, width="stretch")
+    show_table(comparison.summary_frame()[["label", "steps_run", "first_loss", "final_loss",
+                                           "final_val_loss", "diverged", "wall_s",
+                                           "tokens_per_s"]], width="stretch")
     st.markdown("**Logits after training**, on a validation batch, with and without the final "
                 "norm (the seed's “forgot the final norm” bug):")
-    st.dataframe(ep.run_logits_table(comparison), hide_index=True, width="stretch")
+    show_table(ep.run_logits_table(comparison), width="stretch")
 
 
 def _live_pass_panel(entry: report.ExperimentEntry, prefix: str) -> None:
     live = entry.result
+    causal = ep.has_causal_mfu(live)
     cols = st.columns(4)
     cols[0].metric("Step", f"{live.step_ms:.1f} ms", help=f"median of {live.iters} timed steps")
     cols[1].metric("Tokens/s", f"{live.tokens_per_s:,.0f}")
-    cols[2].metric("Achieved", human_count(live.achieved_tflops * 1e12) + "FLOP/s",
+    cols[2].metric("Achieved", human_count(live.achieved_tflops * 1e12, "FLOP/s"),
                    help=f"{live.training_flops:.3e} FLOPs per step (3 × forward, analysis)")
-    cols[3].metric("MFU", f"{live.mfu:.1%}", help=f"peak {live.peak_flops / 1e12:.3g} TFLOP/s")
+    # the causal-attention MFU rides under the full-T×T one, as its delta
+    cols[3].metric("MFU", f"{live.mfu:.1%}",
+                   f"causal scores: {live.mfu_causal:.1%}" if causal else None,
+                   delta_color="off", delta_arrow="off",
+                   help=f"peak {live.peak_flops / 1e12:.3g} TFLOP/s; attention scores over the "
+                        f"full T×T" + ("; causal half only: " + human_count(
+                            live.achieved_tflops_causal * 1e12, "FLOP/s") if causal else ""))
     st.caption(f"MFU is measured against {live.peak_flops / 1e12:.3g} TFLOP/s: "
-               f"{live.peak_flops_source}. Warm-up step (excluded): {live.warmup_s:.2f} s.")
+               f"{live.peak_flops_source}. Warm-up step (excluded): {live.warmup_s:.2f} s."
+               + (" " + ep.CAUSAL_MFU_NOTE if causal else ""))
     st.plotly_chart(ep.live_phase_figure(live), key=prefix + "chart_phases")
 
+    measured_peak = ep.peak_memory_is_measured(live)
     cols = st.columns(4)
     cols[0].metric("Initial loss", f"{live.initial_loss:.4f}",
                    f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V", delta_color="off")
     cols[1].metric("ln V", f"{live.ln_vocab:.4f}", help=f"V = {entry.config.vocab_size:,}")
-    cols[2].metric("Peak memory", human_bytes(live.peak_memory_bytes),
-                   help=live.peak_memory_source)
+    cols[2].metric("Peak memory" if measured_peak else "Peak memory (estimate)",
+                   human_bytes(live.peak_memory_bytes), help=live.peak_memory_source)
     cols[3].metric("Activations measured / predicted", f"{live.activation_ratio:.3f}",
                    f"{human_bytes(live.activation_bytes_measured)} vs "
                    f"{human_bytes(live.activation_bytes_estimated)}", delta_color="off")
-    st.caption(f"Peak memory: {live.peak_memory_source}. Activations measured: the tensors "
-               f"autograd saves for backward, each storage once; predicted: "
-               f"analysis.activation_bytes. The memory guard checked "
-               f"{human_bytes(live.estimated_training_bytes)} (analysis.training_memory).")
-    st.dataframe(ep.live_memory_table(live), hide_index=True)
+    peak_note = (f"Peak memory: {live.peak_memory_source}." if measured_peak else
+                 f"Peak memory is an estimate, not a measurement: {live.peak_memory_source}, "
+                 f"added up from the tensors (the process's resident memory is not read).")
+    st.caption(f"{peak_note} Activations measured: the tensors autograd saves for backward, "
+               f"each storage once; predicted: analysis.activation_bytes. The memory guard "
+               f"checked {human_bytes(live.estimated_training_bytes)} "
+               f"(analysis.training_memory).")
+    show_table(ep.live_memory_table(live, entry.config), width="stretch")
 
     st.markdown("**Logits at the initial weights, with and without the final norm** — the "
                 "seed's most common Pre-LN bug is forgetting the final norm: the last block's "
                 "output reaches lm_head unnormalised.")
-    st.dataframe(ep.logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab),
-                 hide_index=True, width="stretch")
+    show_table(ep.logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab),
+               width="stretch")
     growth = live.logits_without_final_norm.std / max(live.logits.std, 1e-30)
     st.caption(f"Without the final norm the logits' std is {growth:.3g}× the normed one"
                + ("" if entry.config.final_norm else " (this config has no final norm: both rows "
@@ -885,7 +899,7 @@ def _decode_panel(entry: report.ExperimentEntry, prefix: str) -> None:
         st.error("Measured cache bytes differ from analysis.kv_cache_bytes_per_token × B × "
                  "tokens; see the table.")
     st.plotly_chart(ep.decode_figure(bench), key=prefix + "chart_decode")
-    st.dataframe(frame, hide_index=True, width="stretch")
+    show_table(frame, width="stretch")
     st.caption("On a GPU decoding one token is memory-bound: its time follows the bytes read "
                "(weights + cache), which is where fewer KV heads pay off at long context and "
                "large batch. At small sizes on a CPU, fixed per-call overheads dominate.")

@@ -17,9 +17,10 @@ cols[0].metric("Parameters", ui.human_params(params.total), help=f"{params.total
 cols[1].metric("Non-embedding", ui.human_params(params.non_embedding),
                help=f"{params.non_embedding:,} (total − token embedding − learned positions)")
 cols[2].metric("Per block", ui.human_params(params.per_layer), help=f"{params.per_layer:,}")
-cols[3].metric(f"Forward FLOPs (B={B}, T={T:,})", ui.human_count(flops.forward),
-               help=f"{flops.forward:,}; causal scores only: {flops.forward_causal:,}")
-cols[4].metric("Training step FLOPs", ui.human_count(flops.training_step),
+cols[3].metric("Forward FLOPs", ui.human_count(flops.forward, "FLOP"),
+               help=f"{flops.forward:,}: one forward over B={B} × T={T:,} tokens; causal "
+                    f"scores only: {flops.forward_causal:,}")
+cols[4].metric("Training step FLOPs", ui.human_count(flops.training_step, "FLOP"),
                help=f"3 × forward = {flops.training_step:,}; PaLM's 6N + 12·L·H·Q·T per token: "
                     f"{flops.palm_training_per_token:,}")
 
@@ -49,28 +50,33 @@ else:
                f"{cfg.max_seq_len:,}).")
 
 st.subheader("One decoder block")
-st.caption(f"All {cfg.n_layers} blocks are identical; FLOPs are the component's per block at "
-           f"B={B}, T={T:,}.")
-st.dataframe(plots.block_table(cfg, flops), hide_index=True,
-             column_config={"params": st.column_config.NumberColumn(format="localized"),
-                            "share_of_block": st.column_config.NumberColumn(format="percent"),
-                            "component_flops_per_block": st.column_config.NumberColumn(
-                                "FLOPs of its component per block", format="localized")})
+st.caption(f"All {cfg.n_layers} blocks are identical. Forward FLOPs of each tensor in one block "
+           f"at B={B}, T={T:,}: a weight matrix costs 2·B·T·(its parameters); the attention "
+           f"scores have no parameters and their own row; biases and norms are element-wise, "
+           f"counted apart (Counting conventions below). {cfg.n_layers} × the column + lm_head "
+           f"= the forward total.")
+ui.show_table(plots.block_table(cfg, flops),
+              column_config={"params": st.column_config.NumberColumn(format="localized"),
+                             "share_of_block": st.column_config.NumberColumn(format="percent"),
+                             "forward_flops": st.column_config.NumberColumn(
+                                 "forward FLOPs per block", format="localized"),
+                             "flops_rule": "rule"})
 
 st.subheader("Cross-check with fvcore")
+check = None
 if st.toggle("Trace the model with fvcore (meta device, no memory) and compare",
              key="llama_lab.page1.fvcore"):
-    with st.spinner("Tracing with torch.jit …"):
-        check = ui.fvcore_check(cfg, T, B)
+    check = ui.fvcore_or_error(cfg, T, B)
+if check is not None:
     cols = st.columns(3)
     cols[0].metric("fvcore (×2)", f"{check.fvcore_flops:,}")
     cols[1].metric("LLaMA Lab", f"{check.ours_flops:,}")
     cols[2].metric("Difference", f"{check.difference:,}",
                    f"{check.relative_difference:.2e} relative", delta_color="off")
-    st.dataframe({"operator": list(check.fvcore_by_operator),
-                  "FLOPs (fvcore × 2)": list(check.fvcore_by_operator.values())}, hide_index=True,
-                 column_config={"FLOPs (fvcore × 2)": st.column_config.NumberColumn(
-                     format="localized")})
+    ui.show_table({"operator": list(check.fvcore_by_operator),
+                   "FLOPs (fvcore × 2)": list(check.fvcore_by_operator.values())},
+                  column_config={"FLOPs (fvcore × 2)": st.column_config.NumberColumn(
+                      format="localized")})
     st.caption("Operators fvcore skipped (element-wise; times seen): "
                + (", ".join(f"{name} ×{count}" for name, count in check.unsupported_ops.items())
                   or "none"))
@@ -80,4 +86,4 @@ if st.toggle("Trace the model with fvcore (meta device, no memory) and compare",
 with st.expander("Counting conventions"):
     for line in flops.conventions:
         st.markdown(f"- {line}")
-    st.dataframe(flops.to_frame(), hide_index=True)
+    ui.show_table(flops.to_frame())

@@ -18,8 +18,10 @@ kv = ui.kv_report(cfg, T, B, dtype)
 
 st.latex(rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot D \cdot b = 2 \cdot "
          rf"{cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot {cfg.head_dim} \cdot {b:g} = "
-         rf"{kv.bytes_per_token:,}"
-         rf"\qquad \text{{cache}} = \text{{bytes/token}} \cdot B \cdot T = {kv.bytes:,}")
+         rf"{kv.bytes_per_token:,}")
+st.latex(rf"\text{{cache}} = \text{{bytes/token}} \cdot B \cdot T = {kv.bytes_per_token:,} "
+         rf"\cdot {B:,} \cdot {T:,} = \text{{{ui.human_bytes(kv.bytes)}}}")
+st.caption(f"Cache at B×T: {kv.bytes:,} bytes.")
 
 st.plotly_chart(plots.kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
 
@@ -43,9 +45,13 @@ for col, row in zip(cols, fit.itertuples()):
                  f"- weights: {ui.human_bytes(row.weight_bytes)}\n"
                  f"- longest context at B={B} on {gpu.name}: **{row.max_context_at_batch:,}**\n"
                  f"- largest batch at T={T:,}: **{row.max_batch_at_seq_len:,}**")
-if fit.max_context_at_batch.max() == 0:
-    st.warning(f"The weights alone ({ui.human_bytes(fit.weight_bytes.min())}) do not fit in "
-               f"{gpu.name}'s {ui.human_bytes(gpu.memory_bytes)}.")
+current = fit[fit.is_current].iloc[0]                    # the sidebar's own attention variant
+if current.weight_bytes > gpu.memory_bytes:
+    st.warning(f"This model's weights alone ({ui.human_bytes(current.weight_bytes)} at {dtype}) "
+               f"do not fit in {gpu.name}'s {ui.human_bytes(gpu.memory_bytes)}.")
+elif current.max_context_at_batch == 0:
+    st.warning(f"This model's weights fit in {gpu.name}, but not one token of KV cache for "
+               f"B={B} sequences next to them.")
 st.caption(kv.note + " Fits = weights + KV cache ≤ GPU memory; activations of decoding are "
            "small and not reserved.")
 

@@ -49,8 +49,13 @@ st.info(f"Live runs use **d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_c
         f"{run_cfg.vocab_size}** (byte-level: one token per UTF-8 byte) with the sidebar's "
         f"recipe ({cfg.norm_type}, {cfg.pos_encoding} positions, {cfg.ffn_type}, "
         f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init). Both arrangements share "
-        f"the weights; only norm_position differs. On the CPU a run is limited to "
-        f"{ui.CPU_FLOP_BUDGET / 1e12:.0f} TFLOP.")
+        f"the weights; only norm_position differs — everything else equal, including the "
+        f"sidebar's final_norm ({'on' if run_cfg.final_norm else 'off'}): "
+        + ("so the Post-LN arm, whose last block already ends with a norm, applies the final "
+           "norm on top of it — LN(LN(x)) before lm_head. "
+           if run_cfg.final_norm else "neither arm normalises before lm_head; the Post-LN arm's "
+                                      "last block still ends with its own norm. ")
+        + f"On the CPU a run is limited to {ui.CPU_FLOP_BUDGET / 1e12:.0f} TFLOP.")
 size = {"seq_len": seq_len, "batch": batch, "seed": seed, "device": device}
 
 tab_init, tab_depth, tab_train = st.tabs(["Post-LN vs Pre-LN", "Depth sweep", "Training run"])

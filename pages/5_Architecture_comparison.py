@@ -33,9 +33,9 @@ st.table(frame[["aspect_zh", "aspect", "transformer_2017", "llama", "seed_reason
 numbers = frame.dropna(subset=["params_2017"])
 count_columns = ["params_2017", "params_llama", "flops_2017", "flops_llama",
                  "kv_bytes_per_token_2017", "kv_bytes_per_token_llama"]
-st.dataframe(numbers[["aspect", *count_columns]], hide_index=True,
-             column_config={name: st.column_config.NumberColumn(format="localized")
-                            for name in count_columns})
+ui.show_table(numbers[["aspect", *count_columns]],
+              column_config={name: st.column_config.NumberColumn(format="localized")
+                             for name in count_columns})
 st.caption(f"FLOPs: one forward over B={B} × T={T:,} tokens (matmuls, 2 per multiply-add). "
            f"KV bytes at {dtype}.")
 
@@ -66,6 +66,6 @@ if entry is not None:
         st.caption(ui.STALE_NOTE)
     st.plotly_chart(plots.training_curves(entry.result.to_frame(),
                                           f"{entry.settings['contrast']}: training loss"))
-    st.dataframe(entry.result.summary_frame()[["label", "first_loss", "final_loss",
-                                               "final_val_loss", "diverged", "n_params",
-                                               "wall_s"]], hide_index=True)
+    ui.show_table(entry.result.summary_frame()[["label", "first_loss", "final_loss",
+                                                "final_val_loss", "diverged", "n_params",
+                                                "wall_s"]])

@@ -73,6 +73,10 @@ def test_invalid_config_shows_the_rule_and_nothing_else():
     assert not at.exception
     assert any("d_model=512 is not divisible by n_heads=6" in e.value for e in at.main.error)
     assert len(at.metric) == 0
+    # the URL is not rewritten while the values break a rule, and the page says so
+    assert "n_heads" not in at.query_params and at.query_params["preset"] == "seed-demo"
+    assert ui.LINK_NOTE in [c.value for c in at.main.caption]
+    assert ui.LINK_NOTE in [c.value for c in at.sidebar.caption]
 
 
 def test_bad_link_falls_back_to_the_preset_with_an_error():

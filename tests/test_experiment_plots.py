@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import pytest
 
 from llama_lab import experiment_plots as ep
+from llama_lab.config import PRESETS
 from llama_lab.experiments import (DecodeBench, DecodeRow, DepthSweep, GradNormComparison,
                                    GradNorms, LivePass, LogitStats, RunComparison, TrainRun)
 
@@ -123,35 +124,77 @@ def test_run_logits_table_lists_both_stats_of_every_run():
     assert list(table["std"]) == [0.5, 3.0] and set(table.run) == {"a"}
 
 
-def live_pass() -> LivePass:
-    return LivePass(
-        device="cpu", device_name="CPU (2 threads)", dtype="fp32", seq_len=16, batch=2, iters=1,
-        compiled=False, n_params=1000, initial_loss=5.6, ln_vocab=math.log(256), last_loss=5.5,
-        warmup_s=0.1, forward_ms=1.0, backward_ms=2.0, optimizer_ms=0.5, step_ms=3.5,
-        tokens_per_s=32 / 0.0035, training_flops=6e6, achieved_tflops=6e6 / 0.0035 / 1e12,
-        peak_flops=1e11, peak_flops_source="measured 1024×1024 fp32 matmul", mfu=0.017,
-        peak_memory_bytes=20_000, peak_memory_source="sum",
-        memory_breakdown={"weights": 4000, "gradients": 4000, "optimizer": 8000,
-                          "weight_casts": 0, "activations": 4000},
-        activation_bytes_measured=4000, activation_bytes_estimated=3900,
-        estimated_training_bytes=19_900, logits=STATS, logits_without_final_norm=STATS_RAW)
+def live_pass(dtype: str = "fp32", peak_memory_source: str = "sum", **changes) -> LivePass:
+    # n_params and the breakdown are those of PRESETS["debug"], B=2, T=16 (see below)
+    return LivePass(**{**dict(
+        device="cpu", device_name="CPU (2 threads)", dtype=dtype, seq_len=16, batch=2, iters=1,
+        compiled=False, n_params=123_712, initial_loss=5.6, ln_vocab=math.log(256),
+        last_loss=5.5, warmup_s=0.1, forward_ms=1.0, backward_ms=2.0, optimizer_ms=0.5,
+        step_ms=3.5, tokens_per_s=32 / 0.0035, training_flops=6e6,
+        achieved_tflops=6e6 / 0.0035 / 1e12, peak_flops=1e11,
+        peak_flops_source="measured 1024×1024 fp32 matmul", mfu=0.017,
+        achieved_tflops_causal=5.5e6 / 0.0035 / 1e12, mfu_causal=0.0157,
+        peak_memory_bytes=2_364_648, peak_memory_source=peak_memory_source,
+        memory_breakdown={"weights": 494_848, "gradients": 494_848, "optimizer": 989_780,
+                          "weight_casts": 0, "activations": 385_172},
+        activation_bytes_measured=385_172, activation_bytes_estimated=385_156,
+        estimated_training_bytes=2_364_548, logits=STATS, logits_without_final_norm=STATS_RAW),
+        **changes})
+
+
+# PRESETS["debug"] by hand: V=256, d=64, L=2, H=4, G=2, D=16, F=172, SwiGLU, RMSNorm, untied:
+# 2 · 256·64 (embedding, lm_head) + 2 · (64·64·2 + 64·32·2 + 3·64·172 + 2·64) + 64 = 123,712
+DEBUG_PARAMS = 2 * 256 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 172 + 2 * 64) + 64
 
 
 def test_live_pass_tables_and_phase_figure():
     live = live_pass()
-    memory = ep.live_memory_table(live).set_index("component")
-    assert memory.loc["total", "measured_bytes"] == 4000 + 4000 + 8000 + 0 + 4000
-    assert memory.loc["total", "predicted_bytes"] == 19_900
-    assert memory.loc["activations", "predicted_bytes"] == 3900
+    memory = ep.live_memory_table(live).set_index("component")     # no config: activations only
+    assert memory.loc["total", "measured_bytes"] == 494_848 * 2 + 989_780 + 0 + 385_172
+    assert memory.loc["activations", "predicted_bytes"] == 385_156
+    assert memory.loc["weights", "predicted"] == "—" and memory.loc["total", "predicted"] == "—"
+    assert memory.loc["total", "measured"] == "2.26 MiB"            # 2,364,648 / 2²⁰
     summary = ep.live_summary(live).set_index("quantity")
     assert summary.loc["MFU", "value"] == 0.017
-    assert summary.loc["measured / predicted activations", "value"] == pytest.approx(4000 / 3900)
+    assert summary.loc["MFU, causal attention scores", "value"] == 0.0157
+    assert summary.loc["measured / predicted activations", "value"] == \
+        pytest.approx(385_172 / 385_156)
     fig = ep.live_phase_figure(live)
     assert list(fig.data[0].y) == [1.0, 2.0, 0.5]
     assert "9,143 tokens/s" in fig.layout.title.text          # 32 tokens / 3.5 ms
     logits = ep.logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab)
     assert list(logits.max_abs) == [2.0, 20.0]
     assert logits.uniform_entropy_ln_V.iloc[0] == pytest.approx(5.545177, abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_memory_predictions_come_from_analysis_for_the_model_that_ran(dtype):
+    cfg = PRESETS["debug"]
+    assert DEBUG_PARAMS == 123_712
+    memory = ep.live_memory_table(live_pass(dtype), cfg).set_index("component")
+    # fp32 weights and gradients (4 B each), AdamW m and v (2 × 4 B) whatever the run's dtype;
+    # under bf16 autocast a 2-byte copy of every weight besides
+    expected = {"weights": 4 * DEBUG_PARAMS, "gradients": 4 * DEBUG_PARAMS,
+                "optimizer": 8 * DEBUG_PARAMS,
+                "weight_casts": 0 if dtype == "fp32" else 2 * DEBUG_PARAMS,
+                "activations": 385_156}
+    for component, value in expected.items():
+        assert memory.loc[component, "predicted_bytes"] == value, component
+    assert memory.loc["total", "predicted_bytes"] == sum(expected.values())
+    assert memory.loc["weights", "predicted"] == "483 KiB"          # 494,848 / 1024 = 483.25
+    # measured 989,780: AdamW also keeps a 4-byte step counter per tensor (21 tensors)
+    assert memory.loc["optimizer", "measured_bytes"] - memory.loc["optimizer",
+                                                                  "predicted_bytes"] == 21 * 4
+    assert memory.notna().all().all()                              # no None left in the table
+
+
+def test_peak_memory_is_labelled_an_estimate_unless_cuda_measured_it():
+    cpu = live_pass(peak_memory_source="weights + gradients + AdamW state + tensors saved")
+    cuda = live_pass(peak_memory_source="CUDA allocator peak", device="cuda:0")
+    assert not ep.peak_memory_is_measured(cpu) and ep.peak_memory_is_measured(cuda)
+    assert "peak memory (estimate)" in set(ep.live_summary(cpu).quantity)
+    assert "peak memory" in set(ep.live_summary(cuda).quantity)
+    assert ep.has_causal_mfu(cpu)
 
 
 def test_decode_figure_plots_time_and_measured_vs_predicted_bytes():

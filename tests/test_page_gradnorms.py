@@ -34,8 +34,11 @@ def test_default_page_renders_with_the_formulas_and_the_live_size():
     latex = " ".join(m.value for m in at.latex)
     assert r"\mathrm{LN}'\big(x_l + F(x_l)\big)" in latex and r"I + F'\big(" in latex
     info = at.info[0].value
-    # the seed demo's recipe at the live size: 4 heads, KV 4·2/8 = 1, SwiGLU ⌊8/3·64⌋ = 170
-    assert "d=64, 4 blocks, 4 heads / 1 KV, FFN 170, vocab 256" in info
+    # the seed demo's recipe at the live size: 4 heads; 4·2/8 = 1 KV head would make the GQA
+    # demo MQA, so claims.small_training_config keeps it GQA with 2; SwiGLU ⌊8/3·64⌋ = 170
+    assert "d=64, 4 blocks, 4 heads / 2 KV, FFN 170, vocab 256" in info
+    # both arms keep the sidebar's final norm (on for the demo): Post-LN then ends LN(LN(x))
+    assert "final_norm (on)" in info and "LN(LN(x))" in info
     assert len(at.get("plotly_chart")) == 0
 
 

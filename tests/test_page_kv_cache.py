@@ -45,10 +45,24 @@ def test_gpu_batch_and_context_changes_update_the_fit_and_roofline():
     assert "context 4,096" in at.get("plotly_chart")[2].proto.spec
 
 
-def test_a_model_too_big_for_the_gpu_says_so():
+def test_a_model_too_big_for_the_gpu_says_so_with_its_own_weights():
     at = run_page({"preset": "llama-3.1-405b"})
-    assert any("do not fit" in w.value for w in at.warning)
+    # the model's own (GQA) weights at bf16: 2 B × 405,853,388,800 = 756 GiB — not the MQA
+    # variant's smaller ones
+    warnings = [w.value for w in at.warning if "do not fit" in w.value]
+    assert len(warnings) == 1 and f"({ui.human_bytes(2 * 405_853_388_800)} at bf16)" in \
+        warnings[0] and "756 GiB" in warnings[0]
     assert variant_metrics(at)["GQA (this model)"] == f"{2 * 126 * 8 * 128 * 2:,} B/token"
+
+
+def test_the_cache_formula_is_split_and_readable_for_a_large_cache():
+    at = run_page({"preset": "llama-2-70b", "seq": "4096", "batch": "64"})
+    first, second = [m.value.strip("$\n") for m in at.latex][:2]
+    # 2 (K, V) · 80 layers · 8 KV heads · 128 · 2 bytes = 327,680 B/token
+    assert first.endswith("= 327,680")
+    # × 64 sequences × 4,096 tokens = 85,899,345,920 bytes = 80 GiB, written in binary units
+    assert r"327,680 \cdot 64 \cdot 4,096" in second and r"\text{80 GiB}" in second
+    assert any("85,899,345,920 bytes" in c.value for c in at.caption)
 
 
 def test_kv_head_mismatch_from_the_url_and_widget_shows_the_rule():

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import claims, experiments, ui
+from llama_lab import analysis, claims, experiments, ui
 from llama_lab.config import PRESETS
 from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
 
@@ -40,7 +40,8 @@ def test_default_page_runs_the_sidebar_model_and_shows_the_formulas():
 def test_a_big_preset_defaults_to_the_scaled_down_copy():
     at = run_page({"preset": "llama-3-8b"})
     assert at.radio(key=P + "model").value == "small"
-    assert "d=64, 4 blocks, 4 heads / 1 KV" in at.caption[0].value and "vocab 256" in \
+    # llama-3-8b is GQA (32 q / 8 kv): the 4-head copy stays GQA with 2 KV heads
+    assert "d=64, 4 blocks, 4 heads / 2 KV" in at.caption[0].value and "vocab 256" in \
         at.caption[0].value
     # the scaled-down copy is claims.small_training_config at the chosen depth
     at.number_input(key=P + "n_layers").set_value(2).run()
@@ -68,6 +69,20 @@ def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):
     assert len(at.get("plotly_chart")) == 1
     logits = at.dataframe[1].value
     assert list(logits.logits) == ["with final norm", "without final norm"]
+    # the causal-attention MFU beside the full-T×T one, explained
+    mfu = next(m for m in at.metric if m.label == "MFU")
+    assert mfu.delta == f"causal scores: {live.mfu_causal:.1%}"
+    assert live.mfu_causal < live.mfu and any("is_causal=True" in c.value for c in at.caption)
+    # on the CPU the peak is the tensors added up: labelled an estimate
+    assert shown["Peak memory (estimate)"] == ui.human_bytes(live.peak_memory_bytes)
+    memory = at.dataframe[0].value.set_index("component")
+    assert memory.notna().all().all()                          # every prediction filled in
+    # fp32 weights and gradients: measured tensor bytes = analysis.training_memory's 4 B/param
+    params = analysis.count_params(PRESETS["debug"]).total
+    assert memory.loc["weights", "measured_bytes"] == memory.loc["weights", "predicted_bytes"] \
+        == 4 * params
+    assert memory.loc["gradients", "predicted_bytes"] == 4 * params
+    assert memory.loc["weights", "measured"] == ui.human_bytes(4 * params)
 
 
 def test_decode_benchmark_bytes_match_the_hand_count(monkeypatch):

@@ -4,7 +4,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
-from apptest_helpers import open_page
+from apptest_helpers import metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "1_Parameters_and_FLOPs.py")
 
@@ -28,8 +28,14 @@ def test_renders_the_counts_charts_and_formulas():
     assert metric_help(at, "Forward FLOPs").startswith("7,146,569,728")
     assert len(at.get("plotly_chart")) == 3
     assert len(at.latex) >= 2
-    block = at.dataframe[0].value
+    assert metrics(at)["Forward FLOPs"] == "7.15 GFLOP"           # the label stays short
+    block = at.dataframe[0].value.set_index("tensor")
     assert block.params.sum() == 2_753_024                          # one block of the demo
+    # per tensor, not per component: q 2·128·512·512, k 2·128·512·128 (2 KV heads × 64)
+    assert block.loc["q_proj", "forward_flops"] == 67_108_864
+    assert block.loc["k_proj", "forward_flops"] == 16_777_216
+    # 4 blocks × the column + lm_head = the forward total above
+    assert 4 * block.forward_flops.sum() + 4_194_304_000 == 7_146_569_728
 
 
 def test_moving_a_widget_changes_the_numbers():

@@ -33,12 +33,30 @@ def test_tied_embeddings_drop_the_head_from_the_sunburst():
 
 def test_block_table_is_one_block():
     flops = analysis.count_flops(DEMO, 128)
-    table = plots.block_table(DEMO, flops)
+    table = plots.block_table(DEMO, flops).set_index("tensor")
     assert table.params.sum() == 2_753_024
-    ffn_rows = table[table.component == "ffn"]
-    assert set(ffn_rows.component_flops_per_block) == {2 * 128 * 3 * 512 * 1365}
-    scores = table[table.tensor.str.startswith("attention scores")]
-    assert scores.component_flops_per_block.item() == 4 * 128 * 128 * 8 * 64
+    # each weight matrix: 2 FLOPs × its weights × B·T = 128 tokens — not its component's total
+    assert table.loc["q_proj", "forward_flops"] == 2 * 128 * 512 * 512          # 67,108,864
+    assert table.loc["k_proj", "forward_flops"] == 2 * 128 * 512 * 128          # 2 KV heads × 64
+    assert table.loc["gate_proj", "forward_flops"] == 2 * 128 * 512 * 1365
+    scores = table.loc["attention scores (QKᵀ, AV)", "forward_flops"]
+    assert scores == 4 * 128 * 128 * 8 * 64                 # 2 matmuls · 2 · T² · H · D
+    assert table.loc["input_layernorm", "forward_flops"] == 0    # element-wise, counted apart
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("bias", [False, True])
+def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
+    cfg = PRESETS[name].replace(bias=bias)            # transformer-2017: ReLU, two matrices
+    flops = analysis.count_flops(cfg, 96, batch=3)
+    table = plots.block_table(cfg, flops)
+    assert table.forward_flops.sum() * cfg.n_layers + flops.by_component["lm_head"] \
+        == flops.forward
+    attention = table[table.component == "attention"].forward_flops.sum() * cfg.n_layers
+    assert attention == flops.by_component["attention_proj"] + \
+        flops.by_component["attention_scores"]
+    assert table[table.component == "ffn"].forward_flops.sum() * cfg.n_layers == \
+        flops.by_component["ffn"]
 
 
 def test_scores_overtake_the_ffn_at_one_and_a_half_ffn_widths():
@@ -59,6 +77,10 @@ def test_flops_chart_stacks_to_the_forward_per_token():
     assert {shape.x0 for shape in fig.layout.shapes} == {2048, 128}
     # labels sit at log10 positions on the log axis (plotly reads annotation x as an exponent)
     assert {a.x for a in fig.layout.annotations} == {math.log10(2048), math.log10(128)}
+    # the x range is the sweep's; a label right of the middle is written left of its line
+    assert tuple(fig.layout.xaxis.range) == (math.log10(16), math.log10(4096))
+    sides = {round(10 ** a.x): a.xanchor for a in fig.layout.annotations}
+    assert sides == {2048: "right", 128: "left"}
     assert plots.flops_bar(counts[1]).data[0].y[0] == counts[1].by_component["attention_proj"]
 
 
@@ -121,6 +143,75 @@ def test_training_curves_one_trace_per_run():
     fig = plots.training_curves(frame)
     assert [trace.name for trace in fig.data] == ["a", "b"]
     assert list(fig.data[1].y) == [5.0, 3.5]
+
+
+# ---- beyond int64: the largest model at the largest workload ------------------------------------
+HUGE = PRESETS["llama-3.1-405b"].replace(d_model=131_072, n_layers=4_096,
+                                         max_seq_len=16_777_216, vocab_size=4_194_304)
+
+
+def test_display_number_turns_only_integers_beyond_int64_into_floats():
+    assert plots.display_number(2**63 - 1) == 2**63 - 1 and isinstance(
+        plots.display_number(2**63 - 1), int)
+    assert plots.display_number(2**63) == 2.0**63 and isinstance(plots.display_number(2**63),
+                                                                   float)
+    assert isinstance(plots.display_number(-(2**63) - 1), float)
+    assert plots.display_number(True) is True and plots.display_number("x") == "x"
+    frame = pd.DataFrame({"name": ["a", "b"], "flops": [10**30, 7], "small": [1, 2],
+                          "wide": [2**63, 1]})                 # pandas infers uint64 here
+    shown = plots.display_frame(frame)
+    assert shown.flops.dtype == "float64" and shown.flops.iloc[0] == 1e30
+    assert shown.wide.dtype == "float64"
+    assert shown.small.dtype == "int64" and shown.name.tolist() == ["a", "b"]
+    assert frame.flops.iloc[0] == 10**30                       # the original keeps exact ints
+
+
+def test_figures_at_the_limits_serialise():
+    # 4,096 blocks × d = 131,072 at B = 65,536, T = 16,777,216: ~4·10²⁸ forward FLOPs
+    flops = analysis.count_flops(HUGE, 16_777_216, 65_536)
+    assert flops.forward > 2**63
+    for fig in (plots.flops_bar(flops), plots.params_sunburst(analysis.count_params(HUGE)),
+                plots.flops_vs_seq_len([analysis.count_flops(HUGE, t, 65_536)
+                                        for t in (16, 16_777_216)]),
+                plots.kv_memory_vs_context(plots.kv_memory_curve_frame(
+                    HUGE, (16, 16_777_216), 65_536, "fp32"), GPUS["H200 141GB"])):
+        fig.to_json()                                            # plotly's encoder: no error
+    assert plots.flops_bar(flops).data[0].y[2] == pytest.approx(flops.by_component["ffn"])
+    table = plots.block_table(HUGE, flops)
+    assert table.forward_flops.sum() * HUGE.n_layers + flops.by_component["lm_head"] \
+        == flops.forward                                         # exact in the table itself
+    plots.display_frame(table).to_json()
+
+
+@pytest.mark.parametrize("value,unit,text", [
+    (1_234_567, "", "1.23 M"), (999_999, "", "1 M"),           # rounds up into the next prefix
+    (7.15e9, "FLOP", "7.15 GFLOP"), (1.84e15, "FLOP", "1.84 PFLOP"),
+    (3.2e18, "FLOP", "3.2 EFLOP"), (4.5e21, "", "4.5 Z"), (6e24, "FLOP", "6 YFLOP"),
+    (4.01e28, "FLOP", "4.01e+28 FLOP"),                        # past 999 Y: scientific
+    (512, "FLOP", "512 FLOP"), (0.5, "", "0.5")])
+def test_human_count_prefixes(value, unit, text):
+    assert plots.human_count(value, unit) == text
+
+
+def test_human_bytes_and_params():
+    assert plots.human_bytes(1536) == "1.5 KiB" and plots.human_bytes(12) == "12 B"
+    assert plots.human_bytes(80 * 2**60) == "80 EiB" and plots.human_bytes(3 * 2**70) == "3 ZiB"
+    assert plots.human_bytes(2**90) == "1.24e+27 B" and plots.human_bytes(None) == "—"
+    assert plots.human_bytes(2**20 - 1) == "1 MiB"
+    assert plots.human_params(6_738_415_616) == "6.74 B"
+    assert plots.human_params(405_853_388_800) == "406 B" and plots.human_params(999) == "999"
+    assert plots.human_params(1.6e15) == "1.6e+15"
+
+
+def test_every_axis_grows_its_margin_and_the_legend_sits_below_the_x_title():
+    flops = analysis.count_flops(DEMO, 128)
+    points = plots.roofline_points(DEMO, GPUS["H100 80GB"], (1, 64), 1024, "bf16")
+    for fig in (plots.flops_vs_seq_len([flops]), plots.decode_throughput(points),
+                plots.roofline_figure(points, GPUS["H100 80GB"]), plots.flops_bar(flops)):
+        axes = [fig.layout[name] for name in fig.layout if name.startswith(("xaxis", "yaxis"))]
+        assert axes and all(axis.automargin for axis in axes)
+        # in the figure's bottom margin (container coordinates), which it pushes down
+        assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
 
 
 def test_plots_do_not_import_streamlit():
