@@ -37,16 +37,7 @@ def test_claims_do_not_depend_on_the_sidebar_and_survive_an_invalid_config():
     assert {m.label: m.value for m in at.metric}["Claims checked"] == str(len(claims.seed_claims()))
 
 
-def test_downloads_hold_every_claim(monkeypatch):
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-    stored = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def record(self, path_or_data, mimetype, kind, filename=None):
-        stored[filename] = path_or_data
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+def test_downloads_hold_every_claim(stored):
     run_page()
     listed = json.loads(stored["seed_claims.json"])
     assert [c["id"] for c in listed] == [c.id for c in claims.seed_claims()]

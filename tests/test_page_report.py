@@ -6,7 +6,6 @@ import zipfile
 from pathlib import Path
 
 import pandas as pd
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import analysis, experiments, report, ui
@@ -18,20 +17,6 @@ PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "7_Report.py")
 FILE_NAMES = {"llama_lab_report.html", "llama_lab_report.json", "llama_lab_report_csv.zip",
               "llama_lab_report.md"}
 
-
-@pytest.fixture
-def stored(monkeypatch):
-    """What the download buttons hand to Streamlit's media store, by file name."""
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-    files = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def record(self, path_or_data, mimetype, kind, filename=None):
-        files[filename] = path_or_data
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
-    return files
 
 
 def run_page(query: dict | None = None, state: dict | None = None) -> AppTest:

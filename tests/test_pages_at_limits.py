@@ -35,20 +35,6 @@ def config_of(query: dict) -> tuple:
     return ui.config_from_values(values), int(query["seq"]), int(query["batch"])
 
 
-@pytest.fixture
-def stored(monkeypatch):
-    """What the download buttons hand to Streamlit's media store, by file name."""
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-    files = {}
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def record(self, path_or_data, mimetype, kind, filename=None):
-        files[filename] = path_or_data
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
-    return files
-
 
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_the_sizes_are_the_largest_the_sidebar_accepts(name):
