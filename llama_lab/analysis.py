@@ -412,7 +412,7 @@ def _free_after_weights(cfg: ModelConfig, gpu: GPU | str, dtype: str) -> int:
 def max_context_that_fits(cfg: ModelConfig, gpu: GPU | str, batch: int = 1,
                           dtype: str = "bf16") -> int:
     """Longest context (tokens per sequence) whose KV cache fits next to the weights (0 when
-    the weights alone do not fit). Activations of decoding are tiny and not reserved; the
+    the weights alone do not fit, or when not even one token of cache fits beside them). Activations of decoding are tiny and not reserved; the
     answer may exceed max_seq_len (it says what memory allows, not what the model supports)."""
     _check_count("batch", batch, MAX_BATCH)
     free = _free_after_weights(cfg, gpu, dtype)

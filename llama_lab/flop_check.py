@@ -69,8 +69,13 @@ def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
                 .uncalled_modules_warnings(False))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")                     # torch.jit TracerWarnings
-        by_operator = dict(analysis.by_operator())
-        unsupported = dict(analysis.unsupported_ops())
+        try:
+            by_operator = dict(analysis.by_operator())
+            unsupported = dict(analysis.unsupported_ops())
+        except RuntimeError as exc:                         # e.g. a B·H·T² score tensor > int64
+            raise AnalysisError(f"fvcore cannot trace B={batch}, T={seq_len} for this model: torch "
+                                f"refused to build its tensors ({str(exc).splitlines()[0][:160]}); "
+                                f"the closed-form count above stands alone") from None
     return by_operator, unsupported
 
 

@@ -91,3 +91,12 @@ def test_attention_scores_counted_by_fvcore_itself(monkeypatch, n_kv_heads):
     assert 2 * by_op["matmul"] == ours.by_component["attention_scores"] == 4 * 2 * 48 * 48 * 64 * 2
     assert 2 * analysis.total() - 2 * sum(v for k, v in by_op.items()
                                           if k not in ("linear", "matmul")) == ours.forward
+
+
+def test_a_size_torch_cannot_build_is_an_analysis_error():
+    from llama_lab.config import ModelConfig
+    cfg = ModelConfig(d_model=131072, n_layers=4096, n_heads=1024, n_kv_heads=8,
+                      ffn_hidden=1048576, vocab_size=4194304, max_seq_len=16777216)
+    # B·H·T² = 65536 · 1024 · 2⁴⁸ scores: more elements than a tensor may hold, even on meta
+    with pytest.raises(AnalysisError, match="fvcore cannot trace B=65536, T=16777216"):
+        fvcore_check(cfg, 16777216, 65536, method="scaled")
