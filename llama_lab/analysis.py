@@ -311,6 +311,27 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
     return _flop_count(cfg, "forward", batch, T, T, batch * T * T, batch * T * (T + 1) // 2)
 
 
+def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | None:
+    """The shortest sequence length at which the attention-score FLOPs (QKᵀ and AV, full T×T)
+    exceed the FFN's, found by bisection on ``analysis.count_flops`` (scores grow as T², the FFN
+    as T); None if it does not happen up to ``upper`` (default: the largest allowed length)."""
+    upper = upper or LIMITS["max_seq_len"]
+
+    def overtaken(seq_len: int) -> bool:
+        parts = count_flops(cfg, seq_len).by_component
+        return parts["attention_scores"] > parts["ffn"]
+
+    if not overtaken(upper):
+        return None
+    low, high = 1, upper                       # overtaken(high) holds
+    if overtaken(low):
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if overtaken(middle) else (middle, high)
+    return high
+
+
 def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1) -> FlopCount:
     """One new token per sequence attending ``context_len`` keys (the cache plus itself):
     projections, FFN and lm_head for B tokens, scores over S keys. Nothing is masked, so the

@@ -190,29 +190,6 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
 
 
 # ---- FLOPs vs sequence length -------------------------------------------------------------------
-def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | None:
-    """The shortest sequence length at which the attention-score FLOPs (QKᵀ and AV, full T×T)
-    exceed the FFN's, found by bisection on ``analysis.count_flops`` (scores grow as T², the FFN
-    as T); None if it does not happen up to ``upper`` (default: the largest allowed length)."""
-    from .config import LIMITS
-
-    upper = upper or LIMITS["max_seq_len"]
-
-    def overtaken(seq_len: int) -> bool:
-        parts = analysis.count_flops(cfg, seq_len).by_component
-        return parts["attention_scores"] > parts["ffn"]
-
-    if not overtaken(upper):
-        return None
-    low, high = 1, upper                       # overtaken(high) holds
-    if overtaken(low):
-        return low
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if overtaken(middle) else (middle, high)
-    return high
-
-
 def flops_sweep_frame(counts: Sequence[analysis.FlopCount]) -> pd.DataFrame:
     """Long table: seq_len, component, FLOPs per token (forward, matmuls)."""
     rows = [{"seq_len": count.seq_len, "component": name, "flops_per_token": value / count.tokens,

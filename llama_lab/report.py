@@ -252,7 +252,7 @@ def _analysis_parts(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
               pd.DataFrame([g.to_dict() for g in hardware.GPUS.values()])),
     ]
 
-    crossover = plots.scores_overtake_ffn_at(cfg)
+    crossover = analysis.scores_overtake_ffn_at(cfg)
     upper = max(cfg.max_seq_len, seq_len, 2 * crossover if crossover else 0, 1024)
     upper = min(upper, 16_777_216)
     counts = [analysis.count_flops(cfg, length, batch) for length in sweep_lengths(upper)]

@@ -602,7 +602,7 @@ def flops_sweep(cfg: ModelConfig, seq_lens: tuple[int, ...], batch: int) -> list
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def scores_crossover(cfg: ModelConfig) -> int | None:
-    return plots.scores_overtake_ffn_at(cfg)
+    return analysis.scores_overtake_ffn_at(cfg)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -61,10 +61,10 @@ def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
 
 def test_scores_overtake_the_ffn_at_one_and_a_half_ffn_widths():
     # per token: scores 4·T·H·D·L, FFN 2·3·C·F·L; with H·D = C they cross at T > 1.5·F
-    assert plots.scores_overtake_ffn_at(DEMO) == math.floor(1.5 * 1365) + 1       # 2048
+    assert analysis.scores_overtake_ffn_at(DEMO) == math.floor(1.5 * 1365) + 1       # 2048
     relu = DEMO.replace(ffn_type="relu", ffn_hidden=2048)      # 4·T·C vs 2·2·C·F: T > F
-    assert plots.scores_overtake_ffn_at(relu) == 2049
-    assert plots.scores_overtake_ffn_at(DEMO, upper=1000) is None
+    assert analysis.scores_overtake_ffn_at(relu) == 2049
+    assert analysis.scores_overtake_ffn_at(DEMO, upper=1000) is None
 
 
 def test_flops_chart_stacks_to_the_forward_per_token():
