@@ -43,13 +43,15 @@ EXPERIMENT_TYPES: dict[str, type] = {
     "gradnorms": exps.GradNormComparison,
     "depth_sweep": exps.DepthSweep,
     "training": exps.RunComparison,
+    "ablation": exps.RunComparison,
     "live_pass": exps.LivePass,
     "decode": exps.DecodeBench,
 }
 EXPERIMENT_TITLES = {
     "gradnorms": "Gradient norms: Post-LN vs Pre-LN",
     "depth_sweep": "Depth sweep (Xiong et al. 2020)",
-    "training": "Training runs (the labels say which arms were compared)",
+    "training": "Training runs: Post-LN / Pre-LN × warmup",
+    "ablation": "Training contrasts of the 2017-vs-LLaMA table",
     "live_pass": "Live pass",
     "decode": "KV-cache decoding: MHA / GQA / MQA",
 }
@@ -351,16 +353,16 @@ def _experiment_parts(entry: ExperimentEntry) -> tuple[list[Table], list[Figure]
                   Table("depth_sweep", "Last block's ‖∇W_down‖ by depth", section,
                         result.to_frame())]
         figures = [Figure("depth_sweep", "Depth sweep", section, ep.depth_sweep_figure(result))]
-    elif kind == "training":
-        tables = [Table("training_summary", "Runs", section, result.summary_frame(), ran_on),
-                  Table("training_steps", "Every step of every run", section, result.to_frame()),
-                  Table("training_layer_grad_norm", "Per-block gradient norm at every step",
+    elif kind in ("training", "ablation"):
+        tables = [Table(f"{kind}_summary", "Runs", section, result.summary_frame(), ran_on),
+                  Table(f"{kind}_steps", "Every step of every run", section, result.to_frame()),
+                  Table(f"{kind}_layer_grad_norm", "Per-block gradient norm at every step",
                         section, ep.layer_grad_long(result)),
-                  Table("training_logits", "Logits after training, with and without the final "
+                  Table(f"{kind}_logits", "Logits after training, with and without the final "
                                            "norm", section, ep.run_logits_table(result))]
-        figures = [Figure("training_curves", "Loss and learning rate", section,
+        figures = [Figure(f"{kind}_curves", "Loss and learning rate", section,
                           ep.training_curves(result)),
-                   Figure("training_heatmaps", "Per-block gradient norms (block × step)",
+                   Figure(f"{kind}_heatmaps", "Per-block gradient norms (block × step)",
                           section, ep.training_heatmaps(result))]
     elif kind == "live_pass":
         tables = [Table("live_pass", "Measured vs predicted", section, ep.live_summary(result),

@@ -46,7 +46,8 @@ EXPERIMENT_KEYS: dict[str, str] = {kind: report.experiment_state_key(kind)
                                    for kind in report.EXPERIMENT_TYPES}
 KEY_GRADNORMS = EXPERIMENT_KEYS["gradnorms"]
 KEY_DEPTH_SWEEP = EXPERIMENT_KEYS["depth_sweep"]
-KEY_TRAINING = EXPERIMENT_KEYS["training"]        # the latest training comparison, any page
+KEY_TRAINING = EXPERIMENT_KEYS["training"]        # Post-LN / Pre-LN × warmup (Gradient norms)
+KEY_ABLATION = EXPERIMENT_KEYS["ablation"]        # a contrast of the seed's table (Architecture)
 KEY_LIVE_PASS = EXPERIMENT_KEYS["live_pass"]
 KEY_DECODE = EXPERIMENT_KEYS["decode"]
 
@@ -907,4 +908,5 @@ def _decode_panel(entry: report.ExperimentEntry, prefix: str) -> None:
 
 _PANELS: dict[str, Callable[[report.ExperimentEntry, str], None]] = {
     "gradnorms": _gradnorms_panel, "depth_sweep": _depth_sweep_panel,
-    "training": _training_panel, "live_pass": _live_pass_panel, "decode": _decode_panel}
+    "training": _training_panel, "ablation": _training_panel, "live_pass": _live_pass_panel,
+    "decode": _decode_panel}

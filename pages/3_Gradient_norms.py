@@ -4,7 +4,7 @@ import streamlit as st
 from llama_lab import data, experiments, ui
 
 P = "llama_lab.page3."
-KEY_TRAINING = P + "training"     # this page's runs (ui.KEY_TRAINING: the latest of any page)
+KEY_TRAINING = P + "training"     # this page's runs (also under ui.KEY_TRAINING for the report)
 WIDTHS = (32, 64, 128, 256)
 DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 HINT = "use fewer layers, steps or depths, a smaller width, batch or sequence, or a GPU"

@@ -56,7 +56,7 @@ if st.button("Train", type="primary"):
     outcome = ui.run_with_status("Training comparison", train, "this training comparison")
     if outcome is not None:
         result, source_name = outcome
-        ui.keep_experiment("training", result, train_cfg,
+        ui.keep_experiment("ablation", result, train_cfg,
                            {**chosen, "lr": TRAIN_LR, "warmup_steps": TRAIN_WARMUP,
                             "seq_len": TRAIN_SEQ, "batch": TRAIN_BATCH, "data": source_name},
                            KEY_RESULT)

@@ -67,21 +67,21 @@ def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeyp
     assert len(at.get("plotly_chart")) == 1
     assert seen == [1]                                    # ran inside ui.exclusive_run
 
-    entry = at.session_state[ui.KEY_TRAINING]             # where the Report page collects it
+    entry = at.session_state[ui.KEY_ABLATION]             # where the Report page collects it
     assert at.session_state["llama_lab.page5.result"] is entry
-    assert entry.kind == "training" and entry.config.vocab_size == 256
+    assert entry.kind == "ablation" and entry.config.vocab_size == 256
     assert entry.settings["contrast"] == "LayerNorm vs RMSNorm" and entry.settings["steps"] == 20
     assert list(entry.result.runs) == ["LayerNorm", "RMSNorm"]
     report_page = AppTest.from_file(str(PAGE.parent / "7_Report.py"), default_timeout=120)
     report_page.query_params.update({"preset": "debug"})
-    report_page.session_state[ui.KEY_TRAINING] = entry
+    report_page.session_state[ui.KEY_ABLATION] = entry
     report_page.run()
     assert not report_page.exception
     experiments_metric = next(m for m in report_page.metric if m.label == "Experiments")
-    assert experiments_metric.value == "1" and experiments_metric.proto.help == "training"
+    assert experiments_metric.value == "1" and experiments_metric.proto.help == "ablation"
     built = report.build_report(entry.config, 16, 1,
-                                experiments={"training": entry})
-    summary = built.table("training_summary")
+                                experiments={"ablation": entry})
+    summary = built.table("ablation_summary")
     assert list(summary.frame.label) == ["LayerNorm", "RMSNorm"]
     assert "contrast=LayerNorm vs RMSNorm" in summary.note
 

@@ -32,6 +32,9 @@ def results():
         "training": experiments.compare_runs(
             experiments.norm_position_specs(cfg, 3e-3, 1), 2, data=data.load_builtin(),
             seq_len=16, batch=2, device="cpu", eval_batches=1),
+        "ablation": experiments.compare_runs(
+            experiments.ablation_specs("norm_type", cfg, 3e-3, 1), 2, data=data.load_builtin(),
+            seq_len=16, batch=2, device="cpu", eval_batches=1),
         "live_pass": experiments.live_pass(cfg, 16, 2, device="cpu"),
         "decode": experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu"),
     }

@@ -282,9 +282,9 @@ def test_every_page_file_is_registered_once_in_file_order():
 def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
     assert ui.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind)
                                   for kind in report.EXPERIMENT_TYPES}
-    assert len(set(ui.EXPERIMENT_KEYS.values())) == 5
-    assert (ui.KEY_GRADNORMS, ui.KEY_DEPTH_SWEEP, ui.KEY_TRAINING, ui.KEY_LIVE_PASS,
-            ui.KEY_DECODE) == tuple(ui.EXPERIMENT_KEYS.values())
+    assert len(set(ui.EXPERIMENT_KEYS.values())) == 6
+    assert (ui.KEY_GRADNORMS, ui.KEY_DEPTH_SWEEP, ui.KEY_TRAINING, ui.KEY_ABLATION,
+            ui.KEY_LIVE_PASS, ui.KEY_DECODE) == tuple(ui.EXPERIMENT_KEYS.values())
     assert set(ui._PANELS) == set(report.EXPERIMENT_TYPES)
 
 
