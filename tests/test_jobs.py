@@ -73,3 +73,16 @@ def test_several_slots_run_together():
     for t in threads:
         t.join()
     assert peak[0] == 2
+
+
+def test_streamlit_stop_and_rerun_release_the_slot():
+    """What Streamlit raises inside a run when the user reruns or closes the tab."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
+    limiter = JobLimiter(1)
+    for interruption in (StopException(), RerunException(None)):
+        with pytest.raises(type(interruption)):
+            with limiter.slot():
+                raise interruption
+        assert limiter.running == 0
+    with limiter.slot(max_wait_s=0.1):
+        pass
