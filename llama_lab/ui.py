@@ -702,13 +702,10 @@ def set_defaults(prefix: str, **values: Any) -> None:
 def live_config(cfg: ModelConfig, n_layers: int, d_model: int = claims.TRAINING_SHAPE["d_model"],
                 seq_len: int = 0) -> ModelConfig:
     """``cfg``'s recipe (norms, positions, FFN type, biases, init, KV sharing) at a size that
-    runs live: claims.small_training_config (4 heads, byte-level vocabulary 256), then the given
-    width and depth, and room for ``seq_len`` tokens; the FFN width follows the recipe's rule."""
-    small = claims.small_training_config(cfg)
-    ffn = seed_ffn_hidden(d_model) if small.ffn_type == "swiglu" else \
-        max(1, round(cfg.ffn_hidden / cfg.d_model * d_model))        # 2017: keep cfg's ratio
-    return small.replace(d_model=d_model, n_layers=n_layers, ffn_hidden=ffn,
-                         max_seq_len=max(seq_len, small.max_seq_len))
+    runs live: claims.small_training_config at the given width (4 heads, byte-level vocabulary
+    256, the recipe's FFN rule), then the given depth and room for ``seq_len`` tokens."""
+    small = claims.small_training_config(cfg, d_model=d_model)
+    return small.replace(n_layers=n_layers, max_seq_len=max(seq_len, small.max_seq_len))
 
 
 def check_cpu_budget(flops: float, device: str, what: str, hint: str) -> None:
