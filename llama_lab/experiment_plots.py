@@ -10,8 +10,6 @@ least-squares intercept.
 from __future__ import annotations
 
 import math
-import statistics
-from typing import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -19,7 +17,8 @@ from plotly.subplots import make_subplots
 
 from . import analysis
 from .config import ModelConfig
-from .experiments import DecodeBench, DepthSweep, GradNormComparison, LivePass, RunComparison
+from .experiments import (DecodeBench, DepthSweep, GradNormComparison, LivePass, RunComparison,
+                          loglog_fit)
 from .plots import display_frame, human_bytes, layout_figure
 
 NORM_COLORS = {"post": "#d62728", "pre": "#1f77b4"}
@@ -88,18 +87,12 @@ def gradnorm_summary(comparison: GradNormComparison) -> pd.DataFrame:
 
 
 # ---- depth sweep ------------------------------------------------------------------------------------
-def power_law_fit(xs: Sequence[float], ys: Sequence[float], slope: float) -> float:
-    """Least-squares intercept of log y = intercept + slope·log x for a given slope."""
-    return statistics.fmean(math.log(y) for y in ys) - slope * statistics.fmean(
-        math.log(x) for x in xs)
-
-
 def depth_sweep_figure(sweep: DepthSweep) -> go.Figure:
     """Last block's ‖∇W_down‖ against depth L, log-log, with the fitted power laws."""
     fig = go.Figure()
     for position, values, slope in (("post", sweep.post, sweep.post_slope),
                                     ("pre", sweep.pre, sweep.pre_slope)):
-        intercept = power_law_fit(sweep.depths, values, slope)
+        intercept = loglog_fit(sweep.depths, values)[1]
         fitted = [math.exp(intercept) * depth ** slope for depth in sweep.depths]
         color = NORM_COLORS[position]
         fig.add_trace(go.Scatter(

@@ -779,12 +779,17 @@ def gradnorms(cfg: ModelConfig, seq_len: int, batch: int, seed: int = 0,
                               batch=batch, seed=seed)
 
 
-def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Least-squares slope of log y against log x (y ∝ x^slope)."""
+def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of log y = intercept + slope·log x (y ∝ x^slope)."""
     lx = [math.log(x) for x in xs]
     ly = [math.log(y) for y in ys]
     mx, my = statistics.fmean(lx), statistics.fmean(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+    slope = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+    return slope, my - slope * mx
+
+
+def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    return loglog_fit(xs, ys)[0]
 
 
 @dataclass(frozen=True)
