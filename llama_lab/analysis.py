@@ -361,11 +361,18 @@ def gqa_kv_heads(cfg: ModelConfig) -> int:
     return min(divisors, key=lambda g: (abs(g - H / 8), g))
 
 
-def attention_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:
-    """The same model as MHA, GQA and MQA (only n_kv_heads changes)."""
-    return {"mha": cfg.replace(n_kv_heads=cfg.n_heads),
-            "gqa": cfg.replace(n_kv_heads=gqa_kv_heads(cfg)),
-            "mqa": cfg.replace(n_kv_heads=1)}
+def attention_variants(cfg: ModelConfig, distinct: bool = False) -> dict[str, ModelConfig]:
+    """The same model as MHA, GQA and MQA (only n_kv_heads changes). ``distinct`` drops
+    repeats: a head count with no divisor strictly between 1 and itself has no GQA, and one
+    head is MHA and MQA at once."""
+    variants = {"mha": cfg.replace(n_kv_heads=cfg.n_heads),
+                "gqa": cfg.replace(n_kv_heads=gqa_kv_heads(cfg)),
+                "mqa": cfg.replace(n_kv_heads=1)}
+    if distinct and variants["gqa"].n_kv_heads in (1, cfg.n_heads):
+        del variants["gqa"]
+    if distinct and cfg.n_heads == 1:
+        del variants["mqa"]
+    return variants
 
 
 @dataclass(frozen=True)

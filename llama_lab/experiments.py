@@ -1187,17 +1187,6 @@ def ablation_specs(kind: str, cfg: ModelConfig, lr: float, warmup_steps: int,
 # ================================================================================================
 # KV-cache decoding: MHA vs GQA vs MQA
 # ================================================================================================
-def decode_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:
-    """analysis.attention_variants, less a GQA column that would repeat MHA or MQA (n_heads
-    with no divisor strictly between 1 and itself)."""
-    variants = analysis.attention_variants(cfg)
-    if variants["gqa"].n_kv_heads in (1, cfg.n_heads):
-        del variants["gqa"]
-    if cfg.n_heads == 1:
-        del variants["mqa"]
-    return variants
-
-
 @dataclass(frozen=True)
 class DecodeRow:
     variant: str
@@ -1269,7 +1258,7 @@ def decode_benchmark(cfg: ModelConfig, context_lens: Sequence[int] = (32, 64, 12
     _check_sizes(cfg, context_lens[-1], batch)
     dev = pick_device(device)
     torch_dtype = check_dtype(dtype, dev)
-    variants = decode_variants(cfg)
+    variants = analysis.attention_variants(cfg, distinct=True)
     worst = analysis.inference_memory(variants["mha"], context_lens[-1] + new_tokens, batch, dtype)
     check_memory(int(worst.total_bytes), dev, f"decoding (B={batch}, context {context_lens[-1]}, {dtype})")
 

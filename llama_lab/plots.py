@@ -234,22 +234,11 @@ def flops_bar(flops: analysis.FlopCount) -> go.Figure:
 
 
 # ---- KV cache -----------------------------------------------------------------------------------
-def distinct_attention_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:
-    """analysis.attention_variants without repeats (a head count with no proper divisor has no
-    GQA; one head is MHA and MQA at once)."""
-    seen, variants = set(), {}
-    for kind, variant in analysis.attention_variants(cfg).items():
-        if variant.n_kv_heads not in seen:
-            seen.add(variant.n_kv_heads)
-            variants[kind] = variant
-    return variants
-
-
 def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str) -> pd.DataFrame:
     """MHA / GQA / MQA of the same model: KV bytes per token, the cache at B×T, weights, and the
     longest context (at batch B) and largest batch (at length T) that fit on ``gpu``."""
     rows = []
-    for kind, variant in distinct_attention_variants(cfg).items():
+    for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         report = analysis.kv_cache(variant, seq_len, batch, dtype)
         rows.append({
             "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
@@ -266,7 +255,7 @@ def kv_memory_curve_frame(cfg: ModelConfig, context_lens: Sequence[int], batch: 
                           dtype: str) -> pd.DataFrame:
     """Weights + KV cache for each attention variant over context length."""
     rows = []
-    for kind, variant in distinct_attention_variants(cfg).items():
+    for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         weights = analysis.weight_bytes(variant, dtype)
         for context in context_lens:
             cache = analysis.kv_cache(variant, context, batch, dtype).bytes
@@ -335,7 +324,7 @@ def roofline_points(cfg: ModelConfig, gpu: GPU, batches: Sequence[int], context_
                     dtype: str) -> pd.DataFrame:
     """Decode steps of MHA / GQA / MQA over batch at one context length."""
     rows = []
-    for kind, variant in distinct_attention_variants(cfg).items():
+    for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         for batch in batches:
             r = analysis.roofline(variant, gpu, batch, context_len, dtype, phase="decode")
             rows.append({"attention": kind, "n_kv_heads": variant.n_kv_heads, "batch": batch,

@@ -87,7 +87,7 @@ if st.button("Run the decode benchmark", type="primary", key=P + "run_decode"):
         # per variant and context: prefill c tokens, then new_tokens single-token steps
         flops = sum(analysis.count_flops(v, c, batch).forward
                     + new_tokens * analysis.decode_flops(v, c + new_tokens, batch).forward
-                    for v in experiments.decode_variants(run_cfg).values() for c in contexts)
+                    for v in analysis.attention_variants(run_cfg, distinct=True).values() for c in contexts)
         ui.check_cpu_budget(flops, device, "decoding",
                             "use shorter contexts, fewer new tokens or the scaled-down copy")
         return experiments.decode_benchmark(run_cfg, contexts, batch=batch, device=device,

@@ -97,7 +97,7 @@ def test_kv_fit_frame_for_the_demo_on_an_h100():
 
 def test_variants_are_not_repeated_when_gqa_is_impossible():
     two_heads = PRESETS["debug"].replace(n_heads=2, n_kv_heads=2)   # no divisor between 1 and 2
-    assert list(plots.distinct_attention_variants(two_heads)) == ["mha", "mqa"]
+    assert list(analysis.attention_variants(two_heads, distinct=True)) == ["mha", "mqa"]
     assert len(plots.kv_fit_frame(two_heads, GPUS["L4"], 64, 1, "bf16")) == 2
 
 
