@@ -234,6 +234,13 @@ def flops_bar(flops: analysis.FlopCount) -> go.Figure:
 
 
 # ---- KV cache -----------------------------------------------------------------------------------
+def sweep_lengths(upper: int, lower: int = 16, points: int = 48) -> tuple[int, ...]:
+    """Geometrically spaced sequence lengths from ``lower`` to ``upper`` (both included)."""
+    lower = max(1, min(lower, upper))
+    ratio = (upper / lower) ** (1 / max(1, points - 1))
+    return tuple(sorted({min(upper, round(lower * ratio ** i)) for i in range(points)} | {upper}))
+
+
 def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str) -> pd.DataFrame:
     """MHA / GQA / MQA of the same model: KV bytes per token, the cache at B×T, weights, and the
     longest context (at batch B) and largest batch (at length T) that fit on ``gpu``."""

@@ -165,13 +165,6 @@ def _frame(mapping: Mapping, key: str, value: str) -> pd.DataFrame:
     return pd.DataFrame({key: list(mapping), value: list(mapping.values())})
 
 
-def sweep_lengths(upper: int, lower: int = 16, points: int = SWEEP_POINTS) -> tuple[int, ...]:
-    """Geometrically spaced lengths from ``lower`` to ``upper``, both included."""
-    lower = max(1, min(lower, upper))
-    ratio = (upper / lower) ** (1 / max(1, points - 1))
-    return tuple(sorted({min(upper, round(lower * ratio ** i)) for i in range(points)} | {upper}))
-
-
 def environment() -> dict:
     versions = {}
     for package in ("torch", "streamlit", "plotly", "pandas", "numpy"):
@@ -257,8 +250,8 @@ def _analysis_parts(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     crossover = analysis.scores_overtake_ffn_at(cfg)
     upper = max(cfg.max_seq_len, seq_len, 2 * crossover if crossover else 0, 1024)
     upper = min(upper, 16_777_216)
-    counts = [analysis.count_flops(cfg, length, batch) for length in sweep_lengths(upper)]
-    curve = plots.kv_memory_curve_frame(cfg, sweep_lengths(upper), batch, dtype)
+    counts = [analysis.count_flops(cfg, length, batch) for length in plots.sweep_lengths(upper, points=SWEEP_POINTS)]
+    curve = plots.kv_memory_curve_frame(cfg, plots.sweep_lengths(upper, points=SWEEP_POINTS), batch, dtype)
     points = plots.roofline_points(cfg, gpu, ROOFLINE_BATCHES, seq_len, dtype)
     figures = [
         Figure("params_sunburst", "Parameters by component", "Parameters",

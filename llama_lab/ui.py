@@ -578,11 +578,7 @@ def show_table(frame: pd.DataFrame | Mapping[str, Any], **kwargs: Any) -> None:
     st.dataframe(plots.display_frame(pd.DataFrame(frame)), hide_index=True, **kwargs)
 
 
-def sweep_lengths(upper: int, lower: int = 16, points: int = 48) -> tuple[int, ...]:
-    """Geometrically spaced sequence lengths from ``lower`` to ``upper`` (both included)."""
-    lower = min(lower, upper)
-    ratio = (upper / lower) ** (1 / max(1, points - 1))
-    return tuple(sorted({min(upper, round(lower * ratio ** i)) for i in range(points)} | {upper}))
+sweep_lengths = plots.sweep_lengths
 
 
 # ---- cached wrappers (keyed on the frozen config and plain arguments) ---------------------------
