@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from .config import LIMITS, ConfigError, ModelConfig
+from .units import human_bytes, human_count
 from .hardware import DTYPE_BYTES, GPU, GPUS, get_gpu
 from .model import SDPA_HAS_GQA, build_model
 
@@ -847,20 +848,6 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16")
 
 
 # ==== plain-text table =========================================================================
-def _si(value: float, unit: str = "") -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.2f} {prefix}{unit}"
-    return f"{value:.0f} {unit}".rstrip()
-
-
-def _binary(n_bytes: float) -> str:
-    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if n_bytes >= factor:
-            return f"{n_bytes / factor:.2f} {unit}"
-    return f"{n_bytes:.0f} B"
-
-
 def _table(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
     width = max(len(r[0]) for r in rows)
     mid = max(len(r[1]) for r in rows)
@@ -875,13 +862,13 @@ def format_analysis(result: dict) -> str:
     total = params["total"]
     lines = [f"LLaMA Lab analysis - seq_len {inputs['seq_len']}, batch {inputs['batch']}, "
              f"dtype {inputs['dtype']}, {inputs['attention_kind']}", ""]
-    rows = [(name, f"{count:,}", f"{_si(count):>10}  {100 * count / total:5.1f}%")
+    rows = [(name, f"{count:,}", f"{human_count(count):>10}  {100 * count / total:5.1f}%")
             for name, count in params["by_component"].items()]
-    rows += [(name, f"{params[key]:,}", f"{_si(params[key]):>10}") for name, key in
+    rows += [(name, f"{params[key]:,}", f"{human_count(params[key]):>10}") for name, key in
              (("total", "total"), ("non-embedding", "non_embedding"), ("per layer", "per_layer"))]
     lines += _table("Parameters", rows)
     forward = flops["forward"]
-    rows = [(name, f"{value:,}", f"{_si(value, 'FLOP'):>14}  {100 * value / forward:5.1f}%")
+    rows = [(name, f"{value:,}", f"{human_count(value, 'FLOP'):>14}  {100 * value / forward:5.1f}%")
             for name, value in flops["by_component"].items()]
     summary = (("forward", flops["forward"]),
                ("  causal scores only", flops["forward_causal"]),
@@ -890,23 +877,23 @@ def format_analysis(result: dict) -> str:
                ("training / token", flops["training_per_token"]),
                ("PaLM 6N+12LHQT / token", flops["palm_training_per_token"]),
                ("element-wise (not in fwd)", flops["elementwise"]["total"]))
-    rows += [(name, f"{value:,.0f}", f"{_si(value, 'FLOP'):>14}") for name, value in summary]
+    rows += [(name, f"{value:,.0f}", f"{human_count(value, 'FLOP'):>14}") for name, value in summary]
     lines += _table("FLOPs (2 per multiply-add; scores over the full T x T)", rows)
-    rows = [("bytes / token", f"{kv['bytes_per_token']:,}", _binary(kv["bytes_per_token"])),
-            ("bytes / sequence", f"{kv['bytes_per_sequence']:,}", _binary(kv["bytes_per_sequence"])),
-            ("bytes (B x T)", f"{kv['bytes']:,}", _binary(kv["bytes"]))]
+    rows = [("bytes / token", f"{kv['bytes_per_token']:,}", human_bytes(kv["bytes_per_token"])),
+            ("bytes / sequence", f"{kv['bytes_per_sequence']:,}", human_bytes(kv["bytes_per_sequence"])),
+            ("bytes (B x T)", f"{kv['bytes']:,}", human_bytes(kv["bytes"]))]
     rows += [(f"{kind.upper()} (n_kv_heads={kv['compare_kv_heads'][kind]}) / token", f"{value:,}",
-              _binary(value)) for kind, value in kv["compare"].items()]
+              human_bytes(value)) for kind, value in kv["compare"].items()]
     lines += _table(f"KV cache ({kv['dtype']})", rows)
     memory = result["memory"]
-    rows = [(f"inference: {name}", f"{value:,}", _binary(value))
+    rows = [(f"inference: {name}", f"{value:,}", human_bytes(value))
             for name, value in memory["inference"]["components"].items()]
     rows.append(("inference total", f"{memory['inference']['total_bytes']:,}",
-                 _binary(memory["inference"]["total_bytes"])))
-    rows += [(f"training: {name}", f"{value:,}", _binary(value))
+                 human_bytes(memory["inference"]["total_bytes"])))
+    rows += [(f"training: {name}", f"{value:,}", human_bytes(value))
              for name, value in memory["training"]["components"].items()]
     rows.append(("training total (1 GPU)", f"{memory['training']['total_bytes']:,}",
-                 _binary(memory["training"]["total_bytes"])))
+                 human_bytes(memory["training"]["total_bytes"])))
     lines += _table("Memory", rows)
     lines += [f"note: {note}" for note in result.get("notes", [])]
     return "\n".join(lines).rstrip() + "\n"

@@ -43,6 +43,7 @@ from . import analysis, hardware
 from .config import ModelConfig, seed_ffn_hidden
 from .data import TokenData, check_length, check_vocab, get_batch, load_builtin
 from .model import CausalLM, build_model
+from .units import human_bytes
 
 Progress = Callable[[float, str], None]
 
@@ -158,14 +159,6 @@ def free_memory_bytes(device: torch.device) -> int | None:
         return None
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def check_memory(required_bytes: int, device: torch.device | str, what: str = "this run") -> None:
     """Refuse, before anything is allocated, a run needing more than 90 % of free memory."""
     device = torch.device(device)
@@ -174,8 +167,8 @@ def check_memory(required_bytes: int, device: torch.device | str, what: str = "t
         return
     if required_bytes > MEMORY_HEADROOM * free:
         raise ExperimentError(
-            f"{what} needs about {format_bytes(required_bytes)} on {device.type} but only "
-            f"{format_bytes(free)} is free (limit {MEMORY_HEADROOM:.0%} of free); use a smaller "
+            f"{what} needs about {human_bytes(required_bytes)} on {device.type} but only "
+            f"{human_bytes(free)} is free (limit {MEMORY_HEADROOM:.0%} of free); use a smaller "
             f"model, batch or sequence length")
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from . import analysis
+from .units import human_bytes, human_count, human_params  # noqa: F401 (re-exported)
 from .config import ModelConfig
 from .hardware import GPU
 
@@ -64,49 +65,6 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
             if any(display_number(v) is not v for v in values):
                 shown[name] = pd.Series(display_values(values), index=shown.index).infer_objects()
     return shown
-
-
-def _scaled(n: float, units: Sequence[tuple[float, str]], small: str) -> str:
-    """``n`` in the largest unit (factor, suffix; largest first) it reaches once rounded to 3
-    significant digits; ``small`` formats what stays below the smallest unit; past 999 of the
-    largest unit, scientific notation."""
-    largest_factor, largest_suffix = units[0]
-    if abs(float(f"{n / largest_factor:.3g}")) >= 1000:
-        return f"{n:.3g}"
-    for factor, suffix in units:
-        if abs(float(f"{n / factor:.3g}")) >= 1:
-            return f"{n / factor:.3g} {suffix}"
-    return small.format(n)
-
-
-SI_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"),
-               (1e6, "M"), (1e3, "k"))
-BINARY_UNITS = ((2**80, "YiB"), (2**70, "ZiB"), (2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"),
-                (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
-PARAM_SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
-
-
-def human_count(n: float, unit: str = "") -> str:
-    """SI prefixes up to yotta: 1234567 → '1.23 M'; 7.15e9 FLOP → human_count(x, 'FLOP') =
-    '7.15 GFLOP'; past 999 Y, scientific ('1.23e+29 FLOP')."""
-    text = _scaled(n, SI_PREFIXES, "{:.4g}")
-    if not unit:
-        return text
-    return text + unit if text[-1].isalpha() else f"{text} {unit}"
-
-
-def human_params(n: float) -> str:
-    """Parameter counts the way model names say them: 6738415616 → '6.74 B' (past 999 T,
-    scientific)."""
-    return _scaled(n, PARAM_SUFFIXES, "{:,}")
-
-
-def human_bytes(n: float | None) -> str:
-    """Binary units up to YiB: 1536 → '1.5 KiB'; None → '—'."""
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "—"
-    text = _scaled(n, BINARY_UNITS, "{:.4g} B")
-    return text if text.endswith("B") else f"{text} B"
 
 
 def _mark(fig: go.Figure, *, x: float | None = None, y: float | None = None, text: str,
