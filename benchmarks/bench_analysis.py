@@ -9,17 +9,14 @@ would be ~811 GB); then fvcore's trace time for every preset at T=2048, full and
 from __future__ import annotations
 
 import resource
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from llama_lab.analysis import analyze, count_params_module, weight_bytes  # noqa: E402
-from llama_lab.config import PRESETS  # noqa: E402
-from llama_lab.flop_check import fvcore_check  # noqa: E402
+from llama_lab.analysis import analyze, count_params_module, weight_bytes
+from llama_lab.config import PRESETS
+from llama_lab.analysis.cross_check import fvcore_check
 
 
 def peak_rss_bytes() -> int:

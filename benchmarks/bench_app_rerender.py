@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import logging
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 logging.disable(logging.WARNING)     # AppTest outside a server warns on every cached call
 
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-from llama_lab import ui  # noqa: E402
+from llama_lab import ui
 
 SCRIPTS = [("Home", ui.HOME_PAGE)] + [(page.label, page.path) for page in ui.PAGES
                                       if page.label not in ("Gradient norms", "Live pass", "Report")]

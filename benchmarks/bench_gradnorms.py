@@ -11,16 +11,13 @@ last FFN's gradient norm (Xiong et al. 2020, Thm 1: Post-LN ≈ 0, Pre-LN ≈ -0
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llama_lab.config import ModelConfig, seed_ffn_hidden     # noqa: E402
-from llama_lab.experiments import depth_sweep, gradnorms       # noqa: E402
+from llama_lab.config import ModelConfig, seed_ffn_hidden   
+from llama_lab.experiments import depth_sweep, gradnorms     
 
 
 def main(argv=None) -> None:

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llama_lab.config import get_preset                                   # noqa: E402
-from llama_lab.experiments import DTYPES, _sync, next_token_loss, pick_device  # noqa: E402
-from llama_lab.model import build_model                                   # noqa: E402
+from llama_lab.config import get_preset                                 
+from llama_lab.runtime.devices import pick_device, sync
+from llama_lab.runtime.precision import DTYPES
+from llama_lab.train.step import next_token_loss
+from llama_lab.model import build_model                                 
 
 
 def build_pair(cfg, device, dtype):
@@ -38,11 +37,11 @@ def build_pair(cfg, device, dtype):
 def fwd_bwd_seconds(forward, params, inputs, targets, device) -> float:
     for p in params:
         p.grad = None
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     loss = next_token_loss(forward(inputs), targets)
     loss.backward()
-    _sync(device)
+    sync(device)
     return time.perf_counter() - start
 
 

@@ -21,10 +21,10 @@ timeout 120 python -m pytest -q -k cuda tests/test_experiments.py -p no:cachepro
 echo "== 2/3 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
 timeout 300 python - <<'PY' || status=1
 import json, sys, time
-sys.path.insert(0, ".")
 import torch
 from llama_lab.config import PRESETS
-from llama_lab.experiments import ExperimentError, live_pass
+from llama_lab.errors import ExperimentError
+from llama_lab.experiments import live_pass
 
 cfg = PRESETS["tinyllama-1.1b"]
 for compile in (False, True):

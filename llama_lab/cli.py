@@ -10,14 +10,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .analysis.common import TRAINING_DTYPES
 from .config import (PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file,
                      read_bounded)
+from .errors import LabError
+from .report.formats import FORMATS
+from .runtime.devices import DEVICES
+from .runtime.precision import DTYPES
+from .train.schedules import SCHEDULES
 
 EXIT_USAGE = 2
 
 
-class CliError(Exception):
-    """A one-line message for the user."""
+class CliError(LabError):
+    """A one-line message for the user (a bad command line)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="parameters, FLOPs and KV cache of a config")
     _add_config_args(p)
     _add_run_args(p, seq_len=2048, batch=1)
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="bf16")
+    p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
 
     p = sub.add_parser("gradnorms", help="per-layer gradient norms, Post-LN vs Pre-LN")
     _add_config_args(p)
@@ -82,9 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="time forward+backward+optimizer steps")
     _add_config_args(p)
     _add_run_args(p, seq_len=128, batch=4)
-    p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"], default="auto")
+    p.add_argument("--device", choices=DEVICES, default="auto")
     p.add_argument("--steps", type=_positive_int, default=5)
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="fp32")
 
     p = sub.add_parser("train", help="train on the built-in corpus (or a text file); JSON line per step")
     _add_config_args(p)
@@ -92,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_positive_int, default=50)
     p.add_argument("--lr", type=_positive_float, default=3e-3)
     p.add_argument("--warmup", type=_nonneg_int, default=10, help="warmup steps (0 = none)")
-    p.add_argument("--schedule", choices=["constant", "cosine", "linear"], default="cosine")
+    p.add_argument("--schedule", choices=SCHEDULES, default="cosine")
     p.add_argument("--data", default="builtin", help="'builtin' (Python's pydoc text), 'random', or a UTF-8 text file")
     p.add_argument("--seed", type=_nonneg_int, default=0)
 
@@ -100,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     _add_run_args(p, seq_len=2048, batch=1)
     p.add_argument("-o", "--output", type=Path, help="write to FILE, atomically (default or '-': stdout)")
-    p.add_argument("--format", choices=["html", "json", "md", "csv"], default="html",
+    p.add_argument("--format", choices=FORMATS, default="html",
                    help="csv: a zip with one CSV per table")
     return parser
 
@@ -162,8 +168,8 @@ def cmd_bench(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 
 def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from . import data as data_mod
-    from .experiments import train
+    from .train import data as data_mod
+    from .train.loop import train
     if args.data == "builtin":
         data = data_mod.load_builtin()
     elif args.data == "random":
@@ -249,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except SystemExit as exc:            # --help
         return int(exc.code or 0)
-    except (CliError, ValueError, OSError, MemoryError) as exc:   # ConfigError is a ValueError
+    except (LabError, OSError, MemoryError) as exc:    # every refusal for a person is a LabError
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"error: {message}", file=sys.stderr)
         return EXIT_USAGE

@@ -2,8 +2,9 @@
 used by the CLI table, error messages, figures and pages."""
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 
 def _scaled(n: float, units: Sequence[tuple[float, str]], small: str) -> str:
@@ -47,3 +48,44 @@ def human_bytes(n: float | None) -> str:
         return "—"
     text = _scaled(n, BINARY_UNITS, "{:,.4g} B")
     return text if text.endswith("B") else f"{text} B"
+
+
+def json_float(x: float | None) -> float | None:
+    """JSON has no NaN/inf: a diverged number is reported as null."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def plain(value: Any) -> Any:
+    """A JSON-ready copy of a result: dataclasses field by field (or their own ``to_dict``),
+    floats through ``json_float``, tuples as lists, mappings and lists element by element."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        to_dict = getattr(value, "to_dict", None)
+        return to_dict() if to_dict is not None else plain_fields(value)
+    if isinstance(value, float):
+        return json_float(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def plain_fields(obj: Any, exclude: Sequence[str] = ()) -> dict:
+    """``plain`` of every field of the dataclass ``obj`` but ``exclude``: a result's ``to_dict``
+    derived from its fields, never listed by hand."""
+    return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+            if f.name not in exclude}
+
+
+def settings_from(cls: type, options: dict, what: str) -> Any:
+    """``cls(**options)`` for a settings dataclass; an unknown name is a TypeError that names
+    the known ones (as a misspelt keyword argument would)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"unknown {what} option(s) {', '.join(unknown)}; known: "
+                        f"{', '.join(sorted(known))}")
+    return cls(**options)

@@ -1,7 +1,8 @@
 """Parameters and FLOPs: where they go, how FLOPs grow with the sequence, fvcore's opinion."""
 import streamlit as st
 
-from llama_lab import plots, ui
+from llama_lab import ui
+from llama_lab.figures.params import block_table, flops_bar, flops_vs_seq_len, params_sunburst
 
 selection = ui.setup_page(
     "Parameters & FLOPs",
@@ -33,14 +34,14 @@ st.latex(r"\text{FLOPs}_\text{fwd} = 2\,B\,T \cdot N_\text{matmul}"
          r" + \underbrace{4\,B\,T^2 H D L}_{QK^\top\text{ and }AV\text{, full }T\times T}")
 
 left, right = st.columns(2)
-left.plotly_chart(plots.params_sunburst(params))
-right.plotly_chart(plots.flops_bar(flops))
+left.plotly_chart(params_sunburst(params))
+right.plotly_chart(flops_bar(flops))
 
 st.subheader("FLOPs against sequence length")
 crossover = ui.scores_crossover(cfg)
 upper = max(cfg.max_seq_len, 2 * crossover if crossover else 0, 1024)
 seq_lens = ui.sweep_lengths(upper)
-st.plotly_chart(plots.flops_vs_seq_len(ui.flops_sweep(cfg, seq_lens, B), crossover, T))
+st.plotly_chart(flops_vs_seq_len(ui.flops_sweep(cfg, seq_lens, B), crossover, T))
 if crossover is None:
     st.caption("The attention scores never overtake the FFN within the allowed lengths.")
 else:
@@ -55,7 +56,7 @@ st.caption(f"All {cfg.n_layers} blocks are identical. Forward FLOPs of each tens
            f"scores have no parameters and their own row; biases and norms are element-wise, "
            f"counted apart (Counting conventions below). {cfg.n_layers} × the column + lm_head "
            f"= the forward total.")
-ui.show_table(plots.block_table(cfg, flops),
+ui.show_table(block_table(cfg, flops),
               column_config={"params": st.column_config.NumberColumn(format="localized"),
                              "share_of_block": st.column_config.NumberColumn(format="percent"),
                              "forward_flops": st.column_config.NumberColumn(

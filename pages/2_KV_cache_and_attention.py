@@ -1,11 +1,14 @@
 """KV cache and attention: MHA vs GQA vs MQA — bytes, what fits a GPU, the decode roofline."""
 import streamlit as st
 
-from llama_lab import hardware, plots, ui
+from llama_lab import ui
+from llama_lab.analysis import DEFAULT_GPU
+from llama_lab.figures.kv import kv_memory_vs_context, kv_sharing_diagram
+from llama_lab.figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
+from llama_lab.runtime.hardware import GPUS
 
 KEY_GPU = "llama_lab.page2.gpu"
 KEY_CONTEXT = "llama_lab.page2.context"
-ROOFLINE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 selection = ui.setup_page(
     "KV cache & attention",
@@ -23,13 +26,13 @@ st.latex(rf"\text{{cache}} = \text{{bytes/token}} \cdot B \cdot T = {kv.bytes_pe
          rf"\cdot {B:,} \cdot {T:,} = \text{{{ui.human_bytes(kv.bytes)}}}")
 st.caption(f"Cache at B×T: {kv.bytes:,} bytes.")
 
-st.plotly_chart(plots.kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
+st.plotly_chart(kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
 
 if KEY_GPU not in st.session_state:
-    st.session_state[KEY_GPU] = "H100 80GB"
-gpu_name = st.selectbox("GPU", list(hardware.GPUS), key=KEY_GPU,
+    st.session_state[KEY_GPU] = DEFAULT_GPU
+gpu_name = st.selectbox("GPU", list(GPUS), key=KEY_GPU,
                         help="Data-sheet memory, dense peak FLOP/s and HBM bandwidth.")
-gpu = hardware.GPUS[gpu_name]
+gpu = GPUS[gpu_name]
 st.caption(gpu.source)
 
 st.subheader(f"MHA vs GQA vs MQA at B={B}, T={T:,}, {dtype}")
@@ -57,7 +60,7 @@ st.caption(kv.note + " Fits = weights + KV cache ≤ GPU memory; activations of 
 
 upper = max(cfg.max_seq_len, T, int(fit.max_context_at_batch.max()) * 2, 32_768)
 curve = ui.kv_memory_curve(cfg, ui.sweep_lengths(min(upper, 16_777_216)), B, dtype)
-st.plotly_chart(plots.kv_memory_vs_context(curve, gpu))
+st.plotly_chart(kv_memory_vs_context(curve, gpu))
 
 st.subheader("Decode roofline")
 st.latex(r"t_\text{step} \ge \max\!\left(\frac{\text{FLOPs}}{\text{peak}},\;"
@@ -69,8 +72,8 @@ if st.session_state.get(KEY_CONTEXT) not in contexts:
 context = st.select_slider("context length S for the roofline", contexts, key=KEY_CONTEXT)
 points = ui.roofline_points(cfg, gpu, ROOFLINE_BATCHES, context, dtype)
 left, right = st.columns(2)
-left.plotly_chart(plots.roofline_figure(points, gpu))
-right.plotly_chart(plots.decode_throughput(points))
+left.plotly_chart(roofline_figure(points, gpu))
+right.plotly_chart(decode_throughput(points))
 st.caption(f"Ridge point of {gpu.name}: {points.ridge_point.iloc[0]:.0f} "
            f"FLOPs/byte at {dtype}. Below it a step is memory-bound: the time goes into "
            f"reading the weights and the cache, so fewer KV heads mean faster decoding at long "

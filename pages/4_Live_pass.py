@@ -2,6 +2,7 @@
 import streamlit as st
 
 from llama_lab import analysis, experiments, ui
+from llama_lab.runtime.precision import DTYPES
 
 P = "llama_lab.page4."
 MODELS = {"sidebar": "the sidebar's model", "small": "a scaled-down copy (d 64, 4 heads, "
@@ -22,9 +23,8 @@ st.latex(r"\mathcal{L}_0 \approx \ln V \;\;(\text{uniform prediction})\qquad "
          r"\text{KV bytes} = 2\,L\,G\,D\,b \cdot B \cdot \text{tokens}")
 
 # ---- which model, which device ---------------------------------------------------------------------
-step_flops = analysis.count_flops(cfg, min(selection.seq_len, 128), min(selection.batch, 8))
-ui.set_defaults(P, model="sidebar" if 4 * step_flops.training_step <= ui.CPU_FLOP_BUDGET / 10
-                else "small", n_layers=min(cfg.n_layers, 4), device="auto", dtype="fp32",
+quick = ui.runs_live_quickly(cfg, selection.seq_len, selection.batch)
+ui.set_defaults(P, model="sidebar" if quick else "small", n_layers=min(cfg.n_layers, 4), device="auto", dtype="fp32",
                 batch=min(selection.batch, 8), iters=2, new_tokens=8)
 model_choice = st.radio("model", list(MODELS), format_func=MODELS.get, key=P + "model",
                         horizontal=True)
@@ -42,13 +42,13 @@ seq_key = P + "seq_len"              # kept within the chosen model's max_seq_le
 st.session_state[seq_key] = min(st.session_state.get(seq_key, min(selection.seq_len, 128)),
                                 run_cfg.max_seq_len)
 cols = st.columns(5)
-device = cols[0].selectbox("device", ("auto", "cpu", "cuda"), key=P + "device",
+device = cols[0].selectbox("device", ui.PAGE_DEVICES, key=P + "device",
                            help="auto: CUDA, then Apple MPS, then the CPU")
-dtype = cols[1].selectbox("dtype", tuple(experiments.DTYPES), key=P + "dtype",
+dtype = cols[1].selectbox("dtype", tuple(DTYPES), key=P + "dtype",
                           help="fp32; or bf16/fp16 autocast with fp32 weights, grads and AdamW "
                                "state (mixed precision). fp16 only on a GPU.")
 seq_len = cols[2].number_input("sequence T", 1, run_cfg.max_seq_len, key=seq_key)
-batch = cols[3].number_input("batch B", 1, 65_536, key=P + "batch")
+batch = cols[3].number_input("batch B", 1, ui.MAX_BATCH, key=P + "batch")
 iters = cols[4].number_input("timed steps", 1, 50, key=P + "iters")
 settings = {"device": device, "dtype": dtype, "seq_len": seq_len, "batch": batch, "iters": iters}
 
@@ -82,14 +82,7 @@ decode_settings = {"device": device, "dtype": dtype, "batch": batch, "new_tokens
                    "contexts": sorted(contexts)}
 if st.button("Run the decode benchmark", type="primary", key=P + "run_decode"):
     def decode(progress):
-        if not contexts:
-            raise experiments.ExperimentError("choose at least one context length")
-        # per variant and context: prefill c tokens, then new_tokens single-token steps
-        flops = sum(analysis.count_flops(v, c, batch).forward
-                    + new_tokens * analysis.decode_flops(v, c + new_tokens, batch).forward
-                    for v in analysis.attention_variants(run_cfg, distinct=True).values() for c in contexts)
-        ui.check_cpu_budget(flops, device, "decoding",
-                            "use shorter contexts, fewer new tokens or the scaled-down copy")
+        experiments.check_decode_budget(run_cfg, contexts, batch, new_tokens, device)
         return experiments.decode_benchmark(run_cfg, contexts, batch=batch, device=device,
                                             dtype=dtype, new_tokens=new_tokens, progress=progress)
     result = ui.run_with_status("Decode benchmark", decode)

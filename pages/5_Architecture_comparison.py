@@ -1,15 +1,15 @@
 """The seed's 2017 Transformer vs LLaMA table (section 七), each row computed on the config."""
 import streamlit as st
 
-from llama_lab import claims, data, plots, ui
+from llama_lab import ui
+from llama_lab.config import small_training_config
+from llama_lab.experiments import ABLATIONS, CONTRAST_SETTINGS
+from llama_lab.train.data import load_builtin
 
-KEY_ABLATION = "llama_lab.page5.ablation"
-KEY_STEPS = "llama_lab.page5.steps"
-KEY_RESULT = "llama_lab.page5.result"     # this page's ExperimentEntry (also ui.KEY_TRAINING)
-TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ, TRAIN_BATCH = 3e-3, 10, 64, 8
-ABLATIONS = {"norm_position": "Post-LN vs Pre-LN (each without / with warmup)",
-             "norm_type": "LayerNorm vs RMSNorm", "ffn": "ReLU 4d vs SwiGLU 8/3·d",
-             "recipe": "whole 2017 recipe (warmup + linear decay) vs LLaMA (warmup + cosine)"}
+P = "llama_lab.page5."
+KEY_ABLATION, KEY_STEPS = P + "ablation", P + "steps"
+KEY_RESULT = P + "result"     # this page's ExperimentEntry (also ui.KEY_ABLATION)
+TRAIN = CONTRAST_SETTINGS
 
 selection = ui.setup_page(
     "Architecture comparison",
@@ -40,32 +40,21 @@ st.caption(f"FLOPs: one forward over B={B} × T={T:,} tokens (matmuls, 2 per mul
            f"KV bytes at {dtype}.")
 
 st.subheader("Train the contrast (small model, CPU)")
-train_cfg = claims.small_training_config(cfg)
+train_cfg = small_training_config(cfg)
 st.caption(f"Short AdamW runs on the built-in byte-level corpus, same data, seed and batches "
            f"for every arm, at d={train_cfg.d_model}, {train_cfg.n_layers} layers, "
            f"{train_cfg.n_heads} heads / {train_cfg.n_kv_heads} KV, vocab {train_cfg.vocab_size} "
-           f"with this config's recipe; lr {TRAIN_LR}, {TRAIN_WARMUP} warmup steps, "
-           f"T={TRAIN_SEQ}, B={TRAIN_BATCH}.")
+           f"with this config's recipe; lr {TRAIN['lr']}, {TRAIN['warmup_steps']} warmup steps, "
+           f"T={TRAIN['seq_len']}, B={TRAIN['batch']}.")
 kind = st.selectbox("contrast", list(ABLATIONS), format_func=ABLATIONS.get, key=KEY_ABLATION)
 steps = st.slider("steps", 20, 300, 60, step=10, key=KEY_STEPS)
 chosen = {"contrast": ABLATIONS[kind], "steps": steps}
 if st.button("Train", type="primary"):
     def train(progress):
-        return ui.ablation_runs(kind, train_cfg, steps, TRAIN_LR, TRAIN_WARMUP, TRAIN_SEQ,
-                                TRAIN_BATCH, _progress=progress), data.load_builtin().source
-    outcome = ui.run_with_status("Training comparison", train, "this training comparison")
-    if outcome is not None:
-        result, source_name = outcome
+        return ui.ablation_runs(kind, train_cfg, steps, TRAIN["lr"], TRAIN["warmup_steps"],
+                                TRAIN["seq_len"], TRAIN["batch"], _progress=progress)
+    result = ui.run_with_status("Training comparison", train, "this training comparison")
+    if result is not None:
         ui.keep_experiment("ablation", result, train_cfg,
-                           {**chosen, "lr": TRAIN_LR, "warmup_steps": TRAIN_WARMUP,
-                            "seq_len": TRAIN_SEQ, "batch": TRAIN_BATCH, "data": source_name},
-                           KEY_RESULT)
-entry = st.session_state.get(KEY_RESULT)
-if entry is not None:
-    if ui.is_stale(entry, train_cfg, chosen):
-        st.caption(ui.STALE_NOTE)
-    st.plotly_chart(plots.training_curves(entry.result.to_frame(),
-                                          f"{entry.settings['contrast']}: training loss"))
-    ui.show_table(entry.result.summary_frame()[["label", "first_loss", "final_loss",
-                                                "final_val_loss", "diverged", "n_params",
-                                                "wall_s"]])
+                           {**chosen, **TRAIN, "data": load_builtin().source}, KEY_RESULT)
+ui.show_experiment(KEY_RESULT, train_cfg, chosen, P)

@@ -4,7 +4,7 @@ import json
 import streamlit as st
 
 from llama_lab import ui
-from llama_lab.claims import SEED_SOURCE, claims_frame
+from llama_lab.seed import SEED_SOURCE, claims_frame
 
 ui.setup_page(
     "Seed claims",

@@ -1,8 +1,11 @@
 """Report: everything about the sidebar's model, plus this session's experiments, as files."""
 import streamlit as st
 
-from llama_lab import hardware, report, ui
-from llama_lab.config import ConfigError
+from llama_lab import report, ui
+from llama_lab.analysis import DEFAULT_GPU
+from llama_lab.errors import LabError
+from llama_lab.experiments import KINDS
+from llama_lab.runtime.hardware import GPUS
 
 P = "llama_lab.page7."
 KEY_GPU, KEY_INCLUDE, KEY_BUILT = P + "gpu", P + "include", P + "built"
@@ -33,14 +36,14 @@ present = ui.session_experiments()
 if present:
     st.session_state.setdefault(KEY_INCLUDE, True)
     include = st.toggle(f"Include this session's experiment results: "
-                        f"{', '.join(report.EXPERIMENT_TITLES[k] for k in present)}",
+                        f"{', '.join(KINDS[k].title for k in present)}",
                         key=KEY_INCLUDE)
 else:
     include = False
     st.caption("No experiment results in this session yet: run them on the Gradient norms, "
                "Live pass and Architecture comparison pages and they are added here.")
-st.session_state.setdefault(KEY_GPU, report.DEFAULT_GPU)
-gpu = st.selectbox("GPU for the roofline tables", list(hardware.GPUS), key=KEY_GPU)
+st.session_state.setdefault(KEY_GPU, DEFAULT_GPU)
+gpu = st.selectbox("GPU for the roofline tables", list(GPUS), key=KEY_GPU)
 
 included = present if include else {}
 build_key = (cfg, T, B, dtype, gpu, tuple((k, id(v)) for k, v in included.items()))
@@ -50,7 +53,7 @@ if built is None or built[0] != build_key:
     with st.spinner("Building the report …"):
         try:
             rep = report.build_report(cfg, T, B, experiments=included, dtype=dtype, gpu=gpu)
-        except (report.ReportError, ConfigError, ValueError) as exc:
+        except LabError as exc:
             rep, errors["all"] = None, str(exc)
         if rep is not None:
             summary = (len(rep.tables), len(rep.figures), len(rep.claims),

@@ -5,7 +5,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, jobs
+from llama_lab import experiments
+
+from llama_lab.runtime import jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 

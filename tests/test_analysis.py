@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 from llama_lab import analysis as A
 from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig
-from llama_lab.hardware import DTYPE_BYTES, GPUS, gpu_for_device_name
+from llama_lab.runtime.hardware import DTYPE_BYTES, GPUS, gpu_for_device_name
 from llama_lab.model import build_model, rope_cos_sin, sinusoidal_table
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -269,13 +269,13 @@ def test_checkpointing_saves_memory_at_scale():
     assert ckpt.components["block_inputs"] == 32 * 4096 * 4096 * 2
 
 
-def _profiler_peak_bytes(cfg, B, T, dtype):
+def _profiler_peak_bytes(cfg, B, T, dtype, last_only=False):
     """Peak of live CPU allocations during a no-grad forward, from the profiler's events."""
     from torch.profiler import ProfilerActivity, profile
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype]).eval()
     ids = torch.randint(0, cfg.vocab_size, (B, T))
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model(ids)
+        model(ids, last_only=last_only)
     events = sorted((e for e in prof.events() if e.self_cpu_memory_usage),
                     key=lambda e: e.time_range.start)
     live = peak = 0
@@ -290,10 +290,11 @@ def _profiler_peak_bytes(cfg, B, T, dtype):
                                    {"ffn_hidden": 16, "n_kv_heads": 1}],
                          ids=["llama", "big-vocab", "mha", "post-relu", "narrow-ffn"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_inference_activations_match_profiler_peak(debug_cfg, extra, dtype):
+@pytest.mark.parametrize("last_only", [False, True], ids=["all-logits", "last-logits"])
+def test_inference_activations_match_profiler_peak(debug_cfg, extra, dtype, last_only):
     cfg = debug_cfg.replace(**extra)
-    measured = _profiler_peak_bytes(cfg, 2, 32, dtype)
-    estimated = A.inference_activation_bytes(cfg, 32, 2, dtype)
+    measured = _profiler_peak_bytes(cfg, 2, 32, dtype, last_only)
+    estimated = A.inference_activation_bytes(cfg, 32, 2, dtype, last_only=last_only)
     assert abs(estimated / measured - 1) < 0.05, (measured, estimated)
 
 
@@ -352,8 +353,14 @@ def test_inference_memory_components():
     assert memory.components["activations"] == \
         N * (3 * 8192 + 3 * 28672) * 2 + 8 * 4096 + 2 * 4096 * 128 * 4
     # a small model with a big vocabulary peaks at the logits instead
-    small = A.inference_memory(PRESETS["debug"].replace(vocab_size=32000), 64, 2, "bf16")
-    assert small.components["activations"] == 2 * 64 * (64 + 32000) * 2
+    small_cfg = PRESETS["debug"].replace(vocab_size=32000)
+    assert A.inference_activation_bytes(small_cfg, 64, 2, "bf16") == 2 * 64 * (64 + 32000) * 2
+    # ... unless only the last position's logits are computed, as generate's prefill does
+    # (serving memory counts that): hidden states N·C + B·V logits, below the block's peak
+    small = A.inference_memory(small_cfg, 64, 2, "bf16")
+    head = (2 * 64 * 64 + 2 * 32000) * 2
+    assert small.components["activations"] == \
+        A.inference_activation_bytes(small_cfg, 64, 2, "bf16", last_only=True) > head
     assert memory.total_bytes == sum(memory.components.values())
 
 
@@ -482,7 +489,7 @@ def test_hardware_tables():
 
 
 def test_importing_analysis_does_not_import_streamlit():
-    code = ("import sys, llama_lab.analysis, llama_lab.flop_check, llama_lab.hardware; "
+    code = ("import sys, llama_lab.analysis, llama_lab.analysis.cross_check, llama_lab.runtime.hardware; "
             "sys.exit(1 if 'streamlit' in sys.modules else 0)")
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]

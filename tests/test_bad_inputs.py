@@ -12,7 +12,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llama_lab import data
+from llama_lab.train import data
 from llama_lab.analysis import analyze
 from llama_lab.cli import main
 from llama_lab.config import PRESETS, ConfigError, ModelConfig, parse_config_json
@@ -230,7 +230,8 @@ def test_any_json_document_parses_or_raises_config_error(doc):
 
 
 def test_memory_guard_refuses_oversized_live_run_without_allocating():
-    from llama_lab.experiments import ExperimentError, live_pass
+    from llama_lab.errors import ExperimentError
+    from llama_lab.experiments import live_pass
     with pytest.raises(ExperimentError, match="free"):
         live_pass(PRESETS["llama-3.1-405b"], seq_len=128, batch=1, device="cpu")
 
@@ -242,8 +243,8 @@ def test_decoding_past_max_seq_len_is_refused():
 
 
 def test_checkpoint_too_big_for_memory_is_refused_before_reading(tmp_path, monkeypatch):
-    from llama_lab import experiments
+    from llama_lab.runtime import memory
     folder = _checkpoint(tmp_path / "ok")
-    monkeypatch.setattr(experiments, "free_memory_bytes", lambda device: 1_000)
+    monkeypatch.setattr(memory, "free_memory_bytes", lambda device: 1_000)
     with pytest.raises(ValueError, match="loading ok needs about .* but only .* is free"):
         load_checkpoint(folder)

@@ -5,8 +5,10 @@ import math
 import pytest
 import torch
 
-from llama_lab import claims
 from llama_lab.config import PRESETS
+from llama_lab.config import small_training_config
+from llama_lab.seed import claims as seed_claims_mod
+from llama_lab.seed import architecture_comparison
 
 # ---- hand derivations (no llama_lab code) -------------------------------------------------------
 V, C, L, H, G, F, D = 32000, 512, 4, 8, 2, 1365, 64          # the seed's demo model
@@ -19,7 +21,7 @@ LLAMA_7B_PUBLISHED = 6_738_415_616                           # model card
 
 @pytest.fixture(scope="module")
 def by_id():
-    return {claim.id: claim for claim in claims.seed_claims()}
+    return {claim.id: claim for claim in seed_claims_mod.seed_claims()}
 
 
 def test_hand_derivations_reproduce_the_seeds_printout():
@@ -28,7 +30,7 @@ def test_hand_derivations_reproduce_the_seeds_printout():
 
 
 def test_claim_ids_are_unique_and_every_field_is_filled(by_id):
-    listed = claims.seed_claims()
+    listed = seed_claims_mod.seed_claims()
     assert len(by_id) == len(listed) >= 20
     for claim in listed:
         assert claim.quote and claim.claim_en and claim.computed and claim.explanation
@@ -65,8 +67,8 @@ def test_initial_loss_is_run_and_matches_the_random_logit_estimate(by_id):
 
 
 def test_initial_loss_is_deterministic_and_uses_the_seed_demo():
-    loss, variance = claims.initial_loss()
-    assert (loss, variance) == claims.initial_loss.__wrapped__()
+    loss, variance = seed_claims_mod.initial_loss()
+    assert (loss, variance) == seed_claims_mod.initial_loss.__wrapped__()
     assert 0.15 < variance < 0.26                                # ≈ 0.2048
 
 
@@ -128,12 +130,12 @@ def test_bias_and_init_claims(by_id):
 def test_xavier_std_formula_matches_torch():
     weight = torch.empty(256, 1024)
     torch.nn.init.xavier_uniform_(weight, generator=torch.Generator().manual_seed(0))
-    assert claims.xavier_uniform_std(1024, 256) == pytest.approx(weight.std().item(), rel=0.01)
+    assert seed_claims_mod.xavier_uniform_std(1024, 256) == pytest.approx(weight.std().item(), rel=0.01)
 
 
 # ---- the comparison table -----------------------------------------------------------------------
 def test_comparison_rows_on_the_demo_match_hand_counts():
-    result = claims.architecture_comparison(PRESETS["seed-demo"], 128, 1, "bf16")
+    result = architecture_comparison(PRESETS["seed-demo"], 128, 1, "bf16")
     rows = {row.aspect: row for row in result.rows}
     assert len(rows) == 12
     assert rows["norm type"].params_2017 - rows["norm type"].params_llama == (2 * L + 1) * C
@@ -153,22 +155,22 @@ def test_comparison_rows_on_the_demo_match_hand_counts():
 
 def test_comparison_reports_options_impossible_on_the_config():
     cfg = PRESETS["seed-demo"].replace(d_model=72, pos_encoding="sinusoidal", ffn_hidden=192)
-    rows = {row.aspect: row for row in claims.architecture_comparison(cfg, 32).rows}
+    rows = {row.aspect: row for row in architecture_comparison(cfg, 32).rows}
     assert rows["positions"].lab.startswith("not comparable on this config: head_dim=9")
     assert rows["positions"].params_llama is None
 
 
 def test_small_training_config_keeps_the_recipe_and_the_head_ratio():
-    small = claims.small_training_config(PRESETS["transformer-2017"])
+    small = small_training_config(PRESETS["transformer-2017"])
     assert (small.d_model, small.n_layers, small.vocab_size) == (64, 4, 256)
     assert (small.norm_position, small.norm_type, small.pos_encoding, small.ffn_type,
             small.bias, small.init) == ("post", "layernorm", "sinusoidal", "relu", True, "xavier")
     assert small.ffn_hidden == 4 * 64 and small.n_kv_heads == small.n_heads
-    demo = claims.small_training_config(PRESETS["seed-demo"])
+    demo = small_training_config(PRESETS["seed-demo"])
     # 8 query / 2 KV heads → 4 heads can't keep the 4:1 ratio and stay GQA: 4 / 2 it is
     assert (demo.n_heads, demo.n_kv_heads, demo.attention_kind) == (4, 2, "GQA")
     assert demo.ffn_hidden == int(8 * 64 / 3)
-    assert claims.small_training_config(PRESETS["llama-2-7b"]).attention_kind == "MHA"
-    assert claims.small_training_config(PRESETS["seed-demo"].replace(n_kv_heads=1)).n_kv_heads == 1
-    wide = claims.small_training_config(PRESETS["seed-demo"], d_model=128)
+    assert small_training_config(PRESETS["llama-2-7b"]).attention_kind == "MHA"
+    assert small_training_config(PRESETS["seed-demo"].replace(n_kv_heads=1)).n_kv_heads == 1
+    wide = small_training_config(PRESETS["seed-demo"], d_model=128)
     assert (wide.d_model, wide.ffn_hidden) == (128, int(8 * 128 / 3))

@@ -5,7 +5,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, jobs, ui
+from llama_lab import experiments, ui
+
+from llama_lab.runtime import jobs
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."

@@ -3,9 +3,9 @@ import pydoc_data.topics
 import pytest
 import torch
 
-from llama_lab import data
+from llama_lab.train import data
 from llama_lab.config import ConfigError
-from llama_lab.data import (BYTE_VOCAB, DataError, batches, builtin_corpus, check_vocab,
+from llama_lab.train.data import (BYTE_VOCAB, DataError, batches, builtin_corpus, check_vocab,
                             decode_tokens, encode_text, get_batch, load_builtin, load_user_text,
                             random_tokens)
 

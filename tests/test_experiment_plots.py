@@ -5,10 +5,13 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from llama_lab import experiment_plots as ep
+from llama_lab.experiments import decode, depth, gradient_norms, training
+from llama_lab.experiments import live as live_kind
+from llama_lab.figures import common
 from llama_lab.config import PRESETS
 from llama_lab.experiments import (loglog_fit, DecodeBench, DecodeRow, DepthSweep, GradNormComparison,
-                                   GradNorms, LivePass, LogitStats, RunComparison, TrainRun)
+                                   GradNorms, LivePass, RunComparison)
+from llama_lab.train import LogitStats, TrainRun
 
 
 def grad_norms(position: str, scale: float) -> GradNorms:
@@ -44,7 +47,7 @@ def train_run(label: str, losses: list[float], diverged_at: int | None = None) -
 
 
 def test_gradnorm_profile_draws_the_three_lists_of_both_arrangements_on_log_axes(comparison):
-    fig = ep.gradnorm_profile(comparison)
+    fig = gradient_norms.gradnorm_profile(comparison)
     assert len(fig.data) == 6                       # 3 metrics × (post, pre)
     by_name = {(t.xaxis, t.name): list(t.y) for t in fig.data}
     assert by_name[("x", "Post-LN (loss 6.500)")] == [1.0, 2.0, 4.0]
@@ -56,7 +59,7 @@ def test_gradnorm_profile_draws_the_three_lists_of_both_arrangements_on_log_axes
 
 
 def test_group_table_has_a_row_per_position_and_group_and_a_column_per_block(comparison):
-    table = ep.group_table(comparison)
+    table = gradient_norms.group_table(comparison)
     assert list(table.columns) == ["norm_position", "group", "block 0", "block 1", "block 2"]
     assert table.shape[0] == 4
     row = table[(table.norm_position == "pre") & (table.group == "down")].iloc[0]
@@ -64,7 +67,7 @@ def test_group_table_has_a_row_per_position_and_group_and_a_column_per_block(com
 
 
 def test_gradnorm_summary_ratios_are_last_over_first(comparison):
-    summary = ep.gradnorm_summary(comparison).set_index("norm_position")
+    summary = gradient_norms.gradnorm_summary(comparison).set_index("norm_position")
     assert summary.loc["post", "layer_grad_norm_last_over_first"] == 4.0     # 4 / 1
     assert summary.loc["pre", "ffn_out_grad_norm_last_over_first"] == pytest.approx(2.0)  # 0.2/0.1
     assert summary.loc["post", "residual_grad_norm_last_over_first"] == 0.25  # 2 / 8
@@ -82,12 +85,12 @@ def test_depth_sweep_figure_fits_pass_through_exact_power_laws():
     depths = [2, 4, 8, 16]
     sweep = DepthSweep(depths=depths, post=[0.7] * 4, pre=[2.0 * d ** -0.5 for d in depths],
                        post_slope=0.0, pre_slope=-0.5)
-    fig = ep.depth_sweep_figure(sweep)
+    fig = depth.depth_sweep_figure(sweep)
     traces = {t.name: t for t in fig.data}
     assert list(traces["Pre-LN fit ∝ L^-0.50"].y) == pytest.approx(sweep.pre)
     assert list(traces["Post-LN fit ∝ L^0.00"].y) == pytest.approx(sweep.post)
     assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
-    table = ep.depth_sweep_table(sweep).set_index("norm_position")
+    table = depth.depth_sweep_table(sweep).set_index("norm_position")
     assert table.loc["pre", "fitted_slope"] == -0.5 and table.loc["pre", "theory_slope"] == -0.5
     assert table.loc["post", "theory_slope"] == 0.0
 
@@ -95,7 +98,7 @@ def test_depth_sweep_figure_fits_pass_through_exact_power_laws():
 def test_training_curves_show_loss_validation_lr_and_divergence():
     runs = RunComparison(runs={"stable": train_run("stable", [5.0, 4.0, 3.0]),
                                "diverged": train_run("diverged", [5.0, float("nan")], 1)})
-    fig = ep.training_curves(runs)
+    fig = training.training_curves(runs)
     lines = {t.name: t for t in fig.data if t.mode == "lines" and t.showlegend is not False}
     assert list(lines["stable"].y) == [5.0, 4.0, 3.0]
     crosses = [t for t in fig.data if t.marker is not None and t.marker.symbol == "x"]
@@ -108,19 +111,19 @@ def test_training_curves_show_loss_validation_lr_and_divergence():
 def test_training_heatmaps_are_log10_block_by_step_on_one_scale():
     runs = RunComparison(runs={"a": train_run("a", [5.0, 4.0, 3.0]),
                                "b": train_run("b", [5.0, 4.5])})
-    fig = ep.training_heatmaps(runs)
+    fig = training.training_heatmaps(runs)
     heat = [t for t in fig.data if isinstance(t, go.Heatmap)]
     assert len(heat) == 2
     # layer_grad_norm[step] = [10^(step-2), 10^(-step)] → z[block][step]
     assert [list(row) for row in heat[0].z] == [[-2.0, -1.0, 0.0], [0.0, -1.0, -2.0]]
     assert {(h.zmin, h.zmax) for h in heat} == {(-2.0, 0.0)}
-    long = ep.layer_grad_long(runs)
+    long = training.layer_grad_long(runs)
     assert len(long) == (3 + 2) * 2                     # steps × blocks, both runs
 
 
 def test_run_logits_table_lists_both_stats_of_every_run():
     runs = RunComparison(runs={"a": train_run("a", [5.0, 4.0])})
-    table = ep.run_logits_table(runs)
+    table = training.run_logits_table(runs)
     assert list(table.logits) == ["with final norm", "without final norm"]
     assert list(table["std"]) == [0.5, 3.0] and set(table.run) == {"a"}
 
@@ -150,20 +153,20 @@ DEBUG_PARAMS = 2 * 256 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 172 + 2 
 
 def test_live_pass_tables_and_phase_figure():
     live = live_pass()
-    memory = ep.live_memory_table(live).set_index("component")     # no config: activations only
+    memory = live_kind.live_memory_table(live).set_index("component")     # no config: activations only
     assert memory.loc["total", "measured_bytes"] == 494_848 * 2 + 989_780 + 0 + 385_172
     assert memory.loc["activations", "predicted_bytes"] == 385_156
     assert memory.loc["weights", "predicted"] == "—" and memory.loc["total", "predicted"] == "—"
     assert memory.loc["total", "measured"] == "2.26 MiB"            # 2,364,648 / 2²⁰
-    summary = ep.live_summary(live).set_index("quantity")
+    summary = live_kind.live_summary(live).set_index("quantity")
     assert summary.loc["MFU", "value"] == 0.017
     assert summary.loc["MFU, causal attention scores", "value"] == 0.0157
     assert summary.loc["measured / predicted activations", "value"] == \
         pytest.approx(385_172 / 385_156)
-    fig = ep.live_phase_figure(live)
+    fig = live_kind.live_phase_figure(live)
     assert list(fig.data[0].y) == [1.0, 2.0, 0.5]
     assert "9,143 tokens/s" in fig.layout.title.text          # 32 tokens / 3.5 ms
-    logits = ep.logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab)
+    logits = common.logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab)
     assert list(logits.max_abs) == [2.0, 20.0]
     assert logits.uniform_entropy_ln_V.iloc[0] == pytest.approx(5.545177, abs=1e-6)
 
@@ -172,7 +175,7 @@ def test_live_pass_tables_and_phase_figure():
 def test_memory_predictions_come_from_analysis_for_the_model_that_ran(dtype):
     cfg = PRESETS["debug"]
     assert DEBUG_PARAMS == 123_712
-    memory = ep.live_memory_table(live_pass(dtype), cfg).set_index("component")
+    memory = live_kind.live_memory_table(live_pass(dtype), cfg).set_index("component")
     # fp32 weights and gradients (4 B each), AdamW m and v (2 × 4 B) whatever the run's dtype;
     # under bf16 autocast a 2-byte copy of every weight besides
     expected = {"weights": 4 * DEBUG_PARAMS, "gradients": 4 * DEBUG_PARAMS,
@@ -192,10 +195,10 @@ def test_memory_predictions_come_from_analysis_for_the_model_that_ran(dtype):
 def test_peak_memory_is_labelled_an_estimate_unless_cuda_measured_it():
     cpu = live_pass(peak_memory_source="weights + gradients + AdamW state + tensors saved")
     cuda = live_pass(peak_memory_source="CUDA allocator peak", device="cuda:0")
-    assert not ep.peak_memory_is_measured(cpu) and ep.peak_memory_is_measured(cuda)
-    assert "peak memory (estimate)" in set(ep.live_summary(cpu).quantity)
-    assert "peak memory" in set(ep.live_summary(cuda).quantity)
-    assert ep.has_causal_mfu(cpu)
+    assert not live_kind.peak_memory_is_measured(cpu) and live_kind.peak_memory_is_measured(cuda)
+    assert "peak memory (estimate)" in set(live_kind.live_summary(cpu).quantity)
+    assert "peak memory" in set(live_kind.live_summary(cuda).quantity)
+    assert live_kind.has_causal_mfu(cpu)
 
 
 def test_decode_figure_plots_time_and_measured_vs_predicted_bytes():
@@ -204,7 +207,7 @@ def test_decode_figure_plots_time_and_measured_vs_predicted_bytes():
             for variant, g in (("mha", 4), ("mqa", 1)) for c in (8, 16)
             for b in [2 * 2 * g * 16 * 4 * (c + 2)]]     # 2 (K,V) · L=2 · G · D=16 · 4 B · tokens
     bench = DecodeBench(device="cpu", dtype="fp32", batch=1, new_tokens=2, rows=rows)
-    fig = ep.decode_figure(bench)
+    fig = decode.decode_figure(bench)
     time_traces = [t for t in fig.data if t.xaxis == "x"]
     assert [t.name for t in time_traces] == ["MHA (4 KV heads)", "MQA (1 KV head)"]
     measured = [t for t in fig.data if t.xaxis == "x2" and t.mode == "markers"]

@@ -7,11 +7,20 @@ import torch.nn.functional as F
 
 from llama_lab import analysis, experiments
 from llama_lab.config import PRESETS
-from llama_lab.data import DataError, get_batch, load_builtin, random_tokens
-from llama_lab.experiments import (ExperimentError, LogitStats, ablation_specs, bench,
-                                   check_memory, compare_runs, decode_benchmark, depth_sweep,
-                                   divergence_reason, gradnorms, live_pass, lr_at,
-                                   norm_position_specs, pick_device, train)
+from llama_lab.errors import ExperimentError
+from llama_lab.experiments import (ablation_specs, bench, compare_runs, decode_benchmark,
+                                   depth_sweep, gradient_norms, gradnorms, live_pass,
+                                   norm_position_specs)
+from llama_lab.runtime import devices, memory
+from llama_lab.runtime.devices import pick_device
+from llama_lab.runtime.memory import check_memory
+from llama_lab.train import loop
+from llama_lab.train.budgets import training_bytes_needed
+from llama_lab.train.data import DataError, get_batch, load_builtin, random_tokens
+from llama_lab.train.divergence import divergence_reason
+from llama_lab.train.loop import iter_train, train
+from llama_lab.train.measure import LogitStats
+from llama_lab.train.schedules import lr_at
 from llama_lab.model import build_model, rope_cos_sin
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -24,7 +33,7 @@ def strict_json(obj) -> str:
 # ---- devices, precision, memory guard -----------------------------------------------------------
 def test_pick_device_cuda_without_cuda_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(experiments, "_mps_available", lambda: False)
+    monkeypatch.setattr(devices, "mps_available", lambda: False)
     with pytest.raises(ExperimentError, match="CUDA is not available"):
         pick_device("cuda")
     assert pick_device("auto") == torch.device("cpu")
@@ -52,7 +61,8 @@ def _rss_bytes() -> int:
 def test_memory_guard_refuses_405b_before_building(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("build_model must not be called for a run that cannot fit")
-    monkeypatch.setattr(experiments, "build_model", never)
+    for module in (experiments.live, experiments.decode, loop):    # every builder of a live model
+        monkeypatch.setattr(module, "build_model", never)
     rss = _rss_bytes()
     with pytest.raises(ExperimentError, match=r"needs about .*TiB on cpu but only .* is free"):
         live_pass(PRESETS["llama-3.1-405b"], 16, 1, device="cpu")
@@ -65,17 +75,17 @@ def test_memory_guard_refuses_405b_before_building(monkeypatch):
 
 
 def test_check_memory_threshold_and_meminfo_fallback(monkeypatch):
-    monkeypatch.setattr(experiments, "free_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(memory, "free_memory_bytes", lambda device: 1000)
     check_memory(900, "cpu")                                   # 90 % of free: allowed
     with pytest.raises(ExperimentError, match="needs about 901 B on cpu but only 1,000 B is free"):
         check_memory(901, "cpu")
     monkeypatch.undo()
     with open("/proc/meminfo") as fh:
         total_kib = int(next(line for line in fh if line.startswith("MemTotal:")).split()[1])
-    free = experiments.free_memory_bytes(torch.device("cpu"))
+    free = memory.free_memory_bytes(torch.device("cpu"))
     assert 0 < free <= total_kib * 1024
-    monkeypatch.setattr(experiments, "_meminfo_available_bytes", lambda: None)
-    assert 0 < experiments.free_memory_bytes(torch.device("cpu")) <= total_kib * 1024
+    monkeypatch.setattr(memory, "meminfo_available_bytes", lambda: None)
+    assert 0 < memory.free_memory_bytes(torch.device("cpu")) <= total_kib * 1024
 
 
 # ---- live pass ----------------------------------------------------------------------------------
@@ -174,13 +184,13 @@ def test_gradnorms_equal_direct_computation(debug_cfg, position):
 
 def test_post_and_pre_share_everything_but_norm_placement(debug_cfg, monkeypatch):
     seen = []
-    original = experiments.measure_grad_norms
+    original = gradient_norms.measure_grad_norms
 
     def spy(model, inputs, targets):
         seen.append((model.cfg, {k: v.clone() for k, v in model.state_dict().items()},
                      inputs.clone(), targets.clone()))
         return original(model, inputs, targets)
-    monkeypatch.setattr(experiments, "measure_grad_norms", spy)
+    monkeypatch.setattr(gradient_norms, "measure_grad_norms", spy)
     result = gradnorms(debug_cfg, 16, 2, seed=5, device="cpu")
     (cfg_post, w_post, x_post, y_post), (cfg_pre, w_pre, x_pre, y_pre) = seen
     assert (cfg_post.norm_position, cfg_pre.norm_position) == ("post", "pre")
@@ -256,7 +266,7 @@ def test_training_lowers_loss_on_builtin_corpus(debug_cfg):
 def test_runs_are_reproducible_and_iter_train_yields_json_lines(debug_cfg):
     kwargs = dict(steps=3, lr=1e-3, warmup_steps=1, schedule="linear", data=load_builtin(),
                   seq_len=16, batch=2, seed=7, device="cpu")
-    loop = experiments.iter_train(debug_cfg, **kwargs)
+    loop = iter_train(debug_cfg, **kwargs)
     lines = []
     while True:
         try:
@@ -376,8 +386,8 @@ def test_guard_counts_what_autocast_really_keeps():
     # bf16 runs keep fp32 weights (4Ψ), fp32 grads (4Ψ), AdamW (8Ψ), a bf16 weight copy (2Ψ)
     cfg = PRESETS["debug"]
     n = 123_712
-    fp32 = experiments.training_bytes_needed(cfg, 16, 2, "fp32")
-    bf16 = experiments.training_bytes_needed(cfg, 16, 2, "bf16")
+    fp32 = training_bytes_needed(cfg, 16, 2, "fp32")
+    bf16 = training_bytes_needed(cfg, 16, 2, "bf16")
     assert bf16 - fp32 == 2 * n
     activations = analysis.activation_bytes(cfg, 16, 2, dtype="fp32")
     assert fp32 == 16 * n + activations

@@ -5,7 +5,7 @@ import pytest
 
 from llama_lab.analysis import AnalysisError, count_flops
 from llama_lab.config import PRESETS
-from llama_lab.flop_check import fvcore_check, sdpa_macs
+from llama_lab.analysis.cross_check import fvcore_check, sdpa_macs
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -78,8 +78,9 @@ def test_attention_scores_counted_by_fvcore_itself(monkeypatch, n_kv_heads):
     from fvcore.nn import FlopCountAnalysis
 
     from llama_lab import model as model_mod
+    from llama_lab.model import attention
 
-    monkeypatch.setattr(model_mod, "causal_attention",
+    monkeypatch.setattr(attention, "causal_attention",
                         lambda q, k, v, n_rep: model_mod.reference_attention(q, k, v, n_rep)[0])
     cfg = PRESETS["debug"].replace(n_kv_heads=n_kv_heads)
     net = model_mod.build_model(cfg).eval()

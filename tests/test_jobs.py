@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from llama_lab.jobs import BusyError, JobLimiter
+from llama_lab.runtime.jobs import BusyError, JobLimiter
 
 
 def test_second_run_waits_and_says_so():

@@ -182,7 +182,7 @@ def test_fused_attention_equals_reference_with_and_without_gqa_kernel(n_rep, mon
     v = torch.randn(2, 4 // n_rep, 9, 8)
     ref, weights = reference_attention(q, k, v, n_rep)
     torch.testing.assert_close(model_mod.causal_attention(q, k, v, n_rep), ref, rtol=1e-5, atol=1e-5)
-    monkeypatch.setattr(model_mod, "SDPA_HAS_GQA", False)
+    monkeypatch.setattr(model_mod.attention, "SDPA_HAS_GQA", False)
     torch.testing.assert_close(model_mod.causal_attention(q, k, v, n_rep), ref, rtol=1e-5, atol=1e-5)
     assert torch.all(weights.triu(1) == 0)
 

@@ -3,7 +3,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, jobs, report, ui
+from llama_lab import experiments, report, ui
+
+from llama_lab.runtime import jobs
 from apptest_helpers import open_page
 
 PAGE = Path(__file__).resolve().parents[1] / "pages" / "5_Architecture_comparison.py"

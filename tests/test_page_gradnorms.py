@@ -3,10 +3,12 @@ uploads, and every refusal shown with st.error (never an exception)."""
 from pathlib import Path
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments, ui
 from llama_lab.report import ExperimentEntry
+from llama_lab.config import small_training_config
 from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
@@ -35,7 +37,7 @@ def test_default_page_renders_with_the_formulas_and_the_live_size():
     assert r"\mathrm{LN}'\big(x_l + F(x_l)\big)" in latex and r"I + F'\big(" in latex
     info = at.info[0].value
     # the seed demo's recipe at the live size: 4 heads; 4·2/8 = 1 KV head would make the GQA
-    # demo MQA, so claims.small_training_config keeps it GQA with 2; SwiGLU ⌊8/3·64⌋ = 170
+    # demo MQA, so small_training_config keeps it GQA with 2; SwiGLU ⌊8/3·64⌋ = 170
     assert "d=64, 4 blocks, 4 heads / 2 KV, FFN 170, vocab 256" in info
     # both arms keep the sidebar's final norm (on for the demo): Post-LN then ends LN(LN(x))
     assert "final_norm (on)" in info and "LN(LN(x))" in info
@@ -110,7 +112,7 @@ def test_too_big_runs_are_refused_with_the_guards_message():
     assert any("live runs on the CPU are limited to 3 TFLOP" in e for e in errors(at))
 
 
-@pytest.mark.skipif(experiments.torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_asking_for_cuda_without_it_says_so():
     at = tiny(run_page({"preset": "debug"}))
     at.selectbox(key=P + "device").set_value("cuda").run()

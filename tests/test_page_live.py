@@ -4,10 +4,12 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import analysis, claims, experiments, ui
+from llama_lab import analysis, experiments, ui
 from llama_lab.config import PRESETS
+from llama_lab.config import small_training_config
 from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "4_Live_pass.py")
@@ -43,12 +45,12 @@ def test_a_big_preset_defaults_to_the_scaled_down_copy():
     # llama-3-8b is GQA (32 q / 8 kv): the 4-head copy stays GQA with 2 KV heads
     assert "d=64, 4 blocks, 4 heads / 2 KV" in at.caption[0].value and "vocab 256" in \
         at.caption[0].value
-    # the scaled-down copy is claims.small_training_config at the chosen depth
+    # the scaled-down copy is small_training_config at the chosen depth
     at.number_input(key=P + "n_layers").set_value(2).run()
     at.number_input(key=P + "seq_len").set_value(8).run()
     at.number_input(key=P + "iters").set_value(1).run()
     at.button(key=P + "run_live").click().run()
-    small = claims.small_training_config(PRESETS["llama-3-8b"]).replace(n_layers=2)
+    small = small_training_config(PRESETS["llama-3-8b"]).replace(n_layers=2)
     assert at.session_state[ui.KEY_LIVE_PASS].config == small
 
 
@@ -102,7 +104,7 @@ def test_decode_benchmark_bytes_match_the_hand_count(monkeypatch):
                                                           "MQA · 1 KV head"]
 
 
-@pytest.mark.skipif(experiments.torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_gpu_only_choices_are_refused_on_a_cpu_machine():
     at = tiny(run_page({"preset": "debug"}))
     at.selectbox(key=P + "dtype").set_value("fp16").run()

@@ -61,7 +61,7 @@ def test_a_failed_export_shows_why_and_keeps_the_others(stored, monkeypatch):
     def broken(rep):
         raise report.ReportError("disk quota exceeded")
 
-    monkeypatch.setattr(report, "render_csv", broken)
+    monkeypatch.setattr(report.formats, "render_csv", broken)
     at = run_page({"preset": "debug"})
     assert any("CSV export failed: ReportError: disk quota exceeded" in e.value
                for e in at.main.error)

@@ -4,16 +4,20 @@ import math
 import pandas as pd
 import pytest
 
-from llama_lab import analysis, plots
+from llama_lab import analysis, units
+from llama_lab.figures import common
+from llama_lab.figures import kv as fkv
+from llama_lab.figures import params as fparams
+from llama_lab.figures import rooflines as frooflines
 from llama_lab.config import PRESETS
-from llama_lab.hardware import GPUS
+from llama_lab.runtime.hardware import GPUS
 
 DEMO = PRESETS["seed-demo"]
 
 
 def test_sunburst_rings_sum_to_their_parents():
     params = analysis.count_params(DEMO)
-    trace = plots.params_sunburst(params).data[0]
+    trace = fparams.params_sunburst(params).data[0]
     values = dict(zip(trace.ids, trace.values))
     parents = dict(zip(trace.ids, trace.parents))
     assert values["total"] == 43_780_608 and trace.branchvalues == "total"
@@ -26,14 +30,14 @@ def test_sunburst_rings_sum_to_their_parents():
 
 
 def test_tied_embeddings_drop_the_head_from_the_sunburst():
-    trace = plots.params_sunburst(analysis.count_params(DEMO.replace(tie_embeddings=True))).data[0]
+    trace = fparams.params_sunburst(analysis.count_params(DEMO.replace(tie_embeddings=True))).data[0]
     values = dict(zip(trace.ids, trace.values))
     assert "lm_head" not in values and values["total"] == 43_780_608 - 32000 * 512
 
 
 def test_block_table_is_one_block():
     flops = analysis.count_flops(DEMO, 128)
-    table = plots.block_table(DEMO, flops).set_index("tensor")
+    table = fparams.block_table(DEMO, flops).set_index("tensor")
     assert table.params.sum() == 2_753_024
     # each weight matrix: 2 FLOPs × its weights × B·T = 128 tokens — not its component's total
     assert table.loc["q_proj", "forward_flops"] == 2 * 128 * 512 * 512          # 67,108,864
@@ -49,7 +53,7 @@ def test_block_table_is_one_block():
 def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
     cfg = PRESETS[name].replace(bias=bias)            # transformer-2017: ReLU, two matrices
     flops = analysis.count_flops(cfg, 96, batch=3)
-    table = plots.block_table(cfg, flops)
+    table = fparams.block_table(cfg, flops)
     assert table.forward_flops.sum() * cfg.n_layers + flops.by_component["lm_head"] \
         == flops.forward
     attention = table[table.component == "attention"].forward_flops.sum() * cfg.n_layers
@@ -69,8 +73,8 @@ def test_scores_overtake_the_ffn_at_one_and_a_half_ffn_widths():
 
 def test_flops_chart_stacks_to_the_forward_per_token():
     counts = [analysis.count_flops(DEMO, t) for t in (16, 128, 4096)]
-    fig = plots.flops_vs_seq_len(counts, crossover=2048, current_seq_len=128)
-    assert [trace.name for trace in fig.data] == list(plots.FLOP_COMPONENTS)
+    fig = fparams.flops_vs_seq_len(counts, crossover=2048, current_seq_len=128)
+    assert [trace.name for trace in fig.data] == list(fparams.FLOP_COMPONENTS)
     for i, count in enumerate(counts):
         stacked = sum(trace.y[i] for trace in fig.data)
         assert stacked == pytest.approx(count.forward / count.tokens)
@@ -81,11 +85,11 @@ def test_flops_chart_stacks_to_the_forward_per_token():
     assert tuple(fig.layout.xaxis.range) == (math.log10(16), math.log10(4096))
     sides = {round(10 ** a.x): a.xanchor for a in fig.layout.annotations}
     assert sides == {2048: "right", 128: "left"}
-    assert plots.flops_bar(counts[1]).data[0].y[0] == counts[1].by_component["attention_proj"]
+    assert fparams.flops_bar(counts[1]).data[0].y[0] == counts[1].by_component["attention_proj"]
 
 
 def test_kv_fit_frame_for_the_demo_on_an_h100():
-    frame = plots.kv_fit_frame(DEMO, GPUS["H100 80GB"], seq_len=128, batch=1, dtype="bf16")
+    frame = fkv.kv_fit_frame(DEMO, GPUS["H100 80GB"], seq_len=128, batch=1, dtype="bf16")
     rows = frame.set_index("attention")
     per_token = {"MHA": 2 * 4 * 8 * 64 * 2, "GQA": 2 * 4 * 2 * 64 * 2, "MQA": 2 * 4 * 1 * 64 * 2}
     assert rows.kv_bytes_per_token.to_dict() == per_token
@@ -98,21 +102,21 @@ def test_kv_fit_frame_for_the_demo_on_an_h100():
 def test_variants_are_not_repeated_when_gqa_is_impossible():
     two_heads = PRESETS["debug"].replace(n_heads=2, n_kv_heads=2)   # no divisor between 1 and 2
     assert list(analysis.attention_variants(two_heads, distinct=True)) == ["mha", "mqa"]
-    assert len(plots.kv_fit_frame(two_heads, GPUS["L4"], 64, 1, "bf16")) == 2
+    assert len(fkv.kv_fit_frame(two_heads, GPUS["L4"], 64, 1, "bf16")) == 2
 
 
 def test_memory_curve_is_weights_plus_cache():
-    frame = plots.kv_memory_curve_frame(DEMO, (128, 1024), batch=2, dtype="fp32")
+    frame = fkv.kv_memory_curve_frame(DEMO, (128, 1024), batch=2, dtype="fp32")
     mqa = frame[(frame.attention == "mqa") & (frame.context_len == 1024)].iloc[0]
     assert mqa.kv_cache_bytes == 2 * 4 * 1 * 64 * 4 * 2 * 1024   # K,V·L·G·D·fp32·B·T
     assert mqa.total_bytes == mqa.weight_bytes + mqa.kv_cache_bytes
-    fig = plots.kv_memory_vs_context(frame, GPUS["L4"])
+    fig = fkv.kv_memory_vs_context(frame, GPUS["L4"])
     assert len(fig.data) == 3 and fig.layout.shapes[0].y0 == pytest.approx(24e9 / 2**30)
 
 
 @pytest.mark.parametrize("n_heads,n_kv_heads", [(8, 2), (8, 8), (8, 1), (128, 8)])
 def test_sharing_diagram_links_each_query_head_to_its_kv_head(n_heads, n_kv_heads):
-    fig = plots.kv_sharing_diagram(n_heads, n_kv_heads, max_heads=64)
+    fig = fkv.kv_sharing_diagram(n_heads, n_kv_heads, max_heads=64)
     lines, queries, kvs = fig.data
     shown = min(n_heads, 64)
     n_rep = n_heads // n_kv_heads
@@ -124,25 +128,26 @@ def test_sharing_diagram_links_each_query_head_to_its_kv_head(n_heads, n_kv_head
 
 
 def test_roofline_points_and_figure():
-    points = plots.roofline_points(DEMO, GPUS["H100 80GB"], (1, 64), 1024, "bf16")
+    points = frooflines.roofline_points(DEMO, GPUS["H100 80GB"], (1, 64), 1024, "bf16")
     assert len(points) == 3 * 2
     single = points[(points.attention == "gqa") & (points.batch == 1)].iloc[0]
     reference = analysis.roofline(DEMO, "H100 80GB", 1, 1024, "bf16")
     assert single.tokens_per_s == reference.tokens_per_s and single.bound == "memory"
-    fig = plots.roofline_figure(points, GPUS["H100 80GB"])
+    fig = frooflines.roofline_figure(points, GPUS["H100 80GB"])
     roof = fig.data[0]
     assert max(roof.y) == GPUS["H100 80GB"].peak_bf16_flops
     assert roof.x[1] == pytest.approx(GPUS["H100 80GB"].ridge_point)
     assert all(y <= max(roof.y) for trace in fig.data[1:] for y in trace.y)
-    assert len(plots.decode_throughput(points).data) == 3
+    assert len(frooflines.decode_throughput(points).data) == 3
 
 
-def test_training_curves_one_trace_per_run():
-    frame = pd.DataFrame({"label": ["a", "a", "b", "b"], "step": [0, 1, 0, 1],
-                          "loss": [5.0, 4.0, 5.0, 3.5]})
-    fig = plots.training_curves(frame)
-    assert [trace.name for trace in fig.data] == ["a", "b"]
-    assert list(fig.data[1].y) == [5.0, 3.5]
+def test_one_training_curves_figure_serves_every_page():
+    """The two copies (a frame-based one for the Architecture page, a comparison-based one for
+    the Gradient norms page and the report) are one: the experiment kind's."""
+    from llama_lab.experiments import training
+    from llama_lab.ui.panels import ablation
+    assert not any(hasattr(module, "training_curves") for module in (fparams, fkv, frooflines, common))
+    assert ablation.training_curves is training.training_curves
 
 
 # ---- beyond int64: the largest model at the largest workload ------------------------------------
@@ -151,15 +156,15 @@ HUGE = PRESETS["llama-3.1-405b"].replace(d_model=131_072, n_layers=4_096,
 
 
 def test_display_number_turns_only_integers_beyond_int64_into_floats():
-    assert plots.display_number(2**63 - 1) == 2**63 - 1 and isinstance(
-        plots.display_number(2**63 - 1), int)
-    assert plots.display_number(2**63) == 2.0**63 and isinstance(plots.display_number(2**63),
+    assert common.display_number(2**63 - 1) == 2**63 - 1 and isinstance(
+        common.display_number(2**63 - 1), int)
+    assert common.display_number(2**63) == 2.0**63 and isinstance(common.display_number(2**63),
                                                                    float)
-    assert isinstance(plots.display_number(-(2**63) - 1), float)
-    assert plots.display_number(True) is True and plots.display_number("x") == "x"
+    assert isinstance(common.display_number(-(2**63) - 1), float)
+    assert common.display_number(True) is True and common.display_number("x") == "x"
     frame = pd.DataFrame({"name": ["a", "b"], "flops": [10**30, 7], "small": [1, 2],
                           "wide": [2**63, 1]})                 # pandas infers uint64 here
-    shown = plots.display_frame(frame)
+    shown = common.display_frame(frame)
     assert shown.flops.dtype == "float64" and shown.flops.iloc[0] == 1e30
     assert shown.wide.dtype == "float64"
     assert shown.small.dtype == "int64" and shown.name.tolist() == ["a", "b"]
@@ -170,17 +175,17 @@ def test_figures_at_the_limits_serialise():
     # 4,096 blocks × d = 131,072 at B = 65,536, T = 16,777,216: ~4·10²⁸ forward FLOPs
     flops = analysis.count_flops(HUGE, 16_777_216, 65_536)
     assert flops.forward > 2**63
-    for fig in (plots.flops_bar(flops), plots.params_sunburst(analysis.count_params(HUGE)),
-                plots.flops_vs_seq_len([analysis.count_flops(HUGE, t, 65_536)
+    for fig in (fparams.flops_bar(flops), fparams.params_sunburst(analysis.count_params(HUGE)),
+                fparams.flops_vs_seq_len([analysis.count_flops(HUGE, t, 65_536)
                                         for t in (16, 16_777_216)]),
-                plots.kv_memory_vs_context(plots.kv_memory_curve_frame(
+                fkv.kv_memory_vs_context(fkv.kv_memory_curve_frame(
                     HUGE, (16, 16_777_216), 65_536, "fp32"), GPUS["H200 141GB"])):
         fig.to_json()                                            # plotly's encoder: no error
-    assert plots.flops_bar(flops).data[0].y[2] == pytest.approx(flops.by_component["ffn"])
-    table = plots.block_table(HUGE, flops)
+    assert fparams.flops_bar(flops).data[0].y[2] == pytest.approx(flops.by_component["ffn"])
+    table = fparams.block_table(HUGE, flops)
     assert table.forward_flops.sum() * HUGE.n_layers + flops.by_component["lm_head"] \
         == flops.forward                                         # exact in the table itself
-    plots.display_frame(table).to_json()
+    common.display_frame(table).to_json()
 
 
 @pytest.mark.parametrize("value,unit,text", [
@@ -190,24 +195,24 @@ def test_figures_at_the_limits_serialise():
     (4.01e28, "FLOP", "4.01e+28 FLOP"),                        # past 999 Y: scientific
     (512, "FLOP", "512 FLOP"), (0.5, "", "0.5")])
 def test_human_count_prefixes(value, unit, text):
-    assert plots.human_count(value, unit) == text
+    assert units.human_count(value, unit) == text
 
 
 def test_human_bytes_and_params():
-    assert plots.human_bytes(1536) == "1.5 KiB" and plots.human_bytes(12) == "12 B"
-    assert plots.human_bytes(80 * 2**60) == "80 EiB" and plots.human_bytes(3 * 2**70) == "3 ZiB"
-    assert plots.human_bytes(2**90) == "1.24e+27 B" and plots.human_bytes(None) == "—"
-    assert plots.human_bytes(2**20 - 1) == "1 MiB"
-    assert plots.human_params(6_738_415_616) == "6.74 B"
-    assert plots.human_params(405_853_388_800) == "406 B" and plots.human_params(999) == "999"
-    assert plots.human_params(1.6e15) == "1.6e+15"
+    assert units.human_bytes(1536) == "1.5 KiB" and units.human_bytes(12) == "12 B"
+    assert units.human_bytes(80 * 2**60) == "80 EiB" and units.human_bytes(3 * 2**70) == "3 ZiB"
+    assert units.human_bytes(2**90) == "1.24e+27 B" and units.human_bytes(None) == "—"
+    assert units.human_bytes(2**20 - 1) == "1 MiB"
+    assert units.human_params(6_738_415_616) == "6.74 B"
+    assert units.human_params(405_853_388_800) == "406 B" and units.human_params(999) == "999"
+    assert units.human_params(1.6e15) == "1.6e+15"
 
 
 def test_every_axis_grows_its_margin_and_the_legend_sits_below_the_x_title():
     flops = analysis.count_flops(DEMO, 128)
-    points = plots.roofline_points(DEMO, GPUS["H100 80GB"], (1, 64), 1024, "bf16")
-    for fig in (plots.flops_vs_seq_len([flops]), plots.decode_throughput(points),
-                plots.roofline_figure(points, GPUS["H100 80GB"]), plots.flops_bar(flops)):
+    points = frooflines.roofline_points(DEMO, GPUS["H100 80GB"], (1, 64), 1024, "bf16")
+    for fig in (fparams.flops_vs_seq_len([flops]), frooflines.decode_throughput(points),
+                frooflines.roofline_figure(points, GPUS["H100 80GB"]), fparams.flops_bar(flops)):
         axes = [fig.layout[name] for name in fig.layout if name.startswith(("xaxis", "yaxis"))]
         assert axes and all(axis.automargin for axis in axes)
         # in the figure's bottom margin (container coordinates), which it pushes down
@@ -218,6 +223,6 @@ def test_plots_do_not_import_streamlit():
     import subprocess
     import sys
     from pathlib import Path
-    code = "import sys, llama_lab.plots, llama_lab.claims; sys.exit('streamlit' in sys.modules)"
+    code = "import sys, llama_lab.figures.params, llama_lab.figures.kv, llama_lab.figures.rooflines, llama_lab.seed; sys.exit('streamlit' in sys.modules)"
     root = Path(__file__).resolve().parents[1]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0

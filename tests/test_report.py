@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 from plotly.offline import get_plotlyjs
 
-from llama_lab import analysis, claims, cli, experiments, report
+from llama_lab import analysis, cli, experiments, report
 from llama_lab.config import PRESETS
+from llama_lab.seed import claims as seed_claims_mod
+from llama_lab.seed import architecture_comparison
 
 ROOT = Path(__file__).resolve().parents[1]
 T, B = 32, 2
@@ -24,7 +26,7 @@ T, B = 32, 2
 def results():
     """Tiny real experiment results on the debug preset (vocab 256, d 64, 2 blocks)."""
     cfg = PRESETS["debug"]
-    from llama_lab import data
+    from llama_lab.train import data
     return cfg, {
         "gradnorms": report.ExperimentEntry("gradnorms", experiments.gradnorms(cfg, 16, 2), cfg,
                                             {"seq_len": 16, "batch": 2}),
@@ -80,8 +82,8 @@ def test_json_holds_the_same_numbers_as_analyze(full):
     assert sum(r["params"] for r in rows) == expected["params"]["total"]
     assert loaded["config"] == PRESETS["debug"].to_dict()
     assert loaded["hf_config"]["intermediate_size"] == PRESETS["debug"].ffn_hidden
-    assert len(loaded["claims"]) == len(claims.seed_claims())
-    assert set(loaded["experiments"]) == set(report.EXPERIMENT_TYPES)
+    assert len(loaded["claims"]) == len(seed_claims_mod.seed_claims())
+    assert set(loaded["experiments"]) == set(experiments.KINDS)
     grad = loaded["experiments"]["gradnorms"]
     assert grad["result"] == json.loads(json.dumps(full.experiments["gradnorms"]["result"]))
     assert grad["config"]["d_model"] == 64 and grad["settings"] == {"seq_len": 16, "batch": 2}
@@ -99,7 +101,7 @@ def test_json_numbers_match_the_results_passed_in(results, full):
 
 
 def test_csv_zip_has_one_parsable_csv_per_table(full):
-    archive = zipfile.ZipFile(io.BytesIO(report.render_csv(full)))
+    archive = zipfile.ZipFile(io.BytesIO(report.formats.render_csv(full)))
     names = set(archive.namelist())
     assert names == {f"{t.name}.csv" for t in full.tables} | {"index.csv"}
     frames = {name: pd.read_csv(archive.open(name)) for name in names}
@@ -148,12 +150,12 @@ def test_markdown_has_a_table_per_report_table(full):
 
 
 def test_long_tables_are_cut_in_html_and_md_but_whole_in_csv(monkeypatch, full):
-    monkeypatch.setattr(report, "MAX_SHOWN_ROWS", 3)
+    monkeypatch.setattr(report.formats, "MAX_SHOWN_ROWS", 3)
     steps = full.table("training_steps").frame                          # 8 rows
     assert "First 3 of 8 rows" in report.render(full, "md")
     html = report.render(full, "html")
     assert "First 3 of 8 rows" in html
-    archive = zipfile.ZipFile(io.BytesIO(report.render_csv(full)))
+    archive = zipfile.ZipFile(io.BytesIO(report.formats.render_csv(full)))
     assert len(pd.read_csv(archive.open("training_steps.csv"))) == len(steps) == 8
 
 
@@ -208,7 +210,7 @@ def test_cli_report_json_and_md_in_process(tmp_path, capsys):
 
 
 def test_report_and_experiment_plots_do_not_import_streamlit():
-    code = ("import sys, llama_lab.report, llama_lab.experiment_plots; "
+    code = ("import sys, llama_lab.report, llama_lab.experiments; "
             "print('streamlit' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

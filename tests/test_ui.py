@@ -6,8 +6,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import analysis, claims, experiments, jobs, report, ui
+from llama_lab import analysis, experiments, report, ui
+
+from llama_lab.runtime import jobs
 from llama_lab.config import PRESETS, ConfigError, ModelConfig
+from llama_lab.errors import ExperimentError
+from llama_lab.config import small_training_config
 
 
 def builder_script():
@@ -281,16 +285,18 @@ def test_every_page_file_is_registered_once_in_file_order():
 
 def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
     assert ui.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind)
-                                  for kind in report.EXPERIMENT_TYPES}
+                                  for kind in experiments.KINDS}
     assert len(set(ui.EXPERIMENT_KEYS.values())) == 6
     assert (ui.KEY_GRADNORMS, ui.KEY_DEPTH_SWEEP, ui.KEY_TRAINING, ui.KEY_ABLATION,
             ui.KEY_LIVE_PASS, ui.KEY_DECODE) == tuple(ui.EXPERIMENT_KEYS.values())
-    assert set(ui._PANELS) == set(report.EXPERIMENT_TYPES)
+    import importlib
+    for kind in experiments.KINDS.values():                      # each kind's panel draws it
+        assert callable(importlib.import_module(f"llama_lab.ui.panels.{kind.panel}").show)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_live_config_at_the_training_shape_is_claims_small_training_config(preset):
-    small = claims.small_training_config(PRESETS[preset])
+    small = small_training_config(PRESETS[preset])
     assert ui.live_config(PRESETS[preset], n_layers=4) == small
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
@@ -306,7 +312,7 @@ def test_live_config_ffn_follows_the_recipes_rule():
 
 def test_cpu_budget_refuses_above_three_tflop_with_the_hint():
     ui.check_cpu_budget(3e12, "cpu", "this run", "go smaller")              # at the limit: runs
-    with pytest.raises(experiments.ExperimentError,
+    with pytest.raises(ExperimentError,
                        match=r"^this run needs about 3\.1 TFLOP; live runs on the CPU are "
                              r"limited to 3 TFLOP \(about a minute\); go smaller$"):
         ui.check_cpu_budget(3.1e12, "cpu", "this run", "go smaller")
@@ -319,7 +325,7 @@ def test_guard_counts_passes_of_training_step_flops():
     step = analysis.count_flops(cfg, 16, 1).training_step
     allowed = int(ui.CPU_FLOP_BUDGET // step)
     ui.guard(cfg, 16, 1, "cpu", passes=allowed, what="w", hint="h")
-    with pytest.raises(experiments.ExperimentError, match="limited to 3 TFLOP"):
+    with pytest.raises(ExperimentError, match="limited to 3 TFLOP"):
         ui.guard(cfg, 16, 1, "cpu", passes=allowed + 1, what="w", hint="h")
 
 
@@ -335,12 +341,14 @@ def test_is_stale_compares_the_config_and_the_given_settings_only():
 def run_script():
     import streamlit as st
 
-    from llama_lab import experiments, jobs, ui
+    from llama_lab import ui
+    from llama_lab.errors import ExperimentError
+    from llama_lab.runtime import jobs
 
     def work(progress):
         progress(0.5, "half way")
         if st.session_state.get("refuse"):
-            raise experiments.ExperimentError("too big, says the guard")
+            raise ExperimentError("too big, says the guard")
         return jobs.LIMITER.running                  # runs held while the work runs
 
     st.markdown(f"RESULT {ui.run_with_status('Test run', work)}")

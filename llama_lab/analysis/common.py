@@ -1,0 +1,45 @@
+"""Argument checks and byte arithmetic shared by every count.
+"""
+from __future__ import annotations
+
+import math
+
+from ..config import LIMITS, MAX_BATCH
+from ..errors import AnalysisError, LabError
+from ..runtime.hardware import DTYPE_BYTES, GPU, get_gpu
+
+
+TRAINING_DTYPES = ("fp32", "bf16", "fp16")
+INT64_BYTES = 8      # token ids and position ids
+STATS_BYTES = 4      # norm statistics (rstd, mean) and SDPA's logsumexp are kept in float32
+
+
+def checked_dtype_bytes(dtype: str, allowed=tuple(DTYPE_BYTES)) -> float:
+    if dtype not in allowed:
+        raise AnalysisError(f"dtype={dtype!r} must be one of {', '.join(allowed)}")
+    return DTYPE_BYTES[dtype]
+
+
+def check_count(name: str, value, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AnalysisError(f"{name}={value!r} must be an integer")
+    if not 1 <= value <= upper:
+        raise AnalysisError(f"{name}={value} must be between 1 and {upper:,}")
+    return value
+
+
+def check_seq(seq_len, batch) -> None:
+    check_count("seq_len", seq_len, LIMITS["max_seq_len"])
+    check_count("batch", batch, MAX_BATCH)
+
+
+def nbytes(n_elements: int, dtype_bytes: float) -> int:
+    """Bytes of n elements; int4 packs two per byte."""
+    return math.ceil(n_elements * dtype_bytes)
+
+
+def checked_gpu(gpu: GPU | str) -> GPU:
+    try:
+        return get_gpu(gpu)
+    except LabError as exc:
+        raise AnalysisError(str(exc)) from None

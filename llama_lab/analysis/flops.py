@@ -1,0 +1,179 @@
+"""FLOPs (2 per multiply-add): matmuls by component, the element-wise work listed apart, the
+PaLM 6N + 12·L·H·Q·T estimate beside it, prefill and decode.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from ..config import LIMITS, ModelConfig
+from .common import check_seq
+from .params import palm_params
+from .shapes import Shapes
+
+
+# FLOPs per element of the element-wise terms, listed next to (never inside) the matmul total.
+ELEMENTWISE_FLOPS_PER_ELEMENT = {
+    "rmsnorm": 4,         # x², sum for the mean, × rstd, × γ (one rsqrt per row not counted)
+    "layernorm": 7,       # sum for μ, − μ, square, sum for σ², × rstd, × γ, + β
+    "softmax": 5,         # × 1/√D, − row max, exp, sum, ÷ sum (per score; the max compares free)
+    "rope": 3,            # x·cos + rotate_half(x)·sin, per element of q and k
+    "swiglu": 5,          # silu(g) = g·σ(g): exp, +1, ÷, × g; then × up
+    "relu": 1,
+    "gelu": 8,            # 0.5·x·(1 + erf(x/√2)), erf counted as 5
+    "residual": 1,        # per element of each residual add (two per block)
+    "bias": 1,            # per output element of a biased linear layer
+    "position_add": 1,    # learned or sinusoidal table added to the token embeddings
+}
+
+
+FLOP_CONVENTIONS = [
+    "FLOPs = 2 per multiply-add: a (m×k)·(k×n) matmul costs 2·m·k·n.",
+    "forward = matmul FLOPs only (SPEC flops.forward): attention projections + attention scores "
+    "+ FFN + lm_head. Norms, softmax, RoPE, activations, bias and residual adds are listed in "
+    "'elementwise' (per-element constants in 'elementwise_constants') and are NOT in forward.",
+    "attention scores = QKᵀ and AV over the full T×T: 4·B·T²·H·D per layer (2 for QKᵀ, 2 for AV); "
+    "attention_scores_causal counts only the T(T+1)/2 unmasked pairs: 2·B·T(T+1)·H·D per layer.",
+    "GQA/MQA shrink the K/V projections (2·C·G·D per token) but not the scores: every query head "
+    "still attends over all keys.",
+    "the token-embedding lookup is a gather: 0 FLOPs.",
+    "training_step = 3 × forward (backward ≈ 2 × forward: gradients w.r.t. activations and "
+    "weights); no activation-checkpointing recompute, no optimizer update.",
+    "palm_training_per_token = 6N + 12·L·H·Q·T (Chowdhery et al. 2022, App. B; nanoGPT "
+    "estimate_mfu) with Q = head dim, T = context, N = palm_params = every parameter except the "
+    "token and learned positional embedding tables, the lm_head counted even when tied (its "
+    "matmul still runs).",
+]
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    phase: str                      # "forward" (B×T tokens) or "decode" (one new token each)
+    batch: int
+    seq_len: int                    # new tokens per sequence
+    context_len: int                # keys the last query attends
+    tokens: int                     # B × seq_len
+    forward: int
+    per_token: float
+    training_step: int              # 3 × forward
+    training_per_token: float
+    by_component: dict              # attention_proj, attention_scores, ffn, lm_head
+    attention_scores_causal: int
+    forward_causal: int             # forward with the causal-effective scores
+    elementwise: dict               # norms, softmax, rope, activation, residual, bias, ... total
+    elementwise_constants: dict
+    palm_params: int
+    palm_training_per_token: int
+    conventions: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        rows = [{"component": name, "flops": value, "share": value / self.forward,
+                 "in_forward": True} for name, value in self.by_component.items()]
+        rows += [{"component": f"elementwise: {name}", "flops": value,
+                  "share": value / self.forward, "in_forward": False}
+                 for name, value in self.elementwise.items() if name != "total"]
+        return pd.DataFrame(rows)
+
+
+def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: int) -> dict:
+    """Matmul FLOPs of one forward over ``new_tokens`` tokens (all sequences together) whose
+    queries meet ``query_key_pairs`` keys in total (summed over queries, per head)."""
+    s = Shapes.of(cfg)
+    C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
+    n_ffn_matrices = s.n_ffn_matrices
+    return {
+        # q: C→H·D, k and v: C→G·D, o: H·D→C, for every token and layer
+        "attention_proj": 2 * new_tokens * (C * H * D + 2 * C * G * D + H * D * C) * L,
+        # QKᵀ and AV: 2 matmuls × 2 FLOPs per MAC × D per (query, key) pair, every head and layer
+        "attention_scores": 2 * 2 * query_key_pairs * D * H * L,
+        # gate/up: C→F, down: F→C
+        "ffn": 2 * new_tokens * n_ffn_matrices * C * F * L,
+        # C→V for every position (the model returns logits for all of them)
+        "lm_head": 2 * new_tokens * C * V,
+    }
+
+
+def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: int) -> dict:
+    """Estimates of the element-wise work, with ELEMENTWISE_FLOPS_PER_ELEMENT."""
+    k = ELEMENTWISE_FLOPS_PER_ELEMENT
+    s = Shapes.of(cfg)
+    C, H, G, D, F, L = s.C, s.H, s.G, s.D, s.F, s.L
+    n_norms = 2 * L + (1 if cfg.final_norm else 0)
+    gated = s.n_ffn_matrices == 3
+    biased_outputs = (H + 2 * G) * D + C + (2 * F if gated else F) + C
+    terms = {
+        "norms": n_norms * new_tokens * C * k[cfg.norm_type],
+        "softmax": query_key_pairs * H * L * k["softmax"],
+        "rope": new_tokens * (H + G) * D * L * k["rope"] if cfg.pos_encoding == "rope" else 0,
+        "activation": new_tokens * F * L * k[cfg.ffn_type],
+        "residual": 2 * L * new_tokens * C * k["residual"],
+        "bias": new_tokens * biased_outputs * L * k["bias"] if cfg.bias else 0,
+        "position_add": (new_tokens * C * k["position_add"]
+                         if cfg.pos_encoding in ("learned", "sinusoidal") else 0),
+    }
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+def _flop_count(cfg, phase, batch, seq_len, context_len, pairs, causal_pairs) -> FlopCount:
+    tokens = batch * seq_len
+    by_component = matmul_flops(cfg, tokens, pairs)
+    forward = sum(by_component.values())
+    causal_scores = matmul_flops(cfg, tokens, causal_pairs)["attention_scores"]
+    n_palm = palm_params(cfg)
+    # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over T keys per token
+    s = Shapes.of(cfg)
+    palm = 6 * n_palm + 12 * s.L * s.H * s.D * context_len
+    return FlopCount(
+        phase=phase, batch=batch, seq_len=seq_len, context_len=context_len, tokens=tokens,
+        forward=forward, per_token=forward / tokens,
+        training_step=3 * forward, training_per_token=3 * forward / tokens,
+        by_component=by_component, attention_scores_causal=causal_scores,
+        forward_causal=forward - by_component["attention_scores"] + causal_scores,
+        elementwise=elementwise_flops(cfg, tokens, pairs),
+        elementwise_constants=dict(ELEMENTWISE_FLOPS_PER_ELEMENT),
+        palm_params=n_palm, palm_training_per_token=palm,
+        conventions=FLOP_CONVENTIONS + [f"N (palm_params) = {n_palm:,} for this model."],
+    )
+
+
+def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
+    """One forward pass over B sequences of T tokens (no cache)."""
+    check_seq(seq_len, batch)
+    T = seq_len
+    # every query meets all T keys (full); causally only keys ≤ its own position
+    return _flop_count(cfg, "forward", batch, T, T, batch * T * T, batch * T * (T + 1) // 2)
+
+
+def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | None:
+    """The shortest sequence length at which the attention-score FLOPs (QKᵀ and AV, full T×T)
+    exceed the FFN's, found by bisection on ``analysis.count_flops`` (scores grow as T², the FFN
+    as T); None if it does not happen up to ``upper`` (default: the largest allowed length)."""
+    upper = upper or LIMITS["max_seq_len"]
+
+    def overtaken(seq_len: int) -> bool:
+        parts = count_flops(cfg, seq_len).by_component
+        return parts["attention_scores"] > parts["ffn"]
+
+    if not overtaken(upper):
+        return None
+    low, high = 1, upper                       # overtaken(high) holds
+    if overtaken(low):
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if overtaken(middle) else (middle, high)
+    return high
+
+
+def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1) -> FlopCount:
+    """One new token per sequence attending ``context_len`` keys (the cache plus itself):
+    projections, FFN and lm_head for B tokens, scores over S keys. Nothing is masked, so the
+    causal and full counts agree. training_step is kept as 3 × forward by definition."""
+    check_seq(context_len, batch)
+    pairs = batch * context_len
+    return _flop_count(cfg, "decode", batch, 1, context_len, pairs, pairs)

@@ -1,0 +1,120 @@
+"""The KV cache: bytes per token, the MHA / GQA / MQA variants of a model, and the longest
+context or largest batch that fits a GPU next to the weights.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from ..config import LIMITS, MAX_BATCH, ModelConfig
+from ..runtime.hardware import DTYPE_BYTES, GPU
+from .common import check_count, check_seq, checked_dtype_bytes, checked_gpu, nbytes
+from .params import count_params
+from .shapes import Shapes
+
+
+def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """K and V of every layer for one token: 2 · L · G · D · b."""
+    b = checked_dtype_bytes(dtype)
+    s = Shapes.of(cfg)
+    return nbytes(2 * s.L * s.kv_dim, b)
+
+
+def gqa_kv_heads(cfg: ModelConfig) -> int:
+    """KV heads of the 'GQA' column: the model's own when it is GQA; otherwise the proper
+    divisor of n_heads nearest n_heads/8 (LLaMA-2-70B and LLaMA-3 use 8 query heads per KV
+    head), or the model's own count when n_heads has no proper divisor (no GQA possible)."""
+    H = cfg.n_heads
+    if 1 < cfg.n_kv_heads < H:
+        return cfg.n_kv_heads
+    divisors = [g for g in range(2, H) if H % g == 0]
+    if not divisors:
+        return cfg.n_kv_heads
+    return min(divisors, key=lambda g: (abs(g - H / 8), g))
+
+
+def attention_variants(cfg: ModelConfig, distinct: bool = False) -> dict[str, ModelConfig]:
+    """The same model as MHA, GQA and MQA (only n_kv_heads changes). ``distinct`` drops
+    repeats: a head count with no divisor strictly between 1 and itself has no GQA, and one
+    head is MHA and MQA at once."""
+    variants = {"mha": cfg.replace(n_kv_heads=cfg.n_heads),
+                "gqa": cfg.replace(n_kv_heads=gqa_kv_heads(cfg)),
+                "mqa": cfg.replace(n_kv_heads=1)}
+    if distinct and variants["gqa"].n_kv_heads in (1, cfg.n_heads):
+        del variants["gqa"]
+    if distinct and cfg.n_heads == 1:
+        del variants["mqa"]
+    return variants
+
+
+@dataclass(frozen=True)
+class KVCacheReport:
+    dtype: str
+    seq_len: int
+    batch: int
+    n_kv_heads: int
+    bytes_per_token: int            # all layers, K and V
+    bytes_per_sequence: int         # × seq_len
+    bytes: int                      # × batch × seq_len
+    compare: dict                   # mha/gqa/mqa → bytes_per_token
+    compare_kv_heads: dict          # mha/gqa/mqa → n_kv_heads used
+    by_dtype: dict                  # dtype → bytes_per_token
+    note: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        rows = [{"attention": kind.upper(), "n_kv_heads": self.compare_kv_heads[kind],
+                 "bytes_per_token": per_token, "bytes": per_token * self.batch * self.seq_len}
+                for kind, per_token in self.compare.items()]
+        return pd.DataFrame(rows)
+
+
+def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16") -> KVCacheReport:
+    check_seq(seq_len, batch)
+    per_token = kv_cache_bytes_per_token(cfg, dtype)
+    variants = attention_variants(cfg)
+    g = variants["gqa"].n_kv_heads
+    if 1 < cfg.n_kv_heads < cfg.n_heads:
+        note = f"GQA column: the model's own {g} KV heads."
+    elif g in (1, cfg.n_heads):
+        note = f"n_heads={cfg.n_heads} has no proper divisor: no GQA between MHA and MQA."
+    else:
+        note = (f"GQA column: {g} KV heads ({cfg.n_heads // g} query heads per KV head), the "
+                f"divisor of n_heads nearest n_heads/8 as in LLaMA-2-70B/LLaMA-3.")
+    return KVCacheReport(
+        dtype=dtype, seq_len=seq_len, batch=batch, n_kv_heads=cfg.n_kv_heads,
+        bytes_per_token=per_token, bytes_per_sequence=per_token * seq_len,
+        bytes=per_token * seq_len * batch,
+        compare={k: kv_cache_bytes_per_token(v, dtype) for k, v in variants.items()},
+        compare_kv_heads={k: v.n_kv_heads for k, v in variants.items()},
+        by_dtype={name: kv_cache_bytes_per_token(cfg, name) for name in DTYPE_BYTES},
+        note=note,
+    )
+
+
+def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    return nbytes(count_params(cfg).total, checked_dtype_bytes(dtype))
+
+
+def _free_after_weights(cfg: ModelConfig, gpu: GPU | str, dtype: str) -> int:
+    return checked_gpu(gpu).memory_bytes - weight_bytes(cfg, dtype)
+
+
+def max_context_that_fits(cfg: ModelConfig, gpu: GPU | str, batch: int = 1,
+                          dtype: str = "bf16") -> int:
+    """Longest context (tokens per sequence) whose KV cache fits next to the weights (0 when
+    the weights alone do not fit, or when not even one token of cache fits beside them). Activations of decoding are tiny and not reserved; the
+    answer may exceed max_seq_len (it says what memory allows, not what the model supports)."""
+    check_count("batch", batch, MAX_BATCH)
+    free = _free_after_weights(cfg, gpu, dtype)
+    return max(0, free // (batch * kv_cache_bytes_per_token(cfg, dtype)))
+
+
+def max_batch_that_fits(cfg: ModelConfig, gpu: GPU | str, seq_len: int, dtype: str = "bf16") -> int:
+    """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights."""
+    check_count("seq_len", seq_len, LIMITS["max_seq_len"])
+    free = _free_after_weights(cfg, gpu, dtype)
+    return max(0, free // (seq_len * kv_cache_bytes_per_token(cfg, dtype)))

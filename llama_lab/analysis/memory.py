@@ -1,0 +1,239 @@
+"""Memory: the activations our implementation saves for backward, a prefill's working set, and
+inference and training memory (AdamW, mixed precision, ZeRO / FSDP sharding).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from ..config import ModelConfig
+from ..errors import AnalysisError
+from ..model import SDPA_HAS_GQA
+from ..runtime.hardware import DTYPE_BYTES
+from .common import (INT64_BYTES, STATS_BYTES, TRAINING_DTYPES, check_count, check_seq,
+                     checked_dtype_bytes, nbytes)
+from .kv import kv_cache_bytes_per_token, weight_bytes
+from .params import count_params
+from .shapes import Shapes
+
+
+SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
+
+
+@dataclass(frozen=True)
+class ActivationEstimate:
+    dtype: str
+    seq_len: int
+    batch: int
+    checkpointing: bool
+    per_layer: int                  # bytes one block saves for backward
+    components: dict
+    total_bytes: int
+    assumptions: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+ACTIVATION_ASSUMPTIONS = [
+    "Counts the tensors autograd saves for backward in llama_lab.model with every parameter in "
+    "`dtype` (model.to(dtype), no autocast), each storage once, parameters excluded, for "
+    "F.cross_entropy on the logits.",
+    "Attention runs in a fused SDPA kernel (flash / CPU flash): it saves q, k, v (G heads, not "
+    "repeated), its output and a float32 logsumexp (B·H·T) - never the T×T weights.",
+    "RMSNorm saves its float32 input, rstd (float32) and the normalised x; LayerNorm saves its "
+    "input and float32 mean/rstd (the CPU kernel keeps them in the input dtype: a few bytes per "
+    "token less). A norm's output is saved by the linear layers that read it.",
+    "SwiGLU saves gate, silu(gate), up and their product (4·F per token); ReLU its output; GELU "
+    "its input and output.",
+    "RoPE saves cos and sin (T×D): the model's tables, built once per device for the longest "
+    "length used (T in a training step), in float32; or one cast copy per use in 16-bit dtypes.",
+    "checkpointing = torch.utils.checkpoint around every block: the block inputs stay, plus one "
+    "block's activations while it is recomputed in backward.",
+]
+
+
+def _norm_saved_bytes(cfg: ModelConfig, tokens: int, b: float) -> int:
+    C = Shapes.of(cfg).C
+    if cfg.norm_type == "rmsnorm":
+        # float32 copy of the input (the input itself in fp32) + rstd + normalised x in dtype
+        return 4 * tokens * C + STATS_BYTES * tokens + nbytes(tokens * C, b)
+    return nbytes(tokens * C, b) + 2 * STATS_BYTES * tokens      # input + mean, rstd
+
+
+def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
+                        checkpointing: bool = False) -> ActivationEstimate:
+    check_seq(seq_len, batch)
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    B, T, N = batch, seq_len, batch * seq_len
+    s = Shapes.of(cfg)
+    C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
+    kv_heads_saved = G if (SDPA_HAS_GQA or G == H) else H          # old torch repeats K/V
+    rope = cfg.pos_encoding == "rope"
+    ffn_saved_per_token = {"swiglu": 4 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
+    block = {
+        "norms": 2 * _norm_saved_bytes(cfg, N, b),
+        "attention_input": nbytes(N * C, b),                      # read by q, k, v
+        "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),       # saved by SDPA
+        # SDPA's output (also o_proj's input: same storage) + its float32 logsumexp
+        "attention_output": nbytes(N * H * D, b) + STATS_BYTES * B * H * T,
+        # 16-bit: cos and sin cast afresh for q and for k
+        "rope_casts": nbytes(4 * T * D, b) if rope and dtype != "fp32" else 0,
+        "ffn_input": nbytes(N * C, b),                            # read by gate/up
+        "ffn_hidden": nbytes(N * ffn_saved_per_token, b),
+    }
+    per_layer = sum(block.values())
+    head = ((_norm_saved_bytes(cfg, N, b) if cfg.final_norm else 0)
+            + nbytes(N * C, b)                                            # lm_head input
+            + nbytes(N * V, b)                                            # log_softmax output
+            + INT64_BYTES * N + math.ceil(b))                              # targets, total_weight
+    components = {
+        "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
+        "rope_tables": 2 * T * D * 4 if rope and dtype == "fp32" else 0,   # shared by all layers
+        "head_and_loss": head,
+    }
+    if checkpointing:
+        components["block_inputs"] = L * nbytes(N * C, b)
+        # While a block is recomputed, its first saved tensor is often the stored input itself
+        # (Post-LN: q/k/v read it; LayerNorm saves it; RMSNorm's float32 upcast of an fp32 x is x).
+        reuses_input = (cfg.norm_position == "post" or cfg.norm_type == "layernorm"
+                        or dtype == "fp32")
+        components["recomputed_block"] = per_layer - (nbytes(N * C, b) if reuses_input else 0)
+    else:
+        components["blocks"] = L * per_layer
+    return ActivationEstimate(dtype, seq_len, batch, checkpointing, per_layer, components,
+                              sum(components.values()), list(ACTIVATION_ASSUMPTIONS))
+
+
+def activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
+                     checkpointing: bool = False) -> int:
+    """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS)."""
+    return activation_estimate(cfg, seq_len, batch, dtype, checkpointing).total_bytes
+
+
+def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
+                               dtype: str = "bf16", last_only: bool = False) -> int:
+    """Peak bytes of live intermediate tensors in a no-grad forward of llama_lab.model over
+    B×T tokens (a prefill): the largest of the norm, attention, FFN and lm_head working sets,
+    counting what callers still hold, plus the position ids and RoPE tables. Not counted:
+    allocator slack, kernel workspaces, RoPE's 16-bit casts of cos/sin (T·D each).
+    ``last_only``: the prefill of ``generate`` (``model(ids, last_only=True)``), whose lm_head
+    computes the last position's logits only (B·V instead of B·T·V)."""
+    check_seq(seq_len, batch)
+    b = checked_dtype_bytes(dtype)
+    if dtype in ("fp8", "int8", "int4"):
+        b = DTYPE_BYTES["bf16"]                      # weight-only formats compute in bf16
+    T, N = seq_len, batch * seq_len
+    s = Shapes.of(cfg)
+    C, H, G, D, F, V = s.C, s.H, s.G, s.D, s.F, s.V
+    pre = cfg.norm_position == "pre"
+    # Elements per token alive at each phase of a block. The block input stays referenced by
+    # the layer loop; Pre-LN also holds the norm output being read, and on the FFN side the
+    # residual after attention.
+    q_k_v = (H + 2 * G) * D                         # locals of Attention.forward until it returns
+    at_o_proj = q_k_v + H * D + C                   # + attention output + o_proj output
+    at_rope = 0
+    if cfg.pos_encoding == "rope":                  # x·cos, rotate_half(x), rotate_half(x)·sin
+        at_rope = 2 * G * D + max(4 * H * D,        # while rotating q (k, v alive)
+                                  2 * H * D + 3 * G * D)   # while rotating k (old and new q)
+    attention = (2 * C if pre else C) + max(at_o_proj, at_rope)
+    hidden = 3 * F if cfg.ffn_type == "swiglu" else 2 * F   # silu(g), up, product / act in+out
+    ffn = (3 * C if pre else 2 * C) + max(hidden, F + C)    # F + C: down_proj's input and output
+    if cfg.norm_type == "rmsnorm":                  # float32 x·rstd, its cast, γ·x
+        norm_bytes = 4 * C + (b * C if b != 4 else 0) + b * C
+    else:
+        norm_bytes = b * C + 2 * STATS_BYTES
+    norm = 2 * C * b + norm_bytes                   # the two tensors held around a norm
+    positions = INT64_BYTES * T                     # position ids, held through the blocks
+    if cfg.pos_encoding == "rope":                  # + cos and sin, float32 (T, D) each
+        positions += 2 * T * D * 4
+    block_peak = math.ceil(N * max(max(attention, ffn) * b, norm)) + positions
+    logits = batch * V if last_only else N * V
+    head_peak = nbytes(N * C + logits, b)          # final hidden state + logits
+    return max(block_peak, head_peak)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    kind: str                       # "inference" or "training"
+    dtype: str
+    seq_len: int
+    batch: int                      # per GPU
+    components: dict                # bytes for one unsharded replica
+    total_bytes: int                # sum of components: what one GPU needs without sharding
+    sharding: str
+    n_gpus: int
+    per_gpu_components: dict
+    per_gpu_bytes: int
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"component": name, "bytes": value,
+                              "per_gpu_bytes": self.per_gpu_components[name]}
+                             for name, value in self.components.items()])
+
+
+def inference_memory(cfg: ModelConfig, seq_len: int, batch: int = 1,
+                     dtype: str = "bf16") -> MemoryEstimate:
+    """Serving B sequences of T tokens: weights + full KV cache + the prefill's peak activations."""
+    check_seq(seq_len, batch)
+    checked_dtype_bytes(dtype)
+    components = {
+        "weights": weight_bytes(cfg, dtype),
+        "kv_cache": kv_cache_bytes_per_token(cfg, dtype) * batch * seq_len,
+        "activations": inference_activation_bytes(cfg, seq_len, batch, dtype, last_only=True),
+    }
+    total = sum(components.values())
+    return MemoryEstimate("inference", dtype, seq_len, batch, components, total, "none", 1,
+                          dict(components), total,
+                          ["activations: peak working set of a no-grad prefill that "
+                           "computes the last position's logits only, as generate does "
+                           "(inference_activation_bytes)"])
+
+
+# Which model states each scheme splits across the GPUs (Rajbhandari et al. 2020, ZeRO:
+# stage 1 = optimizer states, 2 = + gradients, 3 = + parameters; FSDP full-shard = stage 3).
+SHARDED_STATES = {
+    "none": (),
+    "zero1": ("optimizer_moments", "master_weights"),
+    "zero2": ("optimizer_moments", "master_weights", "gradients"),
+    "zero3": ("optimizer_moments", "master_weights", "gradients", "weights"),
+    "fsdp": ("optimizer_moments", "master_weights", "gradients", "weights"),
+}
+
+
+def training_memory(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "bf16",
+                    mixed_precision: bool = True, activation_checkpointing: bool = False,
+                    sharding: str = "none", n_gpus: int = 1) -> MemoryEstimate:
+    """AdamW training, ``batch`` sequences per GPU. Mixed precision (bf16/fp16 with fp32 master
+    weights and moments) is ZeRO's 2Ψ + 2Ψ + 12Ψ; fp32 is 4Ψ + 4Ψ + 8Ψ; pure 16-bit keeps the
+    moments in 16 bits. Activations from ``activation_bytes``."""
+    check_seq(seq_len, batch)
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    if sharding not in SHARDINGS:
+        raise AnalysisError(f"sharding={sharding!r} must be one of {', '.join(SHARDINGS)}")
+    check_count("n_gpus", n_gpus, 1_000_000)
+    P = count_params(cfg).total
+    mixed = mixed_precision and dtype != "fp32"
+    moment_bytes = 4 if (mixed or dtype == "fp32") else b
+    components = {
+        "weights": nbytes(P, b),
+        "gradients": nbytes(P, b),
+        "optimizer_moments": nbytes(2 * P, moment_bytes),          # AdamW m and v
+        "master_weights": 4 * P if mixed else 0,                    # fp32 copy updated by AdamW
+        "activations": activation_bytes(cfg, seq_len, batch, dtype, activation_checkpointing),
+    }
+    per_gpu = {name: (math.ceil(value / n_gpus) if name in SHARDED_STATES[sharding] else value)
+               for name, value in components.items()}
+    notes = [f"batch={batch} sequences per GPU; activations are never sharded"]
+    if mixed_precision and dtype == "fp32":
+        notes.append("dtype fp32: no mixed precision, no master copy")
+    if sharding == "none" and n_gpus > 1:
+        notes.append("sharding='none': plain data parallel, every GPU holds every state")
+    return MemoryEstimate("training", dtype, seq_len, batch, components, sum(components.values()),
+                          sharding, n_gpus, per_gpu, sum(per_gpu.values()), notes)

@@ -1,0 +1,140 @@
+"""Parameters: the closed form by tensor kind and component, and the same count read from the
+module built on the meta device (so the formulas are checked against the code that runs).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from ..config import ModelConfig
+from ..model import build_model
+from .shapes import Shapes
+
+
+# One key per kind of parameter tensor, named after the module that owns it.
+DETAIL_KEYS = ("embed_tokens", "embed_positions", "q_proj", "k_proj", "v_proj", "o_proj",
+               "attention_bias", "gate_proj", "up_proj", "down_proj", "ffn_bias",
+               "input_layernorm", "post_attention_layernorm", "final_norm", "lm_head")
+
+
+COMPONENT_OF = {
+    "embed_tokens": "embedding", "embed_positions": "positional",
+    "q_proj": "attention", "k_proj": "attention", "v_proj": "attention", "o_proj": "attention",
+    "attention_bias": "attention",
+    "gate_proj": "ffn", "up_proj": "ffn", "down_proj": "ffn", "ffn_bias": "ffn",
+    "input_layernorm": "norms", "post_attention_layernorm": "norms", "final_norm": "norms",
+    "lm_head": "lm_head",
+}
+
+
+COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head")
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    total: int
+    non_embedding: int          # total − token embedding − learned positions (Kaplan et al.)
+    per_layer: int              # one decoder block
+    by_component: dict          # COMPONENTS → int; a tied lm_head is 0; sums to total
+    detail: dict                # DETAIL_KEYS → int, summed over layers; sums to total
+    source: str                 # "closed form" or "meta module"
+
+    def spec_by_component(self) -> dict:
+        """SPEC's view: a learned positional table is counted under ``embedding``."""
+        parts = dict(self.by_component)
+        parts["embedding"] += parts.pop("positional")
+        return parts
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        rows = [{"component": name, "params": count, "share": count / self.total}
+                for name, count in self.by_component.items()]
+        return pd.DataFrame(rows)
+
+
+def norm_params(cfg: ModelConfig) -> int:
+    """One norm: γ (RMSNorm), or γ and β (LayerNorm)."""
+    return cfg.d_model * (2 if cfg.norm_type == "layernorm" else 1)
+
+
+def layer_param_detail(cfg: ModelConfig) -> dict:
+    """Parameters of one decoder block by tensor kind."""
+    s = Shapes.of(cfg)
+    C, H, G, D, F = s.C, s.H, s.G, s.D, s.F
+    gated = s.n_ffn_matrices == 3
+    return {
+        "q_proj": C * H * D,
+        "k_proj": C * G * D,                                   # GQA/MQA: G < H shrinks K and V
+        "v_proj": C * G * D,
+        "o_proj": H * D * C,
+        "attention_bias": (H * D + 2 * G * D + C) if cfg.bias else 0,
+        "gate_proj": C * F if gated else 0,                    # SwiGLU's third matrix
+        "up_proj": C * F,
+        "down_proj": F * C,
+        "ffn_bias": ((2 * F if gated else F) + C) if cfg.bias else 0,
+        "input_layernorm": norm_params(cfg),
+        "post_attention_layernorm": norm_params(cfg),
+    }
+
+
+def _param_count(detail: dict, per_layer: int, source: str) -> ParamCount:
+    by_component = dict.fromkeys(COMPONENTS, 0)
+    for key, count in detail.items():
+        by_component[COMPONENT_OF[key]] += count
+    total = sum(detail.values())
+    non_embedding = total - by_component["embedding"] - by_component["positional"]
+    return ParamCount(total, non_embedding, per_layer, by_component, dict(detail), source)
+
+
+def count_params(cfg: ModelConfig) -> ParamCount:
+    """Closed form: L blocks + token embedding + learned positions + final norm + lm_head."""
+    layer = layer_param_detail(cfg)
+    detail = dict.fromkeys(DETAIL_KEYS, 0)
+    for key, count in layer.items():
+        detail[key] = cfg.n_layers * count
+    s = Shapes.of(cfg)
+    detail["embed_tokens"] = s.V * s.C
+    detail["embed_positions"] = cfg.max_seq_len * s.C if cfg.pos_encoding == "learned" else 0
+    detail["final_norm"] = norm_params(cfg) if cfg.final_norm else 0
+    detail["lm_head"] = 0 if cfg.tie_embeddings else s.V * s.C
+    return _param_count(detail, sum(layer.values()), "closed form")
+
+
+def _detail_key(name: str) -> str:
+    """Map a parameter name of CausalLM (HF LlamaForCausalLM names) to its DETAIL_KEYS kind."""
+    parts = name.split(".")
+    owner, kind = parts[-2], parts[-1]
+    if name.startswith("model.norm."):
+        return "final_norm"
+    if owner in ("embed_tokens", "embed_positions", "lm_head", "input_layernorm",
+                 "post_attention_layernorm"):
+        return owner
+    if kind == "bias" and "self_attn" in parts:
+        return "attention_bias"
+    if kind == "bias" and "mlp" in parts:
+        return "ffn_bias"
+    if owner in DETAIL_KEYS:
+        return owner
+    raise RuntimeError(f"parameter {name!r} has no counting rule")
+
+
+def count_params_module(cfg: ModelConfig) -> ParamCount:
+    """Read the counts from the module built on the meta device (no weight memory).
+    ``named_parameters`` yields a tied lm_head weight once, under the embedding."""
+    model = build_model(cfg, device="meta")
+    detail = dict.fromkeys(DETAIL_KEYS, 0)
+    for name, parameter in model.named_parameters():
+        detail[_detail_key(name)] += parameter.numel()
+    per_layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    return _param_count(detail, per_layer, "meta module")
+
+
+def palm_params(cfg: ModelConfig) -> int:
+    """N of PaLM's 6N: parameters that take part in matmuls (embedding tables excluded, a tied
+    lm_head included once more because its matmul runs)."""
+    counts = count_params(cfg)
+    tied_head = cfg.vocab_size * cfg.d_model if cfg.tie_embeddings else 0
+    return counts.non_embedding + tied_head

@@ -1,0 +1,135 @@
+"""The roofline: lower-bound time of a decode or prefill step from its FLOPs and the bytes it
+moves, on a GPU's data-sheet peaks.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from ..config import ModelConfig
+from ..errors import AnalysisError
+from ..runtime.hardware import DTYPE_BYTES, GPU
+from .common import check_seq, checked_dtype_bytes, checked_gpu, nbytes
+from .flops import count_flops, decode_flops
+from .kv import attention_variants, kv_cache_bytes_per_token, weight_bytes
+from .params import palm_params
+from .shapes import Shapes
+
+
+DEFAULT_GPU = "H100 80GB"     # the GPU the roofline tables and figures use unless told
+
+
+@dataclass(frozen=True)
+class Roofline:
+    phase: str
+    gpu: str
+    batch: int
+    context_len: int
+    dtype: str
+    flops: int
+    weight_bytes: int
+    kv_cache_bytes: int
+    activation_bytes: int
+    bytes_moved: int
+    arithmetic_intensity: float     # FLOPs per byte moved
+    ridge_point: float              # the GPU's peak FLOP/s ÷ bandwidth
+    peak_flops: float
+    hbm_bytes_per_s: float
+    compute_time_s: float
+    memory_time_s: float
+    time_per_step_s: float          # lower bound: max(compute, memory)
+    tokens_per_step: int
+    time_per_token_s: float
+    tokens_per_s: float
+    bound: str                      # "compute" or "memory"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _weight_bytes_read(cfg: ModelConfig, b: float, tokens: int) -> int:
+    """Every matmul weight once, plus only the embedding rows gathered for ``tokens`` tokens."""
+    s = Shapes.of(cfg)
+    rows = min(tokens, s.V) + (min(tokens, cfg.max_seq_len)
+                                          if cfg.pos_encoding == "learned" else 0)
+    return nbytes(palm_params(cfg) + rows * s.C, b)
+
+
+def _prefill_activation_traffic(cfg: ModelConfig, tokens: int, b: float) -> int:
+    """Each matmul reads its input and writes its output once (element-wise ops fused away);
+    the K/V outputs are the cache writes."""
+    s = Shapes.of(cfg)
+    C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
+    qkv = (H + 2 * G) * D
+    attention = (C + qkv) + (qkv + H * D) + (H * D + C)        # projections, SDPA, o_proj
+    n_up = s.n_up
+    ffn = n_up * (C + F) + (F + C)                              # gate/up, down
+    return nbytes(tokens * (L * (attention + ffn) + C + V), b)
+
+
+def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dtype: str = "bf16",
+             phase: str = "decode") -> Roofline:
+    """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
+    B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
+    written. prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal
+    half of the scores (fused kernels skip masked blocks). fp8/int8/int4 are weight/KV-only
+    formats computing at the bf16 peak."""
+    if phase not in ("decode", "prefill"):
+        raise AnalysisError(f"phase={phase!r} must be 'decode' or 'prefill'")
+    check_seq(context_len, batch)
+    b = checked_dtype_bytes(dtype)
+    gpu = checked_gpu(gpu)
+    kv_per_token = kv_cache_bytes_per_token(cfg, dtype)
+    if phase == "decode":
+        flops = decode_flops(cfg, context_len, batch).forward
+        tokens = batch
+        kv_bytes = batch * context_len * kv_per_token + batch * kv_per_token   # read + write
+        act_bytes = 0
+    else:
+        flops = count_flops(cfg, context_len, batch).forward_causal
+        tokens = batch * context_len
+        kv_bytes = 0                          # the K/V writes are in the activation traffic
+        act_bytes = _prefill_activation_traffic(cfg, tokens, DTYPE_BYTES["bf16"] if b < 2 else b)
+    w_bytes = _weight_bytes_read(cfg, b, tokens)
+    moved = w_bytes + kv_bytes + act_bytes
+    peak = gpu.peak_flops(dtype)
+    compute_s, memory_s = flops / peak, moved / gpu.hbm_bytes_per_s
+    step_s = max(compute_s, memory_s)
+    intensity, ridge = flops / moved, peak / gpu.hbm_bytes_per_s
+    return Roofline(
+        phase=phase, gpu=gpu.name, batch=batch, context_len=context_len, dtype=dtype,
+        flops=flops, weight_bytes=w_bytes, kv_cache_bytes=kv_bytes, activation_bytes=act_bytes,
+        bytes_moved=moved, arithmetic_intensity=intensity, ridge_point=ridge, peak_flops=peak,
+        hbm_bytes_per_s=gpu.hbm_bytes_per_s, compute_time_s=compute_s, memory_time_s=memory_s,
+        time_per_step_s=step_s, tokens_per_step=tokens, time_per_token_s=step_s / tokens,
+        tokens_per_s=tokens / step_s, bound="compute" if compute_s >= memory_s else "memory",
+    )
+
+
+def roofline_table(cfg: ModelConfig, gpu: GPU | str = DEFAULT_GPU,
+                   batches=(1, 8, 32, 128), context_lens=(1024, 8192, 32768),
+                   dtype: str = "bf16", phase: str = "decode") -> pd.DataFrame:
+    """The roofline of the same model as MHA, GQA and MQA over batch × context. Decode reads
+    the whole KV cache per token, so fewer KV heads raise the arithmetic intensity at long
+    context and large batch - the reason GQA exists."""
+    gpu = checked_gpu(gpu)
+    rows = []
+    for kind, variant in attention_variants(cfg).items():
+        weights = weight_bytes(variant, dtype)
+        for batch in batches:
+            for context in context_lens:
+                r = roofline(variant, gpu, batch, context, dtype, phase)
+                kv_total = kv_cache_bytes_per_token(variant, dtype) * batch * context
+                rows.append({
+                    "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
+                    "batch": batch, "context_len": context,
+                    "kv_cache_bytes": kv_total,
+                    "fits": weights + kv_total <= gpu.memory_bytes,
+                    "arithmetic_intensity": r.arithmetic_intensity,
+                    "ridge_point": r.ridge_point, "bound": r.bound,
+                    "time_per_step_ms": r.time_per_step_s * 1e3,
+                    "time_per_token_ms": r.time_per_token_s * 1e3,
+                    "tokens_per_s": r.tokens_per_s,
+                })
+    return pd.DataFrame(rows)

@@ -1,0 +1,125 @@
+"""SPEC's ``analyze --json`` object, and the CLI's plain-text table of it.
+"""
+from __future__ import annotations
+
+from ..config import ModelConfig
+from ..runtime.hardware import GPUS
+from ..units import human_bytes, human_count
+from .common import TRAINING_DTYPES, check_seq, checked_dtype_bytes
+from .flops import count_flops
+from .kv import kv_cache, max_context_that_fits
+from .memory import inference_memory, training_memory
+from .params import count_params
+
+
+def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16") -> dict:
+    """SPEC's ``analyze --json`` object (plain JSON types), plus extra keys."""
+    check_seq(seq_len, batch)
+    checked_dtype_bytes(dtype)
+    params = count_params(cfg)
+    flops = count_flops(cfg, seq_len, batch)
+    kv = kv_cache(cfg, seq_len, batch, dtype)
+    training_dtype = dtype if dtype in TRAINING_DTYPES else "bf16"
+    training = training_memory(cfg, seq_len, batch, training_dtype)
+    inference = inference_memory(cfg, seq_len, batch, dtype)
+    notes = []
+    if seq_len > cfg.max_seq_len:
+        notes.append(f"seq_len={seq_len} exceeds max_seq_len={cfg.max_seq_len}: counted as if "
+                     f"the model allowed it")
+    if cfg.pos_encoding == "learned":
+        notes.append("params.by_component.embedding includes the learned positional table "
+                     f"({params.by_component['positional']:,})")
+    return {
+        "inputs": {"seq_len": seq_len, "batch": batch, "dtype": dtype,
+                   "attention_kind": cfg.attention_kind},
+        "params": {
+            "total": params.total,
+            "by_component": params.spec_by_component(),
+            "non_embedding": params.non_embedding,
+            "per_layer": params.per_layer,
+            "detail": params.detail,
+        },
+        "flops": {
+            "forward": flops.forward,
+            "by_component": flops.by_component,
+            "training_step": flops.training_step,
+            "per_token": flops.per_token,
+            "training_per_token": flops.training_per_token,
+            "attention_scores_causal": flops.attention_scores_causal,
+            "forward_causal": flops.forward_causal,
+            "palm_params": flops.palm_params,
+            "palm_training_per_token": flops.palm_training_per_token,
+            "elementwise": flops.elementwise,
+            "elementwise_constants": flops.elementwise_constants,
+            "conventions": flops.conventions,
+        },
+        "kv_cache": {
+            "dtype": dtype,
+            "bytes_per_token": kv.bytes_per_token,
+            "bytes_per_sequence": kv.bytes_per_sequence,
+            "bytes": kv.bytes,
+            "compare": kv.compare,
+            "compare_kv_heads": kv.compare_kv_heads,
+            "by_dtype": kv.by_dtype,
+            "max_context_by_gpu": {name: max_context_that_fits(cfg, gpu, batch, dtype)
+                                   for name, gpu in GPUS.items()},
+            "note": kv.note,
+        },
+        "memory": {
+            "inference": {"components": inference.components, "total_bytes": inference.total_bytes},
+            "training": {"dtype": training_dtype, "mixed_precision": training_dtype != "fp32",
+                         "components": training.components, "total_bytes": training.total_bytes},
+        },
+        "notes": notes,
+    }
+
+
+def _table(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
+    width = max(len(r[0]) for r in rows)
+    mid = max(len(r[1]) for r in rows)
+    lines = [title, "-" * len(title)]
+    lines += [f"  {name:<{width}}  {exact:>{mid}}  {readable}" for name, exact, readable in rows]
+    return lines + [""]
+
+
+def format_analysis(result: dict) -> str:
+    """A readable plain-text report of an ``analyze`` result (the CLI's default output)."""
+    inputs, params, flops, kv = result["inputs"], result["params"], result["flops"], result["kv_cache"]
+    total = params["total"]
+    lines = [f"LLaMA Lab analysis - seq_len {inputs['seq_len']}, batch {inputs['batch']}, "
+             f"dtype {inputs['dtype']}, {inputs['attention_kind']}", ""]
+    rows = [(name, f"{count:,}", f"{human_count(count):>10}  {100 * count / total:5.1f}%")
+            for name, count in params["by_component"].items()]
+    rows += [(name, f"{params[key]:,}", f"{human_count(params[key]):>10}") for name, key in
+             (("total", "total"), ("non-embedding", "non_embedding"), ("per layer", "per_layer"))]
+    lines += _table("Parameters", rows)
+    forward = flops["forward"]
+    rows = [(name, f"{value:,}", f"{human_count(value, 'FLOP'):>14}  {100 * value / forward:5.1f}%")
+            for name, value in flops["by_component"].items()]
+    summary = (("forward", flops["forward"]),
+               ("  causal scores only", flops["forward_causal"]),
+               ("per token", flops["per_token"]),
+               ("training step (3x)", flops["training_step"]),
+               ("training / token", flops["training_per_token"]),
+               ("PaLM 6N+12LHQT / token", flops["palm_training_per_token"]),
+               ("element-wise (not in fwd)", flops["elementwise"]["total"]))
+    rows += [(name, f"{value:,.0f}", f"{human_count(value, 'FLOP'):>14}") for name, value in summary]
+    lines += _table("FLOPs (2 per multiply-add; scores over the full T x T)", rows)
+    rows = [("bytes / token", f"{kv['bytes_per_token']:,}", human_bytes(kv["bytes_per_token"])),
+            ("bytes / sequence", f"{kv['bytes_per_sequence']:,}", human_bytes(kv["bytes_per_sequence"])),
+            ("bytes (B x T)", f"{kv['bytes']:,}", human_bytes(kv["bytes"]))]
+    rows += [(f"{kind.upper()} (n_kv_heads={kv['compare_kv_heads'][kind]}) / token", f"{value:,}",
+              human_bytes(value)) for kind, value in kv["compare"].items()]
+    lines += _table(f"KV cache ({kv['dtype']})", rows)
+    memory = result["memory"]
+    rows = [(f"inference: {name}", f"{value:,}", human_bytes(value))
+            for name, value in memory["inference"]["components"].items()]
+    rows.append(("inference total", f"{memory['inference']['total_bytes']:,}",
+                 human_bytes(memory["inference"]["total_bytes"])))
+    rows += [(f"training: {name}", f"{value:,}", human_bytes(value))
+             for name, value in memory["training"]["components"].items()]
+    rows.append(("training total (1 GPU)", f"{memory['training']['total_bytes']:,}",
+                 human_bytes(memory["training"]["total_bytes"])))
+    lines += _table("Memory", rows)
+    lines += [f"note: {note}" for note in result.get("notes", [])]
+    return "\n".join(lines).rstrip() + "\n"

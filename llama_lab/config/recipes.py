@@ -1,0 +1,49 @@
+"""Configs derived from configs: the 2017 and LLaMA recipes at a model's size, and the small
+copies the live experiments train (a model's recipe at a size that runs in seconds on a CPU).
+"""
+from __future__ import annotations
+
+from .ffn import seed_ffn_hidden
+from .model_config import ModelConfig
+
+
+def recipe_2017(cfg: ModelConfig) -> ModelConfig:
+    """The original decoder recipe at cfg's size (seed table, left column)."""
+    return cfg.replace(norm_position="post", norm_type="layernorm", pos_encoding="sinusoidal",
+                       ffn_type="relu", ffn_hidden=4 * cfg.d_model, bias=True, final_norm=False,
+                       init="xavier", n_kv_heads=cfg.n_heads)
+
+
+def recipe_llama(cfg: ModelConfig) -> ModelConfig:
+    """The LLaMA recipe at cfg's size (seed table, right column)."""
+    return cfg.replace(norm_position="pre", norm_type="rmsnorm", pos_encoding="rope",
+                       ffn_type="swiglu", ffn_hidden=seed_ffn_hidden(cfg.d_model), bias=False,
+                       final_norm=True, init="normal")
+
+
+# Size of the short training runs behind the table (byte-level data: vocab 256).
+TRAINING_SHAPE = dict(vocab_size=256, d_model=64, n_layers=4, n_heads=4, max_seq_len=64)
+
+
+def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> ModelConfig:
+    """``cfg``'s recipe (norms, positions, FFN type, bias, init, tying) at a size that trains in
+    seconds on a CPU: d 64 (or ``d_model``), 4 layers, 4 heads, the same query/KV head ratio
+    where 4 heads allow it — and the same attention kind always (a GQA model stays GQA)."""
+    d = d_model or TRAINING_SHAPE["d_model"]
+    heads = TRAINING_SHAPE["n_heads"]
+    kv = max(1, heads * cfg.n_kv_heads // cfg.n_heads)
+    while heads % kv:
+        kv -= 1
+    if cfg.attention_kind == "GQA" and kv in (1, heads):
+        kv = 2                                    # 4 query heads: 2 per KV head
+    width = seed_ffn_hidden(d) if cfg.ffn_type == "swiglu" else round(cfg.ffn_hidden / cfg.d_model * d)
+    return cfg.replace(**{**TRAINING_SHAPE, "d_model": d}, n_kv_heads=kv, ffn_hidden=max(1, width))
+
+
+def live_config(cfg: ModelConfig, n_layers: int, d_model: int = TRAINING_SHAPE["d_model"],
+                seq_len: int = 0) -> ModelConfig:
+    """``cfg``'s recipe (norms, positions, FFN type, biases, init, KV sharing) at a size that
+    runs live: small_training_config at the given width (4 heads, byte-level vocabulary
+    256, the recipe's FFN rule), then the given depth and room for ``seq_len`` tokens."""
+    small = small_training_config(cfg, d_model=d_model)
+    return small.replace(n_layers=n_layers, max_seq_len=max(seq_len, small.max_seq_len))

@@ -1,0 +1,32 @@
+"""Live experiments: run the model for real and measure what ``analysis`` predicts. One module
+per experiment kind, each registering an ``ExperimentKind`` (``registry``): gradient norms
+Post-LN vs Pre-LN, the depth sweep, training runs, the architecture table's training
+contrasts, the live pass and KV-cache decoding. Every module in this package is imported here,
+so a new kind only needs its own file.
+
+Everything runs on the GPU when there is one (CUDA, then Apple MPS) and the CPU otherwise.
+Every refusal (no such device, a run that will not fit in memory, bad sizes) raises
+``ExperimentError`` with the figures; nothing is allocated before the memory guard has passed.
+"""
+import importlib
+import pkgutil
+
+from .ablation import ABLATIONS, CONTRAST_SETTINGS, ablation_runs, ablation_specs
+from .decode import DecodeBench, DecodeRow, check_decode_budget, decode_benchmark
+from .depth import DepthSweep, check_depth_budget, depth_sweep, loglog_fit, loglog_slope
+from .gradient_norms import GradNormComparison, GradNorms, gradnorms, measure_grad_norms
+from .live import LivePass, LiveSettings, bench, live_pass
+from .registry import KINDS, ExperimentEntry, ExperimentKind, experiment_state_key, get_kind
+from .training import RunComparison, RunSpec, compare_runs, norm_position_specs
+
+for _module in pkgutil.iter_modules(__path__):          # registers every kind, in any file
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = [
+    "ABLATIONS", "CONTRAST_SETTINGS", "DecodeBench", "DecodeRow", "DepthSweep", "ExperimentEntry", "ExperimentKind",
+    "GradNormComparison", "GradNorms", "KINDS", "LivePass", "LiveSettings", "RunComparison",
+    "RunSpec", "ablation_runs", "ablation_specs", "bench", "check_decode_budget",
+    "check_depth_budget", "compare_runs", "decode_benchmark", "depth_sweep", "experiment_state_key", "get_kind",
+    "gradnorms", "live_pass", "loglog_fit", "loglog_slope", "measure_grad_norms",
+    "norm_position_specs",
+]

@@ -1,0 +1,355 @@
+"""The live pass: one real training step timed phase by phase (forward, backward, AdamW), with
+the initial loss beside ln(V), achieved TFLOP/s and MFU, peak memory, the activation memory
+measured from the tensors autograd saves vs ``analysis.activation_bytes``, and logits
+statistics with and without the final norm (the seed's "forgot the final norm" bug). Also
+SPEC's ``bench`` JSON.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from .. import analysis
+from ..config import ModelConfig
+from ..errors import ExperimentError
+from ..figures.common import Figure, Table, layout_figure, logits_table
+from ..model import build_model
+from ..runtime.devices import device_name, pick_device
+from ..runtime.memory import check_memory
+from ..runtime.peak import device_peak_flops
+from ..runtime.precision import Precision, make_precision
+from ..train.budgets import check_sizes, random_batch, training_bytes_needed
+from ..train.data import TokenData
+from ..train.measure import LogitStats, SavedTensorMeter, logit_stats, state_bytes
+from ..train.step import StepTimes, Trainee, make_optimizer, next_token_loss, training_step
+from ..units import human_bytes, plain_fields, settings_from
+from .registry import ExperimentKind, Progress, register
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    device: str = "auto"
+    dtype: str = "fp32"
+    seed: int = 0
+    compile: bool = False          # torch.compile (CUDA only)
+    iters: int = 1                 # timed steps after the warm-up step
+    lr: float = 3e-4
+
+
+@dataclass(frozen=True)
+class LivePass:
+    device: str
+    device_name: str
+    dtype: str
+    seq_len: int
+    batch: int
+    iters: int
+    compiled: bool
+    n_params: int
+    initial_loss: float                  # at the initial weights (the warm-up iteration)
+    ln_vocab: float                      # the loss of a uniform prediction
+    last_loss: float                     # the last timed iteration, after ≥ 1 AdamW update
+    warmup_s: float                      # the excluded first iteration (compilation included)
+    forward_ms: float                    # medians over the timed iterations
+    backward_ms: float
+    optimizer_ms: float
+    step_ms: float
+    tokens_per_s: float
+    training_flops: float                # analysis.count_flops(...).training_step
+    achieved_tflops: float
+    peak_flops: float
+    peak_flops_source: str
+    mfu: float
+    achieved_tflops_causal: float      # counting the causal half of the attention scores (what
+    mfu_causal: float                  # SDPA with is_causal computes); the SPEC figure counts T×T
+    peak_memory_bytes: int
+    peak_memory_source: str
+    memory_breakdown: dict               # weights, gradients, optimizer, weight_casts, activations
+    activation_bytes_measured: int       # saved-for-backward tensors, each storage once
+    activation_bytes_estimated: int      # analysis.activation_bytes: every tensor in `dtype`;
+                                         # autocast keeps norms, residuals and the loss in fp32,
+                                         # so bf16/fp16 runs measure more (fp32: equal)
+    estimated_training_bytes: int        # what the memory guard checked
+    logits: LogitStats                   # with the final norm, initial weights
+    logits_without_final_norm: LogitStats
+
+    @property
+    def activation_ratio(self) -> float:
+        return self.activation_bytes_measured / max(1, self.activation_bytes_estimated)
+
+    def to_dict(self) -> dict:
+        return plain_fields(self) | {"activation_ratio": self.activation_ratio}
+
+
+def _check(cfg: ModelConfig, seq_len: int, batch: int, s: LiveSettings,
+           dev: torch.device) -> int:
+    """Refuse a run that cannot start, before anything is allocated; the guard's estimate."""
+    make_precision(s.dtype, dev)
+    check_sizes(cfg, seq_len, batch)
+    if s.iters < 1:
+        raise ExperimentError(f"iters={s.iters} must be at least 1")
+    if s.compile and dev.type != "cuda":
+        raise ExperimentError("compile=True is offered on CUDA only (torch.compile's CPU "
+                              "backend needs a C++ toolchain and says little about GPU speed)")
+    required = training_bytes_needed(cfg, seq_len, batch, s.dtype)
+    check_memory(required, dev, f"a training step of this model (B={batch}, T={seq_len}, {s.dtype})")
+    return required
+
+
+def _saved_for_backward(model, inputs, targets, precision: Precision) -> SavedTensorMeter:
+    """The tensors one forward (with the loss) saves for backward; the graph is freed."""
+    with SavedTensorMeter(model) as meter:
+        with precision.autocast():
+            logits = model(inputs)
+        next_token_loss(logits, targets)
+        del logits
+    return meter
+
+
+def _timed_steps(trainee: Trainee, inputs, targets, iters: int,
+                 progress: Progress | None) -> tuple[list[StepTimes], float]:
+    times, last_loss = [], math.nan
+    for i in range(iters):
+        if progress:
+            progress(0.2 + 0.8 * i / iters, f"timed step {i + 1}/{iters}")
+        last_loss, _, step_times = training_step(trainee, inputs, targets, measure_grad_norm=False)
+        times.append(step_times)
+    return times, last_loss
+
+
+def _peak_memory(dev: torch.device, memory: dict) -> tuple[int, str]:
+    if dev.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(dev)), "CUDA allocator peak"
+    return int(sum(memory.values())), ("weights + gradients + AdamW state + tensors saved for "
+                                       "backward (activations and autocast's weight copies)")
+
+
+def live_pass(cfg: ModelConfig, seq_len: int, batch: int, data: TokenData | None = None, *,
+              progress: Progress | None = None, **options: Any) -> LivePass:
+    """A warm-up training step at the initial weights (loss, logits statistics, saved-tensor
+    bytes) and ``iters`` timed steps (per-phase medians). ``options``: the ``LiveSettings``
+    fields (device, dtype, seed, compile, iters, lr)."""
+    s = settings_from(LiveSettings, options, "live pass")
+    dev = pick_device(s.device)
+    required = _check(cfg, seq_len, batch, s, dev)
+    if progress:
+        progress(0.0, "building the model")
+    precision = make_precision(s.dtype, dev)
+    torch.manual_seed(s.seed)
+    model = build_model(cfg, device=dev, seed=s.seed)
+    inputs, targets = (t.to(dev) for t in random_batch(cfg, seq_len, batch, s.seed, data))
+    stats_with, stats_without = logit_stats(model, inputs, precision)
+    trainee = Trainee(torch.compile(model) if s.compile else model,
+                      make_optimizer(model, s.lr), precision, precision.grad_scaler())
+    if progress:
+        progress(0.1, "measuring the tensors saved for backward")
+    meter = _saved_for_backward(model, inputs, targets, precision)
+    if progress:
+        progress(0.15, "warm-up step (excluded from timing)")
+    gradient_bytes: dict[str, int] = {}
+    start = time.perf_counter()
+    initial_loss, _, _ = training_step(
+        trainee, inputs, targets, measure_grad_norm=False,
+        step_before_update=lambda: gradient_bytes.update(state_bytes(model, None)))
+    warmup_s = time.perf_counter() - start
+    memory = state_bytes(model, trainee.optimizer) | {"gradients": gradient_bytes["gradients"],
+                                                      "weight_casts": meter.weight_cast_bytes,
+                                                      "activations": meter.bytes}
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    times, last_loss = _timed_steps(trainee, inputs, targets, s.iters, progress)
+    peak_memory, peak_source = _peak_memory(dev, memory)
+    step_s = statistics.median(t.total_s for t in times)
+    flop_count = analysis.count_flops(cfg, seq_len, batch)
+    flops, flops_causal = flop_count.training_step, 3 * flop_count.forward_causal   # fwd + bwd = 3×
+    peak, peak_source_flops = device_peak_flops(dev, s.dtype)
+    if progress:
+        progress(1.0, "done")
+    return LivePass(
+        device=str(dev), device_name=device_name(dev), dtype=s.dtype, seq_len=seq_len,
+        batch=batch, iters=s.iters, compiled=bool(s.compile),
+        n_params=sum(p.numel() for p in model.parameters()), initial_loss=initial_loss,
+        ln_vocab=math.log(cfg.vocab_size), last_loss=last_loss, warmup_s=warmup_s,
+        forward_ms=1e3 * statistics.median(t.forward_s for t in times),
+        backward_ms=1e3 * statistics.median(t.backward_s for t in times),
+        optimizer_ms=1e3 * statistics.median(t.optimizer_s for t in times),
+        step_ms=1e3 * step_s, tokens_per_s=batch * seq_len / step_s,
+        training_flops=float(flops), achieved_tflops=flops / step_s / 1e12, peak_flops=peak,
+        peak_flops_source=peak_source_flops, mfu=flops / step_s / peak,
+        achieved_tflops_causal=flops_causal / step_s / 1e12, mfu_causal=flops_causal / step_s / peak,
+        peak_memory_bytes=peak_memory, peak_memory_source=peak_source, memory_breakdown=memory,
+        activation_bytes_measured=meter.bytes,
+        activation_bytes_estimated=int(analysis.activation_bytes(cfg, seq_len, batch, dtype=s.dtype)),
+        estimated_training_bytes=required, logits=stats_with, logits_without_final_norm=stats_without)
+
+
+def bench(cfg: ModelConfig, device: str = "auto", steps: int = 5, seq_len: int | None = None,
+          batch: int = 4, dtype: str = "fp32", compile: bool = False, seed: int = 0) -> dict:
+    """SPEC ``bench``: forward + backward + AdamW, ``steps`` timed steps after one warm-up."""
+    seq_len = seq_len or min(128, cfg.max_seq_len)
+    result = live_pass(cfg, seq_len, batch, device=device, dtype=dtype, seed=seed,
+                       compile=compile, iters=steps)
+    return {
+        "tokens_per_s": result.tokens_per_s,
+        "step_ms": result.step_ms,
+        "achieved_tflops": result.achieved_tflops,
+        "peak_memory_bytes": result.peak_memory_bytes,
+        "device": result.device,
+        "device_name": result.device_name,
+        "mfu": result.mfu,
+        "achieved_tflops_causal": result.achieved_tflops_causal,
+        "mfu_causal": result.mfu_causal,
+        "peak_memory_source": result.peak_memory_source,
+        "peak_flops": result.peak_flops,
+        "peak_flops_source": result.peak_flops_source,
+        "forward_ms": result.forward_ms,
+        "backward_ms": result.backward_ms,
+        "optimizer_ms": result.optimizer_ms,
+        "dtype": dtype,
+        "seq_len": seq_len,
+        "batch": batch,
+        "steps": steps,
+        "compiled": result.compiled,
+        "n_params": result.n_params,
+        "initial_loss": result.initial_loss,
+    }
+
+
+# ---- figures and tables --------------------------------------------------------------------
+CUDA_PEAK_SOURCE = "CUDA allocator"          # how experiments.live_pass names a measured peak
+
+
+def live_phase_figure(live: LivePass) -> go.Figure:
+    phases = {"forward": live.forward_ms, "backward": live.backward_ms,
+              "optimizer (AdamW)": live.optimizer_ms}
+    fig = go.Figure(go.Bar(x=list(phases), y=list(phases.values()),
+                           marker_color=["#1f77b4", "#ff7f0e", "#2ca02c"],
+                           text=[f"{v:.1f} ms" for v in phases.values()],
+                           hovertemplate="%{x}: %{y:.2f} ms<extra></extra>"))
+    fig.update_yaxes(title="milliseconds (median of timed steps)")
+    return layout_figure(fig, f"One training step on {live.device_name}, {live.dtype}: "
+                        f"{live.step_ms:.1f} ms, {live.tokens_per_s:,.0f} tokens/s", height=360)
+
+
+def peak_memory_is_measured(live: LivePass) -> bool:
+    """Whether ``live.peak_memory_bytes`` is the CUDA allocator's peak. Elsewhere it is an
+    estimate: weights + gradients + AdamW state + saved tensors added up, not measured RSS."""
+    return live.peak_memory_source.startswith(CUDA_PEAK_SOURCE)
+
+
+def peak_memory_label(live: LivePass) -> str:
+    return "peak memory" if peak_memory_is_measured(live) else "peak memory (estimate)"
+
+
+def has_causal_mfu(live: LivePass) -> bool:
+    """Whether the result carries the causal-attention MFU (results from before it was added
+    do not)."""
+    return getattr(live, "mfu_causal", None) is not None
+
+
+CAUSAL_MFU_NOTE = ("MFU counts the attention scores over the full T×T (SPEC, PaLM); SDPA with "
+                   "is_causal=True computes only about half of them, so “causal” counts that "
+                   "half (analysis.count_flops(...).forward_causal).")
+
+
+def live_summary(live: LivePass) -> pd.DataFrame:
+    """quantity, value, unit: the headline numbers of a live pass."""
+    rows = [
+        ("device", live.device_name, ""), ("dtype", live.dtype, ""),
+        ("batch × sequence", f"{live.batch} × {live.seq_len}", "tokens"),
+        ("parameters", live.n_params, ""),
+        ("forward", live.forward_ms, "ms"), ("backward", live.backward_ms, "ms"),
+        ("optimizer", live.optimizer_ms, "ms"), ("step", live.step_ms, "ms"),
+        ("tokens/s", live.tokens_per_s, "tokens/s"),
+        ("training FLOPs per step (analysis)", live.training_flops, "FLOP"),
+        ("achieved", live.achieved_tflops, "TFLOP/s"),
+        ("peak", live.peak_flops / 1e12, "TFLOP/s"), ("peak source", live.peak_flops_source, ""),
+        ("MFU", live.mfu, "fraction"),
+    ]
+    if has_causal_mfu(live):
+        rows += [("achieved, causal attention scores", live.achieved_tflops_causal, "TFLOP/s"),
+                 ("MFU, causal attention scores", live.mfu_causal, "fraction")]
+    rows += [
+        ("initial loss", live.initial_loss, "nats"), ("ln V", live.ln_vocab, "nats"),
+        ("loss after the timed steps", live.last_loss, "nats"),
+        (peak_memory_label(live), live.peak_memory_bytes, "bytes"),
+        ("peak memory source", live.peak_memory_source, ""),
+        ("activations measured (saved for backward)", live.activation_bytes_measured, "bytes"),
+        ("activations predicted (analysis.activation_bytes)", live.activation_bytes_estimated,
+         "bytes"),
+        ("measured / predicted activations", live.activation_ratio, "ratio"),
+        ("memory guard estimate (analysis.training_memory)", live.estimated_training_bytes,
+         "bytes"),
+    ]
+    return pd.DataFrame(rows, columns=["quantity", "value", "unit"])
+
+
+def predicted_live_memory(live: LivePass, cfg: ModelConfig) -> dict[str, int]:
+    """What ``analysis`` predicts for each entry of ``live.memory_breakdown``. The live pass
+    keeps fp32 weights, gradients and AdamW moments whatever its dtype (bf16/fp16 run under
+    autocast, which also keeps a 16-bit copy of every weight): analysis.training_memory at fp32
+    without mixed precision, analysis.weight_bytes for the copies, and the activations it
+    predicted at the run's dtype."""
+    states = analysis.training_memory(cfg, live.seq_len, live.batch, dtype="fp32",
+                                      mixed_precision=False).components
+    return {"weights": states["weights"], "gradients": states["gradients"],
+            "optimizer": states["optimizer_moments"] + states["master_weights"],
+            "weight_casts": 0 if live.dtype == "fp32" else analysis.weight_bytes(cfg, live.dtype),
+            "activations": live.activation_bytes_estimated}
+
+
+_PREDICTION_SOURCES = {
+    "weights": "analysis.training_memory: weights, fp32",
+    "gradients": "analysis.training_memory: gradients, fp32",
+    "optimizer": "analysis.training_memory: AdamW m and v, fp32 (torch also keeps a 4-byte "
+                 "step per tensor)",
+    "weight_casts": "analysis.weight_bytes at the run's dtype (autocast's copies; none in fp32)",
+    "activations": "analysis.activation_bytes",
+    "total": "the rows above",
+}
+
+
+def live_memory_table(live: LivePass, cfg: ModelConfig | None = None) -> pd.DataFrame:
+    """What the tensors hold after the warm-up step beside what ``analysis`` predicts for
+    ``cfg`` (the model that ran; without it only the activations are predicted), in bytes and
+    human-readable. A prediction that cannot be made reads "—"."""
+    predicted = predicted_live_memory(live, cfg) if cfg is not None else \
+        {"activations": live.activation_bytes_estimated}
+    rows = [{"component": name, "measured_bytes": value,
+             "predicted_bytes": predicted.get(name),
+             "source_of_prediction": _PREDICTION_SOURCES.get(name, "")}
+            for name, value in live.memory_breakdown.items()]
+    known = [row["predicted_bytes"] for row in rows]
+    rows.append({"component": "total", "measured_bytes": sum(live.memory_breakdown.values()),
+                 "predicted_bytes": sum(known) if None not in known else None,
+                 "source_of_prediction": _PREDICTION_SOURCES["total"]})
+    for row in rows:
+        row["measured"] = human_bytes(row["measured_bytes"])
+        row["predicted"] = human_bytes(row["predicted_bytes"])
+    columns = ["component", "measured", "predicted", "measured_bytes", "predicted_bytes",
+               "source_of_prediction"]
+    return pd.DataFrame(rows)[columns]
+
+
+def tables(result: LivePass, section: str, config: ModelConfig | None = None) -> list[Table]:
+    return [Table("live_pass", "Measured vs predicted", section, live_summary(result)),
+            Table("live_pass_memory", "Memory after the warm-up step: measured vs predicted",
+                  section, live_memory_table(result, config)),
+            Table("live_pass_logits", "Logits at the initial weights", section,
+                  logits_table(result.logits, result.logits_without_final_norm, result.ln_vocab))]
+
+
+def figures(result: LivePass, section: str) -> list[Figure]:
+    return [Figure("live_pass_phases", "Step time by phase", section, live_phase_figure(result))]
+
+
+KIND = register(ExperimentKind(
+    name="live_pass", title="Live pass", result_type=LivePass, run=live_pass, tables=tables,
+    figures=figures, panel="live_pass", order=50))

@@ -1,0 +1,99 @@
+"""Figures and tables of the KV cache: MHA / GQA / MQA bytes, what fits a GPU, cache against
+context, and which query heads read which KV head.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import analysis
+from ..config import ModelConfig
+from ..runtime.hardware import GPU
+from .common import ATTENTION_COLORS, GIB, display_frame, layout_figure, mark
+
+
+def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str) -> pd.DataFrame:
+    """MHA / GQA / MQA of the same model: KV bytes per token, the cache at B×T, weights, and the
+    longest context (at batch B) and largest batch (at length T) that fit on ``gpu``."""
+    rows = []
+    for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
+        report = analysis.kv_cache(variant, seq_len, batch, dtype)
+        rows.append({
+            "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
+            "kv_bytes_per_token": report.bytes_per_token, "kv_cache_bytes": report.bytes,
+            "weight_bytes": analysis.weight_bytes(variant, dtype),
+            "max_context_at_batch": analysis.max_context_that_fits(variant, gpu, batch, dtype),
+            "max_batch_at_seq_len": analysis.max_batch_that_fits(variant, gpu, seq_len, dtype),
+            "is_current": variant.n_kv_heads == cfg.n_kv_heads,
+        })
+    return pd.DataFrame(rows)
+
+
+def kv_memory_curve_frame(cfg: ModelConfig, context_lens: Sequence[int], batch: int,
+                          dtype: str) -> pd.DataFrame:
+    """Weights + KV cache for each attention variant over context length."""
+    rows = []
+    for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
+        weights = analysis.weight_bytes(variant, dtype)
+        for context in context_lens:
+            cache = analysis.kv_cache(variant, context, batch, dtype).bytes
+            rows.append({"attention": kind, "n_kv_heads": variant.n_kv_heads,
+                         "context_len": context, "kv_cache_bytes": cache, "weight_bytes": weights,
+                         "total_bytes": weights + cache})
+    return pd.DataFrame(rows)
+
+
+def kv_memory_vs_context(frame: pd.DataFrame, gpu: GPU | None = None) -> go.Figure:
+    frame = display_frame(frame)
+    fig = go.Figure()
+    for kind, part in frame.groupby("attention", sort=False):
+        g = int(part.n_kv_heads.iloc[0])
+        fig.add_trace(go.Scatter(
+            x=part.context_len, y=part.total_bytes / GIB, mode="lines",
+            name=f"{kind.upper()} ({g} KV heads)", line=dict(color=ATTENTION_COLORS.get(kind)),
+            customdata=part.kv_cache_bytes / GIB,
+            hovertemplate="T=%{x:,}: %{y:.2f} GiB total, KV %{customdata:.2f} GiB<extra></extra>"))
+    if gpu is not None:
+        mark(fig, y=gpu.memory_bytes / GIB, text=f"{gpu.name}: {gpu.memory_bytes / GIB:.1f} GiB",
+              color="#444", dash="dash")
+    fig.update_xaxes(type="log", title="context length (tokens per sequence)")
+    fig.update_yaxes(type="log", title="weights + KV cache (GiB)")
+    return layout_figure(fig, "Memory for serving: weights + KV cache", height=420)
+
+
+def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go.Figure:
+    """Query heads (top) and the KV head each one reads (bottom); a colour per group."""
+    shown_q = min(n_heads, max_heads)
+    n_rep = n_heads // n_kv_heads
+    shown_kv = (shown_q - 1) // n_rep + 1
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#7f7f7f", "#bcbd22", "#17becf"]
+    q_x = list(range(shown_q))
+    # each KV head sits under the middle of the query heads it serves
+    kv_x = [g * n_rep + (min(n_rep, shown_q - g * n_rep) - 1) / 2 for g in range(shown_kv)]
+    line_x, line_y = [], []
+    for q in q_x:
+        line_x += [q, kv_x[q // n_rep], None]
+        line_y += [1, 0, None]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", line=dict(color="#bbb", width=1),
+                             hoverinfo="skip", showlegend=False))
+    fig.add_trace(go.Scatter(
+        x=q_x, y=[1] * shown_q, mode="markers", name="query heads",
+        marker=dict(symbol="square", size=14, color=[palette[(q // n_rep) % 10] for q in q_x]),
+        hovertemplate="query head %{x}<extra></extra>"))
+    fig.add_trace(go.Scatter(
+        x=kv_x, y=[0] * shown_kv, mode="markers+text", name="KV heads",
+        marker=dict(symbol="diamond", size=18, color=[palette[g % 10] for g in range(shown_kv)]),
+        text=[f"kv{g}" for g in range(shown_kv)], textposition="bottom center",
+        customdata=list(range(shown_kv)), hovertemplate="KV head %{customdata}<extra></extra>"))
+    kind = "MHA" if n_kv_heads == n_heads else ("MQA" if n_kv_heads == 1 else "GQA")
+    title = (f"{kind}: {n_heads} query heads share {n_kv_heads} KV heads "
+             f"({n_rep} per KV head)")
+    if shown_q < n_heads:
+        title += f" — first {shown_q} query heads shown"
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False, range=[-0.6, 1.3])
+    return layout_figure(fig, title, height=260, showlegend=False)

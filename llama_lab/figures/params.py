@@ -1,0 +1,116 @@
+"""Figures and tables of where parameters and FLOPs go.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import analysis
+from ..config import ModelConfig
+from ..units import human_count
+from .common import COMPONENT_COLORS, display_values, layout_figure, mark
+
+
+FLOP_COMPONENTS = ("attention_proj", "attention_scores", "ffn", "lm_head")
+
+
+# The weight matrices of a block: each costs 2·B·T·(its parameters) FLOPs in a forward pass.
+MATMUL_TENSORS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def params_sunburst(params: analysis.ParamCount) -> go.Figure:
+    """Total → component → tensor kind; each ring sums to its parent (branchvalues="total")."""
+    ids, labels, parents, values, colors = ["total"], [f"total<br>{params.total:,}"], [""], \
+        [params.total], ["#ffffff"]
+    for component, count in params.by_component.items():
+        if count == 0:
+            continue
+        ids.append(component)
+        labels.append(component)
+        parents.append("total")
+        values.append(count)
+        colors.append(COMPONENT_COLORS[component])
+        for kind, kind_count in params.detail.items():
+            if kind_count and analysis.COMPONENT_OF[kind] == component and kind != component:
+                ids.append(f"{component}/{kind}")
+                labels.append(kind)
+                parents.append(component)
+                values.append(kind_count)
+                colors.append(COMPONENT_COLORS[component])
+    fig = go.Figure(go.Sunburst(
+        ids=ids, labels=labels, parents=parents, values=display_values(values),
+        branchvalues="total",
+        marker=dict(colors=colors), hovertemplate="%{label}: %{value:,} (%{percentRoot:.2%})"
+                                                  "<extra></extra>"))
+    return layout_figure(fig, f"Parameters by component ({params.total:,})", height=480)
+
+
+def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
+    """One decoder block (all L are identical) by tensor kind: its parameters and the forward
+    FLOPs it costs per block at the analysed batch and length. A weight matrix costs
+    2·B·T·(its parameters) (one multiply-add per weight and token, 2 FLOPs each); the attention
+    scores (QKᵀ and AV, no parameters) get their own row; biases and norms are element-wise,
+    outside the matmul count (0 here; see ``flops.elementwise``). The column times L, plus
+    lm_head, is ``flops.forward``."""
+    layer = analysis.layer_param_detail(cfg)
+    block_params = sum(layer.values())
+    rows = []
+    for kind, count in layer.items():
+        matmul = kind in MATMUL_TENSORS
+        rows.append({"tensor": kind, "component": analysis.COMPONENT_OF[kind], "params": count,
+                     "share_of_block": count / block_params,
+                     # 2 FLOPs per multiply-add × one per weight × B·T tokens
+                     "forward_flops": 2 * flops.tokens * count if matmul else 0,
+                     "flops_rule": "2·B·T·params" if matmul else "element-wise, counted apart"})
+    keys = "T" if flops.context_len == flops.seq_len else "S"
+    rows.append({"tensor": "attention scores (QKᵀ, AV)", "component": "attention", "params": 0,
+                 "share_of_block": 0.0,
+                 "forward_flops": flops.by_component["attention_scores"] // cfg.n_layers,
+                 "flops_rule": f"2·2·B·T·{keys}·H·D (QKᵀ and AV, every key)"})
+    return pd.DataFrame(rows)
+
+
+def flops_sweep_frame(counts: Sequence[analysis.FlopCount]) -> pd.DataFrame:
+    """Long table: seq_len, component, FLOPs per token (forward, matmuls)."""
+    rows = [{"seq_len": count.seq_len, "component": name, "flops_per_token": value / count.tokens,
+             "flops": value} for count in counts for name, value in count.by_component.items()]
+    return pd.DataFrame(rows)
+
+
+def flops_vs_seq_len(counts: Sequence[analysis.FlopCount], crossover: int | None = None,
+                     current_seq_len: int | None = None) -> go.Figure:
+    """Stacked forward FLOPs per token by component against sequence length (log x)."""
+    frame = flops_sweep_frame(counts)
+    fig = go.Figure()
+    for name in FLOP_COMPONENTS:
+        part = frame[frame.component == name]
+        fig.add_trace(go.Scatter(
+            x=part.seq_len, y=part.flops_per_token, name=name, mode="lines", stackgroup="flops",
+            line=dict(color=COMPONENT_COLORS.get(name, "#7f7f7f")),
+            hovertemplate=f"{name}: %{{y:.3s}} FLOP/token at T=%{{x:,}}<extra></extra>"))
+    # the x range is the sweep's own; a label in the right half is written left of its line
+    low, high = math.log10(frame.seq_len.min()), math.log10(frame.seq_len.max())
+    side = lambda x: "right" if math.log10(x) > (low + high) / 2 else "left"    # noqa: E731
+    if crossover is not None:
+        mark(fig, x=crossover, text=f"scores > FFN from T={crossover:,}", color="#d62728",
+              dash="dash", side=side(crossover))
+    if current_seq_len is not None:
+        mark(fig, x=current_seq_len, text=f"T={current_seq_len:,}", color="#444", dash="dot",
+              side=side(current_seq_len))
+    fig.update_xaxes(type="log", title="sequence length T", range=[low, high])
+    fig.update_yaxes(title="forward FLOPs per token")
+    return layout_figure(fig, "Forward FLOPs per token by component", height=420)
+
+
+def flops_bar(flops: analysis.FlopCount) -> go.Figure:
+    parts = flops.by_component
+    fig = go.Figure(go.Bar(x=list(parts), y=display_values(parts.values()),
+                           marker_color=[COMPONENT_COLORS.get(n, "#7f7f7f") for n in parts],
+                           text=[f"{v / flops.forward:.1%}" for v in parts.values()],
+                           hovertemplate="%{x}: %{y:,} FLOPs<extra></extra>"))
+    fig.update_yaxes(title="FLOPs (one forward)", tickformat="~s")          # 5P, not 5×10¹⁵
+    return layout_figure(fig, f"Forward FLOPs at B={flops.batch}, T={flops.seq_len:,}: "
+                        f"{human_count(flops.forward, 'FLOP')}", height=360)

@@ -1,0 +1,24 @@
+"""A configurable decoder-only Transformer: anything between the 2017 recipe and LLaMA-3.
+
+``build_model(cfg, device=None, dtype=None)`` returns a ``CausalLM`` whose state-dict keys are
+those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half convention.
+Parts: ``norms``, ``positions``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``, ``init``,
+``checkpoint``.
+"""
+from .attention import SDPA_HAS_GQA, Attention, causal_attention, reference_attention
+from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
+from .decoder import CausalLM, DecoderBody, DecoderLayer
+from .init import INIT_STD, build_model, init_weights
+from .kv_cache import KVCache
+from .mlp import MLP
+from .norms import RMSNorm, make_norm
+from .positions import (PositionTables, apply_rope, rope_cos_sin, rope_inv_freq, rotate_half,
+                        sinusoidal_table)
+
+__all__ = [
+    "Attention", "CausalLM", "DecoderBody", "DecoderLayer", "INIT_STD", "KVCache",
+    "LoadedCheckpoint", "MLP", "PositionTables", "RMSNorm", "SDPA_HAS_GQA", "apply_rope",
+    "build_model", "causal_attention", "checkpoint_files", "init_weights", "load_checkpoint",
+    "make_norm", "reference_attention", "rope_cos_sin", "rope_inv_freq", "rotate_half",
+    "sinusoidal_table",
+]

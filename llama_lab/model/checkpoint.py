@@ -1,0 +1,95 @@
+"""Local Hugging Face checkpoints: config.json + *.safetensors (sharded or not). Pickles
+(``*.bin``, ``*.pt``) are never loaded.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..config import ConfigError, ModelConfig, load_config_file
+from ..runtime.memory import check_memory
+from .decoder import CausalLM
+from .init import build_model
+
+
+@dataclass
+class LoadedCheckpoint:
+    model: CausalLM
+    config: ModelConfig
+    notes: list[str]
+    files: list[str]
+
+
+def checkpoint_files(folder: Path) -> list[Path]:
+    """The safetensors files of a HF folder: sharded (index json) or single. Never pickles."""
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+            raise ConfigError(f"{index} is not a valid safetensors index (needs a 'weight_map')") from None
+        names = sorted(set(weight_map.values()))
+        for name in names:
+            if Path(name).name != name or not name.endswith(".safetensors"):
+                raise ConfigError(f"{index} names shard {name!r}: shards must be .safetensors "
+                                  f"files in the same folder")
+        return [folder / name for name in names]
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        pickles = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
+        hint = f" (found {', '.join(pickles)}: pickle checkpoints are never loaded)" if pickles else ""
+        raise ConfigError(f"{folder} holds no .safetensors weights{hint}")
+    return files
+
+
+def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckpoint:
+    """Load a local HF-format folder (config.json + *.safetensors, sharded or not)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"checkpoint folder {str(folder)!r} does not exist")
+    config_path = folder / "config.json"
+    if not config_path.exists():
+        raise ConfigError(f"{folder} has no config.json")
+    cfg, notes = load_config_file(config_path)
+    files = checkpoint_files(folder)
+    for path in files:
+        if not path.exists():
+            raise ConfigError(f"shard {path.name} named by the index is missing")
+    # Refuse before reading a byte of weights if they cannot fit.
+    weight_bytes = sum(path.stat().st_size for path in files)
+    if dtype is not None:   # the cast holds both copies of one tensor at a time, at most
+        weight_bytes = int(weight_bytes * max(1.0, torch.finfo(dtype).bits / 16))
+    check_memory(weight_bytes, torch.device(device or "cpu"), f"loading {folder.name}")
+    model = build_model(cfg, device="meta")
+    state: dict[str, torch.Tensor] = {}
+    for path in files:
+        try:
+            state.update(load_file(str(path), device=str(device or "cpu")))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ConfigError(f"{path.name} is not a readable safetensors file: {exc}") from None
+    if cfg.tie_embeddings:
+        state.pop("lm_head.weight", None)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state) - ({"lm_head.weight"} if cfg.tie_embeddings else set()))
+    unexpected = sorted(k for k in set(state) - set(expected) if not k.endswith("rotary_emb.inv_freq"))
+    if missing:
+        raise ConfigError(f"checkpoint lacks {len(missing)} tensor(s), e.g. {missing[:3]}")
+    if unexpected:
+        notes.append(f"{len(unexpected)} unexpected tensor(s) ignored, e.g. {unexpected[:3]}")
+    for key, tensor in expected.items():
+        if key in state and tuple(state[key].shape) != tuple(tensor.shape):
+            raise ConfigError(f"tensor {key} has shape {tuple(state[key].shape)}, the config "
+                              f"implies {tuple(tensor.shape)}")
+    state = {k: v for k, v in state.items() if k in expected}
+    model.load_state_dict(state, strict=False, assign=True)
+    if cfg.tie_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    if dtype is not None:
+        model = model.to(dtype=dtype)
+    return LoadedCheckpoint(model, cfg, notes, [p.name for p in files])

@@ -1,0 +1,127 @@
+"""The decoder: blocks (Pre-LN or Post-LN), the body (transformers' ``LlamaModel``) and the
+causal LM head. Module and parameter names follow transformers' ``LlamaForCausalLM``
+(``model.layers.{i}.self_attn.q_proj`` ...), so a LLaMA state dict loads either way and gives
+the same logits. Shapes: B batch, T new tokens, C = d_model, V vocab.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ..config import ModelConfig
+from .attention import Attention
+from .kv_cache import KVCache
+from .mlp import MLP
+from .norms import make_norm
+from .positions import PositionTables, rope_inv_freq
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_idx: int):
+        super().__init__()
+        self.pre_norm = cfg.norm_position == "pre"
+        self.self_attn = Attention(cfg, layer_idx)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = make_norm(cfg)            # the attention sublayer's norm
+        self.post_attention_layernorm = make_norm(cfg)   # the FFN sublayer's norm
+
+    def forward(self, x, rope=None, cache=None):
+        if self.pre_norm:   # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l))
+            x = x + self.self_attn(self.input_layernorm(x), rope, cache)
+            x = x + self.mlp(self.post_attention_layernorm(x))
+        else:               # Post-LN: the norm sits on the residual path
+            x = self.input_layernorm(x + self.self_attn(x, rope, cache))
+            x = self.post_attention_layernorm(x + self.mlp(x))
+        return x
+
+
+class DecoderBody(nn.Module):
+    """transformers' ``LlamaModel``: embeddings, blocks, final norm."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.pos_encoding == "learned":
+            self.embed_positions = nn.Embedding(cfg.max_seq_len, cfg.d_model)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.n_layers))
+        if cfg.final_norm:
+            self.norm = make_norm(cfg)
+        self.position_tables = PositionTables(cfg)
+
+    @property
+    def rope_inv_freq(self) -> torch.Tensor:
+        """RoPE frequencies, always float32 (a buffer would be rounded by ``model.to(bf16)``)."""
+        return rope_inv_freq(self.cfg.head_dim, self.cfg.rope_theta).to(self.embed_tokens.weight.device)
+
+    def forward(self, input_ids, cache: KVCache | None = None, final_norm: bool = True):
+        B, T = input_ids.shape
+        start = cache.length if cache is not None else 0
+        if start + T > self.cfg.max_seq_len:
+            raise ValueError(f"sequence of {start + T} tokens exceeds max_seq_len={self.cfg.max_seq_len}")
+        x = self.embed_tokens(input_ids)                                   # (B, T, C)
+        rope = None
+        if self.cfg.pos_encoding in ("rope", "sinusoidal"):
+            # a cache will hold up to its max_len tokens: build the tables for all of them once
+            end = cache.max_len if cache is not None else start + T
+            tables = [t[start:start + T] for t in self.position_tables.get(end, input_ids.device)]
+            if self.cfg.pos_encoding == "rope":
+                rope = tables[0], tables[1]                                # (T, D) each
+            else:
+                x = x + tables[0].to(x)                                    # (T, C)
+        elif self.cfg.pos_encoding == "learned":
+            x = x + self.embed_positions(torch.arange(start, start + T, device=input_ids.device))
+        for layer in self.layers:
+            x = layer(x, rope, cache)
+        if cache is not None:
+            cache.length += T
+        return self.norm(x) if self.cfg.final_norm and final_norm else x
+
+
+class CausalLM(nn.Module):
+    """forward(input_ids (B, T)) -> logits (B, T, vocab); state-dict keys as LlamaForCausalLM."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.model = DecoderBody(cfg)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None,
+                last_only: bool = False) -> torch.Tensor:
+        """Logits (B, T, V); ``last_only``: only the last position's (B, 1, V), as a prefill
+        that is followed by decoding needs — T·V fewer multiply-adds and logits."""
+        hidden = self.model(input_ids, cache)                             # (B, T, C)
+        return self.lm_head(hidden[:, -1:] if last_only else hidden)
+
+    def loss(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy over the first T-1 positions (transformers'
+        ``labels=input_ids``)."""
+        logits = self(input_ids)[:, :-1]                                  # (B, T-1, V)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                           input_ids[:, 1:].reshape(-1))
+
+    def logits_without_final_norm(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """What the seed's "forgot the final norm" bug computes: lm_head on the raw last block."""
+        return self.lm_head(self.model(input_ids, final_norm=False))
+
+    def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
+        p = self.lm_head.weight
+        return KVCache(self.cfg, batch_size, max_len, device=p.device, dtype=p.dtype)
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int,
+                 cache: KVCache | None = None) -> torch.Tensor:
+        """Greedy decoding with the KV cache: one prefill (last position's logits only), then
+        one token at a time."""
+        B, T = input_ids.shape
+        cache = cache or self.new_cache(B, T + max_new_tokens)
+        tokens = [input_ids]
+        logits = self(input_ids, cache, last_only=True)                     # prefill: (B, 1, V)
+        for step in range(max_new_tokens):
+            tokens.append(logits[:, -1:].argmax(-1))                        # (B, 1)
+            if step + 1 < max_new_tokens:
+                logits = self(tokens[-1], cache)                            # one token
+        return torch.cat(tokens, dim=1)

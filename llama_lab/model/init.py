@@ -1,0 +1,66 @@
+"""Building a model: the modules on the target device and dtype, then the initial weights.
+
+A bf16 model is built in bf16: the modules are made on the meta device, given uninitialised
+storage in the target dtype (``to_empty``), and each tensor is drawn in float32 one at a time
+and copied in. The peak is the model in its dtype plus one float32 tensor, not a float32
+model; and the weights equal a float32 build cast to the dtype (the same random stream).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ..config import ModelConfig
+from .decoder import CausalLM
+from .norms import RMSNorm
+
+INIT_STD = 0.02            # GPT-2 / LLaMA: every matrix N(0, 0.02)
+
+
+def _draw(weight: torch.Tensor, init: str, generator: torch.Generator | None) -> None:
+    """Fill ``weight`` as the recipe says, drawing in float32 (the stream does not depend on
+    the dtype) and rounding once into the parameter's dtype."""
+    draw = torch.empty(weight.shape, dtype=torch.float32, device=weight.device)
+    if init == "normal":
+        nn.init.normal_(draw, mean=0.0, std=INIT_STD, generator=generator)
+    else:
+        nn.init.xavier_uniform_(draw, generator=generator)
+    with torch.no_grad():
+        weight.copy_(draw)
+
+
+def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator | None = None) -> None:
+    """normal: every matrix N(0, 0.02) (GPT-2/LLaMA); xavier: Glorot-uniform (2017).
+    Biases 0, norm gains 1."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            if module.weight.is_meta:
+                continue
+            _draw(module.weight, cfg.init, generator)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
+            nn.init.ones_(module.weight)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+
+def build_model(cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0) -> CausalLM:
+    """Build and initialise the model on ``device`` in ``dtype`` (default float32).
+    ``device="meta"`` allocates nothing (any size); ``seed`` makes the weights reproducible
+    (None: torch's global RNG)."""
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"build_model needs a ModelConfig, got {type(cfg).__name__}")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    with torch.device("meta"):
+        model = CausalLM(cfg)
+    if dtype is not None:
+        model = model.to(dtype=dtype)                  # on meta: no memory
+    if device.type == "meta":
+        return model
+    model = model.to_empty(device=device)
+    if cfg.tie_embeddings:                             # to_empty gives each module its own tensor
+        model.lm_head.weight = model.model.embed_tokens.weight
+    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    init_weights(model, cfg, generator)
+    return model

@@ -1,0 +1,76 @@
+"""Positions: RoPE (rotate-half, as transformers) and the 2017 sinusoidal table, with the
+tables each forward needs built once per device and length (``PositionTables``), not on every
+call: a decode step reads a slice of tables built at prefill.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..config import ModelConfig
+
+
+def rope_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
+    """θ_i = theta^(-2i/D) for i < D/2, as transformers computes it."""
+    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+
+
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    angles = torch.outer(positions.float(), inv_freq)          # (T, D/2)
+    angles = torch.cat((angles, angles), dim=-1)                # (T, D) rotate-half layout
+    return angles.cos(), angles.sin()
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, heads, T, D); cos/sin: (T, D)."""
+    return (x * cos.to(x.dtype)) + (rotate_half(x) * sin.to(x.dtype))
+
+
+def sinusoidal_table(n_positions: int, dim: int, device=None) -> torch.Tensor:
+    """Vaswani et al. 2017, section 3.5: PE[p, 2i] = sin(p/10000^(2i/d)), PE[p, 2i+1] = cos(...)."""
+    pos = torch.arange(n_positions, dtype=torch.float32, device=device)[:, None]
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32, device=device)
+                    * (-math.log(10000.0) / dim))
+    table = torch.zeros(n_positions, dim, device=device)
+    table[:, 0::2] = torch.sin(pos * div)
+    table[:, 1::2] = torch.cos(pos * div)[:, : dim // 2]
+    return table
+
+
+class PositionTables:
+    """float32 position tables of one model, per device: RoPE's (cos, sin) of shape (n, D) or
+    the sinusoidal table (n, C), for positions 0..n-1. ``get(end)`` returns tables covering
+    positions < end: built once for the longest length asked so far (exactly that length on
+    the first call, so a training step at T holds T rows), grown at least 2× past it when a
+    longer one comes (amortised decoding), never past max_seq_len. Plain attributes, not
+    buffers: ``model.to(bf16)`` must not round them."""
+
+    def __init__(self, cfg: ModelConfig):
+        self.cfg = cfg
+        self._tables: dict[str, tuple[torch.Tensor, ...]] = {}
+
+    def _build(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+        cfg = self.cfg
+        if cfg.pos_encoding == "rope":
+            inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta).to(device)
+            return rope_cos_sin(torch.arange(n, device=device), inv_freq)
+        return (sinusoidal_table(n, cfg.d_model, device=device),)
+
+    def get(self, end: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+        key = str(device)
+        tables = self._tables.get(key)
+        if tables is None or tables[0].shape[0] < end:
+            n = end if tables is None else min(max(end, 2 * tables[0].shape[0]),
+                                               max(end, self.cfg.max_seq_len))
+            tables = self._tables[key] = self._build(n, device)
+        return tables
+
+    def rows(self) -> int:
+        """Positions held on the device used last (0 before the first forward)."""
+        return max((t[0].shape[0] for t in self._tables.values()), default=0)

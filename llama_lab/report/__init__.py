@@ -1,0 +1,10 @@
+"""The report: everything the lab knows about one model, plus this session's experiment
+results, collected once (``build``) and rendered as HTML, JSON, Markdown or a zip of CSVs
+(``formats``)."""
+from ..errors import ReportError
+from ..experiments import ExperimentEntry, experiment_state_key
+from .build import Report, build_report, environment
+from .formats import FORMATS, MAX_SHOWN_ROWS, markdown_table, render
+
+__all__ = ["FORMATS", "MAX_SHOWN_ROWS", "ExperimentEntry", "Report", "ReportError",
+           "build_report", "environment", "experiment_state_key", "markdown_table", "render"]

@@ -1,0 +1,125 @@
+"""Number formats and GPUs: bytes per element, and vendor data-sheet peaks.
+
+Peak FLOP/s are *dense* (NVIDIA's headline tensor figures assume 2:4 structured sparsity; the
+dense rate is half of those). Memory is the data sheet's GB × 10⁹; the driver reports a few
+percent more for HBM parts (80 GB of HBM3 is 80 GiB of chips), so "fits" answers err on the safe
+side.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from ..errors import LabError
+
+# Bytes per element. fp8/int8/int4 are storage formats (weights, KV cache): compute runs in bf16.
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4,
+    "bf16": 2,
+    "fp16": 2,
+    "fp8": 1,
+    "int8": 1,
+    "int4": 0.5,
+}
+
+# Storage formats whose matmuls run on the bf16 tensor cores (weight-only quantisation, W8A16 …).
+_COMPUTE_IN_BF16 = {"bf16", "fp16", "fp8", "int8", "int4"}
+
+TERA = 10**12
+GIGA = 10**9
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_bytes: int
+    peak_bf16_flops: float     # dense tensor-core BF16 (FP32 accumulate), FLOP/s
+    peak_fp32_flops: float     # non-tensor FP32, FLOP/s
+    hbm_bytes_per_s: float     # device-memory bandwidth, bytes/s
+    source: str
+
+    def peak_flops(self, dtype: str) -> float:
+        """The matmul peak for a storage dtype: fp32 on the FP32 units, everything else on the
+        BF16 tensor cores (fp8/int8/int4 counted as weight-only formats with bf16 compute)."""
+        if dtype == "fp32":
+            return self.peak_fp32_flops
+        if dtype in _COMPUTE_IN_BF16:
+            return self.peak_bf16_flops
+        raise LabError(f"dtype={dtype!r} must be one of {', '.join(DTYPE_BYTES)}")
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte at which bf16 compute and memory take equal time."""
+        return self.peak_bf16_flops / self.hbm_bytes_per_s
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+GPUS: dict[str, GPU] = {
+    # NVIDIA H100 Tensor Core GPU datasheet, SXM5 column: 80 GB HBM3, 3.35 TB/s,
+    # BF16 1,979 TFLOPS with sparsity (989.4 dense), FP32 67 TFLOPS.
+    "H100 80GB": GPU("H100 80GB", 80 * GIGA, 989.4 * TERA, 67 * TERA, 3.35 * TERA,
+                     "NVIDIA H100 datasheet (SXM5): BF16 1,979 TFLOPS sparse → 989.4 dense, "
+                     "FP32 67 TFLOPS, 80 GB HBM3 at 3.35 TB/s"),
+    # NVIDIA H200 Tensor Core GPU datasheet, SXM column: 141 GB HBM3e, 4.8 TB/s,
+    # BF16 1,979 TFLOPS with sparsity, FP32 67 TFLOPS (same compute die as H100 SXM).
+    "H200 141GB": GPU("H200 141GB", 141 * GIGA, 989.4 * TERA, 67 * TERA, 4.8 * TERA,
+                      "NVIDIA H200 datasheet (SXM): BF16 1,979 TFLOPS sparse → 989.4 dense, "
+                      "FP32 67 TFLOPS, 141 GB HBM3e at 4.8 TB/s"),
+    # NVIDIA A100 Tensor Core GPU datasheet, A100 40GB SXM: BF16 312 TFLOPS dense (624 sparse),
+    # FP32 19.5 TFLOPS, HBM2 1,555 GB/s.
+    "A100 40GB": GPU("A100 40GB", 40 * GIGA, 312 * TERA, 19.5 * TERA, 1555 * GIGA,
+                     "NVIDIA A100 datasheet (40GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
+                     "40 GB HBM2 at 1,555 GB/s"),
+    # Same datasheet, A100 80GB SXM: HBM2e 2,039 GB/s.
+    "A100 80GB": GPU("A100 80GB", 80 * GIGA, 312 * TERA, 19.5 * TERA, 2039 * GIGA,
+                     "NVIDIA A100 datasheet (80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
+                     "80 GB HBM2e at 2,039 GB/s"),
+    # NVIDIA L4 Tensor Core GPU datasheet: BF16 242 TFLOPS with sparsity (121 dense),
+    # FP32 30.3 TFLOPS, 24 GB GDDR6 at 300 GB/s.
+    "L4": GPU("L4", 24 * GIGA, 121 * TERA, 30.3 * TERA, 300 * GIGA,
+              "NVIDIA L4 datasheet: BF16 242 TFLOPS sparse → 121 dense, FP32 30.3 TFLOPS, "
+              "24 GB GDDR6 at 300 GB/s"),
+    # NVIDIA Ada Lovelace architecture whitepaper, Appendix A (GeForce RTX 4090): BF16 tensor
+    # with FP32 accumulate 165.2 TFLOPS dense (330.4 sparse), FP32 82.6 TFLOPS,
+    # 24 GB GDDR6X at 1,008 GB/s.
+    "RTX 4090": GPU("RTX 4090", 24 * GIGA, 165.2 * TERA, 82.6 * TERA, 1008 * GIGA,
+                    "NVIDIA Ada Lovelace whitepaper, RTX 4090: BF16 (FP32 accumulate) 165.2 "
+                    "TFLOPS dense, FP32 82.6 TFLOPS, 24 GB GDDR6X at 1,008 GB/s"),
+}
+
+
+def dtype_bytes(dtype: str) -> float:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise LabError(f"dtype={dtype!r} must be one of {', '.join(DTYPE_BYTES)}") from None
+
+
+def get_gpu(gpu: GPU | str) -> GPU:
+    """A GPU from the table by key, or the GPU itself."""
+    if isinstance(gpu, GPU):
+        return gpu
+    try:
+        return GPUS[gpu]
+    except KeyError:
+        raise LabError(f"unknown GPU {gpu!r}; known GPUs: {', '.join(GPUS)}") from None
+
+
+def gpu_for_device_name(name: str) -> GPU | None:
+    """The table entry for a ``torch.cuda.get_device_name()`` string, e.g. "NVIDIA H100 80GB
+    HBM3" or "NVIDIA A100-SXM4-40GB"; None for parts not in the table (H100 PCIe/NVL, ...)."""
+    text = name.upper()
+    if "H200" in text:
+        return GPUS["H200 141GB"]
+    if "H100" in text:
+        # The SXM5 board reports "H100 80GB HBM3"; PCIe and NVL boards have other peaks.
+        return GPUS["H100 80GB"] if ("HBM3" in text or "SXM" in text) else None
+    if "A100" in text:
+        return GPUS["A100 80GB"] if "80GB" in text.replace(" ", "") else GPUS["A100 40GB"]
+    if re.search(r"\bL4\b", text):
+        return GPUS["L4"]
+    if "4090" in text:
+        return GPUS["RTX 4090"]
+    return None

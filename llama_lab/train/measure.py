@@ -1,0 +1,138 @@
+"""What a run measures besides time: logits statistics, the bytes autograd saves for backward,
+and the bytes the weights, gradients and optimizer state really hold.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+
+from ..model import CausalLM
+from ..runtime.precision import Precision
+from ..units import plain_fields
+
+
+@dataclass(frozen=True)
+class LogitStats:
+    std: float
+    max_abs: float
+    max_prob_mean: float        # mean over tokens of the softmax's largest probability
+    entropy_mean: float         # nats; ln(V) = uniform, 0 = saturated softmax
+
+    @classmethod
+    def of(cls, logits: torch.Tensor) -> "LogitStats":
+        logits = logits.detach().float().reshape(-1, logits.shape[-1])     # (B·T, V)
+        log_probs = logits.log_softmax(-1)
+        probs = log_probs.exp()
+        entropy = -(probs * log_probs).sum(-1)                             # (B·T,)
+        return cls(std=logits.std().item(), max_abs=logits.abs().max().item(),
+                   max_prob_mean=probs.max(-1).values.mean().item(),
+                   entropy_mean=entropy.mean().item())
+
+    def to_dict(self) -> dict:
+        return plain_fields(self)
+
+
+@torch.no_grad()
+def logit_stats(model: CausalLM, inputs: torch.Tensor, precision: Precision) -> tuple[LogitStats, LogitStats]:
+    """(with the final norm, without it) on the same inputs."""
+    with precision.autocast():
+        return LogitStats.of(model(inputs)), LogitStats.of(model.logits_without_final_norm(inputs))
+
+
+_CAST_OR_VIEW = {"ToCopyBackward0", "TBackward0", "ViewBackward0", "TransposeBackward0",
+                 "PermuteBackward0", "ExpandBackward0", "UnsafeViewBackward0"}
+
+
+def _parameter_behind(tensor: torch.Tensor, params: set[int]) -> bool:
+    """True when ``tensor`` is a parameter seen through casts and views only — autocast's
+    low-precision copy of a weight, say — by walking its autograd graph."""
+    fn = tensor.grad_fn
+    for _ in range(6):
+        if fn is None:
+            return False
+        if type(fn).__name__ == "AccumulateGrad":
+            return id(fn.variable) in params
+        if type(fn).__name__ not in _CAST_OR_VIEW or not fn.next_functions:
+            return False
+        fn = fn.next_functions[0][0]
+    return False
+
+
+class SavedTensorMeter:
+    """Bytes of the tensors autograd saves for backward, each storage counted once. Parameters
+    (and views of them) are excluded; autocast's low-precision copies of the weights are counted
+    apart (``weight_cast_bytes``): what remains is the activation memory."""
+
+    def __init__(self, model: torch.nn.Module):
+        params = list(model.parameters())
+        self._param_storages = {p.untyped_storage().data_ptr() for p in params}
+        self._param_ids = {id(p) for p in params}
+        self._activations: dict[int, int] = {}
+        self._weight_casts: dict[int, int] = {}
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr in self._param_storages or ptr in self._activations or ptr in self._weight_casts:
+            return tensor
+        if _parameter_behind(tensor, self._param_ids):
+            self._weight_casts[ptr] = storage.nbytes()
+        else:
+            self._activations[ptr] = storage.nbytes()
+        return tensor
+
+    @property
+    def bytes(self) -> int:
+        return sum(self._activations.values())
+
+    @property
+    def weight_cast_bytes(self) -> int:
+        return sum(self._weight_casts.values())
+
+    def __enter__(self):
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._hooks.__exit__(*exc)
+
+
+def _tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    storages = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
+
+
+def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, int]:
+    """Weights, gradients and optimizer state as the tensors hold them (tied weights once)."""
+    params = list(model.parameters())
+    optimizer_tensors = []
+    if optimizer is not None:
+        for state in optimizer.state.values():
+            optimizer_tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+    return {"weights": _tensor_bytes(params),
+            "gradients": _tensor_bytes(p.grad for p in params if p.grad is not None),
+            "optimizer": _tensor_bytes(optimizer_tensors)}
+
+
+# ---- gradient norms -------------------------------------------------------------------------
+def norm_tensor(tensors: Iterable[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """L2 norm of all entries of all tensors together, as a 0-dim tensor (no device sync)."""
+    squares = [t.detach().float().pow(2).sum() for t in tensors]
+    return torch.stack(squares).sum().sqrt() if squares else torch.zeros((), device=device)
+
+
+def norm_of(tensors: Iterable[torch.Tensor]) -> float:
+    return norm_tensor(tensors, torch.device("cpu")).item()
+
+
+def layer_grad_norms(model: CausalLM) -> list[float]:
+    """‖∇θ_l‖ over every parameter of block l (index 0 = nearest the input); one device sync."""
+    device = model.lm_head.weight.device
+    return torch.stack([norm_tensor((p.grad for p in layer.parameters() if p.grad is not None), device)
+                        for layer in model.model.layers]).tolist()

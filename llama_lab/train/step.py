@@ -1,0 +1,95 @@
+"""One training step, timed phase by phase: forward (with the loss), backward, (clip), AdamW."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..runtime.devices import sync
+from ..runtime.precision import Precision
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_s + self.optimizer_s
+
+
+@dataclass(frozen=True, eq=False)
+class Trainee:
+    """What a training step updates: the module that runs (maybe compiled), its optimizer, the
+    precision and fp16's GradScaler (None otherwise)."""
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    precision: Precision
+    scaler: object | None = None
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.1) -> torch.optim.AdamW:
+    """AdamW, β = (0.9, 0.95) as LLaMA; decay on matrices only (not norms, biases)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over B·T positions; logits (B, T, V), targets (B, T)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+def total_grad_norm(model: torch.nn.Module) -> torch.Tensor:
+    """L2 norm of every gradient together (a 0-dim tensor: no device sync)."""
+    norms = [torch.linalg.vector_norm(p.grad.float()) for p in model.parameters() if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def _update(trainee: Trainee, grad_clip: float | None) -> None:
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(trainee.model.parameters(), grad_clip)
+    if trainee.scaler is not None:
+        trainee.scaler.step(trainee.optimizer)
+        trainee.scaler.update()
+    else:
+        trainee.optimizer.step()
+    trainee.optimizer.zero_grad(set_to_none=True)
+
+
+def training_step(trainee: Trainee, inputs: torch.Tensor, targets: torch.Tensor, *,
+                  grad_clip: float | None = None,
+                  step_before_update: Callable[[], None] | None = None,
+                  measure_grad_norm: bool = True) -> tuple[float, float | None, StepTimes]:
+    """Forward (with the loss), backward, (clip), AdamW; returns (loss, total gradient norm
+    before clipping or None, times). The phases are timed with the device synchronised between
+    them; the gradient norm, when asked for, is timed with the optimizer."""
+    device, scaler = trainee.precision.device, trainee.scaler
+    sync(device)
+    t0 = time.perf_counter()
+    with trainee.precision.autocast():
+        logits = trainee.model(inputs)                              # (B, T, V)
+    loss = next_token_loss(logits, targets)
+    sync(device)
+    t1 = time.perf_counter()
+    (scaler.scale(loss) if scaler is not None else loss).backward()
+    sync(device)
+    t2 = time.perf_counter()
+    if scaler is not None:
+        scaler.unscale_(trainee.optimizer)
+    grad_norm = total_grad_norm(trainee.model) if measure_grad_norm else None
+    if step_before_update is not None:
+        step_before_update()
+    _update(trainee, grad_clip)
+    sync(device)
+    t3 = time.perf_counter()
+    return (loss.item(), grad_norm.item() if grad_norm is not None else None,
+            StepTimes(t1 - t0, t2 - t1, t3 - t2))

@@ -1,0 +1,30 @@
+"""The Streamlit side of LLaMA Lab, and the only part of the package that imports Streamlit:
+the sidebar config builder shared by every page (``sidebar``), its session state and URL
+mirror (``state``), the list of pages (``pages``), cached wrappers around the package
+(``cached``), live runs from a page (``runs``) and one result panel per experiment kind
+(``panels``). Pages call ``setup_page`` (or ``sidebar_config``) first; both initialise the
+session state themselves, so any page also runs alone (``streamlit.testing.v1.AppTest``).
+"""
+from ..config import MAX_BATCH, detect_ffn_rule, ffn_from_rule, live_config
+from ..figures.common import sweep_lengths
+from ..train.budgets import CPU_FLOP_BUDGET, check_cpu_budget, guard, runs_live_quickly
+from ..units import human_bytes, human_count, human_params
+from ..runtime.devices import PAGE_DEVICES
+from .cached import (ablation_runs, architecture, flop_count, flops_sweep, fvcore_check,
+                     fvcore_or_error, kv_fit, kv_memory_curve, kv_report, param_count,
+                     roofline_points, scores_crossover, seed_claims, show_table)
+from .panels.gradnorms import explain_norm_positions
+from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
+from .runs import (STALE_NOTE, exclusive_run, is_stale, keep_experiment, run_with_status, text_source,
+                   live_run_note, session_experiments, set_defaults, show_experiment)
+from .sidebar import config_error, setup_page, sidebar_config
+from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, EXPERIMENT_KEYS,
+                    KEY_ABLATION, KEY_BATCH, KEY_BUILDER, KEY_DECODE, KEY_DEPTH_SWEEP, KEY_DTYPE,
+                    KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE, KEY_GRADNORMS,
+                    KEY_LIVE_PASS, KEY_PRESET, KEY_SEQ_LEN, KEY_TRAINING, KEY_UPLOAD, LINK_NOTE,
+                    QUERY_BATCH, QUERY_DTYPE, QUERY_KEYS, QUERY_PRESET, QUERY_SEQ,
+                    WIDGET_PREFIX, Download, Selection, config_downloads, config_from_values,
+                    divisors, dtype_bytes, dtype_names, error_field, field_key, kv_label,
+                    query_for, values_for_config, values_from_query)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

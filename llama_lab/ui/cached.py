@@ -1,0 +1,104 @@
+"""Cached wrappers around the package (``st.cache_data`` keyed on the frozen config and plain
+arguments; never a global read inside), and the one way pages show a table.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+import streamlit as st
+
+from .. import analysis, experiments, seed
+from ..analysis import cross_check
+from ..config import ConfigError, ModelConfig
+from ..figures import kv, rooflines
+from ..figures.common import display_frame
+from ..runtime.hardware import GPU
+
+
+def show_table(frame: pd.DataFrame | Mapping[str, Any], **kwargs: Any) -> None:
+    """st.dataframe without the index, of ``display_frame(frame)``: counts beyond int64
+    (FLOPs and bytes at the limits) would stop Arrow's conversion with a traceback."""
+    st.dataframe(display_frame(pd.DataFrame(frame)), hide_index=True, **kwargs)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def param_count(cfg: ModelConfig) -> analysis.ParamCount:
+    return analysis.count_params(cfg)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def flop_count(cfg: ModelConfig, seq_len: int, batch: int) -> analysis.FlopCount:
+    return analysis.count_flops(cfg, seq_len, batch)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def flops_sweep(cfg: ModelConfig, seq_lens: tuple[int, ...], batch: int) -> list:
+    return [analysis.count_flops(cfg, seq_len, batch) for seq_len in seq_lens]
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def scores_crossover(cfg: ModelConfig) -> int | None:
+    return analysis.scores_overtake_ffn_at(cfg)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def kv_report(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> analysis.KVCacheReport:
+    return analysis.kv_cache(cfg, seq_len, batch, dtype)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def kv_fit(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int,
+           dtype: str) -> pd.DataFrame:
+    return kv.kv_fit_frame(cfg, gpu, seq_len, batch, dtype)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def kv_memory_curve(cfg: ModelConfig, context_lens: tuple[int, ...], batch: int,
+                    dtype: str) -> pd.DataFrame:
+    return kv.kv_memory_curve_frame(cfg, context_lens, batch, dtype)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def roofline_points(cfg: ModelConfig, gpu: GPU, batches: tuple[int, ...],
+                    context_len: int, dtype: str) -> pd.DataFrame:
+    return rooflines.roofline_points(cfg, gpu, batches, context_len, dtype)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int) -> cross_check.FvcoreCheck:
+    return cross_check.fvcore_check(cfg, seq_len, batch, method="scaled")
+
+
+def fvcore_or_error(cfg: ModelConfig, seq_len: int, batch: int) -> cross_check.FvcoreCheck | None:
+    """``fvcore_check`` under a spinner; a size torch cannot trace — even on the meta device a
+    tensor may not hold 2⁶³ elements, and B·H·T² scores reach that first — is shown with
+    st.error (flop_check says why) and gives None."""
+    try:
+        with st.spinner("Tracing with torch.jit …"):
+            return fvcore_check(cfg, seq_len, batch)
+    except ConfigError as exc:
+        st.error(str(exc))
+        return None
+
+
+@st.cache_data(max_entries=1, show_spinner=False)
+def seed_claims() -> list:
+    return seed.seed_claims()
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def architecture(cfg: ModelConfig, seq_len: int, batch: int,
+                 dtype: str) -> seed.ArchitectureComparison:
+    return seed.architecture_comparison(cfg, seq_len, batch, dtype)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def ablation_runs(kind: str, train_cfg: ModelConfig, steps: int, lr: float, warmup_steps: int,
+                  seq_len: int, batch: int, _progress: Callable[[float, str], None] | None = None
+                  ) -> experiments.RunComparison:
+    """Short training runs of one contrast of the seed's table (same data, seed and batches).
+    ``_progress`` is not part of the cache key."""
+    specs = experiments.ablation_specs(kind, train_cfg, lr, warmup_steps)
+    return experiments.compare_runs(specs, steps, seq_len=seq_len, batch=batch, device="cpu",
+                                    progress=_progress)

@@ -1,0 +1,67 @@
+"""The live pass: time, throughput, MFU, memory measured vs predicted, logits with and without
+the final norm.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from ...experiments import ExperimentEntry
+from ...experiments.live import (CAUSAL_MFU_NOTE, has_causal_mfu, live_memory_table,
+                                 live_phase_figure, peak_memory_is_measured)
+from ...figures.common import logits_table
+from ...units import human_bytes, human_count
+from ..cached import show_table
+
+
+def show(entry: ExperimentEntry, prefix: str) -> None:
+    live = entry.result
+    causal = has_causal_mfu(live)
+    cols = st.columns(4)
+    cols[0].metric("Step", f"{live.step_ms:.1f} ms", help=f"median of {live.iters} timed steps")
+    cols[1].metric("Tokens/s", f"{live.tokens_per_s:,.0f}")
+    cols[2].metric("Achieved", human_count(live.achieved_tflops * 1e12, "FLOP/s"),
+                   help=f"{live.training_flops:.3e} FLOPs per step (3 × forward, analysis)")
+    # the causal-attention MFU rides under the full-T×T one, as its delta
+    cols[3].metric("MFU", f"{live.mfu:.1%}",
+                   f"causal scores: {live.mfu_causal:.1%}" if causal else None,
+                   delta_color="off", delta_arrow="off",
+                   help=f"peak {live.peak_flops / 1e12:.3g} TFLOP/s; attention scores over the "
+                        f"full T×T" + ("; causal half only: " + human_count(
+                            live.achieved_tflops_causal * 1e12, "FLOP/s") if causal else ""))
+    st.caption(f"MFU is measured against {live.peak_flops / 1e12:.3g} TFLOP/s: "
+               f"{live.peak_flops_source}. Warm-up step (excluded): {live.warmup_s:.2f} s."
+               + (" " + CAUSAL_MFU_NOTE if causal else ""))
+    st.plotly_chart(live_phase_figure(live), key=prefix + "chart_phases")
+
+    measured_peak = peak_memory_is_measured(live)
+    cols = st.columns(4)
+    cols[0].metric("Initial loss", f"{live.initial_loss:.4f}",
+                   f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V", delta_color="off")
+    cols[1].metric("ln V", f"{live.ln_vocab:.4f}", help=f"V = {entry.config.vocab_size:,}")
+    cols[2].metric("Peak memory" if measured_peak else "Peak memory (estimate)",
+                   human_bytes(live.peak_memory_bytes), help=live.peak_memory_source)
+    cols[3].metric("Activations measured / predicted", f"{live.activation_ratio:.3f}",
+                   f"{human_bytes(live.activation_bytes_measured)} vs "
+                   f"{human_bytes(live.activation_bytes_estimated)}", delta_color="off")
+    peak_note = (f"Peak memory: {live.peak_memory_source}." if measured_peak else
+                 f"Peak memory is an estimate, not a measurement: {live.peak_memory_source}, "
+                 f"added up from the tensors (the process's resident memory is not read).")
+    st.caption(f"{peak_note} Activations measured: the tensors autograd saves for backward, "
+               f"each storage once; predicted: analysis.activation_bytes. The memory guard "
+               f"checked {human_bytes(live.estimated_training_bytes)} "
+               f"(analysis.training_memory).")
+    show_table(live_memory_table(live, entry.config), width="stretch")
+
+    st.markdown("**Logits at the initial weights, with and without the final norm** — the "
+                "seed's most common Pre-LN bug is forgetting the final norm: the last block's "
+                "output reaches lm_head unnormalised.")
+    show_table(logits_table(live.logits, live.logits_without_final_norm, live.ln_vocab),
+               width="stretch")
+    growth = live.logits_without_final_norm.std / max(live.logits.std, 1e-30)
+    st.caption(f"Without the final norm the logits' std is {growth:.3g}× the normed one"
+               + ("" if entry.config.final_norm else " (this config has no final norm: both rows "
+                                                     "are the same model)")
+               + ". The final norm rescales the last hidden state to unit RMS whatever its "
+                 "size: at initialisation the residual stream is small (embeddings ~N(0, 0.02)), "
+                 "after training it grows with depth — the Gradient norms page shows both "
+                 "after a training run.")

@@ -1,0 +1,26 @@
+"""Training runs (and the architecture table's contrasts): divergences, curves, per-block
+heatmaps, the summary and the logits after training.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from ...experiments import ExperimentEntry
+from ...experiments.training import run_logits_table, training_curves, training_heatmaps
+from ..cached import show_table
+
+
+def show(entry: ExperimentEntry, prefix: str) -> None:
+    comparison = entry.result
+    st.caption(f"Data: {entry.settings['data']}.")
+    for run in comparison.runs.values():
+        if run.diverged:
+            st.warning(f"{run.label} diverged: {run.divergence_reason}. Hint: {run.hint}.")
+    st.plotly_chart(training_curves(comparison), key=prefix + "chart_loss")
+    st.plotly_chart(training_heatmaps(comparison), key=prefix + "chart_heat")
+    show_table(comparison.summary_frame()[["label", "steps_run", "first_loss", "final_loss",
+                                           "final_val_loss", "diverged", "wall_s",
+                                           "tokens_per_s"]], width="stretch")
+    st.markdown("**Logits after training**, on a validation batch, with and without the final "
+                "norm (the seed's “forgot the final norm” bug):")
+    show_table(run_logits_table(comparison), width="stretch")

@@ -1,0 +1,135 @@
+"""Live runs from a page: the job slot with a visible waiting state, progress inside st.status,
+refusals shown with st.error, and where results are kept and drawn (each kind's panel).
+"""
+from __future__ import annotations
+
+import importlib
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, TypeVar
+
+import streamlit as st
+
+from ..config import ModelConfig
+from ..errors import ExperimentError, LabError
+from ..experiments import KINDS, ExperimentEntry
+from ..runtime import jobs
+from ..train.budgets import CPU_FLOP_BUDGET
+from ..train.data import TokenData, load_builtin, load_user_text
+from .state import EXPERIMENT_KEYS, _state
+
+
+@contextmanager
+def exclusive_run(what: str) -> Iterator[None]:
+    """Hold this process's experiment slot (llama_lab.jobs) for the block, so sessions running
+    at once take turns instead of oversubscribing the cores or the GPU. While another session's
+    run holds it, the page shows a visible waiting state."""
+    notice = st.empty()
+
+    def on_wait(n_running: int) -> None:
+        notice.info(f"⏳ Waiting: {n_running} other run(s) are using this machine; {what} starts "
+                    f"as soon as they finish.")
+    try:
+        with jobs.LIMITER.slot(on_wait=on_wait):
+            notice.empty()
+            yield
+    finally:
+        notice.empty()
+
+
+STALE_NOTE = "These results are from earlier choices; run again to update them."
+
+
+Result = TypeVar("Result")
+
+
+Progress = Callable[[float, str], None]
+
+
+def set_defaults(prefix: str, **values: Any) -> None:
+    """A page's initial widget values, under ``prefix + name`` (kept once they are changed)."""
+    for name, value in values.items():
+        _state().setdefault(prefix + name, value)
+
+
+def run_with_status(label: str, work: Callable[[Progress], Result],
+                    what: str | None = None) -> Result | None:
+    """Run ``work(progress)`` in this process's experiment slot (``exclusive_run``), inside
+    st.status with a progress bar. A refusal — a guard, a bad input, no slot free — is shown
+    with st.error and gives None."""
+    with st.status(label, expanded=True) as status:
+        bar = st.progress(0.0, text="starting …")
+
+        def progress(fraction: float, text: str) -> None:
+            bar.progress(min(1.0, max(0.0, fraction)), text=text)
+        try:
+            with exclusive_run(what or label):
+                result = work(progress)
+        except LabError as exc:
+            status.update(label=f"{label}: refused", state="error")
+            st.error(str(exc))
+            return None
+        status.update(label=f"{label}: done", state="complete", expanded=False)
+    return result
+
+
+def keep_experiment(kind: str, result: Any, config: ModelConfig, settings: Mapping[str, Any],
+                    *also_under: str) -> ExperimentEntry:
+    """Store a result where the Report page collects it (and under the keys ``also_under``)."""
+    entry = ExperimentEntry(kind, result, config, dict(settings))
+    for key in (EXPERIMENT_KEYS[kind], *also_under):
+        _state()[key] = entry
+    return entry
+
+
+def session_experiments() -> dict[str, ExperimentEntry]:
+    """This session's experiment results, kind → entry, in report.EXPERIMENT_TYPES order."""
+    state = _state()
+    return {kind: state[key] for kind, key in EXPERIMENT_KEYS.items() if key in state}
+
+
+def is_stale(entry: ExperimentEntry, config: ModelConfig,
+             settings: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` ran on another config, or with other values of ``settings``' keys."""
+    return entry.config != config or any(entry.settings.get(name) != value
+                                         for name, value in settings.items())
+
+
+def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any],
+                    prefix: str) -> None:
+    """Draw the result stored under ``key``, if any, after a note when it is stale for the
+    current ``config`` and ``settings``; ``prefix`` starts the keys of its charts."""
+    entry = _state().get(key)
+    if entry is None:
+        return
+    if is_stale(entry, config, settings):
+        st.caption(STALE_NOTE)
+    panel = importlib.import_module(f"{__package__}.panels.{KINDS[entry.kind].panel}")
+    panel.show(entry, prefix)
+
+
+def text_source(source: str, upload: Any) -> TokenData:
+    """The training text a page chose: the built-in corpus, or an uploaded UTF-8 file."""
+    if source != "upload":
+        return load_builtin()
+    if upload is None:
+        raise ExperimentError("upload a UTF-8 text file first (or choose the built-in corpus)")
+    return load_user_text(upload.getvalue(), name=upload.name)
+
+
+def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = False) -> str:
+    """What a page's live runs use: the scaled-down model and the sidebar's recipe; with
+    ``both_arms``, how the Post-LN and Pre-LN arms of it differ."""
+    note = (f"Live runs use **d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_cfg.n_heads} "
+            f"heads / {run_cfg.n_kv_heads} KV, FFN {run_cfg.ffn_hidden}, vocab "
+            f"{run_cfg.vocab_size}** (byte-level: one token per UTF-8 byte) with the sidebar's "
+            f"recipe ({cfg.norm_type}, {cfg.pos_encoding} positions, {cfg.ffn_type}, "
+            f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init).")
+    if both_arms:
+        note += (" Both arrangements share the weights; only norm_position differs — everything "
+                 "else equal, including the sidebar's final_norm "
+                 f"({'on' if run_cfg.final_norm else 'off'}): "
+                 + ("so the Post-LN arm, whose last block already ends with a norm, applies the "
+                    "final norm on top of it — LN(LN(x)) before lm_head." if run_cfg.final_norm
+                    else "neither arm normalises before lm_head; the Post-LN arm's last block "
+                         "still ends with its own norm."))
+    return note + f" On the CPU a run is limited to {CPU_FLOP_BUDGET / 1e12:.0f} TFLOP."

@@ -1,0 +1,200 @@
+"""The sidebar config builder shared by every page, and the page chrome (``setup_page``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError, ModelConfig
+from .state import (BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER, KEY_CONFIG_ERROR,
+                    KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE,
+                    KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_PRESET, KEY_SEQ_LEN, KEY_UPLOAD,
+                    KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, LINK_NOTE, WIDGET_PREFIX, Selection,
+                    _init_state, _on_change, _on_preset, _on_upload, _state, _sync_query_params,
+                    config_downloads, config_from_values, divisors, dtype_names, error_field,
+                    field_key, kv_label)
+
+
+def sidebar_config() -> Selection | None:
+    """Draw the config builder in the sidebar; the valid selection, or None when the values
+    break a rule (the rule is shown next to the widget, and by ``config_error()``)."""
+    _init_state()
+    state = _state()
+    values = {key: state[key] for key in BUILDER_KEYS}
+    try:
+        cfg = config_from_values(values)
+        error = None
+    except ConfigError as exc:
+        cfg, error = None, str(exc)
+    state[KEY_CONFIG_ERROR] = error
+    bad_field = error_field(error, state.get(KEY_LAST_CHANGED)) if error else None
+
+    with st.sidebar:
+        _draw_builder(values, error, bad_field)
+        if cfg is not None:
+            _draw_load_save(cfg)
+        else:
+            _draw_upload_only()
+    state[KEY_BUILDER] = {key: state[key] for key in BUILDER_KEYS}
+    if cfg is None:
+        return None
+    selection = Selection(cfg, state[KEY_SEQ_LEN], state[KEY_BATCH], state[KEY_DTYPE],
+                          state[KEY_PRESET])
+    _sync_query_params(selection.query())
+    return selection
+
+
+def config_error() -> str | None:
+    return _state().get(KEY_CONFIG_ERROR)
+
+
+def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | None) -> None:
+    state = _state()
+    st.header("🦙 Model")
+    for message in state[KEY_LINK_ERRORS]:
+        st.error(message)
+    st.selectbox("Preset", list(PRESETS), key=KEY_PRESET, on_change=_on_preset,
+                 help="Loads a published config; the fields below then edit it.")
+    base = PRESETS[values[KEY_PRESET]]
+    edited = [name for name in CONFIG_FIELDS if values[field_key(name)] != getattr(base, name)]
+    if edited:
+        st.caption(f"Edited from {values[KEY_PRESET]}: {', '.join(edited)}")
+    for note in state[KEY_UPLOAD_NOTES]:
+        st.warning(note)
+
+    def after(name: str) -> None:
+        if name == bad_field:
+            st.error(error)
+            st.caption(LINK_NOTE)
+
+    if error and bad_field is None:
+        st.error(error)
+        st.caption(LINK_NOTE)
+    with st.expander("Shape", expanded=bad_field in SHAPE_FIELDS or bad_field is None):
+        _draw_shape(values, after)
+    with st.expander("Recipe (2017 ↔ LLaMA)", expanded=bad_field in RECIPE_FIELDS):
+        _draw_recipe(values, after)
+    _draw_workload(values)
+
+
+SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
+                "max_seq_len"}
+RECIPE_FIELDS = set(CHOICES) | {"bias", "final_norm", "tie_embeddings", "rope_theta", "norm_eps"}
+
+
+def _draw_shape(values: dict[str, Any], after) -> None:
+    _int_input("d_model", "d_model (hidden size d)", step=64)
+    after("d_model")
+    _int_input("n_layers", "n_layers (blocks)")
+    after("n_layers")
+    _int_input("n_heads", "n_heads (query heads)",
+               help="Must divide d_model; head_dim = d_model / n_heads.")
+    after("n_heads")
+    n_heads = values[field_key("n_heads")]
+    current_kv = values[field_key("n_kv_heads")]
+    options = divisors(n_heads) if 1 <= n_heads <= LIMITS["n_heads"] else []
+    if current_kv not in options:
+        options = sorted(options + [current_kv])
+    st.selectbox("n_kv_heads (key/value heads)", options, key=field_key("n_kv_heads"),
+                 format_func=lambda kv: kv_label(n_heads, kv), on_change=_on_change,
+                 args=("n_kv_heads",),
+                 help="Only divisors of n_heads: each KV head serves n_heads/n_kv_heads "
+                      "query heads. MHA = n_heads, MQA = 1, GQA in between.")
+    after("n_kv_heads")
+    st.radio("FFN width rule", list(FFN_RULES), key=KEY_FFN_RULE, format_func=FFN_RULES.get,
+             on_change=_on_change, args=("ffn_hidden",))
+    rule = values[KEY_FFN_RULE]
+    if rule in ("seed", "meta"):
+        st.number_input("round to a multiple of", min_value=1, max_value=65536, step=1,
+                        key=KEY_FFN_MULTIPLE_OF, on_change=_on_change, args=("ffn_hidden",))
+    if rule == "meta":
+        st.number_input("ffn_dim_multiplier (0 = none)", min_value=0.0, max_value=8.0,
+                        step=0.1, key=KEY_FFN_MULTIPLIER, on_change=_on_change,
+                        args=("ffn_hidden",))
+    _int_input("ffn_hidden", "ffn_hidden (FFN inner size)", disabled=rule != "manual",
+               minimum=0, help="Set by the rule above; choose 'manual' to type it.")
+    after("ffn_hidden")
+    _int_input("vocab_size", "vocab_size", minimum=2)
+    after("vocab_size")
+    _int_input("max_seq_len", "max_seq_len")
+    after("max_seq_len")
+
+
+def _draw_recipe(values: dict[str, Any], after) -> None:
+    for name, label in (("norm_position", "norm position"), ("norm_type", "norm type"),
+                        ("pos_encoding", "positions"), ("ffn_type", "FFN type"),
+                        ("init", "init")):
+        st.selectbox(label, CHOICES[name], key=field_key(name), on_change=_on_change,
+                     args=(name,))
+        after(name)
+    for name, label in (("bias", "biases in linear layers"), ("final_norm", "final norm"),
+                        ("tie_embeddings", "tie lm_head to the embedding")):
+        st.toggle(label, key=field_key(name), on_change=_on_change, args=(name,))
+        after(name)
+    st.number_input("rope_theta (RoPE base)", min_value=0.0, step=10000.0, format="%.1f",
+                    key=field_key("rope_theta"), on_change=_on_change, args=("rope_theta",),
+                    disabled=values[field_key("pos_encoding")] != "rope")
+    after("rope_theta")
+    st.number_input("norm_eps", min_value=0.0, max_value=1.0, step=1e-6, format="%.1e",
+                    key=field_key("norm_eps"), on_change=_on_change, args=("norm_eps",))
+    after("norm_eps")
+
+
+def _draw_workload(values: dict[str, Any]) -> None:
+    st.subheader("Workload")
+    max_seq = max(1, values[field_key("max_seq_len")])
+    st.number_input("sequence length T", min_value=1, max_value=max_seq, step=1,
+                    key=KEY_SEQ_LEN, on_change=_on_change,
+                    help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len).")
+    st.number_input("batch B", min_value=1, max_value=MAX_BATCH, step=1, key=KEY_BATCH,
+                    on_change=_on_change)
+    st.selectbox("dtype (weights, KV cache)", dtype_names(), key=KEY_DTYPE, on_change=_on_change)
+
+
+def _int_input(name: str, label: str, *, step: int = 1, minimum: int = 1,
+               disabled: bool = False, help: str | None = None) -> None:
+    """No upper bound on the widget: ModelConfig refuses sizes beyond LIMITS with a message,
+    shown next to the field, instead of the widget clamping silently."""
+    st.number_input(label, min_value=minimum, step=step, key=field_key(name),
+                    on_change=_on_change, args=(name,), disabled=disabled, help=help)
+
+
+def _draw_upload_only() -> None:
+    with st.expander("Load / save config", expanded=True):
+        _draw_uploader()
+
+
+def _draw_uploader() -> None:
+    st.file_uploader("Upload a config.json (Hugging Face or LLaMA Lab)", type=["json"],
+                     key=KEY_UPLOAD, on_change=_on_upload)
+    upload_error = _state().get(KEY_UPLOAD_ERROR)
+    if upload_error:
+        st.error(upload_error)
+
+
+def _draw_load_save(cfg: ModelConfig) -> None:
+    with st.expander("Load / save config", expanded=bool(_state().get(KEY_UPLOAD_ERROR))):
+        _draw_uploader()
+        downloads, hf_refusal = config_downloads(cfg)
+        for item in downloads:
+            st.download_button(item.label, data=item.data, file_name=item.file_name,
+                               mime=item.mime, on_click="ignore",
+                               key=WIDGET_PREFIX + item.file_name)
+        if hf_refusal:
+            st.caption(f"No HF config.json: {hf_refusal}")
+
+
+def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selection | None:
+    """Page chrome + sidebar. When the config is invalid and the page needs it, show the rule
+    broken and stop the page there (nothing that depends on the config is drawn)."""
+    st.set_page_config(page_title=f"{title} · LLaMA Lab", page_icon="🦙", layout="wide")
+    selection = sidebar_config()
+    st.title(title)
+    st.markdown(intro)
+    if selection is None and needs_config:
+        st.error(f"The configuration breaks a rule: {config_error()}. "
+                 f"Fix it in the sidebar (the field is marked there).")
+        st.caption(LINK_NOTE)
+        st.stop()
+    return selection

@@ -1,0 +1,345 @@
+"""The sidebar's state: session-state keys (constants), the builder's values and the URL that
+mirrors them, the valid ``Selection`` pages get, and the config downloads.
+
+State model. Streamlit forgets a widget's value when the page that drew it is left (widget ids
+include the page), so the builder keeps its own copy of every value under ``KEY_BUILDER`` and
+writes it back into the widget keys at the top of every run. On a session's first run the
+values come from the URL (``?preset=…&d_model=…&seq=…``); after every valid run the URL is
+rewritten to the preset plus the fields that differ from it, so a link reproduces the view.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+import streamlit as st
+
+from ..config import (MAX_BATCH, PRESETS, ConfigError, ModelConfig, coerce_field, detect_ffn_rule,
+                      ffn_from_rule, parse_config_json)
+from ..experiments import KINDS
+from ..runtime.hardware import DTYPE_BYTES
+
+
+DEFAULT_PRESET = "seed-demo"
+
+
+CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))
+
+
+# ---- session-state keys ------------------------------------------------------------------------
+KEY_BUILDER = "llama_lab.builder"            # dict: every builder value; survives page switches
+
+
+KEY_LINK_ERRORS = "llama_lab.link_errors"    # list[str]: bad URL values (cleared on any change)
+
+
+KEY_UPLOAD_NOTES = "llama_lab.upload_notes"  # list[str]: what an uploaded config.json lost
+
+
+KEY_UPLOAD_ERROR = "llama_lab.upload_error"  # str | None: why an upload was refused
+
+
+KEY_CONFIG_ERROR = "llama_lab.config_error"  # str | None: the rule the current values break
+
+
+KEY_LAST_CHANGED = "llama_lab.last_changed"  # str | None: the config field edited last
+
+
+# This session's experiment results, one ExperimentEntry per kind of the experiment registry:
+# the experiment pages write them, the Report page includes them all.
+EXPERIMENT_KEYS: dict[str, str] = {name: kind.state_key for name, kind in KINDS.items()}
+KEY_GRADNORMS = EXPERIMENT_KEYS["gradnorms"]
+KEY_DEPTH_SWEEP = EXPERIMENT_KEYS["depth_sweep"]
+KEY_TRAINING = EXPERIMENT_KEYS["training"]        # Post-LN / Pre-LN × warmup (Gradient norms)
+KEY_ABLATION = EXPERIMENT_KEYS["ablation"]        # a contrast of the seed's table (Architecture)
+KEY_LIVE_PASS = EXPERIMENT_KEYS["live_pass"]
+KEY_DECODE = EXPERIMENT_KEYS["decode"]
+
+
+WIDGET_PREFIX = "llama_lab.w."
+
+
+KEY_PRESET = WIDGET_PREFIX + "preset"
+
+
+KEY_FFN_RULE = WIDGET_PREFIX + "ffn_rule"
+
+
+KEY_FFN_MULTIPLE_OF = WIDGET_PREFIX + "ffn_multiple_of"
+
+
+KEY_FFN_MULTIPLIER = WIDGET_PREFIX + "ffn_multiplier"
+
+
+KEY_SEQ_LEN = WIDGET_PREFIX + "seq_len"
+
+
+KEY_BATCH = WIDGET_PREFIX + "batch"
+
+
+KEY_DTYPE = WIDGET_PREFIX + "dtype"
+
+
+KEY_UPLOAD = WIDGET_PREFIX + "upload"
+
+
+def field_key(name: str) -> str:
+    """Session-state key of the widget that edits ModelConfig field ``name``."""
+    return WIDGET_PREFIX + name
+
+
+BUILDER_KEYS: tuple[str, ...] = (KEY_PRESET, *map(field_key, CONFIG_FIELDS), KEY_FFN_RULE,
+                                 KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_SEQ_LEN,
+                                 KEY_BATCH, KEY_DTYPE)
+
+
+# URL query keys besides the preset and the config fields.
+QUERY_PRESET, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE = "preset", "seq", "batch", "dtype"
+QUERY_KEYS: tuple[str, ...] = (QUERY_PRESET, *CONFIG_FIELDS, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE)
+
+
+DEFAULT_DTYPE = "bf16"
+
+
+# While the values break a rule the URL is not rewritten: it keeps the last valid view.
+LINK_NOTE = "The link in the address bar still shows the last valid model."
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The sidebar's current, valid choice: a config and the workload it is analysed at."""
+    cfg: ModelConfig
+    seq_len: int
+    batch: int
+    dtype: str
+    preset: str
+
+    def query(self) -> dict[str, str]:
+        return query_for(self.preset, self.cfg, self.seq_len, self.batch, self.dtype)
+
+
+def dtype_names() -> list[str]:
+    return list(DTYPE_BYTES)
+
+
+def dtype_bytes(dtype: str) -> float:
+    return DTYPE_BYTES[dtype]
+
+
+def kv_label(n_heads: int, n_kv_heads: int) -> str:
+    """Label of one n_kv_heads choice, e.g. ``2 · GQA (4 query heads per KV head)``."""
+    if n_heads % n_kv_heads:
+        return f"{n_kv_heads} · ✗ does not divide n_heads={n_heads}"
+    if n_kv_heads == n_heads:
+        return f"{n_kv_heads} · MHA (one KV head per query head)"
+    if n_kv_heads == 1:
+        return f"{n_kv_heads} · MQA (all {n_heads} query heads share it)"
+    return f"{n_kv_heads} · GQA ({n_heads // n_kv_heads} query heads per KV head)"
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _query_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int,
+              dtype: str) -> dict[str, str]:
+    """The URL query that reproduces this view: the preset, the fields that differ from it, and
+    the workload."""
+    base = PRESETS[preset]
+    query = {QUERY_PRESET: preset}
+    for name in CONFIG_FIELDS:
+        if getattr(cfg, name) != getattr(base, name):
+            query[name] = _query_text(getattr(cfg, name))
+    query.update({QUERY_SEQ: str(seq_len), QUERY_BATCH: str(batch), QUERY_DTYPE: dtype})
+    return query
+
+
+def _positive_int(name: str, raw: str, upper: int) -> int:
+    try:
+        value = int(str(raw).replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} must be an integer") from None
+    if not 1 <= value <= upper:
+        raise ConfigError(f"{name}={value} must be between 1 and {upper:,}")
+    return value
+
+
+def values_from_query(query: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Builder values read from a URL query, plus one message per value that was refused.
+    A bad config falls back to the preset as a whole; a bad workload value to its default."""
+    errors: list[str] = []
+    preset = query.get(QUERY_PRESET, DEFAULT_PRESET)
+    if preset not in PRESETS:
+        errors.append(f"Link: unknown preset {preset!r}; showing {DEFAULT_PRESET!r} instead.")
+        preset = DEFAULT_PRESET
+    cfg = PRESETS[preset]
+    changes = {name: query[name] for name in CONFIG_FIELDS if name in query}
+    if changes:
+        try:
+            cfg = cfg.replace(**{name: coerce_field(name, raw) for name, raw in changes.items()})
+        except ConfigError as exc:
+            errors.append(f"Link: {exc}. Showing preset {preset!r} instead.")
+            cfg = PRESETS[preset]
+    values = values_for_config(preset, cfg)
+    workload = ((QUERY_SEQ, KEY_SEQ_LEN, lambda raw: _positive_int("seq", raw, cfg.max_seq_len)),
+                (QUERY_BATCH, KEY_BATCH, lambda raw: _positive_int("batch", raw, MAX_BATCH)),
+                (QUERY_DTYPE, KEY_DTYPE, _checked_dtype))
+    for query_key, state_key, parse in workload:
+        if query_key in query:
+            try:
+                values[state_key] = parse(query[query_key])
+            except ConfigError as exc:
+                errors.append(f"Link: {exc}; using {values[state_key]} instead.")
+    return values, errors
+
+
+def _checked_dtype(raw: str) -> str:
+    if raw not in DTYPE_BYTES:
+        raise ConfigError(f"dtype={raw!r} must be one of {', '.join(DTYPE_BYTES)}")
+    return raw
+
+
+def values_for_config(preset: str, cfg: ModelConfig, *, seq_len: int | None = None,
+                      batch: int = 1, dtype: str = DEFAULT_DTYPE) -> dict[str, Any]:
+    """Every builder value (keyed by session-state key) for ``cfg``."""
+    rule, multiple_of, multiplier = detect_ffn_rule(cfg)
+    values = {KEY_PRESET: preset, KEY_FFN_RULE: rule, KEY_FFN_MULTIPLE_OF: multiple_of,
+              KEY_FFN_MULTIPLIER: multiplier, KEY_BATCH: batch, KEY_DTYPE: dtype,
+              KEY_SEQ_LEN: min(seq_len or cfg.max_seq_len, cfg.max_seq_len)}
+    values.update({field_key(name): getattr(cfg, name) for name in CONFIG_FIELDS})
+    return values
+
+
+def config_from_values(values: dict[str, Any]) -> ModelConfig:
+    """Build the config the builder values describe; ConfigError names the rule broken."""
+    return ModelConfig(**{name: values[field_key(name)] for name in CONFIG_FIELDS})
+
+
+_WORD = re.compile(r"[a-z_]+")
+
+
+_ERROR_FIELD_ALIASES = {"head_dim": "n_heads"}    # head_dim = d_model / n_heads
+
+
+def error_field(message: str, prefer: str | None = None) -> str | None:
+    """The builder field to show a ConfigError next to: ``prefer`` (the field edited last) when
+    the message names it, else the first field the message names."""
+    named = [_ERROR_FIELD_ALIASES.get(word, word) for word in _WORD.findall(message)]
+    named = [name for name in named if name in CONFIG_FIELDS]
+    if prefer in named:
+        return prefer
+    return named[0] if named else None
+
+
+@dataclass(frozen=True)
+class Download:
+    label: str
+    file_name: str
+    data: bytes
+    mime: str = "application/json"
+
+
+def config_downloads(cfg: ModelConfig) -> tuple[list[Download], str | None]:
+    """The current config as our JSON and, for LLaMA-style configs, as a HF config.json; the
+    second item says why the HF file is not offered."""
+    ours = Download("Config (LLaMA Lab JSON)", "llama_lab_config.json",
+                    json.dumps(cfg.to_dict(), indent=2).encode("utf-8"))
+    try:
+        hf = cfg.to_hf_config()
+    except ConfigError as exc:
+        return [ours], str(exc)
+    return [ours, Download("HF config.json", "config.json",
+                           json.dumps(hf, indent=2).encode("utf-8"))], None
+
+
+def _state() -> Any:
+    return st.session_state
+
+
+def _init_state() -> None:
+    """First run of a session: values from the URL. Later runs: put the builder's values back
+    into the widget keys (a page switch drops them) and derive what follows from others."""
+    state = _state()
+    if KEY_BUILDER not in state:
+        values, errors = values_from_query(dict(st.query_params.to_dict()))
+        state[KEY_BUILDER] = values
+        state[KEY_LINK_ERRORS] = errors
+        state[KEY_UPLOAD_NOTES] = []
+        state[KEY_UPLOAD_ERROR] = None
+    store = state[KEY_BUILDER]
+    for key in BUILDER_KEYS:
+        state[key] = state[key] if key in state else store[key]
+    _apply_derived(state)
+
+
+def _apply_derived(state: Any) -> None:
+    """The FFN width follows its rule; the sequence length stays within max_seq_len."""
+    width = ffn_from_rule(state[KEY_FFN_RULE], state[field_key("d_model")],
+                          state[KEY_FFN_MULTIPLE_OF], state[KEY_FFN_MULTIPLIER] or None)
+    if width is not None:
+        state[field_key("ffn_hidden")] = width
+    state[KEY_SEQ_LEN] = max(1, min(state[KEY_SEQ_LEN], state[field_key("max_seq_len")]))
+
+
+def _load_values(values: dict[str, Any]) -> None:
+    """Replace every builder value (from a callback: before the widgets are drawn)."""
+    state = _state()
+    for key in BUILDER_KEYS:
+        state[key] = values[key]
+    state[KEY_BUILDER] = dict(values)
+
+
+def _on_change(name: str | None = None) -> None:
+    state = _state()
+    state[KEY_LINK_ERRORS] = []
+    if name is not None:
+        state[KEY_LAST_CHANGED] = name
+
+
+def _on_preset() -> None:
+    state = _state()
+    preset = state[KEY_PRESET]
+    _load_values(values_for_config(preset, PRESETS[preset], batch=state[KEY_BATCH],
+                                   dtype=state[KEY_DTYPE]))
+    state[KEY_LINK_ERRORS], state[KEY_UPLOAD_NOTES], state[KEY_UPLOAD_ERROR] = [], [], None
+    state[KEY_LAST_CHANGED] = None
+
+
+def _on_upload() -> None:
+    state = _state()
+    uploaded = state.get(KEY_UPLOAD)
+    if uploaded is None:
+        return
+    state[KEY_LINK_ERRORS] = []
+    try:
+        text = uploaded.getvalue().decode("utf-8")
+        cfg, notes = parse_config_json(text, source=uploaded.name)
+    except UnicodeDecodeError:
+        state[KEY_UPLOAD_ERROR] = f"{uploaded.name} is not UTF-8 text"
+        return
+    except ConfigError as exc:
+        state[KEY_UPLOAD_ERROR] = f"{uploaded.name}: {exc}"
+        return
+    _load_values(values_for_config(state[KEY_PRESET], cfg, seq_len=state[KEY_SEQ_LEN],
+                                   batch=state[KEY_BATCH], dtype=state[KEY_DTYPE]))
+    state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
+    state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED] = None, None
+
+
+def _sync_query_params(query: dict[str, str]) -> None:
+    """Mirror the view in the URL, touching only the keys the builder owns."""
+    current = st.query_params.to_dict()
+    for key in QUERY_KEYS:
+        if key in query and current.get(key) != query[key]:
+            st.query_params[key] = query[key]
+        elif key not in query and key in current:
+            del st.query_params[key]
