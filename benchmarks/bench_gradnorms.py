@@ -15,9 +15,8 @@ import time
 
 import torch
 
-
-from llama_lab.config import ModelConfig, seed_ffn_hidden   
-from llama_lab.experiments import depth_sweep, gradnorms     
+from llama_lab.config import ModelConfig, seed_ffn_hidden
+from llama_lab.experiments import depth_sweep, gradnorms
 
 
 def main(argv=None) -> None:

@@ -15,12 +15,11 @@ import time
 
 import torch
 
-
-from llama_lab.config import get_preset                                 
+from llama_lab.config import get_preset
 from llama_lab.runtime.devices import pick_device, sync
 from llama_lab.runtime.precision import DTYPES
 from llama_lab.train.step import next_token_loss
-from llama_lab.model import build_model                                 
+from llama_lab.model import build_model
 
 
 def build_pair(cfg, device, dtype):

@@ -3,6 +3,7 @@ import streamlit as st
 
 from llama_lab import ui
 from llama_lab.analysis import DEFAULT_GPU
+from llama_lab.config import LIMITS
 from llama_lab.figures.kv import kv_memory_vs_context, kv_sharing_diagram
 from llama_lab.figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
 from llama_lab.runtime.hardware import GPUS
@@ -59,7 +60,7 @@ st.caption(kv.note + " Fits = weights + KV cache ≤ GPU memory; activations of 
            "small and not reserved.")
 
 upper = max(cfg.max_seq_len, T, int(fit.max_context_at_batch.max()) * 2, 32_768)
-curve = ui.kv_memory_curve(cfg, ui.sweep_lengths(min(upper, 16_777_216)), B, dtype)
+curve = ui.kv_memory_curve(cfg, ui.sweep_lengths(min(upper, LIMITS["max_seq_len"])), B, dtype)
 st.plotly_chart(kv_memory_vs_context(curve, gpu))
 
 st.subheader("Decode roofline")

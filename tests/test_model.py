@@ -253,3 +253,88 @@ def test_rope_frequencies_stay_float32_under_bf16():
     freqs = m.model.rope_inv_freq
     assert freqs.dtype == torch.float32
     torch.testing.assert_close(freqs, model_mod.rope_inv_freq(16, 10000.0))
+
+
+# ---- issue 9: position tables once, models built in their dtype, last-position prefill ----------
+@pytest.mark.parametrize("pos_encoding", ["rope", "sinusoidal"])
+def test_position_tables_are_built_once_for_a_whole_decode(pos_encoding, monkeypatch):
+    from llama_lab.model import positions
+    cfg = PRESETS["debug"].replace(pos_encoding=pos_encoding)
+    model = build_model(cfg).eval()
+    builds = []
+    original = positions.PositionTables._build
+    monkeypatch.setattr(positions.PositionTables, "_build",
+                        lambda self, n, device: builds.append(n) or original(self, n, device))
+    prompt = torch.randint(0, cfg.vocab_size, (2, 8))
+    out = model.generate(prompt, max_new_tokens=20)
+    assert builds == [28]                         # the cache's length, once, at prefill
+    # and the tokens are those of greedy decoding without a cache
+    ids = prompt
+    with torch.no_grad():
+        for _ in range(20):
+            ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], dim=1)
+    assert torch.equal(out, ids)
+
+
+def test_position_tables_equal_the_per_call_formulas_and_stay_float32():
+    from llama_lab.model.positions import PositionTables
+    cfg = PRESETS["debug"]
+    tables = PositionTables(cfg)
+    cos, sin = tables.get(40, torch.device("cpu"))
+    ref_cos, ref_sin = model_mod.rope_cos_sin(torch.arange(40), model_mod.rope_inv_freq(16, 10000.0))
+    assert torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin) and cos.dtype == torch.float32
+    assert tables.get(10, torch.device("cpu"))[0] is cos          # shorter: the same tables
+    assert tables.get(41, torch.device("cpu"))[0].shape[0] == 64  # longer: grown 2×, ≤ max_seq_len
+    sinus = PositionTables(cfg.replace(pos_encoding="sinusoidal")).get(30, torch.device("cpu"))[0]
+    assert torch.equal(sinus, model_mod.sinusoidal_table(30, cfg.d_model))
+
+
+def _profiled_peak(fn) -> int:
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        kept = fn()
+    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage),
+                    key=lambda e: e.time_range.start)
+    live = peak = 0
+    for event in events:
+        live += event.self_cpu_memory_usage
+        peak = max(peak, live)
+    del kept
+    return peak
+
+
+def test_a_bf16_model_is_built_in_bf16_not_cast_from_fp32():
+    cfg = PRESETS["debug"].replace(vocab_size=4096)
+    n = sum(p.numel() for p in build_model(cfg, device="meta").parameters())
+    largest = cfg.vocab_size * cfg.d_model                       # the embedding (and the head)
+    peak = _profiled_peak(lambda: build_model(cfg, dtype=torch.bfloat16))
+    # bf16 weights plus one float32 draw at a time; a build-then-cast would peak at 4n + 2n
+    assert peak <= 2 * n + 4 * largest + 64 * 1024
+    assert peak < 4 * n
+    fp32 = build_model(cfg)
+    bf16 = build_model(cfg, dtype=torch.bfloat16)
+    for (name, a), b in zip(fp32.state_dict().items(), bf16.state_dict().values()):
+        assert b.dtype == torch.bfloat16 and torch.equal(a.to(torch.bfloat16), b), name
+
+
+def test_prefill_computes_only_the_last_positions_logits():
+    cfg = PRESETS["debug"]
+    model = build_model(cfg).eval()
+    ids = torch.randint(0, cfg.vocab_size, (3, 12))
+    seen = []
+    model.lm_head.register_forward_hook(lambda module, args, out: seen.append(tuple(out.shape)))
+    model.generate(ids, max_new_tokens=3)
+    assert seen == [(3, 1, cfg.vocab_size)] * 3             # prefill, then two one-token steps
+    with torch.no_grad():
+        last = model(ids, last_only=True)
+        torch.testing.assert_close(last, model(ids)[:, -1:])   # one GEMM row vs T rows: ulps
+
+
+def test_loss_is_transformers_next_token_cross_entropy():
+    cfg = PRESETS["debug"]
+    model = build_model(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (2, 10))
+    logits = model(ids)
+    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size),
+                                                 ids[:, 1:].reshape(-1))
+    torch.testing.assert_close(model.loss(ids), expected)

@@ -7,9 +7,10 @@ import math
 from ..config import LIMITS, MAX_BATCH
 from ..errors import AnalysisError, LabError
 from ..runtime.hardware import DTYPE_BYTES, GPU, get_gpu
+from ..runtime.precision import DTYPES
 
 
-TRAINING_DTYPES = ("fp32", "bf16", "fp16")
+TRAINING_DTYPES = tuple(DTYPES)        # what a training run computes in (runtime.precision)
 INT64_BYTES = 8      # token ids and position ids
 STATS_BYTES = 4      # norm statistics (rstd, mean) and SDPA's logsumexp are kept in float32
 

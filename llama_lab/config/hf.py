@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
+from .bounds import INIT_STD
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
@@ -41,6 +42,24 @@ _HF_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention
                 "intermediate_size")
 
 
+def _read_rope(data: Mapping[str, Any], kwargs: dict, notes: list[str]) -> None:
+    """RoPE's base from ``rope_theta`` or transformers ≥ 5's ``rope_parameters``
+    ({"rope_theta": ..., "rope_type": ...}); scaling is noted as not modelled."""
+    rope_parameters = data.get("rope_parameters")
+    rope_scaling = data.get("rope_scaling")
+    if isinstance(rope_parameters, Mapping):
+        if rope_parameters.get("rope_theta") is not None:
+            kwargs["rope_theta"] = rope_parameters["rope_theta"]
+        extra = {k: v for k, v in rope_parameters.items() if k != "rope_theta"}
+        if extra.get("rope_type", "default") != "default":
+            rope_scaling = extra
+    elif rope_parameters is not None:
+        notes.append(f"rope_parameters={rope_parameters!r} is not an object; ignored")
+    if rope_scaling:
+        notes.append(f"rope_scaling={json.dumps(rope_scaling, sort_keys=True)} is not modelled: "
+                     f"positions use plain RoPE; parameter, FLOP and memory counts are unaffected")
+
+
 def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelConfig", list[str]]:
     """Translate a HF config.json dict into a ModelConfig plus human-readable notes about every
     key that was not modelled (rope scaling, unknown keys, a different head_dim, ...).
@@ -74,20 +93,7 @@ def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelCon
     act = data.get("hidden_act", "silu")
     if act != "silu":
         notes.append(f"hidden_act={act!r} is not modelled; the FFN uses SwiGLU (SiLU gate)")
-    # transformers ≥ 5 writes {"rope_parameters": {"rope_theta": ..., "rope_type": ...}}
-    rope_parameters = data.get("rope_parameters")
-    rope_scaling = data.get("rope_scaling")
-    if isinstance(rope_parameters, Mapping):
-        if rope_parameters.get("rope_theta") is not None:
-            kwargs["rope_theta"] = rope_parameters["rope_theta"]
-        extra = {k: v for k, v in rope_parameters.items() if k != "rope_theta"}
-        if extra.get("rope_type", "default") != "default":
-            rope_scaling = extra
-    elif rope_parameters is not None:
-        notes.append(f"rope_parameters={rope_parameters!r} is not an object; ignored")
-    if rope_scaling:
-        notes.append(f"rope_scaling={json.dumps(rope_scaling, sort_keys=True)} is not modelled: "
-                     f"positions use plain RoPE; parameter, FLOP and memory counts are unaffected")
+    _read_rope(data, kwargs, notes)
     for key in ("attention_dropout",):
         if data.get(key) not in (None, 0, 0.0):
             notes.append(f"{key}={data[key]} is not modelled (no dropout)")
@@ -131,5 +137,5 @@ def to_hf_config(self: "ModelConfig") -> dict:
         "tie_word_embeddings": self.tie_embeddings,
         "attention_bias": self.bias,
         "mlp_bias": self.bias,
-        "initializer_range": 0.02,
+        "initializer_range": INIT_STD,
     }

@@ -19,33 +19,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from . import hf
-
-
-# Upper bounds well beyond any published model, so a typo cannot hang or exhaust the machine.
-LIMITS = {
-    "vocab_size": 4_194_304,
-    "d_model": 131_072,
-    "n_layers": 4_096,
-    "n_heads": 131_072,
-    "n_kv_heads": 131_072,
-    "ffn_hidden": 1_048_576,
-    "max_seq_len": 16_777_216,
-}
-
-
-MINIMUMS = {"vocab_size": 2}
-
-
-CHOICES = {
-    "norm_position": ("pre", "post"),
-    "norm_type": ("rmsnorm", "layernorm"),
-    "pos_encoding": ("rope", "sinusoidal", "learned", "none"),
-    "ffn_type": ("swiglu", "relu", "gelu"),
-    "init": ("normal", "xavier"),
-}
-
-# Workload bounds: sequences in one batch (analysis, sidebar and live pages alike).
-MAX_BATCH = 1_048_576
+from .bounds import CHOICES, LIMITS, MINIMUMS
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ def _timed_steps(trainee: Trainee, inputs, targets, iters: int,
 
 def _peak_memory(dev: torch.device, memory: dict) -> tuple[int, str]:
     if dev.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(dev)), "CUDA allocator peak"
+        return int(torch.cuda.max_memory_allocated(dev)), f"{CUDA_PEAK_SOURCE} peak"
     return int(sum(memory.values())), ("weights + gradients + AdamW state + tensors saved for "
                                        "backward (activations and autocast's weight copies)")
 

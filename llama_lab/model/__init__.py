@@ -8,7 +8,7 @@ Parts: ``norms``, ``positions``, ``attention``, ``mlp``, ``kv_cache``, ``decoder
 from .attention import SDPA_HAS_GQA, Attention, causal_attention, reference_attention
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import CausalLM, DecoderBody, DecoderLayer
-from .init import INIT_STD, build_model, init_weights
+from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kv_cache import KVCache
 from .mlp import MLP
 from .norms import RMSNorm, make_norm

@@ -10,11 +10,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..config import ModelConfig
+from ..config import INIT_STD, ModelConfig
 from .decoder import CausalLM
 from .norms import RMSNorm
-
-INIT_STD = 0.02            # GPT-2 / LLaMA: every matrix N(0, 0.02)
 
 
 def _draw(weight: torch.Tensor, init: str, generator: torch.Generator | None) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .. import analysis
-from ..config import ConfigError, ModelConfig
+from ..config import LIMITS, ConfigError, ModelConfig
 from ..errors import ReportError
 from ..experiments import KINDS, ExperimentEntry
 from ..figures.common import Figure, Table, sweep_lengths
@@ -184,7 +184,7 @@ def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     flops = analysis.count_flops(cfg, seq_len, batch)
     crossover = analysis.scores_overtake_ffn_at(cfg)
     upper = max(cfg.max_seq_len, seq_len, 2 * crossover if crossover else 0, 1024)
-    upper = min(upper, 16_777_216)
+    upper = min(upper, LIMITS["max_seq_len"])
     counts = [analysis.count_flops(cfg, length, batch) for length in sweep_lengths(upper, points=SWEEP_POINTS)]
     curve = kv_memory_curve_frame(cfg, sweep_lengths(upper, points=SWEEP_POINTS), batch, dtype)
     points = roofline_points(cfg, gpu, ROOFLINE_BATCHES, seq_len, dtype)

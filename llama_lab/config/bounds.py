@@ -1,0 +1,28 @@
+"""The bounds and choices a ModelConfig is validated against, and the other fixed numbers of a
+config's world (the init scale, the largest batch).
+"""
+
+# Upper bounds well beyond any published model, so a typo cannot hang or exhaust the machine.
+LIMITS = {
+    "vocab_size": 4_194_304,
+    "d_model": 131_072,
+    "n_layers": 4_096,
+    "n_heads": 131_072,
+    "n_kv_heads": 131_072,
+    "ffn_hidden": 1_048_576,
+    "max_seq_len": 16_777_216,
+}
+MINIMUMS = {"vocab_size": 2}
+
+CHOICES = {
+    "norm_position": ("pre", "post"),
+    "norm_type": ("rmsnorm", "layernorm"),
+    "pos_encoding": ("rope", "sinusoidal", "learned", "none"),
+    "ffn_type": ("swiglu", "relu", "gelu"),
+    "init": ("normal", "xavier"),
+}
+
+INIT_STD = 0.02            # init="normal": every matrix N(0, 0.02) (GPT-2 / LLaMA)
+
+# Workload bounds: sequences in one batch (analysis, sidebar and live pages alike).
+MAX_BATCH = 1_048_576
