@@ -2,7 +2,8 @@
 import streamlit as st
 
 from llama_lab import ui
-from llama_lab.figures.params import block_table, flops_bar, flops_vs_seq_len, params_sunburst
+from llama_lab.figures.params import (block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len,
+                                      params_sunburst)
 
 selection = ui.setup_page(
     "Parameters & FLOPs",
@@ -39,8 +40,7 @@ right.plotly_chart(flops_bar(flops))
 
 st.subheader("FLOPs against sequence length")
 crossover = ui.scores_crossover(cfg)
-upper = max(cfg.max_seq_len, 2 * crossover if crossover else 0, 1024)
-seq_lens = ui.sweep_lengths(upper)
+seq_lens = ui.sweep_lengths(flops_sweep_upper(cfg, T, crossover))
 st.plotly_chart(flops_vs_seq_len(ui.flops_sweep(cfg, seq_lens, B), crossover, T))
 if crossover is None:
     st.caption("The attention scores never overtake the FFN within the allowed lengths.")

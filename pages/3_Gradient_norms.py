@@ -6,8 +6,6 @@ from llama_lab.train.schedules import SCHEDULES
 
 P = "llama_lab.page3."
 KEY_TRAINING = P + "training"     # this page's runs (also under ui.KEY_TRAINING for the report)
-WIDTHS = (32, 64, 128, 256)
-DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 HINT = "use fewer layers, steps or depths, a smaller width, batch or sequence, or a GPU"
 
 selection = ui.setup_page(
@@ -25,7 +23,7 @@ ui.set_defaults(P, d_model=64, n_layers=min(cfg.n_layers, 8), seq_len=64, batch=
                 device="auto", depths=[2, 4, 8, 16], steps=30, lr=3e-3, warmup=10,
                 schedule="cosine", source="builtin")
 cols = st.columns(6)
-d_model = cols[0].selectbox("width d", WIDTHS, key=P + "d_model")
+d_model = cols[0].selectbox("width d", experiments.WIDTH_CHOICES, key=P + "d_model")
 n_layers = cols[1].number_input("blocks L", 1, 96, key=P + "n_layers")
 seq_len = cols[2].number_input("sequence T", 2, 8192, key=P + "seq_len")
 batch = cols[3].number_input("batch B", 1, ui.MAX_BATCH, key=P + "batch")
@@ -54,7 +52,7 @@ with tab_init:
 with tab_depth:
     st.markdown("The last block's ‖∇W_down‖ at initialisation for each depth L, both "
                 "arrangements; the slope of log‖∇‖ against log L is fitted by least squares.")
-    depths = sorted(st.multiselect("depths L", DEPTHS, key=P + "depths"))
+    depths = sorted(st.multiselect("depths L", experiments.DEPTH_CHOICES, key=P + "depths"))
     sweep_settings = {**size, "depths": depths}
     if st.button("Run the depth sweep", type="primary", key=P + "run_sweep"):
         def sweep(progress):

@@ -73,8 +73,7 @@ st.markdown("Prefill a prompt of each context length, then decode new tokens one
             "with the cache; weights and cache in the chosen dtype. The cache bytes are read "
             "from the cache tensors and compared with `analysis.kv_cache_bytes_per_token`.")
 new_tokens = st.number_input("new tokens per prompt", 1, 256, key=P + "new_tokens")
-room = max(1, run_cfg.max_seq_len - new_tokens)
-options = sorted({c for c in (2 ** k for k in range(3, 21)) if c <= room} | {room})
+options = experiments.context_choices(run_cfg.max_seq_len, new_tokens)
 st.session_state[P + "contexts"] = [c for c in st.session_state.get(P + "contexts", options[-4:])
                                     if c in options] or options[-4:]
 contexts = st.multiselect("context lengths", options, key=P + "contexts")

@@ -271,18 +271,11 @@ def test_checkpointing_saves_memory_at_scale():
 
 def _profiler_peak_bytes(cfg, B, T, dtype, last_only=False):
     """Peak of live CPU allocations during a no-grad forward, from the profiler's events."""
-    from torch.profiler import ProfilerActivity, profile
+    from profiling import profiled_peak_bytes
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype]).eval()
     ids = torch.randint(0, cfg.vocab_size, (B, T))
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model(ids, last_only=last_only)
-    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage),
-                    key=lambda e: e.time_range.start)
-    live = peak = 0
-    for event in events:
-        live += event.self_cpu_memory_usage
-        peak = max(peak, live)
-    return peak
+    with torch.no_grad():
+        return profiled_peak_bytes(lambda: model(ids, last_only=last_only))
 
 
 @pytest.mark.parametrize("extra", [{}, {"vocab_size": 2048}, {"n_kv_heads": 4},

@@ -289,25 +289,12 @@ def test_position_tables_equal_the_per_call_formulas_and_stay_float32():
     assert torch.equal(sinus, model_mod.sinusoidal_table(30, cfg.d_model))
 
 
-def _profiled_peak(fn) -> int:
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        kept = fn()
-    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage),
-                    key=lambda e: e.time_range.start)
-    live = peak = 0
-    for event in events:
-        live += event.self_cpu_memory_usage
-        peak = max(peak, live)
-    del kept
-    return peak
-
-
 def test_a_bf16_model_is_built_in_bf16_not_cast_from_fp32():
     cfg = PRESETS["debug"].replace(vocab_size=4096)
     n = sum(p.numel() for p in build_model(cfg, device="meta").parameters())
     largest = cfg.vocab_size * cfg.d_model                       # the embedding (and the head)
-    peak = _profiled_peak(lambda: build_model(cfg, dtype=torch.bfloat16))
+    from profiling import profiled_peak_bytes
+    peak = profiled_peak_bytes(lambda: build_model(cfg, dtype=torch.bfloat16))
     # bf16 weights plus one float32 draw at a time; a build-then-cast would peak at 4n + 2n
     assert peak <= 2 * n + 4 * largest + 64 * 1024
     assert peak < 4 * n

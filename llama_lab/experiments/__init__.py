@@ -12,8 +12,10 @@ import importlib
 import pkgutil
 
 from .ablation import ABLATIONS, CONTRAST_SETTINGS, ablation_runs, ablation_specs
-from .decode import DecodeBench, DecodeRow, check_decode_budget, decode_benchmark
-from .depth import DepthSweep, check_depth_budget, depth_sweep, loglog_fit, loglog_slope
+from .decode import (DecodeBench, DecodeRow, check_decode_budget, context_choices,
+                     decode_benchmark)
+from .depth import (DEPTH_CHOICES, WIDTH_CHOICES, DepthSweep, check_depth_budget, depth_sweep,
+                    loglog_fit, loglog_slope)
 from .gradient_norms import GradNormComparison, GradNorms, gradnorms, measure_grad_norms
 from .live import LivePass, LiveSettings, bench, live_pass
 from .registry import KINDS, ExperimentEntry, ExperimentKind, experiment_state_key, get_kind
@@ -23,9 +25,9 @@ for _module in pkgutil.iter_modules(__path__):          # registers every kind, 
     importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
-    "ABLATIONS", "CONTRAST_SETTINGS", "DecodeBench", "DecodeRow", "DepthSweep", "ExperimentEntry", "ExperimentKind",
+    "ABLATIONS", "CONTRAST_SETTINGS", "DEPTH_CHOICES", "DecodeBench", "WIDTH_CHOICES", "DecodeRow", "DepthSweep", "ExperimentEntry", "ExperimentKind",
     "GradNormComparison", "GradNorms", "KINDS", "LivePass", "LiveSettings", "RunComparison",
-    "RunSpec", "ablation_runs", "ablation_specs", "bench", "check_decode_budget",
+    "RunSpec", "ablation_runs", "ablation_specs", "bench", "check_decode_budget", "context_choices",
     "check_depth_budget", "compare_runs", "decode_benchmark", "depth_sweep", "experiment_state_key", "get_kind",
     "gradnorms", "live_pass", "loglog_fit", "loglog_slope", "measure_grad_norms",
     "norm_position_specs",

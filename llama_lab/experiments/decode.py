@@ -124,6 +124,13 @@ def decode_benchmark(cfg: ModelConfig, context_lens: Sequence[int] = (32, 64, 12
     return DecodeBench(device=str(dev), dtype=dtype, batch=batch, new_tokens=new_tokens, rows=rows)
 
 
+def context_choices(max_seq_len: int, new_tokens: int) -> list[int]:
+    """Prompt lengths a page offers: powers of two from 8 that leave room for the new tokens
+    within max_seq_len, and the longest that does."""
+    room = max(1, max_seq_len - new_tokens)
+    return sorted({c for c in (2 ** k for k in range(3, 21)) if c <= room} | {room})
+
+
 def decode_flops_needed(cfg: ModelConfig, contexts: Sequence[int], batch: int,
                         new_tokens: int) -> int:
     """The benchmark's forward FLOPs: per variant and context, a prefill of c tokens, then

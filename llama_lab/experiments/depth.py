@@ -22,6 +22,11 @@ from .gradient_norms import NORM_COLORS, NORM_LABELS, gradnorms
 from .registry import ExperimentKind, Progress, register
 
 
+# The depths a page offers, and the widths of the small live models the sweep builds.
+DEPTH_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+WIDTH_CHOICES = (32, 64, 128, 256)
+
+
 def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """Least-squares (slope, intercept) of log y = intercept + slope·log x (y ∝ x^slope)."""
     lx = [math.log(x) for x in xs]

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import analysis
-from ..config import ModelConfig
+from ..config import LIMITS, ModelConfig
 from ..units import human_count
 from .common import COMPONENT_COLORS, display_values, layout_figure, mark
 
@@ -55,6 +55,7 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
     scores (QKᵀ and AV, no parameters) get their own row; biases and norms are element-wise,
     outside the matmul count (0 here; see ``flops.elementwise``). The column times L, plus
     lm_head, is ``flops.forward``."""
+    s = analysis.Shapes.of(cfg)
     layer = analysis.layer_param_detail(cfg)
     block_params = sum(layer.values())
     rows = []
@@ -68,7 +69,7 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
     keys = "T" if flops.context_len == flops.seq_len else "S"
     rows.append({"tensor": "attention scores (QKᵀ, AV)", "component": "attention", "params": 0,
                  "share_of_block": 0.0,
-                 "forward_flops": flops.by_component["attention_scores"] // cfg.n_layers,
+                 "forward_flops": flops.by_component["attention_scores"] // s.L,
                  "flops_rule": f"2·2·B·T·{keys}·H·D (QKᵀ and AV, every key)"})
     return pd.DataFrame(rows)
 
@@ -78,6 +79,14 @@ def flops_sweep_frame(counts: Sequence[analysis.FlopCount]) -> pd.DataFrame:
     rows = [{"seq_len": count.seq_len, "component": name, "flops_per_token": value / count.tokens,
              "flops": value} for count in counts for name, value in count.by_component.items()]
     return pd.DataFrame(rows)
+
+
+def flops_sweep_upper(cfg: ModelConfig, seq_len: int, crossover: int | None) -> int:
+    """The longest length of the FLOPs-vs-length sweep: past max_seq_len, the analysed T and
+    twice the scores/FFN crossover (so the crossover sits inside), at least 1024, at most the
+    largest allowed length."""
+    upper = max(cfg.max_seq_len, seq_len, 2 * crossover if crossover else 0, 1024)
+    return min(upper, LIMITS["max_seq_len"])
 
 
 def flops_vs_seq_len(counts: Sequence[analysis.FlopCount], crossover: int | None = None,

@@ -17,12 +17,13 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .. import analysis
-from ..config import LIMITS, ConfigError, ModelConfig
+from ..config import ConfigError, ModelConfig
 from ..errors import ReportError
 from ..experiments import KINDS, ExperimentEntry
 from ..figures.common import Figure, Table, sweep_lengths
 from ..figures.kv import kv_fit_frame, kv_memory_curve_frame, kv_memory_vs_context, kv_sharing_diagram
-from ..figures.params import block_table, flops_bar, flops_vs_seq_len, params_sunburst
+from ..figures.params import (block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len,
+                              params_sunburst)
 from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure, roofline_points
 from ..runtime.devices import device_name, pick_device
 from ..runtime.hardware import GPU, GPUS
@@ -183,8 +184,7 @@ def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     params = analysis.count_params(cfg)
     flops = analysis.count_flops(cfg, seq_len, batch)
     crossover = analysis.scores_overtake_ffn_at(cfg)
-    upper = max(cfg.max_seq_len, seq_len, 2 * crossover if crossover else 0, 1024)
-    upper = min(upper, LIMITS["max_seq_len"])
+    upper = flops_sweep_upper(cfg, seq_len, crossover)
     counts = [analysis.count_flops(cfg, length, batch) for length in sweep_lengths(upper, points=SWEEP_POINTS)]
     curve = kv_memory_curve_frame(cfg, sweep_lengths(upper, points=SWEEP_POINTS), batch, dtype)
     points = roofline_points(cfg, gpu, ROOFLINE_BATCHES, seq_len, dtype)

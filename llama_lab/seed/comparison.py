@@ -4,7 +4,7 @@ parameters, the forward FLOPs and the KV cache.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 
 import pandas as pd
 
@@ -33,13 +33,8 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class ComparisonRow:
-    aspect: str                     # English name of the row
-    aspect_zh: str                  # the seed's row name
-    transformer_2017: str           # the seed's left column
-    llama: str                      # the seed's right column
-    seed_reason: str                # the seed's 原因 column
-    current: str                    # what the current config uses
+class ComparisonRow(RowText):
+    """A row of the table: the seed's words, then what the lab computes on the config."""
     lab: str                        # what switching this one option changes, computed
     params_2017: int | None         # total parameters with the 2017 option, all else as the config
     params_llama: int | None
@@ -87,8 +82,7 @@ def _delta_text(before: int, after: int, unit: str) -> str:
 
 
 def _row(text: RowText, lab: str, counts=(None,) * 6, ablation: str | None = None) -> ComparisonRow:
-    return ComparisonRow(text.aspect, text.aspect_zh, text.transformer_2017, text.llama,
-                         text.seed_reason, text.current, lab, *counts, ablation)
+    return ComparisonRow(*astuple(text), lab, *counts, ablation)
 
 
 def _measured_row(cfg: ModelConfig, work: Workload, text: RowText, old: dict, new: dict,

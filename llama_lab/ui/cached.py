@@ -10,7 +10,8 @@ import streamlit as st
 
 from .. import analysis, experiments, seed
 from ..analysis import cross_check
-from ..config import ConfigError, ModelConfig
+from ..config import ModelConfig
+from ..errors import LabError
 from ..figures import kv, rooflines
 from ..figures.common import display_frame
 from ..runtime.hardware import GPU
@@ -77,7 +78,7 @@ def fvcore_or_error(cfg: ModelConfig, seq_len: int, batch: int) -> cross_check.F
     try:
         with st.spinner("Tracing with torch.jit …"):
             return fvcore_check(cfg, seq_len, batch)
-    except ConfigError as exc:
+    except LabError as exc:
         st.error(str(exc))
         return None
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import streamlit as st
 
-from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError, ModelConfig
+from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ModelConfig
+from ..errors import LabError
 from .state import (BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER, KEY_CONFIG_ERROR,
                     KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE,
                     KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_PRESET, KEY_SEQ_LEN, KEY_UPLOAD,
@@ -25,7 +26,7 @@ def sidebar_config() -> Selection | None:
     try:
         cfg = config_from_values(values)
         error = None
-    except ConfigError as exc:
+    except LabError as exc:
         cfg, error = None, str(exc)
     state[KEY_CONFIG_ERROR] = error
     bad_field = error_field(error, state.get(KEY_LAST_CHANGED)) if error else None

@@ -18,6 +18,7 @@ import streamlit as st
 
 from ..config import (MAX_BATCH, PRESETS, ConfigError, ModelConfig, coerce_field, detect_ffn_rule,
                       ffn_from_rule, parse_config_json)
+from ..errors import LabError
 from ..experiments import KINDS
 from ..runtime.hardware import DTYPE_BYTES
 
@@ -326,7 +327,7 @@ def _on_upload() -> None:
     except UnicodeDecodeError:
         state[KEY_UPLOAD_ERROR] = f"{uploaded.name} is not UTF-8 text"
         return
-    except ConfigError as exc:
+    except LabError as exc:
         state[KEY_UPLOAD_ERROR] = f"{uploaded.name}: {exc}"
         return
     _load_values(values_for_config(state[KEY_PRESET], cfg, seq_len=state[KEY_SEQ_LEN],
