@@ -12,6 +12,14 @@ LIMITS = {
     "ffn_hidden": 1_048_576,
     "max_seq_len": 16_777_216,
 }
+# Bounds of the family fields (checked once they are resolved).
+FAMILY_LIMITS = {
+    "head_dim": 131_072,
+    "sliding_window": 16_777_216,     # 0: no window
+    "n_experts": 4_096,               # 0: a dense FFN
+    "experts_per_token": 4_096,
+    "expert_ffn_hidden": 1_048_576,
+}
 MINIMUMS = {"vocab_size": 2}
 
 CHOICES = {

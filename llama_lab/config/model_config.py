@@ -15,11 +15,61 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
 from . import hf
-from .bounds import CHOICES, LIMITS, MINIMUMS
+from .bounds import CHOICES, FAMILY_LIMITS, LIMITS, MINIMUMS
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={value!r} must be an integer")
+    if value < low:
+        raise ConfigError(f"{name}={value} must be at least {low}")
+    if value > high:
+        raise ConfigError(f"{name}={value} exceeds the upper bound {high:,} "
+                          f"(beyond any published model; probably a typo)")
+
+
+def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
+    """Which of ``n_layers`` blocks a layer-set string selects: "all", "none", "from:K" (K and
+    later), "every:N" (blocks N-1, 2N-1, …: every N-th) or a comma list "0,3,5"."""
+    if not isinstance(spec, str):
+        raise ConfigError(f"{name}={spec!r} must be a string such as 'all', 'none', 'from:28', "
+                          f"'every:2' or '0,3,5'")
+    text = spec.strip().replace(" ", "")
+    if text in ("all", ""):
+        return (True,) * n_layers if text == "all" else (False,) * n_layers
+    if text == "none":
+        return (False,) * n_layers
+    kind, _, number = text.partition(":")
+    try:
+        if kind in ("from", "every") and number:
+            k = int(number)
+            if k < (0 if kind == "from" else 1):
+                raise ValueError
+            return tuple((i >= k) if kind == "from" else ((i + 1) % k == 0) for i in range(n_layers))
+        chosen = {int(part) for part in text.split(",")}
+    except ValueError:
+        raise ConfigError(f"{name}={spec!r} must be 'all', 'none', 'from:K', 'every:N' (N ≥ 1) "
+                          f"or a comma list of block indices") from None
+    outside = sorted(i for i in chosen if not 0 <= i < n_layers)
+    if outside:
+        raise ConfigError(f"{name}={spec!r} names block(s) {outside} outside 0..{n_layers - 1}")
+    return tuple(i in chosen for i in range(n_layers))
+
+
+# Fields whose default is derived from others (None = derive). ``replace`` keeps a derived value
+# following its source: a config whose head_dim is d_model / n_heads keeps that rule when
+# d_model changes; one whose biases follow ``bias`` keeps following it.
+DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
+    "head_dim": lambda c: c.d_model // c.n_heads,
+    "qkv_bias": lambda c: c.bias,
+    "o_bias": lambda c: c.bias,
+    "mlp_bias": lambda c: c.bias,
+    "expert_ffn_hidden": lambda c: c.ffn_hidden,
+}
 
 
 @dataclass(frozen=True)
@@ -36,29 +86,53 @@ class ModelConfig:
     norm_type: str = "rmsnorm"
     pos_encoding: str = "rope"
     ffn_type: str = "swiglu"
-    bias: bool = False
+    bias: bool = False             # every linear layer (the 2017 recipe); the three below follow it
     final_norm: bool = True        # Pre-LN needs it: the last block's output is never normalised
     tie_embeddings: bool = False
     init: str = "normal"           # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
     rope_theta: float = 10000.0
     norm_eps: float = 1e-6         # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
+    # ---- today's families (Mistral, Mixtral, Qwen) ------------------------------------------
+    head_dim: int | None = None    # None: d_model / n_heads; Qwen3 and Mistral-Nemo set 128
+    qkv_bias: bool | None = None   # None: follows bias; Qwen2 has q/k/v biases but no o_proj bias
+    o_bias: bool | None = None     # the attention output projection's bias
+    mlp_bias: bool | None = None   # the FFN's (or every expert's) biases
+    qk_norm: bool = False          # Qwen3: an RMSNorm over head_dim on q and on k, before RoPE
+    sliding_window: int = 0        # Mistral: a local layer attends its last W tokens; 0: none
+    local_layers: str = "all"      # which layers the window applies to (see _layer_set)
+    n_experts: int = 0             # Mixtral / Qwen3-MoE: routed experts per sparse layer; 0: dense
+    experts_per_token: int = 0     # top-k experts each token is routed to
+    expert_ffn_hidden: int | None = None   # an expert's FFN width; None: ffn_hidden
+    moe_layers: str = "all"        # which layers are sparse (the others keep the dense FFN)
+    moe_renormalize: bool = True   # renormalise the top-k router probabilities (Mixtral: yes)
 
     def __post_init__(self) -> None:
+        self._check_sizes()
+        self._check_choices_and_numbers()
+        self._resolve_and_check_family()
+        if self.pos_encoding == "rope" and self.head_dim % 2:
+            implied = " (d_model/n_heads)" if self.head_dim == self.d_model // self.n_heads else ""
+            raise ConfigError(f"head_dim={self.head_dim}{implied} must be even for "
+                              f"pos_encoding='rope' (RoPE rotates pairs of dimensions)")
+
+    def _check_sizes(self) -> None:
         for name in LIMITS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name}={value!r} must be an integer")
-            low = MINIMUMS.get(name, 1)
-            if value < low:
-                raise ConfigError(f"{name}={value} must be at least {low}")
-            if value > LIMITS[name]:
-                raise ConfigError(f"{name}={value} exceeds the upper bound {LIMITS[name]:,} "
-                                  f"(beyond any published model; probably a typo)")
+            _check_int(name, getattr(self, name), MINIMUMS.get(name, 1), LIMITS[name])
+        if self.head_dim is None:          # head_dim = d_model / n_heads needs exact division
+            if self.n_heads > self.d_model:
+                raise ConfigError(f"n_heads={self.n_heads} exceeds d_model={self.d_model} "
+                                  f"(each head needs at least one dimension)")
+            if self.d_model % self.n_heads:
+                raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise ConfigError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
+
+    def _check_choices_and_numbers(self) -> None:
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"{name}={value!r} must be one of {', '.join(map(repr, allowed))}")
-        for name in ("bias", "final_norm", "tie_embeddings"):
+        for name in ("bias", "final_norm", "tie_embeddings", "qk_norm", "moe_renormalize"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
         for name in ("rope_theta", "norm_eps"):
@@ -70,21 +144,47 @@ class ModelConfig:
             if name == "norm_eps" and value >= 1:
                 raise ConfigError(f"norm_eps={value} must be < 1 (it is a small stabiliser)")
             object.__setattr__(self, name, float(value))
-        if self.n_heads > self.d_model:
-            raise ConfigError(f"n_heads={self.n_heads} exceeds d_model={self.d_model} "
-                              f"(each head needs at least one dimension)")
-        if self.d_model % self.n_heads:
-            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.n_heads % self.n_kv_heads:
-            raise ConfigError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
-        if self.pos_encoding == "rope" and self.head_dim % 2:
-            raise ConfigError(f"head_dim={self.head_dim} (d_model/n_heads) must be even for "
-                              f"pos_encoding='rope' (RoPE rotates pairs of dimensions)")
+
+    def _resolve_and_check_family(self) -> None:
+        for name, derive in DERIVED.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, derive(self))
+        for name in ("qkv_bias", "o_bias", "mlp_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
+        _check_int("head_dim", self.head_dim, 1, FAMILY_LIMITS["head_dim"])
+        _check_int("sliding_window", self.sliding_window, 0, FAMILY_LIMITS["sliding_window"])
+        _check_int("n_experts", self.n_experts, 0, FAMILY_LIMITS["n_experts"])
+        _check_int("expert_ffn_hidden", self.expert_ffn_hidden, 1, FAMILY_LIMITS["expert_ffn_hidden"])
+        if self.n_experts:
+            _check_int("experts_per_token", self.experts_per_token, 1, self.n_experts)
+            if self.ffn_type != "swiglu":
+                raise ConfigError(f"n_experts={self.n_experts} needs ffn_type='swiglu' (every "
+                                  f"family with experts uses SwiGLU experts)")
+        else:
+            _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
+        self.local_layer_flags, self.moe_layer_flags          # validates both layer sets
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+    def local_layer_flags(self) -> tuple[bool, ...]:
+        """Per block: whether it attends through the sliding window."""
+        flags = _layer_set(self.local_layers, self.n_layers, "local_layers")
+        return flags if self.sliding_window else (False,) * self.n_layers
+
+    @property
+    def moe_layer_flags(self) -> tuple[bool, ...]:
+        """Per block: whether its FFN is a mixture of experts."""
+        flags = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
+        return flags if self.n_experts else (False,) * self.n_layers
+
+    def window_of(self, layer: int) -> int | None:
+        """The sliding window of block ``layer`` (None: it attends every earlier token)."""
+        return self.sliding_window if self.local_layer_flags[layer] else None
+
+    @property
+    def is_moe(self) -> bool:
+        return any(self.moe_layer_flags)
 
     @property
     def n_rep(self) -> int:
@@ -103,16 +203,25 @@ class ModelConfig:
 
     @property
     def is_llama_style(self) -> bool:
-        """True when transformers' LlamaForCausalLM can express this architecture."""
+        """True when a LLaMA-family decoder (pre-norm RMSNorm, RoPE, SwiGLU, final norm) can
+        express the recipe; which transformers family fits the rest: ``hf.family_of``."""
         return (self.norm_position == "pre" and self.norm_type == "rmsnorm"
                 and self.pos_encoding == "rope" and self.ffn_type == "swiglu" and self.final_norm)
 
     def replace(self, **changes: Any) -> "ModelConfig":
+        """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps
+        following it unless it is changed too."""
+        for name, derive in DERIVED.items():
+            if name not in changes and getattr(self, name) == derive(self):
+                changes[name] = None
         return dataclasses.replace(self, **changes)
 
     # ---- our JSON ------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field; a derived one (DERIVED) only where it departs from its rule, so that
+        ``from_dict(to_dict())`` keeps it following the rule."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in DERIVED or getattr(self, f.name) != DERIVED[f.name](self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":

@@ -24,7 +24,13 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def coerce_field(name: str, raw: str) -> Any:
-    kind = _FIELD_TYPES[name]
+    """``raw`` as field ``name``'s type; a derived field (``head_dim``, the bias switches) also
+    takes "auto" (or "none"): follow its rule."""
+    kind = str(_FIELD_TYPES[name])
+    if kind.endswith(" | None"):
+        if raw.strip().lower() in ("auto", "none", "null", ""):
+            return None
+        kind = kind[: -len(" | None")]
     if kind == "int":
         try:
             return int(raw.replace("_", ""))

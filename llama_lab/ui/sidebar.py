@@ -14,7 +14,7 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER, KEY_CON
                     KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, LINK_NOTE, WIDGET_PREFIX, Selection,
                     _init_state, _on_change, _on_preset, _on_upload, _state, _sync_query_params,
                     config_downloads, config_from_values, divisors, dtype_names, error_field,
-                    field_key, kv_label)
+                    field_key, kv_label, widget_value)
 
 
 def sidebar_config() -> Selection | None:
@@ -58,7 +58,7 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     st.selectbox("Preset", list(PRESETS), key=KEY_PRESET, on_change=_on_preset,
                  help="Loads a published config; the fields below then edit it.")
     base = PRESETS[values[KEY_PRESET]]
-    edited = [name for name in CONFIG_FIELDS if values[field_key(name)] != getattr(base, name)]
+    edited = [name for name in CONFIG_FIELDS if values[field_key(name)] != widget_value(base, name)]
     if edited:
         st.caption(f"Edited from {values[KEY_PRESET]}: {', '.join(edited)}")
     for note in state[KEY_UPLOAD_NOTES]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import streamlit as st
 
+from ..config.model_config import DERIVED
 from ..config import (MAX_BATCH, PRESETS, ConfigError, ModelConfig, coerce_field, detect_ffn_rule,
                       ffn_from_rule, parse_config_json)
 from ..errors import LabError
@@ -157,8 +158,14 @@ def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int,
     the workload."""
     base = PRESETS[preset]
     query = {QUERY_PRESET: preset}
+    plain = {name: getattr(cfg, name) for name in CONFIG_FIELDS
+             if name not in DERIVED and getattr(cfg, name) != getattr(base, name)}
+    try:
+        rebuilt = base.replace(**plain)      # derived fields follow their rule there ...
+    except ConfigError:
+        rebuilt = base                       # ... unless only cfg's own values make it valid
     for name in CONFIG_FIELDS:
-        if getattr(cfg, name) != getattr(base, name):
+        if name in plain or (name in DERIVED and getattr(cfg, name) != getattr(rebuilt, name)):
             query[name] = _query_text(getattr(cfg, name))
     query.update({QUERY_SEQ: str(seq_len), QUERY_BATCH: str(batch), QUERY_DTYPE: dtype})
     return query
@@ -216,13 +223,30 @@ def values_for_config(preset: str, cfg: ModelConfig, *, seq_len: int | None = No
     values = {KEY_PRESET: preset, KEY_FFN_RULE: rule, KEY_FFN_MULTIPLE_OF: multiple_of,
               KEY_FFN_MULTIPLIER: multiplier, KEY_BATCH: batch, KEY_DTYPE: dtype,
               KEY_SEQ_LEN: min(seq_len or cfg.max_seq_len, cfg.max_seq_len)}
-    values.update({field_key(name): getattr(cfg, name) for name in CONFIG_FIELDS})
+    values.update({field_key(name): widget_value(cfg, name) for name in CONFIG_FIELDS})
     return values
+
+
+# A derived field's widget shows AUTO while the field follows its rule (DERIVED): 0 for a size,
+# None ("follows bias") for a bias switch.
+AUTO = {"head_dim": 0, "expert_ffn_hidden": 0, "qkv_bias": None, "o_bias": None, "mlp_bias": None}
+
+
+def widget_value(cfg: ModelConfig, name: str) -> Any:
+    value = getattr(cfg, name)
+    if name in DERIVED and value == DERIVED[name](cfg):
+        return AUTO[name]
+    return value
 
 
 def config_from_values(values: dict[str, Any]) -> ModelConfig:
     """Build the config the builder values describe; ConfigError names the rule broken."""
-    return ModelConfig(**{name: values[field_key(name)] for name in CONFIG_FIELDS})
+    fields_ = {name: values[field_key(name)] for name in CONFIG_FIELDS}
+    for name, auto in AUTO.items():
+        value = fields_[name]
+        if value is None or (auto == 0 and type(value) is int and value == 0):
+            fields_[name] = None
+    return ModelConfig(**fields_)
 
 
 _WORD = re.compile(r"[a-z_]+")
