@@ -1,8 +1,15 @@
-"""Hugging Face ``config.json`` interop: read a LlamaConfig-style dict, write one back.
+"""Hugging Face ``config.json`` interop for the families LLaMA Lab models exactly: llama,
+mistral, mixtral, qwen2, qwen3 and qwen3_moe. Each family's reading knows the defaults of its
+transformers config class (a key left out of a config.json takes that default, as
+transformers does), a family outside the list is refused by name, and a key that could change
+the model and is not modelled is an error; notes are only for keys that change nothing LLaMA
+Lab counts (dropout, RoPE scaling, token ids, router training knobs). Export picks the family
+that expresses the config and writes that family's own config.json.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
@@ -13,31 +20,86 @@ if TYPE_CHECKING:
 
 
 class HFConfigWarning(UserWarning):
-    """A key of a Hugging Face config.json that LLaMA Lab does not model."""
+    """A key of a Hugging Face config.json that changes nothing LLaMA Lab counts."""
 
 
-# HF keys that describe tokenisation, serving or bookkeeping, not the architecture: read quietly.
-_HF_METADATA_KEYS = {
+@dataclass(frozen=True)
+class Family:
+    model_type: str
+    architecture: str                   # transformers' CausalLM class
+    defaults: Mapping[str, Any]         # the config class's defaults of the keys read below
+    keys: frozenset                     # family keys modelled besides COMMON_KEYS
+
+
+COMMON_KEYS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta",
+    "rope_parameters", "rope_scaling", "tie_word_embeddings", "hidden_act"})
+# Keys that describe tokenisation, serving or bookkeeping, not the architecture: read quietly.
+QUIET_KEYS = frozenset({
     "architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
-    "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "_name_or_path",
-    "initializer_range", "attention_dropout", "pretraining_tp", "tokenizer_class",
-}
+    "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "_name_or_path", "auto_map",
+    "initializer_range", "tokenizer_class", "output_router_logits", "router_aux_loss_coef",
+    "attention_dropout", "pretraining_tp", "router_jitter_noise", "max_window_layers",
+    # transformers' PretrainedConfig bookkeeping and generation defaults (older files carry them)
+    "chunk_size_feed_forward", "id2label", "label2id", "is_encoder_decoder", "problem_type",
+    "output_attentions", "output_hidden_states", "return_dict", "torchscript", "use_bfloat16",
+    "tf_legacy_loss", "pruned_heads", "is_decoder", "add_cross_attention", "num_labels",
+    "cross_attention_hidden_size", "tie_encoder_decoder", "decoder_start_token_id",
+    "sep_token_id", "task_specific_params", "finetuning_task", "prefix", "max_length",
+    "min_length", "do_sample", "early_stopping", "num_beams", "temperature", "top_k", "top_p",
+    "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "num_return_sequences",
+    "bad_words_ids", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "output_scores", "return_dict_in_generate", "typical_p", "diversity_penalty",
+    "num_beam_groups", "suppress_tokens", "begin_suppress_tokens",
+    "exponential_decay_length_penalty", "encoder_no_repeat_ngram_size"})
+_WINDOW_KEYS = frozenset({"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"})
+_BASE = {"vocab_size": 32000, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+         "tie_word_embeddings": False, "head_dim": None}
 
-
-_HF_FIELD_MAP = {
-    "vocab_size": "vocab_size",
-    "hidden_size": "d_model",
-    "num_hidden_layers": "n_layers",
-    "num_attention_heads": "n_heads",
-    "num_key_value_heads": "n_kv_heads",
-    "intermediate_size": "ffn_hidden",
-    "max_position_embeddings": "max_seq_len",
-    "rms_norm_eps": "norm_eps",
-    "rope_theta": "rope_theta",
-    "tie_word_embeddings": "tie_embeddings",
-}
-
-
+FAMILIES: dict[str, Family] = {f.model_type: f for f in (
+    # transformers' LlamaConfig: attention_bias covers q, k, v and o; mlp_bias the FFN.
+    Family("llama", "LlamaForCausalLM", {**_BASE, "max_position_embeddings": 2048,
+                                         "attention_bias": False, "mlp_bias": False},
+           frozenset({"attention_bias", "mlp_bias"})),
+    # MistralConfig: every layer attends through sliding_window (4096 unless the file says null).
+    Family("mistral", "MistralForCausalLM", {**_BASE, "max_position_embeddings": 131072,
+                                             "sliding_window": 4096},
+           frozenset({"sliding_window"})),
+    # MixtralConfig: 8 experts, top-2, renormalised; no window unless given.
+    Family("mixtral", "MixtralForCausalLM", {**_BASE, "max_position_embeddings": 131072,
+                                             "rms_norm_eps": 1e-5, "rope_theta": 1e6,
+                                             "sliding_window": None, "num_local_experts": 8,
+                                             "num_experts_per_tok": 2},
+           frozenset({"sliding_window", "num_local_experts", "num_experts_per_tok"})),
+    # Qwen2Config: q/k/v biases (o_proj has none); layers ≥ max_window_layers use the window
+    # when use_sliding_window (or as layer_types says).
+    Family("qwen2", "Qwen2ForCausalLM", {**_BASE, "vocab_size": 151936,
+                                         "max_position_embeddings": 32768,
+                                         "use_sliding_window": False, "sliding_window": 4096,
+                                         "max_window_layers": 28},
+           _WINDOW_KEYS),
+    # Qwen3Config: QK-norm, head_dim 128 unless given, attention_bias on all four projections.
+    Family("qwen3", "Qwen3ForCausalLM", {**_BASE, "vocab_size": 151936, "head_dim": 128,
+                                         "max_position_embeddings": 32768,
+                                         "attention_bias": False, "use_sliding_window": False,
+                                         "sliding_window": 4096, "max_window_layers": 28},
+           _WINDOW_KEYS | {"attention_bias"}),
+    # Qwen3MoeConfig: 128 experts of width 768, top-8, not renormalised unless norm_topk_prob;
+    # sparse layers every decoder_sparse_step except mlp_only_layers; a window on every layer.
+    Family("qwen3_moe", "Qwen3MoeForCausalLM", {**_BASE, "vocab_size": 151936,
+                                                "max_position_embeddings": 32768,
+                                                "attention_bias": False,
+                                                "use_sliding_window": False,
+                                                "sliding_window": 4096, "num_experts": 128,
+                                                "num_experts_per_tok": 8,
+                                                "moe_intermediate_size": 768,
+                                                "norm_topk_prob": False,
+                                                "decoder_sparse_step": 1, "mlp_only_layers": []},
+           frozenset({"attention_bias", "use_sliding_window", "sliding_window", "num_experts",
+                      "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+                      "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"})),
+)}
 _HF_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size")
 
@@ -60,82 +122,210 @@ def _read_rope(data: Mapping[str, Any], kwargs: dict, notes: list[str]) -> None:
                      f"positions use plain RoPE; parameter, FLOP and memory counts are unaffected")
 
 
-def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelConfig", list[str]]:
-    """Translate a HF config.json dict into a ModelConfig plus human-readable notes about every
-    key that was not modelled (rope scaling, unknown keys, a different head_dim, ...).
-    ``model_config`` is the ModelConfig class (passed in: this module sits below it)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"a config.json must be a JSON object, got {type(data).__name__}")
-    missing = [k for k in _HF_REQUIRED if k not in data]
-    if missing:
-        raise ConfigError(f"HF config.json lacks required key(s) {', '.join(missing)}")
-    notes: list[str] = []
-    kwargs: dict[str, Any] = dict(norm_position="pre", norm_type="rmsnorm", pos_encoding="rope",
-                                  ffn_type="swiglu", final_norm=True, init="normal",
-                                  tie_embeddings=False, norm_eps=1e-6, rope_theta=10000.0)
-    for hf_key, field in _HF_FIELD_MAP.items():
-        if hf_key in data and data[hf_key] is not None:
-            kwargs[field] = data[hf_key]
-    kwargs.setdefault("n_kv_heads", kwargs["n_heads"])
-    kwargs.setdefault("max_seq_len", 2048)
-    attention_bias, mlp_bias = data.get("attention_bias", False), data.get("mlp_bias", False)
-    for key, value in (("attention_bias", attention_bias), ("mlp_bias", mlp_bias)):
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}={value!r} must be true or false")
-    if attention_bias != mlp_bias:
-        notes.append(f"attention_bias={attention_bias} and mlp_bias={mlp_bias} differ; LLaMA Lab "
-                     f"has one 'bias' switch and uses {bool(attention_bias or mlp_bias)}")
-    kwargs["bias"] = bool(attention_bias or mlp_bias)
+def _bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = data.get(key, default)
+    value = default if value is None else value
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r} must be true or false")
+    return value
 
-    model_type = data.get("model_type", "llama")
-    if model_type not in ("llama", "mistral"):
-        notes.append(f"model_type={model_type!r} is read as a LLaMA-style decoder")
+
+def _get(data: Mapping[str, Any], family: Family, key: str) -> Any:
+    value = data.get(key)
+    return family.defaults.get(key) if value is None else value
+
+
+def _common(data: Mapping[str, Any], family: Family) -> dict:
+    kwargs: dict[str, Any] = dict(
+        norm_position="pre", norm_type="rmsnorm", pos_encoding="rope", ffn_type="swiglu",
+        final_norm=True, init="normal",
+        vocab_size=_get(data, family, "vocab_size"), d_model=data["hidden_size"],
+        n_layers=data["num_hidden_layers"], n_heads=data["num_attention_heads"],
+        n_kv_heads=data.get("num_key_value_heads") or data["num_attention_heads"],
+        ffn_hidden=data["intermediate_size"],
+        max_seq_len=_get(data, family, "max_position_embeddings"),
+        norm_eps=_get(data, family, "rms_norm_eps"), rope_theta=_get(data, family, "rope_theta"),
+        tie_embeddings=_bool(data, "tie_word_embeddings", family.defaults["tie_word_embeddings"]),
+        head_dim=_get(data, family, "head_dim"))
     act = data.get("hidden_act", "silu")
     if act != "silu":
-        notes.append(f"hidden_act={act!r} is not modelled; the FFN uses SwiGLU (SiLU gate)")
-    _read_rope(data, kwargs, notes)
-    for key in ("attention_dropout",):
+        raise ConfigError(f"hidden_act={act!r} is not modelled: LLaMA Lab's gated FFN is SwiGLU "
+                          f"(SiLU gate), as every supported family's is")
+    return kwargs
+
+
+def _qwen_windows(data: Mapping[str, Any], family: Family, n_layers: int) -> tuple[int, str]:
+    """(window, local layer set) of Qwen2/Qwen3: layer_types when given, else the layers from
+    max_window_layers on when use_sliding_window."""
+    window = _get(data, family, "sliding_window")
+    if isinstance(data.get("layer_types"), list):
+        local = [i for i, kind in enumerate(data["layer_types"]) if kind == "sliding_attention"]
+        unknown = sorted({k for k in data["layer_types"]} - {"sliding_attention", "full_attention"})
+        if unknown or len(data["layer_types"]) != n_layers:
+            raise ConfigError(f"layer_types must name 'full_attention' or 'sliding_attention' for "
+                              f"each of the {n_layers} layers")
+    elif _bool(data, "use_sliding_window", False) and window is not None:
+        start = _get(data, family, "max_window_layers")
+        local = list(range(start, n_layers))
+    else:
+        local = []
+    if not local or window is None:
+        return 0, "all"
+    return window, "all" if len(local) == n_layers else ",".join(map(str, local))
+
+
+def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
+    """The fields that set one family apart: biases, QK-norm, windows, experts."""
+    mt, out = family.model_type, {}
+    if mt == "llama":
+        attention, mlp = _bool(data, "attention_bias", False), _bool(data, "mlp_bias", False)
+        out.update(qkv_bias=attention, o_bias=attention, mlp_bias=mlp)
+    elif mt == "qwen2":
+        out.update(qkv_bias=True, o_bias=False, mlp_bias=False)
+    elif mt in ("qwen3", "qwen3_moe"):
+        attention = _bool(data, "attention_bias", False)
+        out.update(qkv_bias=attention, o_bias=attention, mlp_bias=False, qk_norm=True)
+    if mt in ("mistral", "mixtral") or (mt == "qwen3_moe" and _bool(data, "use_sliding_window", False)):
+        window = _get(data, family, "sliding_window")
+        out.update(sliding_window=window or 0)
+    elif mt in ("qwen2", "qwen3"):
+        out["sliding_window"], out["local_layers"] = _qwen_windows(data, family, n_layers)
+    if mt == "mixtral":
+        out.update(n_experts=_get(data, family, "num_local_experts"),
+                   experts_per_token=_get(data, family, "num_experts_per_tok"),
+                   moe_renormalize=True)
+    elif mt == "qwen3_moe":
+        experts = data.get("num_experts", data.get("num_local_experts", family.defaults["num_experts"]))
+        step = _get(data, family, "decoder_sparse_step")
+        dense = set(data.get("mlp_only_layers") or [])
+        sparse = [i for i in range(n_layers) if i not in dense and step and (i + 1) % step == 0]
+        out.update(n_experts=experts, experts_per_token=_get(data, family, "num_experts_per_tok"),
+                   expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
+                   moe_renormalize=_bool(data, "norm_topk_prob", False),
+                   moe_layers="all" if len(sparse) == n_layers else ",".join(map(str, sparse)) or "none")
+    return out
+
+
+def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
+    unknown = sorted(set(data) - COMMON_KEYS - QUIET_KEYS - family.keys)
+    if unknown:
+        raise ConfigError(f"config.json key(s) {', '.join(map(repr, unknown))} of "
+                          f"model_type={family.model_type!r} are not modelled and may change the "
+                          f"model; LLaMA Lab refuses rather than count it wrong")
+    notes = []
+    for key in ("attention_dropout", "router_jitter_noise"):
         if data.get(key) not in (None, 0, 0.0):
-            notes.append(f"{key}={data[key]} is not modelled (no dropout)")
+            notes.append(f"{key}={data[key]} is training-time noise, not modelled (no dropout)")
     if data.get("pretraining_tp") not in (None, 1):
         notes.append(f"pretraining_tp={data['pretraining_tp']} only changes how Meta sharded "
                      f"the matmuls; the maths is the same")
-    handled = set(_HF_FIELD_MAP) | _HF_METADATA_KEYS | {
-        "attention_bias", "mlp_bias", "hidden_act", "rope_scaling", "rope_parameters", "head_dim"}
-    for key in sorted(set(data) - handled):
-        notes.append(f"unknown key {key!r} ignored")
-    cfg = model_config(**kwargs)                     # validates every value first
-    if data.get("head_dim") not in (None, cfg.head_dim):
-        notes.append(f"head_dim={data['head_dim']!r} differs from hidden_size/num_attention_heads="
-                     f"{cfg.head_dim}; LLaMA Lab uses the latter")
-    return cfg, notes
+    return notes
 
 
-def to_hf_config(self: "ModelConfig") -> dict:
-    """A LlamaConfig-style config.json for a LLaMA-style config (ConfigError otherwise)."""
-    if not self.is_llama_style:
+def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelConfig", list[str]]:
+    """Translate a HF config.json dict of a supported family into a ModelConfig plus notes on
+    the keys that change nothing counted. ``model_config`` is the ModelConfig class (passed
+    in: this module sits below it)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a config.json must be a JSON object, got {type(data).__name__}")
+    model_type = data.get("model_type", "llama")
+    if model_type not in FAMILIES:
+        raise ConfigError(f"model_type={model_type!r} is not supported; LLaMA Lab models "
+                          f"{', '.join(FAMILIES)} exactly and refuses the rest")
+    family = FAMILIES[model_type]
+    missing = [k for k in _HF_REQUIRED if k not in data]
+    if missing:
+        raise ConfigError(f"HF config.json lacks required key(s) {', '.join(missing)}")
+    notes = _notes(data, family)
+    kwargs = _common(data, family)
+    _read_rope(data, kwargs, notes)
+    kwargs.update(_family_fields(data, family, data["num_hidden_layers"]))
+    return model_config(**kwargs), notes                # validates every value
+
+
+# ---- export --------------------------------------------------------------------------------------
+
+def _reasons(cfg, model_type: str) -> list[str]:
+    """Why ``model_type`` cannot express ``cfg`` (empty: it can)."""
+    local = cfg.local_layer_flags
+    window_all = not any(local) or all(local)
+    same_attention_bias = cfg.qkv_bias == cfg.o_bias
+    checks = {
+        "llama": [(cfg.qk_norm, "QK-norm"), (any(local), "a sliding window"),
+                  (cfg.is_moe, "experts"), (not same_attention_bias, "q/k/v and o biases differ")],
+        "mistral": [(cfg.qk_norm, "QK-norm"), (not window_all, "a window on some layers only"),
+                    (cfg.is_moe, "experts"), (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases")],
+        "mixtral": [(cfg.qk_norm, "QK-norm"), (not window_all, "a window on some layers only"),
+                    (not cfg.is_moe or not all(cfg.moe_layer_flags), "experts on every layer"),
+                    (cfg.expert_ffn_hidden != cfg.ffn_hidden, "an expert width apart"),
+                    (not cfg.moe_renormalize, "unnormalised top-k"),
+                    (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases")],
+        "qwen2": [(cfg.qk_norm, "QK-norm"), (cfg.is_moe, "experts"),
+                  (not (cfg.qkv_bias and not cfg.o_bias and not cfg.mlp_bias),
+                   "q/k/v biases without o/MLP biases")],
+        "qwen3": [(not cfg.qk_norm, "QK-norm"), (cfg.is_moe, "experts"),
+                  (not same_attention_bias, "q/k/v and o biases differ"), (cfg.mlp_bias, "MLP biases")],
+        "qwen3_moe": [(not cfg.qk_norm, "QK-norm"), (not cfg.is_moe, "experts"),
+                      (not window_all, "a window on some layers only"),
+                      (not same_attention_bias, "q/k/v and o biases differ"),
+                      (cfg.mlp_bias, "MLP biases")],
+    }[model_type]
+    return [why for broken, why in checks if broken]
+
+
+def family_of(cfg: "ModelConfig") -> Family:
+    """The first supported family that expresses ``cfg`` exactly (ConfigError: none does)."""
+    if not cfg.is_llama_style:
         raise ConfigError(
             "to_hf_config needs a LLaMA-style config (pre-norm, rmsnorm, rope, swiglu, "
-            f"final norm); this one has norm_position={self.norm_position!r}, "
-            f"norm_type={self.norm_type!r}, pos_encoding={self.pos_encoding!r}, "
-            f"ffn_type={self.ffn_type!r}, final_norm={self.final_norm}")
+            f"final norm); this one has norm_position={cfg.norm_position!r}, "
+            f"norm_type={cfg.norm_type!r}, pos_encoding={cfg.pos_encoding!r}, "
+            f"ffn_type={cfg.ffn_type!r}, final_norm={cfg.final_norm}")
+    reasons = {mt: _reasons(cfg, mt) for mt in FAMILIES}
+    for model_type, why in reasons.items():
+        if not why:
+            return FAMILIES[model_type]
+    raise ConfigError("no supported family expresses this config: " + "; ".join(
+        f"{mt} ({', '.join(why)})" for mt, why in reasons.items()))
+
+
+def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
+    mt, local = family.model_type, cfg.local_layer_flags
+    out: dict[str, Any] = {}
+    if mt == "llama":
+        out.update(attention_bias=cfg.qkv_bias, mlp_bias=cfg.mlp_bias)
+    if mt in ("qwen3", "qwen3_moe"):
+        out["attention_bias"] = cfg.qkv_bias
+    if mt in ("mistral", "mixtral"):
+        out["sliding_window"] = cfg.sliding_window if any(local) else None
+    if mt in ("qwen2", "qwen3"):
+        out.update(use_sliding_window=any(local), sliding_window=cfg.sliding_window or None,
+                   max_window_layers=cfg.n_layers,
+                   layer_types=["sliding_attention" if flag else "full_attention" for flag in local])
+    if mt == "qwen3_moe":
+        out.update(use_sliding_window=any(local), sliding_window=cfg.sliding_window or None)
+    if mt == "mixtral":
+        out.update(num_local_experts=cfg.n_experts, num_experts_per_tok=cfg.experts_per_token)
+    if mt == "qwen3_moe":
+        flags = cfg.moe_layer_flags
+        out.update(num_experts=cfg.n_experts, num_experts_per_tok=cfg.experts_per_token,
+                   moe_intermediate_size=cfg.expert_ffn_hidden,
+                   norm_topk_prob=cfg.moe_renormalize, decoder_sparse_step=1,
+                   mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse])
+    return out
+
+
+def to_hf_config(cfg: "ModelConfig") -> dict:
+    """The config.json of the family that expresses ``cfg`` (ConfigError when none does)."""
+    family = family_of(cfg)
     return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": self.vocab_size,
-        "hidden_size": self.d_model,
-        "intermediate_size": self.ffn_hidden,
-        "num_hidden_layers": self.n_layers,
-        "num_attention_heads": self.n_heads,
-        "num_key_value_heads": self.n_kv_heads,
-        "head_dim": self.head_dim,
-        "hidden_act": "silu",
-        "max_position_embeddings": self.max_seq_len,
-        "rms_norm_eps": self.norm_eps,
-        "rope_theta": self.rope_theta,
-        "rope_scaling": None,
-        "tie_word_embeddings": self.tie_embeddings,
-        "attention_bias": self.bias,
-        "mlp_bias": self.bias,
-        "initializer_range": INIT_STD,
+        "architectures": [family.architecture], "model_type": family.model_type,
+        "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model,
+        "intermediate_size": cfg.ffn_hidden, "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim, "hidden_act": "silu",
+        "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_theta, "rope_scaling": None,
+        "tie_word_embeddings": cfg.tie_embeddings, "initializer_range": INIT_STD,
+        **_family_keys(cfg, family),
     }

@@ -5,20 +5,21 @@ those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half 
 Parts: ``norms``, ``positions``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``, ``init``,
 ``checkpoint``.
 """
-from .attention import SDPA_HAS_GQA, Attention, causal_attention, reference_attention
+from .attention import (SDPA_HAS_GQA, Attention, attention_mask, causal_attention,
+                        reference_attention)
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import CausalLM, DecoderBody, DecoderLayer
 from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kv_cache import KVCache
-from .mlp import MLP
+from .mlp import MLP, Experts, SparseMoE
 from .norms import RMSNorm, make_norm
 from .positions import (PositionTables, apply_rope, rope_cos_sin, rope_inv_freq, rotate_half,
                         sinusoidal_table)
 
 __all__ = [
-    "Attention", "CausalLM", "DecoderBody", "DecoderLayer", "INIT_STD", "KVCache",
+    "Attention", "CausalLM", "Experts", "SparseMoE", "DecoderBody", "DecoderLayer", "INIT_STD", "KVCache",
     "LoadedCheckpoint", "MLP", "PositionTables", "RMSNorm", "SDPA_HAS_GQA", "apply_rope",
-    "build_model", "causal_attention", "checkpoint_files", "init_weights", "load_checkpoint",
+    "attention_mask", "build_model", "causal_attention", "checkpoint_files", "init_weights", "load_checkpoint",
     "make_norm", "reference_attention", "rope_cos_sin", "rope_inv_freq", "rotate_half",
     "sinusoidal_table",
 ]

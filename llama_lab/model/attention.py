@@ -1,6 +1,6 @@
-"""Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), through SDPA or a reference
-matmul path that also returns the weights. Shapes: B batch, T new tokens, S cached + new
-tokens, H query heads, G KV heads, D head dim, C = d_model.
+"""Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), an optional sliding window and
+QK-norm, through SDPA or a reference matmul path that also returns the weights. Shapes: B batch,
+T new tokens, S keys attended (cached + new), H query heads, G KV heads, D head dim, C = d_model.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ..config import ModelConfig
 from .kv_cache import KVCache
+from .norms import RMSNorm
 from .positions import apply_rope
 
 
@@ -28,16 +29,29 @@ def _sdpa_supports_gqa() -> bool:
 SDPA_HAS_GQA = _sdpa_supports_gqa()
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int) -> torch.Tensor:
+def attention_mask(T: int, S: int, window: int | None, device) -> torch.Tensor:
+    """(T, S) bool: the T new queries are the last T of S positions; a query sees the keys at or
+    before it and, with a window W, only the last W of them (transformers' kv > q - W)."""
+    q_pos = torch.arange(S - T, S, device=device)[:, None]
+    k_pos = torch.arange(S, device=device)[None, :]
+    mask = k_pos <= q_pos
+    if window is not None:
+        mask &= k_pos > q_pos - window
+    return mask
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int,
+                     window: int | None = None) -> torch.Tensor:
     """q: (B, H, T, D); k, v: (B, G, S, D) with S ≥ T, the last T keys being the new tokens."""
     T, S = q.shape[2], k.shape[2]
-    if T == S:
+    if window is not None and window >= S:
+        window = None                                       # every key is inside the window
+    if window is None and T == S:
         mask, is_causal = None, True
-    elif T == 1:
+    elif window is None and T == 1:
         mask, is_causal = None, False                       # one new token sees everything cached
-    else:                                                   # a chunk after a cache: bottom-right causal
-        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
-        is_causal = False
+    else:                                                   # after a cache, or a window: explicit
+        mask, is_causal = attention_mask(T, S, window, q.device), False
     if n_rep > 1 and SDPA_HAS_GQA:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
                                               enable_gqa=True)
@@ -46,14 +60,14 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: i
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
 
 
-def reference_attention(q, k, v, n_rep: int) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_attention(q, k, v, n_rep: int, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain-matmul causal attention that also returns the weights (B, H, T, S): for teaching
     and for tests of the fused path."""
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
     T, S = q.shape[2], k.shape[2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])           # (B, H, T, S)
-    mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
+    mask = attention_mask(T, S, window, q.device)
     weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     return weights @ v, weights
 
@@ -62,21 +76,28 @@ class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer_idx: int):
         super().__init__()
         self.cfg, self.layer_idx = cfg, layer_idx
+        self.window = cfg.window_of(layer_idx)
         C, D = cfg.d_model, cfg.head_dim
-        self.q_proj = nn.Linear(C, cfg.n_heads * D, bias=cfg.bias)
-        self.k_proj = nn.Linear(C, cfg.n_kv_heads * D, bias=cfg.bias)   # fewer heads under GQA/MQA
-        self.v_proj = nn.Linear(C, cfg.n_kv_heads * D, bias=cfg.bias)
-        self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.bias)
+        self.q_proj = nn.Linear(C, cfg.n_heads * D, bias=cfg.qkv_bias)
+        self.k_proj = nn.Linear(C, cfg.n_kv_heads * D, bias=cfg.qkv_bias)  # fewer heads: GQA/MQA
+        self.v_proj = nn.Linear(C, cfg.n_kv_heads * D, bias=cfg.qkv_bias)
+        self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
+        if cfg.qk_norm:                                            # Qwen3: per head, over D
+            self.q_norm = RMSNorm(D, cfg.norm_eps)
+            self.k_norm = RMSNorm(D, cfg.norm_eps)
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape
         H, G, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
-        q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)       # (B, H, T, D)
-        k = self.k_proj(x).view(B, T, G, D).transpose(1, 2)       # (B, G, T, D)
+        q = self.q_proj(x).view(B, T, H, D)
+        k = self.k_proj(x).view(B, T, G, D)
+        if self.cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)               # (B, H, T, D), (B, G, T, D)
         v = self.v_proj(x).view(B, T, G, D).transpose(1, 2)       # (B, G, T, D)
         if rope is not None:                                      # RoPE rotates q and k, never v
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)             # (B, G, S, D)
-        out = causal_attention(q, k, v, self.cfg.n_rep)           # (B, H, T, D)
+        out = causal_attention(q, k, v, self.cfg.n_rep, self.window)   # (B, H, T, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))

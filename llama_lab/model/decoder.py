@@ -11,7 +11,7 @@ import torch.nn as nn
 from ..config import ModelConfig
 from .attention import Attention
 from .kv_cache import KVCache
-from .mlp import MLP
+from .mlp import MLP, SparseMoE
 from .norms import make_norm
 from .positions import PositionTables, rope_inv_freq
 
@@ -21,7 +21,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.pre_norm = cfg.norm_position == "pre"
         self.self_attn = Attention(cfg, layer_idx)
-        self.mlp = MLP(cfg)
+        self.mlp = SparseMoE(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
         self.input_layernorm = make_norm(cfg)            # the attention sublayer's norm
         self.post_attention_layernorm = make_norm(cfg)   # the FFN sublayer's norm
 
@@ -59,6 +59,8 @@ class DecoderBody(nn.Module):
         start = cache.length if cache is not None else 0
         if start + T > self.cfg.max_seq_len:
             raise ValueError(f"sequence of {start + T} tokens exceeds max_seq_len={self.cfg.max_seq_len}")
+        if cache is not None and start + T > cache.max_len:
+            raise ValueError(f"sequence of {start + T} tokens exceeds the cache's max_len={cache.max_len}")
         x = self.embed_tokens(input_ids)                                   # (B, T, C)
         rope = None
         if self.cfg.pos_encoding in ("rope", "sinusoidal"):

@@ -12,6 +12,7 @@ import torch.nn as nn
 
 from ..config import INIT_STD, ModelConfig
 from .decoder import CausalLM
+from .mlp import Experts
 from .norms import RMSNorm
 
 
@@ -37,6 +38,10 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
             _draw(module.weight, cfg.init, generator)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
+        elif isinstance(module, Experts) and not module.gate_up_proj.is_meta:
+            for weight in (module.gate_up_proj, module.down_proj):   # each expert as a matrix
+                for e in range(weight.shape[0]):
+                    _draw(weight[e], cfg.init, generator)
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
             nn.init.ones_(module.weight)
             if getattr(module, "bias", None) is not None:

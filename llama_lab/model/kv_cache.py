@@ -1,4 +1,6 @@
-"""A preallocated KV cache of every layer (gpt-fast style).
+"""A preallocated KV cache of every layer (gpt-fast style). A sliding-window layer keeps at
+most its window: its buffer holds the last W tokens, in order, and each update shifts the
+oldest out, so memory stays W per layer however long the sequence grows.
 """
 from __future__ import annotations
 
@@ -9,33 +11,56 @@ from ..config import ModelConfig
 
 
 class KVCache(nn.Module):
-    """Preallocated keys and values of every layer: (L, B, G, S_max, D) each."""
+    """Keys and values of every layer: (B, G, S_l, D) each, S_l = max_len, or min(W, max_len)
+    for a layer with a sliding window W."""
 
     def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int | None = None,
                  device=None, dtype=None):
         super().__init__()
-        max_len = max_len or cfg.max_seq_len
-        shape = (cfg.n_layers, batch_size, cfg.n_kv_heads, max_len, cfg.head_dim)
-        self.register_buffer("k", torch.zeros(shape, device=device, dtype=dtype), persistent=False)
-        self.register_buffer("v", torch.zeros(shape, device=device, dtype=dtype), persistent=False)
-        self.length = 0      # tokens already cached
+        self.max_len = max_len or cfg.max_seq_len
+        self.windows = [cfg.window_of(i) for i in range(cfg.n_layers)]
+        for i, window in enumerate(self.windows):
+            slots = min(window, self.max_len) if window else self.max_len
+            shape = (batch_size, cfg.n_kv_heads, slots, cfg.head_dim)
+            for name in ("k", "v"):
+                self.register_buffer(f"{name}{i}", torch.zeros(shape, device=device, dtype=dtype),
+                                     persistent=False)
+        self.length = 0      # tokens seen so far (cached or evicted from a window)
 
-    @property
-    def max_len(self) -> int:
-        return self.k.shape[3]
+    def _buffers_of(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
+
+    def held(self, layer: int) -> int:
+        """Tokens layer ``layer`` holds now."""
+        window = self.windows[layer]
+        return min(self.length, window) if window else self.length
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store k, v (B, G, T, D) at positions [length, length+T); return all keys/values so far."""
-        start, end = self.length, self.length + k.shape[2]
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+        """Store k, v (B, G, T, D) of positions [length, length+T); return the keys/values the
+        new queries may attend: all so far, or for a window layer the held ones and the new
+        ones (the attention masks what lies outside each query's window)."""
+        keys, values = self._buffers_of(layer)
+        held, T = self.held(layer), k.shape[2]
+        if self.windows[layer] is None:
+            keys[:, :, held:held + T] = k
+            values[:, :, held:held + T] = v
+            return keys[:, :, :held + T], values[:, :, :held + T]
+        all_k = torch.cat((keys[:, :, :held], k), dim=2)             # (B, G, held + T, D)
+        all_v = torch.cat((values[:, :, :held], v), dim=2)
+        keep = min(keys.shape[2], all_k.shape[2])                     # the last W tokens stay
+        keys[:, :, :keep] = all_k[:, :, -keep:]
+        values[:, :, :keep] = all_v[:, :, -keep:]
+        return all_k, all_v
 
     def allocated_bytes(self) -> int:
-        """Bytes of storage the K and V tensors really hold (for all ``max_len`` positions)."""
-        return self.k.untyped_storage().nbytes() + self.v.untyped_storage().nbytes()
+        """Bytes of storage the K and V tensors really hold (every slot)."""
+        return sum(b.untyped_storage().nbytes() for b in self.buffers())
 
     def nbytes(self) -> int:
         """Bytes of the cache tensors holding the tokens cached so far."""
-        per_token = self.k[:, :, :, :1].numel() * self.k.element_size()
-        return 2 * per_token * self.length
+        total = 0
+        for layer in range(len(self.windows)):
+            keys, _ = self._buffers_of(layer)
+            per_token = keys[:, :, :1].numel() * keys.element_size()
+            total += 2 * per_token * self.held(layer)
+        return total

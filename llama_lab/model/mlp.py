@@ -1,7 +1,10 @@
-"""The feed-forward block: SwiGLU (LLaMA) or a ReLU/GELU MLP (2017).
-"""
+"""The feed-forward block: SwiGLU (LLaMA) or a ReLU/GELU MLP (2017), and the mixture of
+experts of Mixtral and Qwen3-MoE (a router picks the top-k SwiGLU experts of each token).
+Expert weights are stored fused, as transformers ≥ 5 stores them: ``experts.gate_up_proj``
+(E, 2F, C) and ``experts.down_proj`` (E, C, F)."""
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -15,12 +18,57 @@ class MLP(nn.Module):
         super().__init__()
         self.gated = cfg.ffn_type == "swiglu"
         if self.gated:
-            self.gate_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=cfg.bias)
-        self.up_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=cfg.bias)
-        self.down_proj = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=cfg.bias)
+            self.gate_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=cfg.mlp_bias)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=cfg.mlp_bias)
+        self.down_proj = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=cfg.mlp_bias)
         self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn_type]
 
     def forward(self, x):
         if self.gated:
             return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
         return self.down_proj(self.act(self.up_proj(x)))
+
+
+class Experts(nn.Module):
+    """E SwiGLU experts of width F: gate and up fused in one (E, 2F, C) tensor."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        E, C, F_ = cfg.n_experts, cfg.d_model, cfg.expert_ffn_hidden
+        self.gate_up_proj = nn.Parameter(torch.empty(E, 2 * F_, C))
+        self.down_proj = nn.Parameter(torch.empty(E, C, F_))
+
+    def forward(self, x: torch.Tensor, experts: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """x (N, C); experts, weights (N, k): each token's chosen experts and their weights."""
+        out = torch.zeros_like(x)
+        for e in torch.unique(experts).tolist():                 # only the experts some token chose
+            token, slot = torch.where(experts == e)
+            gate, up = F.linear(x[token], self.gate_up_proj[e]).chunk(2, dim=-1)   # (n_e, F) each
+            y = F.linear(F.silu(gate) * up, self.down_proj[e])                    # (n_e, C)
+            out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
+        return out
+
+
+class SparseMoE(nn.Module):
+    """Router (``gate``: C → E logits), softmax in float32, top-k, optionally renormalised, then
+    each token's k experts weighted by their probabilities and summed."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.top_k, self.renormalize = cfg.experts_per_token, cfg.moe_renormalize
+        self.gate = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
+        self.experts = Experts(cfg)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(top-k probabilities, top-k expert ids), (N, k) each, for tokens x (N, C)."""
+        probs = self.gate(x).softmax(dim=-1, dtype=torch.float32)              # (N, E)
+        weights, experts = probs.topk(self.top_k, dim=-1)
+        if self.renormalize:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return weights.to(x.dtype), experts
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        flat = x.reshape(B * T, C)
+        weights, experts = self.route(flat)
+        return self.experts(flat, experts, weights).reshape(B, T, C)
