@@ -177,9 +177,9 @@ def test_report_csv_is_a_zip_of_tables(capsys, tmp_path):
 
 def test_cli_notes_keep_the_analysis_notes(capsys, tmp_path):
     path = tmp_path / "config.json"
-    hf = PRESETS["debug"].replace(norm_eps=1e-5).to_hf_config() | {"sliding_window": 4}
+    hf = PRESETS["debug"].replace(norm_eps=1e-5).to_hf_config() | {"attention_dropout": 0.1}
     path.write_text(json.dumps(hf))
     code, out, err = run(capsys, "analyze", "--config", str(path), "--seq-len", "1000", "--json")
     notes = json.loads(out)["notes"]
-    assert code == 0 and any("sliding_window" in n for n in notes)
-    assert any("max_seq_len" in n for n in notes) and "sliding_window" in err
+    assert code == 0 and any("attention_dropout" in n for n in notes)
+    assert any("max_seq_len" in n for n in notes) and "attention_dropout" in err

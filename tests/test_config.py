@@ -128,15 +128,18 @@ def test_hf_round_trip_through_transformers():
     assert back == cfg
 
 
-def test_hf_unsupported_keys_are_reported():
+def test_hf_keys_that_change_nothing_counted_are_noted_the_others_refused():
     hf = PRESETS["llama-3.1-405b"].to_hf_config()
     hf["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
-    hf["sliding_window"] = 4096
+    hf["attention_dropout"] = 0.1
     with pytest.warns(HFConfigWarning) as record:
         cfg = ModelConfig.from_hf_config(hf)
     messages = " ".join(str(r.message) for r in record)
-    assert "rope_scaling" in messages and "sliding_window" in messages
+    assert "rope_scaling" in messages and "attention_dropout" in messages
     assert cfg == PRESETS["llama-3.1-405b"]
+    # a LlamaConfig has no sliding window: a key that could change the model is an error
+    with pytest.raises(ConfigError, match="'sliding_window' of model_type='llama' are not modelled"):
+        ModelConfig.from_hf_config(hf | {"sliding_window": 4096})
 
 
 def test_hf_post_norm_refused():

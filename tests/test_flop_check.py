@@ -81,7 +81,7 @@ def test_attention_scores_counted_by_fvcore_itself(monkeypatch, n_kv_heads):
     from llama_lab.model import attention
 
     monkeypatch.setattr(attention, "causal_attention",
-                        lambda q, k, v, n_rep: model_mod.reference_attention(q, k, v, n_rep)[0])
+                        lambda q, k, v, n_rep, window=None: model_mod.reference_attention(q, k, v, n_rep, window)[0])
     cfg = PRESETS["debug"].replace(n_kv_heads=n_kv_heads)
     net = model_mod.build_model(cfg).eval()
     analysis = FlopCountAnalysis(net, torch.zeros(2, 48, dtype=torch.long))

@@ -60,7 +60,7 @@ def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
     assert attention == flops.by_component["attention_proj"] + \
         flops.by_component["attention_scores"]
     assert table[table.component == "ffn"].forward_flops.sum() * cfg.n_layers == \
-        flops.by_component["ffn"]
+        flops.by_component["ffn"] + flops.by_component.get("router", 0)    # MoE: router + k experts
 
 
 def test_scores_overtake_the_ffn_at_one_and_a_half_ffn_widths():

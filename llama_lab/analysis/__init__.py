@@ -13,14 +13,14 @@ from .common import TRAINING_DTYPES
 from .flops import (ELEMENTWISE_FLOPS_PER_ELEMENT, FLOP_CONVENTIONS, FlopCount, count_flops,
                     decode_flops, elementwise_flops, matmul_flops, scores_overtake_ffn_at)
 from .kv import (KVCacheReport, attention_variants, gqa_kv_heads, kv_cache,
-                 kv_cache_bytes_per_token, max_batch_that_fits, max_context_that_fits,
+                 kv_cache_bytes, kv_cache_bytes_per_token, max_batch_that_fits, max_context_that_fits,
                  weight_bytes)
 from .memory import (ACTIVATION_ASSUMPTIONS, SHARDED_STATES, SHARDINGS, ActivationEstimate,
                      MemoryEstimate, activation_bytes, activation_estimate,
                      inference_activation_bytes, inference_memory, training_memory)
 from .params import (COMPONENT_OF, COMPONENTS, DETAIL_KEYS, ParamCount, count_params,
                      count_params_module, layer_param_detail, norm_params, palm_params)
-from .rooflines import DEFAULT_GPU, Roofline, roofline, roofline_table
+from .rooflines import DEFAULT_GPU, Roofline, experts_hit, roofline, roofline_table
 from .shapes import Shapes
 from .summary import analyze, format_analysis
 
@@ -30,9 +30,9 @@ __all__ = [
     "SHARDINGS", "TRAINING_DTYPES", "ActivationEstimate", "AnalysisError", "FlopCount",
     "KVCacheReport", "MemoryEstimate", "ParamCount", "Roofline", "Shapes", "activation_bytes",
     "activation_estimate", "analyze", "attention_variants", "count_flops", "count_params",
-    "count_params_module", "decode_flops", "elementwise_flops", "format_analysis",
+    "count_params_module", "decode_flops", "elementwise_flops", "experts_hit", "format_analysis",
     "gqa_kv_heads", "inference_activation_bytes", "inference_memory", "kv_cache",
-    "kv_cache_bytes_per_token", "layer_param_detail", "matmul_flops", "max_batch_that_fits",
+    "kv_cache_bytes", "kv_cache_bytes_per_token", "layer_param_detail", "matmul_flops", "max_batch_that_fits",
     "max_context_that_fits", "norm_params", "palm_params", "roofline", "roofline_table",
     "scores_overtake_ffn_at", "training_memory", "weight_bytes",
 ]

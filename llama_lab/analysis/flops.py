@@ -4,6 +4,7 @@ PaLM 6N + 12·L·H·Q·T estimate beside it, prefill and decode.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional, Union
 
 import pandas as pd
 
@@ -35,6 +36,10 @@ FLOP_CONVENTIONS = [
     "'elementwise' (per-element constants in 'elementwise_constants') and are NOT in forward.",
     "attention scores = QKᵀ and AV over the full T×T: 4·B·T²·H·D per layer (2 for QKᵀ, 2 for AV); "
     "attention_scores_causal counts only the T(T+1)/2 unmasked pairs: 2·B·T(T+1)·H·D per layer.",
+    "a sliding-window layer (Mistral) limits each query to its last W keys: T·min(T, W) pairs "
+    "(full convention) and Σ min(i+1, W) causally, as a windowed kernel computes them.",
+    "a sparse (MoE) layer costs its router (2·C·E per token, listed as 'router') and the k "
+    "experts each token is routed to (k × 3 matrices of C×Fe, in 'ffn'), not all E.",
     "GQA/MQA shrink the K/V projections (2·C·G·D per token) but not the scores: every query head "
     "still attends over all keys.",
     "the token-embedding lookup is a gather: 0 FLOPs.",
@@ -79,39 +84,60 @@ class FlopCount:
         return pd.DataFrame(rows)
 
 
-def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: int) -> dict:
+Pairs = Union[int, Callable[[Optional[int]], int]]   # query-key pairs, or pairs(window)
+
+
+def layer_pairs(cfg: ModelConfig, pairs: Pairs) -> list[int]:
+    """Query-key pairs of each block: ``pairs`` itself, or ``pairs(window)`` with the block's
+    sliding window (None: it attends every earlier key)."""
+    if not callable(pairs):
+        return [pairs] * cfg.n_layers
+    return [pairs(cfg.window_of(layer)) for layer in range(cfg.n_layers)]
+
+
+def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs) -> dict:
     """Matmul FLOPs of one forward over ``new_tokens`` tokens (all sequences together) whose
-    queries meet ``query_key_pairs`` keys in total (summed over queries, per head)."""
+    queries meet ``query_key_pairs`` keys in total (summed over queries, per head; a function
+    of the window when blocks differ). A sparse block's FFN is its router plus the k experts
+    each token is routed to."""
     s = Shapes.of(cfg)
     C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
-    n_ffn_matrices = s.n_ffn_matrices
-    return {
+    n_sparse = sum(cfg.moe_layer_flags)
+    flops = {
         # q: C→H·D, k and v: C→G·D, o: H·D→C, for every token and layer
         "attention_proj": 2 * new_tokens * (C * H * D + 2 * C * G * D + H * D * C) * L,
-        # QKᵀ and AV: 2 matmuls × 2 FLOPs per MAC × D per (query, key) pair, every head and layer
-        "attention_scores": 2 * 2 * query_key_pairs * D * H * L,
-        # gate/up: C→F, down: F→C
-        "ffn": 2 * new_tokens * n_ffn_matrices * C * F * L,
+        # QKᵀ and AV: 2 matmuls × 2 FLOPs per MAC × D per (query, key) pair, every head, per layer
+        "attention_scores": 2 * 2 * sum(layer_pairs(cfg, query_key_pairs)) * D * H,
+        # dense blocks: gate/up C→F, down F→C; sparse blocks: k experts (gate/up C→Fe, down Fe→C)
+        "ffn": 2 * new_tokens * (s.n_ffn_matrices * C * F * (L - n_sparse)
+                                 + s.K * 3 * C * s.Fe * n_sparse),
         # C→V for every position (the model returns logits for all of them)
         "lm_head": 2 * new_tokens * C * V,
     }
+    if n_sparse:
+        flops["router"] = 2 * new_tokens * C * s.E * n_sparse      # C → E logits per token
+    return flops
 
 
-def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: int) -> dict:
+def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs) -> dict:
     """Estimates of the element-wise work, with ELEMENTWISE_FLOPS_PER_ELEMENT."""
     k = ELEMENTWISE_FLOPS_PER_ELEMENT
     s = Shapes.of(cfg)
     C, H, G, D, F, L = s.C, s.H, s.G, s.D, s.F, s.L
+    n_sparse = sum(cfg.moe_layer_flags)
     n_norms = 2 * L + (1 if cfg.final_norm else 0)
     gated = s.n_ffn_matrices == 3
-    biased_outputs = (H + 2 * G) * D + C + (2 * F if gated else F) + C
+    biased_outputs = (((H + 2 * G) * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0)
+                      + (((2 * F if gated else F) + C) if cfg.mlp_bias else 0))
+    qk_norm = new_tokens * (H + G) * D * L * k["rmsnorm"] if cfg.qk_norm else 0
     terms = {
-        "norms": n_norms * new_tokens * C * k[cfg.norm_type],
-        "softmax": query_key_pairs * H * L * k["softmax"],
+        "norms": n_norms * new_tokens * C * k[cfg.norm_type] + qk_norm,
+        "softmax": (sum(layer_pairs(cfg, query_key_pairs)) * H
+                    + new_tokens * s.E * n_sparse) * k["softmax"],       # + the router's
         "rope": new_tokens * (H + G) * D * L * k["rope"] if cfg.pos_encoding == "rope" else 0,
-        "activation": new_tokens * F * L * k[cfg.ffn_type],
+        "activation": new_tokens * (F * (L - n_sparse) + s.K * s.Fe * n_sparse) * k[cfg.ffn_type],
         "residual": 2 * L * new_tokens * C * k["residual"],
-        "bias": new_tokens * biased_outputs * L * k["bias"] if cfg.bias else 0,
+        "bias": new_tokens * biased_outputs * (L - n_sparse * cfg.mlp_bias) * k["bias"],
         "position_add": (new_tokens * C * k["position_add"]
                          if cfg.pos_encoding in ("learned", "sinusoidal") else 0),
     }
@@ -125,9 +151,11 @@ def _flop_count(cfg, phase, batch, seq_len, context_len, pairs, causal_pairs) ->
     forward = sum(by_component.values())
     causal_scores = matmul_flops(cfg, tokens, causal_pairs)["attention_scores"]
     n_palm = palm_params(cfg)
-    # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over T keys per token
+    # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over the keys each
+    # block's last query attends (T, or its window)
     s = Shapes.of(cfg)
-    palm = 6 * n_palm + 12 * s.L * s.H * s.D * context_len
+    keys = sum(min(context_len, window or context_len) for window in map(cfg.window_of, range(s.L)))
+    palm = 6 * n_palm + 12 * s.H * s.D * keys
     return FlopCount(
         phase=phase, batch=batch, seq_len=seq_len, context_len=context_len, tokens=tokens,
         forward=forward, per_token=forward / tokens,
@@ -145,8 +173,14 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
     """One forward pass over B sequences of T tokens (no cache)."""
     check_seq(seq_len, batch)
     T = seq_len
-    # every query meets all T keys (full); causally only keys ≤ its own position
-    return _flop_count(cfg, "forward", batch, T, T, batch * T * T, batch * T * (T + 1) // 2)
+
+    def full(window):        # every query meets all T keys, or the W of its window
+        return batch * T * min(T, window or T)
+
+    def causal(window):      # only keys ≤ its own position: T(T+1)/2, or capped at W each
+        W = min(T, window or T)
+        return batch * (W * (W + 1) // 2 + (T - W) * W)
+    return _flop_count(cfg, "forward", batch, T, T, full, causal)
 
 
 def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | None:
@@ -175,5 +209,6 @@ def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1) -> FlopCoun
     projections, FFN and lm_head for B tokens, scores over S keys. Nothing is masked, so the
     causal and full counts agree. training_step is kept as 3 × forward by definition."""
     check_seq(context_len, batch)
-    pairs = batch * context_len
+    def pairs(window):       # one query per sequence meets S keys, or its window's
+        return batch * min(context_len, window or context_len)
     return _flop_count(cfg, "decode", batch, 1, context_len, pairs, pairs)

@@ -15,10 +15,20 @@ from .shapes import Shapes
 
 
 def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
-    """K and V of every layer for one token: 2 · L · G · D · b."""
+    """K and V of every layer for one token: 2 · L · G · D · b (a sliding-window layer stops
+    growing once it holds its window: ``kv_cache_bytes``)."""
     b = checked_dtype_bytes(dtype)
     s = Shapes.of(cfg)
     return nbytes(2 * s.L * s.kv_dim, b)
+
+
+def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
+    """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences: every layer
+    2 · G · D · b per token held, a sliding-window layer holding at most its window."""
+    b = checked_dtype_bytes(dtype)
+    s = Shapes.of(cfg)
+    held = sum(min(tokens, window or tokens) for window in map(cfg.window_of, range(s.L)))
+    return batch * nbytes(2 * s.kv_dim * held, b)
 
 
 def gqa_kv_heads(cfg: ModelConfig) -> int:
@@ -66,8 +76,10 @@ class KVCacheReport:
         return asdict(self)
 
     def to_frame(self) -> pd.DataFrame:
+        ratio = self.bytes / max(1, self.bytes_per_token * self.batch * self.seq_len)
         rows = [{"attention": kind.upper(), "n_kv_heads": self.compare_kv_heads[kind],
-                 "bytes_per_token": per_token, "bytes": per_token * self.batch * self.seq_len}
+                 "bytes_per_token": per_token,
+                 "bytes": round(per_token * self.batch * self.seq_len * ratio)}
                 for kind, per_token in self.compare.items()]
         return pd.DataFrame(rows)
 
@@ -84,10 +96,14 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
     else:
         note = (f"GQA column: {g} KV heads ({cfg.n_heads // g} query heads per KV head), the "
                 f"divisor of n_heads nearest n_heads/8 as in LLaMA-2-70B/LLaMA-3.")
+    local = sum(cfg.local_layer_flags)
+    if local and seq_len > cfg.sliding_window:
+        note += (f" {local} of {cfg.n_layers} layers hold at most their window of "
+                 f"{cfg.sliding_window:,} tokens.")
     return KVCacheReport(
         dtype=dtype, seq_len=seq_len, batch=batch, n_kv_heads=cfg.n_kv_heads,
-        bytes_per_token=per_token, bytes_per_sequence=per_token * seq_len,
-        bytes=per_token * seq_len * batch,
+        bytes_per_token=per_token, bytes_per_sequence=kv_cache_bytes(cfg, seq_len, 1, dtype),
+        bytes=kv_cache_bytes(cfg, seq_len, batch, dtype),
         compare={k: kv_cache_bytes_per_token(v, dtype) for k, v in variants.items()},
         compare_kv_heads={k: v.n_kv_heads for k, v in variants.items()},
         by_dtype={name: kv_cache_bytes_per_token(cfg, name) for name in DTYPE_BYTES},
@@ -110,11 +126,22 @@ def max_context_that_fits(cfg: ModelConfig, gpu: GPU | str, batch: int = 1,
     answer may exceed max_seq_len (it says what memory allows, not what the model supports)."""
     check_count("batch", batch, MAX_BATCH)
     free = _free_after_weights(cfg, gpu, dtype)
-    return max(0, free // (batch * kv_cache_bytes_per_token(cfg, dtype)))
+    per_token = kv_cache_bytes_per_token(cfg, dtype)
+    if free < batch * per_token:
+        return 0
+    window = cfg.sliding_window if any(cfg.local_layer_flags) else None
+    if window is None or free < kv_cache_bytes(cfg, window, batch, dtype):
+        return free // (batch * per_token)              # every layer still grows per token
+    global_per_token = kv_cache_bytes_per_token(cfg, dtype) * (
+        cfg.n_layers - sum(cfg.local_layer_flags)) // cfg.n_layers
+    if global_per_token == 0:                           # every layer local: the cache stops at W
+        return LIMITS["max_seq_len"]
+    left = free - kv_cache_bytes(cfg, window, batch, dtype)
+    return window + left // (batch * global_per_token)
 
 
 def max_batch_that_fits(cfg: ModelConfig, gpu: GPU | str, seq_len: int, dtype: str = "bf16") -> int:
     """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights."""
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
     free = _free_after_weights(cfg, gpu, dtype)
-    return max(0, free // (seq_len * kv_cache_bytes_per_token(cfg, dtype)))
+    return max(0, free // kv_cache_bytes(cfg, seq_len, 1, dtype))

@@ -14,7 +14,7 @@ from ..model import SDPA_HAS_GQA
 from ..runtime.hardware import DTYPE_BYTES
 from .common import (INT64_BYTES, STATS_BYTES, TRAINING_DTYPES, check_count, check_seq,
                      checked_dtype_bytes, nbytes)
-from .kv import kv_cache_bytes_per_token, weight_bytes
+from .kv import kv_cache_bytes, weight_bytes
 from .params import count_params
 from .shapes import Shapes
 
@@ -185,7 +185,7 @@ def inference_memory(cfg: ModelConfig, seq_len: int, batch: int = 1,
     checked_dtype_bytes(dtype)
     components = {
         "weights": weight_bytes(cfg, dtype),
-        "kv_cache": kv_cache_bytes_per_token(cfg, dtype) * batch * seq_len,
+        "kv_cache": kv_cache_bytes(cfg, seq_len, batch, dtype),
         "activations": inference_activation_bytes(cfg, seq_len, batch, dtype, last_only=True),
     }
     total = sum(components.values())

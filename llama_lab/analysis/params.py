@@ -14,15 +14,17 @@ from .shapes import Shapes
 
 # One key per kind of parameter tensor, named after the module that owns it.
 DETAIL_KEYS = ("embed_tokens", "embed_positions", "q_proj", "k_proj", "v_proj", "o_proj",
-               "attention_bias", "gate_proj", "up_proj", "down_proj", "ffn_bias",
-               "input_layernorm", "post_attention_layernorm", "final_norm", "lm_head")
+               "attention_bias", "qk_norm", "gate_proj", "up_proj", "down_proj", "ffn_bias",
+               "router", "experts", "input_layernorm", "post_attention_layernorm", "final_norm",
+               "lm_head")
 
 
 COMPONENT_OF = {
     "embed_tokens": "embedding", "embed_positions": "positional",
     "q_proj": "attention", "k_proj": "attention", "v_proj": "attention", "o_proj": "attention",
-    "attention_bias": "attention",
+    "attention_bias": "attention", "qk_norm": "norms",
     "gate_proj": "ffn", "up_proj": "ffn", "down_proj": "ffn", "ffn_bias": "ffn",
+    "router": "ffn", "experts": "ffn",
     "input_layernorm": "norms", "post_attention_layernorm": "norms", "final_norm": "norms",
     "lm_head": "lm_head",
 }
@@ -35,10 +37,11 @@ COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head")
 class ParamCount:
     total: int
     non_embedding: int          # total − token embedding − learned positions (Kaplan et al.)
-    per_layer: int              # one decoder block
+    per_layer: int              # one decoder block (block 0)
     by_component: dict          # COMPONENTS → int; a tied lm_head is 0; sums to total
     detail: dict                # DETAIL_KEYS → int, summed over layers; sums to total
     source: str                 # "closed form" or "meta module"
+    active: int = 0             # used per token: total less the experts a token is not routed to
 
     def spec_by_component(self) -> dict:
         """SPEC's view: a learned positional table is counted under ``embedding``."""
@@ -60,47 +63,59 @@ def norm_params(cfg: ModelConfig) -> int:
     return cfg.d_model * (2 if cfg.norm_type == "layernorm" else 1)
 
 
-def layer_param_detail(cfg: ModelConfig) -> dict:
-    """Parameters of one decoder block by tensor kind."""
+def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
+    """Parameters of decoder block ``layer`` by tensor kind (blocks differ when only some are
+    sparse)."""
     s = Shapes.of(cfg)
     C, H, G, D, F = s.C, s.H, s.G, s.D, s.F
     gated = s.n_ffn_matrices == 3
+    sparse = cfg.moe_layer_flags[layer]
     return {
         "q_proj": C * H * D,
         "k_proj": C * G * D,                                   # GQA/MQA: G < H shrinks K and V
         "v_proj": C * G * D,
         "o_proj": H * D * C,
-        "attention_bias": (H * D + 2 * G * D + C) if cfg.bias else 0,
-        "gate_proj": C * F if gated else 0,                    # SwiGLU's third matrix
-        "up_proj": C * F,
-        "down_proj": F * C,
-        "ffn_bias": ((2 * F if gated else F) + C) if cfg.bias else 0,
+        "attention_bias": (H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0),
+        "qk_norm": 2 * D if cfg.qk_norm else 0,                # one γ of size D for q, one for k
+        "gate_proj": C * F if gated and not sparse else 0,     # SwiGLU's third matrix
+        "up_proj": 0 if sparse else C * F,
+        "down_proj": 0 if sparse else F * C,
+        "ffn_bias": ((2 * F if gated else F) + C) if cfg.mlp_bias and not sparse else 0,
+        "router": C * s.E if sparse else 0,                    # gate: C → E logits
+        "experts": s.E * 3 * C * s.Fe if sparse else 0,        # E × (gate, up: C→Fe; down: Fe→C)
         "input_layernorm": norm_params(cfg),
         "post_attention_layernorm": norm_params(cfg),
     }
 
 
-def _param_count(detail: dict, per_layer: int, source: str) -> ParamCount:
+def _param_count(cfg: ModelConfig, detail: dict, per_layer: int, source: str) -> ParamCount:
     by_component = dict.fromkeys(COMPONENTS, 0)
     for key, count in detail.items():
         by_component[COMPONENT_OF[key]] += count
     total = sum(detail.values())
     non_embedding = total - by_component["embedding"] - by_component["positional"]
-    return ParamCount(total, non_embedding, per_layer, by_component, dict(detail), source)
+    return ParamCount(total, non_embedding, per_layer, by_component, dict(detail), source,
+                      total - unrouted_expert_params(cfg))
+
+
+def unrouted_expert_params(cfg: ModelConfig) -> int:
+    """Expert parameters one token does not use: (E − k) experts of every sparse layer."""
+    s = Shapes.of(cfg)
+    return sum(cfg.moe_layer_flags) * (s.E - s.K) * 3 * s.C * s.Fe
 
 
 def count_params(cfg: ModelConfig) -> ParamCount:
     """Closed form: L blocks + token embedding + learned positions + final norm + lm_head."""
-    layer = layer_param_detail(cfg)
     detail = dict.fromkeys(DETAIL_KEYS, 0)
-    for key, count in layer.items():
-        detail[key] = cfg.n_layers * count
+    for layer in range(cfg.n_layers):
+        for key, count in layer_param_detail(cfg, layer).items():
+            detail[key] += count
     s = Shapes.of(cfg)
     detail["embed_tokens"] = s.V * s.C
     detail["embed_positions"] = cfg.max_seq_len * s.C if cfg.pos_encoding == "learned" else 0
     detail["final_norm"] = norm_params(cfg) if cfg.final_norm else 0
     detail["lm_head"] = 0 if cfg.tie_embeddings else s.V * s.C
-    return _param_count(detail, sum(layer.values()), "closed form")
+    return _param_count(cfg, detail, sum(layer_param_detail(cfg, 0).values()), "closed form")
 
 
 def _detail_key(name: str) -> str:
@@ -112,6 +127,12 @@ def _detail_key(name: str) -> str:
     if owner in ("embed_tokens", "embed_positions", "lm_head", "input_layernorm",
                  "post_attention_layernorm"):
         return owner
+    if owner in ("q_norm", "k_norm"):
+        return "qk_norm"
+    if owner == "gate" and "mlp" in parts:
+        return "router"
+    if owner == "experts":
+        return "experts"
     if kind == "bias" and "self_attn" in parts:
         return "attention_bias"
     if kind == "bias" and "mlp" in parts:
@@ -129,12 +150,14 @@ def count_params_module(cfg: ModelConfig) -> ParamCount:
     for name, parameter in model.named_parameters():
         detail[_detail_key(name)] += parameter.numel()
     per_layer = sum(p.numel() for p in model.model.layers[0].parameters())
-    return _param_count(detail, per_layer, "meta module")
+    return _param_count(cfg, detail, per_layer, "meta module")
 
 
 def palm_params(cfg: ModelConfig) -> int:
     """N of PaLM's 6N: parameters that take part in matmuls (embedding tables excluded, a tied
-    lm_head included once more because its matmul runs)."""
+    lm_head included once more because its matmul runs; of a sparse layer only the k experts a
+    token is routed to)."""
     counts = count_params(cfg)
     tied_head = cfg.vocab_size * cfg.d_model if cfg.tie_embeddings else 0
-    return counts.non_embedding + tied_head
+    # a token's matmuls meet its k routed experts only
+    return counts.non_embedding + tied_head - unrouted_expert_params(cfg)

@@ -12,7 +12,7 @@ from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES, GPU
 from .common import check_seq, checked_dtype_bytes, checked_gpu, nbytes
 from .flops import count_flops, decode_flops
-from .kv import attention_variants, kv_cache_bytes_per_token, weight_bytes
+from .kv import attention_variants, kv_cache_bytes, kv_cache_bytes_per_token, weight_bytes
 from .params import palm_params
 from .shapes import Shapes
 
@@ -48,12 +48,24 @@ class Roofline:
         return asdict(self)
 
 
+def experts_hit(cfg: ModelConfig, tokens: int) -> float:
+    """Expected distinct experts a sparse layer reads for ``tokens`` tokens routed uniformly at
+    random, k each: E · (1 − (1 − k/E)^tokens)."""
+    s = Shapes.of(cfg)
+    return s.E * (1 - (1 - s.K / s.E) ** tokens) if s.E else 0.0
+
+
 def _weight_bytes_read(cfg: ModelConfig, b: float, tokens: int) -> int:
-    """Every matmul weight once, plus only the embedding rows gathered for ``tokens`` tokens."""
+    """Every matmul weight once — of a sparse layer the router and only the experts some token
+    is routed to (in expectation) — plus the embedding rows gathered for ``tokens`` tokens."""
     s = Shapes.of(cfg)
     rows = min(tokens, s.V) + (min(tokens, cfg.max_seq_len)
                                           if cfg.pos_encoding == "learned" else 0)
-    return nbytes(palm_params(cfg) + rows * s.C, b)
+    per_expert = 3 * s.C * s.Fe
+    n_sparse = sum(cfg.moe_layer_flags)
+    # palm_params holds k experts per sparse layer: replace them by the expected number hit
+    experts = n_sparse * per_expert * (experts_hit(cfg, tokens) - s.K)
+    return nbytes(palm_params(cfg) + experts + rows * s.C, b)
 
 
 def _prefill_activation_traffic(cfg: ModelConfig, tokens: int, b: float) -> int:
@@ -84,7 +96,7 @@ def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dty
     if phase == "decode":
         flops = decode_flops(cfg, context_len, batch).forward
         tokens = batch
-        kv_bytes = batch * context_len * kv_per_token + batch * kv_per_token   # read + write
+        kv_bytes = kv_cache_bytes(cfg, context_len, batch, dtype) + batch * kv_per_token  # read + write
         act_bytes = 0
     else:
         flops = count_flops(cfg, context_len, batch).forward_causal
@@ -120,7 +132,7 @@ def roofline_table(cfg: ModelConfig, gpu: GPU | str = DEFAULT_GPU,
         for batch in batches:
             for context in context_lens:
                 r = roofline(variant, gpu, batch, context, dtype, phase)
-                kv_total = kv_cache_bytes_per_token(variant, dtype) * batch * context
+                kv_total = kv_cache_bytes(variant, context, batch, dtype)
                 rows.append({
                     "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
                     "batch": batch, "context_len": context,

@@ -12,6 +12,19 @@ from .memory import inference_memory, training_memory
 from .params import count_params
 
 
+FLOP_KEYS = ("forward", "by_component", "training_step", "per_token", "training_per_token",
+             "attention_scores_causal", "forward_causal", "palm_params", "palm_training_per_token",
+             "elementwise", "elementwise_constants", "conventions")
+
+
+def architecture(cfg: ModelConfig) -> dict:
+    """What sets the config's family apart: head_dim, QK-norm, windows, experts."""
+    return {"head_dim": cfg.head_dim, "qk_norm": cfg.qk_norm,
+            "sliding_window": cfg.sliding_window, "local_layers": sum(cfg.local_layer_flags),
+            "sparse_layers": sum(cfg.moe_layer_flags), "n_experts": cfg.n_experts,
+            "experts_per_token": cfg.experts_per_token}
+
+
 def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16") -> dict:
     """SPEC's ``analyze --json`` object (plain JSON types), plus extra keys."""
     check_seq(seq_len, batch)
@@ -32,27 +45,16 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16")
     return {
         "inputs": {"seq_len": seq_len, "batch": batch, "dtype": dtype,
                    "attention_kind": cfg.attention_kind},
+        "architecture": architecture(cfg),
         "params": {
             "total": params.total,
+            "active": params.active,
             "by_component": params.spec_by_component(),
             "non_embedding": params.non_embedding,
             "per_layer": params.per_layer,
             "detail": params.detail,
         },
-        "flops": {
-            "forward": flops.forward,
-            "by_component": flops.by_component,
-            "training_step": flops.training_step,
-            "per_token": flops.per_token,
-            "training_per_token": flops.training_per_token,
-            "attention_scores_causal": flops.attention_scores_causal,
-            "forward_causal": flops.forward_causal,
-            "palm_params": flops.palm_params,
-            "palm_training_per_token": flops.palm_training_per_token,
-            "elementwise": flops.elementwise,
-            "elementwise_constants": flops.elementwise_constants,
-            "conventions": flops.conventions,
-        },
+        "flops": {key: getattr(flops, key) for key in FLOP_KEYS},
         "kv_cache": {
             "dtype": dtype,
             "bytes_per_token": kv.bytes_per_token,
@@ -91,7 +93,8 @@ def format_analysis(result: dict) -> str:
     rows = [(name, f"{count:,}", f"{human_count(count):>10}  {100 * count / total:5.1f}%")
             for name, count in params["by_component"].items()]
     rows += [(name, f"{params[key]:,}", f"{human_count(params[key]):>10}") for name, key in
-             (("total", "total"), ("non-embedding", "non_embedding"), ("per layer", "per_layer"))]
+             (("total", "total"), ("active per token", "active"), ("non-embedding", "non_embedding"),
+              ("per layer", "per_layer"))]
     lines += _table("Parameters", rows)
     forward = flops["forward"]
     rows = [(name, f"{value:,}", f"{human_count(value, 'FLOP'):>14}  {100 * value / forward:5.1f}%")

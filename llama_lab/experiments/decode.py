@@ -37,7 +37,7 @@ class DecodeRow:
     ms_per_token: float
     cache_tokens: int
     cache_bytes_measured: int            # storage allocated by the cache tensors, filled exactly
-    cache_bytes_predicted: int           # analysis.kv_cache_bytes_per_token × batch × tokens
+    cache_bytes_predicted: int           # analysis.kv_cache_bytes(cfg, tokens, batch): window-capped
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,6 @@ def decode_benchmark(cfg: ModelConfig, context_lens: Sequence[int] = (32, 64, 12
     for v, (name, vcfg) in enumerate(variants.items()):
         model = build_model(vcfg, device=dev, dtype=torch_dtype, seed=seed).eval()
         _time_decode(model, prompt_all[:, :context_lens[0]], 2, dev)     # warm-up, excluded
-        per_token_bytes = analysis.kv_cache_bytes_per_token(vcfg, dtype)
         for c, context in enumerate(context_lens):
             if progress:
                 progress((v * len(context_lens) + c) / (len(variants) * len(context_lens)),
@@ -117,7 +116,7 @@ def decode_benchmark(cfg: ModelConfig, context_lens: Sequence[int] = (32, 64, 12
                 variant=name, n_kv_heads=vcfg.n_kv_heads, context_len=context,
                 prefill_ms=1e3 * prefill_s, ms_per_token=1e3 * token_s, cache_tokens=cache.length,
                 cache_bytes_measured=int(cache.allocated_bytes()),
-                cache_bytes_predicted=int(per_token_bytes * batch * cache.length)))
+                cache_bytes_predicted=int(analysis.kv_cache_bytes(vcfg, cache.length, batch, dtype))))
         del model
     if progress:
         progress(1.0, "done")
@@ -184,7 +183,8 @@ def decode_figure(bench: DecodeBench) -> go.Figure:
 def tables(result: DecodeBench, section: str, config: ModelConfig | None = None) -> list[Table]:
     agree = "match" if result.bytes_agree else "DO NOT match"
     return [Table("decode", "Decode speed and cache bytes", section, result.to_frame(),
-                  f"Cache bytes {agree} analysis.kv_cache_bytes_per_token × batch × tokens.")]
+                  f"Cache bytes {agree} analysis.kv_cache_bytes (2·G·D·b per token held, a window "
+                  f"layer holding at most W) × batch.")]
 
 
 def figures(result: DecodeBench, section: str) -> list[Figure]:

@@ -18,7 +18,8 @@ FLOP_COMPONENTS = ("attention_proj", "attention_scores", "ffn", "lm_head")
 
 
 # The weight matrices of a block: each costs 2·B·T·(its parameters) FLOPs in a forward pass.
-MATMUL_TENSORS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+MATMUL_TENSORS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                  "router", "experts")
 
 
 def params_sunburst(params: analysis.ParamCount) -> go.Figure:
@@ -49,7 +50,8 @@ def params_sunburst(params: analysis.ParamCount) -> go.Figure:
 
 
 def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
-    """One decoder block (all L are identical) by tensor kind: its parameters and the forward
+    """One decoder block (block 0; all L are alike unless only some are sparse or windowed) by
+    tensor kind (the kinds it has): its parameters and the forward
     FLOPs it costs per block at the analysed batch and length. A weight matrix costs
     2·B·T·(its parameters) (one multiply-add per weight and token, 2 FLOPs each); the attention
     scores (QKᵀ and AV, no parameters) get their own row; biases and norms are element-wise,
@@ -61,11 +63,15 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
     rows = []
     for kind, count in layer.items():
         matmul = kind in MATMUL_TENSORS
-        rows.append({"tensor": kind, "component": analysis.COMPONENT_OF[kind], "params": count,
-                     "share_of_block": count / block_params,
-                     # 2 FLOPs per multiply-add × one per weight × B·T tokens
-                     "forward_flops": 2 * flops.tokens * count if matmul else 0,
-                     "flops_rule": "2·B·T·params" if matmul else "element-wise, counted apart"})
+        rule = "2·B·T·params" if matmul else "element-wise, counted apart"
+        # 2 FLOPs per multiply-add × one per weight × B·T tokens
+        forward = 2 * flops.tokens * count if matmul else 0
+        if kind == "experts" and count:     # each token meets k of the E experts
+            forward, rule = 2 * flops.tokens * count * s.K // s.E, "2·B·T·params·k/E"
+        if count or matmul:
+            rows.append({"tensor": kind, "component": analysis.COMPONENT_OF[kind],
+                         "params": count, "share_of_block": count / block_params,
+                         "forward_flops": forward, "flops_rule": rule})
     keys = "T" if flops.context_len == flops.seq_len else "S"
     rows.append({"tensor": "attention scores (QKᵀ, AV)", "component": "attention", "params": 0,
                  "share_of_block": 0.0,

@@ -41,12 +41,28 @@ class Experts(nn.Module):
     def forward(self, x: torch.Tensor, experts: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x (N, C); experts, weights (N, k): each token's chosen experts and their weights."""
         out = torch.zeros_like(x)
+        if x.is_meta:                       # shapes only (counting): spread the N·k slots evenly
+            return self._meta_forward(x, weights)
         for e in torch.unique(experts).tolist():                 # only the experts some token chose
             token, slot = torch.where(experts == e)
             gate, up = F.linear(x[token], self.gate_up_proj[e]).chunk(2, dim=-1)   # (n_e, F) each
             y = F.linear(F.silu(gate) * up, self.down_proj[e])                    # (n_e, C)
             out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
         return out
+
+
+    def _meta_forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """On the meta device routing is unknown: the same matmuls as any routing would run
+        (N·k token-slots in all) spread evenly over the experts, their outputs weighted and
+        summed per token so that a tracer keeps every one of them."""
+        N, k = weights.shape
+        E, slots = self.gate_up_proj.shape[0], weights.numel()
+        outputs = []
+        for e in range(E):
+            n = slots // E + (e < slots % E)
+            gate, up = F.linear(x.new_empty(n, x.shape[1]), self.gate_up_proj[e]).chunk(2, dim=-1)
+            outputs.append(F.linear(F.silu(gate) * up, self.down_proj[e]))         # (n, C)
+        return (torch.cat(outputs).view(N, k, -1) * weights[..., None]).sum(dim=1)
 
 
 class SparseMoE(nn.Module):
