@@ -146,9 +146,9 @@ def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
     else:
         norm_bytes = b * C + 2 * STATS_BYTES
     norm = 2 * C * b + norm_bytes                   # the two tensors held around a norm
-    positions = INT64_BYTES * T                     # position ids, held through the blocks
-    if cfg.pos_encoding == "rope":                  # + cos and sin, float32 (T, D) each
-        positions += 2 * T * D * 4
+    positions = INT64_BYTES * T if cfg.pos_encoding == "learned" else 0   # position ids
+    if cfg.pos_encoding == "rope":                  # the model's cos and sin tables, float32
+        positions += 2 * T * D * 4                  # (T, D) each, built for this forward
     block_peak = math.ceil(N * max(max(attention, ffn) * b, norm)) + positions
     logits = batch * V if last_only else N * V
     head_peak = nbytes(N * C + logits, b)          # final hidden state + logits

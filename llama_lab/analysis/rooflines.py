@@ -68,16 +68,19 @@ def _weight_bytes_read(cfg: ModelConfig, b: float, tokens: int) -> int:
     return nbytes(palm_params(cfg) + experts + rows * s.C, b)
 
 
-def _prefill_activation_traffic(cfg: ModelConfig, tokens: int, b: float) -> int:
+def _prefill_activation_traffic(cfg: ModelConfig, batch: int, tokens: int, b: float) -> int:
     """Each matmul reads its input and writes its output once (element-wise ops fused away);
-    the K/V outputs are the cache writes."""
+    the K/V outputs are the cache writes. A sparse layer's tokens pass the router and k
+    experts; the lm_head reads the last position of each sequence (generate's prefill)."""
     s = Shapes.of(cfg)
     C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
     qkv = (H + 2 * G) * D
     attention = (C + qkv) + (qkv + H * D) + (H * D + C)        # projections, SDPA, o_proj
-    n_up = s.n_up
-    ffn = n_up * (C + F) + (F + C)                              # gate/up, down
-    return nbytes(tokens * (L * (attention + ffn) + C + V), b)
+    dense = s.n_up * (C + F) + (F + C)                          # gate/up, down
+    sparse = (C + s.E) + s.K * (s.n_up * (C + s.Fe) + (s.Fe + C))   # router, k experts
+    n_sparse = sum(cfg.moe_layer_flags)
+    per_token = L * attention + (L - n_sparse) * dense + n_sparse * sparse
+    return nbytes(tokens * per_token + batch * (C + V), b)
 
 
 def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dtype: str = "bf16",
@@ -85,7 +88,8 @@ def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dty
     """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
     B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
     written. prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal
-    half of the scores (fused kernels skip masked blocks). fp8/int8/int4 are weight/KV-only
+    half of the scores (fused kernels skip masked blocks) and the lm_head on the last position
+    of each sequence, as generate's prefill runs it. fp8/int8/int4 are weight/KV-only
     formats computing at the bf16 peak."""
     if phase not in ("decode", "prefill"):
         raise AnalysisError(f"phase={phase!r} must be 'decode' or 'prefill'")
@@ -99,10 +103,13 @@ def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dty
         kv_bytes = kv_cache_bytes(cfg, context_len, batch, dtype) + batch * kv_per_token  # read + write
         act_bytes = 0
     else:
-        flops = count_flops(cfg, context_len, batch).forward_causal
+        count = count_flops(cfg, context_len, batch)
+        # generate's prefill: the lm_head runs on each sequence's last position only
+        flops = count.forward_causal - count.by_component["lm_head"] * (context_len - 1) // context_len
         tokens = batch * context_len
         kv_bytes = 0                          # the K/V writes are in the activation traffic
-        act_bytes = _prefill_activation_traffic(cfg, tokens, DTYPE_BYTES["bf16"] if b < 2 else b)
+        act_bytes = _prefill_activation_traffic(cfg, batch, tokens,
+                                                DTYPE_BYTES["bf16"] if b < 2 else b)
     w_bytes = _weight_bytes_read(cfg, b, tokens)
     moved = w_bytes + kv_bytes + act_bytes
     peak = gpu.peak_flops(dtype)

@@ -131,7 +131,7 @@ def _peak_memory(dev: torch.device, memory: dict) -> tuple[int, str]:
                                        "backward (activations and autocast's weight copies)")
 
 
-def live_pass(cfg: ModelConfig, seq_len: int, batch: int, data: TokenData | None = None, *,
+def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | None = None,
               progress: Progress | None = None, **options: Any) -> LivePass:
     """A warm-up training step at the initial weights (loss, logits statistics, saved-tensor
     bytes) and ``iters`` timed steps (per-phase medians). ``options``: the ``LiveSettings``

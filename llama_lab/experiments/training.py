@@ -47,7 +47,7 @@ class RunComparison:
                 "summary": [run.summary() for run in self.runs.values()]}
 
 
-def compare_runs(specs: Sequence[RunSpec], steps: int, data: TokenData | None = None, *,
+def compare_runs(specs: Sequence[RunSpec], steps: int, *, data: TokenData | None = None,
                  on_step: Callable[[str, dict], None] | None = None,
                  progress: Progress | None = None, **options: Any) -> RunComparison:
     """Train every spec on the same data with the same seed (so the same batch at each step);
@@ -60,7 +60,7 @@ def compare_runs(specs: Sequence[RunSpec], steps: int, data: TokenData | None = 
         if progress:
             progress(i / len(specs), f"run {i + 1}/{len(specs)}: {spec.label}")
         callback = (lambda record, label=spec.label: on_step(label, record)) if on_step else None
-        runs[spec.label] = train(spec.cfg, steps, spec.lr, data, on_step=callback,
+        runs[spec.label] = train(spec.cfg, steps, spec.lr, data=data, on_step=callback,
                                  label=spec.label, warmup_steps=spec.warmup_steps,
                                  schedule=spec.schedule, grad_clip=spec.grad_clip, **options)
     if progress:

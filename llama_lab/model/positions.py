@@ -56,6 +56,11 @@ class PositionTables:
         self._tables: dict[str, tuple[torch.Tensor, ...]] = {}
 
     def _build(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+        # ordinary tensors even under inference_mode: a later training forward saves them
+        with torch.inference_mode(False), torch.no_grad():
+            return self._tables_for(n, device)
+
+    def _tables_for(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
         cfg = self.cfg
         if cfg.pos_encoding == "rope":
             inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta).to(device)
@@ -72,5 +77,5 @@ class PositionTables:
         return tables
 
     def rows(self) -> int:
-        """Positions held on the device used last (0 before the first forward)."""
+        """The most positions a table holds on any device (0 before the first forward)."""
         return max((t[0].shape[0] for t in self._tables.values()), default=0)

@@ -217,8 +217,9 @@ def _step(run: _Run, s: TrainSettings, step: int) -> dict:
 
 
 def _finish(cfg: ModelConfig, s: TrainSettings, run: _Run, data: TokenData, label: str | None,
-            wall_s: float) -> TrainRun:
+            start: float) -> TrainRun:
     stats_with, stats_without = logit_stats(run.model, run.val_batches[0][0], run.trainee.precision)
+    wall_s = time.perf_counter() - start
     steps_run = len(run.loss)
     settings = {"steps": s.steps, "lr": s.lr, "warmup_steps": s.warmup_steps,
                 "schedule": s.schedule, "grad_clip": s.grad_clip,
@@ -242,7 +243,7 @@ def _finish(cfg: ModelConfig, s: TrainSettings, run: _Run, data: TokenData, labe
         achieved_tflops=steps_run * flops_per_step / run.compute_s / 1e12)
 
 
-def iter_train(cfg: ModelConfig, steps: int, lr: float, data: TokenData | None = None, *,
+def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | None = None,
                label: str | None = None, progress: Progress | None = None,
                **options: Any) -> Generator[dict, None, TrainRun]:
     """Train, yielding one JSON-ready dict per step; the generator returns the TrainRun.
@@ -254,8 +255,8 @@ def iter_train(cfg: ModelConfig, steps: int, lr: float, data: TokenData | None =
     check_vocab(data, cfg.vocab_size)
     check_length(data.train, s.seq_len, "training split")
     check_length(data.val, s.seq_len, "validation split")
-    start = time.perf_counter()
     run = _start(cfg, s, data)
+    start = time.perf_counter()                    # wall_s: the steps and the final statistics
     for step in range(s.steps):
         record = _step(run, s, step)
         if progress:
@@ -263,14 +264,14 @@ def iter_train(cfg: ModelConfig, steps: int, lr: float, data: TokenData | None =
         yield record
         if run.reason is not None:
             break
-    return _finish(cfg, s, run, data, label, time.perf_counter() - start)
+    return _finish(cfg, s, run, data, label, start)
 
 
-def train(cfg: ModelConfig, steps: int, lr: float, data: TokenData | None = None, *,
+def train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | None = None,
           on_step: Callable[[dict], None] | None = None, label: str | None = None,
           progress: Progress | None = None, **options: Any) -> TrainRun:
     """``iter_train`` run to the end, each step's dict passed to ``on_step``."""
-    loop = iter_train(cfg, steps, lr, data, label=label, progress=progress, **options)
+    loop = iter_train(cfg, steps, lr, data=data, label=label, progress=progress, **options)
     while True:
         try:
             record = next(loop)

@@ -82,7 +82,7 @@ def keep_experiment(kind: str, result: Any, config: ModelConfig, settings: Mappi
 
 
 def session_experiments() -> dict[str, ExperimentEntry]:
-    """This session's experiment results, kind → entry, in report.EXPERIMENT_TYPES order."""
+    """This session's experiment results, kind → entry, in the registry's (KINDS) order."""
     state = _state()
     return {kind: state[key] for kind, key in EXPERIMENT_KEYS.items() if key in state}
 
