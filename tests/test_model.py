@@ -325,3 +325,12 @@ def test_loss_is_transformers_next_token_cross_entropy():
     expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size),
                                                  ids[:, 1:].reshape(-1))
     torch.testing.assert_close(model.loss(ids), expected)
+
+
+def test_tables_built_under_inference_mode_serve_a_later_training_step():
+    model = build_model(PRESETS["debug"])
+    ids = torch.randint(0, 256, (2, 16))
+    with torch.inference_mode():
+        model(ids)                                   # builds and caches the RoPE tables
+    model.loss(ids).backward()                       # saves them for backward: ordinary tensors
+    assert model.lm_head.weight.grad is not None

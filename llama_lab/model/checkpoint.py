@@ -45,6 +45,40 @@ def checkpoint_files(folder: Path) -> list[Path]:
     return files
 
 
+# The hub's per-expert layouts → transformers ≥ 5's fused one. Mixtral's original files name the
+# block ``block_sparse_moe`` with w1 (gate), w3 (up), w2 (down); Qwen3-MoE's name each expert's
+# gate_proj / up_proj / down_proj.
+_PER_EXPERT = {"w1": "gate", "w3": "up", "w2": "down",
+               "gate_proj": "gate", "up_proj": "up", "down_proj": "down"}
+
+
+def fuse_expert_layout(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """A state dict with experts stored one tensor per expert and matrix, rewritten to
+    ``mlp.gate.weight``, ``mlp.experts.gate_up_proj`` (E, 2F, C) = [gate; up] per expert and
+    ``mlp.experts.down_proj`` (E, C, F); a fused state dict is returned as it is."""
+    out, parts = {}, {}
+    for key, tensor in state.items():
+        key = key.replace(".block_sparse_moe.", ".mlp.")
+        pieces = key.split(".")
+        if ".mlp.experts." in key and len(pieces) > 6 and pieces[-3].isdigit() \
+                and pieces[-2] in _PER_EXPERT and pieces[-1] == "weight":
+            layer = ".".join(pieces[:-3])                          # model.layers.{i}.mlp.experts
+            parts.setdefault(layer, {}).setdefault(int(pieces[-3]), {})[_PER_EXPERT[pieces[-2]]] = tensor
+        else:
+            out[key] = tensor
+    for layer, experts in parts.items():
+        ids = sorted(experts)
+        if ids != list(range(cfg.n_experts)) or any(set(m) != {"gate", "up", "down"}
+                                                    for m in experts.values()):
+            raise ConfigError(f"{layer} holds experts {ids[:4]}… with matrices "
+                              f"{sorted(set().union(*experts.values()))}: need gate, up and down "
+                              f"of experts 0..{cfg.n_experts - 1}")
+        out[f"{layer}.gate_up_proj"] = torch.stack(
+            [torch.cat((experts[e]["gate"], experts[e]["up"])) for e in ids])
+        out[f"{layer}.down_proj"] = torch.stack([experts[e]["down"] for e in ids])
+    return out
+
+
 def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckpoint:
     """Load a local HF-format folder (config.json + *.safetensors, sharded or not)."""
     from safetensors import SafetensorError
@@ -73,6 +107,7 @@ def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckp
             state.update(load_file(str(path), device=str(device or "cpu")))
         except (SafetensorError, OSError, ValueError) as exc:
             raise ConfigError(f"{path.name} is not a readable safetensors file: {exc}") from None
+    state = fuse_expert_layout(state, cfg)
     if cfg.tie_embeddings:
         state.pop("lm_head.weight", None)
     expected = model.state_dict()

@@ -1,0 +1,209 @@
+"""Every supported family against transformers' own class for it (transformers ≥ 5): the
+importer's defaults are the config classes' defaults, parameter counts equal transformers'
+model on the meta device, logits equal on small random configs (fp32, a sliding window shorter
+than the sequence included), forward FLOPs equal torch's FlopCounterMode on transformers' eager
+forward (eager experts), the export is read back by transformers as the same model, the
+presets have their published counts, and other families are refused by name."""
+import json
+import warnings
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from llama_lab import analysis
+from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig, read_hf_config
+from llama_lab.config.hf import FAMILIES
+from llama_lab.model import build_model
+
+transformers = pytest.importorskip("transformers")
+warnings.filterwarnings("ignore", module="transformers")
+
+BASE = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+# Small configs that switch on what sets each family apart (windows shorter than T=24 below).
+CASES = {
+    "llama": {"attention_bias": True, "mlp_bias": True},
+    "llama-tied-mqa": {"model_type": "llama", "tie_word_embeddings": True, "num_key_value_heads": 1},
+    "mistral": {"sliding_window": 8, "head_dim": 32},
+    "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 8},
+    "qwen2": {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
+    "qwen3": {"head_dim": 24, "use_sliding_window": True, "sliding_window": 6,
+              "max_window_layers": 2},
+    "qwen3_moe": {"num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40,
+                  "mlp_only_layers": [1], "norm_topk_prob": True},
+    "qwen3_moe-unnormalised": {"model_type": "qwen3_moe", "num_experts": 4,
+                               "num_experts_per_tok": 3, "moe_intermediate_size": 24,
+                               "decoder_sparse_step": 2},
+}
+
+
+def hf_config(case: str):
+    extra = dict(CASES[case])
+    model_type = extra.pop("model_type", case)
+    return transformers.AutoConfig.for_model(model_type, **{**BASE, **extra})
+
+
+def hf_model(config, device=None):
+    if device == "meta":
+        with torch.device("meta"):
+            return transformers.AutoModelForCausalLM.from_config(config)
+    return transformers.AutoModelForCausalLM.from_config(
+        config, attn_implementation="eager", experts_implementation="eager").eval()
+
+
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_importer_defaults_are_the_config_classes_defaults(model_type):
+    defaults = transformers.AutoConfig.for_model(model_type).to_dict()
+    aliases = {"num_experts": "num_local_experts"}                # Qwen3MoeConfig's attribute_map
+    for key, ours in FAMILIES[model_type].defaults.items():
+        theirs = defaults.get(aliases.get(key, key), defaults.get(key))
+        if key == "rope_theta":
+            theirs = defaults["rope_parameters"]["rope_theta"]
+        if key == "head_dim" and ours is None:
+            continue                                               # hidden / heads, both sides
+        if key == "sliding_window" and defaults.get("use_sliding_window") is False:
+            continue                                               # nulled unless used
+        assert ours == theirs, (model_type, key, ours, theirs)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_parameters_and_keys_equal_transformers(case):
+    config = hf_config(case)
+    hf = hf_model(config, "meta")
+    cfg, _ = read_hf_config(config.to_dict())
+    ours = build_model(cfg, device="meta")
+    assert set(hf.state_dict()) == set(ours.state_dict())
+    n = sum(p.numel() for p in hf.parameters())
+    assert analysis.count_params(cfg).total == analysis.count_params_module(cfg).total == n
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_logits_and_cached_decoding_equal_transformers(case):
+    torch.manual_seed(0)
+    config = hf_config(case)
+    hf = hf_model(config)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0, 0.2)                 # biases, norms and router away from their init
+    cfg, _ = read_hf_config(config.to_dict())
+    ours = build_model(cfg).eval()
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    ids = torch.randint(0, BASE["vocab_size"], (2, 24))
+    with torch.no_grad():
+        expected, logits = hf(ids).logits, ours(ids)
+        cache = ours.new_cache(2, 24)
+        steps = [ours(ids[:, :10], cache)] + [ours(ids[:, t:t + 1], cache) for t in range(10, 24)]
+    torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.cat(steps, dim=1), logits, rtol=1e-5, atol=1e-5)
+    # a window layer's cache holds at most its window
+    assert cache.nbytes() == cache.allocated_bytes() == analysis.kv_cache_bytes(cfg, 24, 2, "fp32")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_forward_flops_equal_flop_counter_on_transformers_eager(case):
+    config = hf_config(case)
+    hf = hf_model(config)
+    cfg, _ = read_hf_config(config.to_dict())
+    # eager attention computes every T×T score (the mask comes after); at T within the window
+    # the windowed count is the same, so compare there
+    T = min([24] + [cfg.sliding_window] * bool(cfg.sliding_window))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        hf(torch.randint(0, BASE["vocab_size"], (2, T)))
+    assert counter.get_total_flops() == analysis.count_flops(cfg, T, 2).forward
+
+
+def test_window_limits_the_scores_and_the_cache_by_hand():
+    cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=4, n_heads=2, n_kv_heads=1,
+                      ffn_hidden=64, max_seq_len=256, sliding_window=16, local_layers="every:2")
+    T, B, D, H = 100, 3, 16, 2
+    scores = analysis.count_flops(cfg, T, B).by_component["attention_scores"]
+    # blocks 1 and 3 local: each query meets 16 keys; blocks 0 and 2 meet all 100
+    assert scores == 4 * B * H * D * (2 * T * T + 2 * T * 16)
+    causal = analysis.count_flops(cfg, T, B).attention_scores_causal
+    assert causal == 4 * B * H * D * (2 * T * (T + 1) // 2 + 2 * (16 * 17 // 2 + (T - 16) * 16))
+    assert analysis.kv_cache_bytes(cfg, T, B, "bf16") == B * 2 * 1 * D * 2 * (2 * T + 2 * 16)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_export_is_read_back_by_transformers_as_the_same_model(case):
+    cfg, _ = read_hf_config(hf_config(case).to_dict())
+    exported = cfg.to_hf_config()
+    back = transformers.AutoConfig.for_model(**json.loads(json.dumps(exported)))
+    hf = hf_model(back, "meta")
+    assert sum(p.numel() for p in hf.parameters()) == analysis.count_params(cfg).total
+    assert read_hf_config(back.to_dict())[0] == cfg
+
+
+PRESET_FAMILIES = ["llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mistral-nemo-12b",
+                   "mixtral-8x7b", "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b"]
+
+
+@pytest.mark.parametrize("name", PRESET_FAMILIES)
+def test_new_presets_have_their_published_counts_and_transformers_agrees(name):
+    cfg = PRESETS[name]
+    assert analysis.count_params(cfg).total == PUBLISHED_PARAMS[name]
+    back = transformers.AutoConfig.for_model(**cfg.to_hf_config())
+    assert sum(p.numel() for p in hf_model(back, "meta").parameters()) == PUBLISHED_PARAMS[name]
+
+
+def test_active_parameters_of_the_moe_presets():
+    # Mixtral-8x7B: 2 of 8 experts per token, "12.9B active"; Qwen3-30B-A3B: 8 of 128, "3.3B"
+    mixtral, qwen = (analysis.count_params(PRESETS[n]) for n in ("mixtral-8x7b", "qwen3-30b-a3b"))
+    assert mixtral.active == mixtral.total - 32 * 6 * 3 * 4096 * 14336 == 12_879_925_248
+    assert qwen.active == qwen.total - 48 * 120 * 3 * 2048 * 768 == 3_353_032_704
+    dense = analysis.count_params(PRESETS["llama-3-8b"])
+    assert dense.active == dense.total
+
+
+def test_expected_experts_read_per_decode_step_grow_with_batch():
+    cfg = PRESETS["mixtral-8x7b"]
+    one, many = (analysis.roofline(cfg, "H100 80GB", batch, 1024) for batch in (1, 64))
+    per_expert = 3 * 4096 * 14336 * 2                                   # bf16 bytes
+    hit = [8 * (1 - (1 - 2 / 8) ** b) for b in (1, 64)]
+    assert hit[0] == pytest.approx(2.0)
+    assert many.weight_bytes - one.weight_bytes == pytest.approx(
+        32 * per_expert * (hit[1] - hit[0]) + 63 * 4096 * 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("model_type", ["gpt_neox", "gemma", "phi3", "qwen2_moe"])
+def test_other_families_are_refused_by_name(model_type):
+    data = {**BASE, "model_type": model_type}
+    with pytest.raises(ConfigError, match=f"model_type='{model_type}' is not supported.*qwen3_moe"):
+        read_hf_config(data)
+
+
+def test_a_key_that_could_change_the_model_is_an_error_never_a_note():
+    with pytest.raises(ConfigError, match="'quantization_config'"):
+        read_hf_config({**BASE, "model_type": "mistral", "quantization_config": {"bits": 4}})
+    with pytest.raises(ConfigError, match="hidden_act='gelu'"):
+        read_hf_config({**BASE, "model_type": "qwen2", "hidden_act": "gelu"})
+
+
+@pytest.mark.parametrize("layout", ["mixtral", "qwen3_moe"])
+def test_hub_per_expert_checkpoints_load(tmp_path, layout):
+    from safetensors.torch import save_file
+    from llama_lab.model import load_checkpoint
+    cfg, _ = read_hf_config(hf_config(layout if layout == "mixtral" else "qwen3_moe").to_dict())
+    model = build_model(cfg, seed=3).eval()
+    names = {"mixtral": ("block_sparse_moe", "w1", "w3", "w2"),
+             "qwen3_moe": ("mlp", "gate_proj", "up_proj", "down_proj")}[layout]
+    F_ = cfg.expert_ffn_hidden
+    state = {}
+    for key, tensor in model.state_dict().items():
+        if ".experts." not in key:
+            state[key.replace(".mlp.gate.", f".{names[0]}.gate.")] = tensor.clone()
+            continue
+        block = key.rsplit(".mlp.experts.", 1)[0] + f".{names[0]}.experts"
+        for e in range(cfg.n_experts):
+            if key.endswith("gate_up_proj"):
+                state[f"{block}.{e}.{names[1]}.weight"] = tensor[e, :F_].clone()
+                state[f"{block}.{e}.{names[2]}.weight"] = tensor[e, F_:].clone()
+            else:
+                state[f"{block}.{e}.{names[3]}.weight"] = tensor[e].clone()
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_hf_config()))
+    save_file(state, str(tmp_path / "model.safetensors"))
+    loaded = load_checkpoint(tmp_path)
+    ids = torch.randint(0, cfg.vocab_size, (1, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(ids), model(ids), rtol=0, atol=0)
