@@ -19,7 +19,9 @@ kv = ui.kv_report(cfg, selection.seq_len, selection.batch, selection.dtype)
 
 st.subheader("Current model")
 cols = st.columns(4)
-cols[0].metric("Parameters", f"{params.total:,}", help=f"{ui.human_count(params.total)}")
+cols[0].metric("Parameters", f"{params.total:,}", help=f"{ui.human_count(params.total)}",
+               delta=f"active per token {params.active:,}" if cfg.is_moe else None,
+               delta_color="off")
 cols[1].metric("Attention", f"{cfg.attention_kind} · {cfg.n_heads} q / {cfg.n_kv_heads} kv",
                help=f"head_dim {cfg.head_dim}; {cfg.n_rep} query heads per KV head")
 cols[2].metric(f"KV cache per token ({selection.dtype})", f"{kv.bytes_per_token:,} B",
@@ -31,6 +33,8 @@ st.caption(f"{cfg.n_layers} layers × d={cfg.d_model:,}, FFN {cfg.ffn_type} {cfg
            f"vocab {cfg.vocab_size:,}, {cfg.norm_position}-norm {cfg.norm_type}, "
            f"{cfg.pos_encoding} positions, max_seq_len {cfg.max_seq_len:,}"
            + (", LLaMA-style" if cfg.is_llama_style else ""))
+for note in ui.family_notes(cfg, params):
+    st.markdown(note)
 b = ui.dtype_bytes(selection.dtype)
 st.latex(rf"\text{{KV bytes per token}} = 2 \cdot L \cdot G \cdot D \cdot b = 2 \cdot "
          rf"{cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot {cfg.head_dim} \cdot {b:g} = "

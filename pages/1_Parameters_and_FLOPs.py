@@ -15,7 +15,9 @@ params = ui.param_count(cfg)
 flops = ui.flop_count(cfg, T, B)
 
 cols = st.columns(5)
-cols[0].metric("Parameters", ui.human_params(params.total), help=f"{params.total:,}")
+cols[0].metric("Parameters", ui.human_params(params.total), help=f"{params.total:,}",
+               delta=f"active {ui.human_params(params.active)}" if cfg.is_moe else None,
+               delta_color="off")
 cols[1].metric("Non-embedding", ui.human_params(params.non_embedding),
                help=f"{params.non_embedding:,} (total − token embedding − learned positions)")
 cols[2].metric("Per block", ui.human_params(params.per_layer), help=f"{params.per_layer:,}")
@@ -26,6 +28,8 @@ cols[4].metric("Training step FLOPs", ui.human_count(flops.training_step, "FLOP"
                help=f"3 × forward = {flops.training_step:,}; PaLM's 6N + 12·L·H·Q·T per token: "
                     f"{flops.palm_training_per_token:,}")
 
+for note in ui.family_notes(cfg, params):
+    st.info(note)
 st.latex(r"N_\text{block} = \underbrace{C H D + 2\,C G D + H D C}_{\text{attention}}"
          r" + \underbrace{k\,C F}_{\text{FFN},\;k=3\text{ SwiGLU},\;2\text{ ReLU/GELU}}"
          r" + \underbrace{2\,n_\text{norm}}_{n_\text{norm}=C\text{ or }2C}")

@@ -25,7 +25,10 @@ st.latex(rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot D \cdot b = 2 
          rf"{kv.bytes_per_token:,}")
 st.latex(rf"\text{{cache}} = \text{{bytes/token}} \cdot B \cdot T = {kv.bytes_per_token:,} "
          rf"\cdot {B:,} \cdot {T:,} = \text{{{ui.human_bytes(kv.bytes)}}}")
-st.caption(f"Cache at B×T: {kv.bytes:,} bytes.")
+st.caption(f"Cache at B×T: {kv.bytes:,} bytes"
+           + (f" — {sum(cfg.local_layer_flags)} sliding-window layers hold at most "
+              f"{cfg.sliding_window:,} tokens each, so the cache grows more slowly past W "
+              f"(the curve below bends there)." if any(cfg.local_layer_flags) else "."))
 
 st.plotly_chart(kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
 

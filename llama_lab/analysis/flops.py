@@ -92,7 +92,9 @@ def layer_pairs(cfg: ModelConfig, pairs: Pairs) -> list[int]:
     sliding window (None: it attends every earlier key)."""
     if not callable(pairs):
         return [pairs] * cfg.n_layers
-    return [pairs(cfg.window_of(layer)) for layer in range(cfg.n_layers)]
+    local = sum(cfg.local_layer_flags)          # two kinds of block: windowed or not
+    return ([pairs(cfg.sliding_window)] * local if local else []) + \
+        ([pairs(None)] * (cfg.n_layers - local))
 
 
 def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs) -> dict:
@@ -154,7 +156,8 @@ def _flop_count(cfg, phase, batch, seq_len, context_len, pairs, causal_pairs) ->
     # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over the keys each
     # block's last query attends (T, or its window)
     s = Shapes.of(cfg)
-    keys = sum(min(context_len, window or context_len) for window in map(cfg.window_of, range(s.L)))
+    local = sum(cfg.local_layer_flags)
+    keys = local * min(context_len, cfg.sliding_window or context_len) + (s.L - local) * context_len
     palm = 6 * n_palm + 12 * s.H * s.D * keys
     return FlopCount(
         phase=phase, batch=batch, seq_len=seq_len, context_len=context_len, tokens=tokens,

@@ -27,7 +27,8 @@ def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "
     2 · G · D · b per token held, a sliding-window layer holding at most its window."""
     b = checked_dtype_bytes(dtype)
     s = Shapes.of(cfg)
-    held = sum(min(tokens, window or tokens) for window in map(cfg.window_of, range(s.L)))
+    local = sum(cfg.local_layer_flags)
+    held = local * min(tokens, cfg.sliding_window or tokens) + (s.L - local) * tokens
     return batch * nbytes(2 * s.kv_dim * held, b)
 
 

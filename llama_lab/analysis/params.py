@@ -107,9 +107,10 @@ def unrouted_expert_params(cfg: ModelConfig) -> int:
 def count_params(cfg: ModelConfig) -> ParamCount:
     """Closed form: L blocks + token embedding + learned positions + final norm + lm_head."""
     detail = dict.fromkeys(DETAIL_KEYS, 0)
-    for layer in range(cfg.n_layers):
-        for key, count in layer_param_detail(cfg, layer).items():
-            detail[key] += count
+    flags = cfg.moe_layer_flags                # blocks come in two kinds: dense and sparse
+    for sparse in set(flags):
+        for key, count in layer_param_detail(cfg, flags.index(sparse)).items():
+            detail[key] += flags.count(sparse) * count
     s = Shapes.of(cfg)
     detail["embed_tokens"] = s.V * s.C
     detail["embed_positions"] = cfg.max_seq_len * s.C if cfg.pos_encoding == "learned" else 0

@@ -9,7 +9,36 @@ from .common import TRAINING_DTYPES, check_seq, checked_dtype_bytes
 from .flops import count_flops
 from .kv import kv_cache, max_context_that_fits
 from .memory import inference_memory, training_memory
-from .params import count_params
+from .params import ParamCount, count_params
+
+
+def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str]:
+    """One line each for what sets the config apart from a plain LLaMA: head_dim, QK-norm,
+    the sliding window, the experts — every figure computed from the config."""
+    params = params or count_params(cfg)
+    notes = []
+    if cfg.head_dim != cfg.d_model // cfg.n_heads or cfg.d_model % cfg.n_heads:
+        notes.append(f"**head_dim {cfg.head_dim}**, not d_model / n_heads = "
+                     f"{cfg.d_model / cfg.n_heads:g}: q is {cfg.n_heads}×{cfg.head_dim} = "
+                     f"{cfg.n_heads * cfg.head_dim:,} wide, o_proj maps it back to {cfg.d_model:,}.")
+    if cfg.qk_norm:
+        notes.append(f"**QK-norm**: an RMSNorm over the {cfg.head_dim} dimensions of every q and k "
+                     f"head before RoPE (Qwen3), {2 * cfg.head_dim} parameters per block.")
+    local = sum(cfg.local_layer_flags)
+    if local:
+        notes.append(f"**Sliding window** (sparse attention, Mistral): {local} of {cfg.n_layers} "
+                     f"blocks let each query see only its last {cfg.sliding_window:,} keys, so "
+                     f"their scores cost T·W instead of T² and their KV cache stops growing at "
+                     f"W tokens" + (f"; the other {cfg.n_layers - local} attend every earlier "
+                                    f"token." if local < cfg.n_layers else "."))
+    if cfg.is_moe:
+        experts = params.detail["experts"]
+        notes.append(f"**Mixture of experts** (Mixtral / Qwen3-MoE): {sum(cfg.moe_layer_flags)} "
+                     f"sparse blocks of {cfg.n_experts} experts; a router picks "
+                     f"{cfg.experts_per_token} per token. All experts are weights to store "
+                     f"({experts / params.total:.0%} of the {params.total:,} parameters); a "
+                     f"token uses {params.active:,} ({params.active / params.total:.1%}).")
+    return notes
 
 
 FLOP_KEYS = ("forward", "by_component", "training_step", "per_token", "training_per_token",

@@ -163,24 +163,26 @@ class ModelConfig:
                                   f"family with experts uses SwiGLU experts)")
         else:
             _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
-        self.local_layer_flags, self.moe_layer_flags          # validates both layer sets
+        # both layer sets, validated and kept (every count reads them per block)
+        local = _layer_set(self.local_layers, self.n_layers, "local_layers")
+        sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
+        object.__setattr__(self, "_local_flags", local if self.sliding_window else (False,) * self.n_layers)
+        object.__setattr__(self, "_moe_flags", sparse if self.n_experts else (False,) * self.n_layers)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
     def local_layer_flags(self) -> tuple[bool, ...]:
         """Per block: whether it attends through the sliding window."""
-        flags = _layer_set(self.local_layers, self.n_layers, "local_layers")
-        return flags if self.sliding_window else (False,) * self.n_layers
+        return self._local_flags
 
     @property
     def moe_layer_flags(self) -> tuple[bool, ...]:
         """Per block: whether its FFN is a mixture of experts."""
-        flags = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
-        return flags if self.n_experts else (False,) * self.n_layers
+        return self._moe_flags
 
     def window_of(self, layer: int) -> int | None:
         """The sliding window of block ``layer`` (None: it attends every earlier token)."""
-        return self.sliding_window if self.local_layer_flags[layer] else None
+        return self.sliding_window if self._local_flags[layer] else None
 
     @property
     def is_moe(self) -> bool:

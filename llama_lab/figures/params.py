@@ -41,12 +41,20 @@ def params_sunburst(params: analysis.ParamCount) -> go.Figure:
                 parents.append(component)
                 values.append(kind_count)
                 colors.append(COMPONENT_COLORS[component])
+                if kind == "experts" and params.active < params.total:   # a ring of their own
+                    idle = params.total - params.active
+                    ids += [f"{component}/{kind}/routed", f"{component}/{kind}/idle"]
+                    labels += ["routed to a token", "idle for that token"]
+                    parents += [f"{component}/{kind}"] * 2
+                    values += [kind_count - idle, idle]
+                    colors += [COMPONENT_COLORS[component], "#dddddd"]
+    active = f", {params.active:,} active per token" if params.active < params.total else ""
     fig = go.Figure(go.Sunburst(
         ids=ids, labels=labels, parents=parents, values=display_values(values),
         branchvalues="total",
         marker=dict(colors=colors), hovertemplate="%{label}: %{value:,} (%{percentRoot:.2%})"
                                                   "<extra></extra>"))
-    return layout_figure(fig, f"Parameters by component ({params.total:,})", height=480)
+    return layout_figure(fig, f"Parameters by component ({params.total:,}{active})", height=480)
 
 
 def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:

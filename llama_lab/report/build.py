@@ -28,6 +28,7 @@ from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_fi
 from ..runtime.devices import device_name, pick_device
 from ..runtime.hardware import GPU, GPUS
 from ..seed import SEED_SOURCE, architecture_comparison, claims_frame, seed_claims
+from ..analysis.summary import architecture, family_notes
 
 ZERO_GPUS = 8                                  # data-parallel width of the ZeRO / FSDP table
 SWEEP_POINTS = 40
@@ -137,8 +138,11 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     return [
         Table("params_by_component", "Parameters by component", "Parameters", params.to_frame(),
               "A tied lm_head counts 0; the components sum to the total "
-              f"({params.total:,}; non-embedding {params.non_embedding:,}; per block "
-              f"{params.per_layer:,})."),
+              f"({params.total:,}; active per token {params.active:,}; non-embedding "
+              f"{params.non_embedding:,}; per block {params.per_layer:,})."),
+        Table("architecture", "What sets the family apart", "Parameters",
+              _frame(architecture(cfg), "feature", "value"),
+              " ".join(note.replace("**", "") for note in family_notes(cfg, params))),
         Table("params_detail", "Parameters by tensor kind (all blocks)", "Parameters",
               _frame(params.detail, "tensor", "params")),
         Table("params_per_block", "One decoder block: parameters and its component's FLOPs",

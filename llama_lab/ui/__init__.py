@@ -5,6 +5,7 @@ mirror (``state``), the list of pages (``pages``), cached wrappers around the pa
 (``panels``). Pages call ``setup_page`` (or ``sidebar_config``) first; both initialise the
 session state themselves, so any page also runs alone (``streamlit.testing.v1.AppTest``).
 """
+from ..analysis.summary import family_notes
 from ..config import MAX_BATCH, detect_ffn_rule, ffn_from_rule, live_config
 from ..figures.common import sweep_lengths
 from ..train.budgets import CPU_FLOP_BUDGET, check_cpu_budget, guard, runs_live_quickly

@@ -133,3 +133,4 @@ def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = Fals
                     else "neither arm normalises before lm_head; the Post-LN arm's last block "
                          "still ends with its own norm."))
     return note + f" On the CPU a run is limited to {CPU_FLOP_BUDGET / 1e12:.0f} TFLOP."
+
