@@ -23,8 +23,11 @@ kv = ui.kv_report(cfg, T, B, dtype)
 st.latex(rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot D \cdot b = 2 \cdot "
          rf"{cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot {cfg.head_dim} \cdot {b:g} = "
          rf"{kv.bytes_per_token:,}")
-st.latex(rf"\text{{cache}} = \text{{bytes/token}} \cdot B \cdot T = {kv.bytes_per_token:,} "
-         rf"\cdot {B:,} \cdot {T:,} = \text{{{ui.human_bytes(kv.bytes)}}}")
+local = sum(cfg.local_layer_flags)
+held = f"{T:,}" if not local or T <= cfg.sliding_window else \
+    rf"\tfrac{{{local}\cdot{cfg.sliding_window:,} + {cfg.n_layers - local}\cdot{T:,}}}{{{cfg.n_layers}}}"
+st.latex(rf"\text{{cache}} = \text{{bytes/token}} \cdot B \cdot T_\text{{held}} = "
+         rf"{kv.bytes_per_token:,} \cdot {B:,} \cdot {held} = \text{{{ui.human_bytes(kv.bytes)}}}")
 st.caption(f"Cache at B×T: {kv.bytes:,} bytes"
            + (f" — {sum(cfg.local_layer_flags)} sliding-window layers hold at most "
               f"{cfg.sliding_window:,} tokens each, so the cache grows more slowly past W "

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from .. import analysis
 from ..config import LIMITS, ModelConfig
-from ..units import human_count
+from ..units import human_count, human_params
 from .common import COMPONENT_COLORS, display_values, layout_figure, mark
 
 
@@ -48,13 +48,14 @@ def params_sunburst(params: analysis.ParamCount) -> go.Figure:
                     parents += [f"{component}/{kind}"] * 2
                     values += [kind_count - idle, idle]
                     colors += [COMPONENT_COLORS[component], "#dddddd"]
-    active = f", {params.active:,} active per token" if params.active < params.total else ""
+    active = (f": {human_params(params.total)}, {human_params(params.active)} active per token"
+              if params.active < params.total else f" ({params.total:,})")
     fig = go.Figure(go.Sunburst(
         ids=ids, labels=labels, parents=parents, values=display_values(values),
         branchvalues="total",
         marker=dict(colors=colors), hovertemplate="%{label}: %{value:,} (%{percentRoot:.2%})"
                                                   "<extra></extra>"))
-    return layout_figure(fig, f"Parameters by component ({params.total:,}{active})", height=480)
+    return layout_figure(fig, f"Parameters by component{active}", height=480)
 
 
 def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
@@ -108,7 +109,8 @@ def flops_vs_seq_len(counts: Sequence[analysis.FlopCount], crossover: int | None
     """Stacked forward FLOPs per token by component against sequence length (log x)."""
     frame = flops_sweep_frame(counts)
     fig = go.Figure()
-    for name in FLOP_COMPONENTS:
+    present = set(frame.component)
+    for name in FLOP_COMPONENTS + tuple(c for c in present if c not in FLOP_COMPONENTS):
         part = frame[frame.component == name]
         fig.add_trace(go.Scatter(
             x=part.seq_len, y=part.flops_per_token, name=name, mode="lines", stackgroup="flops",
