@@ -63,28 +63,69 @@ def _norm_saved_bytes(cfg: ModelConfig, tokens: int, b: float) -> int:
     return nbytes(tokens * C, b) + 2 * STATS_BYTES * tokens      # input + mean, rstd
 
 
+def _rms_saved_bytes(rows: int, width: int, b: float) -> int:
+    """An RMSNorm over ``width`` on ``rows`` rows: float32 input copy, rstd, normalised x."""
+    return 4 * rows * width + STATS_BYTES * rows + nbytes(rows * width, b)
+
+
+def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool) -> int:
+    """What one block's FFN saves beyond its input. Dense SwiGLU: gate, silu(gate), up and the
+    product (4·F per token); ReLU its output; GELU input and output. Sparse: the router's
+    float32 softmax (E per token), top-k indices (int64), the renormalisation's weights and sum
+    (float32), and per (token, expert) slot the gathered input, gate/up (2·Fe), silu and the
+    product (2·Fe), the expert's output and its weighted copy (2·C), the weight and two int64
+    indices."""
+    s = Shapes.of(cfg)
+    if not sparse:
+        per_token = {"swiglu": 4 * s.F, "relu": s.F, "gelu": 2 * s.F}[cfg.ffn_type]
+        return nbytes(tokens * per_token, b)
+    slots = tokens * s.K
+    router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots
+    if cfg.moe_renormalize:
+        router += STATS_BYTES * (slots + tokens)
+    per_slot = nbytes(3 * s.C + 4 * s.Fe + 1, b) + 2 * INT64_BYTES
+    return router + slots * per_slot
+
+
+def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: str) -> dict:
+    """The tensors block ``layer`` saves for backward, by part."""
+    s = Shapes.of(cfg)
+    N, C, H, G, D = B * T, s.C, s.H, s.G, s.D
+    kv_heads_saved = G if (SDPA_HAS_GQA or G == H) else H          # old torch repeats K/V
+    rope = cfg.pos_encoding == "rope"
+    window = cfg.window_of(layer)
+    return {
+        "norms": 2 * _norm_saved_bytes(cfg, N, b),
+        "qk_norm": (_rms_saved_bytes(N * H, D, b) + _rms_saved_bytes(N * G, D, b)
+                    if cfg.qk_norm else 0),
+        "attention_input": nbytes(N * C, b),                      # read by q, k, v
+        "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),       # saved by SDPA
+        # SDPA's output (also o_proj's input: same storage) + its float32 logsumexp
+        "attention_output": nbytes(N * H * D, b) + STATS_BYTES * B * H * T,
+        # a window shorter than T: SDPA keeps the (T, T) mask, converted to the dtype
+        "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
+        # 16-bit: cos and sin cast afresh for q and for k
+        "rope_casts": nbytes(4 * T * D, b) if rope and dtype != "fp32" else 0,
+        "ffn_input": nbytes(N * C, b),                            # read by gate/up (or the router)
+        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer]),
+    }
+
+
 def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
                         checkpointing: bool = False) -> ActivationEstimate:
     check_seq(seq_len, batch)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     B, T, N = batch, seq_len, batch * seq_len
     s = Shapes.of(cfg)
-    C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
-    kv_heads_saved = G if (SDPA_HAS_GQA or G == H) else H          # old torch repeats K/V
+    C, D, L, V = s.C, s.D, s.L, s.V
     rope = cfg.pos_encoding == "rope"
-    ffn_saved_per_token = {"swiglu": 4 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
-    block = {
-        "norms": 2 * _norm_saved_bytes(cfg, N, b),
-        "attention_input": nbytes(N * C, b),                      # read by q, k, v
-        "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),       # saved by SDPA
-        # SDPA's output (also o_proj's input: same storage) + its float32 logsumexp
-        "attention_output": nbytes(N * H * D, b) + STATS_BYTES * B * H * T,
-        # 16-bit: cos and sin cast afresh for q and for k
-        "rope_casts": nbytes(4 * T * D, b) if rope and dtype != "fp32" else 0,
-        "ffn_input": nbytes(N * C, b),                            # read by gate/up
-        "ffn_hidden": nbytes(N * ffn_saved_per_token, b),
-    }
-    per_layer = sum(block.values())
+    kinds = {}                                   # blocks come in few kinds: (window, sparse)
+    for layer in range(L):
+        key = (cfg.window_of(layer), cfg.moe_layer_flags[layer])
+        kinds.setdefault(key, [layer, 0])[1] += 1
+    saved = {key: sum(_block_saved(cfg, first, B, T, b, dtype).values())
+             for key, (first, _) in kinds.items()}
+    per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0])]
     head = ((_norm_saved_bytes(cfg, N, b) if cfg.final_norm else 0)
             + nbytes(N * C, b)                                            # lm_head input
             + nbytes(N * V, b)                                            # log_softmax output
@@ -100,9 +141,9 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
         # (Post-LN: q/k/v read it; LayerNorm saves it; RMSNorm's float32 upcast of an fp32 x is x).
         reuses_input = (cfg.norm_position == "post" or cfg.norm_type == "layernorm"
                         or dtype == "fp32")
-        components["recomputed_block"] = per_layer - (nbytes(N * C, b) if reuses_input else 0)
+        components["recomputed_block"] = max(saved.values()) - (nbytes(N * C, b) if reuses_input else 0)
     else:
-        components["blocks"] = L * per_layer
+        components["blocks"] = sum(saved[key] * count for key, (_, count) in kinds.items())
     return ActivationEstimate(dtype, seq_len, batch, checkpointing, per_layer, components,
                               sum(components.values()), list(ACTIVATION_ASSUMPTIONS))
 
@@ -117,7 +158,8 @@ def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
                                dtype: str = "bf16", last_only: bool = False) -> int:
     """Peak bytes of live intermediate tensors in a no-grad forward of llama_lab.model over
     B×T tokens (a prefill): the largest of the norm, attention, FFN and lm_head working sets,
-    counting what callers still hold, plus the position ids and RoPE tables. Not counted:
+    counting what callers still hold, plus the position ids and RoPE tables; a sparse block
+    with its experts' expected share of the tokens (k/E each). Not counted:
     allocator slack, kernel workspaces, RoPE's 16-bit casts of cos/sin (T·D each).
     ``last_only``: the prefill of ``generate`` (``model(ids, last_only=True)``), whose lm_head
     computes the last position's logits only (B·V instead of B·T·V)."""
@@ -149,7 +191,13 @@ def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
     positions = INT64_BYTES * T if cfg.pos_encoding == "learned" else 0   # position ids
     if cfg.pos_encoding == "rope":                  # the model's cos and sin tables, float32
         positions += 2 * T * D * 4                  # (T, D) each, built for this forward
-    block_peak = math.ceil(N * max(max(attention, ffn) * b, norm)) + positions
+    per_token = max(attention * b, norm, ffn * b if not all(cfg.moe_layer_flags) else 0)
+    if cfg.is_moe:                                  # the output accumulator, the router's float32
+        # probabilities and top-k, and one expert's temporaries at a time, for its expected
+        # share k/E of the tokens: gathered input, gate/up, silu, product, output, weighted
+        held = (3 * C if pre else 2 * C) + C + s.K / s.E * (2 * C + 4 * s.Fe)
+        per_token = max(per_token, held * b + 4 * s.E + 12 * s.K)
+    block_peak = math.ceil(N * per_token) + positions
     logits = batch * V if last_only else N * V
     head_peak = nbytes(N * C + logits, b)          # final hidden state + logits
     return max(block_peak, head_peak)
