@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 def _scaled(n: float, units: Sequence[tuple[float, str]], small: str) -> str:
@@ -18,6 +18,10 @@ def _scaled(n: float, units: Sequence[tuple[float, str]], small: str) -> str:
         if abs(float(f"{n / factor:.3g}")) >= 1:
             return f"{n / factor:.3g} {suffix}"
     return small.format(n)
+
+
+# A long run's progress callback: (fraction done, what is running now).
+Progress = Callable[[float, str], None]
 
 
 SI_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"),

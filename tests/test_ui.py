@@ -253,6 +253,22 @@ def test_upload_of_an_hf_config_shows_its_notes_and_a_bad_one_its_error():
     assert at.query_params["n_layers"] == "3" and at.query_params["norm_position"] == "post"
 
 
+def test_upload_of_each_family_builds_it_and_an_unsupported_one_is_refused_by_name():
+    at = run_builder()
+    mixtral = PRESETS["mixtral-8x7b"].to_hf_config()
+    at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(mixtral).encode(),
+                                            "application/json")).run()
+    assert "VALID d=4096 heads=32 kv=8 ffn=14336" in shown(at)
+    assert at.sidebar.number_input(key=ui.field_key("n_experts")).value == 8
+    neox = {"model_type": "gpt_neox", "hidden_size": 512, "num_hidden_layers": 6,
+            "num_attention_heads": 8, "intermediate_size": 2048, "vocab_size": 50304}
+    at.sidebar.file_uploader[0].set_value(("pythia.json", json.dumps(neox).encode(),
+                                            "application/json")).run()
+    assert not at.exception
+    assert any("model_type='gpt_neox' is not supported" in e.value for e in at.sidebar.error)
+    assert "VALID d=4096" in shown(at)           # the last good config stays
+
+
 def test_download_buttons_hand_over_the_config_files(monkeypatch):
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
     stored = []

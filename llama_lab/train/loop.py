@@ -21,7 +21,7 @@ from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
 from ..runtime.precision import Precision, make_precision
-from ..units import json_float, plain_fields, settings_from
+from ..units import Progress, json_float, plain_fields, settings_from
 from .budgets import check_sizes, training_bytes_needed
 from .data import TokenData, check_length, check_vocab, get_batch, load_builtin
 from .divergence import divergence_hint, divergence_reason
@@ -29,7 +29,6 @@ from .measure import LogitStats, layer_grad_norms, logit_stats
 from .schedules import lr_at
 from .step import Trainee, make_optimizer, next_token_loss, training_step
 
-Progress = Callable[[float, str], None]
 
 
 @dataclass(frozen=True)

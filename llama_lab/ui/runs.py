@@ -13,6 +13,7 @@ from ..config import ModelConfig
 from ..errors import ExperimentError, LabError
 from ..experiments import KINDS, ExperimentEntry
 from ..runtime import jobs
+from ..units import Progress
 from ..train.budgets import CPU_FLOP_BUDGET
 from ..train.data import TokenData, load_builtin, load_user_text
 from .state import EXPERIMENT_KEYS, _state
@@ -42,7 +43,6 @@ STALE_NOTE = "These results are from earlier choices; run again to update them."
 Result = TypeVar("Result")
 
 
-Progress = Callable[[float, str], None]
 
 
 def set_defaults(prefix: str, **values: Any) -> None:
