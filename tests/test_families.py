@@ -207,3 +207,16 @@ def test_hub_per_expert_checkpoints_load(tmp_path, layout):
     ids = torch.randint(0, cfg.vocab_size, (1, 12))
     with torch.no_grad():
         torch.testing.assert_close(loaded.model(ids), model(ids), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b", "mistral-7b"])
+def test_the_live_experiments_run_on_each_familys_small_copy(name):
+    from llama_lab import experiments
+    from llama_lab.config import live_config
+    cfg = live_config(PRESETS[name], 2)
+    assert (cfg.n_experts, cfg.qk_norm) == (PRESETS[name].n_experts, PRESETS[name].qk_norm)
+    grads = experiments.gradnorms(cfg, 16, 2)
+    assert all(x > 0 for x in grads.post.ffn_out_grad_norm + grads.pre.ffn_out_grad_norm)
+    live = experiments.live_pass(cfg, 16, 2, device="cpu")
+    assert abs(live.activation_ratio - 1) < 1e-3          # saved tensors as predicted
+    assert experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu").bytes_agree

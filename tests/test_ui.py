@@ -317,7 +317,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
     assert wide.replace(d_model=64, n_layers=4, ffn_hidden=small.ffn_hidden,
-                        max_seq_len=64) == small                     # only the size changed
+                        expert_ffn_hidden=small.expert_ffn_hidden if small.is_moe else None,
+                        max_seq_len=64) == small                     # only the sizes changed
 
 
 def test_live_config_ffn_follows_the_recipes_rule():

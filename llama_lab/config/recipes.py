@@ -37,7 +37,23 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
     if cfg.attention_kind == "GQA" and kv in (1, heads):
         kv = 2                                    # 4 query heads: 2 per KV head
     width = seed_ffn_hidden(d) if cfg.ffn_type == "swiglu" else round(cfg.ffn_hidden / cfg.d_model * d)
-    return cfg.replace(**{**TRAINING_SHAPE, "d_model": d}, n_kv_heads=kv, ffn_hidden=max(1, width))
+    # families: head_dim d / 4 heads; an expert keeps its width relative to d; experts and the
+    # top-k stay as they are (the router is the point); layer sets refer to blocks that exist
+    expert = max(1, round(cfg.expert_ffn_hidden / cfg.d_model * d))
+    return cfg.replace(**{**TRAINING_SHAPE, "d_model": d}, n_kv_heads=kv, ffn_hidden=max(1, width),
+                       head_dim=None, expert_ffn_hidden=expert if cfg.is_moe else None,
+                       local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
+                       moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers))
+
+
+def _fit_layers(flags: tuple[bool, ...], spec: str) -> str:
+    """A layer set for the small copy's blocks: 'all' stays, anything else becomes the pattern
+    of the first blocks (alternation survives, block numbers past the copy do not)."""
+    if spec.strip() in ("all", "none", "") or spec.startswith("every:"):
+        return spec
+    n = TRAINING_SHAPE["n_layers"]
+    chosen = [str(i) for i, flag in enumerate(flags[:n]) if flag]
+    return ",".join(chosen) or "none"
 
 
 def live_config(cfg: ModelConfig, n_layers: int, d_model: int = TRAINING_SHAPE["d_model"],

@@ -24,14 +24,28 @@ from ..units import plain_fields
 from .registry import ExperimentKind, Progress, register
 
 
-PARAM_GROUPS = {   # module name inside a block → group
+PARAM_GROUPS = {   # module name inside a block (an expert tensor's own name) → group
     "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o",
     "gate_proj": "gate", "up_proj": "up", "down_proj": "down",
+    "gate": "router", "gate_up_proj": "gate_up", "experts": "experts",
     "input_layernorm": "norms", "post_attention_layernorm": "norms",
+    "q_norm": "norms", "k_norm": "norms",
 }
 
 
-GROUP_ORDER = ("q", "k", "v", "o", "gate", "up", "down", "norms")
+GROUP_ORDER = ("q", "k", "v", "o", "gate", "up", "down", "router", "gate_up", "norms")
+
+
+def _group(name: str) -> str:
+    """The group of a block's parameter: its module's, or for the fused experts the tensor's
+    (gate_up_proj: "gate_up", down_proj: "down")."""
+    parts = name.split(".")
+    return PARAM_GROUPS[parts[-1] if parts[-2] == "experts" else parts[-2]]
+
+
+def _down_weight(layer) -> torch.Tensor:
+    """The FFN's output projection: down_proj, or every expert's (E, C, F) tensor."""
+    return layer.mlp.experts.down_proj if hasattr(layer.mlp, "experts") else layer.mlp.down_proj.weight
 
 
 def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
@@ -39,7 +53,7 @@ def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
     n_layers = len(model.model.layers)
     for i, layer in enumerate(model.model.layers):
         for name, p in layer.named_parameters():
-            group = PARAM_GROUPS[name.split(".")[-2]]
+            group = _group(name)
             if p.grad is not None:
                 groups.setdefault(group, [[] for _ in range(n_layers)])[i].append(p.grad)
     return {g: [norm_of(ts) for ts in groups[g]] for g in GROUP_ORDER if g in groups}
@@ -86,7 +100,7 @@ def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Ten
     return GradNorms(
         norm_position=model.cfg.norm_position, loss=loss.item(),
         layer_grad_norm=layer_grad_norms(model),
-        ffn_out_grad_norm=[norm_of([layer.mlp.down_proj.weight.grad]) for layer in model.model.layers],
+        ffn_out_grad_norm=[norm_of([_down_weight(layer).grad]) for layer in model.model.layers],
         residual_grad_norm=residual, group_grad_norm=group_grad_norms(model),
         embedding_grad_norm=norm_of([model.model.embed_tokens.weight.grad]),
         total_grad_norm=norm_of(p.grad for p in model.parameters() if p.grad is not None))
