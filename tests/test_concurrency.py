@@ -1,6 +1,7 @@
 """Issue 6: several browser sessions running experiments at once each get their own results,
 and the live runs take turns (one job slot per process) instead of oversubscribing the cores."""
 import threading
+import traceback
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -13,18 +14,24 @@ PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py"
 P = "llama_lab.page3."
 
 
-def session(seed: int, results: dict, errors: list) -> None:
+def open_session(seed: int) -> AppTest:
+    """A browser session on the page with its own seed, set up before the runs race (the
+    setup runs one after another: Streamlit's test harness registers widgets globally)."""
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    for name, value in {"n_layers": 2, "seq_len": 16, "batch": 2, "seed": seed}.items():
+        at.number_input(key=P + name).set_value(value)
+    at.run()
+    return at
+
+
+def session(at: AppTest, seed: int, results: dict, errors: list) -> None:
     try:
-        at = AppTest.from_file(PAGE, default_timeout=180)
-        at.run()
-        for name, value in {"n_layers": 2, "seq_len": 16, "batch": 2, "seed": seed}.items():
-            at.number_input(key=P + name).set_value(value)
-        at.run()
         at.button(key=P + "run_grad").click().run()
         assert not at.exception, at.exception
         results[seed] = (at.session_state[ui.KEY_GRADNORMS], {m.label: m.value for m in at.metric})
-    except BaseException as exc:      # surfaced by the main thread
-        errors.append(exc)
+    except BaseException:             # surfaced by the main thread, with where it was raised
+        errors.append(traceback.format_exc())
 
 
 def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
@@ -38,7 +45,8 @@ def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
     monkeypatch.setattr(experiments, "gradnorms", watched)
 
     results, errors = {}, []
-    threads = [threading.Thread(target=session, args=(seed, results, errors)) for seed in (1, 2, 3)]
+    threads = [threading.Thread(target=session, args=(open_session(seed), seed, results, errors))
+               for seed in (1, 2, 3)]
     for t in threads:
         t.start()
     for t in threads:

@@ -68,3 +68,16 @@ def test_fvcore_cross_check_agrees_with_the_closed_form():
     shown = {m.label: m.value for m in at.metric}
     assert shown["Difference"] == "0" and shown["fvcore (×2)"] == shown["LLaMA Lab"]
     assert any("aten::" in c.value for c in at.caption)             # the skipped ops listed
+
+
+def test_a_mixture_of_experts_shows_total_and_active_and_explains_them():
+    at = run_page({"preset": "mixtral-8x7b", "seq": "128"})
+    assert not at.exception
+    total = next(m for m in at.metric if m.label == "Parameters")
+    assert total.proto.help == "46,702,792,704"
+    assert "active 12.9 B" in total.proto.delta                 # 2 of 8 experts per token
+    assert any("Mixture of experts" in i.value and "12,879,925,248" in i.value for i in at.info)
+    block = at.dataframe[0].value.set_index("tensor")
+    # each token meets 2 of the 8 experts: 2·B·T·params·k/E; the router is a C → E matmul
+    assert block.loc["experts", "forward_flops"] == 2 * 128 * 8 * 3 * 4096 * 14336 * 2 // 8
+    assert block.loc["router", "params"] == 4096 * 8

@@ -216,3 +216,13 @@ def test_report_and_experiment_plots_do_not_import_streamlit():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_the_report_carries_what_sets_a_family_apart():
+    rep = report.build_report(PRESETS["qwen3-30b-a3b"], 256, 1)
+    features = dict(zip(*rep.table("architecture").frame.T.values))
+    assert features["n_experts"] == 128 and features["experts_per_token"] == 8
+    assert features["head_dim"] == 128 and features["qk_norm"] is True
+    assert "3,353,032,704" in rep.table("params_by_component").note          # active per token
+    assert rep.analysis["params"]["active"] == 3_353_032_704
+    assert "Mixture of experts" in rep.table("architecture").note

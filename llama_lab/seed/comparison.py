@@ -81,6 +81,15 @@ def _delta_text(before: int, after: int, unit: str) -> str:
     return f"{unit} {before:,} → {after:,}: {change}{share}"
 
 
+def _elementwise(cfg: ModelConfig, work: Workload, term: str, **changes) -> str:
+    """An element-wise FLOP term of ``cfg`` with ``changes``, or "—" when they make an
+    impossible config (a ReLU FFN for a mixture of experts, say)."""
+    variant, _ = _variant(cfg, **changes)
+    if variant is None:
+        return "—"
+    return f"{analysis.count_flops(variant, work.seq_len, work.batch).elementwise[term]:,}"
+
+
 def _row(text: RowText, lab: str, counts=(None,) * 6, ablation: str | None = None) -> ComparisonRow:
     return ComparisonRow(*astuple(text), lab, *counts, ablation)
 
@@ -108,8 +117,7 @@ def _measured_row(cfg: ModelConfig, work: Workload, text: RowText, old: dict, ne
 def _recipe_rows(cfg: ModelConfig, work: Workload) -> list[ComparisonRow]:
     """Rows whose options are switches of the config: norms, positions, FFN."""
     d = cfg.d_model
-    norm_elementwise = {norm: analysis.count_flops(cfg.replace(norm_type=norm), work.seq_len,
-                                                   work.batch).elementwise["norms"]
+    norm_elementwise = {norm: _elementwise(cfg, work, "norms", norm_type=norm)
                         for norm in ("layernorm", "rmsnorm")}
     return [
         _text_row(RowText("structure", "结构", "Encoder-Decoder", "Decoder-only", "统一任务，训练并行",
@@ -125,8 +133,8 @@ def _recipe_rows(cfg: ModelConfig, work: Workload) -> list[ComparisonRow]:
         _measured_row(cfg, work, RowText("norm type", "归一化类型", "LayerNorm", "RMSNorm",
                                          "可融合，更快", cfg.norm_type),
                       old=dict(norm_type="layernorm"), new=dict(norm_type="rmsnorm"),
-                      extra=f"element-wise norm FLOPs {norm_elementwise['layernorm']:,} → "
-                            f"{norm_elementwise['rmsnorm']:,} (not in forward)",
+                      extra=f"element-wise norm FLOPs {norm_elementwise['layernorm']} → "
+                            f"{norm_elementwise['rmsnorm']} (not in forward)",
                       ablation="norm_type"),
         _measured_row(cfg, work, RowText("positions", "位置编码", "正弦绝对位置 (sinusoidal)", "RoPE",
                                          "相对位置，外推好", cfg.pos_encoding),
@@ -150,8 +158,8 @@ def _recipe_rows(cfg: ModelConfig, work: Workload) -> list[ComparisonRow]:
 def _other_rows(cfg: ModelConfig, work: Workload) -> list[ComparisonRow]:
     """Activation, attention, init, bias, schedule, precision."""
     d = cfg.d_model
-    elementwise = {ffn: analysis.count_flops(cfg.replace(ffn_type=ffn), work.seq_len, work.batch)
-                   .elementwise["activation"] for ffn in ("relu", "gelu", "swiglu")}
+    elementwise = {ffn: _elementwise(cfg, work, "activation", ffn_type=ffn)
+                   for ffn in ("relu", "gelu", "swiglu")}
     variants = analysis.attention_variants(cfg)
     xavier = (xavier_uniform_std(d, d), xavier_uniform_std(d, cfg.ffn_hidden))
     weights = {name: analysis.weight_bytes(cfg, name) for name in ("fp32", "bf16")}
@@ -160,8 +168,8 @@ def _other_rows(cfg: ModelConfig, work: Workload) -> list[ComparisonRow]:
     return [
         _text_row(RowText("activation", "激活", "ReLU", "GELU / SiLU", "平滑", cfg.ffn_type),
                   f"no parameters; element-wise activation FLOPs at the current width: ReLU "
-                  f"{elementwise['relu']:,}, GELU {elementwise['gelu']:,}, SwiGLU (SiLU·up) "
-                  f"{elementwise['swiglu']:,} (not in forward)"),
+                  f"{elementwise['relu']}, GELU {elementwise['gelu']}, SwiGLU (SiLU·up) "
+                  f"{elementwise['swiglu']} (not in forward)"),
         _measured_row(cfg, work, RowText("attention", "Attention", "MHA", "GQA（推理友好）",
                                          "省 KV cache", cfg.attention_kind),
                       old=dict(n_kv_heads=variants["mha"].n_kv_heads),
