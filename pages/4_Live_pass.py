@@ -24,8 +24,9 @@ st.latex(r"\mathcal{L}_0 \approx \ln V \;\;(\text{uniform prediction})\qquad "
 
 # ---- which model, which device ---------------------------------------------------------------------
 quick = ui.runs_live_quickly(cfg, selection.seq_len, selection.batch)
+live_seq, live_batch = ui.live_workload(selection.seq_len, selection.batch)
 ui.set_defaults(P, model="sidebar" if quick else "small", n_layers=min(cfg.n_layers, 4), device="auto", dtype="fp32",
-                batch=min(selection.batch, 8), iters=2, new_tokens=8)
+                batch=live_batch, iters=2, new_tokens=8)
 model_choice = st.radio("model", list(MODELS), format_func=MODELS.get, key=P + "model",
                         horizontal=True)
 if model_choice == "small":
@@ -39,7 +40,7 @@ st.caption(f"Live runs use d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_
            f"the CPU a run is limited to {ui.CPU_FLOP_BUDGET / 1e12:.0f} TFLOP.")
 
 seq_key = P + "seq_len"              # kept within the chosen model's max_seq_len
-st.session_state[seq_key] = min(st.session_state.get(seq_key, min(selection.seq_len, 128)),
+st.session_state[seq_key] = min(st.session_state.get(seq_key, live_seq),
                                 run_cfg.max_seq_len)
 cols = st.columns(5)
 device = cols[0].selectbox("device", ui.PAGE_DEVICES, key=P + "device",

@@ -8,7 +8,6 @@ from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments, ui
 from llama_lab.report import ExperimentEntry
-from llama_lab.config import small_training_config
 from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")

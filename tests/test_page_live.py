@@ -7,7 +7,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import analysis, experiments, ui
+from llama_lab import analysis, ui
 from llama_lab.config import PRESETS
 from llama_lab.config import small_training_config
 from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page

@@ -16,7 +16,6 @@ from plotly.offline import get_plotlyjs
 from llama_lab import analysis, cli, experiments, report
 from llama_lab.config import PRESETS
 from llama_lab.seed import claims as seed_claims_mod
-from llama_lab.seed import architecture_comparison
 
 ROOT = Path(__file__).resolve().parents[1]
 T, B = 32, 2

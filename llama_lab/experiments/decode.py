@@ -24,8 +24,8 @@ from ..runtime.devices import pick_device, sync
 from ..runtime.memory import check_memory
 from ..runtime.precision import check_dtype
 from ..train.budgets import check_cpu_budget, check_sizes
-from ..units import plain, plain_fields
-from .registry import ExperimentKind, Progress, register
+from ..units import Progress, plain, plain_fields
+from .registry import ExperimentKind, register
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from ..errors import ExperimentError
 from ..figures.common import Figure, Table, layout_figure
 from ..train.budgets import guard
 from ..train.data import TokenData
-from ..units import plain_fields
+from ..units import Progress, plain_fields
 from .gradient_norms import NORM_COLORS, NORM_LABELS, gradnorms
-from .registry import ExperimentKind, Progress, register
+from .registry import ExperimentKind, register
 
 
 # The depths a page offers, and the widths of the small live models the sweep builds.

@@ -20,8 +20,8 @@ from ..train.budgets import check_sizes, random_batch, training_bytes_needed
 from ..train.data import TokenData
 from ..train.measure import layer_grad_norms, norm_of
 from ..train.step import next_token_loss
-from ..units import plain_fields
-from .registry import ExperimentKind, Progress, register
+from ..units import Progress, plain_fields
+from .registry import ExperimentKind, register
 
 
 PARAM_GROUPS = {   # module name inside a block (an expert tensor's own name) → group

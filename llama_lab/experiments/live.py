@@ -29,8 +29,8 @@ from ..train.budgets import check_sizes, random_batch, training_bytes_needed
 from ..train.data import TokenData
 from ..train.measure import LogitStats, SavedTensorMeter, logit_stats, state_bytes
 from ..train.step import StepTimes, Trainee, make_optimizer, next_token_loss, training_step
-from ..units import human_bytes, plain_fields, settings_from
-from .registry import ExperimentKind, Progress, register
+from ..units import Progress, human_bytes, plain_fields, settings_from
+from .registry import ExperimentKind, register
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from typing import Any, Callable
 from ..config import ModelConfig
 from ..errors import ExperimentError
 from ..figures.common import Figure, Table
-from ..units import Progress  # noqa: F401 (the kinds' run functions take one)
 
 STATE_PREFIX = "llama_lab.experiment."       # session-state keys of the app's results
 

@@ -16,7 +16,8 @@ from ..errors import ExperimentError
 from ..figures.common import Figure, Table, layout_figure, logits_table
 from ..train.data import TokenData
 from ..train.loop import train
-from .registry import ExperimentKind, Progress, register
+from ..units import Progress
+from .registry import ExperimentKind, register
 
 
 @dataclass(frozen=True)

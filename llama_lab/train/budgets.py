@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 
 from .. import analysis
-from ..analysis import count_flops
 from ..config import ModelConfig
 from ..errors import ExperimentError
 from ..runtime.devices import pick_device
@@ -66,12 +65,21 @@ def guard(run_cfg: ModelConfig, seq_len: int, batch: int, device: str, *, passes
     the CPU budget for ``passes`` training steps (3 × forward FLOPs each)."""
     check_memory(training_bytes_needed(run_cfg, seq_len, batch, dtype),
                              pick_device(device), what)
-    check_cpu_budget(passes * count_flops(run_cfg, seq_len, batch).training_step,
+    check_cpu_budget(passes * analysis.count_flops(run_cfg, seq_len, batch).training_step,
                      device, what, hint)
 
 
+# A live pass starts at most this long and this wide (the sidebar's T and B, capped).
+LIVE_SEQ_LEN, LIVE_BATCH = 128, 8
+
+
+def live_workload(seq_len: int, batch: int) -> tuple[int, int]:
+    """The sidebar's workload capped for a live pass: (T, B)."""
+    return min(seq_len, LIVE_SEQ_LEN), min(batch, LIVE_BATCH)
+
+
 def runs_live_quickly(cfg: ModelConfig, seq_len: int, batch: int) -> bool:
-    """Whether a few training steps of ``cfg`` (at most T=128, B=8) stay within a tenth of the
+    """Whether a few training steps of ``cfg`` at ``live_workload`` stay within a tenth of the
     CPU budget: the Live pass page then offers the model itself rather than a small copy."""
-    step = count_flops(cfg, min(seq_len, 128), min(batch, 8)).training_step
+    step = analysis.count_flops(cfg, *live_workload(seq_len, batch)).training_step
     return 4 * step <= CPU_FLOP_BUDGET / 10

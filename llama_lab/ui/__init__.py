@@ -8,7 +8,8 @@ session state themselves, so any page also runs alone (``streamlit.testing.v1.Ap
 from ..analysis.summary import family_notes
 from ..config import MAX_BATCH, detect_ffn_rule, ffn_from_rule, live_config
 from ..figures.common import sweep_lengths
-from ..train.budgets import CPU_FLOP_BUDGET, check_cpu_budget, guard, runs_live_quickly
+from ..train.budgets import (CPU_FLOP_BUDGET, check_cpu_budget, guard, live_workload,
+                             runs_live_quickly)
 from ..units import human_bytes, human_count, human_params
 from ..runtime.devices import PAGE_DEVICES
 from .cached import (ablation_runs, architecture, flop_count, flops_sweep, fvcore_check,
