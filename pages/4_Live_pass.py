@@ -35,7 +35,7 @@ if model_choice == "small":
 else:
     run_cfg = cfg
 st.caption(f"Live runs use d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_cfg.n_heads} "
-           f"heads / {run_cfg.n_kv_heads} KV, FFN {run_cfg.ffn_hidden}, vocab "
+           f"heads / {run_cfg.n_kv_heads} KV, FFN {ui.ffn_label(run_cfg)}, vocab "
            f"{run_cfg.vocab_size:,} ({analysis.count_params(run_cfg).total:,} parameters). On "
            f"the CPU a run is limited to {ui.CPU_FLOP_BUDGET / 1e12:.0f} TFLOP.")
 

@@ -17,7 +17,7 @@ from .cached import (ablation_runs, architecture, flop_count, flops_sweep, fvcor
                      roofline_points, scores_crossover, seed_claims, show_table)
 from .panels.gradnorms import explain_norm_positions
 from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
-from .runs import (STALE_NOTE, exclusive_run, is_stale, keep_experiment, run_with_status, text_source,
+from .runs import (STALE_NOTE, exclusive_run, ffn_label, is_stale, keep_experiment, run_with_status, text_source,
                    live_run_note, session_experiments, set_defaults, show_experiment)
 from .sidebar import config_error, setup_page, sidebar_config
 from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, EXPERIMENT_KEYS,

@@ -120,7 +120,7 @@ def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = Fals
     """What a page's live runs use: the scaled-down model and the sidebar's recipe; with
     ``both_arms``, how the Post-LN and Pre-LN arms of it differ."""
     note = (f"Live runs use **d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_cfg.n_heads} "
-            f"heads / {run_cfg.n_kv_heads} KV, FFN {run_cfg.ffn_hidden}, vocab "
+            f"heads / {run_cfg.n_kv_heads} KV, FFN {ffn_label(run_cfg)}, vocab "
             f"{run_cfg.vocab_size}** (byte-level: one token per UTF-8 byte) with the sidebar's "
             f"recipe ({cfg.norm_type}, {cfg.pos_encoding} positions, {cfg.ffn_type}, "
             f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init).")
@@ -134,3 +134,10 @@ def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = Fals
                          "still ends with its own norm."))
     return note + f" On the CPU a run is limited to {CPU_FLOP_BUDGET / 1e12:.0f} TFLOP."
 
+
+
+def ffn_label(cfg: ModelConfig) -> str:
+    """The FFN in a few words: its width, or the experts and the top-k."""
+    if cfg.is_moe:
+        return (f"{cfg.n_experts} experts of {cfg.expert_ffn_hidden}, top-{cfg.experts_per_token}")
+    return str(cfg.ffn_hidden)
