@@ -93,3 +93,29 @@ def settings_from(cls: type, options: dict, what: str) -> Any:
         raise TypeError(f"unknown {what} option(s) {', '.join(unknown)}; known: "
                         f"{', '.join(sorted(known))}")
     return cls(**options)
+
+
+# ---- untrusted text ------------------------------------------------------------------------------
+# Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping them all
+# makes a user's string render as itself: no links, images, emphasis, HTML, `:color[…]`
+# directives or $math$. A "://" is broken up too, so GFM's autolink of bare URLs does not fire.
+_MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~$:&=\"'/,;?@^%")
+# C0 and C1 controls (but tab and newline), DEL, and the bidirectional overrides that can make
+# a terminal or a page show text in another order than it is.
+_CONTROLS = frozenset([*map(chr, range(0x00, 0x09)), *map(chr, range(0x0B, 0x20)), "\x7f",
+                       *map(chr, range(0x80, 0xA0)), *map(chr, range(0x202A, 0x202F)),
+                       *map(chr, range(0x2066, 0x206A))])
+
+
+def strip_control(text: Any) -> str:
+    """``str(text)`` without control characters (tab and newline kept), lone surrogates
+    replaced by "?": safe to print on a terminal or put in a file."""
+    text = str(text).encode("utf-8", "replace").decode("utf-8")
+    return "".join(ch for ch in text if ch not in _CONTROLS)
+
+
+def escape_markdown(text: Any) -> str:
+    """``text`` as Markdown that renders literally (st.markdown, st.error, a .md report):
+    controls stripped, every Markdown-significant character backslash-escaped, newlines kept
+    as line breaks."""
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in strip_control(text))
