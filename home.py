@@ -17,15 +17,19 @@ params = ui.param_count(cfg)
 flops = ui.flop_count(cfg, selection.seq_len, selection.batch)
 kv = ui.kv_report(cfg, selection.seq_len, selection.batch, selection.dtype)
 
-st.subheader("Current model")
+st.subheader("Current model" + (f": {ui.escape_markdown(selection.name)}" if selection.name
+                                 else ""))
 cols = st.columns(4)
-cols[0].metric("Parameters", f"{params.total:,}", help=f"{ui.human_count(params.total)}",
-               delta=f"active per token {params.active:,}" if cfg.is_moe else None,
+cols[0].metric("Parameters", ui.human_params(params.total),
+               help=f"{params.total:,}" + (f"; active per token {params.active:,}"
+                                           if cfg.is_moe else ""),
+               delta=f"active per token {ui.human_params(params.active)}" if cfg.is_moe else None,
                delta_color="off")
-cols[1].metric("Attention", f"{cfg.attention_kind} · {cfg.n_heads} q / {cfg.n_kv_heads} kv",
+cols[1].metric("Attention", cfg.attention_kind, f"{cfg.n_heads:,} q / {cfg.n_kv_heads:,} kv heads",
+               delta_color="off", delta_arrow="off",
                help=f"head_dim {cfg.head_dim}; {cfg.n_rep} query heads per KV head")
-cols[2].metric(f"KV cache per token ({selection.dtype})", f"{kv.bytes_per_token:,} B",
-               help=f"all {cfg.n_layers} layers, K and V; "
+cols[2].metric(f"KV cache per token ({selection.dtype})", ui.human_bytes(kv.bytes_per_token),
+               help=f"{kv.bytes_per_token:,} bytes: all {cfg.n_layers} layers, K and V; "
                     f"{ui.human_bytes(kv.bytes)} for B={selection.batch} × T={selection.seq_len:,}")
 cols[3].metric("Forward FLOPs per token", ui.human_count(flops.per_token, "FLOP"),
                help=f"at T={selection.seq_len:,}, B={selection.batch} (2 FLOPs per multiply-add)")

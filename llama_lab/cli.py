@@ -5,19 +5,22 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from .analysis.common import TRAINING_DTYPES
-from .config import (PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file,
-                     read_bounded)
+from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 from .errors import LabError
 from .report.formats import FORMATS
 from .runtime.devices import DEVICES
+from .runtime.memory import allocation_failures_refused
 from .runtime.precision import DTYPES
+from .train.budgets import CPU_FLOP_BUDGET, MAX_LR, MAX_SEED, MAX_STEPS, check_cpu_budget
 from .train.schedules import SCHEDULES
+from .units import strip_control
 
 EXIT_USAGE = 2
 
@@ -31,25 +34,42 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
-def _number(kind: type, minimum: float, strict: bool = False):
-    """An argparse type: ``kind`` (int/float), finite, ≥ minimum (> minimum when strict)."""
+def _number(kind: type, minimum: float, strict: bool = False, maximum: float | None = None):
+    """An argparse type: ``kind`` (int/float), finite, ≥ minimum (> minimum when strict) and
+    ≤ maximum when given."""
     word = "an integer" if kind is int else "a number"
 
     def parse(text: str):
+        if len(text) > 40:
+            raise argparse.ArgumentTypeError(f"{strip_control(text[:20])!r}… is not {word} "
+                                             f"(at most 40 characters)")
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {word}") from None
-        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-            rule = f"> {minimum}" if strict else f"at least {minimum}"
-            raise argparse.ArgumentTypeError(f"{value} must be {rule}")
+            raise argparse.ArgumentTypeError(f"{strip_control(text)!r} is not {word}") from None
+        too_big = maximum is not None and value > maximum
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum) or too_big:
+            rule = f"> {minimum:g}" if strict else f"at least {minimum:,}"
+            rule += f" and at most {maximum:,}" if maximum is not None else ""
+            shown = f"{value:,}" if kind is int else f"{value:g}"
+            raise argparse.ArgumentTypeError(f"{shown} must be {rule}")
         return value
     return parse
 
 
 _positive_int = _number(int, 1)
 _nonneg_int = _number(int, 0)
-_positive_float = _number(float, 0.0, strict=True)
+_steps = _number(int, 1, maximum=MAX_STEPS)
+_warmup = _number(int, 0, maximum=MAX_STEPS)
+_seed = _number(int, 0, maximum=MAX_SEED)
+_lr = _number(float, 0.0, strict=True, maximum=MAX_LR)
+_positive_float = _number(float, 0.0, strict=True, maximum=1e6)
+
+
+def _add_budget_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-budget", action="store_true",
+                   help=f"lift the CPU compute budget ({CPU_FLOP_BUDGET / 1e12:.0f} TFLOP per "
+                        f"run, as in the app); the memory guard still applies")
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -83,24 +103,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gradnorms", help="per-layer gradient norms, Post-LN vs Pre-LN")
     _add_config_args(p)
     _add_run_args(p, seq_len=64, batch=4)
-    p.add_argument("--seed", type=_nonneg_int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
+    _add_budget_arg(p)
 
     p = sub.add_parser("bench", help="time forward+backward+optimizer steps")
     _add_config_args(p)
     _add_run_args(p, seq_len=128, batch=4)
     p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--steps", type=_positive_int, default=5)
+    p.add_argument("--steps", type=_number(int, 1, maximum=10_000), default=5)
     p.add_argument("--dtype", choices=tuple(DTYPES), default="fp32")
+    _add_budget_arg(p)
 
     p = sub.add_parser("train", help="train on the built-in corpus (or a text file); JSON line per step")
     _add_config_args(p)
     _add_run_args(p, seq_len=64, batch=8)
-    p.add_argument("--steps", type=_positive_int, default=50)
-    p.add_argument("--lr", type=_positive_float, default=3e-3)
-    p.add_argument("--warmup", type=_nonneg_int, default=10, help="warmup steps (0 = none)")
+    p.add_argument("--steps", type=_steps, default=50)
+    p.add_argument("--lr", type=_lr, default=3e-3)
+    p.add_argument("--warmup", type=_warmup, default=10, help="warmup steps (0 = none)")
     p.add_argument("--schedule", choices=SCHEDULES, default="cosine")
+    p.add_argument("--grad-clip", type=_positive_float, default=None, metavar="MAX_NORM",
+                   help="clip the total gradient norm to MAX_NORM (default: no clipping)")
     p.add_argument("--data", default="builtin", help="'builtin' (Python's pydoc text), 'random', or a UTF-8 text file")
-    p.add_argument("--seed", type=_nonneg_int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
+    _add_budget_arg(p)
 
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)
@@ -123,13 +148,43 @@ def resolve_config(args: argparse.Namespace) -> tuple[ModelConfig, list[str]]:
     return cfg, notes
 
 
+def json_line(obj: Any) -> str:
+    """One line of strict JSON: NaN and ±inf (which JSON lacks) become null, and each one is
+    named with its reason under "non_finite" ({"mfu": "was nan: …"})."""
+    found: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            found[path] = f"was {value}: not a number JSON can hold (see the text output)"
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+    cleaned = clean(obj, "")
+    if found and isinstance(cleaned, dict):
+        cleaned["non_finite"] = found
+    return json.dumps(cleaned, allow_nan=False)
+
+
 def _emit(obj: Any, as_json: bool, text: str) -> None:
-    print(json.dumps(obj) if as_json else text)
+    print(json_line(obj) if as_json else strip_control(text))
+
+
+def check_budget(args, cfg: ModelConfig, passes: float, what: str) -> None:
+    """The app's CPU compute budget for ``passes`` training steps, unless --no-budget."""
+    if getattr(args, "no_budget", False):
+        return
+    from .analysis import count_flops
+    flops = passes * count_flops(cfg, args.seq_len, args.batch).training_step
+    check_cpu_budget(flops, getattr(args, "device", "auto"), what,
+                     "use fewer steps, a smaller model, batch or sequence, or pass --no-budget")
 
 
 def cmd_presets(args) -> None:
     if args.json:
-        print(json.dumps({name: cfg.to_dict() for name, cfg in PRESETS.items()}))
+        print(json_line({name: cfg.to_dict() for name, cfg in PRESETS.items()}))
         return
     from .analysis import count_params
     for name, cfg in PRESETS.items():
@@ -147,9 +202,10 @@ def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 def cmd_gradnorms(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .experiments import gradnorms
+    check_budget(args, cfg, 2, "two forward/backward passes")
     result = gradnorms(cfg, seq_len=args.seq_len, batch=args.batch, seed=args.seed).to_dict()
     if args.json:
-        print(json.dumps(result))
+        print(json_line(result))
         return
     for kind in ("post", "pre"):
         r = result[kind]
@@ -161,6 +217,7 @@ def cmd_gradnorms(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 def cmd_bench(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .experiments import bench
+    check_budget(args, cfg, args.steps + 3, f"{args.steps} timed steps (and a warm-up)")
     result = bench(cfg, device=args.device, steps=args.steps, seq_len=args.seq_len,
                    batch=args.batch, dtype=args.dtype)
     text = "\n".join(f"{k:<20} {v}" for k, v in result.items())
@@ -170,33 +227,40 @@ def cmd_bench(args, cfg: ModelConfig, notes: list[str]) -> None:
 def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .train import data as data_mod
     from .train.loop import train
+    # the steps, plus about ten evaluations of four forward passes (a third of a step each)
+    check_budget(args, cfg, args.steps + 14, f"{args.steps} training steps")
     if args.data == "builtin":
         data = data_mod.load_builtin()
     elif args.data == "random":
         data = data_mod.random_tokens(cfg.vocab_size, 200_000, seed=args.seed)
     else:
-        data = data_mod.load_user_text(read_bounded(Path(args.data), data_mod.MAX_USER_BYTES, "--data"),
-                                       name=args.data)
+        data = data_mod.load_text_file(args.data, what="--data")
 
     def on_step(record: dict) -> None:
         if args.json:
-            print(json.dumps(record), flush=True)
+            print(json_line(record), flush=True)
         else:
-            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                           for k, v in record.items() if not isinstance(v, (list, dict))), flush=True)
+            print(strip_control(" ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in record.items() if not isinstance(v, (list, dict)))), flush=True)
 
     run = train(cfg, steps=args.steps, lr=args.lr, warmup_steps=args.warmup, schedule=args.schedule,
-                data=data, seq_len=args.seq_len, batch=args.batch, seed=args.seed, on_step=on_step)
-    summary = run.summary() if hasattr(run, "summary") else {}
+                grad_clip=args.grad_clip, data=data, seq_len=args.seq_len, batch=args.batch,
+                seed=args.seed, on_step=on_step)
+    summary = run.summary()
     if args.json:
-        print(json.dumps({"summary": summary}))
-    elif summary:
-        print(" ".join(f"{k}={v}" for k, v in summary.items()))
+        print(json_line({"summary": summary}))
+    else:
+        print(strip_control(" ".join(f"{k}={v}" for k, v in summary.items())))
 
 
 def cmd_report(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .report import build_report, render
-    report = build_report(cfg, seq_len=args.seq_len, batch=args.batch, notes=notes)
+    if args.output is not None and str(args.output) != "-":
+        check_output(args.output)
+    name = args.preset or (args.config.name if args.config is not None else "seed-demo")
+    report = build_report(cfg, seq_len=args.seq_len, batch=args.batch, notes=notes,
+                          name=strip_control(name))
     content = render(report, args.format)
     if args.output is None or str(args.output) == "-":
         if isinstance(content, str):
@@ -208,19 +272,29 @@ def cmd_report(args, cfg: ModelConfig, notes: list[str]) -> None:
     print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)", file=sys.stderr)
 
 
+def check_output(path: Path) -> Path:
+    """``path`` resolved, if it is a regular file or does not exist yet; a folder, FIFO,
+    device, socket or symlink loop is a CliError (checked before any work is done)."""
+    name = strip_control(repr(str(path)))
+    try:
+        info = os.stat(path)                    # follows symlinks; a loop raises ELOOP
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise CliError(f"cannot write {name}: {exc.strerror or exc}") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, device or socket)"
+        raise CliError(f"cannot write {name}: it is {kind}; give a file path, or '-' for stdout")
+    try:
+        return path.resolve()               # through a symlink: replace its target, not the link
+    except (OSError, RuntimeError) as exc:
+        raise CliError(f"cannot write {name}: {exc}") from None
+
+
 def write_atomically(path: Path, content: bytes) -> None:
     """Write to a temporary file beside ``path`` and rename it into place, so an interrupted or
     failed export never leaves a half-written report."""
-    if path.is_dir():
-        raise CliError(f"cannot write {str(path)!r}: it is a folder")
-    if path.exists() and not path.is_file():     # a device or pipe (/dev/stdout): write through
-        try:
-            with path.open("wb") as handle:
-                handle.write(content)
-        except OSError as exc:
-            raise CliError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-        return
-    path = path.resolve()                   # through a symlink: replace its target, not the link
+    path = check_output(path)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
@@ -250,19 +324,21 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         cfg, notes = resolve_config(args)
         for note in notes:
-            print(f"note: {note}", file=sys.stderr)
-        COMMANDS[args.command](args, cfg, notes)
+            print(strip_control(f"note: {note}"), file=sys.stderr)
+        with allocation_failures_refused(f"python -m llama_lab {args.command}"):
+            COMMANDS[args.command](args, cfg, notes)
         return 0
     except SystemExit as exc:            # --help
         return int(exc.code or 0)
     except (LabError, OSError, MemoryError) as exc:    # every refusal for a person is a LabError
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
+        print(strip_control(f"error: {message}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 — a user never sees a traceback
-        print(f"error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-              f"please report it", file=sys.stderr)
+        print(strip_control(f"error: internal error ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''}); please report it"),
+              file=sys.stderr)
         return EXIT_USAGE

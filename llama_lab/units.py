@@ -1,57 +1,113 @@
-"""Numbers for people: SI prefixes, binary byte units, parameter-count suffixes. One copy,
-used by the CLI table, error messages, figures and pages."""
+"""Numbers for people: SI prefixes, binary byte units, parameter-count suffixes, and plain
+numbers in tables. One copy, used by the CLI table, error messages, figures, pages and the
+report.
+
+One rule for every unit family: a number is written in the largest unit it reaches once
+rounded to 3 significant digits (``7.15 GFLOP``, ``6.74 bn``, ``1.5 KiB``), with 3 significant
+digits; from 1,000 of a unit on — only the binary units leave room for that, 1000–1023 of a
+unit, and the largest unit of a family, past 999 — it is a whole number with thousands
+separators (``1,020 GiB``, ``1,024 YiB``, ``40,100 YFLOP``). Never scientific notation. "B" is a
+byte, never a billion: parameter counts say k, M, bn, tn.
+"""
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any, Callable, Sequence
 
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
-def _scaled(n: float, units: Sequence[tuple[float, str]], small: str) -> str:
+
+def significant(x: float, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant digits in fixed notation, trailing zeros dropped
+    (1.50 → '1.5'); from 1,000 on a whole number with thousands separators (1020.4 →
+    '1,020'); NaN → '—', infinities → '∞' / '−∞'."""
+    x = float(x)
+    if math.isnan(x):
+        return "—"
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    rounded = float(f"{x:.{digits}g}")
+    if abs(rounded) >= 1000:
+        return f"{x:,.0f}"
+    if rounded == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _scaled(n: float, units: Sequence[tuple[float, str]], small: Callable[[float], str]) -> str:
     """``n`` in the largest unit (factor, suffix; largest first) it reaches once rounded to 3
-    significant digits; ``small`` formats what stays below the smallest unit; past 999 of the
-    largest unit, scientific notation."""
-    largest_factor, largest_suffix = units[0]
-    if abs(float(f"{n / largest_factor:.3g}")) >= 1000:
-        return f"{n:.3g}"
+    significant digits, written by ``significant``; ``small`` formats what stays below the
+    smallest unit."""
     for factor, suffix in units:
         if abs(float(f"{n / factor:.3g}")) >= 1:
-            return f"{n / factor:.3g} {suffix}"
-    return small.format(n)
+            return f"{significant(n / factor)} {suffix}"
+    return small(n)
 
 
-# A long run's progress callback: (fraction done, what is running now).
+# A long run's progress callback: (fraction done, what is running now). Runs call it at least
+# once per step: the app's callback is also where a stopped run is interrupted.
 Progress = Callable[[float, str], None]
+
+
+def sub_progress(progress: Progress | None, start: float, end: float,
+                 prefix: str) -> Progress | None:
+    """The part [start, end] of ``progress`` for one piece of a longer run, its texts behind
+    ``prefix`` ("run 2/4 (Pre-LN): step 37/200, loss 3.1"); None stays None."""
+    if progress is None:
+        return None
+
+    def part(fraction: float, text: str) -> None:
+        progress(start + (end - start) * fraction, f"{prefix}: {text}" if prefix else text)
+    return part
 
 
 SI_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"),
                (1e6, "M"), (1e3, "k"))
 BINARY_UNITS = ((2**80, "YiB"), (2**70, "ZiB"), (2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"),
                 (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
-PARAM_SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+PARAM_SUFFIXES = ((1e12, "tn"), (1e9, "bn"), (1e6, "M"), (1e3, "k"))
 
 
 def human_count(n: float, unit: str = "") -> str:
     """SI prefixes up to yotta: 1234567 → '1.23 M'; 7.15e9 FLOP → human_count(x, 'FLOP') =
-    '7.15 GFLOP'; past 999 Y, scientific ('1.23e+29 FLOP')."""
-    text = _scaled(n, SI_PREFIXES, "{:.4g}")
+    '7.15 GFLOP'; past 999 Y, a whole number of Y ('40,100 YFLOP')."""
+    text = _scaled(n, SI_PREFIXES, significant)
     if not unit:
         return text
     return text + unit if text[-1].isalpha() else f"{text} {unit}"
 
 
 def human_params(n: float) -> str:
-    """Parameter counts the way model names say them: 6738415616 → '6.74 B' (past 999 T,
-    scientific)."""
-    return _scaled(n, PARAM_SUFFIXES, "{:,}")
+    """Parameter counts: 6738415616 → '6.74 bn', 405853388800 → '406 bn', 1.6e15 → '1,600 tn';
+    below 1,000 the count itself ('999')."""
+    return _scaled(n, PARAM_SUFFIXES, significant)
 
 
 def human_bytes(n: float | None) -> str:
-    """Binary units up to YiB: 1536 → '1.5 KiB'; None → '—'."""
+    """Binary units up to YiB: 1536 → '1.5 KiB', 1020 GiB → '1,020 GiB'; None → '—'."""
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return "—"
-    text = _scaled(n, BINARY_UNITS, "{:,.4g} B")
-    return text if text.endswith("B") else f"{text} B"
+    return _scaled(n, BINARY_UNITS, lambda b: f"{significant(b)} B")
+
+
+def human_number(x: Any, digits: int = 4) -> str:
+    """A number in a table: an integer exactly, with thousands separators (7,146,569,728, even
+    past int64); a float to ``digits`` significant digits (``significant``: 5.545, 0.01234,
+    12,346), as m×10ⁿ below 10⁻⁶ or from 10¹⁵ on; None and NaN → '—'."""
+    if x is None:
+        return "—"
+    if isinstance(x, numbers.Integral):
+        return f"{int(x):,}"
+    x = float(x)
+    if math.isfinite(x) and x != 0 and not 1e-6 <= abs(x) < 1e15:
+        mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}×10{str(int(exponent)).translate(SUPERSCRIPT)}"
+    return significant(x, digits)
 
 
 def json_float(x: float | None) -> float | None:

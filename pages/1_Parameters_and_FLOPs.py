@@ -74,10 +74,11 @@ if st.toggle("Trace the model with fvcore (meta device, no memory) and compare",
     check = ui.fvcore_or_error(cfg, T, B)
 if check is not None:
     cols = st.columns(3)
-    cols[0].metric("fvcore (×2)", f"{check.fvcore_flops:,}")
-    cols[1].metric("LLaMA Lab", f"{check.ours_flops:,}")
-    cols[2].metric("Difference", f"{check.difference:,}",
-                   f"{check.relative_difference:.2e} relative", delta_color="off")
+    for col, label, flops_ in zip(cols, ("fvcore (×2)", "LLaMA Lab", "Difference"),
+                                  (check.fvcore_flops, check.ours_flops, check.difference)):
+        col.metric(label, ui.human_count(flops_, "FLOP"), help=f"{flops_:,} FLOPs",
+                   delta=f"{check.relative_difference:.2e} relative" if label == "Difference"
+                   else None, delta_color="off")
     ui.show_table({"operator": list(check.fvcore_by_operator),
                    "FLOPs (fvcore × 2)": list(check.fvcore_by_operator.values())},
                   column_config={"FLOPs (fvcore × 2)": st.column_config.NumberColumn(

@@ -3,13 +3,12 @@ import streamlit as st
 
 from llama_lab import ui
 from llama_lab.analysis import DEFAULT_GPU
-from llama_lab.config import LIMITS
-from llama_lab.figures.kv import kv_memory_vs_context, kv_sharing_diagram
+from llama_lab.figures.kv import kv_context_lengths, kv_memory_vs_context, kv_sharing_diagram
 from llama_lab.figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
 from llama_lab.runtime.hardware import GPUS
 
-KEY_GPU = "llama_lab.page2.gpu"
-KEY_CONTEXT = "llama_lab.page2.context"
+P = "llama_lab.page2."
+KEY_GPU, KEY_CONTEXT = P + "gpu", P + "context"          # in the URL as kv.gpu, kv.context
 
 selection = ui.setup_page(
     "KV cache & attention",
@@ -35,8 +34,9 @@ st.caption(f"Cache at B×T: {kv.bytes:,} bytes"
 
 st.plotly_chart(kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
 
-if KEY_GPU not in st.session_state:
-    st.session_state[KEY_GPU] = DEFAULT_GPU
+contexts = sorted({2 ** k for k in range(7, 18)} | {T})
+ui.link_widgets("kv", P, [ui.choice_link("gpu", list(GPUS), DEFAULT_GPU),
+                          ui.choice_link("context", contexts, T)])
 gpu_name = st.selectbox("GPU", list(GPUS), key=KEY_GPU,
                         help="Data-sheet memory, dense peak FLOP/s and HBM bandwidth.")
 gpu = GPUS[gpu_name]
@@ -49,8 +49,9 @@ for col, row in zip(cols, fit.itertuples()):
     marker = " (this model)" if row.is_current else ""
     col.metric(f"{row.attention}{marker} · {row.n_kv_heads} KV head"
                f"{'s' if row.n_kv_heads > 1 else ''}",
-               f"{row.kv_bytes_per_token:,} B/token",
-               help=f"cache at B×T: {ui.human_bytes(row.kv_cache_bytes)}")
+               f"{ui.human_bytes(row.kv_bytes_per_token)}/token",
+               help=f"{row.kv_bytes_per_token:,} bytes per token; cache at B×T: "
+                    f"{ui.human_bytes(row.kv_cache_bytes)}")
     col.markdown(f"- cache at B×T: **{ui.human_bytes(row.kv_cache_bytes)}**\n"
                  f"- weights: {ui.human_bytes(row.weight_bytes)}\n"
                  f"- longest context at B={B} on {gpu.name}: **{row.max_context_at_batch:,}**\n"
@@ -65,18 +66,17 @@ elif current.max_context_at_batch == 0:
 st.caption(kv.note + " Fits = weights + KV cache ≤ GPU memory; activations of decoding are "
            "small and not reserved.")
 
-upper = max(cfg.max_seq_len, T, int(fit.max_context_at_batch.max()) * 2, 32_768)
-curve = ui.kv_memory_curve(cfg, ui.sweep_lengths(min(upper, LIMITS["max_seq_len"])), B, dtype)
+curve = ui.kv_memory_curve(cfg, kv_context_lengths(cfg, fit, T), B, dtype)
 st.plotly_chart(kv_memory_vs_context(curve, gpu))
 
 st.subheader("Decode roofline")
 st.latex(r"t_\text{step} \ge \max\!\left(\frac{\text{FLOPs}}{\text{peak}},\;"
          r"\frac{\text{weights} + B\,S\cdot\text{KV bytes/token}}{\text{HBM bandwidth}}\right)"
          r"\qquad \text{intensity} = \frac{\text{FLOPs}}{\text{bytes moved}}")
-contexts = sorted({2 ** k for k in range(7, 18)} | {T})
-if st.session_state.get(KEY_CONTEXT) not in contexts:
-    st.session_state[KEY_CONTEXT] = T
+ui.keep_choice(KEY_CONTEXT, contexts, T, "context length S",
+               f"powers of two from 128 to 131,072, or the sidebar's T = {T:,}")
 context = st.select_slider("context length S for the roofline", contexts, key=KEY_CONTEXT)
+ui.bound_note(KEY_CONTEXT)
 points = ui.roofline_points(cfg, gpu, ROOFLINE_BATCHES, context, dtype)
 left, right = st.columns(2)
 left.plotly_chart(roofline_figure(points, gpu))

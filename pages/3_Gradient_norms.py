@@ -1,4 +1,6 @@
 """Gradient norms: Post-LN vs Pre-LN at initialisation, against depth, and during training."""
+from dataclasses import replace
+
 import streamlit as st
 
 from llama_lab import experiments, ui
@@ -18,19 +20,23 @@ cfg = selection.cfg
 
 ui.explain_norm_positions()
 
-st.subheader("Live-run size")
-ui.set_defaults(P, d_model=64, n_layers=min(cfg.n_layers, 8), seq_len=64, batch=4, seed=0,
-                device="auto", depths=[2, 4, 8, 16], steps=30, lr=3e-3, warmup=10,
-                schedule="cosine", source="builtin")
-cols = st.columns(6)
-d_model = cols[0].selectbox("width d", experiments.WIDTH_CHOICES, key=P + "d_model")
-n_layers = cols[1].number_input("blocks L", 1, 96, key=P + "n_layers")
-seq_len = cols[2].number_input("sequence T", 2, 8192, key=P + "seq_len")
-batch = cols[3].number_input("batch B", 1, ui.MAX_BATCH, key=P + "batch")
-seed = cols[4].number_input("seed", 0, 2**31 - 1, key=P + "seed")
-device = cols[5].selectbox("device", ui.PAGE_DEVICES, key=P + "device")
-run_cfg = ui.live_config(cfg, n_layers, d_model, seq_len)
-st.info(ui.live_run_note(cfg, run_cfg, both_arms=True))
+ui.set_defaults(P, depths=[2, 4, 8, 16], steps=30, lr=3e-3, warmup=10, schedule="cosine",
+                source="builtin", grad_clip=0.0)
+with ui.live_size_box():
+    ui.link_widgets("grad", P, [  # in the URL as grad.d_model, grad.n_layers, …
+        ui.choice_link("d_model", experiments.WIDTH_CHOICES, 64),
+        ui.int_link("n_layers", min(cfg.n_layers, 8), 1, 96), ui.int_link("seq_len", 64, 2, 8192),
+        ui.int_link("batch", 4, 1, ui.MAX_BATCH), ui.int_link("seed", 0, 0, 2**31 - 1),
+        ui.choice_link("device", ui.PAGE_DEVICES, "auto")])
+    cols = st.columns(6)
+    d_model = cols[0].selectbox("width d", experiments.WIDTH_CHOICES, key=P + "d_model")
+    n_layers = ui.bounded_number("blocks L", 1, 96, P + "n_layers", cols[1])
+    seq_len = ui.bounded_number("sequence T", 2, 8192, P + "seq_len", cols[2])
+    batch = ui.bounded_number("batch B", 1, ui.MAX_BATCH, P + "batch", cols[3])
+    seed = ui.bounded_number("seed", 0, 2**31 - 1, P + "seed", cols[4])
+    device = cols[5].selectbox("device", ui.PAGE_DEVICES, key=P + "device")
+    run_cfg = ui.live_config(cfg, n_layers, d_model, seq_len)
+    st.info(ui.live_run_note(cfg, run_cfg, both_arms=True))
 size = {"seq_len": seq_len, "batch": batch, "seed": seed, "device": device}
 
 tab_init, tab_depth, tab_train = st.tabs(["Post-LN vs Pre-LN", "Depth sweep", "Training run"])
@@ -71,22 +77,26 @@ with tab_train:
                 f"text is tokenised byte by byte.")
     st.latex(r"\eta_t = \eta\,\frac{t+1}{t_\text{warmup}}\;(t < t_\text{warmup}),\quad"
              r"\text{then cosine / linear decay to } 0.1\,\eta")
-    cols = st.columns(4)
+    cols = st.columns(5)
     steps = cols[0].number_input("steps", 1, 2000, key=P + "steps")
     lr = cols[1].number_input("peak learning rate", 1e-6, 1.0, format="%.1e", key=P + "lr")
     warmup = cols[2].number_input("warmup steps (the 'with warmup' runs)", 1, 2000,
                                   key=P + "warmup")
     schedule = cols[3].selectbox("schedule", SCHEDULES, key=P + "schedule")
+    clip = cols[4].number_input("gradient clipping (max norm, 0 = off)", 0.0, 1e6, step=0.5,
+                                key=P + "grad_clip", help="Every arm's gradients are scaled "
+                                "down to this total L2 norm when above it (the divergence hint)")
     source = st.radio("text", ("builtin", "upload"), horizontal=True, key=P + "source",
                       format_func={"builtin": "built-in corpus (Python's help topics, ~460 KB)",
                                    "upload": "upload a UTF-8 text file"}.get)
     upload = st.file_uploader("UTF-8 text", key=P + "upload") if source == "upload" else None
     train_settings = {**size, "steps": steps, "lr": lr, "warmup_steps": warmup,
-                      "schedule": schedule}
+                      "schedule": schedule, "grad_clip": clip or None}
     if st.button("Train the four runs", type="primary", key=P + "run_train"):
         def train(progress):
             text = ui.text_source(source, upload)
-            specs = experiments.norm_position_specs(run_cfg, lr, warmup, schedule)
+            specs = [replace(spec, grad_clip=clip or None)
+                     for spec in experiments.norm_position_specs(run_cfg, lr, warmup, schedule)]
             ui.guard(run_cfg, seq_len, batch, device, passes=len(specs) * steps, hint=HINT,
                      what=f"{len(specs)} runs of {steps} steps")
             return experiments.compare_runs(specs, steps, data=text, seq_len=seq_len,

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from llama_lab import analysis, experiments, ui
+from llama_lab.config import LIMITS
 from llama_lab.runtime.precision import DTYPES
 
 P = "llama_lab.page4."
@@ -25,32 +26,36 @@ st.latex(r"\mathcal{L}_0 \approx \ln V \;\;(\text{uniform prediction})\qquad "
 # ---- which model, which device ---------------------------------------------------------------------
 quick = ui.runs_live_quickly(cfg, selection.seq_len, selection.batch)
 live_seq, live_batch = ui.live_workload(selection.seq_len, selection.batch)
-ui.set_defaults(P, model="sidebar" if quick else "small", n_layers=min(cfg.n_layers, 4), device="auto", dtype="fp32",
-                batch=live_batch, iters=2, new_tokens=8)
-model_choice = st.radio("model", list(MODELS), format_func=MODELS.get, key=P + "model",
-                        horizontal=True)
-if model_choice == "small":
-    n_layers = st.number_input("blocks of the scaled-down copy", 1, 96, key=P + "n_layers")
-    run_cfg = ui.live_config(cfg, n_layers)
-else:
-    run_cfg = cfg
-st.caption(f"Live runs use d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_cfg.n_heads} "
-           f"heads / {run_cfg.n_kv_heads} KV, FFN {ui.ffn_label(run_cfg)}, vocab "
-           f"{run_cfg.vocab_size:,} ({analysis.count_params(run_cfg).total:,} parameters). On "
-           f"the CPU a run is limited to {ui.CPU_FLOP_BUDGET / 1e12:.0f} TFLOP.")
-
-seq_key = P + "seq_len"              # kept within the chosen model's max_seq_len
-st.session_state[seq_key] = min(st.session_state.get(seq_key, live_seq),
-                                run_cfg.max_seq_len)
-cols = st.columns(5)
-device = cols[0].selectbox("device", ui.PAGE_DEVICES, key=P + "device",
-                           help="auto: CUDA, then Apple MPS, then the CPU")
-dtype = cols[1].selectbox("dtype", tuple(DTYPES), key=P + "dtype",
-                          help="fp32; or bf16/fp16 autocast with fp32 weights, grads and AdamW "
-                               "state (mixed precision). fp16 only on a GPU.")
-seq_len = cols[2].number_input("sequence T", 1, run_cfg.max_seq_len, key=seq_key)
-batch = cols[3].number_input("batch B", 1, ui.MAX_BATCH, key=P + "batch")
-iters = cols[4].number_input("timed steps", 1, 50, key=P + "iters")
+with ui.live_size_box():
+    ui.link_widgets("live", P, [  # in the URL as live.model, live.seq_len, …
+        ui.choice_link("model", MODELS, "sidebar" if quick else "small"),
+        ui.int_link("n_layers", min(cfg.n_layers, 4), 1, 96),
+        ui.choice_link("device", ui.PAGE_DEVICES, "auto"), ui.choice_link("dtype", DTYPES, "fp32"),
+        ui.int_link("seq_len", live_seq, 1, LIMITS["max_seq_len"]),
+        ui.int_link("batch", live_batch, 1, ui.MAX_BATCH), ui.int_link("iters", 2, 1, 50),
+        ui.int_link("new_tokens", 8, 1, 256)])
+    model_choice = st.radio("model", list(MODELS), format_func=MODELS.get, key=P + "model",
+                            horizontal=True)
+    if model_choice == "small":
+        n_layers = ui.bounded_number("blocks of the scaled-down copy", 1, 96, P + "n_layers")
+        run_cfg = ui.live_config(cfg, n_layers)
+    else:
+        run_cfg = cfg
+    st.caption(f"Live runs use d={run_cfg.d_model}, {run_cfg.n_layers} blocks, "
+               f"{run_cfg.n_heads} heads / {run_cfg.n_kv_heads} KV, FFN {ui.ffn_label(run_cfg)}, "
+               f"vocab {run_cfg.vocab_size:,} ({analysis.count_params(run_cfg).total:,} "
+               f"parameters). On the CPU a run is limited to "
+               f"{ui.CPU_FLOP_BUDGET / 1e12:.0f} TFLOP.")
+    cols = st.columns(5)
+    device = cols[0].selectbox("device", ui.PAGE_DEVICES, key=P + "device",
+                               help="auto: CUDA, then Apple MPS, then the CPU")
+    dtype = cols[1].selectbox("dtype", tuple(DTYPES), key=P + "dtype",
+                              help="fp32; or bf16/fp16 autocast with fp32 weights, grads and "
+                                   "AdamW state (mixed precision). fp16 only on a GPU.")
+    seq_len = ui.bounded_number("sequence T", 1, run_cfg.max_seq_len, P + "seq_len", cols[2],
+                                why=" (the live model's max_seq_len)")
+    batch = ui.bounded_number("batch B", 1, ui.MAX_BATCH, P + "batch", cols[3])
+    iters = ui.bounded_number("timed steps", 1, 50, P + "iters", cols[4])
 settings = {"device": device, "dtype": dtype, "seq_len": seq_len, "batch": batch, "iters": iters}
 
 # ---- the training step --------------------------------------------------------------------------------
@@ -73,7 +78,7 @@ st.subheader("KV-cache decoding: MHA vs GQA vs MQA")
 st.markdown("Prefill a prompt of each context length, then decode new tokens one at a time "
             "with the cache; weights and cache in the chosen dtype. The cache bytes are read "
             "from the cache tensors and compared with `analysis.kv_cache_bytes_per_token`.")
-new_tokens = st.number_input("new tokens per prompt", 1, 256, key=P + "new_tokens")
+new_tokens = ui.bounded_number("new tokens per prompt", 1, 256, P + "new_tokens")
 options = experiments.context_choices(run_cfg.max_seq_len, new_tokens)
 st.session_state[P + "contexts"] = [c for c in st.session_state.get(P + "contexts", options[-4:])
                                     if c in options] or options[-4:]

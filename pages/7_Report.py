@@ -52,7 +52,8 @@ if built is None or built[0] != build_key:
     files, errors, summary = {}, {}, None
     with st.spinner("Building the report …"):
         try:
-            rep = report.build_report(cfg, T, B, experiments=included, dtype=dtype, gpu=gpu)
+            rep = report.build_report(cfg, T, B, experiments=included, dtype=dtype, gpu=gpu,
+                                      name=selection.name)
         except LabError as exc:
             rep, errors["all"] = None, str(exc)
         if rep is not None:
@@ -70,7 +71,7 @@ if built is None or built[0] != build_key:
 
 _, files, errors, summary = built
 if "all" in errors:
-    st.error(f"The report could not be built: {errors['all']}")
+    ui.show_error(f"The report could not be built: {errors['all']}")
     st.stop()
 n_tables, n_figures, n_claims, n_hold, kinds = summary
 cols = st.columns(4)
@@ -83,7 +84,7 @@ st.subheader("Downloads")
 cols = st.columns(len(FILES))
 for col, (fmt, (label, file_name, mime, description)) in zip(cols, FILES.items()):
     if fmt in errors:
-        col.error(f"{fmt.upper()} export failed: {errors[fmt]}")
+        ui.show_error(f"{fmt.upper()} export failed: {errors[fmt]}", col)
         continue
     col.download_button(label, files[fmt], file_name=file_name, mime=mime, on_click="ignore",
                         key=P + "download_" + fmt, help=description,

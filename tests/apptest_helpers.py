@@ -1,6 +1,7 @@
 """Shared AppTest helpers for the page tests (one copy; each test file names its page)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -31,7 +32,9 @@ def click(at: AppTest, key: str) -> AppTest:
 
 
 def errors(at: AppTest) -> list[str]:
-    return [e.value for e in at.main.error]
+    """The page's error boxes as the user reads them: the Markdown escapes (every message is
+    escaped with escape_markdown) taken out."""
+    return [re.sub(r"\\(.)", r"\1", e.value) for e in at.main.error]
 
 
 def metrics(at: AppTest) -> dict:

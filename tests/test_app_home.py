@@ -20,10 +20,12 @@ def run_app(query: dict | None = None, script: str = APP) -> AppTest:
 def test_home_summarises_the_seed_demo():
     at = run_app()
     shown = metrics(at)
-    assert shown["Parameters"] == "43,780,608"                # the seed's printed total
-    assert shown["Attention"] == "GQA · 8 q / 2 kv"
+    assert shown["Parameters"] == ui.human_params(43_780_608)    # the seed's printed total
+    assert at.metric[0].proto.help.startswith("43,780,608")       # exact in the tooltip
+    assert shown["Attention"] == "GQA" and at.metric[1].delta == "8 q / 2 kv heads"
     # 2 (K, V) · 4 layers · 2 KV heads · 64 head dim · 2 bytes (bf16) = 2048
-    assert shown["KV cache per token (bf16)"] == "2,048 B"
+    assert shown["KV cache per token (bf16)"] == ui.human_bytes(2048)
+    assert at.metric[2].proto.help.startswith("2,048 bytes")
     assert shown["Forward FLOPs per token"].endswith("MFLOP")
     links = [link.proto.page for link in at.get("page_link")]
     assert {"Parameters_and_FLOPs", "KV_cache_and_attention", "Architecture_comparison",
@@ -50,7 +52,7 @@ def test_navigation_lists_home_then_the_pages_by_their_file_titles(monkeypatch):
 
 def test_home_page_runs_alone_with_the_same_content():
     at = run_app(script=HOME)
-    assert metrics(at)["Parameters"] == "43,780,608"
+    assert metrics(at)["Parameters"] == ui.human_params(43_780_608)
     assert [link.proto.page for link in at.get("page_link")] == [
         "Parameters_and_FLOPs", "KV_cache_and_attention", "Gradient_norms", "Live_pass",
         "Architecture_comparison", "Seed_claims", "Report"]
@@ -60,18 +62,20 @@ def test_widget_change_updates_the_summary_and_the_url():
     at = run_app()
     at.sidebar.number_input(key=ui.field_key("n_layers")).set_value(8).run()
     # 8 blocks of 2,753,024 + 512 final norm + 2 × 16,384,000 embeddings = 54,792,704
-    assert metrics(at)["Parameters"] == "54,792,704"
-    assert metrics(at)["KV cache per token (bf16)"] == "4,096 B"
+    assert metrics(at)["Parameters"] == ui.human_params(54_792_704)
+    assert at.metric[0].proto.help == "54,792,704"
+    assert metrics(at)["KV cache per token (bf16)"] == ui.human_bytes(4096)
     assert at.query_params["n_layers"] == "8"
     at.sidebar.selectbox(key=ui.field_key("n_kv_heads")).set_value(8).run()
-    assert metrics(at)["Attention"] == "MHA · 8 q / 8 kv"
+    assert metrics(at)["Attention"] == "MHA" and at.metric[1].delta == "8 q / 8 kv heads"
 
 
 def test_invalid_config_shows_the_rule_and_nothing_else():
     at = run_app({"preset": "seed-demo"})
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(6).run()
     assert not at.exception
-    assert any("d_model=512 is not divisible by n_heads=6" in e.value for e in at.main.error)
+    assert any(ui.escape_markdown("d_model=512 is not divisible by n_heads=6") in e.value
+               for e in at.main.error)
     assert len(at.metric) == 0
     # the URL is not rewritten while the values break a rule, and the page says so
     assert "n_heads" not in at.query_params and at.query_params["preset"] == "seed-demo"
@@ -81,8 +85,9 @@ def test_invalid_config_shows_the_rule_and_nothing_else():
 
 def test_bad_link_falls_back_to_the_preset_with_an_error():
     at = run_app({"preset": "llama-2-7b", "n_kv_heads": "5"})
-    assert any("n_heads=32 is not divisible by n_kv_heads=5" in e.value for e in at.sidebar.error)
-    assert metrics(at)["Attention"] == "MHA · 32 q / 32 kv"
+    assert any(ui.escape_markdown("n_heads=32 is not divisible by n_kv_heads=5") in e.value
+               for e in at.sidebar.error)
+    assert metrics(at)["Attention"] == "MHA" and at.metric[1].delta == "32 q / 32 kv heads"
 
 
 def test_sidebar_state_survives_a_page_switch():

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from llama_lab.units import human_params
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +91,7 @@ def metric_value(page, label: str) -> str:
 def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path):
     page.goto(app_url)
     page.get_by_text("Current model").wait_for()
-    assert metric_value(page, "Parameters") == "43,780,608"
+    assert metric_value(page, "Parameters") == human_params(43_780_608)
     nav = [text.strip() for text in
            page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
     assert nav[0].endswith("Home") and "app" not in nav
@@ -102,7 +104,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     # 8 blocks of 2,753,024 + 512 final norm + 2 × 16,384,000 embeddings
     page.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
-        ".some(e => e.innerText.trim() === '54,792,704')")
+        f".some(e => e.innerText.trim() === '{human_params(54_792_704)}')")
 
     page.get_by_role("link", name="Parameters and FLOPs").first.click()
     page.get_by_role("heading", name="Parameters & FLOPs").wait_for()

@@ -167,8 +167,15 @@ def test_small_training_config_keeps_the_recipe_and_the_head_ratio():
             small.bias, small.init) == ("post", "layernorm", "sinusoidal", "relu", True, "xavier")
     assert small.ffn_hidden == 4 * 64 and small.n_kv_heads == small.n_heads
     demo = small_training_config(PRESETS["seed-demo"])
-    # 8 query / 2 KV heads → 4 heads can't keep the 4:1 ratio and stay GQA: 4 / 2 it is
-    assert (demo.n_heads, demo.n_kv_heads, demo.attention_kind) == (4, 2, "GQA")
+    # 8 query / 2 KV heads: the copy keeps 4 queries per KV head with 2 KV heads
+    assert (demo.n_heads, demo.n_kv_heads, demo.attention_kind) == (8, 2, "GQA")
+    for name in ("llama-2-70b", "llama-3-8b", "qwen3-30b-a3b", "tinyllama-1.1b"):
+        cfg, copy = PRESETS[name], small_training_config(PRESETS[name])
+        assert copy.n_heads // copy.n_kv_heads == cfg.n_heads // cfg.n_kv_heads, name
+        assert copy.attention_kind == "GQA" and copy.head_dim % 2 == 0, name
+    # 405B's 16 queries per KV head do not fit d=64 in even heads of ≥ 2: the largest that does
+    big = small_training_config(PRESETS["llama-3.1-405b"])
+    assert (big.n_heads, big.n_kv_heads, big.head_dim) == (32, 2, 2)
     assert demo.ffn_hidden == int(8 * 64 / 3)
     assert small_training_config(PRESETS["llama-2-7b"]).attention_kind == "MHA"
     assert small_training_config(PRESETS["seed-demo"].replace(n_kv_heads=1)).n_kv_heads == 1

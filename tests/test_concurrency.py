@@ -1,6 +1,7 @@
 """Issue 6: several browser sessions running experiments at once each get their own results,
 and the live runs take turns (one job slot per process) instead of oversubscribing the cores."""
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -66,3 +67,65 @@ def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
         assert f"{direct.post.loss:.4f}" in " ".join(str(v) for v in shown.values())
         losses.add(entry.result.post.loss)
     assert len(losses) == 3                          # three different seeds, three results
+
+
+ROOT = Path(__file__).resolve().parents[1] / "pages"
+P4, P5 = "llama_lab.page4.", "llama_lab.page5."
+
+
+def _page(name: str, values: dict) -> AppTest:
+    at = AppTest.from_file(str(ROOT / name), default_timeout=300)
+    at.run()
+    for key, value in values.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    return at
+
+
+def _mixed_sessions() -> dict:
+    """One session per experiment kind, each with its button to press (set up one by one)."""
+    small = {P + "n_layers": 2, P + "seq_len": 16, P + "batch": 2}
+    return {
+        "gradnorms": (_page("3_Gradient_norms.py", small), P + "run_grad", None),
+        "depth_sweep": (_page("3_Gradient_norms.py", small), P + "run_sweep", None),
+        "training": (_page("3_Gradient_norms.py", {**small, P + "steps": 5}), P + "run_train", None),
+        "live_pass": (_page("4_Live_pass.py", {P4 + "iters": 1}), P4 + "run_live", None),
+        "decode": (_page("4_Live_pass.py", {P4 + "new_tokens": 2}), P4 + "run_decode", None),
+        "ablation": (_page("5_Architecture_comparison.py", {}), None, "Train"),
+    }
+
+
+def test_parallel_sessions_of_every_kind_take_turns_and_each_keeps_its_result():
+    """The load test: six sessions, one per experiment kind, press their buttons at once. At
+    most one run holds the machine at any moment, every session ends with its own kind's
+    result and no error, and no slot is left held or waited on."""
+    sessions = _mixed_sessions()
+    peak, stop = [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], jobs.LIMITER.running)
+            time.sleep(0.002)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    errors = []
+
+    def press(kind: str, at: AppTest, key: str | None, label: str | None) -> None:
+        try:
+            button = at.button(key=key) if key else next(b for b in at.button if b.label == label)
+            button.click().run()
+            assert not at.exception, at.exception
+            assert not at.main.error, [e.value for e in at.main.error]
+            assert experiments.experiment_state_key(kind) in at.session_state, kind
+        except BaseException:
+            errors.append(f"{kind}: {traceback.format_exc()}")
+    threads = [threading.Thread(target=press, args=(kind, *spec)) for kind, spec in sessions.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    stop.set()
+    sampler.join()
+    assert not errors, errors
+    assert peak[0] == 1
+    assert jobs.LIMITER.running == 0 and jobs.LIMITER.waiting == 0

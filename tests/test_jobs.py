@@ -20,12 +20,30 @@ def test_second_run_waits_and_says_so():
     t = threading.Thread(target=first)
     t.start()
     inside.wait(5)
-    with limiter.slot(on_wait=waited.append):
+    with limiter.slot(on_wait=lambda n, s: waited.append((n, s)), poll_s=0.05):
         order.append("second ran")
     t.join()
     assert order == ["first done", "second ran"]
-    assert waited == [1]                    # told that one run was ahead of it
+    # told, every poll while it waited, that one run was ahead of it and for how long
+    assert len(waited) >= 3 and all(n == 1 for n, _ in waited)
+    assert [s for _, s in waited] == sorted(s for _, s in waited) and waited[0][1] < 0.05
     assert limiter.running == 0 and limiter.waiting == 0
+
+
+def test_a_waiting_run_that_is_stopped_leaves_the_queue():
+    # what Streamlit does to a waiting session on rerun / Stop / closed tab: the next page
+    # update (on_wait) raises; the run leaves at once and holds nothing
+    limiter = JobLimiter(1)
+    with limiter.slot():
+        def stopped(n, s):
+            raise KeyboardInterrupt
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            with limiter.slot(on_wait=stopped):
+                pass
+        assert time.monotonic() - start < 0.5
+        assert limiter.waiting == 0 and limiter.running == 1
+    assert limiter.running == 0
 
 
 def test_slot_released_when_the_run_is_interrupted():

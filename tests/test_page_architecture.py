@@ -47,7 +47,8 @@ def test_invalid_config_stops_the_page_with_the_rule():
     at = run_page()
     at.sidebar.number_input(key=ui.field_key("d_model")).set_value(500).run()
     assert not at.exception
-    assert any("d_model=500 is not divisible by n_heads=8" in e.value for e in at.main.error)
+    assert any(ui.escape_markdown("d_model=500 is not divisible by n_heads=8") in e.value
+               for e in at.main.error)
     assert len(at.dataframe) == 0 and len(at.table) == 0
 
 

@@ -34,7 +34,7 @@ def test_claims_do_not_depend_on_the_sidebar_and_survive_an_invalid_config():
     at = run_page()
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(7).run()
     assert not at.exception
-    assert any("n_heads=7" in e.value for e in at.sidebar.error)
+    assert any(ui.escape_markdown("n_heads=7") in e.value for e in at.sidebar.error)
     assert {m.label: m.value for m in at.metric}["Claims checked"] == str(len(seed_claims_mod.seed_claims()))
 
 

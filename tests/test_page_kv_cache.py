@@ -26,8 +26,9 @@ def fit_lines(at: AppTest) -> list[str]:
 def test_mha_gqa_mqa_side_by_side_for_the_demo():
     at = run_page()
     # 2 (K, V) · 4 layers · G KV heads · 64 head dim · 2 bytes: G = 8, 2, 1
-    assert variant_metrics(at) == {"MHA": "8,192 B/token", "GQA (this model)": "2,048 B/token",
-                                   "MQA": "1,024 B/token"}
+    assert variant_metrics(at) == {"MHA": ui.human_bytes(8192) + "/token",
+                                   "GQA (this model)": ui.human_bytes(2048) + "/token",
+                                   "MQA": ui.human_bytes(1024) + "/token"}
     # H100 80GB = 80e9 bytes; GQA weights 2 · 43,780,608 bytes; (80e9 − 87,561,216) // 2048
     assert "**39,019,745**" in fit_lines(at)[1]
     assert len(at.get("plotly_chart")) == 4           # diagram, memory curve, roofline, tokens/s
@@ -52,7 +53,7 @@ def test_a_model_too_big_for_the_gpu_says_so_with_its_own_weights():
     warnings = [w.value for w in at.warning if "do not fit" in w.value]
     assert len(warnings) == 1 and f"({ui.human_bytes(2 * 405_853_388_800)} at bf16)" in \
         warnings[0] and "756 GiB" in warnings[0]
-    assert variant_metrics(at)["GQA (this model)"] == f"{2 * 126 * 8 * 128 * 2:,} B/token"
+    assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(2 * 126 * 8 * 128 * 2) + "/token"
 
 
 def test_the_cache_formula_is_split_and_readable_for_a_large_cache():
@@ -67,10 +68,12 @@ def test_the_cache_formula_is_split_and_readable_for_a_large_cache():
 
 def test_kv_head_mismatch_from_the_url_and_widget_shows_the_rule():
     at = run_page({"preset": "seed-demo", "n_kv_heads": "3"})
-    assert any("n_heads=8 is not divisible by n_kv_heads=3" in e.value for e in at.sidebar.error)
+    assert any(ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=3") in e.value
+               for e in at.sidebar.error)
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(16).run()
     at.sidebar.selectbox(key=ui.field_key("n_kv_heads")).set_value(16).run()
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(8).run()
     assert not at.exception
-    assert any("n_heads=8 is not divisible by n_kv_heads=16" in e.value for e in at.main.error)
+    assert any(ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=16") in e.value
+               for e in at.main.error)
     assert len(at.metric) == 0

@@ -63,7 +63,7 @@ def test_a_failed_export_shows_why_and_keeps_the_others(stored, monkeypatch):
 
     monkeypatch.setattr(report.formats, "render_csv", broken)
     at = run_page({"preset": "debug"})
-    assert any("CSV export failed: ReportError: disk quota exceeded" in e.value
+    assert any(ui.escape_markdown("CSV export failed: ReportError: disk quota exceeded") in e.value
                for e in at.main.error)
     assert len(at.main.get("download_button")) == 3
 
@@ -80,5 +80,6 @@ def test_an_invalid_config_shows_the_rule_and_no_downloads():
     at = run_page({"preset": "debug"})
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(5).run()
     assert not at.exception
-    assert any("d_model=64 is not divisible by n_heads=5" in e.value for e in at.main.error)
+    assert any(ui.escape_markdown("d_model=64 is not divisible by n_heads=5") in e.value
+               for e in at.main.error)
     assert len(at.main.get("download_button")) == 0

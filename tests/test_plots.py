@@ -192,7 +192,7 @@ def test_figures_at_the_limits_serialise():
     (1_234_567, "", "1.23 M"), (999_999, "", "1 M"),           # rounds up into the next prefix
     (7.15e9, "FLOP", "7.15 GFLOP"), (1.84e15, "FLOP", "1.84 PFLOP"),
     (3.2e18, "FLOP", "3.2 EFLOP"), (4.5e21, "", "4.5 Z"), (6e24, "FLOP", "6 YFLOP"),
-    (4.01e28, "FLOP", "4.01e+28 FLOP"),                        # past 999 Y: scientific
+    (4.01e28, "FLOP", "40,100 YFLOP"),                         # past 999 Y: whole Y
     (512, "FLOP", "512 FLOP"), (0.5, "", "0.5")])
 def test_human_count_prefixes(value, unit, text):
     assert units.human_count(value, unit) == text
@@ -201,11 +201,11 @@ def test_human_count_prefixes(value, unit, text):
 def test_human_bytes_and_params():
     assert units.human_bytes(1536) == "1.5 KiB" and units.human_bytes(12) == "12 B"
     assert units.human_bytes(80 * 2**60) == "80 EiB" and units.human_bytes(3 * 2**70) == "3 ZiB"
-    assert units.human_bytes(2**90) == "1.24e+27 B" and units.human_bytes(None) == "—"
+    assert units.human_bytes(2**90) == "1,024 YiB" and units.human_bytes(None) == "—"
     assert units.human_bytes(2**20 - 1) == "1 MiB"
-    assert units.human_params(6_738_415_616) == "6.74 B"
-    assert units.human_params(405_853_388_800) == "406 B" and units.human_params(999) == "999"
-    assert units.human_params(1.6e15) == "1.6e+15"
+    assert units.human_params(6_738_415_616) == "6.74 bn"
+    assert units.human_params(405_853_388_800) == "406 bn" and units.human_params(999) == "999"
+    assert units.human_params(1.6e15) == "1,600 tn"
 
 
 def test_every_axis_grows_its_margin_and_the_legend_sits_below_the_x_title():

@@ -182,7 +182,7 @@ def test_invalid_combination_shows_the_rule_next_to_the_widget():
     at = run_builder()
     widget(at, "number_input", "n_heads").set_value(7).run()
     assert shown(at).startswith("INVALID: d_model=512 is not divisible by n_heads=7")
-    assert [e.value for e in at.sidebar.error] == ["d_model=512 is not divisible by n_heads=7"]
+    assert [e.value for e in at.sidebar.error] == [ui.escape_markdown("d_model=512 is not divisible by n_heads=7")]
     assert not at.exception
     order = sidebar_order(at)                 # the rule sits right under the n_heads input
     assert order[order.index(ui.field_key("n_heads")) + 1] == "ERROR"
@@ -213,7 +213,7 @@ def test_sizes_out_of_range_are_refused_with_the_rule_not_clamped():
     at.sidebar.number_input(key=ui.KEY_FFN_MULTIPLE_OF).set_value(64).run()   # ⌊42.7/64⌋·64 = 0
     assert not at.exception
     assert "INVALID: ffn_hidden=0 must be at least 1" in shown(at)
-    assert [e.value for e in at.sidebar.error] == ["ffn_hidden=0 must be at least 1"]
+    assert [e.value for e in at.sidebar.error] == [ui.escape_markdown("ffn_hidden=0 must be at least 1")]
 
 
 def test_link_reproduces_the_view_and_bad_links_fall_back_with_an_error():
@@ -223,7 +223,8 @@ def test_link_reproduces_the_view_and_bad_links_fall_back_with_an_error():
             "preset=llama-2-70b") in shown(at)
     at = run_builder({"preset": "llama-2-70b", "n_kv_heads": "3"})
     assert "kv=8" in shown(at) and "VALID" in shown(at)
-    assert any("n_heads=64 is not divisible by n_kv_heads=3" in e.value for e in at.sidebar.error)
+    assert any(ui.escape_markdown("n_heads=64 is not divisible by n_kv_heads=3") in e.value
+               for e in at.sidebar.error)
 
 
 def test_preset_change_loads_the_preset_and_keeps_the_workload():
@@ -241,10 +242,10 @@ def test_upload_of_an_hf_config_shows_its_notes_and_a_bad_one_its_error():
           "max_position_embeddings": 256, "rope_scaling": {"type": "linear", "factor": 2.0}}
     at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(hf).encode(),
                                             "application/json")).run()
-    assert "VALID d=1024 heads=16 kv=4 ffn=2816" in shown(at) and "seq=128" in shown(at)
-    assert any("rope_scaling" in w.value for w in at.sidebar.warning)
+    assert "VALID d=1024 heads=16 kv=4 ffn=2816" in shown(at) and "seq=256" in shown(at)
+    assert any(ui.escape_markdown("rope_scaling") in w.value for w in at.sidebar.warning)
     at.sidebar.file_uploader[0].set_value(("broken.json", b"{not json", "application/json")).run()
-    assert any("broken.json is not valid JSON" in e.value for e in at.sidebar.error)
+    assert any(ui.escape_markdown("broken.json is not valid JSON") in e.value for e in at.sidebar.error)
     assert "VALID d=1024" in shown(at)           # the last good config stays
     ours = PRESETS["transformer-2017"].replace(n_layers=3)
     at.sidebar.file_uploader[0].set_value(("mine.json", json.dumps(ours.to_dict()).encode(),
@@ -265,7 +266,8 @@ def test_upload_of_each_family_builds_it_and_an_unsupported_one_is_refused_by_na
     at.sidebar.file_uploader[0].set_value(("pythia.json", json.dumps(neox).encode(),
                                             "application/json")).run()
     assert not at.exception
-    assert any("model_type='gpt_neox' is not supported" in e.value for e in at.sidebar.error)
+    assert any(ui.escape_markdown("model_type='gpt_neox' is not supported") in e.value
+               for e in at.sidebar.error)
     assert "VALID d=4096" in shown(at)           # the last good config stays
 
 
@@ -380,7 +382,10 @@ def test_run_with_status_holds_the_job_slot_and_shows_refusals():
     at.run()
     assert at.markdown[-1].value == "RESULT None"
     assert at.status[0].proto.label == "Test run: refused"
-    assert [e.value for e in at.error] == ["too big, says the guard"]
+    # the reason is shown at once, escaped, below the (collapsed) status, not inside it
+    assert [e.value for e in at.error] == [
+        f"**Test run refused:** {ui.escape_markdown('too big, says the guard')}"]
+    assert not at.status[0].error
     assert jobs.LIMITER.running == 0                              # released after a refusal
 
 
@@ -388,8 +393,8 @@ def test_run_with_status_waits_for_the_slot_and_says_so_when_it_gives_up(monkeyp
     import threading
 
     class ShortWait(jobs.JobLimiter):
-        def slot(self, on_wait=None, max_wait_s=jobs.MAX_WAIT_S):
-            return super().slot(on_wait, max_wait_s=0.2)
+        def slot(self, on_wait=None, max_wait_s=jobs.MAX_WAIT_S, poll_s=0.25):
+            return super().slot(on_wait, max_wait_s=0.2, poll_s=0.05)
 
     limiter, held, done = ShortWait(1), threading.Event(), threading.Event()
     monkeypatch.setattr(jobs, "LIMITER", limiter)

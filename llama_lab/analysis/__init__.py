@@ -19,7 +19,8 @@ from .memory import (ACTIVATION_ASSUMPTIONS, SHARDED_STATES, SHARDINGS, Activati
                      MemoryEstimate, activation_bytes, activation_estimate,
                      inference_activation_bytes, inference_memory, training_memory)
 from .params import (COMPONENT_OF, COMPONENTS, DETAIL_KEYS, ParamCount, count_params,
-                     count_params_module, layer_param_detail, norm_params, palm_params)
+                     count_params_module, largest_parameter, layer_param_detail, norm_params,
+                     palm_params)
 from .rooflines import DEFAULT_GPU, Roofline, experts_hit, roofline, roofline_table
 from .shapes import Shapes
 from .summary import analyze, format_analysis
@@ -30,7 +31,7 @@ __all__ = [
     "SHARDINGS", "TRAINING_DTYPES", "ActivationEstimate", "AnalysisError", "FlopCount",
     "KVCacheReport", "MemoryEstimate", "ParamCount", "Roofline", "Shapes", "activation_bytes",
     "activation_estimate", "analyze", "attention_variants", "count_flops", "count_params",
-    "count_params_module", "decode_flops", "elementwise_flops", "experts_hit", "format_analysis",
+    "count_params_module", "largest_parameter", "decode_flops", "elementwise_flops", "experts_hit", "format_analysis",
     "gqa_kv_heads", "inference_activation_bytes", "inference_memory", "kv_cache",
     "kv_cache_bytes", "kv_cache_bytes_per_token", "layer_param_detail", "matmul_flops", "max_batch_that_fits",
     "max_context_that_fits", "norm_params", "palm_params", "roofline", "roofline_table",

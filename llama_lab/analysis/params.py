@@ -162,3 +162,11 @@ def palm_params(cfg: ModelConfig) -> int:
     tied_head = cfg.vocab_size * cfg.d_model if cfg.tie_embeddings else 0
     # a token's matmuls meet its k routed experts only
     return counts.non_embedding + tied_head - unrouted_expert_params(cfg)
+
+
+def largest_parameter(cfg: ModelConfig) -> int:
+    """Elements of the model's largest single tensor: the embedding or head (V·C), a projection
+    (C·H·D), a dense FFN matrix (C·F), or a sparse layer's fused expert tensor (E·2Fe·C)."""
+    s = Shapes.of(cfg)
+    dense = any(not sparse for sparse in cfg.moe_layer_flags)
+    return max(s.V * s.C, s.C * s.q_dim, s.C * s.F if dense else 0, 2 * s.E * s.Fe * s.C)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..config import ModelConfig
 from ..runtime.hardware import GPUS
-from ..units import human_bytes, human_count
+from ..units import human_bytes, human_count, human_params
 from .common import TRAINING_DTYPES, check_seq, checked_dtype_bytes
 from .flops import count_flops
 from .kv import kv_cache, max_context_that_fits
@@ -119,9 +119,9 @@ def format_analysis(result: dict) -> str:
     total = params["total"]
     lines = [f"LLaMA Lab analysis - seq_len {inputs['seq_len']}, batch {inputs['batch']}, "
              f"dtype {inputs['dtype']}, {inputs['attention_kind']}", ""]
-    rows = [(name, f"{count:,}", f"{human_count(count):>10}  {100 * count / total:5.1f}%")
+    rows = [(name, f"{count:,}", f"{human_params(count):>10}  {100 * count / total:5.1f}%")
             for name, count in params["by_component"].items()]
-    rows += [(name, f"{params[key]:,}", f"{human_count(params[key]):>10}") for name, key in
+    rows += [(name, f"{params[key]:,}", f"{human_params(params[key]):>10}") for name, key in
              (("total", "total"), ("active per token", "active"), ("non-embedding", "non_embedding"),
               ("per layer", "per_layer"))]
     lines += _table("Parameters", rows)

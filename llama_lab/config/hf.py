@@ -3,8 +3,11 @@ mistral, mixtral, qwen2, qwen3 and qwen3_moe. Each family's reading knows the de
 transformers config class (a key left out of a config.json takes that default, as
 transformers does), a family outside the list is refused by name, and a key that could change
 the model and is not modelled is an error; notes are only for keys that change nothing LLaMA
-Lab counts (dropout, RoPE scaling, token ids, router training knobs). Export picks the family
-that expresses the config and writes that family's own config.json.
+Lab counts (dropout, RoPE scaling, token ids, router training knobs). A null is read as the
+config class reads it (transformers 5): "derive" or "none" where it takes null
+(``Family.nullable``), an error naming the key everywhere else. Messages show file values
+through ``shown`` (cut, escaped) and list at most MAX_NOTES keys or notes, then a count. Export
+picks the family that expresses the config and writes that family's own config.json.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
-from .bounds import INIT_STD
+from .bounds import INIT_STD, LIMITS
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
@@ -29,6 +32,9 @@ class Family:
     architecture: str                   # transformers' CausalLM class
     defaults: Mapping[str, Any]         # the config class's defaults of the keys read below
     keys: frozenset                     # family keys modelled besides COMMON_KEYS
+    # keys whose null the config class (transformers 5) takes: it derives the value (head_dim,
+    # num_key_value_heads) or it means "none" (sliding_window); null anywhere else is refused
+    nullable: frozenset = frozenset()
 
 
 COMMON_KEYS = frozenset({
@@ -61,30 +67,32 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     # transformers' LlamaConfig: attention_bias covers q, k, v and o; mlp_bias the FFN.
     Family("llama", "LlamaForCausalLM", {**_BASE, "max_position_embeddings": 2048,
                                          "attention_bias": False, "mlp_bias": False},
-           frozenset({"attention_bias", "mlp_bias"})),
+           frozenset({"attention_bias", "mlp_bias"}), frozenset({"num_key_value_heads", "head_dim"})),
     # MistralConfig: every layer attends through sliding_window (4096 unless the file says null).
     Family("mistral", "MistralForCausalLM", {**_BASE, "max_position_embeddings": 131072,
                                              "sliding_window": 4096},
-           frozenset({"sliding_window"})),
+           frozenset({"sliding_window"}), frozenset({"head_dim", "sliding_window"})),
     # MixtralConfig: 8 experts, top-2, renormalised; no window unless given.
     Family("mixtral", "MixtralForCausalLM", {**_BASE, "max_position_embeddings": 131072,
                                              "rms_norm_eps": 1e-5, "rope_theta": 1e6,
                                              "sliding_window": None, "num_local_experts": 8,
                                              "num_experts_per_tok": 2},
-           frozenset({"sliding_window", "num_local_experts", "num_experts_per_tok"})),
+           frozenset({"sliding_window", "num_local_experts", "num_experts_per_tok"}),
+           frozenset({"head_dim", "sliding_window"})),
     # Qwen2Config: q/k/v biases (o_proj has none); layers ≥ max_window_layers use the window
     # when use_sliding_window (or as layer_types says).
     Family("qwen2", "Qwen2ForCausalLM", {**_BASE, "vocab_size": 151936,
                                          "max_position_embeddings": 32768,
                                          "use_sliding_window": False, "sliding_window": 4096,
                                          "max_window_layers": 28},
-           _WINDOW_KEYS),
+           _WINDOW_KEYS, frozenset({"num_key_value_heads", "head_dim", "sliding_window", "layer_types"})),
     # Qwen3Config: QK-norm, head_dim 128 unless given, attention_bias on all four projections.
     Family("qwen3", "Qwen3ForCausalLM", {**_BASE, "vocab_size": 151936, "head_dim": 128,
                                          "max_position_embeddings": 32768,
                                          "attention_bias": False, "use_sliding_window": False,
                                          "sliding_window": 4096, "max_window_layers": 28},
-           _WINDOW_KEYS | {"attention_bias"}),
+           _WINDOW_KEYS | {"attention_bias"},
+           frozenset({"num_key_value_heads", "sliding_window", "layer_types"})),
     # Qwen3MoeConfig: 128 experts of width 768, top-8, not renormalised unless norm_topk_prob;
     # sparse layers every decoder_sparse_step except mlp_only_layers; a window on every layer.
     Family("qwen3_moe", "Qwen3MoeForCausalLM", {**_BASE, "vocab_size": 151936,
@@ -98,15 +106,25 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
                                                 "decoder_sparse_step": 1, "mlp_only_layers": []},
            frozenset({"attention_bias", "use_sliding_window", "sliding_window", "num_experts",
                       "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
-                      "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"})),
+                      "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"}),
+           frozenset({"head_dim", "sliding_window", "mlp_only_layers"})),
 )}
+# Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
+NULL_MEANS_UNSET = frozenset({"rope_theta", "rope_parameters", "rope_scaling"})
+_KIND = {**dict.fromkeys(("tie_word_embeddings", "attention_bias", "mlp_bias",
+                          "use_sliding_window", "norm_topk_prob"), "true or false"),
+         "hidden_act": "a string", "layer_types": "a list", "mlp_only_layers": "a list"}
+MAX_NOTES = 5            # notes and key names a message lists one by one; the rest are counted
+MAX_SHOWN = 60           # characters of one value or key name in a message
 _HF_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size")
 
 
-def _read_rope(data: Mapping[str, Any], kwargs: dict, notes: list[str]) -> None:
+def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: list[str]) -> None:
     """RoPE's base from ``rope_theta`` or transformers ≥ 5's ``rope_parameters``
     ({"rope_theta": ..., "rope_type": ...}); scaling is noted as not modelled."""
+    theta = _get(data, family, "rope_theta")
+    kwargs["rope_theta"] = family.defaults["rope_theta"] if theta is None else theta
     rope_parameters = data.get("rope_parameters")
     rope_scaling = data.get("rope_scaling")
     if isinstance(rope_parameters, Mapping):
@@ -116,41 +134,90 @@ def _read_rope(data: Mapping[str, Any], kwargs: dict, notes: list[str]) -> None:
         if extra.get("rope_type", "default") != "default":
             rope_scaling = extra
     elif rope_parameters is not None:
-        notes.append(f"rope_parameters={rope_parameters!r} is not an object; ignored")
+        notes.append(f"rope_parameters={shown(rope_parameters)} is not an object; ignored")
     if rope_scaling:
-        notes.append(f"rope_scaling={json.dumps(rope_scaling, sort_keys=True)} is not modelled: "
-                     f"positions use plain RoPE; parameter, FLOP and memory counts are unaffected")
-
-
-def _bool(data: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = data.get(key, default)
-    value = default if value is None else value
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key}={value!r} must be true or false")
-    return value
+        try:
+            text = json.dumps(rope_scaling, sort_keys=True)
+        except (TypeError, ValueError):
+            text = repr(rope_scaling)
+        notes.append(f"rope_scaling={_cut(text, 200)} is not modelled: positions use plain RoPE; "
+                     f"parameter, FLOP and memory counts are unaffected")
 
 
 def _get(data: Mapping[str, Any], family: Family, key: str) -> Any:
-    value = data.get(key)
-    return family.defaults.get(key) if value is None else value
+    """``key``'s value, or the family's default when it is absent (a null that reaches here
+    is one the config class takes: ``_refuse_nulls``)."""
+    return data[key] if key in data else family.defaults.get(key)
 
 
-def _common(data: Mapping[str, Any], family: Family) -> dict:
+def _refuse_nulls(data: Mapping[str, Any], family: Family) -> None:
+    """A null is refused where the family's config class (transformers 5) refuses it; it is
+    kept where the class takes it to mean "derive" or "none" (``Family.nullable``)."""
+    read = (COMMON_KEYS | family.keys) - family.nullable - NULL_MEANS_UNSET
+    config_class = family.architecture.replace("ForCausalLM", "Config")
+    for key, value in data.items():
+        if value is None and key in read:
+            raise ConfigError(f"{key} is null; {_KIND.get(key, 'a number')} is required "
+                              f"(null is not a value {config_class} can use here)")
+
+
+def _bool(data: Mapping[str, Any], family: Family, key: str, default: bool = False) -> bool:
+    value = _get(data, family, key)
+    value = default if value is None else value
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={shown(value)} must be true or false")
+    return value
+
+
+def check_int(name: str, value: Any, low: int, high: int) -> None:
+    """``value`` is an integer in [low, high], else a ConfigError naming ``name`` and the rule
+    (ModelConfig's fields and the counts the reader computes with)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={shown(value)} must be an integer")
+    if value < low:
+        raise ConfigError(f"{name}={shown(value)} must be at least {low}")
+    if value > high:
+        raise ConfigError(f"{name}={shown(value)} exceeds the upper bound {high:,} (beyond any "
+                          f"published model; probably a typo)")
+
+
+def _count(data: Mapping[str, Any], family: Family, key: str, low: int, high: int) -> int:
+    """An integer the reader itself computes with (layer counts, steps), checked before use."""
+    value = _get(data, family, key)
+    check_int(key, value, low, high)
+    return value
+
+
+def _list(data: Mapping[str, Any], family: Family, key: str, item: type) -> list | None:
+    """A list of ``item`` (str: layer kinds, int: block indices); None when null."""
+    value = _get(data, family, key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool)
+                                              for v in value):
+        kind = "strings" if item is str else "block indices (integers)"
+        raise ConfigError(f"{key}={shown(value)} must be a list of {kind}")
+    return value
+
+
+def _common(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
+    heads = _get(data, family, "num_attention_heads")
+    kv_heads = _get(data, family, "num_key_value_heads")
     kwargs: dict[str, Any] = dict(
         norm_position="pre", norm_type="rmsnorm", pos_encoding="rope", ffn_type="swiglu",
         final_norm=True, init="normal",
-        vocab_size=_get(data, family, "vocab_size"), d_model=data["hidden_size"],
-        n_layers=data["num_hidden_layers"], n_heads=data["num_attention_heads"],
-        n_kv_heads=data.get("num_key_value_heads") or data["num_attention_heads"],
-        ffn_hidden=data["intermediate_size"],
+        vocab_size=_get(data, family, "vocab_size"), d_model=_get(data, family, "hidden_size"),
+        n_layers=n_layers, n_heads=heads, n_kv_heads=heads if kv_heads is None else kv_heads,
+        ffn_hidden=_get(data, family, "intermediate_size"),
         max_seq_len=_get(data, family, "max_position_embeddings"),
-        norm_eps=_get(data, family, "rms_norm_eps"), rope_theta=_get(data, family, "rope_theta"),
-        tie_embeddings=_bool(data, "tie_word_embeddings", family.defaults["tie_word_embeddings"]),
+        norm_eps=_get(data, family, "rms_norm_eps"),
+        tie_embeddings=_bool(data, family, "tie_word_embeddings",
+                             family.defaults["tie_word_embeddings"]),
         head_dim=_get(data, family, "head_dim"))
-    act = data.get("hidden_act", "silu")
-    if act != "silu":
-        raise ConfigError(f"hidden_act={act!r} is not modelled: LLaMA Lab's gated FFN is SwiGLU "
-                          f"(SiLU gate), as every supported family's is")
+    act = _get(data, family, "hidden_act")
+    if act is not None and act != "silu":
+        raise ConfigError(f"hidden_act={shown(act)} is not modelled: LLaMA Lab's gated FFN is "
+                          f"SwiGLU (SiLU gate), as every supported family's is")
     return kwargs
 
 
@@ -158,15 +225,16 @@ def _qwen_windows(data: Mapping[str, Any], family: Family, n_layers: int) -> tup
     """(window, local layer set) of Qwen2/Qwen3: layer_types when given, else the layers from
     max_window_layers on when use_sliding_window."""
     window = _get(data, family, "sliding_window")
-    if isinstance(data.get("layer_types"), list):
-        local = [i for i, kind in enumerate(data["layer_types"]) if kind == "sliding_attention"]
-        unknown = sorted({k for k in data["layer_types"]} - {"sliding_attention", "full_attention"})
-        if unknown or len(data["layer_types"]) != n_layers:
+    layer_types = _list(data, family, "layer_types", str)
+    if layer_types is not None:
+        local = [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
+        unknown = set(layer_types) - {"sliding_attention", "full_attention"}
+        if unknown or len(layer_types) != n_layers:
             raise ConfigError(f"layer_types must name 'full_attention' or 'sliding_attention' for "
                               f"each of the {n_layers} layers")
-    elif _bool(data, "use_sliding_window", False) and window is not None:
-        start = _get(data, family, "max_window_layers")
-        local = list(range(start, n_layers))
+    elif _bool(data, family, "use_sliding_window") and window is not None:
+        start = _count(data, family, "max_window_layers", 0, 1 << 62)
+        local = list(range(min(start, n_layers), n_layers))
     else:
         local = []
     if not local or window is None:
@@ -174,73 +242,120 @@ def _qwen_windows(data: Mapping[str, Any], family: Family, n_layers: int) -> tup
     return window, "all" if len(local) == n_layers else ",".join(map(str, local))
 
 
+def _experts(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
+    """The expert fields of Mixtral and Qwen3-MoE."""
+    if family.model_type == "mixtral":
+        return dict(n_experts=_get(data, family, "num_local_experts"),
+                    experts_per_token=_get(data, family, "num_experts_per_tok"),
+                    moe_renormalize=True)
+    experts = _get(data, family, "num_experts")
+    if "num_experts" not in data and "num_local_experts" in data:
+        experts = data["num_local_experts"]                 # Qwen3MoeConfig's attribute_map
+    step = _count(data, family, "decoder_sparse_step", 0, 1 << 62)
+    dense = set(_list(data, family, "mlp_only_layers", int) or [])
+    sparse = [i for i in range(n_layers) if i not in dense and step and (i + 1) % step == 0]
+    return dict(n_experts=experts, experts_per_token=_get(data, family, "num_experts_per_tok"),
+                expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
+                moe_renormalize=_bool(data, family, "norm_topk_prob"),
+                moe_layers="all" if len(sparse) == n_layers else ",".join(map(str, sparse)) or "none")
+
+
 def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     """The fields that set one family apart: biases, QK-norm, windows, experts."""
     mt, out = family.model_type, {}
     if mt == "llama":
-        attention, mlp = _bool(data, "attention_bias", False), _bool(data, "mlp_bias", False)
+        attention, mlp = _bool(data, family, "attention_bias"), _bool(data, family, "mlp_bias")
         out.update(qkv_bias=attention, o_bias=attention, mlp_bias=mlp)
     elif mt == "qwen2":
         out.update(qkv_bias=True, o_bias=False, mlp_bias=False)
     elif mt in ("qwen3", "qwen3_moe"):
-        attention = _bool(data, "attention_bias", False)
+        attention = _bool(data, family, "attention_bias")
         out.update(qkv_bias=attention, o_bias=attention, mlp_bias=False, qk_norm=True)
-    if mt in ("mistral", "mixtral") or (mt == "qwen3_moe" and _bool(data, "use_sliding_window", False)):
-        window = _get(data, family, "sliding_window")
-        out.update(sliding_window=window or 0)
+    if mt in ("mistral", "mixtral") or (mt == "qwen3_moe" and _bool(data, family, "use_sliding_window")):
+        out.update(sliding_window=_get(data, family, "sliding_window") or 0)
     elif mt in ("qwen2", "qwen3"):
         out["sliding_window"], out["local_layers"] = _qwen_windows(data, family, n_layers)
-    if mt == "mixtral":
-        out.update(n_experts=_get(data, family, "num_local_experts"),
-                   experts_per_token=_get(data, family, "num_experts_per_tok"),
-                   moe_renormalize=True)
-    elif mt == "qwen3_moe":
-        experts = data.get("num_experts", data.get("num_local_experts", family.defaults["num_experts"]))
-        step = _get(data, family, "decoder_sparse_step")
-        dense = set(data.get("mlp_only_layers") or [])
-        sparse = [i for i in range(n_layers) if i not in dense and step and (i + 1) % step == 0]
-        out.update(n_experts=experts, experts_per_token=_get(data, family, "num_experts_per_tok"),
-                   expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
-                   moe_renormalize=_bool(data, "norm_topk_prob", False),
-                   moe_layers="all" if len(sparse) == n_layers else ",".join(map(str, sparse)) or "none")
+    if mt in ("mixtral", "qwen3_moe"):
+        out.update(_experts(data, family, n_layers))
     return out
 
 
 def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
-    unknown = sorted(set(data) - COMMON_KEYS - QUIET_KEYS - family.keys)
+    unknown = [key for key in data if key not in COMMON_KEYS and key not in QUIET_KEYS
+               and key not in family.keys]
     if unknown:
-        raise ConfigError(f"config.json key(s) {', '.join(map(repr, unknown))} of "
+        raise ConfigError(f"config.json key(s) {name_keys(unknown)} of "
                           f"model_type={family.model_type!r} are not modelled and may change the "
                           f"model; LLaMA Lab refuses rather than count it wrong")
     notes = []
     for key in ("attention_dropout", "router_jitter_noise"):
         if data.get(key) not in (None, 0, 0.0):
-            notes.append(f"{key}={data[key]} is training-time noise, not modelled (no dropout)")
+            notes.append(f"{key}={shown(data[key])} is training-time noise, not modelled (no dropout)")
     if data.get("pretraining_tp") not in (None, 1):
-        notes.append(f"pretraining_tp={data['pretraining_tp']} only changes how Meta sharded "
-                     f"the matmuls; the maths is the same")
+        notes.append(f"pretraining_tp={shown(data['pretraining_tp'])} only changes how Meta "
+                     f"sharded the matmuls; the maths is the same")
     return notes
+
+
+def _family(data: Mapping[str, Any]) -> Family:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a config.json must be a JSON object, got {type(data).__name__}")
+    model_type = data.get("model_type", "llama")
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
+        raise ConfigError(f"model_type={shown(model_type)} is not supported; LLaMA Lab models "
+                          f"{', '.join(FAMILIES)} exactly and refuses the rest")
+    return FAMILIES[model_type]
 
 
 def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelConfig", list[str]]:
     """Translate a HF config.json dict of a supported family into a ModelConfig plus notes on
-    the keys that change nothing counted. ``model_config`` is the ModelConfig class (passed
-    in: this module sits below it)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"a config.json must be a JSON object, got {type(data).__name__}")
-    model_type = data.get("model_type", "llama")
-    if model_type not in FAMILIES:
-        raise ConfigError(f"model_type={model_type!r} is not supported; LLaMA Lab models "
-                          f"{', '.join(FAMILIES)} exactly and refuses the rest")
-    family = FAMILIES[model_type]
+    the keys that change nothing counted (at most MAX_NOTES, then one summary). ``model_config``
+    is the ModelConfig class (passed in: this module sits below it)."""
+    family = _family(data)
     missing = [k for k in _HF_REQUIRED if k not in data]
     if missing:
         raise ConfigError(f"HF config.json lacks required key(s) {', '.join(missing)}")
     notes = _notes(data, family)
-    kwargs = _common(data, family)
-    _read_rope(data, kwargs, notes)
-    kwargs.update(_family_fields(data, family, data["num_hidden_layers"]))
-    return model_config(**kwargs), notes                # validates every value
+    _refuse_nulls(data, family)
+    n_layers = _count(data, family, "num_hidden_layers", 1, LIMITS["n_layers"])
+    kwargs = _common(data, family, n_layers)
+    _read_rope(data, family, kwargs, notes)
+    kwargs.update(_family_fields(data, family, n_layers))
+    for name, value in kwargs.items():
+        if isinstance(value, int) and value.bit_length() > 64:      # before any message prints it
+            raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)")
+    return model_config(**kwargs), cap_notes(notes)                # validates every value
+
+
+# ---- how values from a file appear in messages -------------------------------------------------
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``value`` as a message shows it: its repr (controls and lone surrogates escaped), cut to
+    ``limit`` characters with "…"; a huge integer by its size, never by its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits>"
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("…" if len(value) > limit else "")
+    return _cut(repr(value), limit)
+
+
+def name_keys(keys, limit: int = MAX_NOTES) -> str:
+    """The first ``limit`` key names (sorted, each cut), then how many more."""
+    keys = sorted(keys, key=str)
+    text = ", ".join(shown(key) for key in keys[:limit])
+    return text + (f" and {len(keys) - limit:,} more" if len(keys) > limit else "")
+
+
+def cap_notes(notes: list[str], limit: int = MAX_NOTES) -> list[str]:
+    """At most ``limit`` notes (each cut to 300 characters), then one summary of the rest."""
+    kept = [_cut(note, 300) for note in notes[:limit]]
+    if len(notes) > limit:
+        kept.append(f"… and {len(notes) - limit:,} more notes")
+    return kept
 
 
 # ---- export --------------------------------------------------------------------------------------

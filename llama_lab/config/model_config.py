@@ -22,14 +22,7 @@ from . import hf
 from .bounds import CHOICES, FAMILY_LIMITS, LIMITS, MINIMUMS
 
 
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name}={value!r} must be an integer")
-    if value < low:
-        raise ConfigError(f"{name}={value} must be at least {low}")
-    if value > high:
-        raise ConfigError(f"{name}={value} exceeds the upper bound {high:,} "
-                          f"(beyond any published model; probably a typo)")
+_check_int = hf.check_int
 
 
 def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
@@ -229,11 +222,19 @@ class ModelConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
         if not isinstance(data, Mapping):
             raise ConfigError(f"a config must be a JSON object, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        types = {f.name: str(f.type) for f in fields(cls)}
+        unknown = [key for key in data if key not in types]
         if unknown:
-            raise ConfigError(f"unknown config field(s) {', '.join(map(repr, unknown))}; "
-                              f"known fields: {', '.join(sorted(known))}")
+            raise ConfigError(f"unknown config field(s) {hf.name_keys(unknown)}; "
+                              f"known fields: {', '.join(sorted(types))}")
+        for name, value in data.items():
+            if value is None and not types[name].endswith("| None"):
+                kind = {"bool": "true or false", "str": "a string"}.get(types[name], "a number")
+                raise ConfigError(f"{name} is null; {kind} is required (only "
+                                  f"{', '.join(n for n, t in types.items() if t.endswith('| None'))}"
+                                  f" take null: follow their rule)")
+            if isinstance(value, int) and value.bit_length() > 64:   # before a message prints it
+                raise ConfigError(f"{name}={hf.shown(value)} is beyond any config (more than 64 bits)")
         return cls(**dict(data))
 
     # ---- Hugging Face config.json (llama_lab.config.hf) -------------------------------------

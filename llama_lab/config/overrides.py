@@ -1,48 +1,90 @@
-"""``field=value`` overrides (CLI ``--set``, URL query) parsed into typed values.
+"""``field=value`` overrides (CLI ``--set``, URL query) parsed into typed values. The text is
+checked as a config file's values are: control characters, absurd lengths and digit counts,
+NaN and infinity, and empty or null text for a field that needs a value are refused with a
+message naming the field and the rule.
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import fields
 from typing import Any
 
 from ..errors import ConfigError
+from .files import UNPRINTABLE, MAX_INT_DIGITS, MAX_NUMBER_CHARS
+from .hf import shown
 from .model_config import ModelConfig
 
 
-_FIELD_TYPES = {f.name: f.type for f in fields(ModelConfig)}
+_FIELD_TYPES = {f.name: str(f.type) for f in fields(ModelConfig)}
+_DERIVED_FIELDS = ", ".join(name for name, kind in _FIELD_TYPES.items() if kind.endswith(" | None"))
+MAX_VALUE_CHARS = 200               # the longest value: a layer list such as "0,3,5,…"
+_INT = re.compile(r"[+-]?[0-9][0-9_]*", re.ASCII)
+_FLOAT = re.compile(r"[+-]?([0-9][0-9_]*\.?[0-9_]*|\.[0-9][0-9_]*)([eE][+-]?[0-9]+)?", re.ASCII)
+_NAN_INF = re.compile(r"[+-]?(nan|inf|infinity)", re.ASCII | re.IGNORECASE)
 
 
 def parse_override(text: str) -> tuple[str, Any]:
     """Parse a ``field=value`` override (CLI ``--set``, URL query) into a typed pair."""
     if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like field=value")
+        raise ConfigError(f"override {shown(text)} must look like field=value")
     name, raw = (part.strip() for part in text.split("=", 1))
     if name not in _FIELD_TYPES:
-        raise ConfigError(f"unknown config field {name!r}; known fields: "
+        raise ConfigError(f"unknown config field {shown(name)}; known fields: "
                           f"{', '.join(sorted(_FIELD_TYPES))}")
     return name, coerce_field(name, raw)
+
+
+def _check_text(name: str, raw: str) -> None:
+    if not isinstance(raw, str):
+        raise ConfigError(f"{name}={shown(raw)} must be given as text")
+    bad = UNPRINTABLE.search(raw)
+    if bad:
+        raise ConfigError(f"{name}={shown(raw)} holds the control character or lone surrogate "
+                          f"{bad.group()!r}; a value must be printable text")
+    if len(raw) > MAX_VALUE_CHARS:
+        raise ConfigError(f"{name}={shown(raw)} is {len(raw):,} characters long; a value has at "
+                          f"most {MAX_VALUE_CHARS}")
+
+
+def _number(name: str, raw: str, kind: str) -> int | float:
+    text = raw.strip()
+    if kind == "int":
+        if not _INT.fullmatch(text):
+            raise ConfigError(f"{name}={raw!r} must be an integer")
+        digits = sum(ch.isdigit() for ch in text)
+        if digits > MAX_INT_DIGITS:
+            raise ConfigError(f"{name}={shown(raw, 24)} has {digits} digits; an integer field "
+                              f"takes at most {MAX_INT_DIGITS}")
+        return int(text.replace("_", ""))
+    if _NAN_INF.fullmatch(text):
+        raise ConfigError(f"{name}={text} must be a finite number (NaN and infinity are refused)")
+    if not _FLOAT.fullmatch(text) or len(text) > MAX_NUMBER_CHARS:
+        raise ConfigError(f"{name}={raw!r} must be a number (at most {MAX_NUMBER_CHARS} "
+                          f"characters, such as 1e-5 or 500000)")
+    value = float(text.replace("_", ""))
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={text} must be a finite number (it is beyond ±1.8e308)")
+    return value
 
 
 def coerce_field(name: str, raw: str) -> Any:
     """``raw`` as field ``name``'s type; a derived field (``head_dim``, the bias switches) also
     takes "auto" (or "none"): follow its rule."""
-    kind = str(_FIELD_TYPES[name])
+    _check_text(name, raw)
+    kind = _FIELD_TYPES[name]
+    lowered = raw.strip().lower()
     if kind.endswith(" | None"):
-        if raw.strip().lower() in ("auto", "none", "null", ""):
+        if lowered in ("auto", "none", "null", ""):
             return None
         kind = kind[: -len(" | None")]
-    if kind == "int":
-        try:
-            return int(raw.replace("_", ""))
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r} must be an integer") from None
-    if kind == "float":
-        try:
-            return float(raw)
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r} must be a number") from None
+    elif lowered in ("none", "null", "nil", ""):
+        what = {"bool": "true or false", "str": "a string"}.get(kind, "a number")
+        raise ConfigError(f"{name}={raw.strip()!r} is null; {what} is required (only "
+                          f"{_DERIVED_FIELDS} take 'auto')")
+    if kind in ("int", "float"):
+        return _number(name, raw, kind)
     if kind == "bool":
-        lowered = raw.lower()
         if lowered in ("1", "true", "yes", "on"):
             return True
         if lowered in ("0", "false", "no", "off"):

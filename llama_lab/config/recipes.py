@@ -27,23 +27,37 @@ TRAINING_SHAPE = dict(vocab_size=256, d_model=64, n_layers=4, n_heads=4, max_seq
 
 def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> ModelConfig:
     """``cfg``'s recipe (norms, positions, FFN type, bias, init, tying) at a size that trains in
-    seconds on a CPU: d 64 (or ``d_model``), 4 layers, 4 heads, the same query/KV head ratio
-    where 4 heads allow it — and the same attention kind always (a GQA model stays GQA)."""
+    seconds on a CPU: d 64 (or ``d_model``), 4 layers, and heads by ``_live_heads``: the same
+    attention kind always, and a GQA model's query/KV head ratio."""
     d = d_model or TRAINING_SHAPE["d_model"]
-    heads = TRAINING_SHAPE["n_heads"]
-    kv = max(1, heads * cfg.n_kv_heads // cfg.n_heads)
-    while heads % kv:
-        kv -= 1
-    if cfg.attention_kind == "GQA" and kv in (1, heads):
-        kv = 2                                    # 4 query heads: 2 per KV head
+    heads, kv = _live_heads(cfg, d)
     width = seed_ffn_hidden(d) if cfg.ffn_type == "swiglu" else round(cfg.ffn_hidden / cfg.d_model * d)
     # families: head_dim d / 4 heads; an expert keeps its width relative to d; experts and the
     # top-k stay as they are (the router is the point); layer sets refer to blocks that exist
     expert = max(1, round(cfg.expert_ffn_hidden / cfg.d_model * d))
-    return cfg.replace(**{**TRAINING_SHAPE, "d_model": d}, n_kv_heads=kv, ffn_hidden=max(1, width),
+    return cfg.replace(**{**TRAINING_SHAPE, "d_model": d, "n_heads": heads}, n_kv_heads=kv,
+                       ffn_hidden=max(1, width),
                        head_dim=None, expert_ffn_hidden=expert if cfg.is_moe else None,
                        local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
                        moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers))
+
+
+def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int]:
+    """(query heads, KV heads) of a small copy of width ``d``: MHA stays 4/4 and MQA 4/1; GQA
+    keeps the model's queries per KV head r with 2 KV heads (2r query heads: LLaMA-2-70B's
+    64/8 becomes 16/2), while d splits into heads of an even size ≥ 2 (RoPE rotates pairs);
+    otherwise the largest r that fits, still GQA."""
+    base = TRAINING_SHAPE["n_heads"]
+    if cfg.attention_kind == "MHA":
+        return base, base
+    if cfg.attention_kind == "MQA":
+        return base, 1
+    ratio = cfg.n_heads // cfg.n_kv_heads
+    for r in range(ratio, 1, -1):
+        heads = 2 * r
+        if d % heads == 0 and (d // heads) % 2 == 0 and d // heads >= 2:
+            return heads, 2
+    return base, 2
 
 
 def _fit_layers(flags: tuple[bool, ...], spec: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -24,7 +24,7 @@ from ..runtime.devices import pick_device, sync
 from ..runtime.memory import check_memory
 from ..runtime.precision import check_dtype
 from ..train.budgets import check_cpu_budget, check_sizes
-from ..units import Progress, plain, plain_fields
+from ..units import Progress, plain, plain_fields, sub_progress
 from .registry import ExperimentKind, register
 
 
@@ -61,8 +61,10 @@ class DecodeBench:
 
 
 @torch.inference_mode()
-def _time_decode(model: CausalLM, prompt: torch.Tensor, new_tokens: int, device: torch.device):
-    """(prefill seconds, median seconds per new token, the cache)."""
+def _time_decode(model: CausalLM, prompt: torch.Tensor, new_tokens: int, device: torch.device,
+                 tick: Callable[[int], None] | None = None):
+    """(prefill seconds, median seconds per new token, the cache); ``tick(i)`` after the
+    prefill (i = 0) and after each new token i (outside the timed region)."""
     cache = model.new_cache(prompt.shape[0], prompt.shape[1] + new_tokens)
     sync(device)
     start = time.perf_counter()
@@ -70,7 +72,9 @@ def _time_decode(model: CausalLM, prompt: torch.Tensor, new_tokens: int, device:
     sync(device)
     prefill_s = time.perf_counter() - start
     per_token = []
-    for _ in range(new_tokens):
+    for i in range(new_tokens):
+        if tick:
+            tick(i)
         token = logits[:, -1:].argmax(-1)                                  # (B, 1) greedy
         sync(device)
         start = time.perf_counter()
@@ -108,10 +112,12 @@ def decode_benchmark(cfg: ModelConfig, context_lens: Sequence[int] = (32, 64, 12
         model = build_model(vcfg, device=dev, dtype=torch_dtype, seed=seed).eval()
         _time_decode(model, prompt_all[:, :context_lens[0]], 2, dev)     # warm-up, excluded
         for c, context in enumerate(context_lens):
-            if progress:
-                progress((v * len(context_lens) + c) / (len(variants) * len(context_lens)),
-                         f"{name.upper()} at context {context}")
-            prefill_s, token_s, cache = _time_decode(model, prompt_all[:, :context], new_tokens, dev)
+            done, parts = v * len(context_lens) + c, len(variants) * len(context_lens)
+            part = sub_progress(progress, done / parts, (done + 1) / parts,
+                                f"{name.upper()} at context {context} ({done + 1}/{parts})")
+            tick = (lambda i, part=part: part(i / new_tokens, f"token {i}/{new_tokens}")) if part else None
+            prefill_s, token_s, cache = _time_decode(model, prompt_all[:, :context], new_tokens,
+                                                     dev, tick)
             rows.append(DecodeRow(
                 variant=name, n_kv_heads=vcfg.n_kv_heads, context_len=context,
                 prefill_ms=1e3 * prefill_s, ms_per_token=1e3 * token_s, cache_tokens=cache.length,

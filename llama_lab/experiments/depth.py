@@ -14,11 +14,12 @@ import plotly.graph_objects as go
 
 from ..config import ModelConfig
 from ..errors import ExperimentError
-from ..figures.common import Figure, Table, layout_figure
+from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table,
+                              layout_figure)
 from ..train.budgets import guard
 from ..train.data import TokenData
-from ..units import Progress, plain_fields
-from .gradient_norms import NORM_COLORS, NORM_LABELS, gradnorms
+from ..units import Progress, plain_fields, sub_progress
+from .gradient_norms import gradnorms
 from .registry import ExperimentKind, register
 
 
@@ -63,12 +64,12 @@ def depth_sweep(cfg: ModelConfig, depths: Sequence[int] = (2, 4, 8, 16, 32, 48),
     """Last block's FFN output-projection gradient norm at initialisation vs depth L."""
     if len(set(depths)) < 2 or any(int(d) < 1 for d in depths):
         raise ExperimentError(f"depths={tuple(depths)} needs at least two different depths ≥ 1")
-    post, pre = [], []
+    post, pre, n = [], [], len(depths)
     for i, depth in enumerate(depths):
-        if progress:
-            progress(i / len(depths), f"depth {depth}")
         result = gradnorms(cfg.replace(n_layers=int(depth)), seq_len, batch, seed=seed,
-                           data=data, device=device)
+                           data=data, device=device,
+                           progress=sub_progress(progress, i / n, (i + 1) / n,
+                                                 f"depth L={depth} ({i + 1}/{n})"))
         post.append(result.post.ffn_out_grad_norm[-1])
         pre.append(result.pre.ffn_out_grad_norm[-1])
     if progress:
@@ -86,14 +87,14 @@ def depth_sweep_figure(sweep: DepthSweep) -> go.Figure:
                                     ("pre", sweep.pre, sweep.pre_slope)):
         intercept = loglog_fit(sweep.depths, values)[1]
         fitted = [math.exp(intercept) * depth ** slope for depth in sweep.depths]
-        color = NORM_COLORS[position]
+        color = ARRANGEMENT_COLORS[position]
         fig.add_trace(go.Scatter(
             x=sweep.depths, y=values, mode="markers", marker=dict(size=10, color=color),
-            name=f"{NORM_LABELS[position]} measured",
-            hovertemplate=f"{NORM_LABELS[position]} L=%{{x}}: %{{y:.3e}}<extra></extra>"))
+            name=f"{ARRANGEMENT_LABELS[position]} measured",
+            hovertemplate=f"{ARRANGEMENT_LABELS[position]} L=%{{x}}: %{{y:.3e}}<extra></extra>"))
         fig.add_trace(go.Scatter(
             x=sweep.depths, y=fitted, mode="lines", line=dict(color=color, dash="dash"),
-            name=f"{NORM_LABELS[position]} fit ∝ L^{slope:.2f}", hoverinfo="skip"))
+            name=f"{ARRANGEMENT_LABELS[position]} fit ∝ L^{slope:.2f}", hoverinfo="skip"))
     fig.update_xaxes(type="log", title="depth L (blocks)")
     fig.update_yaxes(type="log", title="‖∇W_down‖ of the last block")
     return layout_figure(fig, "Depth sweep at initialisation (Xiong et al. 2020, Thm 1: Post-LN "

@@ -12,7 +12,8 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..config import ModelConfig
-from ..figures.common import Figure, Table, layout_figure
+from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table,
+                              layout_figure)
 from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
@@ -166,12 +167,6 @@ def gradnorms(cfg: ModelConfig, seq_len: int, batch: int, seed: int = 0,
 
 
 # ---- figures and tables --------------------------------------------------------------------
-NORM_COLORS = {"post": "#d62728", "pre": "#1f77b4"}
-
-
-NORM_LABELS = {"post": "Post-LN", "pre": "Pre-LN"}
-
-
 GRADNORM_METRICS = {  # field of GradNorms → axis title
     "layer_grad_norm": "‖∇θ_l‖ (all parameters of block l)",
     "ffn_out_grad_norm": "‖∇W_down‖ (FFN output projection)",
@@ -189,10 +184,10 @@ def gradnorm_profile(comparison: GradNormComparison) -> go.Figure:
             position = result.norm_position
             fig.add_trace(go.Scatter(
                 x=list(range(len(values))), y=values, mode="lines+markers",
-                name=f"{NORM_LABELS[position]} (loss {result.loss:.3f})",
+                name=f"{ARRANGEMENT_LABELS[position]} (loss {result.loss:.3f})",
                 legendgroup=position, showlegend=col == 1,
-                line=dict(color=NORM_COLORS[position]),
-                hovertemplate=f"{NORM_LABELS[position]} block %{{x}}: %{{y:.3e}}<extra></extra>"),
+                line=dict(color=ARRANGEMENT_COLORS[position]),
+                hovertemplate=f"{ARRANGEMENT_LABELS[position]} block %{{x}}: %{{y:.3e}}<extra></extra>"),
                 row=1, col=col)
         fig.update_xaxes(title_text="block (0 = nearest the input)", dtick=max(1, len(values) // 8),
                          row=1, col=col)

@@ -19,10 +19,10 @@ import torch
 from .. import analysis
 from ..config import ModelConfig
 from ..errors import ExperimentError
-from ..figures.common import Figure, Table, layout_figure, logits_table
+from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure, logits_table
 from ..model import build_model
 from ..runtime.devices import device_name, pick_device
-from ..runtime.memory import check_memory
+from ..runtime.memory import RssPeak, check_memory
 from ..runtime.peak import device_peak_flops
 from ..runtime.precision import Precision, make_precision
 from ..train.budgets import check_sizes, random_batch, training_bytes_needed
@@ -124,9 +124,12 @@ def _timed_steps(trainee: Trainee, inputs, targets, iters: int,
     return times, last_loss
 
 
-def _peak_memory(dev: torch.device, memory: dict) -> tuple[int, str]:
+def _peak_memory(dev: torch.device, memory: dict, rss: RssPeak) -> tuple[int, str]:
     if dev.type == "cuda":
         return int(torch.cuda.max_memory_allocated(dev)), f"{CUDA_PEAK_SOURCE} peak"
+    if rss.bytes is not None:
+        return rss.bytes, ("measured: the process's resident-memory high-water mark (VmHWM) "
+                           "less its size before the model was built")
     return int(sum(memory.values())), ("weights + gradients + AdamW state + tensors saved for "
                                        "backward (activations and autocast's weight copies)")
 
@@ -143,6 +146,7 @@ def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | N
         progress(0.0, "building the model")
     precision = make_precision(s.dtype, dev)
     torch.manual_seed(s.seed)
+    rss = RssPeak().start()
     model = build_model(cfg, device=dev, seed=s.seed)
     inputs, targets = (t.to(dev) for t in random_batch(cfg, seq_len, batch, s.seed, data))
     stats_with, stats_without = logit_stats(model, inputs, precision)
@@ -165,7 +169,8 @@ def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | N
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     times, last_loss = _timed_steps(trainee, inputs, targets, s.iters, progress)
-    peak_memory, peak_source = _peak_memory(dev, memory)
+    rss.stop()
+    peak_memory, peak_source = _peak_memory(dev, memory, rss)
     step_s = statistics.median(t.total_s for t in times)
     flop_count = analysis.count_flops(cfg, seq_len, batch)
     flops, flops_causal = flop_count.training_step, 3 * flop_count.forward_causal   # fwd + bwd = 3×
@@ -230,7 +235,7 @@ def live_phase_figure(live: LivePass) -> go.Figure:
     phases = {"forward": live.forward_ms, "backward": live.backward_ms,
               "optimizer (AdamW)": live.optimizer_ms}
     fig = go.Figure(go.Bar(x=list(phases), y=list(phases.values()),
-                           marker_color=["#1f77b4", "#ff7f0e", "#2ca02c"],
+                           marker_color=list(GROUP_PALETTE[:3]),
                            text=[f"{v:.1f} ms" for v in phases.values()],
                            hovertemplate="%{x}: %{y:.2f} ms<extra></extra>"))
     fig.update_yaxes(title="milliseconds (median of timed steps)")

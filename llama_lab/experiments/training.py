@@ -13,10 +13,11 @@ from plotly.subplots import make_subplots
 
 from ..config import ModelConfig
 from ..errors import ExperimentError
-from ..figures.common import Figure, Table, layout_figure, logits_table
+from ..figures.common import (ARRANGEMENT_COLORS, GROUP_PALETTE, Figure, Table, layout_figure,
+                              logits_table)
 from ..train.data import TokenData
 from ..train.loop import train
-from ..units import Progress
+from ..units import Progress, sub_progress
 from .registry import ExperimentKind, register
 
 
@@ -56,14 +57,16 @@ def compare_runs(specs: Sequence[RunSpec], steps: int, *, data: TokenData | None
     labels = [spec.label for spec in specs]
     if len(set(labels)) != len(labels):
         raise ExperimentError(f"run labels must differ, got {labels}")
-    runs = {}
+    runs, n = {}, len(specs)
     for i, spec in enumerate(specs):
-        if progress:
-            progress(i / len(specs), f"run {i + 1}/{len(specs)}: {spec.label}")
+        part = sub_progress(progress, i / n, (i + 1) / n, f"run {i + 1}/{n} ({spec.label})")
+        if part:
+            part(0.0, "building the model")
         callback = (lambda record, label=spec.label: on_step(label, record)) if on_step else None
         runs[spec.label] = train(spec.cfg, steps, spec.lr, data=data, on_step=callback,
                                  label=spec.label, warmup_steps=spec.warmup_steps,
-                                 schedule=spec.schedule, grad_clip=spec.grad_clip, **options)
+                                 schedule=spec.schedule, grad_clip=spec.grad_clip,
+                                 progress=part, **options)
     if progress:
         progress(1.0, "done")
     return RunComparison(runs=runs)
@@ -78,12 +81,20 @@ def norm_position_specs(cfg: ModelConfig, lr: float, warmup_steps: int,
 
 
 # ---- figures and tables --------------------------------------------------------------------
-RUN_COLORS = ("#d62728", "#ff9896", "#1f77b4", "#aec7e8", "#2ca02c", "#98df8a", "#9467bd",
-              "#c5b0d5")
-
-
-def _run_color(i: int) -> str:
-    return RUN_COLORS[i % len(RUN_COLORS)]
+def run_styles(comparison: RunComparison) -> dict[str, tuple[str, str]]:
+    """label → (colour, dash). Runs that differ in norm_position take Post-LN's and Pre-LN's
+    colours (the same on every page and in the report), warmup dashed; any other contrast takes
+    the group palette, which no fixed meaning uses."""
+    runs = comparison.runs
+    positions = {run.config["norm_position"] for run in runs.values()}
+    styles = {}
+    for i, (label, run) in enumerate(runs.items()):
+        if len(positions) > 1:
+            dash = "dash" if run.settings.get("warmup_steps") else "solid"
+            styles[label] = (ARRANGEMENT_COLORS[run.config["norm_position"]], dash)
+        else:
+            styles[label] = (GROUP_PALETTE[i % len(GROUP_PALETTE)], "solid")
+    return styles
 
 
 def training_curves(comparison: RunComparison) -> go.Figure:
@@ -91,11 +102,12 @@ def training_curves(comparison: RunComparison) -> go.Figure:
     learning-rate schedule below."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28],
                         vertical_spacing=0.06)
-    for i, (label, run) in enumerate(comparison.runs.items()):
-        color = _run_color(i)
+    styles = run_styles(comparison)
+    for label, run in comparison.runs.items():
+        color, dash = styles[label]
         steps = list(range(run.steps_run))
         fig.add_trace(go.Scatter(x=steps, y=run.loss, mode="lines", name=label, legendgroup=label,
-                                 line=dict(color=color)), row=1, col=1)
+                                 line=dict(color=color, dash=dash)), row=1, col=1)
         fig.add_trace(go.Scatter(x=run.val_step, y=run.val_loss, mode="markers",
                                  name=f"{label} (validation)", legendgroup=label, showlegend=False,
                                  marker=dict(color=color, symbol="circle-open", size=8),

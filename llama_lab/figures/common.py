@@ -1,6 +1,8 @@
-"""What every figure and table shares: the layout (margins, legend), colours, the display of
-numbers beyond int64, named tables and figures as a report collects them, and geometric
-sweeps of lengths.
+"""What every figure and table shares: the layout (margins, legend, decade ticks on log axes),
+the one colour of each norm arrangement and attention kind, how a table is shown to a person
+(``table_text``, ``table_styler``: every cell through ``format_cell``, headers through
+``column_label``) and how numbers beyond int64 reach plotly and Arrow (``display_frame``),
+named tables and figures as a report collects them, and geometric sweeps of lengths.
 """
 from __future__ import annotations
 
@@ -12,17 +14,25 @@ from typing import Any, Iterable
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..units import SUPERSCRIPT, human_number
+
 
 GIB = 2**30
-# One colour per attention kind, used by every figure that compares MHA, GQA and MQA.
-ATTENTION_COLORS = {"mha": "#d62728", "gqa": "#1f77b4", "mqa": "#2ca02c"}
+# One colour per norm arrangement and one per attention kind, on every page and in the report;
+# the five differ, so a red line means Post-LN wherever it is drawn.
+ARRANGEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4"}
+ARRANGEMENT_LABELS = {"post": "Post-LN", "pre": "Pre-LN"}
+ATTENTION_COLORS = {"mha": "#9467bd", "gqa": "#ff7f0e", "mqa": "#2ca02c"}
 
 
+# Components and the KV groups of the sharing diagram use none of those five colours.
 COMPONENT_COLORS = {
-    "embedding": "#8c564b", "positional": "#c49c94", "attention": "#1f77b4", "ffn": "#ff7f0e",
-    "norms": "#2ca02c", "lm_head": "#9467bd",
-    "attention_proj": "#1f77b4", "attention_scores": "#d62728",
+    "embedding": "#8c564b", "positional": "#c49c94", "attention": "#17becf", "ffn": "#bcbd22",
+    "norms": "#7f7f7f", "lm_head": "#e377c2",
+    "attention_proj": "#17becf", "attention_scores": "#393b79",
 }
+GROUP_PALETTE = ("#17becf", "#bcbd22", "#8c564b", "#e377c2", "#7f7f7f", "#393b79", "#8c6d31",
+                 "#637939", "#843c39", "#7b4173")
 
 
 # Small fixed margins that automargin grows to fit tick labels and axis titles; the legend sits
@@ -62,6 +72,67 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+# Words of a column name written as people write them ("n_kv_heads" → "n KV heads").
+_HEADER_WORDS = {"kv": "KV", "ffn": "FFN", "gpu": "GPU", "gpus": "GPUs", "hbm": "HBM",
+                 "mfu": "MFU", "mha": "MHA", "gqa": "GQA", "mqa": "MQA", "qk": "QK",
+                 "flops": "FLOPs", "tflops": "TFLOPs", "zh": "(Chinese)"}
+_HEADER_UNITS = {"ms": "(ms)", "s": "(s)", "pct": "(%)"}
+
+
+def column_label(name: Any) -> str:
+    """A readable header for a raw column name: underscores become spaces, acronyms are
+    capitalised, a trailing unit goes in brackets (``bytes_per_token`` → 'bytes per token',
+    ``time_per_step_ms`` → 'time per step (ms)'). A name without underscores is kept."""
+    text = str(name)
+    if "_" not in text:
+        return text
+    words = [w for w in text.split("_") if w]
+    shown = [_HEADER_WORDS.get(w.lower(), w) for w in words]
+    if len(words) > 1 and words[-1] in _HEADER_UNITS:
+        shown[-1] = "second" if words[-2:] == ["per", "s"] else _HEADER_UNITS[words[-1]]
+    return " ".join(shown)
+
+
+def format_cell(value: Any) -> str:
+    """What a person reads in a table cell: integers exactly with thousands separators, floats
+    to 4 significant digits (``units.human_number``), booleans ✓ / ✗, None and NaN '—'; text
+    unchanged (escaping is the renderer's job)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return "—"
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()                                      # numpy scalar
+    if isinstance(value, bool):
+        return "✓" if value else "✗"
+    if isinstance(value, numbers.Real):
+        return human_number(value)
+    return str(value)
+
+
+def table_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as text, the way the report's HTML and Markdown show it: every cell through
+    ``format_cell``, every header through ``column_label``. Exports keep ``frame`` itself."""
+    columns = {i: [format_cell(v) for v in frame.iloc[:, i].tolist()]
+               for i in range(frame.shape[1])}
+    text = pd.DataFrame(columns, index=range(len(frame)), dtype=object)
+    return text.set_axis([column_label(c) for c in frame.columns], axis=1)
+
+
+def table_styler(frame: pd.DataFrame):
+    """``display_frame(frame)`` (numbers Arrow accepts, so a page can still sort them) styled
+    to show ``format_cell`` of each original value: the pages' tables read as the report's.
+    Raw column names stay; ``column_label`` is the page's header."""
+    frame = frame.reset_index(drop=True)
+    data = display_frame(frame)
+    styler = data.style.format(format_cell)
+    for position, name in enumerate(data.columns):
+        original = frame.iloc[:, position].tolist()
+        if data.iloc[:, position].tolist() != original:            # beyond int64: exact text
+            for row, value in enumerate(original):
+                styler.format(lambda _, text=format_cell(value): text,
+                              subset=pd.IndexSlice[[row], [name]])
+    return styler
+
+
 def mark(fig: go.Figure, *, x: float | None = None, y: float | None = None, text: str,
           color: str, dash: str, log: bool = True, side: str = "left") -> None:
     """A vertical (x) or horizontal (y) reference line with a label. The label is placed by hand:
@@ -80,12 +151,67 @@ def mark(fig: go.Figure, *, x: float | None = None, y: float | None = None, text
                            xanchor="left", yanchor="bottom", font=dict(color=color))
 
 
+def decade_label(exponent: int) -> str:
+    """The tick label of 10^exponent: 0.001 … 1, 10, 100, then SI prefixes (1k, 10k, 1M, 1G,
+    1T, …, 100Y), beyond them 10ⁿ."""
+    if 0 <= exponent < 3:
+        return str(10 ** exponent)
+    if -3 <= exponent < 0:
+        return f"{10.0 ** exponent:.{-exponent}f}"
+    if 3 <= exponent < 27:
+        return f"{10 ** (exponent % 3)}{'kMGTPEZY'[exponent // 3 - 1]}"
+    return "10" + str(exponent).translate(SUPERSCRIPT)
+
+
+def _positive_values(fig: go.Figure, letter: str, ref: str) -> list[float]:
+    """Every positive finite number drawn against the axis ``ref`` ("x", "y2", …): trace data
+    and reference lines (``mark``)."""
+    values: list = []
+    for trace in fig.data:
+        if hasattr(trace, f"{letter}axis") and (trace[f"{letter}axis"] or letter) == ref:
+            data = trace[letter]
+            values += list(data) if data is not None else []
+    for shape in fig.layout.shapes:
+        if shape[f"{letter}ref"] == ref:
+            values += [shape[f"{letter}0"], shape[f"{letter}1"]]
+    return [float(v) for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool)
+            and math.isfinite(v) and v > 0]
+
+
+def decade_ticks(fig: go.Figure) -> None:
+    """Label every log axis at whole decades only (1, 10, 100, 1k, …). An axis without its own
+    range gets the data's, padded, and widened to whole decades when fewer than two fall in
+    it, so every log axis shows at least two labels."""
+    for name in list(fig.layout):
+        if not name.startswith(("xaxis", "yaxis")) or fig.layout[name].type != "log":
+            continue
+        axis, letter = fig.layout[name], name[0]
+        span = axis.range
+        if span is None:
+            values = _positive_values(fig, letter, letter + name[5:])
+            if not values:
+                continue
+            low, high = math.log10(min(values)), math.log10(max(values))
+            pad = 0.04 * (high - low) or 0.1
+            span = [low - pad, high + pad]
+            if math.floor(span[1]) - math.ceil(span[0]) < 1:
+                span = [min(span[0], math.floor(low)), max(span[1], math.ceil(high))]
+            if math.floor(span[1]) - math.ceil(span[0]) < 1:
+                span[1] = math.ceil(span[0]) + 1
+            axis.range = span
+        exponents = range(math.ceil(span[0] - 1e-9), math.floor(span[1] + 1e-9) + 1)
+        axis.update(tickmode="array", tickvals=[10.0 ** k for k in exponents],
+                    ticktext=[decade_label(k) for k in exponents])
+
+
 def layout_figure(fig: go.Figure, title: str, **kwargs) -> go.Figure:
-    """Title, LAYOUT (``kwargs`` override it), and automargin on every axis (subplots too), so
-    tick labels and axis titles are never cut."""
+    """Title, LAYOUT (``kwargs`` override it), automargin on every axis (subplots too), so
+    tick labels and axis titles are never cut; SI tick labels with thousands separators ("1G",
+    never plotly's "1B" for a billion), and decade ticks on every log axis (``decade_ticks``)."""
     fig.update_layout(title=title, **{**LAYOUT, **kwargs})
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
+    fig.update_xaxes(automargin=True, exponentformat="SI", separatethousands=True)
+    fig.update_yaxes(automargin=True, exponentformat="SI", separatethousands=True)
+    decade_ticks(fig)
     return fig
 
 

@@ -9,9 +9,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import analysis
-from ..config import ModelConfig
+from ..config import LIMITS, ModelConfig
 from ..runtime.hardware import GPU
-from .common import ATTENTION_COLORS, GIB, display_frame, layout_figure, mark
+from .common import (ATTENTION_COLORS, GIB, GROUP_PALETTE, display_frame, layout_figure, mark,
+                     sweep_lengths)
+
+KV_CONTEXT_FLOOR = 32_768           # the cache-vs-context chart reaches at least this context
 
 
 def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str) -> pd.DataFrame:
@@ -29,6 +32,15 @@ def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: st
             "is_current": variant.n_kv_heads == cfg.n_kv_heads,
         })
     return pd.DataFrame(rows)
+
+
+def kv_context_lengths(cfg: ModelConfig, fit: pd.DataFrame, seq_len: int) -> tuple[int, ...]:
+    """The context lengths of the cache-vs-context chart — the KV page's and the report's: from
+    16 to the longest of max_seq_len, the analysed T, twice the longest context that fits the
+    GPU at batch B (``fit``: ``kv_fit_frame``) and 32,768, within the allowed lengths."""
+    upper = max(cfg.max_seq_len, seq_len, 2 * int(fit.max_context_at_batch.max()),
+                KV_CONTEXT_FLOOR)
+    return sweep_lengths(min(upper, LIMITS["max_seq_len"]))
 
 
 def kv_memory_curve_frame(cfg: ModelConfig, context_lens: Sequence[int], batch: int,
@@ -68,8 +80,7 @@ def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go
     shown_q = min(n_heads, max_heads)
     n_rep = n_heads // n_kv_heads
     shown_kv = (shown_q - 1) // n_rep + 1
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-               "#7f7f7f", "#bcbd22", "#17becf"]
+    palette = GROUP_PALETTE
     q_x = list(range(shown_q))
     # each KV head sits under the middle of the query heads it serves
     kv_x = [g * n_rep + (min(n_rep, shown_q - g * n_rep) - 1) / 2 for g in range(shown_kv)]
@@ -82,11 +93,13 @@ def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go
                              hoverinfo="skip", showlegend=False))
     fig.add_trace(go.Scatter(
         x=q_x, y=[1] * shown_q, mode="markers", name="query heads",
-        marker=dict(symbol="square", size=14, color=[palette[(q // n_rep) % 10] for q in q_x]),
+        marker=dict(symbol="square", size=14,
+                    color=[palette[(q // n_rep) % len(palette)] for q in q_x]),
         hovertemplate="query head %{x}<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=kv_x, y=[0] * shown_kv, mode="markers+text", name="KV heads",
-        marker=dict(symbol="diamond", size=18, color=[palette[g % 10] for g in range(shown_kv)]),
+        marker=dict(symbol="diamond", size=18,
+                    color=[palette[g % len(palette)] for g in range(shown_kv)]),
         text=[f"kv{g}" for g in range(shown_kv)], textposition="bottom center",
         customdata=list(range(shown_kv)), hovertemplate="KV head %{customdata}<extra></extra>"))
     kind = "MHA" if n_kv_heads == n_heads else ("MQA" if n_kv_heads == 1 else "GQA")

@@ -120,7 +120,8 @@ def flops_vs_seq_len(counts: Sequence[analysis.FlopCount], crossover: int | None
     low, high = math.log10(frame.seq_len.min()), math.log10(frame.seq_len.max())
     side = lambda x: "right" if math.log10(x) > (low + high) / 2 else "left"    # noqa: E731
     if crossover is not None:
-        mark(fig, x=crossover, text=f"scores > FFN from T={crossover:,}", color="#d62728",
+        mark(fig, x=crossover, text=f"scores > FFN from T={crossover:,}",
+              color=COMPONENT_COLORS["attention_scores"],
               dash="dash", side=side(crossover))
     if current_seq_len is not None:
         mark(fig, x=current_seq_len, text=f"T={current_seq_len:,}", color="#444", dash="dot",

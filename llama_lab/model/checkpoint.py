@@ -3,13 +3,15 @@
 """
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from ..config import ConfigError, ModelConfig, load_config_file
+from ..config.files import check_path, load_json_file
+from ..config.hf import shown
 from ..runtime.memory import check_memory
 from .decoder import CausalLM
 from .init import build_model
@@ -23,25 +25,40 @@ class LoadedCheckpoint:
     files: list[str]
 
 
+MAX_INDEX_BYTES = 32_000_000   # a sharded index names each tensor once: ~3 MB for 36k tensors
+
+
+def _index_shards(index: Path) -> list[str]:
+    """The shard names of a ``model.safetensors.index.json``, read bounded and checked."""
+    data = load_json_file(index, MAX_INDEX_BYTES, "safetensors index")
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ConfigError(f"{index} is not a valid safetensors index (needs a 'weight_map' of "
+                          f"tensor names to shard file names)")
+    names = sorted(set(weight_map.values()))
+    for name in names:
+        if Path(name).name != name or not name.endswith(".safetensors"):
+            raise ConfigError(f"{index} names shard {shown(name)}: shards must be .safetensors "
+                              f"files in the same folder")
+    return names
+
+
 def checkpoint_files(folder: Path) -> list[Path]:
-    """The safetensors files of a HF folder: sharded (index json) or single. Never pickles."""
+    """The safetensors files of a HF folder: sharded (index json) or single. Never pickles;
+    every file is a regular one (a FIFO or device named *.safetensors is refused, not opened)."""
     index = folder / "model.safetensors.index.json"
-    if index.exists():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-            raise ConfigError(f"{index} is not a valid safetensors index (needs a 'weight_map')") from None
-        names = sorted(set(weight_map.values()))
-        for name in names:
-            if Path(name).name != name or not name.endswith(".safetensors"):
-                raise ConfigError(f"{index} names shard {name!r}: shards must be .safetensors "
-                                  f"files in the same folder")
-        return [folder / name for name in names]
-    files = sorted(folder.glob("*.safetensors"))
+    if os.path.lexists(index):
+        files = [folder / name for name in _index_shards(index)]
+    else:
+        files = sorted(folder.glob("*.safetensors"))
     if not files:
         pickles = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
         hint = f" (found {', '.join(pickles)}: pickle checkpoints are never loaded)" if pickles else ""
         raise ConfigError(f"{folder} holds no .safetensors weights{hint}")
+    for path in files:
+        if not os.path.lexists(path):
+            raise ConfigError(f"shard {path.name} named by the index is missing")
+        check_path(path, "shard")
     return files
 
 
@@ -85,16 +102,12 @@ def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckp
     from safetensors.torch import load_file
 
     folder = Path(folder)
-    if not folder.is_dir():
-        raise ConfigError(f"checkpoint folder {str(folder)!r} does not exist")
+    check_path(folder, "checkpoint folder", folder=True)
     config_path = folder / "config.json"
-    if not config_path.exists():
+    if not os.path.lexists(config_path):
         raise ConfigError(f"{folder} has no config.json")
-    cfg, notes = load_config_file(config_path)
+    cfg, notes = load_config_file(config_path)          # bounded; only a regular file is read
     files = checkpoint_files(folder)
-    for path in files:
-        if not path.exists():
-            raise ConfigError(f"shard {path.name} named by the index is missing")
     # Refuse before reading a byte of weights if they cannot fit.
     weight_bytes = sum(path.stat().st_size for path in files)
     if dtype is not None:   # the cast holds both copies of one tensor at a time, at most

@@ -21,7 +21,8 @@ from ..config import ConfigError, ModelConfig
 from ..errors import ReportError
 from ..experiments import KINDS, ExperimentEntry
 from ..figures.common import Figure, Table, sweep_lengths
-from ..figures.kv import kv_fit_frame, kv_memory_curve_frame, kv_memory_vs_context, kv_sharing_diagram
+from ..figures.kv import (kv_context_lengths, kv_fit_frame, kv_memory_curve_frame,
+                          kv_memory_vs_context, kv_sharing_diagram)
 from ..figures.params import (block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len,
                               params_sunburst)
 from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure, roofline_points
@@ -31,7 +32,6 @@ from ..seed import SEED_SOURCE, architecture_comparison, claims_frame, seed_clai
 from ..analysis.summary import architecture, family_notes
 
 ZERO_GPUS = 8                                  # data-parallel width of the ZeRO / FSDP table
-SWEEP_POINTS = 40
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +48,7 @@ class Report:
     experiments: dict                             # kind → ExperimentEntry.to_dict()
     environment: dict
     notes: tuple
+    name: str = ""                                # the model's name (an upload's), if any
 
     @property
     def sections(self) -> list[str]:
@@ -64,8 +65,9 @@ class Report:
 
     def to_dict(self) -> dict:
         return _plain({
-            "title": self.title, "config": self.config, "hf_config": self.hf_config,
-            "hf_config_note": self.hf_config_note, "workload": self.workload,
+            "title": self.title, "name": self.name, "config": self.config,
+            "hf_config": self.hf_config, "hf_config_note": self.hf_config_note,
+            "workload": self.workload,
             "analysis": self.analysis,
             "tables": {t.name: {"title": t.title, "section": t.section, "note": t.note,
                                 "columns": [str(c) for c in t.frame.columns],
@@ -112,17 +114,27 @@ def environment() -> dict:
             "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
+def _number_or(value: Any, text) -> Any:
+    """A number (not a bool) as itself, so the report writes it with separators; anything
+    else as ``text(value)``."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else text(value)
+
+
 def _config_tables(cfg: ModelConfig, hf: dict | None) -> list[Table]:
     ours = cfg.to_dict()
     derived = {"head_dim": cfg.head_dim, "n_rep (query heads per KV head)": cfg.n_rep,
                "attention_kind": cfg.attention_kind, "is_llama_style": cfg.is_llama_style}
     frame = pd.DataFrame({"field": [*ours, *derived],
-                          "value": [str(v) for v in (*ours.values(), *derived.values())]})
+                          "value": [v if isinstance(v, bool) else _number_or(v, str)
+                                    for v in (*ours.values(), *derived.values())]},
+                         dtype=object)
     tables = [Table("config", "ModelConfig (and derived values)", "Configuration", frame)]
-    if hf is not None:
+    if hf is not None:      # the file's own spelling (JSON), numbers with separators
         tables.append(Table("hf_config", "Hugging Face config.json (LlamaConfig keys)",
-                            "Configuration", pd.DataFrame({"key": list(hf),
-                                                           "value": [json.dumps(v) for v in hf.values()]})))
+                            "Configuration",
+                            pd.DataFrame({"key": list(hf), "value": [
+                                _number_or(v, json.dumps) for v in hf.values()]}, dtype=object)))
     return tables
 
 
@@ -188,9 +200,12 @@ def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     params = analysis.count_params(cfg)
     flops = analysis.count_flops(cfg, seq_len, batch)
     crossover = analysis.scores_overtake_ffn_at(cfg)
-    upper = flops_sweep_upper(cfg, seq_len, crossover)
-    counts = [analysis.count_flops(cfg, length, batch) for length in sweep_lengths(upper, points=SWEEP_POINTS)]
-    curve = kv_memory_curve_frame(cfg, sweep_lengths(upper, points=SWEEP_POINTS), batch, dtype)
+    # the pages' ranges, from the same functions: FLOPs over flops_sweep_upper, the KV cache
+    # over kv_context_lengths (what fits this GPU decides how far it goes)
+    counts = [analysis.count_flops(cfg, length, batch)
+              for length in sweep_lengths(flops_sweep_upper(cfg, seq_len, crossover))]
+    fit = kv_fit_frame(cfg, gpu, seq_len, batch, dtype)
+    curve = kv_memory_curve_frame(cfg, kv_context_lengths(cfg, fit, seq_len), batch, dtype)
     points = roofline_points(cfg, gpu, ROOFLINE_BATCHES, seq_len, dtype)
     return [
         Figure("params_sunburst", "Parameters by component", "Parameters",
@@ -283,10 +298,11 @@ def _experiment_parts(entry: ExperimentEntry) -> tuple[list[Table], list[Figure]
 
 def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
                  experiments: Mapping[str, Any] | None = None, *, dtype: str = "bf16",
-                 gpu: str = analysis.DEFAULT_GPU) -> Report:
+                 gpu: str = analysis.DEFAULT_GPU, name: str = "") -> Report:
     """Everything the lab knows about ``cfg`` at B × T (``dtype`` for weights and KV cache;
-    ``gpu`` for the roofline tables), plus the given experiment results (kind → result object
-    or ``ExperimentEntry``)."""
+    ``gpu`` for the roofline tables and the KV chart's range), plus the given experiment
+    results (kind → result object or ``ExperimentEntry``). ``name`` (an uploaded model's, as
+    given) heads the title; the renderers escape it like every other string."""
     if gpu not in GPUS:
         raise ReportError(f"gpu={gpu!r} must be one of {', '.join(GPUS)}")
     entries = [_as_entry(kind, value) for kind, value in (experiments or {}).items()]
@@ -314,10 +330,11 @@ def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
     env = environment()
     tables.append(Table("environment", "Environment", "Environment", _frame(env, "item", "value")))
     return Report(
-        title=f"LLaMA Lab report — {cfg.attention_kind}, {analysis.count_params(cfg).total:,} "
-              f"parameters, B={batch}, T={seq_len:,}, {dtype}",
+        title=f"LLaMA Lab report — {name + ': ' if name else ''}{cfg.attention_kind}, "
+              f"{analysis.count_params(cfg).total:,} parameters, B={batch}, T={seq_len:,}, "
+              f"{dtype}",
         config=cfg.to_dict(), hf_config=hf, hf_config_note=hf_note,
         workload={"seq_len": seq_len, "batch": batch, "dtype": dtype, "gpu": gpu},
         analysis=result, tables=tuple(tables), figures=tuple(figures), claims=claim_dicts,
         experiments={e.kind: _plain(e.to_dict()) for e in entries}, environment=env,
-        notes=tuple(notes))
+        notes=tuple(notes), name=str(name))

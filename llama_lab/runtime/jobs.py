@@ -35,24 +35,25 @@ class JobLimiter:
         self.waiting = 0
 
     @contextmanager
-    def slot(self, on_wait: Callable[[int], None] | None = None,
-             max_wait_s: float = MAX_WAIT_S) -> Iterator[None]:
-        """Hold one slot for the duration of the block. ``on_wait(n_running)`` is called once
-        if the run has to wait for another one to finish."""
+    def slot(self, on_wait: Callable[[int, float], None] | None = None,
+             max_wait_s: float = MAX_WAIT_S, poll_s: float = 0.25) -> Iterator[None]:
+        """Hold one slot for the duration of the block. While the run has to wait for another
+        one, ``on_wait(n_running, seconds_waited)`` is called every ``poll_s``: the app says so
+        there, and a run stopped while it waits (a rerun, Stop, a closed tab) leaves from it."""
         acquired = self._semaphore.acquire(blocking=False)
         if not acquired:
             with self._lock:
                 self.waiting += 1
             try:
-                if on_wait is not None:
-                    on_wait(self.running)
-                deadline = time.monotonic() + max_wait_s
+                start = time.monotonic()
                 while not acquired:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    waited = time.monotonic() - start
+                    if waited >= max_wait_s:
                         raise BusyError(f"another run has held the machine for over {max_wait_s:.0f} s; "
                                         f"try again when it has finished")
-                    acquired = self._semaphore.acquire(timeout=min(remaining, 0.5))
+                    if on_wait is not None:
+                        on_wait(self.running, waited)
+                    acquired = self._semaphore.acquire(timeout=min(max_wait_s - waited, poll_s))
             finally:
                 with self._lock:
                     self.waiting -= 1

@@ -3,7 +3,10 @@ is allocated, of a run that would need more.
 """
 from __future__ import annotations
 
+import gc
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 
@@ -14,9 +17,17 @@ from ..units import human_bytes
 MEMORY_HEADROOM = 0.9              # refuse a run that needs more than 90 % of what is free
 
 
-def meminfo_available_bytes() -> int | None:
+def _read_first_line(path: str) -> str | None:
     try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
+        with open(path, encoding="ascii") as fh:
+            return fh.readline().strip()
+    except (OSError, ValueError):
+        return None
+
+
+def meminfo_available_bytes(path: str = "/proc/meminfo") -> int | None:
+    try:
+        with open(path, encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024          # the file says kB (KiB)
@@ -25,22 +36,107 @@ def meminfo_available_bytes() -> int | None:
     return None
 
 
+def _cgroup_dirs(root: str, membership: str) -> list[tuple[str, str]]:
+    """(folder, version) of this process's memory cgroup and its ancestors, v2 ("0::/path")
+    and v1 ("N:memory,…:/path"): a limit anywhere up the tree binds."""
+    found = []
+    for line in membership.splitlines():
+        fields = line.strip().split(":", 2)
+        if len(fields) != 3:
+            continue
+        number, controllers, path = fields
+        parts = [p for p in path.split("/") if p and p not in (".", "..")]
+        if number == "0" and controllers == "":
+            bases = [(root, "v2"), (os.path.join(root, "unified"), "v2")]
+        elif "memory" in controllers.split(","):
+            bases = [(os.path.join(root, "memory"), "v1")]
+        else:
+            continue
+        for base, version in bases:
+            found += [(os.path.join(base, *parts[:n]), version) for n in range(len(parts), -1, -1)]
+    return found
+
+
+def _stat_value(path: str, key: str) -> int:
+    try:
+        with open(path, encoding="ascii") as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def cgroup_available_bytes(root: str = "/sys/fs/cgroup",
+                           proc_cgroup: str = "/proc/self/cgroup") -> int | None:
+    """The cgroup's memory limit minus what it uses (less reclaimable page cache), the tightest
+    over this cgroup and its ancestors; cgroup v2 (memory.max, memory.current) or v1
+    (memory.limit_in_bytes, memory.usage_in_bytes). None when no limit is set or readable."""
+    try:
+        with open(proc_cgroup, encoding="ascii") as fh:
+            membership = fh.read(65536)
+    except (OSError, ValueError):
+        membership = ""
+    names = {"v2": ("memory.max", "memory.current", "inactive_file"),
+             "v1": ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")}
+    candidates = [(os.path.join(d, names[v][0]), os.path.join(d, names[v][1]),
+                   os.path.join(d, "memory.stat"), names[v][2])
+                  for d, v in _cgroup_dirs(root, membership)]
+    best = None
+    for limit_path, usage_path, stat_path, reclaimable in candidates:
+        limit, usage = _read_first_line(limit_path), _read_first_line(usage_path)
+        if not limit or not usage or not limit.isdigit() or not usage.isdigit():
+            continue                                   # "max": no limit at this level
+        if int(limit) >= 2**60:                        # v1 says "no limit" with a huge number
+            continue
+        used = max(0, int(usage) - _stat_value(stat_path, reclaimable))
+        free = max(0, int(limit) - used)
+        best = free if best is None else min(best, free)
+    return best
+
+
+def rlimit_available_bytes() -> int | None:
+    """RLIMIT_AS (the address-space limit, ``ulimit -v``) minus this process's size; None when
+    unlimited."""
+    try:
+        import resource
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    size = _status_bytes("VmSize")
+    return max(0, soft - size) if size is not None else soft
+
+
+def cpu_free_bytes() -> dict[str, int]:
+    """What bounds a new CPU allocation, by source: the kernel's MemAvailable, the cgroup's
+    limit less its usage, RLIMIT_AS less the process size (only those that apply)."""
+    sources = {"MemAvailable": meminfo_available_bytes(), "cgroup": cgroup_available_bytes(),
+               "RLIMIT_AS": rlimit_available_bytes()}
+    found = {name: value for name, value in sources.items() if value is not None}
+    if not found:
+        try:
+            found["free pages"] = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            pass
+    return found
+
+
 def free_memory_bytes(device: torch.device) -> int | None:
-    """What a new allocation can use: free GPU memory, or the RAM the kernel calls available
-    (MemAvailable; else free physical pages). None when it cannot be told."""
+    """What a new allocation can use: free GPU memory; on the CPU the least of MemAvailable,
+    the cgroup limit minus usage and RLIMIT_AS minus the process size. None when it cannot
+    be told."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
         free, _total = torch.cuda.mem_get_info(device)
         return int(free)
     if device.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
         return int(torch.mps.recommended_max_memory() - torch.mps.current_allocated_memory())
-    available = meminfo_available_bytes()
-    if available is not None:
-        return available
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    found = cpu_free_bytes()
+    return min(found.values()) if found else None
 
 
 def check_memory(required_bytes: int, device: torch.device | str, what: str = "this run") -> None:
@@ -50,7 +146,84 @@ def check_memory(required_bytes: int, device: torch.device | str, what: str = "t
     if free is None:
         return
     if required_bytes > MEMORY_HEADROOM * free:
+        source = ""
+        if device.type == "cpu":
+            found = cpu_free_bytes()
+            source = f", from {min(found, key=found.get)}" if found else ""
         raise ExperimentError(
             f"{what} needs about {human_bytes(required_bytes)} on {device.type} but only "
-            f"{human_bytes(free)} is free (limit {MEMORY_HEADROOM:.0%} of free); use a smaller "
-            f"model, batch or sequence length")
+            f"{human_bytes(free)} is free (limit {MEMORY_HEADROOM:.0%} of free{source}); use a "
+            f"smaller model, batch or sequence length")
+
+
+# What the allocators say when they run out: torch.OutOfMemoryError (CUDA, MPS), a
+# RuntimeError from the CPU allocator, or Python's MemoryError.
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory",
+             "failed to allocate")
+
+
+def is_allocation_failure(exc: BaseException) -> bool:
+    if isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError))):
+        return True
+    return isinstance(exc, RuntimeError) and any(t in str(exc).lower() for t in _OOM_TEXT)
+
+
+@contextmanager
+def allocation_failures_refused(what: str = "the run") -> Iterator[None]:
+    """An allocation that fails inside the block becomes an ExperimentError (a refusal the
+    CLI and the app show as one message), after the memory it held is given back."""
+    try:
+        yield
+    except BaseException as exc:                      # noqa: BLE001 - re-raised unless OOM
+        if not is_allocation_failure(exc):
+            raise
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        del exc
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        raise ExperimentError(
+            f"{what} ran out of memory part-way ({detail}); the guard's estimate was exceeded "
+            f"or other programs took memory meanwhile; use a smaller model, batch or sequence "
+            f"length") from None
+
+
+def _status_bytes(key: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class RssPeak:
+    """The growth of this process's resident memory at its highest during the block: VmHWM
+    after it, less VmRSS before it, with the high-water mark reset at the start (Linux:
+    /proc/self/clear_refs). ``bytes`` is None where that cannot be done."""
+
+    def __init__(self):
+        self.bytes: int | None = None
+        self._start: int | None = None
+
+    def __enter__(self) -> "RssPeak":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "RssPeak":
+        try:
+            with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+                fh.write("5")                               # reset the peak to the current RSS
+            self._start = _status_bytes("VmRSS")
+        except OSError:
+            self._start = None
+        return self
+
+    def stop(self) -> None:
+        high = _status_bytes("VmHWM")
+        if self._start is not None and high is not None:
+            self.bytes = max(0, high - self._start)

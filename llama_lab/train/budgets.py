@@ -3,6 +3,9 @@ the CPU's FLOP budget that keeps the app interactive.
 """
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import torch
 
 from .. import analysis
@@ -11,6 +14,26 @@ from ..errors import ExperimentError
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
 from .data import TokenData, check_vocab, get_batch
+
+
+# Upper bounds of a training run's knobs (both front ends): far above any sensible value, low
+# enough that a typo (--steps 10**18, --lr 1e38, --seed 10**20) is refused with the rule.
+MAX_STEPS = 1_000_000
+MAX_SEED = 2**31 - 1
+MAX_LR = 10.0
+
+
+def check_count(name: str, value: Any, low: int, high: int) -> None:
+    """``value`` is an integer in [low, high], else an ExperimentError naming the rule."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ExperimentError(f"{name}={value!r} must be an integer from {low:,} to {high:,}")
+
+
+def check_real(name: str, value: Any, low: float, high: float) -> None:
+    """``value`` is a finite number in (low, high], else an ExperimentError naming the rule."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not low < value <= high:
+        raise ExperimentError(f"{name}={value!r} must be a finite number > {low:g} and ≤ {high:g}")
 
 
 def check_sizes(cfg: ModelConfig, seq_len: int, batch: int) -> None:
@@ -24,17 +47,40 @@ def check_sizes(cfg: ModelConfig, seq_len: int, batch: int) -> None:
 
 def training_bytes_needed(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
                           optimizer: bool = True) -> int:
-    """The guard's estimate: analysis.training_memory (fp32 or mixed precision), less the AdamW
-    state when no optimizer step is taken."""
-    # Our bf16/fp16 runs keep fp32 weights, gradients and AdamW state and compute under autocast,
-    # which also keeps a 16-bit copy of every weight for the step: fp32 estimate + 2 bytes/param.
-    # (fp32 activations bound autocast's mixed fp32/16-bit saved tensors from above.)
-    estimate = analysis.training_memory(cfg, seq_len, batch, dtype="fp32", mixed_precision=False)
-    skipped = () if optimizer else ("optimizer_moments", "master_weights")
-    needed = sum(v for k, v in estimate.components.items() if k not in skipped)
-    if dtype != "fp32":
-        needed += analysis.weight_bytes(cfg, dtype)
-    return int(needed)
+    """The guard's estimate: the peak of one step of our training loop (fp32 weights, AdamW,
+    autocast for bf16/fp16), the larger of its two high points (``training_peak``)."""
+    return max(training_peak(cfg, seq_len, batch, dtype, optimizer).values())
+
+
+def training_peak(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
+                  optimizer: bool = True) -> dict[str, int]:
+    """Bytes alive at the two high points of a training step, each written out:
+
+    - ``backward_at_loss``: weights (fp32, 4 B/param), the AdamW moments m and v (8 B/param,
+      from the second step on), autocast's 16-bit weight copies (bf16/fp16 only), every tensor
+      saved for backward (``analysis.activation_bytes`` in fp32, an upper bound for autocast's
+      mix), plus the loss head's transients while cross-entropy's backward runs: the logits
+      (B·T·V in the compute dtype, held by the step), their fp32 gradient through
+      log-softmax and nll_loss (two B·T·V fp32 buffers at once) and, under autocast, that
+      gradient cast back to 16 bits;
+    - ``optimizer_update``: weights, gradients (4 B/param) and moments, plus the two parameter-
+      sized temporaries foreach-AdamW allocates (sqrt(v) and its bias-corrected quotient).
+
+    Both add the float32 draw buffer of the largest parameter (the build fills each tensor
+    through one; the allocator keeps that memory for later). Without an optimizer (a gradient
+    measurement) there are no moments and no update."""
+    P = analysis.count_params(cfg).total
+    N, V = batch * seq_len, cfg.vocab_size
+    half = dtype != "fp32"
+    moments = 8 * P if optimizer else 0
+    casts = analysis.weight_bytes(cfg, dtype) if half else 0
+    logits = N * V * (2 if half else 4)
+    head = logits + 2 * 4 * N * V + (2 * N * V if half else 0)
+    saved = analysis.activation_bytes(cfg, seq_len, batch, "fp32")
+    draw = 4 * analysis.largest_parameter(cfg)
+    peaks = {"backward_at_loss": draw + 4 * P + moments + casts + saved + head,
+             "optimizer_update": draw + 4 * P + 4 * P + moments + (8 * P if optimizer else 0)}
+    return {name: int(value) for name, value in peaks.items()}
 
 
 def random_batch(cfg: ModelConfig, seq_len: int, batch: int, seed: int,

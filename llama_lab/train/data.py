@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import torch
 
+from ..config.files import read_bounded
 from ..errors import DataError
 
 BYTE_VOCAB = 256                  # one token per UTF-8 byte value
@@ -100,6 +102,14 @@ def load_user_text(raw: bytes, max_bytes: int = MAX_USER_BYTES, name: str = "use
         raise DataError(f"{name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
                         f"{exc.start} cannot be decoded (save the file as UTF-8)") from None
     return make_token_data(encode_text(bytes(raw)), BYTE_VOCAB, name)
+
+
+def load_text_file(path: str | Path, max_bytes: int = MAX_USER_BYTES,
+                   what: str = "training text") -> TokenData:
+    """Tokenise a UTF-8 text file a person named (CLI ``--data``): only a regular file is read
+    (a FIFO, device or folder is refused by name, never opened blocking), at most ``max_bytes``;
+    ``what`` names the file in messages ("--data '/x' is a FIFO, not a regular file")."""
+    return load_user_text(read_bounded(path, max_bytes, what, error=DataError), max_bytes, str(path))
 
 
 def random_tokens(vocab: int, n: int, seed: int = 0) -> TokenData:

@@ -6,7 +6,6 @@ raised. ``iter_train`` yields one JSON-ready dict per step and returns the ``Tra
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -16,13 +15,13 @@ import torch
 
 from ..analysis import count_flops
 from ..config import ModelConfig
-from ..errors import ExperimentError
 from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
 from ..runtime.precision import Precision, make_precision
 from ..units import Progress, json_float, plain_fields, settings_from
-from .budgets import check_sizes, training_bytes_needed
+from .budgets import (MAX_LR, MAX_SEED, MAX_STEPS, check_count, check_real, check_sizes,
+                      training_bytes_needed)
 from .data import TokenData, check_length, check_vocab, get_batch, load_builtin
 from .divergence import divergence_hint, divergence_reason
 from .measure import LogitStats, layer_grad_norms, logit_stats
@@ -56,14 +55,12 @@ class TrainSettings:
 
     def check(self, cfg: ModelConfig) -> None:
         check_sizes(cfg, self.seq_len, self.batch)
-        if self.steps < 1:
-            raise ExperimentError(f"steps={self.steps} must be at least 1")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ExperimentError(f"lr={self.lr} must be a finite number > 0")
-        if self.warmup_steps < 0:
-            raise ExperimentError(f"warmup_steps={self.warmup_steps} must be ≥ 0")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ExperimentError(f"grad_clip={self.grad_clip} must be > 0 (or None for no clipping)")
+        check_count("steps", self.steps, 1, MAX_STEPS)
+        check_count("warmup_steps", self.warmup_steps, 0, MAX_STEPS)
+        check_count("seed", self.seed, 0, MAX_SEED)
+        check_real("lr", self.lr, 0.0, MAX_LR)
+        if self.grad_clip is not None:
+            check_real("grad_clip", self.grad_clip, 0.0, 1e6)
         self.lr_at(0)                                          # checks the schedule's name
 
     def lr_at(self, step: int) -> float:
@@ -199,8 +196,9 @@ def _step(run: _Run, s: TrainSettings, step: int) -> dict:
     run.lr.append(step_lr)
     run.grad_norm.append(grad_norm)
     run.layers.append(layers)
-    run.reason = divergence_reason(loss, grad_norm, step, run.running_min, s.warmup_steps,
-                                   s.spike_factor, loss_scaling=run.trainee.scaler is not None)
+    run.reason = divergence_reason(loss, grad_norm, step, run.running_min, s.spike_factor,
+                                   loss_scaling=run.trainee.scaler is not None, lr=step_lr,
+                                   dtype=s.dtype)
     run.running_min = loss if run.running_min is None else min(run.running_min, loss)
     record = {"step": step, "loss": json_float(loss), "lr": step_lr,
               "grad_norm": json_float(grad_norm), "step_ms": 1e3 * times.total_s,

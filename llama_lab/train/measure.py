@@ -36,8 +36,8 @@ class LogitStats:
 
 @torch.no_grad()
 def logit_stats(model: CausalLM, inputs: torch.Tensor, precision: Precision) -> tuple[LogitStats, LogitStats]:
-    """(with the final norm, without it) on the same inputs."""
-    with precision.autocast():
+    """(with the final norm, without it) on the same inputs; no graph is kept."""
+    with torch.no_grad(), precision.autocast():
         return LogitStats.of(model(inputs)), LogitStats.of(model.logits_without_final_norm(inputs))
 
 
@@ -71,17 +71,26 @@ class SavedTensorMeter:
         self._param_ids = {id(p) for p in params}
         self._activations: dict[int, int] = {}
         self._weight_casts: dict[int, int] = {}
+        self._alive: list[torch.Tensor] = []       # keeps each storage's address unique until exit
 
-    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+    def _pack(self, tensor: torch.Tensor) -> int:
+        """Count ``tensor``'s storage; the graph keeps only its address. (Returning the tensor
+        itself would tie an output saved by its own grad_fn into a reference cycle that only
+        the cyclic garbage collector frees: the activations would outlive the measurement.)"""
         storage = tensor.untyped_storage()
         ptr = storage.data_ptr()
         if ptr in self._param_storages or ptr in self._activations or ptr in self._weight_casts:
-            return tensor
+            return ptr
         if _parameter_behind(tensor, self._param_ids):
             self._weight_casts[ptr] = storage.nbytes()
         else:
             self._activations[ptr] = storage.nbytes()
-        return tensor
+        self._alive.append(tensor.detach())
+        return ptr
+
+    @staticmethod
+    def _unpack(_ptr: int) -> torch.Tensor:
+        raise RuntimeError("a SavedTensorMeter graph is for measuring only: it cannot run backward")
 
     @property
     def bytes(self) -> int:
@@ -92,11 +101,12 @@ class SavedTensorMeter:
         return sum(self._weight_casts.values())
 
     def __enter__(self):
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
         return self
 
     def __exit__(self, *exc):
+        self._alive.clear()
         return self._hooks.__exit__(*exc)
 
 

@@ -28,5 +28,10 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, 
                     WIDGET_PREFIX, Download, Selection, config_downloads, config_from_values,
                     divisors, dtype_bytes, dtype_names, error_field, field_key, kv_label,
                     query_for, values_for_config, values_from_query)
+from ..units import escape_markdown
+from .state import KEY_MODEL_NAME, MAX_NAME, QUERY_NAME, model_name
+from .widgets import (LIVE_SIZE_HEADING, Link, bound_note, bounded_number, choice_link, int_link,
+                      keep_choice, keep_within, link_widgets, live_size_box, remember,
+                      show_caption, show_error, show_info, show_warning)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

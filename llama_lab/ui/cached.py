@@ -13,14 +13,30 @@ from ..analysis import cross_check
 from ..config import ModelConfig
 from ..errors import LabError
 from ..figures import kv, rooflines
-from ..figures.common import display_frame
+from ..figures.common import column_label, display_frame, table_styler
 from ..runtime.hardware import GPU
+
+MAX_STYLED_CELLS = 100_000       # larger tables are shown unstyled (pandas' Styler limit, speed)
 
 
 def show_table(frame: pd.DataFrame | Mapping[str, Any], **kwargs: Any) -> None:
-    """st.dataframe without the index, of ``display_frame(frame)``: counts beyond int64
-    (FLOPs and bytes at the limits) would stop Arrow's conversion with a traceback."""
-    st.dataframe(display_frame(pd.DataFrame(frame)), hide_index=True, **kwargs)
+    """st.dataframe without the index, reading as the report's tables: every cell as
+    ``format_cell`` writes it (separators, 4 significant digits, '—'), every header through
+    ``column_label``, while the data stay numbers a reader can sort (``table_styler``; counts
+    beyond int64 reach Arrow as floats, their text stays exact). A ``column_config`` of the
+    page wins: its format over ours, its label over ``column_label``."""
+    frame = pd.DataFrame(frame)
+    config = dict(kwargs.pop("column_config", None) or {})
+    for name in frame.columns:
+        if name not in config:
+            if isinstance(name, str) and column_label(name) != name:
+                config[name] = column_label(name)
+        elif isinstance(config[name], dict) and not config[name].get("label"):
+            config[name] = {**config[name], "label": column_label(name)}
+    cells = frame.shape[0] * frame.shape[1]
+    unique = frame.columns.is_unique
+    shown = table_styler(frame) if unique and cells <= MAX_STYLED_CELLS else display_frame(frame)
+    st.dataframe(shown, hide_index=True, column_config=config or None, **kwargs)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -4,6 +4,7 @@ refusals shown with st.error, and where results are kept and drawn (each kind's 
 from __future__ import annotations
 
 import importlib
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
@@ -13,7 +14,8 @@ from ..config import ModelConfig
 from ..errors import ExperimentError, LabError
 from ..experiments import KINDS, ExperimentEntry
 from ..runtime import jobs
-from ..units import Progress
+from ..runtime.memory import allocation_failures_refused
+from ..units import Progress, escape_markdown
 from ..train.budgets import CPU_FLOP_BUDGET
 from ..train.data import TokenData, load_builtin, load_user_text
 from .state import EXPERIMENT_KEYS, _state
@@ -23,12 +25,13 @@ from .state import EXPERIMENT_KEYS, _state
 def exclusive_run(what: str) -> Iterator[None]:
     """Hold this process's experiment slot (llama_lab.jobs) for the block, so sessions running
     at once take turns instead of oversubscribing the cores or the GPU. While another session's
-    run holds it, the page shows a visible waiting state."""
+    run holds it, the page says so and counts the seconds; each update is also where a waiting
+    run that was stopped (rerun, Stop, closed tab) leaves the queue."""
     notice = st.empty()
 
-    def on_wait(n_running: int) -> None:
-        notice.info(f"⏳ Waiting: {n_running} other run(s) are using this machine; {what} starts "
-                    f"as soon as they finish.")
+    def on_wait(n_running: int, waited_s: float) -> None:
+        notice.info(f"⏳ Waiting {waited_s:.0f} s: {n_running} other run(s) are using this "
+                    f"machine; {escape_markdown(what)} starts as soon as they finish.")
     try:
         with jobs.LIMITER.slot(on_wait=on_wait):
             notice.empty()
@@ -51,24 +54,49 @@ def set_defaults(prefix: str, **values: Any) -> None:
         _state().setdefault(prefix + name, value)
 
 
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+def progress_bar(bar: Any, min_interval_s: float = 0.1) -> Progress:
+    """A Progress that draws on ``bar`` with the time elapsed and the time left (from the rate
+    so far), at most every ``min_interval_s`` (and always at the end). Every drawing is a
+    point where Streamlit stops a run that was rerun, stopped or whose tab was closed."""
+    start, last = time.monotonic(), [0.0]
+
+    def progress(fraction: float, text: str) -> None:
+        now, fraction = time.monotonic(), min(1.0, max(0.0, fraction))
+        if now - last[0] < min_interval_s and fraction < 1.0:
+            return
+        last[0], elapsed = now, now - start
+        timing = f"{_duration(elapsed)} elapsed"
+        if 0.02 <= fraction < 1.0 and elapsed >= 1.0:
+            timing += f", about {_duration(elapsed * (1 - fraction) / fraction)} left"
+        bar.progress(fraction, text=f"{escape_markdown(text)} · {timing}")
+    return progress
+
+
 def run_with_status(label: str, work: Callable[[Progress], Result],
                     what: str | None = None) -> Result | None:
     """Run ``work(progress)`` in this process's experiment slot (``exclusive_run``), inside
-    st.status with a progress bar. A refusal — a guard, a bad input, no slot free — is shown
-    with st.error and gives None."""
+    st.status with a progress bar (step, time elapsed, time left). A refusal — a guard, a bad
+    input, no slot free, memory running out part-way — gives None and is shown at once below
+    the status, expanded, as st.error with its reason."""
+    refusal = None
     with st.status(label, expanded=True) as status:
         bar = st.progress(0.0, text="starting …")
-
-        def progress(fraction: float, text: str) -> None:
-            bar.progress(min(1.0, max(0.0, fraction)), text=text)
         try:
-            with exclusive_run(what or label):
-                result = work(progress)
+            with exclusive_run(what or label), allocation_failures_refused(what or label):
+                result = work(progress_bar(bar))
         except LabError as exc:
-            status.update(label=f"{label}: refused", state="error")
-            st.error(str(exc))
-            return None
-        status.update(label=f"{label}: done", state="complete", expanded=False)
+            refusal = str(exc)
+            status.update(label=f"{label}: refused", state="error", expanded=False)
+        else:
+            status.update(label=f"{label}: done", state="complete", expanded=False)
+    if refusal is not None:
+        st.error(f"**{escape_markdown(label)} refused:** {escape_markdown(refusal)}")
+        return None
     return result
 
 

@@ -8,13 +8,15 @@ import streamlit as st
 
 from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ModelConfig
 from ..errors import LabError
+from ..units import escape_markdown
 from .state import (BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER, KEY_CONFIG_ERROR,
                     KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE,
-                    KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_PRESET, KEY_SEQ_LEN, KEY_UPLOAD,
-                    KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, LINK_NOTE, WIDGET_PREFIX, Selection,
-                    _init_state, _on_change, _on_preset, _on_upload, _state, _sync_query_params,
-                    config_downloads, config_from_values, divisors, dtype_names, error_field,
-                    field_key, kv_label, widget_value)
+                    KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_MODEL_BASE, KEY_MODEL_NAME, KEY_PRESET,
+                    KEY_SEQ_LEN, KEY_SEQ_NOTE, KEY_UPLOAD, KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES,
+                    LINK_NOTE, WIDGET_PREFIX, Selection, _init_state, _on_change, _on_preset,
+                    _on_upload, _state, _sync_query_params, config_downloads, config_from_values,
+                    divisors, dtype_names, error_field, field_key, kv_label, widget_value)
+from .widgets import show_error, show_warning
 
 
 def sidebar_config() -> Selection | None:
@@ -41,7 +43,7 @@ def sidebar_config() -> Selection | None:
     if cfg is None:
         return None
     selection = Selection(cfg, state[KEY_SEQ_LEN], state[KEY_BATCH], state[KEY_DTYPE],
-                          state[KEY_PRESET])
+                          state[KEY_PRESET], state.get(KEY_MODEL_NAME))
     _sync_query_params(selection.query())
     return selection
 
@@ -54,23 +56,20 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     state = _state()
     st.header("🦙 Model")
     for message in state[KEY_LINK_ERRORS]:
-        st.error(message)
+        show_error(message)
     st.selectbox("Preset", list(PRESETS), key=KEY_PRESET, on_change=_on_preset,
                  help="Loads a published config; the fields below then edit it.")
-    base = PRESETS[values[KEY_PRESET]]
-    edited = [name for name in CONFIG_FIELDS if values[field_key(name)] != widget_value(base, name)]
-    if edited:
-        st.caption(f"Edited from {values[KEY_PRESET]}: {', '.join(edited)}")
+    _draw_model_name(values)
     for note in state[KEY_UPLOAD_NOTES]:
-        st.warning(note)
+        show_warning(note)
 
     def after(name: str) -> None:
         if name == bad_field:
-            st.error(error)
+            show_error(error)
             st.caption(LINK_NOTE)
 
     if error and bad_field is None:
-        st.error(error)
+        show_error(error)
         st.caption(LINK_NOTE)
     with st.expander("Shape", expanded=bad_field in SHAPE_FIELDS or bad_field is None):
         _draw_shape(values, after)
@@ -79,6 +78,24 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     with st.expander("Families (Mistral, Mixtral, Qwen)", expanded=bad_field in FAMILY_FIELDS):
         _draw_family(after)
     _draw_workload(values)
+
+
+def _draw_model_name(values: dict[str, Any]) -> None:
+    """What the fields hold: the preset or the uploaded model (by its name), and the fields
+    edited since."""
+    state = _state()
+    name, base = state.get(KEY_MODEL_NAME), state.get(KEY_MODEL_BASE)
+    if name and base:
+        edited = [field for field in CONFIG_FIELDS
+                  if values[field_key(field)] != base[field_key(field)]]
+        st.caption((f"Edited from {escape_markdown(name)}: {', '.join(edited)}" if edited
+                    else f"Model: {escape_markdown(name)}") + " (uploaded, not a preset)")
+        return
+    preset = PRESETS[values[KEY_PRESET]]
+    edited = [field for field in CONFIG_FIELDS
+              if values[field_key(field)] != widget_value(preset, field)]
+    if edited:
+        st.caption(f"Edited from {values[KEY_PRESET]}: {', '.join(edited)}")
 
 
 SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
@@ -188,6 +205,11 @@ def _draw_workload(values: dict[str, Any]) -> None:
     st.number_input("sequence length T", min_value=1, max_value=max_seq, step=1,
                     key=KEY_SEQ_LEN, on_change=_on_change,
                     help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len).")
+    note = _state().get(KEY_SEQ_NOTE)
+    if note and note[0] == values[KEY_SEQ_LEN]:
+        st.caption("⚠️ " + note[1])
+    else:
+        _state()[KEY_SEQ_NOTE] = None
     st.number_input("batch B", min_value=1, max_value=MAX_BATCH, step=1, key=KEY_BATCH,
                     on_change=_on_change)
     st.selectbox("dtype (weights, KV cache)", dtype_names(), key=KEY_DTYPE, on_change=_on_change)
@@ -211,7 +233,7 @@ def _draw_uploader() -> None:
                      key=KEY_UPLOAD, on_change=_on_upload)
     upload_error = _state().get(KEY_UPLOAD_ERROR)
     if upload_error:
-        st.error(upload_error)
+        show_error(upload_error)
 
 
 def _draw_load_save(cfg: ModelConfig) -> None:
@@ -223,7 +245,7 @@ def _draw_load_save(cfg: ModelConfig) -> None:
                                mime=item.mime, on_click="ignore",
                                key=WIDGET_PREFIX + item.file_name)
         if hf_refusal:
-            st.caption(f"No HF config.json: {hf_refusal}")
+            st.caption("No HF config.json: " + escape_markdown(hf_refusal))
 
 
 def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selection | None:
@@ -234,8 +256,8 @@ def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selectio
     st.title(title)
     st.markdown(intro)
     if selection is None and needs_config:
-        st.error(f"The configuration breaks a rule: {config_error()}. "
-                 f"Fix it in the sidebar (the field is marked there).")
+        show_error(f"The configuration breaks a rule: {config_error()}. "
+                   f"Fix it in the sidebar (the field is marked there).")
         st.caption(LINK_NOTE)
         st.stop()
     return selection

@@ -5,7 +5,9 @@ State model. Streamlit forgets a widget's value when the page that drew it is le
 include the page), so the builder keeps its own copy of every value under ``KEY_BUILDER`` and
 writes it back into the widget keys at the top of every run. On a session's first run the
 values come from the URL (``?preset=…&d_model=…&seq=…``); after every valid run the URL is
-rewritten to the preset plus the fields that differ from it, so a link reproduces the view.
+rewritten to the preset plus the fields that differ from it (and an uploaded model's name), so
+a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<name>``
+(``widgets.link_widgets``).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..config import (MAX_BATCH, PRESETS, ConfigError, ModelConfig, coerce_field
 from ..errors import LabError
 from ..experiments import KINDS
 from ..runtime.hardware import DTYPE_BYTES
+from ..units import strip_control
 
 
 DEFAULT_PRESET = "seed-demo"
@@ -47,6 +50,15 @@ KEY_CONFIG_ERROR = "llama_lab.config_error"  # str | None: the rule the current 
 
 
 KEY_LAST_CHANGED = "llama_lab.last_changed"  # str | None: the config field edited last
+
+
+KEY_MODEL_NAME = "llama_lab.model_name"      # str | None: an uploaded (or linked) model's name
+
+
+KEY_MODEL_BASE = "llama_lab.model_base"      # dict | None: its builder values (what "edited" means)
+
+
+KEY_SEQ_NOTE = "llama_lab.seq_note"          # (T, why) | None: T was moved within max_seq_len
 
 
 # This session's experiment results, one ExperimentEntry per kind of the experiment registry:
@@ -99,7 +111,12 @@ BUILDER_KEYS: tuple[str, ...] = (KEY_PRESET, *map(field_key, CONFIG_FIELDS), KEY
 
 # URL query keys besides the preset and the config fields.
 QUERY_PRESET, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE = "preset", "seq", "batch", "dtype"
-QUERY_KEYS: tuple[str, ...] = (QUERY_PRESET, *CONFIG_FIELDS, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE)
+QUERY_NAME = "name"                          # an uploaded model's name (shown, never parsed)
+QUERY_KEYS: tuple[str, ...] = (QUERY_PRESET, *CONFIG_FIELDS, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE,
+                               QUERY_NAME)
+
+
+MAX_NAME = 120                               # characters of a model name kept
 
 
 DEFAULT_DTYPE = "bf16"
@@ -117,9 +134,10 @@ class Selection:
     batch: int
     dtype: str
     preset: str
+    name: str | None = None       # an uploaded model's name (None: the preset, maybe edited)
 
     def query(self) -> dict[str, str]:
-        return query_for(self.preset, self.cfg, self.seq_len, self.batch, self.dtype)
+        return query_for(self.preset, self.cfg, self.seq_len, self.batch, self.dtype, self.name)
 
 
 def dtype_names() -> list[str]:
@@ -153,9 +171,9 @@ def _query_text(value: Any) -> str:
 
 
 def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int,
-              dtype: str) -> dict[str, str]:
-    """The URL query that reproduces this view: the preset, the fields that differ from it, and
-    the workload."""
+              dtype: str, model: str | None = None) -> dict[str, str]:
+    """The URL query that reproduces this view: the preset, the fields that differ from it, the
+    workload, and an uploaded model's name."""
     base = PRESETS[preset]
     query = {QUERY_PRESET: preset}
     plain = {name: getattr(cfg, name) for name in CONFIG_FIELDS
@@ -168,7 +186,19 @@ def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int,
         if name in plain or (name in DERIVED and getattr(cfg, name) != getattr(rebuilt, name)):
             query[name] = _query_text(getattr(cfg, name))
     query.update({QUERY_SEQ: str(seq_len), QUERY_BATCH: str(batch), QUERY_DTYPE: dtype})
+    if model:
+        query[QUERY_NAME] = model
     return query
+
+
+def model_name(raw: str | None) -> tuple[str | None, list[str]]:
+    """A model name from a URL or an upload: control characters removed, at most MAX_NAME
+    characters (with a message when cut). It is only ever shown, escaped."""
+    name = strip_control(raw or "").strip()
+    if len(name) <= MAX_NAME:
+        return name or None, []
+    return name[:MAX_NAME] + "…", [f"Link: name is {len(name):,} characters long; the first "
+                                   f"{MAX_NAME} are shown."]
 
 
 def _positive_int(name: str, raw: str, upper: int) -> int:
@@ -208,6 +238,17 @@ def values_from_query(query: dict[str, str]) -> tuple[dict[str, Any], list[str]]
             except ConfigError as exc:
                 errors.append(f"Link: {exc}; using {values[state_key]} instead.")
     return values, errors
+
+
+def _link_config_holds(query: dict[str, str]) -> bool:
+    """Whether a URL's preset and config fields were taken (not fallen back from)."""
+    preset = query.get(QUERY_PRESET, DEFAULT_PRESET)
+    try:
+        PRESETS[preset].replace(**{name: coerce_field(name, query[name])
+                                   for name in CONFIG_FIELDS if name in query})
+    except (KeyError, ConfigError):
+        return False
+    return True
 
 
 def _checked_dtype(raw: str) -> str:
@@ -295,11 +336,15 @@ def _init_state() -> None:
     into the widget keys (a page switch drops them) and derive what follows from others."""
     state = _state()
     if KEY_BUILDER not in state:
-        values, errors = values_from_query(dict(st.query_params.to_dict()))
+        query = dict(st.query_params.to_dict())
+        values, errors = values_from_query(query)
+        name, name_errors = model_name(query.get(QUERY_NAME))
+        name = name if _link_config_holds(query) else None    # it named the link's config
         state[KEY_BUILDER] = values
-        state[KEY_LINK_ERRORS] = errors
+        state[KEY_LINK_ERRORS] = errors + name_errors
         state[KEY_UPLOAD_NOTES] = []
         state[KEY_UPLOAD_ERROR] = None
+        state[KEY_MODEL_NAME], state[KEY_MODEL_BASE] = name, dict(values) if name else None
     store = state[KEY_BUILDER]
     for key in BUILDER_KEYS:
         state[key] = state[key] if key in state else store[key]
@@ -312,7 +357,11 @@ def _apply_derived(state: Any) -> None:
                           state[KEY_FFN_MULTIPLE_OF], state[KEY_FFN_MULTIPLIER] or None)
     if width is not None:
         state[field_key("ffn_hidden")] = width
-    state[KEY_SEQ_LEN] = max(1, min(state[KEY_SEQ_LEN], state[field_key("max_seq_len")]))
+    seq_len, max_seq = state[KEY_SEQ_LEN], max(1, state[field_key("max_seq_len")])
+    if seq_len > max_seq:
+        state[KEY_SEQ_NOTE] = (max_seq, f"T={seq_len:,} is above max_seq_len={max_seq:,}; "
+                                        f"T is now {max_seq:,}.")
+    state[KEY_SEQ_LEN] = max(1, min(seq_len, max_seq))
 
 
 def _load_values(values: dict[str, Any]) -> None:
@@ -336,7 +385,8 @@ def _on_preset() -> None:
     _load_values(values_for_config(preset, PRESETS[preset], batch=state[KEY_BATCH],
                                    dtype=state[KEY_DTYPE]))
     state[KEY_LINK_ERRORS], state[KEY_UPLOAD_NOTES], state[KEY_UPLOAD_ERROR] = [], [], None
-    state[KEY_LAST_CHANGED] = None
+    state[KEY_LAST_CHANGED] = state[KEY_MODEL_NAME] = state[KEY_MODEL_BASE] = None
+    state[KEY_SEQ_NOTE] = None
 
 
 def _on_upload() -> None:
@@ -354,10 +404,19 @@ def _on_upload() -> None:
     except LabError as exc:
         state[KEY_UPLOAD_ERROR] = f"{uploaded.name}: {exc}"
         return
-    _load_values(values_for_config(state[KEY_PRESET], cfg, seq_len=state[KEY_SEQ_LEN],
-                                   batch=state[KEY_BATCH], dtype=state[KEY_DTYPE]))
+    values = values_for_config(state[KEY_PRESET], cfg, batch=state[KEY_BATCH],
+                               dtype=state[KEY_DTYPE])       # T: the model's max_seq_len
+    _load_values(values)
     state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
-    state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED] = None, None
+    state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
+    state[KEY_MODEL_NAME] = model_name(_name_in(text) or uploaded.name)[0]
+    state[KEY_MODEL_BASE] = dict(values)
+
+
+def _name_in(text: str) -> str | None:
+    """The model a Hugging Face config.json names (``_name_or_path``), if any."""
+    name = json.loads(text).get("_name_or_path")
+    return name if isinstance(name, str) else None
 
 
 def _sync_query_params(query: dict[str, str]) -> None:

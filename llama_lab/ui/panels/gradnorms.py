@@ -6,7 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from ...experiments import ExperimentEntry
-from ...experiments.gradient_norms import NORM_LABELS, gradnorm_profile, gradnorm_summary, group_table
+from ...experiments.gradient_norms import gradnorm_profile, gradnorm_summary, group_table
+from ...figures.common import ARRANGEMENT_LABELS
 from ..cached import show_table
 
 
@@ -14,10 +15,10 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     result = entry.result
     cols = st.columns(4)
     for col, arm in zip(cols[:2], (result.post, result.pre)):
-        col.metric(f"{NORM_LABELS[arm.norm_position]} loss", f"{arm.loss:.4f}")
+        col.metric(f"{ARRANGEMENT_LABELS[arm.norm_position]} loss", f"{arm.loss:.4f}")
     for col, arm in zip(cols[2:], (result.post, result.pre)):
         first, last = arm.residual_grad_norm[0], arm.residual_grad_norm[-1]
-        col.metric(f"{NORM_LABELS[arm.norm_position]} ‖∂L/∂x₀‖ ÷ ‖∂L/∂x_last‖",
+        col.metric(f"{ARRANGEMENT_LABELS[arm.norm_position]} ‖∂L/∂x₀‖ ÷ ‖∂L/∂x_last‖",
                    f"{first / last:.3g}",
                    help="> 1: the gradient grows towards the input; < 1: it shrinks")
     st.plotly_chart(gradnorm_profile(result), key=prefix + "chart_grad")

@@ -18,7 +18,8 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     causal = has_causal_mfu(live)
     cols = st.columns(4)
     cols[0].metric("Step", f"{live.step_ms:.1f} ms", help=f"median of {live.iters} timed steps")
-    cols[1].metric("Tokens/s", f"{live.tokens_per_s:,.0f}")
+    cols[1].metric("Tokens/s", human_count(live.tokens_per_s),
+                   help=f"{live.tokens_per_s:,.0f} tokens per second")
     cols[2].metric("Achieved", human_count(live.achieved_tflops * 1e12, "FLOP/s"),
                    help=f"{live.training_flops:.3e} FLOPs per step (3 × forward, analysis)")
     # the causal-attention MFU rides under the full-T×T one, as its delta

@@ -8,14 +8,17 @@ import streamlit as st
 from ...experiments import ExperimentEntry
 from ...experiments.training import run_logits_table, training_curves, training_heatmaps
 from ..cached import show_table
+from ..widgets import show_caption, show_warning
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
     comparison = entry.result
-    st.caption(f"Data: {entry.settings['data']}.")
+    clip = entry.settings.get("grad_clip")
+    show_caption(f"Data: {entry.settings['data']}."        # an uploaded file's name
+                 + (f" Gradients clipped to a total norm of {clip:g}." if clip else ""))
     for run in comparison.runs.values():
         if run.diverged:
-            st.warning(f"{run.label} diverged: {run.divergence_reason}. Hint: {run.hint}.")
+            show_warning(f"{run.label} diverged: {run.divergence_reason}. Hint: {run.hint}.")
     st.plotly_chart(training_curves(comparison), key=prefix + "chart_loss")
     st.plotly_chart(training_heatmaps(comparison), key=prefix + "chart_heat")
     show_table(comparison.summary_frame()[["label", "steps_run", "first_loss", "final_loss",
