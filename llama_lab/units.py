@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import numbers
 from typing import Any, Callable, Sequence
 
@@ -154,10 +155,12 @@ def settings_from(cls: type, options: dict, what: str) -> Any:
 # ---- untrusted text ------------------------------------------------------------------------------
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping them all
 # makes a user's string render as itself: no links, images, emphasis, HTML, `:color[…]`
-# directives or $math$. A "://" is broken up too, so GFM's autolink of bare URLs does not fire.
+# directives or $math$. GFM's autolink literals (http://…, www.…, user@host) still fire on the
+# escaped text, as a real browser shows, so an invisible WORD JOINER (U+2060) breaks each
+# trigger: after every ":", after "www" and after "@".
 _MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~$:&=\"'/,;?@^%")
-# C0 and C1 controls (but tab and newline), DEL, and the bidirectional overrides that can make
-# a terminal or a page show text in another order than it is.
+_JOINER = "\u2060"
+_AUTOLINK_TRIGGER = re.compile(r"(?i)(www)(?=\\\.)")
 _CONTROLS = frozenset([*map(chr, range(0x00, 0x09)), *map(chr, range(0x0B, 0x20)), "\x7f",
                        *map(chr, range(0x80, 0xA0)), *map(chr, range(0x202A, 0x202F)),
                        *map(chr, range(0x2066, 0x206A))])
@@ -172,6 +175,8 @@ def strip_control(text: Any) -> str:
 
 def escape_markdown(text: Any) -> str:
     """``text`` as Markdown that renders literally (st.markdown, st.error, a .md report):
-    controls stripped, every Markdown-significant character backslash-escaped, newlines kept
-    as line breaks."""
-    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in strip_control(text))
+    controls stripped, every Markdown-significant character backslash-escaped, autolink
+    triggers broken by an invisible joiner, newlines kept as line breaks."""
+    escaped = "".join("\\" + ch + (_JOINER if ch in ":@" else "") if ch in _MARKDOWN_SPECIAL
+                      else ch for ch in strip_control(text))
+    return _AUTOLINK_TRIGGER.sub(r"\1" + _JOINER, escaped)

@@ -33,8 +33,8 @@ def click(at: AppTest, key: str) -> AppTest:
 
 def errors(at: AppTest) -> list[str]:
     """The page's error boxes as the user reads them: the Markdown escapes (every message is
-    escaped with escape_markdown) taken out."""
-    return [re.sub(r"\\(.)", r"\1", e.value) for e in at.main.error]
+    escaped with escape_markdown) and the invisible autolink breakers taken out."""
+    return [re.sub(r"\\(.)", r"\1", e.value).replace("\u2060", "") for e in at.main.error]
 
 
 def metrics(at: AppTest) -> dict:

@@ -121,3 +121,21 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     assert 'class="plotly-graph-div"' in html and "Plotly.newPlot" in html
     assert "54,792,704" in html                       # the report of the changed model
     assert "<script src=" not in html
+
+
+def test_a_hostile_link_renders_as_text_and_fetches_nothing(app_url, page):
+    """Issue 11: a shared link whose values are Markdown (a link, an image) shows them as text
+    inside the error box — no anchor to the URL, no request to it."""
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(f"{app_url}/?preset=%5Blog%20in%20again%5D(http://evil.example/login)"
+              "&dtype=!%5Bx%5D(http://evil.example/p.png)&batch=www.evil.example%20me@evil.example")
+    alert = page.locator('[data-testid="stAlert"]').first
+    alert.wait_for()
+    page.get_by_text("Current model").wait_for()
+    text = " ".join(page.locator('[data-testid="stAlert"]').all_inner_texts()).replace("\u2060", "")
+    assert "[log in again](http://evil.example/login)" in text
+    assert "www.evil.example me@evil.example" in text
+    assert page.locator('a[href*="evil.example"]').count() == 0
+    assert page.locator('img[src*="evil.example"]').count() == 0
+    assert not [url for url in requests if "evil.example" in url.split("?")[0]]  # only the page

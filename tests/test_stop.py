@@ -140,9 +140,15 @@ def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
 def test_every_long_run_reports_each_step_with_its_count():
     cfg = PRESETS["debug"]
     seen = []
-    experiments.compare_runs(experiments.norm_position_specs(cfg, 1e-3, 2), 5, seq_len=16,
-                             batch=2, data=random_tokens(cfg.vocab_size, 5000),
-                             progress=lambda f, text: seen.append((f, text)))
+    comparison = experiments.compare_runs(
+        experiments.norm_position_specs(cfg, 1e-3, 2), 5, seq_len=16, batch=2,
+        data=random_tokens(cfg.vocab_size, 5000), progress=lambda f, text: seen.append((f, text)))
+    # Post-LN and Pre-LN keep their colours on every page (warmup dashed)
+    from llama_lab.experiments.training import run_styles
+    from llama_lab.figures.common import ARRANGEMENT_COLORS
+    assert list(run_styles(comparison).values()) == [
+        (ARRANGEMENT_COLORS["post"], "solid"), (ARRANGEMENT_COLORS["post"], "dash"),
+        (ARRANGEMENT_COLORS["pre"], "solid"), (ARRANGEMENT_COLORS["pre"], "dash")]
     steps = [text for _, text in seen if ": step " in text]
     assert len(steps) == 4 * 5                            # every step of every run
     assert steps[6].startswith("run 2/4 (Post-LN, warmup 2): step 2/5")

@@ -86,10 +86,10 @@ def run_styles(comparison: RunComparison) -> dict[str, tuple[str, str]]:
     colours (the same on every page and in the report), warmup dashed; any other contrast takes
     the group palette, which no fixed meaning uses."""
     runs = comparison.runs
-    positions = {run.config["norm_position"] for run in runs.values()}
+    positions = {run.config.get("norm_position") for run in runs.values()}
     styles = {}
     for i, (label, run) in enumerate(runs.items()):
-        if len(positions) > 1:
+        if positions == {"post", "pre"}:
             dash = "dash" if run.settings.get("warmup_steps") else "solid"
             styles[label] = (ARRANGEMENT_COLORS[run.config["norm_position"]], dash)
         else:
