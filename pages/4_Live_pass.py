@@ -6,8 +6,8 @@ from llama_lab.config import LIMITS
 from llama_lab.runtime.precision import DTYPES
 
 P = "llama_lab.page4."
-MODELS = {"sidebar": "the sidebar's model", "small": "a scaled-down copy (d 64, 4 heads, "
-                                                     "vocab 256, the sidebar's recipe)"}
+MODELS = {"sidebar": "the sidebar's model", "small": "a scaled-down copy (d 64, vocab 256, "
+                                                     "the sidebar's recipe and attention kind)"}
 
 selection = ui.setup_page(
     "Live pass",

@@ -192,10 +192,12 @@ def test_memory_predictions_come_from_analysis_for_the_model_that_ran(dtype):
     assert memory.notna().all().all()                              # no None left in the table
 
 
-def test_peak_memory_is_labelled_an_estimate_unless_cuda_measured_it():
+def test_peak_memory_is_labelled_an_estimate_unless_it_was_measured():
     cpu = live_pass(peak_memory_source="weights + gradients + AdamW state + tensors saved")
     cuda = live_pass(peak_memory_source="CUDA allocator peak", device="cuda:0")
+    rss = live_pass(peak_memory_source=live_kind.RSS_PEAK_SOURCE + " (VmHWM) less …")
     assert not live_kind.peak_memory_is_measured(cpu) and live_kind.peak_memory_is_measured(cuda)
+    assert live_kind.peak_memory_is_measured(rss)
     assert "peak memory (estimate)" in set(live_kind.live_summary(cpu).quantity)
     assert "peak memory" in set(live_kind.live_summary(cuda).quantity)
     assert live_kind.has_causal_mfu(cpu)

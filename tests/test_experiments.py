@@ -107,7 +107,10 @@ def test_live_pass_debug_fp32(debug_cfg):
     assert memory["weights"] == memory["gradients"] == 4 * n           # fp32
     assert 8 * n <= memory["optimizer"] <= 8 * n + 64 * 8              # m, v (+ step counters)
     assert memory["weight_casts"] == 0
-    assert "VmHWM" in result.peak_memory_source            # measured on Linux
+    # measured on Linux — unless the process reused memory it already held (a tiny model
+    # after bigger tests), when the tensors are added up instead, and the note says so
+    assert "VmHWM" in result.peak_memory_source or "reused memory" in result.peak_memory_source
+    assert result.peak_memory_bytes >= sum(memory.values())
     # the guard's peak covers every state it holds at once (training_peak's two high points)
     assert result.estimated_training_bytes >= sum(memory.values())
     assert result.training_flops == analysis.count_flops(debug_cfg, 32, 2).training_step

@@ -127,11 +127,14 @@ def _timed_steps(trainee: Trainee, inputs, targets, iters: int,
 def _peak_memory(dev: torch.device, memory: dict, rss: RssPeak) -> tuple[int, str]:
     if dev.type == "cuda":
         return int(torch.cuda.max_memory_allocated(dev)), f"{CUDA_PEAK_SOURCE} peak"
-    if rss.bytes is not None:
-        return rss.bytes, ("measured: the process's resident-memory high-water mark (VmHWM) "
-                           "less its size before the model was built")
-    return int(sum(memory.values())), ("weights + gradients + AdamW state + tensors saved for "
-                                       "backward (activations and autocast's weight copies)")
+    states = int(sum(memory.values()))
+    if rss.bytes is not None and rss.bytes >= states:
+        return rss.bytes, (f"{RSS_PEAK_SOURCE} (VmHWM) less its size before the model "
+                           f"was built")
+    reused = ("; the process reused memory it already held, so its resident high-water mark "
+              f"grew by only {rss.bytes:,} bytes") if rss.bytes is not None else ""
+    return states, ("weights + gradients + AdamW state + tensors saved for backward "
+                    f"(activations and autocast's weight copies) added up{reused}")
 
 
 def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | None = None,
@@ -243,10 +246,14 @@ def live_phase_figure(live: LivePass) -> go.Figure:
                         f"{live.step_ms:.1f} ms, {live.tokens_per_s:,.0f} tokens/s", height=360)
 
 
+RSS_PEAK_SOURCE = "measured: the process's resident-memory high-water mark"
+
+
 def peak_memory_is_measured(live: LivePass) -> bool:
-    """Whether ``live.peak_memory_bytes`` is the CUDA allocator's peak. Elsewhere it is an
-    estimate: weights + gradients + AdamW state + saved tensors added up, not measured RSS."""
-    return live.peak_memory_source.startswith(CUDA_PEAK_SOURCE)
+    """Whether ``live.peak_memory_bytes`` was measured: the CUDA allocator's peak, or the
+    process's resident-memory high-water mark on the CPU (Linux). Elsewhere it is weights +
+    gradients + AdamW state + saved tensors added up."""
+    return live.peak_memory_source.startswith((CUDA_PEAK_SOURCE, RSS_PEAK_SOURCE))
 
 
 def peak_memory_label(live: LivePass) -> str:

@@ -49,8 +49,11 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
                  f"added up from the tensors (the process's resident memory is not read).")
     st.caption(f"{peak_note} Activations measured: the tensors autograd saves for backward, "
                f"each storage once; predicted: analysis.activation_bytes. The memory guard "
-               f"checked {human_bytes(live.estimated_training_bytes)} "
-               f"(analysis.training_memory).")
+               f"checked {human_bytes(live.estimated_training_bytes)}, the step's peak as "
+               f"train.budgets.training_peak writes it out (backward at the loss, or the AdamW "
+               f"update with its temporaries) — "
+               f"{live.estimated_training_bytes / max(1, live.peak_memory_bytes):.2f}× the peak "
+               f"shown.")
     show_table(live_memory_table(live, entry.config), width="stretch")
 
     st.markdown("**Logits at the initial weights, with and without the final norm** — the "
