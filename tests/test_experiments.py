@@ -153,8 +153,10 @@ def test_logit_stats_definitions():
 def test_gradnorms_equal_direct_computation(debug_cfg, position):
     data = random_tokens(256, 4000, seed=9)
     result = getattr(gradnorms(debug_cfg, 16, 2, seed=3, data=data, device="cpu"), position)
-    # by hand: same weights, same batch, the forward written out, torch.autograd.grad
-    model = build_model(debug_cfg.replace(norm_position=position), seed=3)
+    # by hand: same weights, same batch, the forward written out, torch.autograd.grad; the
+    # Pre-LN arm ends with a final norm, the Post-LN arm with its last block's own (Xiong et al.)
+    model = build_model(debug_cfg.replace(norm_position=position, final_norm=position == "pre"),
+                        seed=3)
     x, y = get_batch(data.train, 2, 16, torch.Generator().manual_seed(3))
     body = model.model
     h = body.embed_tokens(x)
@@ -163,7 +165,8 @@ def test_gradnorms_equal_direct_computation(debug_cfg, position):
     for layer in body.layers:
         block_inputs.append(h)
         h = layer(h, rope, None)
-    logits = model.lm_head(body.norm(h))
+    logits = model.lm_head(body.norm(h) if position == "pre" else h)
+    assert hasattr(body, "norm") == (position == "pre")
     loss = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1))
     names, params = zip(*model.named_parameters())
     grads = torch.autograd.grad(loss, block_inputs + list(params))
@@ -198,8 +201,15 @@ def test_post_and_pre_share_everything_but_norm_placement(debug_cfg, monkeypatch
     result = gradnorms(debug_cfg, 16, 2, seed=5, device="cpu")
     (cfg_post, w_post, x_post, y_post), (cfg_pre, w_pre, x_pre, y_pre) = seen
     assert (cfg_post.norm_position, cfg_pre.norm_position) == ("post", "pre")
-    assert cfg_post.replace(norm_position="pre") == cfg_pre
-    assert w_post.keys() == w_pre.keys() and all(torch.equal(w_post[k], w_pre[k]) for k in w_post)
+    # Xiong et al.'s arms: Pre-LN ends with a final norm, Post-LN has none on top of its last
+    # block's own, whatever the config says; everything else — and every shared weight — equal
+    assert (cfg_post.final_norm, cfg_pre.final_norm) == (False, True)
+    for final_norm in (False, True):
+        assert gradient_norms.arrangement(debug_cfg.replace(final_norm=final_norm), "pre") == cfg_pre
+        assert gradient_norms.arrangement(debug_cfg.replace(final_norm=final_norm), "post") == cfg_post
+    assert cfg_post.replace(norm_position="pre", final_norm=True) == cfg_pre
+    assert set(w_pre) - set(w_post) == {"model.norm.weight"}
+    assert all(torch.equal(w_post[k], w_pre[k]) for k in w_post)
     assert torch.equal(x_post, x_pre) and torch.equal(y_post, y_pre)
     assert result.post.loss != result.pre.loss
     d = result.to_dict()

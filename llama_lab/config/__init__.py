@@ -9,13 +9,14 @@ from .bounds import CHOICES, INIT_STD, LIMITS, MAX_BATCH, MINIMUMS
 from .model_config import ModelConfig
 from .overrides import apply_overrides, coerce_field, parse_override
 from .presets import PRESETS, PUBLISHED_PARAMS, get_preset
-from .recipes import TRAINING_SHAPE, live_config, recipe_2017, recipe_llama, small_training_config
+from .recipes import (TRAINING_SHAPE, arrangement, live_config, recipe_2017, recipe_llama,
+                      small_training_config)
 
 __all__ = [
     "CHOICES", "ConfigError", "FFN_RULES", "HFConfigWarning", "INIT_STD", "LIMITS", "MAX_BATCH",
     "MAX_CONFIG_BYTES", "MINIMUMS", "ModelConfig", "PRESETS", "PUBLISHED_PARAMS",
     "TRAINING_SHAPE", "apply_overrides", "coerce_field", "detect_ffn_rule", "ffn_from_rule",
-    "get_preset", "live_config", "llama_ffn_hidden", "load_config_file", "parse_config_json",
+    "arrangement", "get_preset", "live_config", "llama_ffn_hidden", "load_config_file", "parse_config_json",
     "parse_override", "read_bounded", "read_hf_config", "recipe_2017", "recipe_llama",
     "seed_ffn_hidden", "small_training_config",
 ]

@@ -21,6 +21,13 @@ def recipe_llama(cfg: ModelConfig) -> ModelConfig:
                        final_norm=True, init="normal")
 
 
+def arrangement(cfg: ModelConfig, position: str) -> ModelConfig:
+    """``cfg`` arranged as Post-LN or Pre-LN for a contrast of the two (Xiong et al. 2020): the
+    Pre-LN arm always ends with a final norm, as in the paper and LLaMA; the Post-LN arm never
+    gets one on top of its last block's own norm (no LN(LN(x))), whatever ``cfg.final_norm``."""
+    return cfg.replace(norm_position=position, final_norm=position == "pre")
+
+
 # Size of the short training runs behind the table (byte-level data: vocab 256).
 TRAINING_SHAPE = dict(vocab_size=256, d_model=64, n_layers=4, n_heads=4, max_seq_len=64)
 

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from ..config import ModelConfig
+from ..config import ModelConfig, arrangement
 from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table,
                               layout_figure)
 from ..model import CausalLM, build_model
@@ -134,9 +134,12 @@ class GradNormComparison:
         return pd.DataFrame(rows)
 
 
-def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+def _same_weights(post: torch.nn.Module, pre: torch.nn.Module) -> bool:
+    """Every tensor the arms share is equal, and they differ only by Pre-LN's final norm."""
+    sa, sb = post.state_dict(), pre.state_dict()
+    extra = set(sb) - set(sa)
+    return (set(sa) <= set(sb) and all(k.startswith("model.norm.") for k in extra)
+            and all(torch.equal(sa[k], sb[k]) for k in sa))
 
 
 def gradnorms(cfg: ModelConfig, seq_len: int, batch: int, seed: int = 0,
@@ -155,7 +158,7 @@ def gradnorms(cfg: ModelConfig, seq_len: int, batch: int, seed: int = 0,
     for i, position in enumerate(("post", "pre")):
         if progress:
             progress(i / 2, f"{position}-LN forward/backward")
-        models[position] = build_model(cfg.replace(norm_position=position), device=dev, seed=seed)
+        models[position] = build_model(arrangement(cfg, position), device=dev, seed=seed)
         results[position] = measure_grad_norms(models[position], inputs, targets)
         if i == 1 and not _same_weights(models["post"], models["pre"]):
             raise RuntimeError("Post-LN and Pre-LN models got different initial weights")

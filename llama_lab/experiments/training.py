@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..config import ModelConfig
+from ..config import ModelConfig, arrangement
 from ..errors import ExperimentError
 from ..figures.common import (ARRANGEMENT_COLORS, GROUP_PALETTE, Figure, Table, layout_figure,
                               logits_table)
@@ -76,7 +76,7 @@ def norm_position_specs(cfg: ModelConfig, lr: float, warmup_steps: int,
                         schedule: str = "cosine") -> list[RunSpec]:
     """Post-LN and Pre-LN, each without and with warmup."""
     return [RunSpec(f"{name}-LN, {'warmup ' + str(w) if w else 'no warmup'}",
-                    cfg.replace(norm_position=position), lr, w, schedule)
+                    arrangement(cfg, position), lr, w, schedule)
             for position, name in (("post", "Post"), ("pre", "Pre")) for w in (0, warmup_steps)]
 
 

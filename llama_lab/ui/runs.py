@@ -153,13 +153,11 @@ def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = Fals
             f"recipe ({cfg.norm_type}, {cfg.pos_encoding} positions, {cfg.ffn_type}, "
             f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init).")
     if both_arms:
-        note += (" Both arrangements share the weights; only norm_position differs — everything "
-                 "else equal, including the sidebar's final_norm "
-                 f"({'on' if run_cfg.final_norm else 'off'}): "
-                 + ("so the Post-LN arm, whose last block already ends with a norm, applies the "
-                    "final norm on top of it — LN(LN(x)) before lm_head." if run_cfg.final_norm
-                    else "neither arm normalises before lm_head; the Post-LN arm's last block "
-                         "still ends with its own norm."))
+        note += (" Both arrangements share the weights; they differ in norm_position and, as in "
+                 "Xiong et al. 2020 and LLaMA, in the final norm whatever the sidebar's "
+                 f"final_norm ({'on' if cfg.final_norm else 'off'}): the Pre-LN arm always "
+                 "normalises before lm_head; the Post-LN arm, whose last block already ends "
+                 "with a norm, gets none on top of it (no LN(LN(x))).")
     return note + f" On the CPU a run is limited to {CPU_FLOP_BUDGET / 1e12:.0f} TFLOP."
 
 
