@@ -25,15 +25,23 @@ def _read_first_line(path: str) -> str | None:
         return None
 
 
-def meminfo_available_bytes(path: str = "/proc/meminfo") -> int | None:
+def file_field(path: str, key: str) -> int | None:
+    """The number on the line of ``path`` that starts with ``key`` ("MemAvailable:  123 kB" in
+    /proc/meminfo, "VmRSS: 123 kB" in /proc/self/status, "inactive_file 123" in a cgroup's
+    memory.stat), in bytes where the file says kB; None when it is not there or unreadable."""
     try:
         with open(path, encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024          # the file says kB (KiB)
-    except (OSError, ValueError, IndexError):
+                parts = line.split()
+                if len(parts) >= 2 and parts[0].rstrip(":") == key:
+                    return int(parts[1]) * (1024 if parts[-1] == "kB" else 1)
+    except (OSError, ValueError):
         return None
     return None
+
+
+def meminfo_available_bytes(path: str = "/proc/meminfo") -> int | None:
+    return file_field(path, "MemAvailable")
 
 
 def _cgroup_dirs(root: str, membership: str) -> list[tuple[str, str]]:
@@ -55,18 +63,6 @@ def _cgroup_dirs(root: str, membership: str) -> list[tuple[str, str]]:
         for base, version in bases:
             found += [(os.path.join(base, *parts[:n]), version) for n in range(len(parts), -1, -1)]
     return found
-
-
-def _stat_value(path: str, key: str) -> int:
-    try:
-        with open(path, encoding="ascii") as fh:
-            for line in fh:
-                name, _, value = line.partition(" ")
-                if name == key:
-                    return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def cgroup_available_bytes(root: str = "/sys/fs/cgroup",
@@ -91,7 +87,7 @@ def cgroup_available_bytes(root: str = "/sys/fs/cgroup",
             continue                                   # "max": no limit at this level
         if int(limit) >= 2**60:                        # v1 says "no limit" with a huge number
             continue
-        used = max(0, int(usage) - _stat_value(stat_path, reclaimable))
+        used = max(0, int(usage) - (file_field(stat_path, reclaimable) or 0))
         free = max(0, int(limit) - used)
         best = free if best is None else min(best, free)
     return best
@@ -107,7 +103,7 @@ def rlimit_available_bytes() -> int | None:
         return None
     if soft == resource.RLIM_INFINITY or soft < 0:
         return None
-    size = _status_bytes("VmSize")
+    size = file_field("/proc/self/status", "VmSize")
     return max(0, soft - size) if size is not None else soft
 
 
@@ -188,17 +184,6 @@ def allocation_failures_refused(what: str = "the run") -> Iterator[None]:
             f"length") from None
 
 
-def _status_bytes(key: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 class RssPeak:
     """The growth of this process's resident memory at its highest during the block: VmHWM
     after it, less VmRSS before it, with the high-water mark reset at the start (Linux:
@@ -218,12 +203,12 @@ class RssPeak:
         try:
             with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
                 fh.write("5")                               # reset the peak to the current RSS
-            self._start = _status_bytes("VmRSS")
+            self._start = file_field("/proc/self/status", "VmRSS")
         except OSError:
             self._start = None
         return self
 
     def stop(self) -> None:
-        high = _status_bytes("VmHWM")
+        high = file_field("/proc/self/status", "VmHWM")
         if self._start is not None and high is not None:
             self.bytes = max(0, high - self._start)
