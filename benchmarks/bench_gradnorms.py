@@ -5,7 +5,7 @@ CPU cores.
     python benchmarks/bench_gradnorms.py [--layers 12] [--d-model 256] [--seq-len 128]
         [--batch 8] [--device cpu] [--sweep]
 
-``--sweep`` also runs ``depth_sweep`` (2..48 layers) and prints the fitted log-log slopes of the
+``--sweep`` also runs ``depth_sweep`` (2, 4, 8, 12 layers) and prints the fitted log-log slopes of the
 last FFN's gradient norm (Xiong et al. 2020, Thm 1: Post-LN ≈ 0, Pre-LN ≈ -0.5).
 """
 from __future__ import annotations

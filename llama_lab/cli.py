@@ -18,7 +18,8 @@ from .report.formats import FORMATS
 from .runtime.devices import DEVICES
 from .runtime.memory import allocation_failures_refused
 from .runtime.precision import DTYPES
-from .train.budgets import CPU_FLOP_BUDGET, MAX_LR, MAX_SEED, MAX_STEPS, check_cpu_budget
+from .train.budgets import (CPU_FLOP_BUDGET, MAX_LR, MAX_SEED, MAX_SEEDS, MAX_STEPS,
+                            check_cpu_budget)
 from .train.schedules import SCHEDULES
 from .units import strip_control
 
@@ -104,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     _add_run_args(p, seq_len=64, batch=4)
     p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--seeds", type=_number(int, 1, maximum=MAX_SEEDS), default=None,
+                   help="measure seeds S … S+N−1: each list the median, plus <name>_by_seed")
+    p.add_argument("--data", default="random", help="'random' token ids (default), 'builtin' "
+                   "(Python's pydoc text, byte-level) or a UTF-8 text file")
     _add_budget_arg(p)
 
     p = sub.add_parser("bench", help="time forward+backward+optimizer steps")
@@ -200,10 +205,23 @@ def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
     _emit(result, args.json, format_analysis(result))
 
 
+def _text_data(args, cfg: ModelConfig):
+    """--data: the built-in text, random tokens (None where the command draws its own), or a
+    UTF-8 file."""
+    from .train import data as data_mod
+    if args.data == "builtin":
+        return data_mod.load_builtin()
+    if args.data == "random":
+        return None
+    return data_mod.load_text_file(args.data, what="--data")
+
+
 def cmd_gradnorms(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from .experiments import gradnorms
-    check_budget(args, cfg, 2, "two forward/backward passes")
-    result = gradnorms(cfg, seq_len=args.seq_len, batch=args.batch, seed=args.seed).to_dict()
+    from .experiments import gradnorms_over_seeds, seed_list
+    seeds = seed_list(args.seed, args.seeds or 1)
+    check_budget(args, cfg, 2 * len(seeds), f"{2 * len(seeds)} forward/backward passes")
+    result = gradnorms_over_seeds(cfg, seq_len=args.seq_len, batch=args.batch, seeds=seeds,
+                                  data=_text_data(args, cfg)).to_dict()
     if args.json:
         print(json_line(result))
         return
@@ -229,12 +247,9 @@ def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .train.loop import train
     # the steps, plus about ten evaluations of four forward passes (a third of a step each)
     check_budget(args, cfg, args.steps + 14, f"{args.steps} training steps")
-    if args.data == "builtin":
-        data = data_mod.load_builtin()
-    elif args.data == "random":
+    data = _text_data(args, cfg)
+    if data is None:
         data = data_mod.random_tokens(cfg.vocab_size, 200_000, seed=args.seed)
-    else:
-        data = data_mod.load_text_file(args.data, what="--data")
 
     def on_step(record: dict) -> None:
         if args.json:

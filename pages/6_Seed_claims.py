@@ -4,7 +4,7 @@ import json
 import streamlit as st
 
 from llama_lab import ui
-from llama_lab.seed import SEED_SOURCE, claims_frame
+from llama_lab.seed import SEED_SOURCE, WARMUP_QUOTE, claims_frame, warmup_claim
 
 ui.setup_page(
     "Seed claims",
@@ -19,6 +19,19 @@ st.latex(r"N_\text{LayerNorm} = 2d,\; N_\text{RMSNorm} = d \qquad N_\text{FFN}^\
          r" \text{loss}_0 \approx \ln V + \tfrac{1}{2}\operatorname{Var}(\text{logits})")
 with st.spinner("Recomputing (one forward pass of the 43.8M-parameter demo model) …"):
     claims = ui.seed_claims()
+warmup = ui.session_warmup()               # the Gradient norms page's run, or one made here
+if warmup is None:
+    with st.container(border=True):
+        st.markdown(f"**Measured claim: Post-LN needs warmup, Pre-LN does not** (seed §三 3.3)"
+                    f"  \n> {WARMUP_QUOTE}")
+        st.markdown("Not measured in this session yet: three arms trained on the built-in text "
+                    "over five seeds (a few minutes on a CPU; the Gradient norms page's "
+                    "Warmup tab runs the same measurement with any settings).")
+        if st.button("Measure it", key="llama_lab.page6.warmup"):
+            ui.default_warmup()
+            warmup = ui.session_warmup()
+if warmup is not None:
+    claims = [*claims, warmup_claim(warmup.result)]
 wrong = sum(not claim.verdict for claim in claims)
 cols = st.columns(3)
 cols[0].metric("Claims checked", len(claims))

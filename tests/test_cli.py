@@ -97,6 +97,31 @@ def test_gradnorms_json_matches_spec(capsys):
     assert abs(r["post"]["loss"] - r["pre"]["loss"]) < 0.5
 
 
+def test_gradnorms_over_seeds_adds_the_by_seed_lists(capsys):
+    """SPEC: with --seeds N each per-layer list is the median over seeds S … S+N−1 and gains a
+    <name>_by_seed twin; each seed's list is that seed's single-seed run."""
+    args = ("gradnorms", "--preset", "debug", "--seq-len", "16", "--batch", "2", "--json")
+    code, out, _ = run(capsys, *args, "--seeds", "3", "--seed", "4")
+    assert code == 0
+    r = json.loads(out)
+    singles = []
+    for seed in (4, 5, 6):
+        code, single, _ = run(capsys, *args, "--seed", str(seed))
+        singles.append(json.loads(single))
+    for kind in ("post", "pre"):
+        assert r[kind]["seeds"] == [4, 5, 6]
+        for key in ("layer_grad_norm", "ffn_out_grad_norm", "residual_grad_norm"):
+            by_seed = r[kind][f"{key}_by_seed"]
+            assert by_seed == [s[kind][key] for s in singles]
+            assert r[kind][key] == [sorted(column)[1] for column in zip(*by_seed)]   # medians
+        assert r[kind]["loss"] == sorted(s[kind]["loss"] for s in singles)[1]
+    assert not any(k.endswith("_by_seed") for k in singles[0]["post"])       # single: as SPEC
+    code, _, err = run(capsys, *args, "--seeds", "0")
+    assert code == 2 and "--seeds: 0 must be at least 1" in err
+    code, out, _ = run(capsys, *args, "--data", "builtin")
+    assert code == 0 and json.loads(out)["post"]["loss"] > 0
+
+
 def test_bench_json_matches_spec(capsys):
     code, out, _ = run(capsys, "bench", "--preset", "debug", "--device", "cpu", "--steps", "1",
                        "--seq-len", "16", "--batch", "2", "--json")

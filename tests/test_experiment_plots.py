@@ -1,16 +1,18 @@
 """llama_lab.experiment_plots: every figure and table carries exactly the numbers of the result
 it was built from (results made by hand, so every expected value is written out here)."""
+import dataclasses
 import math
 
 import plotly.graph_objects as go
 import pytest
 
-from llama_lab.experiments import decode, depth, gradient_norms, training
+from llama_lab import experiments
+from llama_lab.experiments import decode, depth, explain, gradient_norms, training
 from llama_lab.experiments import live as live_kind
 from llama_lab.figures import common
 from llama_lab.config import PRESETS
 from llama_lab.experiments import (loglog_fit, DecodeBench, DecodeRow, DepthSweep, GradNormComparison,
-                                   GradNorms, LivePass, RunComparison)
+                                   GradNorms, GradNormSeeds, LivePass, RunComparison)
 from llama_lab.train import LogitStats, TrainRun
 
 
@@ -20,13 +22,65 @@ def grad_norms(position: str, scale: float) -> GradNorms:
                      ffn_out_grad_norm=[0.1, 0.2, 0.4 * scale],
                      residual_grad_norm=[8.0, 4.0, 2.0],
                      group_grad_norm={"q": [1.0, 2.0, 3.0], "down": [4.0, 5.0, 6.0]},
-                     embedding_grad_norm=0.5, total_grad_norm=7.0)
+                     embedding_grad_norm=0.5, total_grad_norm=7.0,
+                     residual_rms=[1.0, 1.5, 2.0], attn_out_rms=[0.5] * 3, ffn_out_rms=[0.5] * 3,
+                     last_norm_input_rms=2.5 if position == "pre" else 1.25)
 
 
 @pytest.fixture
 def comparison():
-    return GradNormComparison(post=grad_norms("post", 1.0), pre=grad_norms("pre", 0.5),
-                              seq_len=16, batch=2, seed=0)
+    one = GradNormComparison(post=grad_norms("post", 1.0), pre=grad_norms("pre", 0.5),
+                             seq_len=16, batch=2, seed=0)
+    return GradNormSeeds(runs=[one], seeds=[0], seq_len=16, batch=2, data="random token ids")
+
+
+def three_seeds() -> GradNormSeeds:
+    """Seeds whose Post-LN scales are 1, 3 and 2 (Pre-LN 0.5 each): medians at scale 2."""
+    runs = [GradNormComparison(post=grad_norms("post", s), pre=grad_norms("pre", 0.5),
+                               seq_len=16, batch=2, seed=i) for i, s in enumerate((1.0, 3.0, 2.0))]
+    return GradNormSeeds(runs=runs, seeds=[0, 1, 2], seq_len=16, batch=2, data="random token ids")
+
+
+def test_several_seeds_give_the_median_and_the_min_max_band():
+    result = three_seeds()
+    assert result.post.layer_grad_norm == [2.0, 4.0, 8.0]           # the median seed's (scale 2)
+    assert result.post.loss == 7.5 and result.pre.loss == 6.0
+    assert result.band("post", "layer_grad_norm") == ([1.0, 2.0, 4.0], [3.0, 6.0, 12.0])
+    assert result.last_ratio_by_seed() == pytest.approx([2.0, 6.0, 4.0])   # 0.4·s / 0.2
+    d = result.to_dict()
+    assert d["post"]["layer_grad_norm"] == [2.0, 4.0, 8.0]
+    assert d["post"]["layer_grad_norm_by_seed"] == [[1.0, 2.0, 4.0], [3.0, 6.0, 12.0],
+                                                    [2.0, 4.0, 8.0]]
+    assert d["pre"]["loss_by_seed"] == [6.0, 6.0, 6.0] and d["pre"]["seeds"] == [0, 1, 2]
+    fig = gradient_norms.gradnorm_profile(result)
+    # a median per metric and arm; band edges only where the seeds differ (Post-LN's ‖∇θ_l‖ and
+    # ‖∇W_down‖; the rest are equal across these hand-made seeds)
+    assert len(fig.data) == 3 * 2 + 2 * 2
+    fills = [t for t in fig.data if t.fill == "tonexty"]
+    assert len(fills) == 2 and list(fills[0].y) == [1.0, 2.0, 4.0]      # Post-LN's lower edge
+    assert "median of 3 seeds" in fig.layout.title.text
+    table = gradient_norms.seed_table(result)
+    assert list(table.post_over_pre) == pytest.approx([2.0, 6.0, 4.0])
+
+
+def test_one_seed_keeps_specs_single_seed_json():
+    one = three_seeds().runs[0]
+    single = GradNormSeeds(runs=[one], seeds=[0], seq_len=16, batch=2, data="x")
+    assert single.to_dict() == one.to_dict()
+    assert not any(k.endswith("_by_seed") for k in single.to_dict()["post"])
+
+
+def test_the_explanation_follows_the_numbers():
+    """Each comparison word is chosen by the measurement: Post/Pre > 1 says "larger", < 1
+    "smaller"; the stream's growth and the norms' inputs are quoted as measured."""
+    result = three_seeds()
+    lines = explain.explain_profile(result)
+    assert "Post-LN's is larger than Pre-LN's (Post/Pre = 4, 2 to 6 over the seeds; larger in 3 of 3)" in lines[0]
+    assert "×2.5 over 3 blocks" in lines[2] and "2.5 / 1.25 = 2 predicts" in lines[2]
+    assert "grows with depth" in lines[2]
+    flipped = GradNormSeeds(runs=[GradNormComparison(post=grad_norms("pre", 0.5), pre=grad_norms(
+        "post", 4.0), seq_len=16, batch=2, seed=0)], seeds=[0], seq_len=16, batch=2, data="x")
+    assert "smaller than" in explain.explain_profile(flipped)[0]
 
 
 STATS = LogitStats(std=0.5, max_abs=2.0, max_prob_mean=0.01, entropy_mean=5.0)
@@ -81,18 +135,51 @@ def test_loglog_fit_recovers_a_known_law():
     assert slope == pytest.approx(-0.5) and math.exp(intercept) == pytest.approx(3.0)
 
 
+def exact_sweep(depths=(2, 4, 8, 16)) -> DepthSweep:
+    """Two seeds following Theorem 1 exactly: Post-LN flat (0.7, 0.9), Pre-LN 2/√L and 3/√L."""
+    depths = list(depths)
+    post = [[0.7, 0.9] for _ in depths]
+    pre = [[2.0 * d ** -0.5, 3.0 * d ** -0.5] for d in depths]
+    ratio = [[a / b for a, b in zip(p, q)] for p, q in zip(post, pre)]
+    med = lambda rows: [sum(r) / 2 for r in rows]            # the median of two
+    return DepthSweep(depths=depths, seeds=[0, 1], post=med(post), pre=med(pre), post_by_seed=post,
+                      pre_by_seed=pre, ratio=med(ratio), ratio_by_seed=ratio, post_slope=0.0,
+                      pre_slope=-0.5, ratio_slope=0.5, seq_len=16, batch=2, data="x")
+
+
 def test_depth_sweep_figure_fits_pass_through_exact_power_laws():
-    depths = [2, 4, 8, 16]
-    sweep = DepthSweep(depths=depths, post=[0.7] * 4, pre=[2.0 * d ** -0.5 for d in depths],
-                       post_slope=0.0, pre_slope=-0.5)
+    sweep = exact_sweep()
     fig = depth.depth_sweep_figure(sweep)
     traces = {t.name: t for t in fig.data}
     assert list(traces["Pre-LN fit ∝ L^-0.50"].y) == pytest.approx(sweep.pre)
     assert list(traces["Post-LN fit ∝ L^0.00"].y) == pytest.approx(sweep.post)
+    assert list(traces["Post-LN measured"].y) == pytest.approx([0.8] * 4)
+    fills = [t for t in fig.data if t.fill == "tonexty"]
+    assert list(fills[0].y) == [0.7] * 4                            # Post-LN's lower edge
     assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
-    table = depth.depth_sweep_table(sweep).set_index("norm_position")
+    table = depth.depth_sweep_table(sweep).set_index("measured")
     assert table.loc["pre", "fitted_slope"] == -0.5 and table.loc["pre", "theory_slope"] == -0.5
+    assert table.loc["pre", "seed_min"] == pytest.approx(-0.5) == table.loc["pre", "seed_max"]
     assert table.loc["post", "theory_slope"] == 0.0
+    assert table.loc["post_over_pre", "theory_slope"] == 0.5
+    assert sweep.to_frame().shape == (8, 5)
+
+
+def test_the_ratio_figure_draws_theorem_1s_sqrt_l_through_a_sqrt_l_ratio():
+    sweep = exact_sweep()
+    fig = depth.ratio_figure(sweep)
+    traces = {t.name: t for t in fig.data}
+    reference = traces["Theorem 1: c·√L (c fitted)"]
+    assert list(reference.y) == pytest.approx(sweep.ratio)          # the ratio is c·√L exactly
+    assert experiments.sqrt_reference([1, 4], [2.0, 4.0]) == pytest.approx([2.0, 4.0])
+    assert experiments.sqrt_reference([1, 4], [1.0, 1.0]) == pytest.approx([0.5 * 2 ** 0.5, 2 ** 0.5])
+    lines = explain.explain_depth(sweep)
+    assert "Post-LN +0.00, which agrees with Theorem 1's 0" in lines[0]
+    assert "Pre-LN -0.50, which agrees with its −0.5" in lines[0]
+    assert "The ratio** Post/Pre grows with depth" in lines[1]
+    flat = dataclasses.replace(sweep, ratio=[1.0] * 4, pre_slope=0.1)
+    assert "does not grow" in explain.explain_depth(flat)[1]
+    assert "0.10, which is above its −0.5" in explain.explain_depth(flat)[0]
 
 
 def test_training_curves_show_loss_validation_lr_and_divergence():

@@ -217,15 +217,21 @@ def test_post_and_pre_share_everything_but_norm_placement(debug_cfg, monkeypatch
     assert set(d) == {"post", "pre"}
     for r in d.values():
         assert len(r["layer_grad_norm"]) == len(r["ffn_out_grad_norm"]) == len(r["residual_grad_norm"]) == 2
-    assert len(result.to_frame()) == 4
+    assert len(gradient_norms.GradNormSeeds([result], [5], 16, 2, "random").to_frame()) == 4
 
 
 def test_depth_sweep_has_xiong_shape(debug_cfg):
     """Xiong et al. 2020, Thm 1: last FFN gradient ~ flat in L (Post-LN), ~ 1/√L (Pre-LN)."""
-    sweep = depth_sweep(debug_cfg, depths=(2, 4, 8, 16), seq_len=16, batch=2, device="cpu")
+    sweep = depth_sweep(debug_cfg, depths=(2, 4, 8, 16), seq_len=16, batch=2, seeds=(0, 1),
+                        device="cpu")
     assert abs(sweep.post_slope) < 0.15
     assert -0.9 < sweep.pre_slope < -0.3
-    assert sweep.to_frame().shape == (4, 3)
+    assert sweep.to_frame().shape == (8, 5)
+    assert len(sweep.post_by_seed) == 4 and all(len(row) == 2 for row in sweep.post_by_seed)
+    # each seed is the single-seed measurement of that seed
+    alone = gradnorms(debug_cfg.replace(n_layers=4), 16, 2, seed=1, device="cpu")
+    assert sweep.pre_by_seed[1][1] == alone.pre.ffn_out_grad_norm[-1]
+    assert sweep.ratio_by_seed[1][1] == alone.post.ffn_out_grad_norm[-1] / alone.pre.ffn_out_grad_norm[-1]
     strict_json(sweep.to_dict())
 
 

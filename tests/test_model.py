@@ -334,3 +334,41 @@ def test_tables_built_under_inference_mode_serve_a_later_training_step():
         model(ids)                                   # builds and caches the RoPE tables
     model.loss(ids).backward()                       # saves them for backward: ordinary tensors
     assert model.lm_head.weight.grad is not None
+
+
+# ---- the 2017 recipe's embeddings (Vaswani et al. 2017, §3.4) -----------------------------------
+@pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
+def test_embed_scale_multiplies_the_embeddings_by_sqrt_d(tie):
+    """With embed_scale the block stack sees √d · E[x] (plus the positions): the same weights
+    without the scale, their embedding multiplied by √d by hand, give the same block inputs;
+    with the input/output embeddings tied as in the paper the head still reads E unscaled."""
+    base = PRESETS["debug"].replace(pos_encoding="sinusoidal", tie_embeddings=tie)
+    scaled = build_model(base.replace(embed_scale=True), seed=1)
+    plain = build_model(base, seed=1)
+    assert all(torch.equal(p, q) for p, q in zip(scaled.parameters(), plain.parameters()))
+    x = tokens(base)
+    seen = {}
+    for name, m in (("scaled", scaled), ("plain", plain)):
+        m.model.layers[0].register_forward_pre_hook(lambda mod, args, n=name: seen.__setitem__(n, args[0]))
+    scaled(x)
+    with torch.no_grad():
+        plain.model.embed_tokens.weight.mul_(math.sqrt(base.d_model))
+    plain(x)
+    assert torch.allclose(seen["scaled"], seen["plain"], rtol=1e-6, atol=1e-6)
+    assert (scaled.lm_head.weight is scaled.model.embed_tokens.weight) == tie
+    loss = F.cross_entropy(scaled(x).reshape(-1, base.vocab_size), x.reshape(-1))
+    loss.backward()
+    assert torch.isfinite(loss) and scaled.model.embed_tokens.weight.grad is not None
+
+
+def test_the_2017_preset_and_recipe_scale_their_embeddings_and_llama_does_not():
+    from llama_lab.config import recipe_2017, recipe_llama
+    assert PRESETS["transformer-2017"].embed_scale
+    assert recipe_2017(PRESETS["seed-demo"]).embed_scale
+    assert not recipe_llama(PRESETS["transformer-2017"]).embed_scale
+    assert not any(PRESETS[name].embed_scale for name in PRESETS if name != "transformer-2017")
+    # no transformers family scales LLaMA-style embeddings: exporting one is refused by name
+    with pytest.raises(ConfigError, match="embed_scale=True"):
+        PRESETS["seed-demo"].replace(embed_scale=True).to_hf_config()
+    with pytest.raises(ConfigError, match="embed_scale='yes' must be true or false"):
+        PRESETS["seed-demo"].replace(embed_scale="yes")

@@ -44,3 +44,56 @@ def test_downloads_hold_every_claim(stored):
     assert [c["id"] for c in listed] == [c.id for c in seed_claims_mod.seed_claims()]
     csv_lines = stored["seed_claims.csv"].decode("utf-8").strip().splitlines()
     assert csv_lines[0].startswith("id,quote,claim_en") and len(csv_lines) > len(listed)
+
+
+def tiny_warmup(steps: int = 3):
+    from llama_lab import experiments
+    from llama_lab.config import PRESETS
+    from llama_lab.train.data import load_builtin
+    return experiments.warmup_contrast(PRESETS["debug"], steps, 3e-3, 1, (0, 1),
+                                       data=load_builtin(), seq_len=16, batch=2, device="cpu",
+                                       eval_batches=1)
+
+
+def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeypatch):
+    """Seed §三 3.3's row "warmup: Post-LN 必需 / Pre-LN 可选" is measured, not recomputed from a
+    formula: before a run the page offers one; with this session's run (the Gradient norms
+    page's, or this button's) the claim shows the run's own verdict and counts."""
+    from llama_lab.experiments import ExperimentEntry
+    from llama_lab.seed import WARMUP_QUOTE, warmup_claim
+    at = run_page()
+    text = "\n".join(m.value for m in at.markdown)
+    assert WARMUP_QUOTE in text and "Not measured in this session yet" in text
+    contrast = tiny_warmup()
+    entry = ExperimentEntry("warmup", contrast, None, {})
+    at = open_page(PAGE, state={ui.EXPERIMENT_KEYS["warmup"]: entry})
+    claim = warmup_claim(contrast)
+    text = "\n".join(m.value for m in at.markdown)
+    mark = ":green[✓]" if claim.verdict else ":red[✗]"
+    assert f"{mark} {claim.claim_en}" in text and claim.computed in text
+    assert {m.label: m.value for m in at.metric}["Claims checked"] == str(
+        len(seed_claims_mod.seed_claims()) + 1)
+    # the button runs the default measurement (here made tiny) under the job slot
+    made = []
+    monkeypatch.setattr(ui, "default_warmup", lambda: made.append(1) or None)
+    at = run_page()
+    at.button(key="llama_lab.page6.warmup").click().run()
+    assert made == [1] and not at.exception
+
+
+def test_the_verdict_is_the_runs_own():
+    """Hand-set final losses: warmup helps Post-LN in every seed and Pre-LN without it is as
+    good → ✓; Pre-LN worse than Post-LN with warmup → ✗."""
+    import dataclasses
+    from llama_lab.experiments import warmup as warmup_mod
+    contrast = tiny_warmup(steps=2)
+    holds = {"post_no_warmup": [3.3, 3.2], "post_warmup": [3.0, 3.0], "pre_no_warmup": [2.2, 2.9]}
+    fails = {"post_no_warmup": [3.3, 3.2], "post_warmup": [3.0, 3.0], "pre_no_warmup": [3.1, 3.2]}
+    for finals, expected in ((holds, True), (fails, False)):
+        fake = dataclasses.replace(contrast)
+        object.__setattr__(fake, "finals", lambda f=finals: f)
+        verdict = fake.verdict()
+        assert verdict["holds"] is expected
+        assert verdict["post_needs_warmup_seeds"] == 2
+        assert verdict["pre_fine_seeds"] == (2 if expected else 0)
+    assert warmup_mod.MAJORITY == 0.8 and warmup_mod.MARGIN_NATS == 0.02

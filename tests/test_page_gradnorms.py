@@ -19,73 +19,123 @@ def click(at: AppTest, button: str) -> AppTest:
 
 
 def run_page(query: dict | None = None) -> AppTest:
-    return open_page(PAGE, query, timeout=120)
+    return open_page(PAGE, query, timeout=180)
 
 
-def tiny(at: AppTest, **sizes) -> AppTest:
-    values = {"n_layers": 2, "seq_len": 16, "batch": 2, "steps": 3} | sizes
-    for name, value in values.items():
+TINY = {"grad.n_layers": "2", "grad.seq_len": "16", "grad.batch": "2", "grad.seeds": "2",
+        "grad.d_model": "32"}
+
+
+def tiny(at: AppTest | None = None, **sizes) -> AppTest:
+    """The page opened at tiny live sizes (through its URL, so the measurements it makes on
+    view are tiny too), 3 training steps and 2 depths."""
+    at = at or run_page({"preset": "debug", **TINY})
+    at.number_input(key=P + "steps").set_value(3)
+    for name, value in sizes.items():
         at.number_input(key=P + name).set_value(value)
+    at.multiselect(key=P + "depths").set_value([1, 2])
     return at.run()
 
 
-def test_default_page_renders_with_the_formulas_and_the_live_size():
+def test_the_page_measures_xiong_et_al_s_contrast_on_first_view():
+    """No click: the default view (theory setting: Xavier, LayerNorm, √d embeddings, d=128,
+    6 blocks, 5 seeds, the built-in text) draws the per-block norms, the ratio against depth
+    and the sweep, and Post-LN's last-block gradient is the larger in every seed."""
     at = run_page()
-    assert len(at.get("tab")) == 3 and not errors(at)
+    assert len(at.get("tab")) == 4 and not errors(at)
     latex = " ".join(m.value for m in at.latex)
     assert r"\mathrm{LN}'\big(x_l + F(x_l)\big)" in latex and r"I + F'\big(" in latex
     info = at.info[0].value
-    # the seed demo's recipe at the live size: 4 heads; 4·2/8 = 1 KV head would make the GQA
-    # demo MQA, so small_training_config keeps it GQA with 2; SwiGLU ⌊8/3·64⌋ = 170
-    assert "d=64, 4 blocks, 8 heads / 2 KV, FFN 170, vocab 256" in info
-    # both arms keep the sidebar's final norm (on for the demo): Post-LN then ends LN(LN(x))
-    assert "final_norm (on)" in info and "LN(LN(x))" in info
-    assert len(at.get("plotly_chart")) == 0
+    assert "d=128, 6 blocks, 4 heads / 4 KV, FFN 512, vocab 256" in info
+    assert "layernorm, sinusoidal positions, relu, biases, xavier init" in info
+    assert "the Pre-LN arm always normalises before lm_head" in info and "LN(LN(x))" in info
+    entry = at.session_state[ui.KEY_GRADNORMS]
+    assert entry.result.seeds == [0, 1, 2, 3, 4] and "pydoc" in entry.result.data
+    ratios = entry.result.last_ratio_by_seed()
+    assert min(ratios) > 1.8                                 # Xiong et al.: Post-LN's is larger
+    shown = metrics(at)
+    assert shown["Last block's ‖∇W_down‖, Post ÷ Pre"] == (
+        f"{entry.result.post.ffn_out_grad_norm[-1] / entry.result.pre.ffn_out_grad_norm[-1]:.3g}")
+    sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
+    assert sweep.depths == [2, 4, 8, 12] and sweep.ratio[-1] > sweep.ratio[0]
+    assert len(at.get("plotly_chart")) == 3              # profile, ratio vs depth, sweep
+    text = " ".join(m.value for m in at.markdown)
+    assert "so Post-LN's is larger than Pre-LN's" in text and "The ratio** Post/Pre grows" in text
 
 
-def test_measure_matches_experiments_gradnorms_on_the_same_config(monkeypatch):
-    seen = holding_the_slot(monkeypatch, "gradnorms")
-    at = click(tiny(run_page({"preset": "debug"})), "run_grad")
-    assert seen == [1]                                    # ran inside ui.exclusive_run
+def test_the_llama_init_view_explains_why_the_picture_differs():
+    """N(0, 0.02) and RMSNorm: Pre-LN's final norm sees a small stream, so Pre-LN's gradients
+    are the larger; the page says so with the measured numbers."""
+    at = run_page({"grad.regime": "llama", "grad.d_model": "64", "grad.seeds": "3"})
+    result = at.session_state[ui.KEY_GRADNORMS].result
+    assert max(result.last_ratio_by_seed()) < 1
+    assert result.pre.last_norm_input_rms < result.post.last_norm_input_rms
+    text = " ".join(m.value for m in at.markdown)
+    assert "so Post-LN's is smaller than Pre-LN's" in text
+    assert "Pre-LN's stream is smaller than Post-LN's normalised one" in text
+    assert "rmsnorm" in at.info[0].value and "normal init" in at.info[0].value
+
+
+def test_measure_matches_experiments_on_the_same_config(monkeypatch):
+    seen = holding_the_slot(monkeypatch, "gradnorms_over_seeds")
+    at = tiny()
+    at.selectbox(key=P + "data").set_value("random")      # a change the page re-measures on view
+    at.run()
+    assert seen and set(seen) == {1}                      # ran inside ui.exclusive_run
     entry = at.session_state[ui.KEY_GRADNORMS]
     assert isinstance(entry, ExperimentEntry) and entry.config.vocab_size == 256
-    direct = experiments.gradnorms(entry.config, 16, 2, seed=0, device="cpu")
-    assert metrics(at)["Post-LN loss"] == f"{direct.post.loss:.4f}"
-    assert metrics(at)["Pre-LN loss"] == f"{direct.pre.loss:.4f}"
-    assert entry.result.post.layer_grad_norm == pytest.approx(direct.post.layer_grad_norm)
-    assert len(at.get("plotly_chart")) == 1
-    groups = at.dataframe[0].value
-    assert list(groups.columns) == ["norm_position", "group", "block 0", "block 1"]
+    assert entry.config.d_model == 32 and entry.config.n_layers == 2
+    direct = experiments.gradnorms_over_seeds(entry.config, 16, 2, seeds=(0, 1), device="cpu")
+    assert entry.result.to_dict() == direct.to_dict()
+    assert metrics(at)["Post-LN loss (median)"] == f"{direct.post.loss:.4f}"
+    click(at, "run_gradnorms")                            # the button measures again
+    assert ui.KEY_GRADNORMS in at.session_state and not errors(at)
 
 
 def test_depth_sweep_shows_both_slopes_and_needs_two_depths():
-    at = tiny(run_page({"preset": "debug"}))
-    at.multiselect(key=P + "depths").set_value([1, 2]).run()
-    click(at, "run_sweep")
+    at = tiny()
     sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
-    assert sweep.depths == [1, 2]
+    assert sweep.depths == [1, 2] and sweep.seeds == [0, 1]
     assert metrics(at)["Pre-LN fitted slope"] == f"{sweep.pre_slope:+.3f}"
     at.multiselect(key=P + "depths").set_value([4]).run()
-    click(at, "run_sweep")
+    click(at, "run_depth_sweep")
     assert any("at least two depths (got 1)" in e for e in errors(at))
 
 
-def test_training_runs_four_arms_on_the_builtin_corpus(monkeypatch):
-    seen = holding_the_slot(monkeypatch, "compare_runs")
-    at = click(tiny(run_page({"preset": "debug"})), "run_train")
+def test_training_runs_four_arms_per_seed_on_the_builtin_corpus(monkeypatch):
+    seen = holding_the_slot(monkeypatch, "compare_runs_over_seeds")
+    at = click(tiny(), "run_train")
     assert seen == [1]
     entry = at.session_state[ui.KEY_TRAINING]           # where the Report page picks it up
     assert at.session_state["llama_lab.page3.training"] is entry
-    assert list(entry.result.runs) == ["Post-LN, no warmup", "Post-LN, warmup 10",
-                                       "Pre-LN, no warmup", "Pre-LN, warmup 10"]
+    assert entry.result.seeds == [0, 1]
+    assert list(entry.result.by_label()) == ["Post-LN, no warmup", "Post-LN, warmup 10",
+                                             "Pre-LN, no warmup", "Pre-LN, warmup 10"]
     assert all(run.steps_run == 3 for run in entry.result.runs.values())
+    assert len(entry.result.runs) == 8
     assert entry.config.vocab_size == 256 and "pydoc_data" in entry.settings["data"]
-    assert len(at.get("plotly_chart")) == 2                # loss curves, heatmaps
     assert any("vocab_size = 256" in m.value for m in at.markdown)
 
 
+def test_the_warmup_tab_trains_three_arms_and_gives_the_verdict(monkeypatch):
+    seen = holding_the_slot(monkeypatch, "warmup_contrast")
+    at = tiny()
+    at.number_input(key=P + "w_steps").set_value(4)
+    at.number_input(key=P + "w_warmup").set_value(2)
+    click(at.run(), "run_warmup")
+    assert seen == [1] and not errors(at)
+    result = at.session_state[ui.EXPERIMENT_KEYS["warmup"]].result
+    assert list(result.runs.by_label()) == ["Post-LN, no warmup", "Post-LN, warmup 2",
+                                            "Pre-LN, no warmup"]
+    assert result.runs.seeds == [0, 1] and result.steps == 4
+    verdict = result.verdict()
+    text = " ".join(m.value for m in at.markdown)
+    assert ("✓ holds" if verdict["holds"] else "✗ does not hold here") in text
+    assert f"in {verdict['post_needs_warmup_seeds']} of 2 seeds" in text
+
+
 def test_uploaded_text_trains_and_bad_text_is_refused():
-    at = tiny(run_page({"preset": "debug"}), steps=1)
+    at = tiny(steps=1)
     at.radio(key=P + "source").set_value("upload").run()
     click(at, "run_train")
     assert any("upload a UTF-8 text file first" in e for e in errors(at))
@@ -101,11 +151,14 @@ def test_uploaded_text_trains_and_bad_text_is_refused():
 
 
 def test_too_big_runs_are_refused_with_the_guards_message():
-    at = tiny(run_page({"preset": "debug"}), batch=65_536, seq_len=8192)
-    click(at, "run_grad")
+    at = tiny(batch=65_536, seq_len=8192)
+    assert any("press “Measure gradient norms”" in c.value for c in at.caption)  # not on view
+    before = at.session_state[ui.KEY_GRADNORMS]
+    click(at, "run_gradnorms")
     assert any("is free (limit 90% of free" in e for e in errors(at))     # the memory guard
-    assert ui.KEY_GRADNORMS not in at.session_state
-    at = tiny(run_page({"preset": "debug"}), n_layers=8, seq_len=64, batch=8, steps=2000)
+    assert at.session_state[ui.KEY_GRADNORMS] is before                  # nothing lost
+    at = tiny(n_layers=8, seq_len=64, batch=8)
+    at.number_input(key=P + "steps").set_value(2000).run()
     click(at, "run_train")
     # 4 runs × 2000 steps × 3·forward FLOPs of a 64-wide, 8-block model ≫ 3 TFLOP
     assert any("live runs on the CPU are limited to 3 TFLOP" in e for e in errors(at))
@@ -113,7 +166,6 @@ def test_too_big_runs_are_refused_with_the_guards_message():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_asking_for_cuda_without_it_says_so():
-    at = tiny(run_page({"preset": "debug"}))
+    at = tiny()
     at.selectbox(key=P + "device").set_value("cuda").run()
-    click(at, "run_grad")
     assert any("CUDA is not available" in e for e in errors(at))

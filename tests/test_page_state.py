@@ -216,15 +216,15 @@ def test_live_run_sizes_sit_in_their_own_box(page, prefix, sizes):
 
 def test_gradient_clipping_reaches_every_training_run(monkeypatch):
     seen = []
-    original = experiments.compare_runs
+    original = experiments.compare_runs_over_seeds
 
     def recording(specs, *args, **kwargs):
         seen.append([spec.grad_clip for spec in specs])
         return original(specs, *args, **kwargs)
-    monkeypatch.setattr(experiments, "compare_runs", recording)
-    at = open_page(GRAD, {"preset": "debug"})
-    for name, value in {"n_layers": 1, "seq_len": 8, "batch": 1, "steps": 2}.items():
-        at.number_input(key=P3 + name).set_value(value)
+    monkeypatch.setattr(experiments, "compare_runs_over_seeds", recording)
+    at = open_page(GRAD, {"preset": "debug", "grad.n_layers": "1", "grad.seq_len": "8",
+                          "grad.batch": "1", "grad.seeds": "1", "grad.d_model": "32"})
+    at.number_input(key=P3 + "steps").set_value(2)
     clip = at.number_input(key=P3 + "grad_clip")
     assert clip.label == "gradient clipping (max norm, 0 = off)" and clip.value == 0.0
     click(at.run(), P3 + "run_train")

@@ -27,12 +27,15 @@ def results():
     cfg = PRESETS["debug"]
     from llama_lab.train import data
     return cfg, {
-        "gradnorms": report.ExperimentEntry("gradnorms", experiments.gradnorms(cfg, 16, 2), cfg,
-                                            {"seq_len": 16, "batch": 2}),
-        "depth_sweep": experiments.depth_sweep(cfg, (1, 2), 16, 2),
-        "training": experiments.compare_runs(
-            experiments.norm_position_specs(cfg, 3e-3, 1), 2, data=data.load_builtin(),
+        "gradnorms": report.ExperimentEntry(
+            "gradnorms", experiments.gradnorms_over_seeds(cfg, 16, 2, seeds=(0, 1)), cfg,
+            {"seq_len": 16, "batch": 2}),
+        "depth_sweep": experiments.depth_sweep(cfg, (1, 2), 16, 2, seeds=(0, 1)),
+        "training": experiments.compare_runs_over_seeds(
+            experiments.norm_position_specs(cfg, 3e-3, 1), 2, (0, 1), data=data.load_builtin(),
             seq_len=16, batch=2, device="cpu", eval_batches=1),
+        "warmup": experiments.warmup_contrast(cfg, 2, 3e-3, 1, (0, 1), data=data.load_builtin(),
+                                              seq_len=16, batch=2, device="cpu", eval_batches=1),
         "ablation": experiments.compare_runs(
             experiments.ablation_specs("norm_type", cfg, 3e-3, 1), 2, data=data.load_builtin(),
             seq_len=16, batch=2, device="cpu", eval_batches=1),
@@ -58,6 +61,7 @@ def test_html_inlines_plotly_once_and_opens_offline(full, html):
     assert html.count('class="plotly-graph-div"') == len(full.figures) >= 7 + 6
     assert html.count("Plotly.newPlot") == len(full.figures)
     assert 'id="figure-params_sunburst"' in html and 'id="figure-training_heatmaps"' in html
+    assert 'id="figure-depth_ratio"' in html and 'id="figure-warmup_curves"' in html
     assert not re.search(r"<script[^>]+src=", html)                      # nothing to fetch
     assert not re.search(r"<link[^>]+href=[\"']https?:", html)
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
@@ -110,7 +114,13 @@ def test_csv_zip_has_one_parsable_csv_per_table(full):
     # 2 (K, V) · L=2 · G · head_dim 16 · 2 bytes (bf16): MHA G=4, GQA G=2, MQA G=1
     kv = frames["kv_cache_attention.csv"].set_index("attention").bytes_per_token
     assert kv.to_dict() == {"MHA": 512, "GQA": 256, "MQA": 128}
-    assert len(frames["training_steps.csv"]) == 4 * 2                  # 4 runs × 2 steps
+    assert len(frames["training_steps.csv"]) == 2 * 4 * 2              # 2 seeds × 4 runs × 2 steps
+    assert sorted(set(frames["training_steps.csv"].seed)) == [0, 1]
+    per_seed = frames["gradnorms_by_seed.csv"]                         # the multi-seed results
+    assert list(per_seed.seed) == [0, 1] and (per_seed.post_over_pre > 0).all()
+    assert len(frames["depth_sweep.csv"]) == 2 * 2                     # 2 depths × 2 seeds
+    warmup = frames["warmup_verdict.csv"]
+    assert list(warmup.columns) == ["seed", "post_no_warmup", "post_warmup", "pre_no_warmup"]
     via_render = zipfile.ZipFile(io.BytesIO(report.render(full, "csv")))
     assert set(via_render.namelist()) == names
 
@@ -150,12 +160,12 @@ def test_markdown_has_a_table_per_report_table(full):
 
 def test_long_tables_are_cut_in_html_and_md_but_whole_in_csv(monkeypatch, full):
     monkeypatch.setattr(report.formats, "MAX_SHOWN_ROWS", 3)
-    steps = full.table("training_steps").frame                          # 8 rows
-    assert "First 3 of 8 rows" in report.render(full, "md")
+    steps = full.table("training_steps").frame                          # 16 rows
+    assert "First 3 of 16 rows" in report.render(full, "md")
     html = report.render(full, "html")
-    assert "First 3 of 8 rows" in html
+    assert "First 3 of 16 rows" in html
     archive = zipfile.ZipFile(io.BytesIO(report.formats.render_csv(full)))
-    assert len(pd.read_csv(archive.open("training_steps.csv"))) == len(steps) == 8
+    assert len(pd.read_csv(archive.open("training_steps.csv"))) == len(steps) == 16
 
 
 def test_environment_names_the_versions(full):

@@ -26,11 +26,11 @@ CONTROL_CHARS = ("\x00", "\x07", "\x1b", "\x9b", "\u202e", "\u2066")
 def hostile():
     cfg = PRESETS["debug"]
     gradnorms = ExperimentEntry(
-        "gradnorms", experiments.gradnorms(cfg, 8, 1), cfg,
+        "gradnorms", experiments.gradnorms_over_seeds(cfg, 8, 1), cfg,
         {"data": f"{SCRIPT}.txt", PAYLOAD: LINK, "note": IMAGE + CONTROLS})
     specs = [experiments.RunSpec(label, cfg, 3e-3) for label in
              (f"{SCRIPT} a", f"{LINK} b", f"{IMAGE} c{CONTROLS}")]
-    training = ExperimentEntry("training", experiments.compare_runs(
+    training = ExperimentEntry("training", experiments.compare_runs_over_seeds(
         specs, 1, seq_len=8, batch=1, device="cpu", eval_batches=1), cfg, {"file": PAYLOAD})
     built = report.build_report(cfg, 8, 1, notes=[PAYLOAD, f"rope_scaling={SCRIPT}"],
                                 experiments={"gradnorms": gradnorms, "training": training},

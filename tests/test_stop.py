@@ -12,7 +12,7 @@ from streamlit.runtime.scriptrunner import RerunData
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import local_script_runner
 
-from llama_lab import experiments
+from llama_lab import experiments, ui
 from llama_lab.config import PRESETS
 from llama_lab.runtime import jobs
 from llama_lab.train.data import random_tokens
@@ -20,27 +20,33 @@ from llama_lab.units import escape_markdown
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."
-SMALL = {"n_layers": 2, "seq_len": 16, "batch": 2}
+# tiny live sizes through the page's URL, so what the page measures on view is tiny too
+SMALL = {"grad.n_layers": "2", "grad.seq_len": "16", "grad.batch": "2", "grad.seeds": "1",
+         "grad.d_model": "32"}
 FREED_WITHIN_S = 1.5               # "within about a second", with room for a loaded CI machine
 
 
 def long_training_session() -> AppTest:
     """A session set up to train four runs of 2,000 steps (minutes of work)."""
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
-    for name, value in {**SMALL, "steps": 2000}.items():
-        at.number_input(key=P + name).set_value(value)
+    at = quick_session()
+    at.number_input(key=P + "steps").set_value(2000)
     at.run()
     return at
 
 
 def quick_session() -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params.update(SMALL)
     at.run()
-    for name, value in SMALL.items():
-        at.number_input(key=P + name).set_value(value)
-    at.run()
+    assert not at.exception
     return at
+
+
+def measure_again(session: AppTest) -> None:
+    """The session's "Measure gradient norms" button, with the shared cache of measurements
+    emptied so that the measurement really runs."""
+    ui.gradnorms_measured.clear()
+    session.button(key=P + "run_gradnorms").click().run(timeout=120)
 
 
 @pytest.fixture
@@ -75,13 +81,13 @@ def wait_until(condition, timeout_s: float = 60.0) -> None:
 
 
 def started_gradnorms(monkeypatch) -> list:
-    """Times at which experiments.gradnorms (the second session's run) starts."""
-    starts, original = [], experiments.gradnorms
+    """Times at which the gradient-norm measurement (the second session's run) starts."""
+    starts, original = [], experiments.gradnorms_over_seeds
 
     def timed(*args, **kwargs):
         starts.append(time.monotonic())
         return original(*args, **kwargs)
-    monkeypatch.setattr(experiments, "gradnorms", timed)
+    monkeypatch.setattr(experiments, "gradnorms_over_seeds", timed)
     return starts
 
 
@@ -89,6 +95,7 @@ def test_stop_or_a_closed_tab_frees_the_slot_for_a_waiting_session(monkeypatch, 
     _, asked = runners
     starts = started_gradnorms(monkeypatch)
     first, second = long_training_session(), quick_session()
+    starts.clear()                                        # their measurements on view
     failures = []
 
     def run_first():
@@ -99,7 +106,7 @@ def test_stop_or_a_closed_tab_frees_the_slot_for_a_waiting_session(monkeypatch, 
     thread = threading.Thread(target=run_first)
     thread.start()
     wait_until(lambda: jobs.LIMITER.running == 1)         # the long run holds the slot
-    second.button(key=P + "run_grad").click().run(timeout=120)   # waits, then runs
+    measure_again(second)                                 # waits, then runs
     thread.join(60)
     assert failures and "timed out" in failures[0]         # it was still running: stopped
     assert not second.exception
@@ -114,6 +121,7 @@ def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
     starts = started_gradnorms(monkeypatch)
     first, second = long_training_session(), quick_session()
     made.clear()
+    starts.clear()
     errors = []
 
     def run_first():
@@ -129,7 +137,7 @@ def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
     made[0].request_rerun(RerunData(widget_states=WidgetStates()))   # the user changed a widget
     wait_until(lambda: jobs.LIMITER.running == 0, timeout_s=FREED_WITHIN_S + 1)
     freed = time.monotonic() - asked_at
-    second.button(key=P + "run_grad").click().run(timeout=120)
+    measure_again(second)
     thread.join(60)
     assert not errors and not thread.is_alive()
     assert freed < FREED_WITHIN_S, f"the slot was held {freed:.2f} s after the rerun"
@@ -163,7 +171,7 @@ def test_every_long_run_reports_each_step_with_its_count():
     seen.clear()
     experiments.depth_sweep(cfg, (1, 2), seq_len=8, batch=2,
                             progress=lambda f, text: seen.append((f, text)))
-    assert any(text.startswith("depth L=2 (2/2): pre-LN") for _, text in seen)
+    assert any(text.startswith("depth L=2 (2/2): seed 0 (1/1): pre-LN") for _, text in seen)
 
 
 def test_the_progress_bar_shows_elapsed_and_time_left():

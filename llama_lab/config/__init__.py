@@ -9,11 +9,11 @@ from .bounds import CHOICES, INIT_STD, LIMITS, MAX_BATCH, MINIMUMS
 from .model_config import ModelConfig
 from .overrides import apply_overrides, coerce_field, parse_override
 from .presets import PRESETS, PUBLISHED_PARAMS, get_preset
-from .recipes import (TRAINING_SHAPE, arrangement, live_config, recipe_2017, recipe_llama,
-                      small_training_config)
+from .recipes import (REGIMES, TRAINING_SHAPE, arrangement, live_config, recipe_2017,
+                      recipe_llama, regime_recipe, small_training_config)
 
 __all__ = [
-    "CHOICES", "ConfigError", "FFN_RULES", "HFConfigWarning", "INIT_STD", "LIMITS", "MAX_BATCH",
+    "CHOICES", "REGIMES", "regime_recipe", "ConfigError", "FFN_RULES", "HFConfigWarning", "INIT_STD", "LIMITS", "MAX_BATCH",
     "MAX_CONFIG_BYTES", "MINIMUMS", "ModelConfig", "PRESETS", "PUBLISHED_PARAMS",
     "TRAINING_SHAPE", "apply_overrides", "coerce_field", "detect_ffn_rule", "ffn_from_rule",
     "arrangement", "get_preset", "live_config", "llama_ffn_hidden", "load_config_file", "parse_config_json",

@@ -393,9 +393,10 @@ def family_of(cfg: "ModelConfig") -> Family:
     if not cfg.is_llama_style:
         raise ConfigError(
             "to_hf_config needs a LLaMA-style config (pre-norm, rmsnorm, rope, swiglu, "
-            f"final norm); this one has norm_position={cfg.norm_position!r}, "
+            f"final norm, unscaled embeddings); this one has norm_position={cfg.norm_position!r}, "
             f"norm_type={cfg.norm_type!r}, pos_encoding={cfg.pos_encoding!r}, "
-            f"ffn_type={cfg.ffn_type!r}, final_norm={cfg.final_norm}")
+            f"ffn_type={cfg.ffn_type!r}, final_norm={cfg.final_norm}, "
+            f"embed_scale={cfg.embed_scale}")
     reasons = {mt: _reasons(cfg, mt) for mt in FAMILIES}
     for model_type, why in reasons.items():
         if not why:

@@ -82,6 +82,7 @@ class ModelConfig:
     bias: bool = False             # every linear layer (the 2017 recipe); the three below follow it
     final_norm: bool = True        # Pre-LN needs it: the last block's output is never normalised
     tie_embeddings: bool = False
+    embed_scale: bool = False      # embeddings multiplied by √d_model (Vaswani et al. 2017, §3.4)
     init: str = "normal"           # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
     rope_theta: float = 10000.0
     norm_eps: float = 1e-6         # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
@@ -125,7 +126,8 @@ class ModelConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"{name}={value!r} must be one of {', '.join(map(repr, allowed))}")
-        for name in ("bias", "final_norm", "tie_embeddings", "qk_norm", "moe_renormalize"):
+        for name in ("bias", "final_norm", "tie_embeddings", "embed_scale", "qk_norm",
+                     "moe_renormalize"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
         for name in ("rope_theta", "norm_eps"):
@@ -201,7 +203,8 @@ class ModelConfig:
         """True when a LLaMA-family decoder (pre-norm RMSNorm, RoPE, SwiGLU, final norm) can
         express the recipe; which transformers family fits the rest: ``hf.family_of``."""
         return (self.norm_position == "pre" and self.norm_type == "rmsnorm"
-                and self.pos_encoding == "rope" and self.ffn_type == "swiglu" and self.final_norm)
+                and self.pos_encoding == "rope" and self.ffn_type == "swiglu" and self.final_norm
+                and not self.embed_scale)
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps

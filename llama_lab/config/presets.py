@@ -22,11 +22,12 @@ PRESETS: dict[str, ModelConfig] = {
     "seed-demo": ModelConfig(),
     "seed-demo-mha": ModelConfig(n_kv_heads=8),
     # Vaswani et al. 2017 recipe as a decoder-only model at the seed's size: Post-LN, LayerNorm,
-    # sinusoidal positions, ReLU FFN of 4d, biases, Xavier init, no final norm.
+    # sinusoidal positions, ReLU FFN of 4d, biases, Xavier init, no final norm, embeddings
+    # multiplied by √d (§3.4; the paper also ties them to the output layer: tie_embeddings).
     "transformer-2017": ModelConfig(n_kv_heads=8, ffn_hidden=2048, norm_position="post",
                                     norm_type="layernorm", pos_encoding="sinusoidal",
                                     ffn_type="relu", bias=True, final_norm=False, init="xavier",
-                                    norm_eps=1e-5),
+                                    embed_scale=True, norm_eps=1e-5),
     # huggyllama/llama-7b config.json (Touvron et al. 2023, Table 2)
     "llama-7b": ModelConfig(d_model=4096, n_layers=32, n_heads=32, n_kv_heads=32,
                             ffn_hidden=11008, max_seq_len=2048, **{**_LLAMA, "norm_eps": 1e-6}),

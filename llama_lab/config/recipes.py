@@ -4,6 +4,7 @@ copies the live experiments train (a model's recipe at a size that runs in secon
 from __future__ import annotations
 
 from .ffn import seed_ffn_hidden
+from ..errors import ConfigError
 from .model_config import ModelConfig
 
 
@@ -11,14 +12,14 @@ def recipe_2017(cfg: ModelConfig) -> ModelConfig:
     """The original decoder recipe at cfg's size (seed table, left column)."""
     return cfg.replace(norm_position="post", norm_type="layernorm", pos_encoding="sinusoidal",
                        ffn_type="relu", ffn_hidden=4 * cfg.d_model, bias=True, final_norm=False,
-                       init="xavier", n_kv_heads=cfg.n_heads)
+                       init="xavier", embed_scale=True, n_kv_heads=cfg.n_heads)
 
 
 def recipe_llama(cfg: ModelConfig) -> ModelConfig:
     """The LLaMA recipe at cfg's size (seed table, right column)."""
     return cfg.replace(norm_position="pre", norm_type="rmsnorm", pos_encoding="rope",
                        ffn_type="swiglu", ffn_hidden=seed_ffn_hidden(cfg.d_model), bias=False,
-                       final_norm=True, init="normal")
+                       final_norm=True, init="normal", embed_scale=False)
 
 
 def arrangement(cfg: ModelConfig, position: str) -> ModelConfig:
@@ -26,6 +27,25 @@ def arrangement(cfg: ModelConfig, position: str) -> ModelConfig:
     Pre-LN arm always ends with a final norm, as in the paper and LLaMA; the Post-LN arm never
     gets one on top of its last block's own norm (no LN(LN(x))), whatever ``cfg.final_norm``."""
     return cfg.replace(norm_position=position, final_norm=position == "pre")
+
+
+# The settings a Post-LN/Pre-LN measurement can be made in: Xiong et al.'s (the 2017 recipe:
+# Xavier init, LayerNorm, embeddings × √d), LLaMA's (N(0, 0.02), RMSNorm), or the sidebar's.
+REGIMES = {"theory": "Theory: Xavier, LayerNorm, embeddings × √d (Xiong et al., 2017 recipe)",
+           "llama": "LLaMA init: N(0, 0.02), RMSNorm (LLaMA recipe)",
+           "sidebar": "The sidebar's recipe"}
+
+
+def regime_recipe(cfg: ModelConfig, regime: str) -> ModelConfig:
+    """The recipe of a Post-LN/Pre-LN measurement: the 2017 or the LLaMA recipe at the seed demo
+    model's shape (the live copy rescales it), or ``cfg`` itself for "sidebar"."""
+    if regime == "theory":
+        return recipe_2017(ModelConfig())
+    if regime == "llama":
+        return recipe_llama(ModelConfig())
+    if regime == "sidebar":
+        return cfg
+    raise ConfigError(f"regime={regime!r} must be one of {', '.join(map(repr, REGIMES))}")
 
 
 # Size of the short training runs behind the table (byte-level data: vocab 256).

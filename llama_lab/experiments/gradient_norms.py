@@ -5,6 +5,8 @@ in the Transformer Architecture").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -13,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..config import ModelConfig, arrangement
 from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table,
-                              layout_figure)
+                              band_traces, layout_figure)
 from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
@@ -21,7 +23,8 @@ from ..train.budgets import check_sizes, random_batch, training_bytes_needed
 from ..train.data import TokenData
 from ..train.measure import layer_grad_norms, norm_of
 from ..train.step import next_token_loss
-from ..units import Progress, plain_fields
+from ..units import Progress, plain, plain_fields
+from .seeds import band, median_list, median_of, over_seeds
 from .registry import ExperimentKind, register
 
 
@@ -70,27 +73,55 @@ class GradNorms:
     group_grad_norm: dict                # group → per-block list
     embedding_grad_norm: float
     total_grad_norm: float
+    # the forward pass: RMS of each block's input x_l and of its two branches' outputs, and of
+    # the input of the last norm before lm_head (Pre-LN: the final norm's, the whole residual
+    # stream; Post-LN: the last block's second norm's, x + FFN(x)): a norm divides the gradient
+    # through it by that RMS
+    residual_rms: list
+    attn_out_rms: list
+    ffn_out_rms: list
+    last_norm_input_rms: float
 
     def to_dict(self) -> dict:
         """SPEC ``gradnorms``: loss and the per-layer lists (the arm is the key above it)."""
         return plain_fields(self, exclude=("norm_position",))
 
 
+def _rms(x: torch.Tensor) -> float:
+    return x.detach().float().pow(2).mean().sqrt().item()
+
+
 def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Tensor) -> GradNorms:
     """One forward/backward; block inputs are caught by forward pre-hooks and their gradients
-    by tensor hooks."""
-    n_layers = len(model.model.layers)
+    by tensor hooks, the branches' outputs by forward hooks."""
+    layers = model.model.layers
+    n_layers = len(layers)
     residual: list[float | None] = [None] * n_layers
+    seen = {name: [None] * n_layers for name in ("residual_rms", "attn_out_rms", "ffn_out_rms")}
+    final = [0.0]
 
     def catch_input(index: int):
         def pre_hook(module, args):
             x = args[0]                                            # (B, T, C) block input
+            seen["residual_rms"][index] = _rms(x)
             if x.requires_grad:
                 x.register_hook(lambda grad: residual.__setitem__(index, norm_of([grad])))
         return pre_hook
 
-    handles = [layer.register_forward_pre_hook(catch_input(i))
-               for i, layer in enumerate(model.model.layers)]
+    def catch_output(name: str, index: int):
+        def hook(module, args, output):
+            seen[name][index] = _rms(output)
+        return hook
+
+    handles = [layer.register_forward_pre_hook(catch_input(i)) for i, layer in enumerate(layers)]
+    handles += [layer.self_attn.register_forward_hook(catch_output("attn_out_rms", i))
+                for i, layer in enumerate(layers)]
+    handles += [layer.mlp.register_forward_hook(catch_output("ffn_out_rms", i))
+                for i, layer in enumerate(layers)]
+    last_norm = (layers[-1].post_attention_layernorm if model.cfg.norm_position == "post"
+                 else model.model.norm)
+    handles.append(last_norm.register_forward_pre_hook(
+        lambda module, args: final.__setitem__(0, _rms(args[0]))))
     try:
         model.zero_grad(set_to_none=True)
         loss = next_token_loss(model(inputs), targets)
@@ -101,10 +132,11 @@ def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Ten
     return GradNorms(
         norm_position=model.cfg.norm_position, loss=loss.item(),
         layer_grad_norm=layer_grad_norms(model),
-        ffn_out_grad_norm=[norm_of([_down_weight(layer).grad]) for layer in model.model.layers],
+        ffn_out_grad_norm=[norm_of([_down_weight(layer).grad]) for layer in layers],
         residual_grad_norm=residual, group_grad_norm=group_grad_norms(model),
         embedding_grad_norm=norm_of([model.model.embed_tokens.weight.grad]),
-        total_grad_norm=norm_of(p.grad for p in model.parameters() if p.grad is not None))
+        total_grad_norm=norm_of(p.grad for p in model.parameters() if p.grad is not None),
+        last_norm_input_rms=final[0], **seen)
 
 
 @dataclass(frozen=True)
@@ -118,20 +150,6 @@ class GradNormComparison:
     def to_dict(self) -> dict:
         """SPEC ``gradnorms``: {"post": R, "pre": R}."""
         return {"post": self.post.to_dict(), "pre": self.pre.to_dict()}
-
-    def to_frame(self):
-        """One row per (norm position, block): the three SPEC lists and every group."""
-        import pandas as pd
-        rows = []
-        for result in (self.post, self.pre):
-            for i in range(len(result.layer_grad_norm)):
-                row = {"norm_position": result.norm_position, "layer": i,
-                       "layer_grad_norm": result.layer_grad_norm[i],
-                       "ffn_out_grad_norm": result.ffn_out_grad_norm[i],
-                       "residual_grad_norm": result.residual_grad_norm[i]}
-                row.update({f"grad_{g}": v[i] for g, v in result.group_grad_norm.items()})
-                rows.append(row)
-        return pd.DataFrame(rows)
 
 
 def _same_weights(post: torch.nn.Module, pre: torch.nn.Module) -> bool:
@@ -169,6 +187,92 @@ def gradnorms(cfg: ModelConfig, seq_len: int, batch: int, seed: int = 0,
                               batch=batch, seed=seed)
 
 
+LIST_FIELDS = ("layer_grad_norm", "ffn_out_grad_norm", "residual_grad_norm", "residual_rms",
+               "attn_out_rms", "ffn_out_rms")
+SCALAR_FIELDS = ("loss", "embedding_grad_norm", "total_grad_norm", "last_norm_input_rms")
+
+
+def median_arm(arms: Sequence[GradNorms]) -> GradNorms:
+    """One arm's measurements over seeds: each number the median of the seeds'."""
+    groups = arms[0].group_grad_norm
+    return GradNorms(
+        norm_position=arms[0].norm_position,
+        group_grad_norm={g: median_list([a.group_grad_norm[g] for a in arms]) for g in groups},
+        **{f: median_list([getattr(a, f) for a in arms]) for f in LIST_FIELDS},
+        **{f: median_of([getattr(a, f) for a in arms]) for f in SCALAR_FIELDS})
+
+
+@dataclass(frozen=True)
+class GradNormSeeds:
+    """Post-LN vs Pre-LN at initialisation, once per seed (weights and batch both follow the
+    seed); ``post`` and ``pre`` are the medians."""
+    runs: list                       # GradNormComparison per seed
+    seeds: list
+    seq_len: int
+    batch: int
+    data: str                        # "random token ids" or the text's name
+
+    @cached_property
+    def post(self) -> GradNorms:
+        return median_arm([run.post for run in self.runs])
+
+    @cached_property
+    def pre(self) -> GradNorms:
+        return median_arm([run.pre for run in self.runs])
+
+    def arms(self, position: str) -> list[GradNorms]:
+        return [getattr(run, position) for run in self.runs]
+
+    def by_seed(self, position: str, name: str) -> list:
+        return [getattr(arm, name) for arm in self.arms(position)]
+
+    def band(self, position: str, name: str) -> tuple[list, list]:
+        return band(self.by_seed(position, name))
+
+    def last_ratio_by_seed(self, name: str = "ffn_out_grad_norm") -> list[float]:
+        """Post/Pre of the last block's ``name``, seed by seed."""
+        return [getattr(run.post, name)[-1] / getattr(run.pre, name)[-1] for run in self.runs]
+
+    def to_dict(self) -> dict:
+        """SPEC ``gradnorms``: one seed exactly as ``GradNormComparison``; several: each list
+        the median, with its ``<name>_by_seed`` twin (and ``loss_by_seed``, ``seeds``)."""
+        if len(self.runs) == 1:
+            return self.runs[0].to_dict()
+        out = {}
+        for position in ("post", "pre"):
+            arm = getattr(self, position).to_dict()
+            for name in (*LIST_FIELDS, "loss"):
+                arm[f"{name}_by_seed"] = plain(self.by_seed(position, name))
+            arm["seeds"] = list(self.seeds)
+            out[position] = arm
+        return out
+
+    def to_frame(self):
+        """One row per (seed, norm position, block): the per-block lists and every group."""
+        rows = []
+        for seed, run in zip(self.seeds, self.runs):
+            for result in (run.post, run.pre):
+                for i in range(len(result.layer_grad_norm)):
+                    row = {"seed": seed, "norm_position": result.norm_position, "layer": i}
+                    row.update({name: getattr(result, name)[i] for name in LIST_FIELDS})
+                    row.update({f"grad_{g}": v[i] for g, v in result.group_grad_norm.items()})
+                    rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def gradnorms_over_seeds(cfg: ModelConfig, seq_len: int, batch: int,
+                         seeds: Sequence[int] = (0,), data: TokenData | None = None,
+                         device: str = "cpu", progress: Progress | None = None) -> GradNormSeeds:
+    """``gradnorms`` once per seed."""
+    seeds, runs = over_seeds(seeds, progress, lambda seed, part: gradnorms(
+        cfg, seq_len, batch, seed=seed, data=data, device=device, progress=part))
+    return GradNormSeeds(runs=runs, seeds=seeds, seq_len=seq_len, batch=batch,
+                         data=data.source if data is not None else RANDOM_TOKENS)
+
+
+RANDOM_TOKENS = "random token ids"
+
+
 # ---- figures and tables --------------------------------------------------------------------
 GRADNORM_METRICS = {  # field of GradNorms → axis title
     "layer_grad_norm": "‖∇θ_l‖ (all parameters of block l)",
@@ -177,70 +281,85 @@ GRADNORM_METRICS = {  # field of GradNorms → axis title
 }
 
 
-def gradnorm_profile(comparison: GradNormComparison) -> go.Figure:
-    """The three per-layer norms of SPEC's ``gradnorms``, Post-LN vs Pre-LN, log y."""
+def gradnorm_profile(result: GradNormSeeds) -> go.Figure:
+    """The three per-layer norms of SPEC's ``gradnorms``, Post-LN vs Pre-LN, log y: the median
+    over seeds with the min–max band."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(GRADNORM_METRICS.values()),
                         horizontal_spacing=0.07)
+    n_layers = len(result.post.layer_grad_norm)
     for col, metric in enumerate(GRADNORM_METRICS, start=1):
-        for result in (comparison.post, comparison.pre):
-            values = getattr(result, metric)                    # per block, 0 = nearest input
-            position = result.norm_position
-            fig.add_trace(go.Scatter(
-                x=list(range(len(values))), y=values, mode="lines+markers",
-                name=f"{ARRANGEMENT_LABELS[position]} (loss {result.loss:.3f})",
-                legendgroup=position, showlegend=col == 1,
-                line=dict(color=ARRANGEMENT_COLORS[position]),
-                hovertemplate=f"{ARRANGEMENT_LABELS[position]} block %{{x}}: %{{y:.3e}}<extra></extra>"),
-                row=1, col=col)
-        fig.update_xaxes(title_text="block (0 = nearest the input)", dtick=max(1, len(values) // 8),
+        for position in ("post", "pre"):
+            arm = getattr(result, position)
+            low, high = result.band(position, metric)
+            label = ARRANGEMENT_LABELS[position]
+            for trace in band_traces(list(range(n_layers)), getattr(arm, metric), low, high,
+                                     name=f"{label} (loss {arm.loss:.3f})",
+                                     color=ARRANGEMENT_COLORS[position], legendgroup=position,
+                                     showlegend=col == 1, hover="block %{x}: %{y:.3e}"):
+                fig.add_trace(trace, row=1, col=col)
+        fig.update_xaxes(title_text="block (0 = nearest the input)", dtick=max(1, n_layers // 8),
                          row=1, col=col)
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_annotations(font_size=12)
-    n_layers = len(comparison.post.layer_grad_norm)
+    seeds = (f"median of {len(result.seeds)} seeds, band min–max" if len(result.seeds) > 1
+             else f"seed {result.seeds[0]}")
     return layout_figure(fig, f"Gradient norms at initialisation, {n_layers} blocks, "
-                        f"B={comparison.batch}, T={comparison.seq_len} (same weights, same batch)",
-                   height=420)
+                         f"B={result.batch}, T={result.seq_len}, {result.data} ({seeds})",
+                         height=440)
 
 
-def group_table(comparison: GradNormComparison) -> pd.DataFrame:
-    """One row per (norm position, parameter group); one column per block."""
+def group_table(result: GradNormSeeds) -> pd.DataFrame:
+    """One row per (norm position, parameter group); one column per block (medians)."""
     rows = []
-    for result in (comparison.post, comparison.pre):
-        for group, values in result.group_grad_norm.items():
-            row = {"norm_position": result.norm_position, "group": group}
+    for arm in (result.post, result.pre):
+        for group, values in arm.group_grad_norm.items():
+            row = {"norm_position": arm.norm_position, "group": group}
             row.update({f"block {i}": value for i, value in enumerate(values)})
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def gradnorm_summary(comparison: GradNormComparison) -> pd.DataFrame:
-    """Loss and whole-model norms of both arrangements; the last-over-first ratio of each
-    per-layer list says which way the gradient grows through depth."""
+def gradnorm_summary(result: GradNormSeeds) -> pd.DataFrame:
+    """Loss and whole-model norms of both arrangements (medians); the last-over-first ratio of
+    each per-layer list says which way the gradient grows through depth."""
     rows = []
-    for result in (comparison.post, comparison.pre):
-        row = {"norm_position": result.norm_position, "loss": result.loss,
-               "total_grad_norm": result.total_grad_norm,
-               "embedding_grad_norm": result.embedding_grad_norm}
+    for arm in (result.post, result.pre):
+        row = {"norm_position": arm.norm_position, "loss": arm.loss,
+               "total_grad_norm": arm.total_grad_norm,
+               "embedding_grad_norm": arm.embedding_grad_norm,
+               "last_norm_input_rms": arm.last_norm_input_rms}
         for metric in GRADNORM_METRICS:
-            values = getattr(result, metric)
+            values = getattr(arm, metric)
             row[f"{metric}_last_over_first"] = values[-1] / values[0] if values[0] else None
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def tables(result: GradNormComparison, section: str, config: ModelConfig | None = None) -> list[Table]:
-    return [Table("gradnorms_summary", "Loss and whole-model gradient norms", section,
-                  gradnorm_summary(result)),
-            Table("gradnorms_per_layer", "Per-block gradient norms", section, result.to_frame()),
-            Table("gradnorms_by_group", "Per-group gradient norms (one column per block)",
-                  section, group_table(result))]
+def seed_table(result: GradNormSeeds) -> pd.DataFrame:
+    """Per seed: both arms' loss and last block's ‖∇W_down‖, and their ratio."""
+    return pd.DataFrame([
+        {"seed": seed, "post_loss": run.post.loss, "pre_loss": run.pre.loss,
+         "post_last_ffn_grad_norm": run.post.ffn_out_grad_norm[-1],
+         "pre_last_ffn_grad_norm": run.pre.ffn_out_grad_norm[-1], "post_over_pre": ratio}
+        for seed, run, ratio in zip(result.seeds, result.runs, result.last_ratio_by_seed())])
 
 
-def figures(result: GradNormComparison, section: str) -> list[Figure]:
+def tables(result: GradNormSeeds, section: str, config: ModelConfig | None = None) -> list[Table]:
+    return [Table("gradnorms_summary", "Loss and whole-model gradient norms (medians over seeds)",
+                  section, gradnorm_summary(result)),
+            Table("gradnorms_by_seed", "The last block's ‖∇W_down‖, seed by seed", section,
+                  seed_table(result)),
+            Table("gradnorms_per_layer", "Per-block measurements, every seed", section,
+                  result.to_frame()),
+            Table("gradnorms_by_group", "Per-group gradient norms (medians; one column per "
+                  "block)", section, group_table(result))]
+
+
+def figures(result: GradNormSeeds, section: str) -> list[Figure]:
     return [Figure("gradnorms_profile", "Gradient norms per block", section,
                    gradnorm_profile(result))]
 
 
 KIND = register(ExperimentKind(
-    name="gradnorms", title="Gradient norms: Post-LN vs Pre-LN", result_type=GradNormComparison,
-    run=gradnorms, tables=tables, figures=figures, panel="gradnorms", order=10))
+    name="gradnorms", title="Gradient norms: Post-LN vs Pre-LN", result_type=GradNormSeeds,
+    run=gradnorms_over_seeds, tables=tables, figures=figures, panel="gradnorms", order=10))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import pandas as pd
@@ -13,11 +14,12 @@ from plotly.subplots import make_subplots
 
 from ..config import ModelConfig, arrangement
 from ..errors import ExperimentError
-from ..figures.common import (ARRANGEMENT_COLORS, GROUP_PALETTE, Figure, Table, layout_figure,
-                              logits_table)
+from ..figures.common import (ARRANGEMENT_COLORS, GROUP_PALETTE, Figure, Table, band_traces,
+                              layout_figure, logits_table)
 from ..train.data import TokenData
 from ..train.loop import train
 from ..units import Progress, sub_progress
+from .seeds import band, median_list, median_of, over_seeds
 from .registry import ExperimentKind, register
 
 
@@ -35,6 +37,10 @@ class RunSpec:
 @dataclass(frozen=True)
 class RunComparison:
     runs: dict                         # label → TrainRun (same data, same batches, same seed)
+
+    def by_label(self) -> dict[str, list]:
+        """label → its runs (one here; one per seed in ``SeedRuns``)."""
+        return {label: [run] for label, run in self.runs.items()}
 
     def summary_frame(self):
         return pd.DataFrame([run.summary() for run in self.runs.values()])
@@ -72,6 +78,56 @@ def compare_runs(specs: Sequence[RunSpec], steps: int, *, data: TokenData | None
     return RunComparison(runs=runs)
 
 
+@dataclass(frozen=True)
+class SeedRuns:
+    """One comparison per seed: the same arms, the weights and the batches following the seed."""
+    comparisons: list                  # RunComparison per seed
+    seeds: list
+
+    def by_label(self) -> dict[str, list]:
+        return {label: [c.runs[label] for c in self.comparisons] for label in self.comparisons[0].runs}
+
+    @property
+    def runs(self) -> dict:
+        """label → every seed's TrainRun, one after the other (divergences, tables)."""
+        return {f"{label}, seed {seed}": c.runs[label]
+                for seed, c in zip(self.seeds, self.comparisons) for label in c.runs}
+
+    def summary_frame(self):
+        frames = [c.summary_frame().assign(seed=seed) for seed, c in zip(self.seeds, self.comparisons)]
+        return pd.concat(frames, ignore_index=True)
+
+    def seed_summary(self) -> pd.DataFrame:
+        """Per arm over the seeds: how many diverged, and the final validation loss (median,
+        min, max) of those that did not."""
+        rows = []
+        for label, runs in self.by_label().items():
+            finals = [r.final_val_loss for r in runs if not r.diverged and r.final_val_loss is not None]
+            rows.append({"label": label, "seeds": len(runs),
+                         "diverged": sum(r.diverged for r in runs),
+                         "final_val_loss_median": median_of(finals),
+                         "final_val_loss_min": min(finals, default=None),
+                         "final_val_loss_max": max(finals, default=None),
+                         "wall_s": sum(r.wall_s for r in runs)})
+        return pd.DataFrame(rows)
+
+    def to_frame(self):
+        frames = [c.to_frame().assign(seed=seed) for seed, c in zip(self.seeds, self.comparisons)]
+        return pd.concat(frames, ignore_index=True)
+
+    def to_dict(self) -> dict:
+        return {"seeds": list(self.seeds), "by_seed": [c.to_dict() for c in self.comparisons],
+                "summary": self.seed_summary().to_dict("records")}
+
+
+def compare_runs_over_seeds(specs: Sequence[RunSpec], steps: int, seeds: Sequence[int] = (0,),
+                            *, progress: Progress | None = None, **options: Any) -> SeedRuns:
+    """``compare_runs`` once per seed (``options`` as there, without ``seed``)."""
+    seeds, comparisons = over_seeds(seeds, progress, lambda seed, part: compare_runs(
+        specs, steps, seed=seed, progress=part, **options))
+    return SeedRuns(comparisons=comparisons, seeds=seeds)
+
+
 def norm_position_specs(cfg: ModelConfig, lr: float, warmup_steps: int,
                         schedule: str = "cosine") -> list[RunSpec]:
     """Post-LN and Pre-LN, each without and with warmup."""
@@ -85,7 +141,7 @@ def run_styles(comparison: RunComparison) -> dict[str, tuple[str, str]]:
     """label → (colour, dash). Runs that differ in norm_position take Post-LN's and Pre-LN's
     colours (the same on every page and in the report), warmup dashed; any other contrast takes
     the group palette, which no fixed meaning uses."""
-    runs = comparison.runs
+    runs = {label: arm[0] for label, arm in comparison.by_label().items()}
     positions = {run.config.get("norm_position") for run in runs.values()}
     styles = {}
     for i, (label, run) in enumerate(runs.items()):
@@ -97,43 +153,69 @@ def run_styles(comparison: RunComparison) -> dict[str, tuple[str, str]]:
     return styles
 
 
-def training_curves(comparison: RunComparison) -> go.Figure:
-    """Training loss per step (lines), validation loss (markers), divergence (×), and the
-    learning-rate schedule below."""
+def _seed_of(run) -> str:
+    return f"seed {run.settings.get('seed')}"
+
+
+def training_curves(comparison: RunComparison | SeedRuns) -> go.Figure:
+    """Training loss per step (the median over seeds, with the min–max band), validation loss
+    (markers), each diverged run (×), and the learning-rate schedule below."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28],
                         vertical_spacing=0.06)
     styles = run_styles(comparison)
-    for label, run in comparison.runs.items():
+    for label, runs in comparison.by_label().items():
         color, dash = styles[label]
-        steps = list(range(run.steps_run))
-        fig.add_trace(go.Scatter(x=steps, y=run.loss, mode="lines", name=label, legendgroup=label,
-                                 line=dict(color=color, dash=dash)), row=1, col=1)
-        fig.add_trace(go.Scatter(x=run.val_step, y=run.val_loss, mode="markers",
-                                 name=f"{label} (validation)", legendgroup=label, showlegend=False,
-                                 marker=dict(color=color, symbol="circle-open", size=8),
-                                 hovertemplate="validation after %{x} updates: %{y:.4f}"
-                                               "<extra></extra>"), row=1, col=1)
-        if run.diverged:
-            step = run.divergence_step
-            finite = [x for x in run.loss if math.isfinite(x)]
-            loss = run.loss[step] if math.isfinite(run.loss[step]) else max(finite, default=0.0)
-            fig.add_trace(go.Scatter(x=[step], y=[loss], mode="markers", legendgroup=label,
-                                     showlegend=False, marker=dict(color=color, symbol="x", size=14),
-                                     hovertext=run.divergence_reason, hoverinfo="text"),
+        losses = [run.loss for run in runs]
+        steps = list(range(max(run.steps_run for run in runs)))
+        low, high = band(losses)
+        for trace in band_traces(steps, median_list(losses), low, high, name=label, color=color,
+                                 dash=dash, legendgroup=label, hover="step %{x}: %{y:.4f}"):
+            trace.update(mode="lines")
+            fig.add_trace(trace, row=1, col=1)
+        for run in runs:
+            fig.add_trace(go.Scatter(x=run.val_step, y=run.val_loss, mode="markers",
+                                     name=f"{label} (validation)", legendgroup=label,
+                                     showlegend=False,
+                                     marker=dict(color=color, symbol="circle-open", size=7),
+                                     hovertemplate=f"validation, {_seed_of(run)}, after %{{x}} "
+                                                   f"updates: %{{y:.4f}}<extra></extra>"),
                           row=1, col=1)
-        fig.add_trace(go.Scatter(x=steps, y=run.lr, mode="lines", legendgroup=label,
-                                 showlegend=False, line=dict(color=color, width=1)), row=2, col=1)
+            if run.diverged:
+                step = run.divergence_step
+                finite = [x for x in run.loss if math.isfinite(x)]
+                loss = run.loss[step] if math.isfinite(run.loss[step]) else max(finite, default=0.0)
+                fig.add_trace(go.Scatter(x=[step], y=[loss], mode="markers", legendgroup=label,
+                                         showlegend=False,
+                                         marker=dict(color=color, symbol="x", size=14),
+                                         hovertext=f"{_seed_of(run)}: {run.divergence_reason}",
+                                         hoverinfo="text"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=list(range(runs[0].steps_run)), y=runs[0].lr, mode="lines",
+                                 legendgroup=label, showlegend=False,
+                                 line=dict(color=color, width=1, dash=dash)), row=2, col=1)
     fig.update_yaxes(title_text="loss (nats/byte)", row=1, col=1)
     fig.update_yaxes(title_text="learning rate", row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
-    return layout_figure(fig, "Training loss (lines), validation loss (○), divergence (×)",
+    n_seeds = len(next(iter(comparison.by_label().values())))
+    seeds = f"median of {n_seeds} seeds, band min–max; " if n_seeds > 1 else ""
+    return layout_figure(fig, f"Training loss ({seeds}lines), validation loss (○), divergence (×)",
                          height=520)
 
 
-def training_heatmaps(comparison: RunComparison) -> go.Figure:
+def _median_run(runs: list) -> Any:
+    """What a heatmap draws of an arm: its one run, or over seeds the median of every block at
+    every step (steps_run: the longest run's; layer_grad_norm per step)."""
+    if len(runs) == 1:
+        return runs[0]
+    longest = max(run.steps_run for run in runs)
+    per_step = [median_list([run.layer_grad_norm[i] for run in runs if i < run.steps_run])
+                for i in range(longest)]
+    return SimpleNamespace(steps_run=longest, layer_grad_norm=per_step)
+
+
+def training_heatmaps(comparison: RunComparison | SeedRuns) -> go.Figure:
     """‖∇θ_l‖ of every block at every step (before clipping and the update), one panel per
-    run, log10 colour scale shared by all panels."""
-    runs = list(comparison.runs.items())
+    arm (over seeds: the median), log10 colour scale shared by all panels."""
+    runs = [(label, _median_run(arm)) for label, arm in comparison.by_label().items()]
     columns = min(2, len(runs))
     rows = math.ceil(len(runs) / columns)
     # room between rows for the x-axis title of one and the panel titles of the next
@@ -164,8 +246,9 @@ def training_heatmaps(comparison: RunComparison) -> go.Figure:
 
 def layer_grad_long(comparison: RunComparison) -> pd.DataFrame:
     """label, step, block, layer_grad_norm: the heatmaps as one long table."""
-    rows = [{"label": label, "step": step, "block": block, "layer_grad_norm": value}
-            for label, run in comparison.runs.items()
+    rows = [{"label": label, "seed": run.settings.get("seed"), "step": step, "block": block,
+             "layer_grad_norm": value}
+            for label, runs in comparison.by_label().items() for run in runs
             for step, values in enumerate(run.layer_grad_norm)
             for block, value in enumerate(values)]
     return pd.DataFrame(rows)
@@ -174,16 +257,20 @@ def layer_grad_long(comparison: RunComparison) -> pd.DataFrame:
 def run_logits_table(comparison: RunComparison) -> pd.DataFrame:
     """Logit statistics after training, on a validation batch, with and without the final
     norm, for every run."""
-    frames = [logits_table(run.logits, run.logits_without_final_norm).assign(run=label)
-              for label, run in comparison.runs.items()]
+    frames = [logits_table(run.logits, run.logits_without_final_norm)
+              .assign(run=label, seed=run.settings.get("seed"))
+              for label, runs in comparison.by_label().items() for run in runs]
     frame = pd.concat(frames, ignore_index=True).drop(columns="uniform_entropy_ln_V")
-    return frame[["run", *[c for c in frame.columns if c != "run"]]]
+    return frame[["run", "seed", *[c for c in frame.columns if c not in ("run", "seed")]]]
 
 
 def run_tables(name: str) -> Callable[..., list[Table]]:
     """The report tables of a kind whose result is a RunComparison, named after the kind."""
-    def tables(result: RunComparison, section: str, config: ModelConfig | None = None) -> list[Table]:
-        return [Table(f"{name}_summary", "Runs", section, result.summary_frame()),
+    def tables(result: RunComparison | SeedRuns, section: str,
+               config: ModelConfig | None = None) -> list[Table]:
+        over_seeds = ([Table(f"{name}_seeds", "Each arm over the seeds", section,
+                             result.seed_summary())] if isinstance(result, SeedRuns) else [])
+        return over_seeds + [Table(f"{name}_summary", "Runs", section, result.summary_frame()),
                 Table(f"{name}_steps", "Every step of every run", section, result.to_frame()),
                 Table(f"{name}_layer_grad_norm", "Per-block gradient norm at every step",
                       section, layer_grad_long(result)),
@@ -202,6 +289,6 @@ def run_figures(name: str) -> Callable[..., list[Figure]]:
 
 
 KIND = register(ExperimentKind(
-    name="training", title="Training runs: Post-LN / Pre-LN × warmup", result_type=RunComparison,
-    run=compare_runs, tables=run_tables("training"), figures=run_figures("training"),
+    name="training", title="Training runs: Post-LN / Pre-LN × warmup", result_type=SeedRuns,
+    run=compare_runs_over_seeds, tables=run_tables("training"), figures=run_figures("training"),
     panel="training", order=30))

@@ -151,6 +151,32 @@ def mark(fig: go.Figure, *, x: float | None = None, y: float | None = None, text
                            xanchor="left", yanchor="bottom", font=dict(color=color))
 
 
+def rgba(color: str, alpha: float) -> str:
+    """``#rrggbb`` as ``rgba(r, g, b, alpha)`` (a band's fill in its line's colour)."""
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
+def band_traces(x: list, median: list, low: list, high: list, *, name: str, color: str,
+                hover: str = "%{y:.3e}", **common: Any) -> list:
+    """A median line over its min–max band (a filled area in the line's colour, drawn only
+    when there is more than one seed: ``low`` differs from ``high``); ``common`` goes to every
+    trace (legendgroup, showlegend, …) but ``dash``, which only the median line takes."""
+    dash = common.pop("dash", "solid")
+    traces = []
+    if any(lo != hi for lo, hi in zip(low, high)):
+        group = common.get("legendgroup", name)
+        traces += [go.Scatter(x=x, y=high, mode="lines", line=dict(width=0), hoverinfo="skip",
+                              showlegend=False, legendgroup=group),
+                   go.Scatter(x=x, y=low, mode="lines", line=dict(width=0), fill="tonexty",
+                              fillcolor=rgba(color, 0.18), hoverinfo="skip", showlegend=False,
+                              legendgroup=group)]
+    traces.append(go.Scatter(x=x, y=median, mode="lines+markers", name=name,
+                             line=dict(color=color, dash=dash),
+                             hovertemplate=f"{name}: {hover}<extra></extra>", **common))
+    return traces
+
+
 def decade_label(exponent: int) -> str:
     """The tick label of 10^exponent: 0.001 … 1, 10, 100, then SI prefixes (1k, 10k, 1M, 1G,
     1T, …, 100Y), beyond them 10ⁿ."""

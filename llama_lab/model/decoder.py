@@ -5,6 +5,8 @@ the same logits. Shapes: B batch, T new tokens, C = d_model, V vocab.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn as nn
 
@@ -62,6 +64,8 @@ class DecoderBody(nn.Module):
         if cache is not None and start + T > cache.max_len:
             raise ValueError(f"sequence of {start + T} tokens exceeds the cache's max_len={cache.max_len}")
         x = self.embed_tokens(input_ids)                                   # (B, T, C)
+        if self.cfg.embed_scale:                                           # Vaswani et al. §3.4
+            x = x * math.sqrt(self.cfg.d_model)
         rope = None
         if self.cfg.pos_encoding in ("rope", "sinusoidal"):
             # a cache will hold up to its max_len tokens: build the tables for all of them once

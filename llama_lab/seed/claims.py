@@ -313,6 +313,25 @@ def _init_claim() -> Claim:
         f"{xavier_small / INIT_STD:.1f}× 0.02.", "十 Q4")
 
 
+WARMUP_QUOTE = "warmup | 必需（通常 4000 步）| 可选"
+
+
+def warmup_claim(contrast) -> Claim:
+    """The seed's row "warmup: Post-LN required / Pre-LN optional", decided by a measured
+    ``experiments.WarmupContrast`` (its verdict, seed by seed)."""
+    v = contrast.verdict()
+    return Claim(
+        "warmup-post-pre", WARMUP_QUOTE,
+        "Post-LN needs learning-rate warmup; Pre-LN trains without it.",
+        contrast.verdict_text(), bool(v["holds"]),
+        ("Measured on the built-in text: "
+         + ("warmup is what lets Post-LN train here, while Pre-LN without it does at least as "
+            "well." if v["holds"] else
+            "at these settings the runs do not show both halves of the row (see the counts).")
+         + " Xiong et al. 2020 trace it to Post-LN's large last-layer gradients at "
+           "initialisation (Gradient norms page)."), "三 3.3 (实证)")
+
+
 def seed_claims() -> list[Claim]:
     """Every claim the lab checks, in the seed's order."""
     ffn_table, ffn_q2 = _ffn_claims()

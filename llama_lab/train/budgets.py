@@ -20,6 +20,7 @@ from .data import TokenData, check_vocab, get_batch
 # enough that a typo (--steps 10**18, --lr 1e38, --seed 10**20) is refused with the rule.
 MAX_STEPS = 1_000_000
 MAX_SEED = 2**31 - 1
+MAX_SEEDS = 32                # seeds one measurement repeats over
 MAX_LR = 10.0
 
 

@@ -14,10 +14,12 @@ from ..units import human_bytes, human_count, human_params
 from ..runtime.devices import PAGE_DEVICES
 from .cached import (ablation_runs, architecture, flop_count, flops_sweep, fvcore_check,
                      fvcore_or_error, kv_fit, kv_memory_curve, kv_report, param_count,
-                     roofline_points, scores_crossover, seed_claims, show_table)
+                     roofline_points, scores_crossover, seed_claims, show_table,
+                     depth_measured, gradnorms_measured, warmup_measured)
 from .panels.gradnorms import explain_norm_positions
 from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
-from .runs import (STALE_NOTE, exclusive_run, ffn_label, is_stale, keep_experiment, run_with_status, text_source,
+from .runs import (STALE_NOTE, exclusive_run, ffn_label, is_stale, keep_experiment,
+                   measure_on_view, run_with_status, text_choice, text_source,
                    live_run_note, session_experiments, set_defaults, show_experiment)
 from .sidebar import config_error, setup_page, sidebar_config
 from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, EXPERIMENT_KEYS,
@@ -30,6 +32,7 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, 
                     query_for, values_for_config, values_from_query)
 from ..units import escape_markdown
 from .state import KEY_MODEL_NAME, MAX_NAME, QUERY_NAME, model_name
+from .gradient import default_warmup, session_warmup, small_run, training_tab, warmup_tab
 from .widgets import (LIVE_SIZE_HEADING, Link, bound_note, bounded_number, choice_link, int_link,
                       keep_choice, keep_within, link_widgets, live_size_box, remember,
                       show_caption, show_error, show_info, show_warning)

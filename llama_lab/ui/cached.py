@@ -3,6 +3,9 @@ arguments; never a global read inside), and the one way pages show a table.
 """
 from __future__ import annotations
 
+import functools
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, Mapping
 
 import pandas as pd
@@ -110,7 +113,34 @@ def architecture(cfg: ModelConfig, seq_len: int, batch: int,
     return seed.architecture_comparison(cfg, seq_len, batch, dtype)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+def measured(max_entries: int) -> Callable:
+    """A process-wide LRU cache of live measurements, shared by every session, keyed on the
+    (hashable: frozen configs, tuples) arguments but never on ``_progress``. Not st.cache_data:
+    that records the progress bar's updates made inside the function and cannot replay them on
+    a hit (the bar belongs to the run that drew it). Two sessions missing at once both measure;
+    the second result replaces the first, equal to it."""
+    def decorate(fn: Callable) -> Callable:
+        cache: OrderedDict = OrderedDict()
+        lock = threading.Lock()
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, _progress: Callable | None = None) -> Any:
+            with lock:
+                if args in cache:
+                    cache.move_to_end(args)
+                    return cache[args]
+            value = fn(*args, _progress=_progress)
+            with lock:
+                cache[args] = value
+                while len(cache) > max_entries:
+                    cache.popitem(last=False)
+            return value
+        wrapper.clear = cache.clear
+        return wrapper
+    return decorate
+
+
+@measured(max_entries=16)
 def ablation_runs(kind: str, train_cfg: ModelConfig, steps: int, lr: float, warmup_steps: int,
                   seq_len: int, batch: int, _progress: Callable[[float, str], None] | None = None
                   ) -> experiments.RunComparison:
@@ -119,3 +149,39 @@ def ablation_runs(kind: str, train_cfg: ModelConfig, steps: int, lr: float, warm
     specs = experiments.ablation_specs(kind, train_cfg, lr, warmup_steps)
     return experiments.compare_runs(specs, steps, seq_len=seq_len, batch=batch, device="cpu",
                                     progress=_progress)
+
+
+def _text(source: str):
+    """The measurement's data: the built-in text, or None for random token ids."""
+    from ..train.data import load_builtin
+    return load_builtin() if source == "builtin" else None
+
+
+@measured(max_entries=32)
+def gradnorms_measured(cfg: ModelConfig, seq_len: int, batch: int, seeds: tuple[int, ...],
+                       source: str, device: str, _progress: Callable[[float, str], None] | None = None
+                       ) -> experiments.GradNormSeeds:
+    """Post-LN vs Pre-LN at initialisation over ``seeds`` (cached per config and settings, for
+    every session)."""
+    return experiments.gradnorms_over_seeds(cfg, seq_len, batch, seeds, _text(source), device,
+                                            _progress)
+
+
+@measured(max_entries=32)
+def depth_measured(cfg: ModelConfig, depths: tuple[int, ...], seq_len: int, batch: int,
+                   seeds: tuple[int, ...], source: str, device: str,
+                   _progress: Callable[[float, str], None] | None = None) -> experiments.DepthSweep:
+    return experiments.depth_sweep(cfg, depths, seq_len, batch, seeds, _text(source), device,
+                                   _progress)
+
+
+@measured(max_entries=16)
+def warmup_measured(cfg: ModelConfig, steps: int, lr: float, warmup_steps: int,
+                    seeds: tuple[int, ...], shape: tuple[int, int], device: str,
+                    _progress: Callable[[float, str], None] | None = None):
+    """The warmup contrast on the built-in text at ``shape`` = (T, B), cached like
+    ``gradnorms_measured``."""
+    seq_len, batch = shape
+    return experiments.warmup_contrast(cfg, steps, lr, warmup_steps, seeds, _text("builtin"),
+                                       progress=_progress, seq_len=seq_len, batch=batch,
+                                       device=device)

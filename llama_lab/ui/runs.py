@@ -135,6 +135,36 @@ def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any],
     panel.show(entry, prefix)
 
 
+def measure_on_view(kind: str, config: ModelConfig, settings: Mapping[str, Any], label: str,
+                    work: Callable[[Progress], Any], *, auto: bool, button: str,
+                    prefix: str) -> None:
+    """A measurement a page shows without a click: run ``work`` (under the job slot, with its
+    progress bar, stoppable) when this session holds no result for ``config`` and ``settings``
+    and ``auto`` says the run is small; otherwise on ``button``. Then draw the kind's panel."""
+    key = EXPERIMENT_KEYS[kind]
+    entry = _state().get(key)
+    fresh = entry is not None and not is_stale(entry, config, settings)
+    clicked = st.button(button, type="primary" if not fresh else "secondary",
+                        key=prefix + "run_" + kind)
+    if clicked or (auto and not fresh):
+        result = run_with_status(label, work)
+        if result is not None:
+            keep_experiment(kind, result, config, settings)
+    elif not fresh:
+        st.caption(f"This size is beyond what the page measures on view (a few seconds on a "
+                   f"CPU); press “{button}”.")
+    show_experiment(key, config, settings, prefix)
+
+
+def text_choice(prefix: str) -> tuple[str, Any]:
+    """The training text's radio (built-in or upload) and, for an upload, the file widget."""
+    source = st.radio("text", ("builtin", "upload"), horizontal=True, key=prefix + "source",
+                      format_func={"builtin": "built-in corpus (Python's help topics, ~460 KB)",
+                                   "upload": "upload a UTF-8 text file"}.get)
+    upload = st.file_uploader("UTF-8 text", key=prefix + "upload") if source == "upload" else None
+    return source, upload
+
+
 def text_source(source: str, upload: Any) -> TokenData:
     """The training text a page chose: the built-in corpus, or an uploaded UTF-8 file."""
     if source != "upload":

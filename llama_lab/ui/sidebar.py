@@ -100,7 +100,8 @@ def _draw_model_name(values: dict[str, Any]) -> None:
 
 SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
                 "max_seq_len"}
-RECIPE_FIELDS = set(CHOICES) | {"bias", "final_norm", "tie_embeddings", "rope_theta", "norm_eps"}
+RECIPE_FIELDS = set(CHOICES) | {"bias", "final_norm", "tie_embeddings", "embed_scale",
+                                "rope_theta", "norm_eps"}
 FAMILY_FIELDS = {"head_dim", "qkv_bias", "o_bias", "mlp_bias", "qk_norm", "sliding_window",
                  "local_layers", "n_experts", "experts_per_token", "expert_ffn_hidden",
                  "moe_layers", "moe_renormalize"}
@@ -187,7 +188,8 @@ def _draw_recipe(values: dict[str, Any], after) -> None:
                      args=(name,))
         after(name)
     for name, label in (("bias", "biases in linear layers"), ("final_norm", "final norm"),
-                        ("tie_embeddings", "tie lm_head to the embedding")):
+                        ("tie_embeddings", "tie lm_head to the embedding"),
+                        ("embed_scale", "embeddings × √d (2017 §3.4)")):
         st.toggle(label, key=field_key(name), on_change=_on_change, args=(name,))
         after(name)
     st.number_input("rope_theta (RoPE base)", min_value=0.0, step=10000.0, format="%.1f",

@@ -6,26 +6,33 @@ from __future__ import annotations
 import streamlit as st
 
 from ...experiments import ExperimentEntry
-from ...experiments.gradient_norms import gradnorm_profile, gradnorm_summary, group_table
+from ...experiments.explain import explain_profile
+from ...experiments.gradient_norms import (gradnorm_profile, gradnorm_summary, group_table,
+                                           seed_table)
 from ...figures.common import ARRANGEMENT_LABELS
 from ..cached import show_table
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
     result = entry.result
+    ratios = result.last_ratio_by_seed()
+    ratio = result.post.ffn_out_grad_norm[-1] / result.pre.ffn_out_grad_norm[-1]
     cols = st.columns(4)
-    for col, arm in zip(cols[:2], (result.post, result.pre)):
-        col.metric(f"{ARRANGEMENT_LABELS[arm.norm_position]} loss", f"{arm.loss:.4f}")
+    cols[0].metric("Last block's ‖∇W_down‖, Post ÷ Pre", f"{ratio:.3g}",
+                   f"{sum(r > 1 for r in ratios)} of {len(ratios)} seeds above 1",
+                   delta_color="off", help="The median over seeds of Post-LN's last-block FFN "
+                   "output-projection gradient norm over Pre-LN's (Xiong et al. 2020, Thm 1)")
+    cols[1].metric("Seeds' range of the ratio", f"{min(ratios):.3g} – {max(ratios):.3g}")
     for col, arm in zip(cols[2:], (result.post, result.pre)):
-        first, last = arm.residual_grad_norm[0], arm.residual_grad_norm[-1]
-        col.metric(f"{ARRANGEMENT_LABELS[arm.norm_position]} ‖∂L/∂x₀‖ ÷ ‖∂L/∂x_last‖",
-                   f"{first / last:.3g}",
-                   help="> 1: the gradient grows towards the input; < 1: it shrinks")
+        col.metric(f"{ARRANGEMENT_LABELS[arm.norm_position]} loss (median)", f"{arm.loss:.4f}")
     st.plotly_chart(gradnorm_profile(result), key=prefix + "chart_grad")
-    st.markdown("**Per parameter group** (‖∇‖ of each group in each block)")
-    show_table(group_table(result), width="stretch")
-    with st.expander("Per-block table and summary"):
+    for sentence in explain_profile(result):
+        st.markdown(sentence)
+    with st.expander("Seed by seed, per block, per parameter group"):
+        show_table(seed_table(result), width="stretch")
         show_table(gradnorm_summary(result), width="stretch")
+        st.markdown("**Per parameter group** (‖∇‖ of each group in each block, medians)")
+        show_table(group_table(result), width="stretch")
         show_table(result.to_frame(), width="stretch")
 
 
