@@ -23,7 +23,7 @@ PAGES = [
     ("0_home", "", None),
     ("1_parameters_and_flops", "Parameters_and_FLOPs", None),
     ("2_kv_cache_and_attention", "KV_cache_and_attention", None),
-    ("3_gradient_norms", "Gradient_norms", "Measure gradient norms"),
+    ("3_gradient_norms", "Gradient_norms", None),             # measures on first view
     ("4_live_pass", "Live_pass", "Run the training step"),
     ("5_architecture_comparison", "Architecture_comparison", None),
     ("6_seed_claims", "Seed_claims", None),

@@ -30,7 +30,7 @@ with ui.live_size_box():
     regime = st.radio("setting", list(REGIMES), format_func=REGIMES.get, horizontal=True,
                       key=P + "regime", help="Theory: the setting of Xiong et al.'s Theorem 1. "
                       "LLaMA init: why the picture differs there. Sidebar: your recipe.")
-    cols = st.columns(8)
+    cols = st.columns(4) + st.columns(4)
     d_model = cols[0].selectbox("width d", experiments.WIDTH_CHOICES, key=P + "d_model")
     n_layers = ui.bounded_number("blocks L", 1, 96, P + "n_layers", cols[1])
     seq_len = ui.bounded_number("sequence T", 2, 8192, P + "seq_len", cols[2])
@@ -42,7 +42,8 @@ with ui.live_size_box():
     device = cols[7].selectbox("device", ui.PAGE_DEVICES, key=P + "device")
     base = regime_recipe(selection.cfg, regime)
     run_cfg = ui.live_config(base, n_layers, d_model, seq_len)
-    st.info(ui.live_run_note(base, run_cfg, both_arms=True))
+    st.info(ui.live_run_note(base, run_cfg, both_arms=True,
+                             whose="the sidebar's" if regime == "sidebar" else "this setting's"))
 seeds = tuple(experiments.seed_list(first, n_seeds))
 size = {"seq_len": seq_len, "batch": batch, "seeds": seeds, "tokens": source, "device": device}
 

@@ -438,3 +438,16 @@ def test_decode_cache_bytes_are_the_allocated_storage():
         model(torch.zeros(3, 10, dtype=torch.long), cache)
     # 2 (K, V) × L × B × G × S_max × D × 4 bytes, read from the tensors' storage
     assert cache.allocated_bytes() == 2 * 2 * 3 * 2 * 10 * 16 * 4 == cache.nbytes()
+
+
+def test_the_2017_preset_shows_xiong_et_al_s_contrast_growing_with_depth():
+    """Issue 12's acceptance at the transformer-2017 preset's width (d=512, 8 heads, FFN 2048,
+    Xavier, LayerNorm, embeddings × √d), shortened to T=32, B=4 and 3 seeds for the suite (the
+    full T=128, B=8, 5-seed figures: benchmarks/xiong_contrast.py): the last block's Post/Pre
+    ‖∇W_down‖ exceeds 1.8 at 6 blocks in every seed and is larger at 6 than at 2."""
+    cfg = PRESETS["transformer-2017"]
+    ratios = {depth: experiments.gradnorms_over_seeds(cfg.replace(n_layers=depth), 32, 4,
+                                                      seeds=(0, 1, 2)).last_ratio_by_seed()
+              for depth in (2, 6)}
+    assert min(ratios[6]) > 1.8
+    assert all(deep > shallow for deep, shallow in zip(ratios[6], ratios[2]))

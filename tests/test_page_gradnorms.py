@@ -47,14 +47,15 @@ def test_the_page_measures_xiong_et_al_s_contrast_on_first_view():
     assert r"\mathrm{LN}'\big(x_l + F(x_l)\big)" in latex and r"I + F'\big(" in latex
     info = at.info[0].value
     assert "d=128, 6 blocks, 4 heads / 4 KV, FFN 512, vocab 256" in info
-    assert "layernorm, sinusoidal positions, relu, biases, xavier init" in info
+    assert "this setting's recipe (layernorm, sinusoidal positions, relu, biases, xavier init, " \
+           "embeddings × √d)" in info
     assert "the Pre-LN arm always normalises before lm_head" in info and "LN(LN(x))" in info
     entry = at.session_state[ui.KEY_GRADNORMS]
     assert entry.result.seeds == [0, 1, 2, 3, 4] and "pydoc" in entry.result.data
     ratios = entry.result.last_ratio_by_seed()
     assert min(ratios) > 1.8                                 # Xiong et al.: Post-LN's is larger
     shown = metrics(at)
-    assert shown["Last block's ‖∇W_down‖, Post ÷ Pre"] == (
+    assert shown["Post ÷ Pre, last block"] == (
         f"{entry.result.post.ffn_out_grad_norm[-1] / entry.result.pre.ffn_out_grad_norm[-1]:.3g}")
     sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
     assert sweep.depths == [2, 4, 8, 12] and sweep.ratio[-1] > sweep.ratio[0]

@@ -160,7 +160,7 @@ def ratio_figure(sweep: DepthSweep) -> go.Figure:
     fig.add_hline(y=1.0, line=dict(color="#7f7f7f", width=1))
     fig.update_xaxes(type="log", title="depth L (blocks)")
     fig.update_yaxes(type="log", title="Post-LN ÷ Pre-LN, last block's ‖∇W_down‖")
-    return layout_figure(fig, f"How much larger Post-LN's last-block gradient is, by depth "
+    return layout_figure(fig, f"Post-LN ÷ Pre-LN, the last block's gradient, by depth "
                          f"({_seeds_note(sweep)})", height=420)
 
 

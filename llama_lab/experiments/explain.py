@@ -27,13 +27,21 @@ def _compare(ratio: float, larger: str = "larger", smaller: str = "smaller") -> 
     return f"{larger} than" if ratio > 1 else f"{smaller} than"
 
 
-def _towards_input(first: float, last: float) -> str:
-    """How a per-block list changes from the last block to the first."""
+def _towards_input(values: list[float]) -> str:
+    """How a per-block list changes from the last block to the first, and where: one step
+    holding most of the change (in log terms) is named."""
+    first, last = values[0], values[-1]
     ratio = first / last
     if 1 / FLAT <= ratio <= FLAT:
         return f"stays within {round((FLAT - 1) * 100)}% from the last block to the first"
     word = "grows" if ratio > 1 else "shrinks"
-    return f"{word} {_x(ratio if ratio > 1 else 1 / ratio)} from the last block to the first"
+    text = f"{word} {_x(ratio if ratio > 1 else 1 / ratio)} from the last block to the first"
+    steps = [values[i] / values[i + 1] for i in range(len(values) - 1)]
+    i = max(range(len(steps)), key=lambda k: abs(math.log(steps[k])))
+    if len(steps) > 1 and abs(math.log(steps[i])) > 0.5 * abs(math.log(ratio)):
+        step = steps[i] if steps[i] > 1 else 1 / steps[i]
+        text += f", {_x(step)} of it between block {i}'s input and block {i + 1}'s"
+    return text
 
 
 def _seeds(result: GradNormSeeds) -> str:
@@ -57,10 +65,10 @@ def explain_profile(result: GradNormSeeds) -> list[str]:
            f"{len(ratios)}" if len(ratios) > 1 else "") + ")."
         + (f" Theorem 1 expects a ratio of order √L = {_n(math.sqrt(n_layers))} here."
            if n_layers > 1 else ""),
-        f"**Through depth**, ‖∂L/∂x_l‖ {_towards_input(post.residual_grad_norm[0], post.residual_grad_norm[-1])}"
-        f" under Post-LN (every later norm's Jacobian is on its path) and "
-        f"{_towards_input(pre.residual_grad_norm[0], pre.residual_grad_norm[-1])} under Pre-LN "
-        f"(an identity path reaches every block)."]
+        f"**Through depth**, ‖∂L/∂x_l‖ {_towards_input(post.residual_grad_norm)} under Post-LN "
+        f"(every later norm's Jacobian is on its path) and "
+        f"{_towards_input(pre.residual_grad_norm)} under Pre-LN (an identity path reaches "
+        f"every block)."]
     lines.append(_explain_stream(result))
     return lines
 

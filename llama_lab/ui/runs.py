@@ -174,17 +174,19 @@ def text_source(source: str, upload: Any) -> TokenData:
     return load_user_text(upload.getvalue(), name=upload.name)
 
 
-def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = False) -> str:
-    """What a page's live runs use: the scaled-down model and the sidebar's recipe; with
-    ``both_arms``, how the Post-LN and Pre-LN arms of it differ."""
+def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = False,
+                  whose: str = "the sidebar's") -> str:
+    """What a page's live runs use: the scaled-down model and ``whose`` recipe (``cfg``'s);
+    with ``both_arms``, how the Post-LN and Pre-LN arms of it differ."""
     note = (f"Live runs use **d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_cfg.n_heads} "
             f"heads / {run_cfg.n_kv_heads} KV, FFN {ffn_label(run_cfg)}, vocab "
-            f"{run_cfg.vocab_size}** (byte-level: one token per UTF-8 byte) with the sidebar's "
+            f"{run_cfg.vocab_size}** (byte-level: one token per UTF-8 byte) with {whose} "
             f"recipe ({cfg.norm_type}, {cfg.pos_encoding} positions, {cfg.ffn_type}, "
-            f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init).")
+            f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init"
+            f"{', embeddings × √d' if cfg.embed_scale else ''}).")
     if both_arms:
         note += (" Both arrangements share the weights; they differ in norm_position and, as in "
-                 "Xiong et al. 2020 and LLaMA, in the final norm whatever the sidebar's "
+                 f"Xiong et al. 2020 and LLaMA, in the final norm whatever {whose} "
                  f"final_norm ({'on' if cfg.final_norm else 'off'}): the Pre-LN arm always "
                  "normalises before lm_head; the Post-LN arm, whose last block already ends "
                  "with a norm, gets none on top of it (no LN(LN(x))).")
