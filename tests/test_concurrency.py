@@ -19,16 +19,26 @@ def open_session(seed: int) -> AppTest:
     """A browser session on the page with its own seed, set up before the runs race (the
     setup runs one after another: Streamlit's test harness registers widgets globally)."""
     at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params.update({**TINY, "grad.seed": str(seed)})
     at.run()
-    for name, value in {"n_layers": 2, "seq_len": 16, "batch": 2, "seed": seed}.items():
-        at.number_input(key=P + name).set_value(value)
-    at.run()
+    assert not at.exception
     return at
+
+
+# tiny live sizes through the page's URL, so what the page measures on view is tiny too
+TINY = {"grad.n_layers": "2", "grad.seq_len": "16", "grad.batch": "2", "grad.seeds": "1",
+        "grad.d_model": "32"}
+
+
+def clear_measurements() -> None:
+    """Empty the process-wide cache of measurements, so that the pressed buttons really run."""
+    for cached in (ui.gradnorms_measured, ui.depth_measured, ui.warmup_measured):
+        cached.clear()
 
 
 def session(at: AppTest, seed: int, results: dict, errors: list) -> None:
     try:
-        at.button(key=P + "run_grad").click().run()
+        at.button(key=P + "run_gradnorms").click().run()
         assert not at.exception, at.exception
         results[seed] = (at.session_state[ui.KEY_GRADNORMS], {m.label: m.value for m in at.metric})
     except BaseException:             # surfaced by the main thread, with where it was raised
@@ -37,17 +47,20 @@ def session(at: AppTest, seed: int, results: dict, errors: list) -> None:
 
 def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
     peak, lock = [0], threading.Lock()
-    original = experiments.gradnorms
+    original = experiments.gradnorms_over_seeds
 
     def watched(*args, **kwargs):
         with lock:
             peak[0] = max(peak[0], jobs.LIMITER.running)
         return original(*args, **kwargs)
-    monkeypatch.setattr(experiments, "gradnorms", watched)
+    monkeypatch.setattr(experiments, "gradnorms_over_seeds", watched)
 
     results, errors = {}, []
-    threads = [threading.Thread(target=session, args=(open_session(seed), seed, results, errors))
-               for seed in (1, 2, 3)]
+    opened = [open_session(seed) for seed in (1, 2, 3)]
+    clear_measurements()
+    peak[0] = 0
+    threads = [threading.Thread(target=session, args=(at, seed, results, errors))
+               for at, seed in zip(opened, (1, 2, 3))]
     for t in threads:
         t.start()
     for t in threads:
@@ -59,7 +72,8 @@ def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
 
     losses = set()
     for seed, (entry, shown) in results.items():
-        direct = original(entry.config, seq_len=16, batch=2, seed=seed)
+        direct = experiments.gradnorms(entry.config, seq_len=16, batch=2, seed=seed,
+                                       data=ui.cached._text("builtin"))
         # each session holds exactly the result of its own seed ...
         assert entry.result.post.loss == direct.post.loss
         assert entry.result.pre.layer_grad_norm == direct.pre.layer_grad_norm
@@ -75,6 +89,8 @@ P4, P5 = "llama_lab.page4.", "llama_lab.page5."
 
 def _page(name: str, values: dict) -> AppTest:
     at = AppTest.from_file(str(ROOT / name), default_timeout=300)
+    if name.startswith("3_"):
+        at.query_params.update(TINY)
     at.run()
     for key, value in values.items():
         at.number_input(key=key).set_value(value)
@@ -84,11 +100,11 @@ def _page(name: str, values: dict) -> AppTest:
 
 def _mixed_sessions() -> dict:
     """One session per experiment kind, each with its button to press (set up one by one)."""
-    small = {P + "n_layers": 2, P + "seq_len": 16, P + "batch": 2}
     return {
-        "gradnorms": (_page("3_Gradient_norms.py", small), P + "run_grad", None),
-        "depth_sweep": (_page("3_Gradient_norms.py", small), P + "run_sweep", None),
-        "training": (_page("3_Gradient_norms.py", {**small, P + "steps": 5}), P + "run_train", None),
+        "gradnorms": (_page("3_Gradient_norms.py", {}), P + "run_gradnorms", None),
+        "depth_sweep": (_page("3_Gradient_norms.py", {}), P + "run_depth_sweep", None),
+        "training": (_page("3_Gradient_norms.py", {P + "steps": 5}), P + "run_train", None),
+        "warmup": (_page("3_Gradient_norms.py", {P + "w_steps": 3}), P + "run_warmup", None),
         "live_pass": (_page("4_Live_pass.py", {P4 + "iters": 1}), P4 + "run_live", None),
         "decode": (_page("4_Live_pass.py", {P4 + "new_tokens": 2}), P4 + "run_decode", None),
         "ablation": (_page("5_Architecture_comparison.py", {}), None, "Train"),
@@ -100,6 +116,7 @@ def test_parallel_sessions_of_every_kind_take_turns_and_each_keeps_its_result():
     most one run holds the machine at any moment, every session ends with its own kind's
     result and no error, and no slot is left held or waited on."""
     sessions = _mixed_sessions()
+    clear_measurements()
     peak, stop = [0], threading.Event()
 
     def sample() -> None:

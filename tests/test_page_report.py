@@ -45,13 +45,18 @@ def test_downloads_hold_the_report_of_the_sidebar_model(stored):
 
 def test_session_experiments_are_included_and_can_be_left_out(stored):
     cfg = PRESETS["debug"]
-    entry = ExperimentEntry("gradnorms", experiments.gradnorms(cfg, 8, 1), cfg, {"seq_len": 8})
-    at = run_page({"preset": "debug"}, {ui.KEY_GRADNORMS: entry})
-    assert {m.label: m.value for m in at.metric}["Experiments"] == "1"
+    entry = ExperimentEntry("gradnorms", experiments.gradnorms_over_seeds(cfg, 8, 1, (0, 1)), cfg,
+                            {"seq_len": 8})
+    sweep = ExperimentEntry("depth_sweep", experiments.depth_sweep(cfg, (1, 2), 8, 1, (0, 1)), cfg,
+                            {"seq_len": 8})
+    at = run_page({"preset": "debug"}, {ui.KEY_GRADNORMS: entry, ui.KEY_DEPTH_SWEEP: sweep})
+    assert {m.label: m.value for m in at.metric}["Experiments"] == "2"
     loaded = json.loads(stored["llama_lab_report.json"])
     assert loaded["experiments"]["gradnorms"]["result"] == json.loads(
         json.dumps(entry.result.to_dict()))
-    assert "figure-gradnorms_profile" in stored["llama_lab_report.html"].decode("utf-8")
+    assert loaded["experiments"]["gradnorms"]["result"]["post"]["layer_grad_norm_by_seed"]
+    html = stored["llama_lab_report.html"].decode("utf-8")
+    assert "figure-gradnorms_profile" in html and "figure-depth_ratio" in html
     at.toggle(key="llama_lab.page7.include").set_value(False).run()
     assert not at.exception
     assert "gradnorms" not in json.loads(stored["llama_lab_report.json"])["experiments"]
