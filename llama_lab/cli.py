@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis.common import TRAINING_DTYPES
+from .analysis.quant import KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES
 from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 from .errors import LabError
 from .report.formats import FORMATS
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     _add_run_args(p, seq_len=2048, batch=1)
     p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
+    _add_storage_args(p)
 
     p = sub.add_parser("gradnorms", help="per-layer gradient norms, Post-LN vs Pre-LN")
     _add_config_args(p)
@@ -197,9 +199,40 @@ def cmd_presets(args) -> None:
               f"L={cfg.n_layers:<4} d={cfg.d_model:<6} heads={cfg.n_heads}/{cfg.n_kv_heads}")
 
 
+def _add_storage_args(p: argparse.ArgumentParser) -> None:
+    """How the weights and the KV cache are stored (analysis.quant.WeightQuant)."""
+    p.add_argument("--weight-dtype", choices=WEIGHT_DTYPES, default=None,
+                   help="how the weights are stored (default: --dtype)")
+    p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None,
+                   help="how the KV cache is stored (default: --dtype)")
+    p.add_argument("--group-size", type=_number(int, -1, maximum=1 << 20), default=None,
+                   help="quantised weights: inputs per scale (0: per output row, -1: per "
+                        "tensor; default int4 128, int8 0, fp8 -1)")
+    p.add_argument("--scale-dtype", choices=SCALE_DTYPES, default=None,
+                   help="quantised weights: the scales' dtype (default fp16; fp8: fp32)")
+    p.add_argument("--zero-point", action="store_true",
+                   help="int8/int4 weights: asymmetric, a zero point per scale")
+    p.add_argument("--keep", type=_keep_list, default=None,
+                   help="tensors that stay in 16 bits when the weights are quantised: a comma "
+                        f"list of {', '.join(KEEP_CHOICES)}, or 'none' (default: all four)")
+
+
+def _keep_list(text: str) -> tuple[str, ...]:
+    names = () if text.strip() == "none" else tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in KEEP_CHOICES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{', '.join(map(repr, unknown))} must be among "
+                                         f"{', '.join(KEEP_CHOICES)} (or 'none')")
+    return names
+
+
 def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from .analysis import analyze, format_analysis
-    result = analyze(cfg, seq_len=args.seq_len, batch=args.batch, dtype=args.dtype)
+    from .analysis import WeightQuant, analyze, format_analysis
+    weights = WeightQuant.of(args.weight_dtype or args.dtype, group_size=args.group_size,
+                             scale_dtype=args.scale_dtype, zero_point=args.zero_point,
+                             keep=args.keep)
+    result = analyze(cfg, seq_len=args.seq_len, batch=args.batch, dtype=args.dtype,
+                     weights=weights, kv_dtype=args.kv_dtype)
     if notes:
         result["notes"] = notes + result.get("notes", [])
     _emit(result, args.json, format_analysis(result))

@@ -167,7 +167,8 @@ def test_kv_cache_llama2_70b_published():
     assert kv.bytes_per_token == 2 * 80 * 8 * 128 * 2 == 327_680
     assert kv.compare == {"mha": 8 * 327_680, "gqa": 327_680, "mqa": 327_680 // 8}
     assert kv.bytes == 327_680 * 4096 * 2
-    assert kv.by_dtype["int4"] == kv.by_dtype["fp32"] // 8 == 327_680 // 4
+    # int4 packs two per byte and keeps an fp16 scale per token, layer, K/V and KV head
+    assert kv.by_dtype["int4"] == kv.by_dtype["fp32"] // 8 + 2 * 80 * 8 * 2 == 84_480
 
 
 def test_kv_cache_gqa_column_for_an_mha_model():

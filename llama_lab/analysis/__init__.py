@@ -21,11 +21,15 @@ from .memory import (ACTIVATION_ASSUMPTIONS, SHARDED_STATES, SHARDINGS, Activati
 from .params import (COMPONENT_OF, COMPONENTS, DETAIL_KEYS, ParamCount, count_params,
                      count_params_module, largest_parameter, layer_param_detail, norm_params,
                      palm_params)
+from .quant import (KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES, TensorGroup,
+                    WeightBytes, WeightQuant, kv_head_bytes, weight_tensors, weights_bytes)
 from .rooflines import DEFAULT_GPU, Roofline, experts_hit, roofline, roofline_table
 from .shapes import Shapes
 from .summary import analyze, format_analysis
 
 __all__ = [
+    "KEEP_CHOICES", "KV_DTYPES", "SCALE_DTYPES", "WEIGHT_DTYPES", "TensorGroup", "WeightBytes",
+    "WeightQuant", "kv_head_bytes", "weight_tensors", "weights_bytes",
     "ACTIVATION_ASSUMPTIONS", "COMPONENTS", "COMPONENT_OF", "DEFAULT_GPU", "DETAIL_KEYS",
     "ELEMENTWISE_FLOPS_PER_ELEMENT", "FLOP_CONVENTIONS", "MAX_BATCH", "SHARDED_STATES",
     "SHARDINGS", "TRAINING_DTYPES", "ActivationEstimate", "AnalysisError", "FlopCount",

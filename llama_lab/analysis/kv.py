@@ -8,28 +8,26 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from ..config import LIMITS, MAX_BATCH, ModelConfig
-from ..runtime.hardware import DTYPE_BYTES, GPU
-from .common import check_count, check_seq, checked_dtype_bytes, checked_gpu, nbytes
-from .params import count_params
+from ..runtime.hardware import GPU
+from .common import check_count, check_seq, checked_gpu
+from .quant import KV_DTYPES, WeightQuant, kv_head_bytes, weights_bytes
 from .shapes import Shapes
 
 
 def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
-    """K and V of every layer for one token: 2 · L · G · D · b (a sliding-window layer stops
-    growing once it holds its window: ``kv_cache_bytes``)."""
-    b = checked_dtype_bytes(dtype)
+    """K and V of every layer for one token: 2 · L · G · (D · b + the row's scale for int8 and
+    int4) (a sliding-window layer stops growing once it holds its window: ``kv_cache_bytes``)."""
     s = Shapes.of(cfg)
-    return nbytes(2 * s.L * s.kv_dim, b)
+    return 2 * s.L * s.G * kv_head_bytes(dtype, s.D)
 
 
 def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
     """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences: every layer
-    2 · G · D · b per token held, a sliding-window layer holding at most its window."""
-    b = checked_dtype_bytes(dtype)
+    2 · G · (D · b + scale) per token held, a sliding-window layer holding at most its window."""
     s = Shapes.of(cfg)
     local = sum(cfg.local_layer_flags)
     held = local * min(tokens, cfg.sliding_window or tokens) + (s.L - local) * tokens
-    return batch * nbytes(2 * s.kv_dim * held, b)
+    return batch * 2 * s.G * kv_head_bytes(dtype, s.D) * held
 
 
 def gqa_kv_heads(cfg: ModelConfig) -> int:
@@ -107,26 +105,28 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
         bytes=kv_cache_bytes(cfg, seq_len, batch, dtype),
         compare={k: kv_cache_bytes_per_token(v, dtype) for k, v in variants.items()},
         compare_kv_heads={k: v.n_kv_heads for k, v in variants.items()},
-        by_dtype={name: kv_cache_bytes_per_token(cfg, name) for name in DTYPE_BYTES},
+        by_dtype={name: kv_cache_bytes_per_token(cfg, name) for name in KV_DTYPES},
         note=note,
     )
 
 
-def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
-    return nbytes(count_params(cfg).total, checked_dtype_bytes(dtype))
+def weight_bytes(cfg: ModelConfig, dtype: "WeightQuant | str" = "bf16") -> int:
+    """Every weight in ``dtype``'s format (quant.weights_bytes: scales included)."""
+    return weights_bytes(cfg, dtype).total
 
 
-def _free_after_weights(cfg: ModelConfig, gpu: GPU | str, dtype: str) -> int:
-    return checked_gpu(gpu).memory_bytes - weight_bytes(cfg, dtype)
+def _free_after_weights(cfg: ModelConfig, gpu: GPU | str, weights: "WeightQuant | str") -> int:
+    return checked_gpu(gpu).memory_bytes - weight_bytes(cfg, weights)
 
 
 def max_context_that_fits(cfg: ModelConfig, gpu: GPU | str, batch: int = 1,
-                          dtype: str = "bf16") -> int:
+                          dtype: "WeightQuant | str" = "bf16", kv_dtype: str | None = None) -> int:
     """Longest context (tokens per sequence) whose KV cache fits next to the weights (0 when
     the weights alone do not fit, or when not even one token of cache fits beside them). Activations of decoding are tiny and not reserved; the
     answer may exceed max_seq_len (it says what memory allows, not what the model supports)."""
     check_count("batch", batch, MAX_BATCH)
     free = _free_after_weights(cfg, gpu, dtype)
+    dtype = kv_dtype or _name(dtype)
     per_token = kv_cache_bytes_per_token(cfg, dtype)
     if free < batch * per_token:
         return 0
@@ -141,8 +141,14 @@ def max_context_that_fits(cfg: ModelConfig, gpu: GPU | str, batch: int = 1,
     return window + left // (batch * global_per_token)
 
 
-def max_batch_that_fits(cfg: ModelConfig, gpu: GPU | str, seq_len: int, dtype: str = "bf16") -> int:
+def max_batch_that_fits(cfg: ModelConfig, gpu: GPU | str, seq_len: int,
+                        dtype: "WeightQuant | str" = "bf16", kv_dtype: str | None = None) -> int:
     """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights."""
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
     free = _free_after_weights(cfg, gpu, dtype)
-    return max(0, free // kv_cache_bytes(cfg, seq_len, 1, dtype))
+    return max(0, free // kv_cache_bytes(cfg, seq_len, 1, kv_dtype or _name(dtype)))
+
+
+def _name(weights: "WeightQuant | str") -> str:
+    """The KV dtype that follows a weight format when none is given: the same name."""
+    return weights.dtype if isinstance(weights, WeightQuant) else weights

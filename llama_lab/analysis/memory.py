@@ -15,6 +15,7 @@ from ..runtime.hardware import DTYPE_BYTES
 from .common import (INT64_BYTES, STATS_BYTES, TRAINING_DTYPES, check_count, check_seq,
                      checked_dtype_bytes, nbytes)
 from .kv import kv_cache_bytes, weight_bytes
+from .quant import WeightQuant
 from .params import count_params
 from .shapes import Shapes
 
@@ -226,14 +227,17 @@ class MemoryEstimate:
                              for name, value in self.components.items()])
 
 
-def inference_memory(cfg: ModelConfig, seq_len: int, batch: int = 1,
-                     dtype: str = "bf16") -> MemoryEstimate:
-    """Serving B sequences of T tokens: weights + full KV cache + the prefill's peak activations."""
+def inference_memory(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
+                     weights: "WeightQuant | str | None" = None,
+                     kv_dtype: str | None = None) -> MemoryEstimate:
+    """Serving B sequences of T tokens: weights (in ``weights``' format, scales included;
+    default ``dtype``) + the full KV cache (at ``kv_dtype``, default ``dtype``) + the prefill's
+    peak activations (at ``dtype``)."""
     check_seq(seq_len, batch)
     checked_dtype_bytes(dtype)
     components = {
-        "weights": weight_bytes(cfg, dtype),
-        "kv_cache": kv_cache_bytes(cfg, seq_len, batch, dtype),
+        "weights": weight_bytes(cfg, weights or dtype),
+        "kv_cache": kv_cache_bytes(cfg, seq_len, batch, kv_dtype or dtype),
         "activations": inference_activation_bytes(cfg, seq_len, batch, dtype, last_only=True),
     }
     total = sum(components.values())

@@ -3,6 +3,7 @@ moves, on a GPU's data-sheet peaks.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -13,7 +14,7 @@ from ..runtime.hardware import DTYPE_BYTES, GPU
 from .common import check_seq, checked_dtype_bytes, checked_gpu, nbytes
 from .flops import count_flops, decode_flops
 from .kv import attention_variants, kv_cache_bytes, kv_cache_bytes_per_token, weight_bytes
-from .params import palm_params
+from .quant import WeightQuant, as_weight_quant, weights_bytes
 from .shapes import Shapes
 
 
@@ -55,17 +56,24 @@ def experts_hit(cfg: ModelConfig, tokens: int) -> float:
     return s.E * (1 - (1 - s.K / s.E) ** tokens) if s.E else 0.0
 
 
-def _weight_bytes_read(cfg: ModelConfig, b: float, tokens: int) -> int:
-    """Every matmul weight once — of a sparse layer the router and only the experts some token
-    is routed to (in expectation) — plus the embedding rows gathered for ``tokens`` tokens."""
+def _weight_bytes_read(cfg: ModelConfig, weights: WeightQuant, tokens: int) -> int:
+    """Every matmul weight once in its stored format (scales included) — of a sparse layer the
+    router and only the experts some token is routed to (in expectation) — plus the embedding
+    rows gathered for ``tokens`` tokens; a tied lm_head reads the whole table."""
     s = Shapes.of(cfg)
-    rows = min(tokens, s.V) + (min(tokens, cfg.max_seq_len)
-                                          if cfg.pos_encoding == "learned" else 0)
-    per_expert = 3 * s.C * s.Fe
+    stored = weights_bytes(cfg, weights)
+    by_name = {}
+    for row in stored.by_tensor:
+        by_name[row["tensor"]] = by_name.get(row["tensor"], 0) + row["bytes"]
+    tables = by_name["embed_tokens"] + by_name.get("embed_positions", 0)
+    head = by_name["embed_tokens"] if cfg.tie_embeddings else 0
     n_sparse = sum(cfg.moe_layer_flags)
-    # palm_params holds k experts per sparse layer: replace them by the expected number hit
-    experts = n_sparse * per_expert * (experts_hit(cfg, tokens) - s.K)
-    return nbytes(palm_params(cfg) + experts + rows * s.C, b)
+    experts = by_name.get("experts.gate_up_proj", 0) + by_name.get("experts.down_proj", 0)
+    unread = experts * (1 - experts_hit(cfg, tokens) / s.E) if n_sparse else 0
+    rows = min(tokens, s.V) + (min(tokens, cfg.max_seq_len)
+                               if cfg.pos_encoding == "learned" else 0)
+    gathered = rows * weights.row_bytes("embeddings", s.C)
+    return math.ceil(stored.total - tables + head - unread + gathered)
 
 
 def _prefill_activation_traffic(cfg: ModelConfig, batch: int, tokens: int, b: float) -> int:
@@ -84,23 +92,27 @@ def _prefill_activation_traffic(cfg: ModelConfig, batch: int, tokens: int, b: fl
 
 
 def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dtype: str = "bf16",
-             phase: str = "decode") -> Roofline:
+             phase: str = "decode", weights: "WeightQuant | str | None" = None,
+             kv_dtype: str | None = None) -> Roofline:
     """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
     B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
     written. prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal
     half of the scores (fused kernels skip masked blocks) and the lm_head on the last position
     of each sequence, as generate's prefill runs it. fp8/int8/int4 are weight/KV-only
-    formats computing at the bf16 peak."""
+    formats computing at the bf16 peak. ``weights`` (a format, default ``dtype``) and
+    ``kv_dtype`` (default ``dtype``) set what the weights and the cache are stored in."""
     if phase not in ("decode", "prefill"):
         raise AnalysisError(f"phase={phase!r} must be 'decode' or 'prefill'")
     check_seq(context_len, batch)
     b = checked_dtype_bytes(dtype)
     gpu = checked_gpu(gpu)
-    kv_per_token = kv_cache_bytes_per_token(cfg, dtype)
+    weights = as_weight_quant(weights or dtype)
+    kv_dtype = kv_dtype or dtype
+    kv_per_token = kv_cache_bytes_per_token(cfg, kv_dtype)
     if phase == "decode":
         flops = decode_flops(cfg, context_len, batch).forward
         tokens = batch
-        kv_bytes = kv_cache_bytes(cfg, context_len, batch, dtype) + batch * kv_per_token  # read + write
+        kv_bytes = kv_cache_bytes(cfg, context_len, batch, kv_dtype) + batch * kv_per_token  # read + write
         act_bytes = 0
     else:
         count = count_flops(cfg, context_len, batch)
@@ -110,7 +122,7 @@ def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dty
         kv_bytes = 0                          # the K/V writes are in the activation traffic
         act_bytes = _prefill_activation_traffic(cfg, batch, tokens,
                                                 DTYPE_BYTES["bf16"] if b < 2 else b)
-    w_bytes = _weight_bytes_read(cfg, b, tokens)
+    w_bytes = _weight_bytes_read(cfg, weights, tokens)
     moved = w_bytes + kv_bytes + act_bytes
     peak = gpu.peak_flops(dtype)
     compute_s, memory_s = flops / peak, moved / gpu.hbm_bytes_per_s

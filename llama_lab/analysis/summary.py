@@ -10,6 +10,7 @@ from .flops import count_flops
 from .kv import kv_cache, max_context_that_fits
 from .memory import inference_memory, training_memory
 from .params import ParamCount, count_params
+from .quant import WeightQuant, as_weight_quant, weights_bytes
 
 
 def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str]:
@@ -54,16 +55,21 @@ def architecture(cfg: ModelConfig) -> dict:
             "experts_per_token": cfg.experts_per_token}
 
 
-def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16") -> dict:
-    """SPEC's ``analyze --json`` object (plain JSON types), plus extra keys."""
+def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
+            weights: "WeightQuant | str | None" = None, kv_dtype: str | None = None) -> dict:
+    """SPEC's ``analyze --json`` object (plain JSON types), plus extra keys. ``weights`` (a
+    format or its name) and ``kv_dtype`` default to ``dtype``."""
     check_seq(seq_len, batch)
     checked_dtype_bytes(dtype)
+    weights = as_weight_quant(weights or dtype)
+    kv_dtype = kv_dtype or dtype
+    stored = weights_bytes(cfg, weights)
     params = count_params(cfg)
     flops = count_flops(cfg, seq_len, batch)
-    kv = kv_cache(cfg, seq_len, batch, dtype)
+    kv = kv_cache(cfg, seq_len, batch, kv_dtype)
     training_dtype = dtype if dtype in TRAINING_DTYPES else "bf16"
     training = training_memory(cfg, seq_len, batch, training_dtype)
-    inference = inference_memory(cfg, seq_len, batch, dtype)
+    inference = inference_memory(cfg, seq_len, batch, dtype, weights, kv_dtype)
     notes = []
     if seq_len > cfg.max_seq_len:
         notes.append(f"seq_len={seq_len} exceeds max_seq_len={cfg.max_seq_len}: counted as if "
@@ -73,6 +79,7 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16")
                      f"({params.by_component['positional']:,})")
     return {
         "inputs": {"seq_len": seq_len, "batch": batch, "dtype": dtype,
+                   "weight_dtype": weights.dtype, "kv_dtype": kv_dtype,
                    "attention_kind": cfg.attention_kind},
         "architecture": architecture(cfg),
         "params": {
@@ -85,18 +92,20 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16")
         },
         "flops": {key: getattr(flops, key) for key in FLOP_KEYS},
         "kv_cache": {
-            "dtype": dtype,
+            "dtype": kv_dtype,
             "bytes_per_token": kv.bytes_per_token,
             "bytes_per_sequence": kv.bytes_per_sequence,
             "bytes": kv.bytes,
             "compare": kv.compare,
             "compare_kv_heads": kv.compare_kv_heads,
             "by_dtype": kv.by_dtype,
-            "max_context_by_gpu": {name: max_context_that_fits(cfg, gpu, batch, dtype)
+            "max_context_by_gpu": {name: max_context_that_fits(cfg, gpu, batch, weights, kv_dtype)
                                    for name, gpu in GPUS.items()},
             "note": kv.note,
         },
         "memory": {
+            "weights_bytes": stored.total,
+            "weights": {key: value for key, value in stored.to_dict().items() if key != "by_tensor"},
             "inference": {"components": inference.components, "total_bytes": inference.total_bytes},
             "training": {"dtype": training_dtype, "mixed_precision": training_dtype != "fp32",
                          "components": training.components, "total_bytes": training.total_bytes},

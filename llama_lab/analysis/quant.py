@@ -1,0 +1,242 @@
+"""Quantised storage, byte for byte: every weight tensor of a config with its shape and role
+(``weight_tensors``), what a weight format stores for it (``WeightQuant``: the data, packed
+int4 two per byte, plus the scales and zero points of its groups) and what a KV-cache format
+stores per token (int8 keeps one scale per token and KV head).
+
+Formats: fp32, bf16 and fp16 store every tensor as it is. fp8 (e4m3), int8 and int4 store the
+linear layers' matrices (q, k, v, o, the FFN's and every expert's) quantised; the tensors listed
+in ``keep`` stay in 16 bits (bf16): by default the token embedding, the lm_head, the norms and
+a mixture of experts' router, as GPTQ, AWQ and llm.int8 leave them; biases always stay. A
+quantised matrix of R rows (outputs) and K columns (inputs) has scales per group of
+``group_size`` inputs of a row (R · ⌈K / g⌉ of them), per row (``group_size=0``: per output
+channel) or one for the tensor (``group_size=-1``), each of ``scale_dtype``; an asymmetric
+(``zero_point``) int format adds one zero point per scale, stored in the format itself (int4
+zero points packed two per byte per row, as GPTQ/AWQ store them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..config import ModelConfig
+from ..errors import AnalysisError
+from ..runtime.hardware import DTYPE_BYTES
+from .params import norm_params
+from .shapes import Shapes
+
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")   # int4: KIVI-style, per-token scales
+QUANTISED = ("fp8", "int8", "int4")                 # the formats with scales
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+SCALE_DTYPES = ("fp16", "bf16", "fp32")
+KEEP_CHOICES = ("embeddings", "lm_head", "norms", "router")   # may stay in 16 bits
+KEEP_DTYPE = "bf16"
+# the usual granularity of each format: int4 in groups of 128 inputs (GPTQ, AWQ), int8 per
+# output channel (llm.int8, SmoothQuant W8), fp8 one scale per tensor (e4m3, as vLLM's)
+DEFAULT_GROUP = {"int4": 128, "int8": 0, "fp8": -1}
+DEFAULT_SCALE_DTYPE = {"int4": "fp16", "int8": "fp16", "fp8": "fp32"}
+KV_SCALE_DTYPE = "fp16"                             # int8/int4 KV: one per token and KV head
+
+
+@dataclass(frozen=True)
+class TensorGroup:
+    """``count`` tensors of ``rows`` × ``cols`` (a vector: rows = 1) with one role."""
+    name: str
+    role: str           # linear, router, embeddings, lm_head, norms, bias
+    count: int
+    rows: int
+    cols: int
+
+    @property
+    def params(self) -> int:
+        return self.count * self.rows * self.cols
+
+
+def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
+    """The tensors of ``n`` blocks of one kind (dense or sparse)."""
+    s = Shapes.of(cfg)
+    C, F, E, Fe = s.C, s.F, s.E, s.Fe
+    groups = [TensorGroup("q_proj", "linear", n, s.q_dim, C),
+              TensorGroup("k_proj", "linear", n, s.kv_dim, C),
+              TensorGroup("v_proj", "linear", n, s.kv_dim, C),
+              TensorGroup("o_proj", "linear", n, C, s.q_dim),
+              TensorGroup("input_layernorm", "norms", n, 1, norm_params(cfg)),
+              TensorGroup("post_attention_layernorm", "norms", n, 1, norm_params(cfg))]
+    if cfg.qkv_bias:
+        groups.append(TensorGroup("qkv_bias", "bias", n, 1, s.q_dim + 2 * s.kv_dim))
+    if cfg.o_bias:
+        groups.append(TensorGroup("o_bias", "bias", n, 1, C))
+    if cfg.qk_norm:
+        groups.append(TensorGroup("qk_norm", "norms", 2 * n, 1, s.D))
+    if sparse:
+        groups += [TensorGroup("router", "router", n, E, C),
+                   TensorGroup("experts.gate_up_proj", "linear", n * E, 2 * Fe, C),
+                   TensorGroup("experts.down_proj", "linear", n * E, C, Fe)]
+        return groups
+    groups += [TensorGroup(name, "linear", n, F, C)
+               for name in (("gate_proj", "up_proj") if s.n_up == 2 else ("up_proj",))]
+    groups.append(TensorGroup("down_proj", "linear", n, C, F))
+    if cfg.mlp_bias:
+        groups.append(TensorGroup("mlp_bias", "bias", n, 1, s.n_up * F + C))
+    return groups
+
+
+def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
+    """Every parameter tensor of the model by kind (their sizes sum to count_params.total)."""
+    s = Shapes.of(cfg)
+    flags = cfg.moe_layer_flags
+    groups = [TensorGroup("embed_tokens", "embeddings", 1, s.V, s.C)]
+    if cfg.pos_encoding == "learned":
+        groups.append(TensorGroup("embed_positions", "embeddings", 1, cfg.max_seq_len, s.C))
+    for sparse in sorted(set(flags)):
+        groups += _block_tensors(cfg, sparse, flags.count(sparse))
+    if cfg.final_norm:
+        groups.append(TensorGroup("final_norm", "norms", 1, 1, norm_params(cfg)))
+    if not cfg.tie_embeddings:
+        groups.append(TensorGroup("lm_head", "lm_head", 1, s.V, s.C))
+    return groups
+
+
+@dataclass(frozen=True)
+class WeightQuant:
+    """How weights are stored (see the module's docstring); ``of`` fills a format's usual
+    group size and scale dtype."""
+    dtype: str = "bf16"
+    group_size: int = -1
+    scale_dtype: str = "fp16"
+    zero_point: bool = False
+    keep: tuple = field(default=("embeddings", "lm_head", "norms", "router"))
+    keep_dtype: str = KEEP_DTYPE          # what the kept tensors and biases are stored in
+
+    @classmethod
+    def of(cls, dtype: str, group_size: int | None = None, scale_dtype: str | None = None,
+           zero_point: bool = False, keep: tuple | None = None,
+           keep_dtype: str = KEEP_DTYPE) -> "WeightQuant":
+        if dtype not in WEIGHT_DTYPES:
+            raise AnalysisError(f"weight dtype={dtype!r} must be one of {', '.join(WEIGHT_DTYPES)}")
+        quant = cls(dtype, DEFAULT_GROUP.get(dtype, -1) if group_size is None else group_size,
+                    scale_dtype or DEFAULT_SCALE_DTYPE.get(dtype, "fp16"), zero_point,
+                    KEEP_CHOICES if keep is None else tuple(keep), keep_dtype)
+        quant.check()
+        return quant
+
+    def check(self) -> None:
+        if self.scale_dtype not in SCALE_DTYPES:
+            raise AnalysisError(f"scale dtype={self.scale_dtype!r} must be one of "
+                                f"{', '.join(SCALE_DTYPES)}")
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) \
+                or self.group_size < -1:
+            raise AnalysisError(f"group_size={self.group_size!r} must be -1 (one scale per "
+                                f"tensor), 0 (one per output row) or a group of ≥ 1 inputs")
+        unknown = set(self.keep) - set(KEEP_CHOICES)
+        if unknown:
+            raise AnalysisError(f"keep={sorted(unknown)} must name tensors among "
+                                f"{', '.join(KEEP_CHOICES)}")
+        if self.keep_dtype not in ("bf16", "fp16", "fp32"):
+            raise AnalysisError(f"keep_dtype={self.keep_dtype!r} must be bf16, fp16 or fp32")
+        if self.zero_point and self.dtype not in ("int8", "int4"):
+            raise AnalysisError(f"zero points need an integer format (int8, int4), not "
+                                f"{self.dtype}")
+
+    @property
+    def quantised(self) -> bool:
+        return self.dtype in QUANTISED
+
+    def stored_as(self, role: str) -> str:
+        """The format a tensor of ``role`` is stored in."""
+        if not self.quantised:
+            return self.dtype
+        if role == "bias" or role in self.keep:
+            return self.keep_dtype
+        return self.dtype
+
+    def n_scales(self, rows: int, cols: int) -> int:
+        """Scales of one quantised rows × cols tensor."""
+        if self.group_size == -1:
+            return 1
+        return rows * (1 if self.group_size == 0 else math.ceil(cols / self.group_size))
+
+    def tensor_bytes(self, group: TensorGroup) -> dict[str, int]:
+        """data, scales and zero points of the ``group``'s tensors."""
+        fmt = self.stored_as(group.role)
+        if fmt not in QUANTISED:
+            return {"data": math.ceil(group.params * DTYPE_BYTES[fmt]), "scales": 0,
+                    "zero_points": 0}
+        bits = BITS[fmt]
+        data = group.count * group.rows * math.ceil(group.cols * bits / 8)   # packed per row
+        n = self.n_scales(group.rows, group.cols)
+        zeros = group.count * math.ceil(n * bits / 8) if self.zero_point else 0   # packed
+        return {"data": data, "scales": group.count * n * int(DTYPE_BYTES[self.scale_dtype]),
+                "zero_points": zeros}
+
+    def row_bytes(self, role: str, cols: int) -> float:
+        """Bytes read for one row of a tensor of ``role`` (an embedding row gathered for a
+        token): its data and its share of the scales and zero points."""
+        fmt = self.stored_as(role)
+        if fmt not in QUANTISED:
+            return cols * DTYPE_BYTES[fmt]
+        groups = 1 if self.group_size <= 0 else math.ceil(cols / self.group_size)
+        per_scale = DTYPE_BYTES[self.scale_dtype] + (BITS[fmt] / 8 if self.zero_point else 0)
+        return math.ceil(cols * BITS[fmt] / 8) + groups * per_scale
+
+    def to_dict(self) -> dict:
+        return {"dtype": self.dtype, "group_size": self.group_size,
+                "scale_dtype": self.scale_dtype, "zero_point": self.zero_point,
+                "keep": list(self.keep) if self.quantised else [],
+                "keep_dtype": self.keep_dtype if self.quantised else self.dtype}
+
+
+def as_weight_quant(weights: "WeightQuant | str") -> WeightQuant:
+    return weights if isinstance(weights, WeightQuant) else WeightQuant.of(weights)
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    quant: dict
+    total: int
+    quantised: int             # data of the quantised tensors
+    scales: int
+    zero_points: int
+    kept: int                  # tensors stored in 16 bits (or the float format itself)
+    by_role: dict              # role → bytes
+    by_tensor: list            # one row per tensor kind
+
+    def to_dict(self) -> dict:
+        return {"quant": self.quant, "total": self.total, "quantised": self.quantised,
+                "scales": self.scales, "zero_points": self.zero_points, "kept": self.kept,
+                "by_role": self.by_role, "by_tensor": self.by_tensor}
+
+
+def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> WeightBytes:
+    """Every weight's bytes in ``weights``' format, quantisation scales included."""
+    quant = as_weight_quant(weights)
+    rows, by_role = [], {}
+    totals = {"quantised": 0, "scales": 0, "zero_points": 0, "kept": 0}
+    for group in weight_tensors(cfg):
+        parts = quant.tensor_bytes(group)
+        fmt = quant.stored_as(group.role)
+        size = sum(parts.values())
+        totals["quantised" if fmt in QUANTISED else "kept"] += parts["data"]
+        totals["scales"] += parts["scales"]
+        totals["zero_points"] += parts["zero_points"]
+        by_role[group.role] = by_role.get(group.role, 0) + size
+        rows.append({"tensor": group.name, "role": group.role, "count": group.count,
+                     "shape": [group.rows, group.cols], "stored_as": fmt, **parts,
+                     "bytes": size})
+    return WeightBytes(quant=quant.to_dict(), total=sum(r["bytes"] for r in rows),
+                       by_role=by_role, by_tensor=rows, **totals)
+
+
+def kv_head_bytes(kv_dtype: str, head_dim: int) -> int:
+    """Bytes of one token's K (or V) for one KV head: D elements (int4 packed two per byte),
+    plus, for int8 and int4, that row's fp16 scale (symmetric, one per token and head)."""
+    if kv_dtype not in KV_DTYPES:
+        raise AnalysisError(f"KV dtype={kv_dtype!r} must be one of {', '.join(KV_DTYPES)}")
+    scale = int(DTYPE_BYTES[KV_SCALE_DTYPE]) if kv_dtype in ("int8", "int4") else 0
+    return math.ceil(head_dim * BITS[kv_dtype] / 8) + scale
+
+
+def kv_fixed_scale_bytes(cfg: ModelConfig, kv_dtype: str) -> int:
+    """fp8 KV keeps one fp32 scale for K and one for V per layer (as vLLM's k_scale and
+    v_scale), whatever the number of tokens."""
+    return 2 * cfg.n_layers * 4 if kv_dtype == "fp8" else 0
