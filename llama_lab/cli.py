@@ -254,7 +254,7 @@ def cmd_gradnorms(args, cfg: ModelConfig, notes: list[str]) -> None:
     seeds = seed_list(args.seed, args.seeds or 1)
     check_budget(args, cfg, 2 * len(seeds), f"{2 * len(seeds)} forward/backward passes")
     result = gradnorms_over_seeds(cfg, seq_len=args.seq_len, batch=args.batch, seeds=seeds,
-                                  data=_text_data(args, cfg)).to_dict()
+                                  data=_text_data(args, cfg)).to_dict(by_seed=bool(args.seeds))
     if args.json:
         print(json_line(result))
         return

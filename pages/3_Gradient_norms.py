@@ -65,17 +65,19 @@ with tab_depth:
                 "arrangements, every seed; slopes of log‖∇‖ against log L by least squares.")
     depths = tuple(sorted(st.multiselect("depths L", experiments.DEPTH_CHOICES, key=P + "depths")))
     sweep_settings = {**size, "depths": depths}
+    sweep_cfg = experiments.sweep_config(run_cfg, depths)    # the sweep sets each depth
 
     def sweep(progress):
-        experiments.check_depth_budget(run_cfg, depths, seq_len, batch, device, HINT,
+        experiments.check_depth_budget(sweep_cfg, depths, seq_len, batch, device, HINT,
                                        n_seeds=len(seeds))
-        return ui.depth_measured(run_cfg, depths, seq_len, batch, seeds, source, device,
+        return ui.depth_measured(sweep_cfg, depths, seq_len, batch, seeds, source, device,
                                  _progress=progress)
-    ui.measure_on_view("depth_sweep", run_cfg, sweep_settings, "Depth sweep", sweep,
+    ui.measure_on_view("depth_sweep", sweep_cfg, sweep_settings, "Depth sweep", sweep,
                        auto=len(depths) >= 2 and ui.small_run(
                            run_cfg.replace(n_layers=max(depths)), seq_len, batch,
                            2 * len(seeds) * sum(depths) / max(depths)),
-                       button="Run the depth sweep", prefix=P)
+                       button="Run the depth sweep", prefix=P,
+                       not_on_view=None if len(depths) >= 2 else "Choose two depths or more.")
 
 with tab_warm:
     ui.warmup_tab(P, base, seeds, device, HINT)

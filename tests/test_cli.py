@@ -116,6 +116,8 @@ def test_gradnorms_over_seeds_adds_the_by_seed_lists(capsys):
             assert r[kind][key] == [sorted(column)[1] for column in zip(*by_seed)]   # medians
         assert r[kind]["loss"] == sorted(s[kind]["loss"] for s in singles)[1]
     assert not any(k.endswith("_by_seed") for k in singles[0]["post"])       # single: as SPEC
+    code, out, _ = run(capsys, *args, "--seeds", "1", "--seed", "4")   # --seeds given: twins too
+    assert json.loads(out)["post"]["layer_grad_norm_by_seed"] == [singles[0]["post"]["layer_grad_norm"]]
     code, _, err = run(capsys, *args, "--seeds", "0")
     assert code == 2 and "--seeds: 0 must be at least 1" in err
     code, out, _ = run(capsys, *args, "--data", "builtin")

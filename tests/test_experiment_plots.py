@@ -75,12 +75,18 @@ def test_the_explanation_follows_the_numbers():
     "smaller"; the stream's growth and the norms' inputs are quoted as measured."""
     result = three_seeds()
     lines = explain.explain_profile(result)
-    assert "Post-LN's is larger than Pre-LN's (Post/Pre = 4, 2 to 6 over the seeds; larger in 3 of 3)" in lines[0]
+    assert ("Post-LN's is larger than Pre-LN's (Post/Pre = 4, the median of the seeds' ratios, "
+            "2 to 6 over the seeds; larger in 3 of 3)") in lines[0]
     assert "×2.5 over 3 blocks" in lines[2] and "2.5 / 1.25 = 2 predicts" in lines[2]
-    assert "grows with depth" in lines[2]
+    assert "grows through the blocks" in lines[2] and "is the larger here" in lines[2]
     flipped = GradNormSeeds(runs=[GradNormComparison(post=grad_norms("pre", 0.5), pre=grad_norms(
         "post", 4.0), seq_len=16, batch=2, seed=0)], seeds=[0], seq_len=16, batch=2, data="x")
     assert "smaller than" in explain.explain_profile(flipped)[0]
+    assert "Pre-LN's last-layer gradient is the larger here" in explain.explain_profile(flipped)[2]
+    # a step is named only when it goes the way of the whole change and holds most of it
+    assert explain._towards_input([2.0, 20.0, 1.0]) == "grows ×2 from the last block to the first"
+    assert explain._towards_input([50.0, 1.0, 0.9]).endswith(
+        "×50 of it between block 0's input and block 1's")
 
 
 STATS = LogitStats(std=0.5, max_abs=2.0, max_prob_mean=0.01, entropy_mean=5.0)

@@ -15,7 +15,7 @@ from .ablation import ABLATIONS, CONTRAST_SETTINGS, ablation_runs, ablation_spec
 from .decode import (DecodeBench, DecodeRow, check_decode_budget, context_choices,
                      decode_benchmark)
 from .depth import (DEPTH_CHOICES, WIDTH_CHOICES, DepthSweep, check_depth_budget, depth_sweep,
-                    loglog_fit, loglog_slope, sqrt_reference)
+                    loglog_fit, loglog_slope, sqrt_reference, sweep_config)
 from .gradient_norms import (RANDOM_TOKENS, GradNormComparison, GradNorms, GradNormSeeds,
                              gradnorms, gradnorms_over_seeds, measure_grad_norms)
 from .live import LivePass, LiveSettings, bench, live_pass
@@ -32,7 +32,7 @@ __all__ = [
     "ABLATIONS", "CONTRAST_SETTINGS", "DEPTH_CHOICES", "DecodeBench", "WIDTH_CHOICES", "DecodeRow", "DepthSweep", "ExperimentEntry", "ExperimentKind",
     "WARMUP_DEFAULTS", "WarmupContrast", "warmup_contrast", "warmup_specs",
     "DEFAULT_SEEDS", "MAX_SEEDS", "RANDOM_TOKENS", "GradNormSeeds", "SeedRuns",
-    "compare_runs_over_seeds", "gradnorms_over_seeds", "seed_list", "sqrt_reference",
+    "compare_runs_over_seeds", "gradnorms_over_seeds", "seed_list", "sqrt_reference", "sweep_config",
     "GradNormComparison", "GradNorms", "KINDS", "LivePass", "LiveSettings", "RunComparison",
     "RunSpec", "ablation_runs", "ablation_specs", "bench", "check_decode_budget", "context_choices",
     "check_depth_budget", "compare_runs", "decode_benchmark", "depth_sweep", "experiment_state_key", "get_kind",

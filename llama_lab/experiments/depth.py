@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..config import ModelConfig
-from ..errors import ExperimentError
+from ..errors import ConfigError, ExperimentError
 from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, GROUP_PALETTE, Figure,
                               Table, band_traces, layout_figure)
 from ..train.budgets import guard
@@ -193,6 +193,16 @@ def figures(result: DepthSweep, section: str) -> list[Figure]:
 KIND = register(ExperimentKind(
     name="depth_sweep", title="Depth sweep (Xiong et al. 2020)", result_type=DepthSweep,
     run=depth_sweep, tables=tables, figures=figures, panel="depth_sweep", order=20))
+
+
+def sweep_config(cfg: ModelConfig, depths: Sequence[int]) -> ModelConfig:
+    """What identifies a sweep of ``cfg`` (its depth does not count: the sweep sets each one):
+    ``cfg`` at its deepest depth, or ``cfg`` itself where that depth is not a valid config
+    (a layer set naming blocks it lacks: the sweep refuses it when it runs)."""
+    try:
+        return cfg.replace(n_layers=max(depths)) if depths else cfg
+    except ConfigError:
+        return cfg
 
 
 def check_depth_budget(cfg: ModelConfig, depths: Sequence[int], seq_len: int, batch: int,

@@ -38,7 +38,10 @@ def _towards_input(values: list[float]) -> str:
     text = f"{word} {_x(ratio if ratio > 1 else 1 / ratio)} from the last block to the first"
     steps = [values[i] / values[i + 1] for i in range(len(values) - 1)]
     i = max(range(len(steps)), key=lambda k: abs(math.log(steps[k])))
-    if len(steps) > 1 and abs(math.log(steps[i])) > 0.5 * abs(math.log(ratio)):
+    total, largest = math.log(ratio), math.log(steps[i])
+    # named only when that step goes the way of the whole change, holds most of it and no
+    # more than all of it (the other steps do not undo part of it)
+    if len(steps) > 1 and largest * total > 0 and 0.5 * abs(total) < abs(largest) <= abs(total):
         step = steps[i] if steps[i] > 1 else 1 / steps[i]
         text += f", {_x(step)} of it between block {i}'s input and block {i + 1}'s"
     return text
@@ -54,13 +57,13 @@ def explain_profile(result: GradNormSeeds) -> list[str]:
     pass behind them (the residual stream's growth, the branches' size, the final norm)."""
     post, pre = result.post, result.pre
     ratios = result.last_ratio_by_seed()
-    ratio = post.ffn_out_grad_norm[-1] / pre.ffn_out_grad_norm[-1]
+    ratio = result.last_ratio()
     above = sum(r > 1 for r in ratios)
     n_layers = len(post.ffn_out_grad_norm)
     lines = [
         f"**Last block** ({_seeds(result)}): Post-LN's ‖∇W_down‖ is {_n(post.ffn_out_grad_norm[-1])}"
-        f" and Pre-LN's {_n(pre.ffn_out_grad_norm[-1])}, so Post-LN's is "
-        f"{_compare(ratio)} Pre-LN's (Post/Pre = {_n(ratio)}"
+        f" and Pre-LN's {_n(pre.ffn_out_grad_norm[-1])}; Post-LN's is "
+        f"{_compare(ratio)} Pre-LN's (Post/Pre = {_n(ratio)}, the median of the seeds' ratios"
         + (f", {_n(min(ratios))} to {_n(max(ratios))} over the seeds; larger in {above} of "
            f"{len(ratios)}" if len(ratios) > 1 else "") + ")."
         + (f" Theorem 1 expects a ratio of order √L = {_n(math.sqrt(n_layers))} here."
@@ -85,31 +88,36 @@ def _explain_stream(result: GradNormSeeds) -> str:
     # branches independent of the stream would add their variances: x0² + Σ (a_l² + f_l²)
     added = sum(a * a + f * f for a, f in zip(pre.attn_out_rms, pre.ffn_out_rms))
     expected = math.sqrt(x0 * x0 + added) / x0
-    measured = post.ffn_out_grad_norm[-1] / pre.ffn_out_grad_norm[-1]
+    measured = result.last_ratio()
     predicted = pre_in / post_in
+    blocks = f"{n_layers} block{'s' if n_layers > 1 else ''}"
     text = (f"**Why**: a norm divides the gradient through it by the RMS of its input. The last "
             f"norm before lm_head sees RMS {_n(post_in)} under Post-LN (the last block's "
             f"x + F(x)) and {_n(pre_in)} under Pre-LN (the whole residual stream: {_n(x0)} at "
-            f"block 0's input, {_x(growth)} over {n_layers} blocks, its branches adding RMS "
+            f"block 0's input, {_x(growth)} over {blocks}, its branches adding RMS "
             f"{_n(branch)} each; independent additions would give {_x(expected)}). Their "
             f"quotient {_n(pre_in)} / {_n(post_in)} = {_n(predicted)} predicts Post/Pre; "
             f"measured: {_n(measured)}. ")
     if growth >= 1.5:
-        text += (f"Pre-LN's stream grows with depth ({_x(growth)}), as Theorem 1 assumes for "
-                 f"branches of the stream's own size: the deeper the model, the more its final "
-                 f"norm scales the last block's gradient down. ")
+        text += (f"Pre-LN's stream grows through the blocks ({_x(growth)}), as Theorem 1 "
+                 f"assumes for branches of the stream's own size, and its final norm divides "
+                 f"the last block's gradient by that larger RMS (the Ratio vs depth tab "
+                 f"measures how this scales with L). ")
     else:
         text += f"Pre-LN's stream barely grows ({_x(growth)}). "
-    if pre_in >= post_in:
-        text += ("Post-LN renormalises after every block, so its last-layer gradient stays "
-                 "large: the gradient Xiong et al. tie to its need for warmup (the Warmup tab "
-                 "measures that need).")
+    if measured > FLAT:
+        text += ("Post-LN renormalises after every block, so its last-layer gradient is the "
+                 "larger here: the gradient Xiong et al. tie to its need for warmup (the Warmup "
+                 "tab measures that need).")
+    elif measured < 1 / FLAT:
+        text += "Pre-LN's last-layer gradient is the larger here"
+        text += (f": its stream is smaller than Post-LN's normalised one (small embeddings and "
+                 f"branches), so its final norm multiplies the gradient by about "
+                 f"{_n(1 / pre_in)}; the scale hides Theorem 1's contrast, which needs "
+                 f"embeddings and branches of the stream's unit scale (Xavier weights and "
+                 f"√d-scaled embeddings, as in 2017)." if pre_in < post_in else ".")
     else:
-        text += (f"Pre-LN's stream is smaller than Post-LN's normalised one (small embeddings "
-                 f"and branches), so its final norm multiplies the gradient by about "
-                 f"{_n(1 / pre_in)} and Pre-LN's gradients are the larger: the scale hides "
-                 f"Theorem 1's contrast, which needs embeddings and branches of the stream's "
-                 f"unit scale (Xavier weights and √d-scaled embeddings, as in 2017).")
+        text += "The two arms' last-layer gradients are about the same here."
     return text
 
 

@@ -4,6 +4,7 @@ in the Transformer Architecture").
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
@@ -192,6 +193,12 @@ LIST_FIELDS = ("layer_grad_norm", "ffn_out_grad_norm", "residual_grad_norm", "re
 SCALAR_FIELDS = ("loss", "embedding_grad_norm", "total_grad_norm", "last_norm_input_rms")
 
 
+def _ratio(a: float | None, b: float | None) -> float:
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) or b == 0:
+        return math.nan
+    return a / b
+
+
 def median_arm(arms: Sequence[GradNorms]) -> GradNorms:
     """One arm's measurements over seeds: each number the median of the seeds'."""
     groups = arms[0].group_grad_norm
@@ -230,13 +237,21 @@ class GradNormSeeds:
         return band(self.by_seed(position, name))
 
     def last_ratio_by_seed(self, name: str = "ffn_out_grad_norm") -> list[float]:
-        """Post/Pre of the last block's ``name``, seed by seed."""
-        return [getattr(run.post, name)[-1] / getattr(run.pre, name)[-1] for run in self.runs]
+        """Post/Pre of the last block's ``name``, seed by seed (NaN where a norm is 0 or not
+        finite)."""
+        return [_ratio(getattr(run.post, name)[-1], getattr(run.pre, name)[-1])
+                for run in self.runs]
 
-    def to_dict(self) -> dict:
-        """SPEC ``gradnorms``: one seed exactly as ``GradNormComparison``; several: each list
-        the median, with its ``<name>_by_seed`` twin (and ``loss_by_seed``, ``seeds``)."""
-        if len(self.runs) == 1:
+    def last_ratio(self, name: str = "ffn_out_grad_norm") -> float:
+        """The median of the seeds' Post/Pre ratios (as the depth sweep's), NaN if none."""
+        median = median_of(self.last_ratio_by_seed(name))
+        return math.nan if median is None else median
+
+    def to_dict(self, by_seed: bool | None = None) -> dict:
+        """SPEC ``gradnorms``: without ``by_seed`` (default: only for several seeds) exactly
+        as ``GradNormComparison``; with it each list the median, with its ``<name>_by_seed``
+        twin (and ``loss_by_seed``, ``seeds``)."""
+        if not (len(self.runs) > 1 if by_seed is None else by_seed):
             return self.runs[0].to_dict()
         out = {}
         for position in ("post", "pre"):

@@ -51,7 +51,7 @@ def warmup_tab(prefix: str, base: ModelConfig, seeds: tuple, device: str, hint: 
         f"warmup, AdamW with cosine decay on the built-in text, the same batches in each seed, "
         f"at d={cfg.d_model}, {cfg.n_layers} blocks, B={W['batch']}, T={W['seq_len']} (the "
         f"setting above). The seed tutorial's table says Post-LN needs warmup and Pre-LN does "
-        f"not; the defaults are a learning rate where that shows at this size.")
+        f"not; the defaults are where that shows at this size in the theory setting.")
     cols = st.columns(3)
     steps = cols[0].number_input("steps", 1, 2000, key=prefix + "w_steps")
     lr = cols[1].number_input("peak learning rate", 1e-6, 1.0, format="%.1e", key=prefix + "w_lr")

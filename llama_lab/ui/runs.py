@@ -137,22 +137,29 @@ def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any],
 
 def measure_on_view(kind: str, config: ModelConfig, settings: Mapping[str, Any], label: str,
                     work: Callable[[Progress], Any], *, auto: bool, button: str,
-                    prefix: str) -> None:
+                    prefix: str, not_on_view: str | None = None) -> None:
     """A measurement a page shows without a click: run ``work`` (under the job slot, with its
     progress bar, stoppable) when this session holds no result for ``config`` and ``settings``
-    and ``auto`` says the run is small; otherwise on ``button``. Then draw the kind's panel."""
+    and ``auto`` says the run is small — once per choice of them: one that was refused or
+    stopped is not retried on the next rerun — otherwise on ``button``. Then draw the kind's
+    panel. ``not_on_view`` says why a run is not made on view (default: its size)."""
     key = EXPERIMENT_KEYS[kind]
     entry = _state().get(key)
     fresh = entry is not None and not is_stale(entry, config, settings)
+    tried_key = prefix + "tried_on_view." + kind
+    choice = (config, tuple(sorted((k, repr(v)) for k, v in settings.items())))
+    tried = _state().get(tried_key) == choice
     clicked = st.button(button, type="primary" if not fresh else "secondary",
                         key=prefix + "run_" + kind)
-    if clicked or (auto and not fresh):
+    if clicked or (auto and not fresh and not tried):
+        _state()[tried_key] = choice                  # set before: a Stop ends the script here
         result = run_with_status(label, work)
         if result is not None:
             keep_experiment(kind, result, config, settings)
     elif not fresh:
-        st.caption(f"This size is beyond what the page measures on view (a few seconds on a "
-                   f"CPU); press “{button}”.")
+        st.caption(not_on_view or (
+            f"{'This run was stopped or refused' if tried else 'This size is beyond what the page measures on view (a few seconds on a CPU)'};"
+            f" press “{button}”."))
     show_experiment(key, config, settings, prefix)
 
 
