@@ -13,6 +13,7 @@ from typing import Any
 
 from .analysis.common import TRAINING_DTYPES
 from .analysis.quant import KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES
+from .analysis.speculative import MAX_GAMMA
 from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 from .errors import LabError
 from .report.formats import FORMATS
@@ -134,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0)
     _add_budget_arg(p)
 
+    p = sub.add_parser("speculate", help="speculative decoding: Leviathan et al.'s expected "
+                       "tokens and speedup, or --live: measured on small trained models")
+    _add_speculate_args(p)
+
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)
     _add_run_args(p, seq_len=2048, batch=1)
@@ -197,6 +202,27 @@ def cmd_presets(args) -> None:
     for name, cfg in PRESETS.items():
         print(f"{name:<16} {count_params(cfg).total:>17,} params  {cfg.attention_kind:<3} "
               f"L={cfg.n_layers:<4} d={cfg.d_model:<6} heads={cfg.n_heads}/{cfg.n_kv_heads}")
+
+
+def _add_speculate_args(p: argparse.ArgumentParser) -> None:
+    """speculate: the formula's α, γ and c, or a live run's pair and length."""
+    p.add_argument("--alpha", type=_number(float, 0.0, maximum=1.0), default=None,
+                   help="acceptance rate of a drafted token (formula; required without --live)")
+    p.add_argument("--gamma", type=_number(int, 1, maximum=MAX_GAMMA), default=4,
+                   help="draft length γ (default 4)")
+    p.add_argument("--cost-ratio", type=_number(float, 0.0, maximum=1e6), default=None,
+                   help="c: a draft step's time over a target step's (formula)")
+    p.add_argument("--live", action="store_true", help="decode for real: a small target and a "
+                   "smaller draft, both briefly trained on the built-in text")
+    p.add_argument("--target", choices=list(PRESETS), default="seed-demo",
+                   help="--live: whose recipe the target copies (default seed-demo)")
+    p.add_argument("--draft", choices=list(PRESETS), default="seed-demo",
+                   help="--live: whose recipe the draft copies (default seed-demo)")
+    p.add_argument("--new-tokens", type=_number(int, 1, maximum=512), default=64)
+    p.add_argument("--steps", type=_number(int, 0, maximum=10_000), default=None,
+                   help="--live: training steps of each model (default 150)")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
 def _add_storage_args(p: argparse.ArgumentParser) -> None:
@@ -360,6 +386,32 @@ def write_atomically(path: Path, content: bytes) -> None:
             os.unlink(tmp)
 
 
+def cmd_speculate(args) -> None:
+    if args.live:
+        from .experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
+        if args.gamma > 16:
+            raise LabError(f"--gamma {args.gamma}: the live run drafts at most 16 tokens")
+        result = speculative_run(args.target, args.draft, args.gamma, args.new_tokens,
+                                 args.steps if args.steps is not None
+                                 else SPECULATIVE_DEFAULTS["steps"], args.device).to_dict()
+        text = "\n".join(
+            f"{d['label']:>16}: α {d['measured_alpha']:.3f}, {d['tokens_per_target_step']:.2f} "
+            f"tokens per target step (formula {d['predicted_tokens_per_step']:.2f}), speedup "
+            f"{d['measured_speedup']:.2f}× (formula {d['predicted_speedup']:.2f}×, with the "
+            f"measured verification cost {d['predicted_speedup_measured_costs']:.2f}×), "
+            f"identical to the target's greedy output: {d['identical_to_target_greedy']}"
+            for d in result["drafts"])
+    else:
+        if args.alpha is None or args.cost_ratio is None:
+            raise LabError("speculate needs --alpha and --cost-ratio (or --live)")
+        from .analysis.speculative import speculation
+        result = speculation(args.alpha, args.gamma, args.cost_ratio).to_dict()
+        text = (f"γ={result['gamma']}: {result['expected_tokens_per_step']:.3f} tokens per "
+                f"target step, speedup {result['speedup']:.3f}×; best γ={result['best_gamma']} "
+                f"({result['best_speedup']:.3f}×)")
+    _emit(result, args.json, text)
+
+
 COMMANDS = {"analyze": cmd_analyze, "gradnorms": cmd_gradnorms, "bench": cmd_bench,
             "train": cmd_train, "report": cmd_report}
 
@@ -367,8 +419,8 @@ COMMANDS = {"analyze": cmd_analyze, "gradnorms": cmd_gradnorms, "bench": cmd_ben
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.command == "presets":
-            cmd_presets(args)
+        if args.command in ("presets", "speculate"):             # no model config
+            (cmd_presets if args.command == "presets" else cmd_speculate)(args)
             return 0
         cfg, notes = resolve_config(args)
         for note in notes:

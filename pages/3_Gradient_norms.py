@@ -56,7 +56,7 @@ with tab_init:
                  what=f"{2 * len(seeds)} forward/backward passes (B={batch}, T={seq_len})")
         return ui.gradnorms_measured(run_cfg, seq_len, batch, seeds, source, device,
                                      _progress=progress)
-    ui.measure_on_view("gradnorms", run_cfg, size, "Post-LN and Pre-LN forward/backward", measure,
+    ui.measure_on_view("gradnorms", run_cfg, size, measure,
                        auto=ui.small_run(run_cfg, seq_len, batch, 2 * len(seeds)),
                        button="Measure gradient norms", prefix=P)
 
@@ -72,7 +72,7 @@ with tab_depth:
                                        n_seeds=len(seeds))
         return ui.depth_measured(sweep_cfg, depths, seq_len, batch, seeds, source, device,
                                  _progress=progress)
-    ui.measure_on_view("depth_sweep", sweep_cfg, sweep_settings, "Depth sweep", sweep,
+    ui.measure_on_view("depth_sweep", sweep_cfg, sweep_settings, sweep,
                        auto=len(depths) >= 2 and ui.small_run(
                            run_cfg.replace(n_layers=max(depths)), seq_len, batch,
                            2 * len(seeds) * sum(depths) / max(depths)),

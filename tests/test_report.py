@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from plotly.offline import get_plotlyjs
 
+from llama_lab.experiments import speculative
 from llama_lab import analysis, cli, experiments, report
 from llama_lab.config import PRESETS
 from llama_lab.seed import claims as seed_claims_mod
@@ -41,6 +42,7 @@ def results():
             seq_len=16, batch=2, device="cpu", eval_batches=1),
         "live_pass": experiments.live_pass(cfg, 16, 2, device="cpu"),
         "decode": experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu"),
+        "speculative": speculative.speculative_run(steps=0, new_tokens=4, gamma=2),
     }
 
 

@@ -23,11 +23,14 @@ from .params import (COMPONENT_OF, COMPONENTS, DETAIL_KEYS, ParamCount, count_pa
                      palm_params)
 from .quant import (KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES, TensorGroup,
                     WeightBytes, WeightQuant, kv_head_bytes, weight_tensors, weights_bytes)
+from .speculative import (MAX_GAMMA, Speculation, expected_tokens_per_step, speculation,
+                          speedup)
 from .rooflines import DEFAULT_GPU, Roofline, experts_hit, roofline, roofline_table
 from .shapes import Shapes
 from .summary import analyze, format_analysis
 
 __all__ = [
+    "MAX_GAMMA", "Speculation", "expected_tokens_per_step", "speculation", "speedup",
     "KEEP_CHOICES", "KV_DTYPES", "SCALE_DTYPES", "WEIGHT_DTYPES", "TensorGroup", "WeightBytes",
     "WeightQuant", "kv_head_bytes", "weight_tensors", "weights_bytes",
     "ACTIVATION_ASSUMPTIONS", "COMPONENTS", "COMPONENT_OF", "DEFAULT_GPU", "DETAIL_KEYS",

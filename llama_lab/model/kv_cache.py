@@ -52,6 +52,18 @@ class KVCache(nn.Module):
         values[:, :, :keep] = all_v[:, :, -keep:]
         return all_k, all_v
 
+    def truncate(self, length: int) -> None:
+        """Forget the tokens from position ``length`` on (a rejected speculation): the slots
+        past it are overwritten by the next update. A window layer that has already shifted
+        tokens out cannot go back (ValueError)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"length={length} must be between 0 and the {self.length} tokens seen")
+        for window in self.windows:
+            if window and self.length > window and length < self.length:
+                raise ValueError(f"a sliding-window layer (window {window}) has shifted out "
+                                 f"tokens: the cache cannot go back to {length}")
+        self.length = length
+
     def allocated_bytes(self) -> int:
         """Bytes of storage the K and V tensors really hold (every slot)."""
         return sum(b.untyped_storage().nbytes() for b in self.buffers())

@@ -242,10 +242,12 @@ def _finish(cfg: ModelConfig, s: TrainSettings, run: _Run, data: TokenData, labe
 
 def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | None = None,
                label: str | None = None, progress: Progress | None = None,
+               keep_model: list | None = None,
                **options: Any) -> Generator[dict, None, TrainRun]:
-    """Train, yielding one JSON-ready dict per step; the generator returns the TrainRun.
-    ``options`` are the other ``TrainSettings`` fields. A divergence ends the run early with
-    the step, the reason and a hint — never raises."""
+    """Train, yielding one JSON-ready dict per step; the generator returns the TrainRun (and
+    appends the trained model to ``keep_model`` when given). ``options`` are the other
+    ``TrainSettings`` fields. A divergence ends the run early with the step, the reason and a
+    hint — never raises."""
     s = TrainSettings.of(steps=steps, lr=lr, **options)
     s.check(cfg)
     data = data if data is not None else load_builtin()
@@ -253,6 +255,8 @@ def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | Non
     check_length(data.train, s.seq_len, "training split")
     check_length(data.val, s.seq_len, "validation split")
     run = _start(cfg, s, data)
+    if keep_model is not None:
+        keep_model.append(run.model)
     start = time.perf_counter()                    # wall_s: the steps and the final statistics
     for step in range(s.steps):
         record = _step(run, s, step)
@@ -267,7 +271,8 @@ def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | Non
 def train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | None = None,
           on_step: Callable[[dict], None] | None = None, label: str | None = None,
           progress: Progress | None = None, **options: Any) -> TrainRun:
-    """``iter_train`` run to the end, each step's dict passed to ``on_step``."""
+    """``iter_train`` run to the end, each step's dict passed to ``on_step`` (``options`` may
+    hold ``keep_model``)."""
     loop = iter_train(cfg, steps, lr, data=data, label=label, progress=progress, **options)
     while True:
         try:

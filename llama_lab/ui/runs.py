@@ -135,14 +135,15 @@ def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any],
     panel.show(entry, prefix)
 
 
-def measure_on_view(kind: str, config: ModelConfig, settings: Mapping[str, Any], label: str,
+def measure_on_view(kind: str, config: ModelConfig, settings: Mapping[str, Any],
                     work: Callable[[Progress], Any], *, auto: bool, button: str,
                     prefix: str, not_on_view: str | None = None) -> None:
     """A measurement a page shows without a click: run ``work`` (under the job slot, with its
     progress bar, stoppable) when this session holds no result for ``config`` and ``settings``
     and ``auto`` says the run is small — once per choice of them: one that was refused or
     stopped is not retried on the next rerun — otherwise on ``button``. Then draw the kind's
-    panel. ``not_on_view`` says why a run is not made on view (default: its size)."""
+    panel. ``not_on_view`` says why a run is not made on view (default: its size); the status
+    box is labelled with the button's words."""
     key = EXPERIMENT_KEYS[kind]
     entry = _state().get(key)
     fresh = entry is not None and not is_stale(entry, config, settings)
@@ -153,7 +154,7 @@ def measure_on_view(kind: str, config: ModelConfig, settings: Mapping[str, Any],
                         key=prefix + "run_" + kind)
     if clicked or (auto and not fresh and not tried):
         _state()[tried_key] = choice                  # set before: a Stop ends the script here
-        result = run_with_status(label, work)
+        result = run_with_status(button, work)
         if result is not None:
             keep_experiment(kind, result, config, settings)
     elif not fresh:
