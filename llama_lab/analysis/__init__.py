@@ -10,6 +10,8 @@ FLOPs count 2 per multiply-add.
 from ..config import MAX_BATCH
 from ..errors import AnalysisError
 from .common import TRAINING_DTYPES
+from .flash import (AttentionMemory, attention_memory, flash_layer_bytes, hbm_elements,
+                    naive_layer_bytes)
 from .flops import (ELEMENTWISE_FLOPS_PER_ELEMENT, FLOP_CONVENTIONS, FlopCount, count_flops,
                     decode_flops, elementwise_flops, matmul_flops, scores_overtake_ffn_at)
 from .kv import (KVCacheReport, attention_variants, gqa_kv_heads, kv_cache,
@@ -30,6 +32,8 @@ from .shapes import Shapes
 from .summary import analyze, format_analysis
 
 __all__ = [
+    "AttentionMemory", "attention_memory", "flash_layer_bytes", "hbm_elements",
+    "naive_layer_bytes",
     "MAX_GAMMA", "Speculation", "expected_tokens_per_step", "speculation", "speedup",
     "KEEP_CHOICES", "KV_DTYPES", "SCALE_DTYPES", "WEIGHT_DTYPES", "TensorGroup", "WeightBytes",
     "WeightQuant", "kv_head_bytes", "weight_tensors", "weights_bytes",

@@ -6,6 +6,7 @@ from ..config import ModelConfig
 from ..runtime.hardware import GPUS
 from ..units import human_bytes, human_count, human_params
 from .common import TRAINING_DTYPES, check_seq, checked_dtype_bytes
+from .flash import attention_memory
 from .flops import count_flops
 from .kv import kv_cache, max_context_that_fits
 from .memory import inference_memory, training_memory
@@ -70,6 +71,7 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
     training_dtype = dtype if dtype in TRAINING_DTYPES else "bf16"
     training = training_memory(cfg, seq_len, batch, training_dtype)
     inference = inference_memory(cfg, seq_len, batch, dtype, weights, kv_dtype)
+    attention = attention_memory(cfg, seq_len, batch, training_dtype)
     notes = []
     if seq_len > cfg.max_seq_len:
         notes.append(f"seq_len={seq_len} exceeds max_seq_len={cfg.max_seq_len}: counted as if "
@@ -103,6 +105,7 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
                                    for name, gpu in GPUS.items()},
             "note": kv.note,
         },
+        "attention_memory": attention.to_dict(),
         "memory": {
             "weights_bytes": stored.total,
             "weights": {key: value for key, value in stored.to_dict().items() if key != "by_tensor"},
