@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "tokens and speedup, or --live: measured on small trained models")
     _add_speculate_args(p)
 
+    _add_quantize_parser(sub)
+
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)
     _add_run_args(p, seq_len=2048, batch=1)
@@ -204,6 +206,17 @@ def cmd_presets(args) -> None:
               f"L={cfg.n_layers:<4} d={cfg.d_model:<6} heads={cfg.n_heads}/{cfg.n_kv_heads}")
 
 
+def _add_quantize_parser(sub) -> None:
+    p = sub.add_parser("quantize", help="quantise the briefly trained live copy's linear "
+                       "layers for real: bytes, logit error, loss")
+    _add_config_args(p)
+    p.add_argument("--weight-dtype", choices=("int8", "int4", "fp8"), default="int8")
+    p.add_argument("--group-size", type=_number(int, -1, maximum=1 << 20), default=None)
+    p.add_argument("--steps", type=_number(int, 0, maximum=10_000), default=150,
+                   help="training steps before quantising (default 150)")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+
+
 def _add_speculate_args(p: argparse.ArgumentParser) -> None:
     """speculate: the formula's α, γ and c, or a live run's pair and length."""
     p.add_argument("--alpha", type=_number(float, 0.0, maximum=1.0), default=None,
@@ -240,7 +253,7 @@ def _add_storage_args(p: argparse.ArgumentParser) -> None:
                    help="int8/int4 weights: asymmetric, a zero point per scale")
     p.add_argument("--keep", type=_keep_list, default=None,
                    help="tensors that stay in 16 bits when the weights are quantised: a comma "
-                        f"list of {', '.join(KEEP_CHOICES)}, or 'none' (default: all four)")
+                        f"list of {', '.join(KEEP_CHOICES)}, or 'none' (default: all but experts)")
 
 
 def _keep_list(text: str) -> tuple[str, ...]:
@@ -412,7 +425,20 @@ def cmd_speculate(args) -> None:
     _emit(result, args.json, text)
 
 
-COMMANDS = {"analyze": cmd_analyze, "gradnorms": cmd_gradnorms, "bench": cmd_bench,
+def cmd_quantize(args, cfg: ModelConfig, notes: list[str]) -> None:
+    from .experiments.quantize import quantize_run
+    preset = args.preset or "seed-demo"
+    if args.config is not None or args.overrides:
+        raise LabError("quantize takes --preset only: it trains the preset's live copy")
+    r = quantize_run(preset, args.weight_dtype, args.steps, args.group_size, args.device)
+    text = (f"{r.weight_dtype}: {r.measured_weight_bytes:,} bytes measured, "
+            f"{r.predicted_weight_bytes:,} predicted (bf16 {r.bf16_weight_bytes:,}); largest "
+            f"logit error {r.logit_max_abs_error:.3g}; loss {r.loss_fp:.4f} (fp32) → "
+            f"{r.loss_quantized:.4f}")
+    _emit(r.to_dict(), args.json, text)
+
+
+COMMANDS = {"analyze": cmd_analyze, "quantize": cmd_quantize, "gradnorms": cmd_gradnorms, "bench": cmd_bench,
             "train": cmd_train, "report": cmd_report}
 
 

@@ -19,8 +19,10 @@ cfg, T, B, dtype = selection.cfg, selection.seq_len, selection.batch, selection.
 b = ui.dtype_bytes(dtype)
 kv = ui.kv_report(cfg, T, B, dtype)
 
-st.latex(rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot D \cdot b = 2 \cdot "
-         rf"{cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot {cfg.head_dim} \cdot {b:g} = "
+scale = ui.kv_scale_bytes(dtype)          # int8/int4: an fp16 scale per token and KV head
+st.latex(rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot (D \cdot b"
+         rf"{' + s' if scale else ''}) = 2 \cdot {cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot "
+         rf"({cfg.head_dim} \cdot {b:g}{f' + {scale}' if scale else ''}) = "
          rf"{kv.bytes_per_token:,}")
 local = sum(cfg.local_layer_flags)
 held = f"{T:,}" if not local or T <= cfg.sliding_window else \

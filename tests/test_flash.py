@@ -3,7 +3,6 @@ naive and fused, against saved-tensor hooks on the real calls; the HBM traffic o
 2022's Algorithm 1 by hand; the longest context each path fits."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 from llama_lab import analysis
 from llama_lab.analysis.flash import hbm_elements, longest_fitting

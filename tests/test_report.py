@@ -43,6 +43,8 @@ def results():
         "live_pass": experiments.live_pass(cfg, 16, 2, device="cpu"),
         "decode": experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu"),
         "speculative": speculative.speculative_run(steps=0, new_tokens=4, gamma=2),
+        "quantize": experiments.quantize.quantize_run("debug", "int4", steps=0, device="cpu"),
+        "flash": experiments.flash.flash_sweep(cfg, (8, 16), device="cpu"),
     }
 
 

@@ -304,10 +304,11 @@ def test_every_page_file_is_registered_once_in_file_order():
 def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
     assert ui.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind)
                                   for kind in experiments.KINDS}
-    assert len(set(ui.EXPERIMENT_KEYS.values())) == 8
+    assert len(set(ui.EXPERIMENT_KEYS.values())) == 10
     assert (ui.KEY_GRADNORMS, ui.KEY_DEPTH_SWEEP, ui.KEY_TRAINING, ui.EXPERIMENT_KEYS["warmup"],
-            ui.KEY_ABLATION, ui.KEY_LIVE_PASS, ui.KEY_DECODE,
-            ui.EXPERIMENT_KEYS["speculative"]) == tuple(ui.EXPERIMENT_KEYS.values())
+            ui.KEY_ABLATION, ui.KEY_LIVE_PASS, ui.KEY_DECODE, ui.EXPERIMENT_KEYS["quantize"],
+            ui.EXPERIMENT_KEYS["flash"], ui.EXPERIMENT_KEYS["speculative"]
+            ) == tuple(ui.EXPERIMENT_KEYS.values())
     import importlib
     for kind in experiments.KINDS.values():                      # each kind's panel draws it
         assert callable(importlib.import_module(f"llama_lab.ui.panels.{kind.panel}").show)

@@ -29,8 +29,9 @@ KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")   # int4: KIVI-style
 QUANTISED = ("fp8", "int8", "int4")                 # the formats with scales
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 SCALE_DTYPES = ("fp16", "bf16", "fp32")
-KEEP_CHOICES = ("embeddings", "lm_head", "norms", "router")   # may stay in 16 bits
+KEEP_CHOICES = ("embeddings", "lm_head", "norms", "router", "experts")   # may stay in 16 bits
 KEEP_DTYPE = "bf16"
+DEFAULT_KEEP = ("embeddings", "lm_head", "norms", "router")
 # the usual granularity of each format: int4 in groups of 128 inputs (GPTQ, AWQ), int8 per
 # output channel (llm.int8, SmoothQuant W8), fp8 one scale per tensor (e4m3, as vLLM's)
 DEFAULT_GROUP = {"int4": 128, "int8": 0, "fp8": -1}
@@ -70,8 +71,8 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
         groups.append(TensorGroup("qk_norm", "norms", 2 * n, 1, s.D))
     if sparse:
         groups += [TensorGroup("router", "router", n, E, C),
-                   TensorGroup("experts.gate_up_proj", "linear", n * E, 2 * Fe, C),
-                   TensorGroup("experts.down_proj", "linear", n * E, C, Fe)]
+                   TensorGroup("experts.gate_up_proj", "experts", n * E, 2 * Fe, C),
+                   TensorGroup("experts.down_proj", "experts", n * E, C, Fe)]
         return groups
     groups += [TensorGroup(name, "linear", n, F, C)
                for name in (("gate_proj", "up_proj") if s.n_up == 2 else ("up_proj",))]
@@ -106,6 +107,7 @@ class WeightQuant:
     scale_dtype: str = "fp16"
     zero_point: bool = False
     keep: tuple = field(default=("embeddings", "lm_head", "norms", "router"))
+    # the experts of a mixture are quantised by default (they are most of its bytes)
     keep_dtype: str = KEEP_DTYPE          # what the kept tensors and biases are stored in
 
     @classmethod
@@ -116,7 +118,7 @@ class WeightQuant:
             raise AnalysisError(f"weight dtype={dtype!r} must be one of {', '.join(WEIGHT_DTYPES)}")
         quant = cls(dtype, DEFAULT_GROUP.get(dtype, -1) if group_size is None else group_size,
                     scale_dtype or DEFAULT_SCALE_DTYPE.get(dtype, "fp16"), zero_point,
-                    KEEP_CHOICES if keep is None else tuple(keep), keep_dtype)
+                    DEFAULT_KEEP if keep is None else tuple(keep), keep_dtype)
         quant.check()
         return quant
 

@@ -55,10 +55,16 @@ def trained(cfg: ModelConfig, steps: int, data: TokenData, device: str, seed: in
     return kept[0].eval()
 
 
+def new_cache(model: CausalLM, length: int) -> KVCache:
+    """A one-sequence cache of ``length`` tokens on the model's device, in its dtype."""
+    weight = model.model.embed_tokens.weight
+    return KVCache(model.cfg, 1, length, device=weight.device, dtype=weight.dtype)
+
+
 @torch.no_grad()
 def greedy(model: CausalLM, prompt: torch.Tensor, new_tokens: int) -> list[int]:
     """The target's own greedy decoding with its KV cache: ``new_tokens`` ids after ``prompt``."""
-    cache = KVCache(model.cfg, 1, prompt.shape[1] + new_tokens, device=prompt.device)
+    cache = new_cache(model, prompt.shape[1] + new_tokens)
     logits = model(prompt, cache=cache)
     out = [int(logits[0, -1].argmax())]
     while len(out) < new_tokens:
@@ -86,8 +92,7 @@ def speculative(target: CausalLM, draft: CausalLM, prompt: torch.Tensor, new_tok
                 gamma: int) -> SpecCounts:
     """Greedy speculative decoding of ``new_tokens`` ids after ``prompt``."""
     dev, room = prompt.device, prompt.shape[1] + new_tokens + gamma + 1
-    t_cache = KVCache(target.cfg, 1, room, device=dev)
-    d_cache = KVCache(draft.cfg, 1, room, device=dev)
+    t_cache, d_cache = new_cache(target, room), new_cache(draft, room)
     first = target(prompt, cache=t_cache)[0, -1].argmax()
     draft(prompt, cache=d_cache)
     counts = SpecCounts(tokens=[int(first)], target_steps=1)
@@ -135,7 +140,7 @@ def _timed(fn, repeats: int = 3) -> tuple[object, float]:
 @torch.no_grad()
 def forward_time(model: CausalLM, prompt: torch.Tensor, new: int) -> float:
     """Median time of one forward over ``new`` tokens after the cached ``prompt`` (of 20)."""
-    cache = KVCache(model.cfg, 1, prompt.shape[1] + new, device=prompt.device)
+    cache = new_cache(model, prompt.shape[1] + new)
     model(prompt, cache=cache)
     tokens = prompt[:, -new:]
 

@@ -28,10 +28,11 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, 
                     KEY_LIVE_PASS, KEY_PRESET, KEY_SEQ_LEN, KEY_TRAINING, KEY_UPLOAD, LINK_NOTE,
                     QUERY_BATCH, QUERY_DTYPE, QUERY_KEYS, QUERY_PRESET, QUERY_SEQ,
                     WIDGET_PREFIX, Download, Selection, config_downloads, config_from_values,
-                    divisors, dtype_bytes, dtype_names, error_field, field_key, kv_label,
+                    divisors, dtype_bytes, dtype_names, kv_scale_bytes, error_field, field_key, kv_label,
                     query_for, values_for_config, values_from_query)
 from ..units import escape_markdown
 from .state import KEY_MODEL_NAME, MAX_NAME, QUERY_NAME, model_name
+from .inference import flash_section, quantisation_section, speculative_section
 from .gradient import default_warmup, session_warmup, small_run, training_tab, warmup_tab
 from .widgets import (LIVE_SIZE_HEADING, Link, bound_note, bounded_number, choice_link, int_link,
                       keep_choice, keep_within, link_widgets, live_size_box, remember,

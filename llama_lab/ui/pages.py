@@ -27,4 +27,6 @@ PAGES: tuple[AppPage, ...] = (
     AppPage("pages/6_Seed_claims.py", "Seed claims",
             "every number the tutorial quotes, recomputed, with ✓ or ✗"),
     AppPage("pages/7_Report.py", "Report", "download everything as HTML, JSON, CSV or Markdown"),
+    AppPage("pages/8_Inference_systems.py", "Inference systems",
+            "quantisation, FlashAttention, speculative decoding: counted and measured"),
 )

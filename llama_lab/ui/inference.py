@@ -1,0 +1,121 @@
+"""The Inference systems page's three sections — quantisation, FlashAttention, speculative
+decoding — each with its formulas written out with the sidebar model's numbers and its live
+measurement (under the job slot, cached per process, stoppable)."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from .. import analysis, experiments
+from ..analysis import KV_DTYPES, WEIGHT_DTYPES, WeightQuant
+from ..config import ModelConfig
+from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
+from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
+from ..experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
+from ..units import human_bytes
+from .cached import measured, show_table
+from .runs import keep_experiment, run_with_status, show_experiment
+from .state import EXPERIMENT_KEYS
+
+
+@measured(max_entries=8)
+def _quantized(preset: str, dtype: str, _progress=None):
+    return quantize_run(preset, dtype, device="cpu", progress=_progress)
+
+
+@measured(max_entries=8)
+def _speculated(target: str, draft: str, gamma: int, new_tokens: int, _progress=None):
+    return speculative_run(target, draft, gamma, new_tokens, device="cpu", progress=_progress)
+
+
+@measured(max_entries=8)
+def _flash_swept(cfg: ModelConfig, dtype: str, gpu: str, _progress=None):
+    return experiments.flash.flash_sweep(cfg, FLASH_SEQ_LENS, 1, dtype, "auto", gpu, _progress)
+
+
+def _live(kind: str, button: str, key: str, config: ModelConfig | None, settings: dict,
+          work) -> None:
+    if st.button(button, key=key):
+        result = run_with_status(button, work)
+        if result is not None:
+            keep_experiment(kind, result, config, settings)
+    show_experiment(EXPERIMENT_KEYS[kind], config, settings, key)
+
+
+def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str) -> None:
+    st.subheader("Quantisation: every byte of the stored formats")
+    cols = st.columns(3)
+    w = cols[0].selectbox("weights", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("int4"),
+                          key=prefix + "w")
+    k = cols[1].selectbox("KV cache", KV_DTYPES, index=KV_DTYPES.index("fp8"), key=prefix + "k")
+    quant = WeightQuant.of(w)
+    stored = analysis.weights_bytes(cfg, quant)
+    cols[2].metric("weights", human_bytes(stored.total),
+                   f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}", delta_color="off")
+    if quant.quantised:
+        g = "one per tensor" if quant.group_size == -1 else (
+            "one per output row" if quant.group_size == 0 else f"groups of {quant.group_size}")
+        st.latex(rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{w} data}}}}"
+                 rf" + \underbrace{{{stored.scales:,}}}_{{\text{{{quant.scale_dtype} scales, "
+                 rf"{g}}}}} + \underbrace{{{stored.kept:,}}}_{{\text{{kept in bf16}}}}")
+        st.caption(f"Kept in bf16: {', '.join(quant.keep)} and every bias.")
+    head = analysis.kv_head_bytes(k, cfg.head_dim)
+    st.latex(rf"\text{{KV bytes/token}} = 2 \cdot L \cdot G \cdot {head} = 2 \cdot {cfg.n_layers}"
+             rf" \cdot {cfg.n_kv_heads} \cdot {head} = {analysis.kv_cache_bytes_per_token(cfg, k):,}")
+    rows = [{"weights": wd, "kv_cache": kd, "weights_bytes": analysis.weight_bytes(cfg, wd),
+             "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, kd),
+             f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1, wd, kd)}
+            for wd, kd in (("bf16", "bf16"), ("int8", "int8"), ("int4", "fp8"), (w, k))]
+    show_table(pd.DataFrame(rows).drop_duplicates(), width="stretch")
+    live = w if quant.quantised else "int8"
+    q = QUANT_DEFAULTS
+    st.markdown(f"**Live**: the live copy of {preset}'s recipe (d={q['d_model']}, "
+                f"{q['n_layers']} blocks), trained {q['steps']} steps on the built-in text, its "
+                f"linear layers stored as real {live} tensors; bytes measured against the "
+                f"prediction, the logits and the loss against fp32 and bf16.")
+    _live("quantize", "Quantise the live copy", prefix + "run_q.", None,
+          {"preset": preset, "dtype": live},
+          lambda progress: _quantized(preset, live, _progress=progress))
+
+
+def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: str) -> None:
+    st.subheader("FlashAttention: what attention keeps and moves")
+    dtype = dtype if dtype in ("fp32", "bf16", "fp16") else "bf16"
+    r = analysis.attention_memory(cfg, seq_len, 1, dtype, gpu)
+    st.latex(rf"\text{{naive/layer}} = b\,H\,(3TD + T^2) + T^2 = {r.naive_layer_bytes:,}"
+             rf"\qquad \text{{fused/layer}} = b\,T D\,(2H + 2G) + 4 H T = {r.flash_layer_bytes:,}")
+    cols = st.columns(4)
+    cols[0].metric(f"kept, naive (T={seq_len:,})", human_bytes(r.naive_bytes))
+    cols[1].metric("kept, fused", human_bytes(r.flash_bytes))
+    cols[2].metric("HBM traffic, naive ÷ fused", f"{r.naive_hbm_bytes / r.flash_hbm_bytes:.3g}×",
+                   help=f"Dao et al. 2022, Thm 2: SRAM M = {r.sram_bytes:,} bytes on {gpu} "
+                        f"(B_c = {r.block_cols}, B_r = {r.block_rows})")
+    cols[3].metric("naive stops fitting at", f"T = {r.naive_fits_up_to:,}",
+                   f"fused: {r.flash_fits_up_to:,}", delta_color="off")
+    st.plotly_chart(fit_figure(cfg, 1, dtype, gpu, max(seq_len, r.flash_fits_up_to)),
+                    key=prefix + "fit")
+    st.markdown(f"**Live**: one attention layer with this model's heads ({cfg.n_heads} / "
+                f"{cfg.n_kv_heads} KV, head_dim {cfg.head_dim}), T = "
+                f"{', '.join(map(str, FLASH_SEQ_LENS))}, naive against fused.")
+    _live("flash", "Run the T sweep", prefix + "run_f.", cfg, {"dtype": dtype, "gpu": gpu},
+          lambda progress: _flash_swept(cfg, dtype, gpu, _progress=progress))
+
+
+def speculative_section(prefix: str) -> None:
+    st.subheader("Speculative decoding (Leviathan et al. 2023)")
+    cols = st.columns(3)
+    alpha = cols[0].slider("acceptance rate α", 0.0, 1.0, 0.8, 0.01, key=prefix + "alpha")
+    gamma = cols[1].slider("draft length γ", 1, 16, 4, key=prefix + "gamma")
+    c = cols[2].slider("cost ratio c (draft ÷ target step)", 0.0, 1.0, 0.05, 0.01,
+                       key=prefix + "c")
+    s = analysis.speculation(alpha, gamma, c)
+    st.latex(rf"E = \frac{{1-\alpha^{{\gamma+1}}}}{{1-\alpha}} = "
+             rf"{s.expected_tokens_per_step:.3f}\qquad \text{{speedup}} = "
+             rf"\frac{{E}}{{\gamma c + 1}} = {s.speedup:.3f}\qquad \gamma^* = {s.best_gamma}"
+             rf"\;({s.best_speedup:.3f}\times)")
+    st.markdown(f"**Live**: a {SPECULATIVE_DEFAULTS['target_layers']}-block target and a "
+                f"{SPECULATIVE_DEFAULTS['draft_layers']}-block draft trained on the built-in "
+                f"text, greedy decoding with both KV caches; an untrained draft beside it.")
+    _live("speculative", "Decode speculatively", prefix + "run_s.", None, {"gamma": gamma},
+          lambda progress: _speculated("seed-demo", "seed-demo", gamma,
+                                       SPECULATIVE_DEFAULTS["new_tokens"], _progress=progress))

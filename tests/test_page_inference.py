@@ -1,0 +1,67 @@
+"""pages/8_Inference_systems.py through AppTest, and the live quantisation and attention sweep
+against the analysis (issue 13)."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from llama_lab import analysis, experiments, ui
+from llama_lab.config import PRESETS, live_config
+from llama_lab.experiments.flash import flash_sweep
+from llama_lab.experiments.quantize import quantize_run
+from apptest_helpers import click, errors, metrics, open_page
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "8_Inference_systems.py")
+P = "llama_lab.page8."
+
+
+def test_the_page_counts_the_sidebar_model_and_runs_the_three_live_parts(monkeypatch):
+    at = open_page(PAGE, {"preset": "debug"}, timeout=180)
+    assert not errors(at) and len(at.get("tab")) == 3
+    cfg = PRESETS["debug"]
+    shown = metrics(at)
+    assert shown["weights"] == ui.human_bytes(analysis.weight_bytes(cfg, "int4"))
+    r = analysis.attention_memory(cfg, 128, 1, "bf16")
+    assert shown["naive stops fitting at"] == f"T = {r.naive_fits_up_to:,}"
+    latex = " ".join(m.value for m in at.latex)
+    assert f"= {analysis.kv_cache_bytes_per_token(cfg, 'fp8'):,}" in latex
+    monkeypatch.setitem(experiments.speculative.SPECULATIVE_DEFAULTS, "steps", 0)
+    monkeypatch.setitem(experiments.quantize.QUANT_DEFAULTS, "steps", 0)
+    for button in ("run_q.", "run_f.", "run_s."):
+        click(at, P + button)
+        assert not errors(at), button
+    for kind in ("quantize", "flash", "speculative"):
+        assert ui.EXPERIMENT_KEYS[kind] in at.session_state
+    text = " ".join(m.value for m in at.markdown)
+    assert "✓ The quantised tensors hold exactly the predicted bytes." in text
+    assert "✓ Every measured figure equals the prediction." in text
+    assert "target's own greedy output, token for token" in text
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int4", "fp8"])
+def test_live_quantisation_holds_the_predicted_bytes(dtype):
+    run = quantize_run("seed-demo", dtype, steps=0, device="cpu")
+    assert run.measured_weight_bytes == run.predicted_weight_bytes < run.bf16_weight_bytes
+    assert run.bf16_weight_bytes * 2 == run.fp32_weight_bytes
+    assert run.logit_max_abs_error < 1.0 and abs(run.loss_quantized - run.loss_fp) < 0.1
+    assert set(run.decode_s) == {"fp32", "bf16", dtype}
+
+
+def test_live_quantisation_of_a_mixture_keeps_its_experts_and_says_so():
+    run = quantize_run("mixtral-8x7b", "int4", steps=0, device="cpu")
+    assert "experts" in run.quant["keep"]
+    assert run.measured_weight_bytes == run.predicted_weight_bytes
+
+
+def test_the_attention_sweep_measures_what_the_analysis_predicts():
+    cfg = live_config(PRESETS["seed-demo"], 2, 128, 256)
+    sweep = flash_sweep(cfg, (32, 64, 128), dtype="fp32", device="cpu")
+    frame = sweep.to_frame()
+    assert (frame.measured_bytes == frame.predicted_bytes).all() and len(frame) == 6
+    naive = frame[frame.path == "naive"].measured_bytes.tolist()
+    fused = frame[frame.path == "flash"].measured_bytes.tolist()
+    assert naive[2] / naive[1] > naive[1] / naive[0] > 2     # towards T² as P takes over
+    assert fused[2] == 2 * fused[1] == 4 * fused[0]          # exactly linear in T
+    assert sweep.naive_fits_up_to < sweep.flash_fits_up_to
+    if not torch.cuda.is_available():
+        assert sweep.device == "cpu"
