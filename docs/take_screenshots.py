@@ -28,6 +28,7 @@ PAGES = [
     ("5_architecture_comparison", "Architecture_comparison", None),
     ("6_seed_claims", "Seed_claims", None),
     ("7_report", "Report", None),
+    ("8_inference_systems", "Inference_systems", None),
 ]
 
 

@@ -96,7 +96,8 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
            page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
     assert nav[0].endswith("Home") and "app" not in nav
     assert nav[1:] == ["Parameters and FLOPs", "KV cache and attention", "Gradient norms",
-                       "Live pass", "Architecture comparison", "Seed claims", "Report"]
+                       "Live pass", "Architecture comparison", "Seed claims", "Report",
+                       "Inference systems"]
 
     layers = page.get_by_label("n_layers (blocks)")
     layers.fill("8")

@@ -21,7 +21,8 @@ from ..analysis.flash import attention_memory, flash_layer_bytes, naive_layer_by
 from ..analysis.quant import weights_bytes
 from ..config import ModelConfig
 from ..errors import ExperimentError
-from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure, mark
+from ..figures.common import (GROUP_PALETTE, Figure, Table, display_number, display_values,
+                              layout_figure, mark)
 from ..model import reference_attention
 from ..model.attention import causal_attention
 from ..runtime.devices import pick_device
@@ -139,12 +140,12 @@ def fit_figure(cfg: ModelConfig, batch: int, dtype: str, gpu: str, upper: int) -
     lengths = sorted({int(2 ** (i / 4)) for i in range(24, 4 * max(7, upper.bit_length()) + 1)})
     fig = go.Figure()
     for path, layer in (("naive", naive_layer_bytes), ("flash", flash_layer_bytes)):
-        fig.add_trace(go.Scatter(x=lengths, y=[cfg.n_layers * layer(cfg, T, batch, dtype)
-                                               for T in lengths],
+        fig.add_trace(go.Scatter(x=lengths, y=display_values(
+                                     [cfg.n_layers * layer(cfg, T, batch, dtype) for T in lengths]),
                                  mode="lines", name=PATHS[path], line=dict(color=COLORS[path])))
     room = attention_memory(cfg, lengths[0], batch, dtype, gpu).naive_fits_up_to
     free = get_gpu(gpu).memory_bytes - weights_bytes(cfg, dtype).total
-    mark(fig, y=max(free, 1), text=f"{gpu} memory left after the weights", color="#7f7f7f",
+    mark(fig, y=display_number(max(free, 1)), text=f"{gpu} memory left after the weights", color="#7f7f7f",
          dash="dot")
     if room:
         mark(fig, x=room, text=f"naive stops fitting at T={room:,}", color=COLORS["naive"],
