@@ -20,12 +20,13 @@ from .state import EXPERIMENT_KEYS
 
 @measured(max_entries=8)
 def _quantized(preset: str, dtype: str, _progress=None):
-    return quantize_run(preset, dtype, device="cpu", progress=_progress)
+    return quantize_run(preset, dtype, QUANT_DEFAULTS["steps"], device="cpu", progress=_progress)
 
 
 @measured(max_entries=8)
 def _speculated(target: str, draft: str, gamma: int, new_tokens: int, _progress=None):
-    return speculative_run(target, draft, gamma, new_tokens, device="cpu", progress=_progress)
+    return speculative_run(target, draft, gamma, new_tokens, SPECULATIVE_DEFAULTS["steps"],
+                           device="cpu", progress=_progress)
 
 
 @measured(max_entries=8)
