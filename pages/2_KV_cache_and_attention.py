@@ -3,7 +3,8 @@ import streamlit as st
 
 from llama_lab import ui
 from llama_lab.analysis import DEFAULT_GPU
-from llama_lab.figures.kv import kv_context_lengths, kv_memory_vs_context, kv_sharing_diagram
+from llama_lab.figures.kv import (kv_context_lengths, kv_dtype_frame, kv_memory_vs_context,
+                                  kv_sharing_diagram)
 from llama_lab.figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
 from llama_lab.runtime.hardware import GPUS
 
@@ -67,6 +68,9 @@ elif current.max_context_at_batch == 0:
                f"B={B} sequences next to them.")
 st.caption(kv.note + " Fits = weights + KV cache ≤ GPU memory; activations of decoding are "
            "small and not reserved.")
+st.markdown(f"**The cache's dtype axis** (weights at {dtype}; int8 and int4 keep an fp16 scale "
+            f"per token and KV head; the Inference systems page sets weights and cache apart):")
+ui.show_table(kv_dtype_frame(cfg, gpu, B, dtype), width="stretch")
 
 curve = ui.kv_memory_curve(cfg, kv_context_lengths(cfg, fit, T), B, dtype)
 st.plotly_chart(kv_memory_vs_context(curve, gpu))

@@ -144,3 +144,19 @@ def test_impossible_formats_are_refused_with_the_rule(bad, rule):
         WeightQuant.of(**bad)
     with pytest.raises(analysis.AnalysisError, match="KV dtype='int2'"):
         analysis.kv_cache_bytes_per_token(PRESETS["debug"], "int2")
+
+
+def test_the_kv_pages_dtype_axis_and_the_reports_formats():
+    from llama_lab.figures.kv import kv_dtype_frame, weights_by_format
+    from llama_lab.runtime.hardware import GPUS
+    cfg = PRESETS["llama-2-70b"]
+    axis = kv_dtype_frame(cfg, GPUS["H100 80GB"], 1, "int4").set_index("kv_dtype")
+    assert list(axis.index) == list(analysis.KV_DTYPES)
+    assert axis.loc["int8", "gqa_bytes_per_token"] == 2 * 80 * 8 * (128 + 2)
+    assert axis.loc["bf16", "mha_bytes_per_token"] == 8 * axis.loc["bf16", "gqa_bytes_per_token"]
+    assert axis.loc["fp8", "gqa_longest_context"] == analysis.max_context_that_fits(
+        cfg, "H100 80GB", 1, "int4", "fp8")
+    formats = weights_by_format(cfg).set_index("weights")
+    assert formats.loc["bf16", "bytes"] == 2 * analysis.count_params(cfg).total
+    assert formats.loc["int4", "bytes"] == weights_bytes(cfg, "int4").total
+    assert formats.loc["int4", "group_size"] == 128 and formats["scales"]["bf16"] == 0

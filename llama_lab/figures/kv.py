@@ -110,3 +110,31 @@ def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, range=[-0.6, 1.3])
     return layout_figure(fig, title, height=260, showlegend=False)
+
+
+def kv_dtype_frame(cfg: ModelConfig, gpu: GPU, batch: int, weights: str) -> pd.DataFrame:
+    """The cache's dtype axis next to MHA/GQA/MQA: bytes per token (int8/int4 with their
+    per-token scales) and the longest context that fits ``gpu`` at ``batch`` next to the
+    weights stored as ``weights``, for every KV dtype and attention kind."""
+    variants = analysis.attention_variants(cfg, distinct=True)
+    rows = []
+    for kv_dtype in analysis.KV_DTYPES:
+        row = {"kv_dtype": kv_dtype}
+        for kind, variant in variants.items():
+            row[f"{kind}_bytes_per_token"] = analysis.kv_cache_bytes_per_token(variant, kv_dtype)
+            row[f"{kind}_longest_context"] = analysis.max_context_that_fits(
+                variant, gpu, batch, weights, kv_dtype)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def weights_by_format(cfg: ModelConfig) -> pd.DataFrame:
+    """The weights' bytes in every format at its defaults: data, scales, what stays in bf16."""
+    rows = []
+    for name in analysis.WEIGHT_DTYPES:
+        stored = analysis.weights_bytes(cfg, name)
+        rows.append({"weights": name, "bytes": stored.total, "quantised_data": stored.quantised,
+                     "scales": stored.scales, "kept_in_16_bits": stored.kept,
+                     "group_size": stored.quant["group_size"]
+                     if name in analysis.quant.QUANTISED else None})
+    return pd.DataFrame(rows)

@@ -21,7 +21,8 @@ from ..config import ConfigError, ModelConfig
 from ..errors import ReportError
 from ..experiments import KINDS, ExperimentEntry
 from ..figures.common import Figure, Table, sweep_lengths
-from ..figures.kv import (kv_context_lengths, kv_fit_frame, kv_memory_curve_frame,
+from ..figures.kv import (kv_context_lengths, kv_dtype_frame, kv_fit_frame, kv_memory_curve_frame,
+                          weights_by_format,
                           kv_memory_vs_context, kv_sharing_diagram)
 from ..figures.params import (block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len,
                               params_sunburst)
@@ -136,6 +137,26 @@ def _config_tables(cfg: ModelConfig, hf: dict | None) -> list[Table]:
                             pd.DataFrame({"key": list(hf), "value": [
                                 _number_or(v, json.dumps) for v in hf.values()]}, dtype=object)))
     return tables
+
+
+def _storage_tables(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> list[Table]:
+    """The cache's dtype axis, the weights in every format, attention's kept bytes."""
+    training_dtype = dtype if dtype in analysis.TRAINING_DTYPES else "bf16"
+    at = f"B={batch}, T={seq_len:,}"
+    return [
+        Table("kv_cache_dtype_axis", f"KV dtype × MHA/GQA/MQA on {analysis.DEFAULT_GPU} (weights at "
+              f"{dtype}, B={batch})", "KV cache", kv_dtype_frame(cfg, GPUS[analysis.DEFAULT_GPU], batch,
+                                                         dtype),
+              "int8 and int4 caches keep an fp16 scale per token and KV head"),
+        Table("weights_by_format", "The weights in every stored format (scales included)",
+              "Memory", weights_by_format(cfg), "int4 in groups of 128 inputs, int8 per output "
+              "row, fp8 per tensor; embeddings, lm_head, norms and the router stay in bf16"),
+        Table("attention_memory", f"What attention keeps for backward, naive vs fused ({at})",
+              "Memory", pd.DataFrame([analysis.attention_memory(
+                  cfg, seq_len, batch, training_dtype, analysis.DEFAULT_GPU).to_dict()]),
+              "Dao et al. 2022: naive keeps the T×T probabilities, fused only the output and "
+              "the log-sum-exp; HBM traffic of Algorithm 1 with the GPU's shared memory")
+    ]
 
 
 def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
@@ -313,7 +334,8 @@ def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
     except ConfigError as exc:
         hf, hf_note = None, str(exc)
 
-    tables = _config_tables(cfg, hf) + _analysis_tables(cfg, seq_len, batch, dtype, GPUS[gpu])
+    tables = (_config_tables(cfg, hf) + _analysis_tables(cfg, seq_len, batch, dtype, GPUS[gpu])
+              + _storage_tables(cfg, seq_len, batch, dtype))
     figures = _analysis_figures(cfg, seq_len, batch, dtype, GPUS[gpu])
     comparison = architecture_comparison(cfg, seq_len, batch, dtype)
     tables.append(Table("architecture_comparison", "The seed's 2017 → LLaMA table, each row "
