@@ -282,7 +282,7 @@ def _profiler_peak_bytes(cfg, B, T, dtype, last_only=False):
     """Peak of live CPU allocations during a no-grad forward, from the profiler's events."""
     from profiling import profiled_peak_bytes
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype]).eval()
-    ids = torch.randint(0, cfg.vocab_size, (B, T))
+    ids = torch.randint(0, cfg.vocab_size, (B, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         return profiled_peak_bytes(lambda: model(ids, last_only=last_only))
 

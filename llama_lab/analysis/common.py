@@ -39,6 +39,19 @@ def nbytes(n_elements: int, dtype_bytes: float) -> int:
     return math.ceil(n_elements * dtype_bytes)
 
 
+def first_true(holds, low: int, high: int) -> int | None:
+    """The smallest n in [low, high] for which the monotone ``holds(n)`` is true (False below
+    it, True from it on), by bisection; None when ``holds(high)`` is false."""
+    if not holds(high):
+        return None
+    if holds(low):
+        return low
+    while high - low > 1:                      # holds(high), not holds(low)
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle) else (middle, high)
+    return high
+
+
 def checked_gpu(gpu: GPU | str) -> GPU:
     try:
         return get_gpu(gpu)

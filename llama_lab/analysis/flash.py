@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from ..config import ModelConfig
 from ..model import SDPA_HAS_GQA
 from ..runtime.hardware import GPU
-from .common import STATS_BYTES, check_seq, checked_dtype_bytes, checked_gpu
+from .common import STATS_BYTES, check_seq, checked_dtype_bytes, checked_gpu, first_true
 from .quant import weights_bytes
 from .shapes import Shapes
 
@@ -76,22 +76,18 @@ class AttentionMemory:
         return asdict(self)
 
 
+MAX_FIT_LEN = 1 << 24      # the longest context the search considers (ModelConfig's limit)
+
+
 def longest_fitting(cfg: ModelConfig, batch: int, dtype: str, gpu: GPU, layer_bytes) -> int:
     """The longest T (up to 2²⁴) for which the weights at ``dtype`` and ``layer_bytes`` of
     every layer fit the GPU's memory (0: not even T = 1)."""
     room = gpu.memory_bytes - weights_bytes(cfg, dtype).total
 
-    def fits(T: int) -> bool:
-        return cfg.n_layers * layer_bytes(cfg, T, batch, dtype) <= room
-    if not fits(1):
-        return 0
-    low, high = 1, 1 << 24
-    if fits(high):
-        return high
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid)
-    return low
+    def too_long(T: int) -> bool:
+        return cfg.n_layers * layer_bytes(cfg, T, batch, dtype) > room
+    first = first_true(too_long, 1, MAX_FIT_LEN)
+    return MAX_FIT_LEN if first is None else first - 1
 
 
 def attention_memory(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",

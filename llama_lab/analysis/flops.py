@@ -9,7 +9,7 @@ from typing import Callable, Optional, Union
 import pandas as pd
 
 from ..config import LIMITS, ModelConfig
-from .common import check_seq
+from .common import check_seq, first_true
 from .params import palm_params
 from .shapes import Shapes
 
@@ -196,15 +196,7 @@ def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | 
         parts = count_flops(cfg, seq_len).by_component
         return parts["attention_scores"] > parts["ffn"]
 
-    if not overtaken(upper):
-        return None
-    low, high = 1, upper                       # overtaken(high) holds
-    if overtaken(low):
-        return low
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if overtaken(middle) else (middle, high)
-    return high
+    return first_true(overtaken, 1, upper)
 
 
 def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1) -> FlopCount:

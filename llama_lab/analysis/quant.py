@@ -232,10 +232,15 @@ def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> We
 def kv_head_bytes(kv_dtype: str, head_dim: int) -> int:
     """Bytes of one token's K (or V) for one KV head: D elements (int4 packed two per byte),
     plus, for int8 and int4, that row's fp16 scale (symmetric, one per token and head)."""
+    scale = kv_scale_bytes(kv_dtype)                  # checks the name first
+    return math.ceil(head_dim * BITS[kv_dtype] / 8) + scale
+
+
+def kv_scale_bytes(kv_dtype: str) -> int:
+    """The scale an integer KV cache stores per token and KV head (0 for float formats)."""
     if kv_dtype not in KV_DTYPES:
         raise AnalysisError(f"KV dtype={kv_dtype!r} must be one of {', '.join(KV_DTYPES)}")
-    scale = int(DTYPE_BYTES[KV_SCALE_DTYPE]) if kv_dtype in ("int8", "int4") else 0
-    return math.ceil(head_dim * BITS[kv_dtype] / 8) + scale
+    return int(DTYPE_BYTES[KV_SCALE_DTYPE]) if kv_dtype in ("int8", "int4") else 0
 
 
 def kv_fixed_scale_bytes(cfg: ModelConfig, kv_dtype: str) -> int:

@@ -28,6 +28,7 @@ from ..model.attention import causal_attention
 from ..runtime.devices import pick_device
 from ..runtime.hardware import get_gpu
 from ..runtime.memory import check_memory
+from ..train.measure import SavedTensorMeter
 from ..units import Progress
 from .registry import ExperimentKind, register
 
@@ -38,20 +39,16 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 
 
 def _kept_and_time(path: str, q, k, v, n_rep: int, repeats: int = 3) -> tuple[int, float]:
-    """Bytes kept for backward (distinct storages seen by the hooks) and the median time of a
-    forward + backward."""
+    """Bytes kept for backward (train.measure.SavedTensorMeter: distinct storages; q, k and v
+    are inputs here, not parameters, so they count) and the median time of a forward +
+    backward."""
     def run():
         if path == "naive":
             return reference_attention(q, k, v, n_rep)[0]
         return causal_attention(q, k, v, n_rep)
-    seen = {}
-
-    def pack(t):
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = run()
-    out.sum().backward()
+    with SavedTensorMeter(torch.nn.Module()) as meter:
+        run()
+    run().sum().backward()                                      # warm-up
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -59,7 +56,7 @@ def _kept_and_time(path: str, q, k, v, n_rep: int, repeats: int = 3) -> tuple[in
         if q.device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    return sum(seen.values()), statistics.median(times)
+    return meter.bytes, statistics.median(times)
 
 
 @dataclass(frozen=True)

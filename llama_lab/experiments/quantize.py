@@ -22,6 +22,7 @@ from ..figures.common import Figure, Table
 from ..model import CausalLM
 from ..model.quant import quantize_linears
 from ..train.data import TokenData, get_batch, load_builtin
+from ..train.measure import tensor_bytes
 from ..train.step import next_token_loss
 from ..units import Progress, sub_progress
 from .registry import ExperimentKind, register
@@ -33,10 +34,7 @@ Q = QUANT_DEFAULTS
 
 def held_bytes(model: torch.nn.Module) -> int:
     """Bytes of every parameter and buffer the model holds (a tied tensor once)."""
-    seen = {}
-    for t in [*model.parameters(), *model.buffers()]:
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-    return sum(seen.values())
+    return tensor_bytes([*model.parameters(), *model.buffers()])
 
 
 @dataclass(frozen=True)

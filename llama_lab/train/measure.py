@@ -110,7 +110,8 @@ class SavedTensorMeter:
         return self._hooks.__exit__(*exc)
 
 
-def _tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the tensors' storages, each counted once (a tied or shared one once)."""
     storages = {}
     for t in tensors:
         if isinstance(t, torch.Tensor) and t.device.type != "meta":
@@ -125,9 +126,9 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None)
     if optimizer is not None:
         for state in optimizer.state.values():
             optimizer_tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-    return {"weights": _tensor_bytes(params),
-            "gradients": _tensor_bytes(p.grad for p in params if p.grad is not None),
-            "optimizer": _tensor_bytes(optimizer_tensors)}
+    return {"weights": tensor_bytes(params),
+            "gradients": tensor_bytes(p.grad for p in params if p.grad is not None),
+            "optimizer": tensor_bytes(optimizer_tensors)}
 
 
 # ---- gradient norms -------------------------------------------------------------------------

@@ -5,6 +5,7 @@ mirror (``state``), the list of pages (``pages``), cached wrappers around the pa
 (``panels``). Pages call ``setup_page`` (or ``sidebar_config``) first; both initialise the
 session state themselves, so any page also runs alone (``streamlit.testing.v1.AppTest``).
 """
+from ..analysis.quant import kv_scale_bytes
 from ..analysis.summary import family_notes
 from ..config import MAX_BATCH, detect_ffn_rule, ffn_from_rule, live_config
 from ..figures.common import sweep_lengths
@@ -28,7 +29,7 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, 
                     KEY_LIVE_PASS, KEY_PRESET, KEY_SEQ_LEN, KEY_TRAINING, KEY_UPLOAD, LINK_NOTE,
                     QUERY_BATCH, QUERY_DTYPE, QUERY_KEYS, QUERY_PRESET, QUERY_SEQ,
                     WIDGET_PREFIX, Download, Selection, config_downloads, config_from_values,
-                    divisors, dtype_bytes, dtype_names, kv_scale_bytes, error_field, field_key, kv_label,
+                    divisors, dtype_bytes, dtype_names, error_field, field_key, kv_label,
                     query_for, values_for_config, values_from_query)
 from ..units import escape_markdown
 from .state import KEY_MODEL_NAME, MAX_NAME, QUERY_NAME, model_name

@@ -16,7 +16,8 @@ from ..experiments import (DEFAULT_SEEDS, WARMUP_DEFAULTS, WarmupContrast, norm_
 from ..train.budgets import guard
 from ..train.schedules import SCHEDULES
 from .cached import warmup_measured
-from .runs import keep_experiment, run_with_status, show_experiment, text_choice, text_source
+from .runs import (keep_experiment, measure_on_view, run_with_status, show_experiment,
+                   text_choice, text_source)
 from .state import EXPERIMENT_KEYS, _state
 
 W = WARMUP_DEFAULTS
@@ -33,14 +34,15 @@ def warmup_config(base: ModelConfig) -> ModelConfig:
     return live_config(base, W["n_layers"], W["d_model"], W["seq_len"])
 
 
-def run_warmup(cfg: ModelConfig, steps: int, lr: float, warmup_steps: int, seeds: tuple,
-               device: str, hint: str) -> WarmupContrast | None:
+def warmup_work(cfg: ModelConfig, steps: int, lr: float, warmup_steps: int, seeds: tuple,
+                device: str, hint: str):
+    """The contrast as a run for ``run_with_status``: the guard, then the cached measurement."""
     def work(progress):
         guard(cfg, W["seq_len"], W["batch"], device, passes=3 * steps * len(seeds), hint=hint,
               what=f"3 runs of {steps} steps × {len(seeds)} seeds")
         return warmup_measured(cfg, steps, lr, warmup_steps, seeds, (W["seq_len"], W["batch"]),
                                device, _progress=progress)
-    return run_with_status("Warmup contrast", work)
+    return work
 
 
 def warmup_tab(prefix: str, base: ModelConfig, seeds: tuple, device: str, hint: str) -> None:
@@ -58,11 +60,10 @@ def warmup_tab(prefix: str, base: ModelConfig, seeds: tuple, device: str, hint: 
     warmup = cols[2].number_input("warmup steps", 1, 2000, key=prefix + "w_warmup")
     settings = {"steps": steps, "lr": lr, "warmup_steps": warmup, "seeds": seeds,
                 "device": device}
-    if st.button("Train the three arms", type="primary", key=prefix + "run_warmup"):
-        result = run_warmup(cfg, steps, lr, warmup, seeds, device, hint)
-        if result is not None:
-            keep_experiment("warmup", result, cfg, settings)
-    show_experiment(EXPERIMENT_KEYS["warmup"], cfg, settings, prefix)
+    measure_on_view("warmup", cfg, settings, warmup_work(cfg, steps, lr, warmup, seeds, device,
+                                                         hint),
+                    auto=False, button="Train the three arms", prefix=prefix,
+                    not_on_view="Not trained in this session yet (a few minutes on a CPU).")
 
 
 def session_warmup() -> Any:
@@ -74,8 +75,9 @@ def default_warmup(device: str = "auto") -> WarmupContrast | None:
     """The contrast at its defaults in the theory setting (the claim's measurement)."""
     cfg = warmup_config(regime_recipe(ModelConfig(), "theory"))
     seeds = tuple(seed_list(0, DEFAULT_SEEDS))
-    result = run_warmup(cfg, W["steps"], W["lr"], W["warmup_steps"], seeds, device,
-                        "use a GPU, or fewer seeds on the Gradient norms page")
+    result = run_with_status("Warmup contrast", warmup_work(
+        cfg, W["steps"], W["lr"], W["warmup_steps"], seeds, device,
+        "use a GPU, or fewer seeds on the Gradient norms page"))
     if result is not None:
         keep_experiment("warmup", result, cfg, {"steps": W["steps"], "lr": W["lr"],
                                                 "warmup_steps": W["warmup_steps"],

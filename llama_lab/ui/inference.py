@@ -14,8 +14,7 @@ from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
 from ..experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
 from ..units import human_bytes
 from .cached import measured, show_table
-from .runs import keep_experiment, run_with_status, show_experiment
-from .state import EXPERIMENT_KEYS
+from .runs import measure_on_view
 
 
 @measured(max_entries=8)
@@ -34,13 +33,11 @@ def _flash_swept(cfg: ModelConfig, dtype: str, gpu: str, _progress=None):
     return experiments.flash.flash_sweep(cfg, FLASH_SEQ_LENS, 1, dtype, "auto", gpu, _progress)
 
 
-def _live(kind: str, button: str, key: str, config: ModelConfig | None, settings: dict,
+def _live(kind: str, button: str, prefix: str, config: ModelConfig | None, settings: dict,
           work) -> None:
-    if st.button(button, key=key):
-        result = run_with_status(button, work)
-        if result is not None:
-            keep_experiment(kind, result, config, settings)
-    show_experiment(EXPERIMENT_KEYS[kind], config, settings, key)
+    """A live run on its button (measure_on_view, never on view: these take seconds)."""
+    measure_on_view(kind, config, settings, work, auto=False, button=button, prefix=prefix,
+                    not_on_view="Not measured in this session yet.")
 
 
 def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str) -> None:
@@ -74,7 +71,7 @@ def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str) -
                 f"{q['n_layers']} blocks), trained {q['steps']} steps on the built-in text, its "
                 f"linear layers stored as real {live} tensors; bytes measured against the "
                 f"prediction, the logits and the loss against fp32 and bf16.")
-    _live("quantize", "Quantise the live copy", prefix + "run_q.", None,
+    _live("quantize", "Quantise the live copy", prefix, None,
           {"preset": preset, "dtype": live},
           lambda progress: _quantized(preset, live, _progress=progress))
 
@@ -98,7 +95,7 @@ def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: 
     st.markdown(f"**Live**: one attention layer with this model's heads ({cfg.n_heads} / "
                 f"{cfg.n_kv_heads} KV, head_dim {cfg.head_dim}), T = "
                 f"{', '.join(map(str, FLASH_SEQ_LENS))}, naive against fused.")
-    _live("flash", "Run the T sweep", prefix + "run_f.", cfg, {"dtype": dtype, "gpu": gpu},
+    _live("flash", "Run the T sweep", prefix, cfg, {"dtype": dtype, "gpu": gpu},
           lambda progress: _flash_swept(cfg, dtype, gpu, _progress=progress))
 
 
@@ -117,6 +114,6 @@ def speculative_section(prefix: str) -> None:
     st.markdown(f"**Live**: a {SPECULATIVE_DEFAULTS['target_layers']}-block target and a "
                 f"{SPECULATIVE_DEFAULTS['draft_layers']}-block draft trained on the built-in "
                 f"text, greedy decoding with both KV caches; an untrained draft beside it.")
-    _live("speculative", "Decode speculatively", prefix + "run_s.", None, {"gamma": gamma},
+    _live("speculative", "Decode speculatively", prefix, None, {"gamma": gamma},
           lambda progress: _speculated("seed-demo", "seed-demo", gamma,
                                        SPECULATIVE_DEFAULTS["new_tokens"], _progress=progress))

@@ -11,8 +11,6 @@ a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<nam
 """
 from __future__ import annotations
 
-import math
-
 import json
 import re
 from dataclasses import dataclass, fields
@@ -25,7 +23,6 @@ from ..config import (MAX_BATCH, PRESETS, ConfigError, ModelConfig, coerce_field
                       ffn_from_rule, parse_config_json)
 from ..errors import LabError
 from ..experiments import KINDS
-from ..analysis.quant import kv_head_bytes
 from ..runtime.hardware import DTYPE_BYTES
 from ..units import strip_control
 
@@ -150,10 +147,6 @@ def dtype_names() -> list[str]:
 def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
 
-
-def kv_scale_bytes(dtype: str) -> int:
-    """The per-token, per-KV-head scale an integer KV cache stores (analysis.kv_head_bytes)."""
-    return kv_head_bytes(dtype, 2) - math.ceil(2 * DTYPE_BYTES[dtype])
 
 
 def kv_label(n_heads: int, n_kv_heads: int) -> str:
