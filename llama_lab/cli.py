@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)
     _add_run_args(p, seq_len=2048, batch=1)
+    p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
+    _add_format_args(p)
     p.add_argument("-o", "--output", type=Path, help="write to FILE, atomically (default or '-': stdout)")
     p.add_argument("--format", choices=FORMATS, default="html",
                    help="csv: a zip with one CSV per table")
@@ -238,12 +240,17 @@ def _add_speculate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def _add_storage_args(p: argparse.ArgumentParser) -> None:
-    """How the weights and the KV cache are stored (analysis.quant.WeightQuant)."""
+def _add_format_args(p: argparse.ArgumentParser) -> None:
+    """The formats the weights and the KV cache are stored in."""
     p.add_argument("--weight-dtype", choices=WEIGHT_DTYPES, default=None,
                    help="how the weights are stored (default: --dtype)")
     p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None,
                    help="how the KV cache is stored (default: --dtype)")
+
+
+def _add_storage_args(p: argparse.ArgumentParser) -> None:
+    """How the weights and the KV cache are stored (analysis.quant.WeightQuant)."""
+    _add_format_args(p)
     p.add_argument("--group-size", type=_number(int, -1, maximum=1 << 20), default=None,
                    help="quantised weights: inputs per scale (0: per output row, -1: per "
                         "tensor; default int4 128, int8 0, fp8 -1)")
@@ -342,12 +349,13 @@ def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 
 def cmd_report(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from .report import build_report, render
+    from .report import Precision, build_report, render
     if args.output is not None and str(args.output) != "-":
         check_output(args.output)
     name = args.preset or (args.config.name if args.config is not None else "seed-demo")
     report = build_report(cfg, seq_len=args.seq_len, batch=args.batch, notes=notes,
-                          name=strip_control(name))
+                          name=strip_control(name),
+                          dtype=Precision.of(args.dtype, args.weight_dtype, args.kv_dtype))
     content = render(report, args.format)
     if args.output is None or str(args.output) == "-":
         if isinstance(content, str):

@@ -17,10 +17,11 @@ selection = ui.setup_page(
     "serve H query heads (MQA: G = 1), shrinking the cache H/G-fold; the scores still cost "
     "the same FLOPs, since every query head attends over all keys.")
 cfg, T, B, dtype = selection.cfg, selection.seq_len, selection.batch, selection.dtype
-b = ui.dtype_bytes(dtype)
-kv = ui.kv_report(cfg, T, B, dtype)
+weights, kv_dtype = selection.weight_format, selection.kv_format   # how each is stored
+b = ui.dtype_bytes(kv_dtype)
+kv = ui.kv_report(cfg, T, B, kv_dtype)
 
-scale = ui.kv_scale_bytes(dtype)          # int8/int4: an fp16 scale per token and KV head
+scale = ui.kv_scale_bytes(kv_dtype)          # int8/int4: an fp16 scale per token and KV head
 st.latex(rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot (D \cdot b"
          rf"{' + s' if scale else ''}) = 2 \cdot {cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot "
          rf"({cfg.head_dim} \cdot {b:g}{f' + {scale}' if scale else ''}) = "
@@ -45,8 +46,8 @@ gpu_name = st.selectbox("GPU", list(GPUS), key=KEY_GPU,
 gpu = GPUS[gpu_name]
 st.caption(gpu.source)
 
-st.subheader(f"MHA vs GQA vs MQA at B={B}, T={T:,}, {dtype}")
-fit = ui.kv_fit(cfg, gpu, T, B, dtype)
+st.subheader(f"MHA vs GQA vs MQA at B={B}, T={T:,}: weights {weights}, KV cache {kv_dtype}")
+fit = ui.kv_fit(cfg, gpu, T, B, weights, kv_dtype)
 cols = st.columns(len(fit))
 for col, row in zip(cols, fit.itertuples()):
     marker = " (this model)" if row.is_current else ""
@@ -61,18 +62,18 @@ for col, row in zip(cols, fit.itertuples()):
                  f"- largest batch at T={T:,}: **{row.max_batch_at_seq_len:,}**")
 current = fit[fit.is_current].iloc[0]                    # the sidebar's own attention variant
 if current.weight_bytes > gpu.memory_bytes:
-    st.warning(f"This model's weights alone ({ui.human_bytes(current.weight_bytes)} at {dtype}) "
+    st.warning(f"This model's weights alone ({ui.human_bytes(current.weight_bytes)} at {weights}) "
                f"do not fit in {gpu.name}'s {ui.human_bytes(gpu.memory_bytes)}.")
 elif current.max_context_at_batch == 0:
     st.warning(f"This model's weights fit in {gpu.name}, but not one token of KV cache for "
                f"B={B} sequences next to them.")
 st.caption(kv.note + " Fits = weights + KV cache ≤ GPU memory; activations of decoding are "
            "small and not reserved.")
-st.markdown(f"**The cache's dtype axis** (weights at {dtype}; int8 and int4 keep an fp16 scale "
-            f"per token and KV head; the Inference systems page sets weights and cache apart):")
-ui.show_table(kv_dtype_frame(cfg, gpu, B, dtype), width="stretch")
+st.markdown(f"**The cache's dtype axis** (weights at {weights}; int8 and int4 keep an fp16 scale "
+            f"per token and KV head; the sidebar sets the weights' and the cache's formats):")
+ui.show_table(kv_dtype_frame(cfg, gpu, B, weights), width="stretch")
 
-curve = ui.kv_memory_curve(cfg, kv_context_lengths(cfg, fit, T), B, dtype)
+curve = ui.kv_memory_curve(cfg, kv_context_lengths(cfg, fit, T), B, weights, kv_dtype)
 st.plotly_chart(kv_memory_vs_context(curve, gpu))
 
 st.subheader("Decode roofline")
@@ -83,11 +84,11 @@ ui.keep_choice(KEY_CONTEXT, contexts, T, "context length S",
                f"powers of two from 128 to 131,072, or the sidebar's T = {T:,}")
 context = st.select_slider("context length S for the roofline", contexts, key=KEY_CONTEXT)
 ui.bound_note(KEY_CONTEXT)
-points = ui.roofline_points(cfg, gpu, ROOFLINE_BATCHES, context, dtype)
+points = ui.roofline_points(cfg, gpu, ROOFLINE_BATCHES, context, dtype, weights, kv_dtype)
 left, right = st.columns(2)
 left.plotly_chart(roofline_figure(points, gpu))
 right.plotly_chart(decode_throughput(points))
 st.caption(f"Ridge point of {gpu.name}: {points.ridge_point.iloc[0]:.0f} "
-           f"FLOPs/byte at {dtype}. Below it a step is memory-bound: the time goes into "
+           f"FLOPs/byte computing in {dtype} (weights {weights}, cache {kv_dtype}). Below it a step is memory-bound: the time goes into "
            f"reading the weights and the cache, so fewer KV heads mean faster decoding at long "
            f"context and large batch.")

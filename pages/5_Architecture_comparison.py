@@ -16,8 +16,8 @@ selection = ui.setup_page(
     "The tutorial's table of what LLaMA changed from the 2017 Transformer, row by row. For "
     "each row the lab switches that one option on the sidebar's model — everything else "
     "equal — and reports what it does to the parameters, the forward FLOPs and the KV cache.")
-cfg, T, B, dtype = selection.cfg, selection.seq_len, selection.batch, selection.dtype
-comparison = ui.architecture(cfg, T, B, dtype)
+cfg, T, B, kv_dtype = selection.cfg, selection.seq_len, selection.batch, selection.kv_format
+comparison = ui.architecture(cfg, T, B, kv_dtype)
 
 st.latex(r"\text{ReLU FFN: } 2\,d\,(4d) = 8d^2 \qquad \text{SwiGLU: } 3\,d\,F"
          r" = 3d\cdot\tfrac{8}{3}d = 8d^2")
@@ -37,7 +37,7 @@ ui.show_table(numbers[["aspect", *count_columns]],
               column_config={name: st.column_config.NumberColumn(format="localized")
                              for name in count_columns})
 st.caption(f"FLOPs: one forward over B={B} × T={T:,} tokens (matmuls, 2 per multiply-add). "
-           f"KV bytes at {dtype}.")
+           f"KV bytes at {kv_dtype} (the sidebar's KV cache format).")
 
 st.subheader("Train the contrast (small model, CPU)")
 train_cfg = small_training_config(cfg)

@@ -46,13 +46,14 @@ st.session_state.setdefault(KEY_GPU, DEFAULT_GPU)
 gpu = st.selectbox("GPU for the roofline tables", list(GPUS), key=KEY_GPU)
 
 included = present if include else {}
-build_key = (cfg, T, B, dtype, gpu, tuple((k, id(v)) for k, v in included.items()))
+precision = report.Precision.of(dtype, selection.weight_format, selection.kv_format)
+build_key = (cfg, T, B, precision, gpu, tuple((k, id(v)) for k, v in included.items()))
 built = st.session_state.get(KEY_BUILT)
 if built is None or built[0] != build_key:
     files, errors, summary = {}, {}, None
     with st.spinner("Building the report …"):
         try:
-            rep = report.build_report(cfg, T, B, experiments=included, dtype=dtype, gpu=gpu,
+            rep = report.build_report(cfg, T, B, experiments=included, dtype=precision, gpu=gpu,
                                       name=selection.name)
         except LabError as exc:
             rep, errors["all"] = None, str(exc)

@@ -20,7 +20,8 @@ gpu = st.selectbox("GPU", list(GPUS), key=P + "gpu")
 
 tab_q, tab_f, tab_s = st.tabs(["Quantisation", "FlashAttention", "Speculative decoding"])
 with tab_q:
-    ui.quantisation_section(cfg, selection.preset, gpu, P)
+    ui.quantisation_section(cfg, selection.preset, gpu, P,
+                            (selection.weight_format, selection.kv_format))
 with tab_f:
     ui.flash_section(cfg, T, dtype, gpu, P)
 with tab_s:

@@ -16,11 +16,12 @@ P = "llama_lab.page8."
 
 
 def test_the_page_counts_the_sidebar_model_and_runs_the_three_live_parts(monkeypatch):
-    at = open_page(PAGE, {"preset": "debug"}, timeout=180)
+    at = open_page(PAGE, {"preset": "debug", "weights": "int4", "kv": "fp8"}, timeout=180)
     assert not errors(at) and len(at.get("tab")) == 3
     cfg = PRESETS["debug"]
     shown = metrics(at)
-    assert shown["weights"] == ui.human_bytes(analysis.weight_bytes(cfg, "int4"))
+    assert shown["weights at int4"] == ui.human_bytes(analysis.weight_bytes(cfg, "int4"))
+    assert shown["KV cache at fp8"] == f"{analysis.kv_cache_bytes_per_token(cfg, 'fp8'):,} B/token"
     r = analysis.attention_memory(cfg, 128, 1, "bf16")
     assert shown["naive stops fitting at"] == f"T = {r.naive_fits_up_to:,}"
     latex = " ".join(m.value for m in at.latex)
@@ -36,6 +37,34 @@ def test_the_page_counts_the_sidebar_model_and_runs_the_three_live_parts(monkeyp
     assert "✓ The quantised tensors hold exactly the predicted bytes." in text
     assert "✓ Every measured figure equals the prediction." in text
     assert "target's own greedy output, token for token" in text
+
+
+def test_the_weight_options_change_the_counted_bytes_as_the_analysis_does():
+    at = open_page(PAGE, {"preset": "seed-demo", "weights": "int4"}, timeout=180)
+    cfg = PRESETS["seed-demo"]
+    assert at.selectbox(key=P + "group.int4").value == 128
+    at.selectbox(key=P + "group.int4").set_value(32)
+    at.toggle(key=P + "zero").set_value(True)
+    at.multiselect(key=P + "keep").set_value(["norms"]).run()
+    assert not errors(at)
+    quant = analysis.WeightQuant.of("int4", 32, "fp16", True, ("norms",))
+    stored = analysis.weights_bytes(cfg, quant)
+    # hand check of the changed part: lm_head 32000 × 512 now int4 in groups of 32, its scales
+    # fp16 and its 4-bit zero points, instead of 2 bytes per weight
+    lm_head = [r for r in stored.by_tensor if r["role"] == "lm_head"][0]
+    assert (lm_head["data"], lm_head["scales"], lm_head["zero_points"]) == \
+        (32000 * 256, 32000 * 16 * 2, 32000 * 16 // 2)
+    assert metrics(at)["weights at int4"] == ui.human_bytes(stored.total)
+    table = at.dataframe[-1].value
+    assert table.iloc[-1].weights_bytes == stored.total
+
+
+def test_the_page_without_stored_formats_counts_the_plain_weights():
+    at = open_page(PAGE, {"preset": "debug"}, timeout=180)
+    shown = metrics(at)
+    assert shown["weights at bf16"] == ui.human_bytes(analysis.weight_bytes(PRESETS["debug"], "bf16"))
+    assert not at.get("expander") or all("options" not in e.proto.label
+                                         for e in at.get("expander"))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int4", "fp8"])

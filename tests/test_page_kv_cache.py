@@ -3,7 +3,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import ui
+from llama_lab import analysis, ui
+from llama_lab.analysis import rooflines
+from llama_lab.config import PRESETS
 from apptest_helpers import open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "2_KV_cache_and_attention.py")
@@ -77,3 +79,27 @@ def test_kv_head_mismatch_from_the_url_and_widget_shows_the_rule():
     assert any(ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=16") in e.value
                for e in at.main.error)
     assert len(at.metric) == 0
+
+
+def test_the_weights_and_the_cache_are_stored_apart_in_the_fits_and_the_roofline():
+    at = run_page({"preset": "llama-3-8b", "seq": "8192", "weights": "int4", "kv": "fp8"})
+    # fp8 cache: 2 · 32 layers · 8 KV heads · 128 · 1 byte = 65,536 bytes per token
+    assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(65_536) + "/token"
+    weights = analysis.weight_bytes(PRESETS["llama-3-8b"], "int4")
+    assert weights == 5_700_591_616                     # analysis.quant, checked in test_quant
+    assert f"**{(80 * 10**9 - weights) // 65_536:,}**" in fit_lines(at)[1]
+    assert "weights int4, cache fp8" in " ".join(c.value for c in at.caption)
+    roof = rooflines.roofline(PRESETS["llama-3-8b"], "H100 80GB", 1, 8192, "bf16",
+                              weights="int4", kv_dtype="fp8")
+    assert roof.kv_cache_bytes == 65_536 * 8193        # the cache read + the new token written
+    assert at.query_params["weights"] == "int4" and at.query_params["kv"] == "fp8"
+
+
+def test_an_old_link_with_a_storage_dtype_computes_in_bf16_and_stores_both_at_it():
+    at = run_page({"preset": "seed-demo", "dtype": "int8"})
+    assert at.sidebar.selectbox(key=ui.KEY_DTYPE).value == "bf16"
+    assert at.sidebar.selectbox(key=ui.KEY_WEIGHT_DTYPE).value == "int8"
+    assert at.sidebar.selectbox(key=ui.KEY_KV_DTYPE).value == "int8"
+    # int8 cache: 2 · 4 · 2 · (64 · 1 + 2 bytes of fp16 scale) per token
+    assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(2 * 4 * 2 * 66) + "/token"
+    assert not at.main.error

@@ -222,6 +222,22 @@ def test_cli_report_json_and_md_in_process(tmp_path, capsys):
     assert "| component | params | share |" in capsys.readouterr().out
 
 
+def test_cli_report_stores_the_weights_and_the_cache_apart(tmp_path):
+    out = tmp_path / "report.json"
+    assert cli.main(["report", "--preset", "llama-3-8b", "--seq-len", "8192", "--weight-dtype",
+                     "int4", "--kv-dtype", "fp8", "-o", str(out), "--format", "json"]) == 0
+    loaded = json.loads(out.read_text(encoding="utf-8"))
+    assert loaded["workload"]["weight_dtype"] == "int4" and loaded["workload"]["kv_dtype"] == "fp8"
+    assert loaded["analysis"]["memory"]["weights_bytes"] == 5_700_591_616
+    assert loaded["analysis"]["kv_cache"]["bytes_per_token"] == 65_536      # 2·32·8·128·1
+    fit = [row for row in loaded["tables"]["gpu_fit"]["rows"]
+           if row["gpu"] == "H100 80GB" and row["is_current"]][0]
+    assert fit["max_context_at_batch"] == (80 * 10**9 - 5_700_591_616) // 65_536
+    memory = {row["component"]: row["bytes"] for row in loaded["tables"]["memory_inference"]["rows"]}
+    assert memory["weights"] == 5_700_591_616 and memory["kv_cache"] == 65_536 * 8192
+    assert "weights int4, KV cache fp8" in loaded["title"]
+
+
 def test_report_and_experiment_plots_do_not_import_streamlit():
     code = ("import sys, llama_lab.report, llama_lab.experiments; "
             "print('streamlit' in sys.modules)")

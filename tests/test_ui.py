@@ -72,12 +72,29 @@ def test_query_round_trips_every_preset_with_changes(preset):
     ({"d_model": "abc"}, "d_model='abc' must be an integer"),
     ({"seq": "0"}, "seq=0 must be between 1 and 128"),
     ({"dtype": "fp64"}, "dtype='fp64' must be one of"),
+    ({"weights": "int3"}, "weights='int3' must be one of fp32, bf16, fp16, fp8, int8, int4"),
+    ({"kv": "nf4"}, "kv='nf4' must be one of"),
 ])
 def test_bad_query_values_are_reported_and_fall_back(query, expected_error):
     values, errors = ui.values_from_query(query)
     assert len(errors) == 1 and expected_error in errors[0]
     preset = query.get("preset") if query.get("preset") in PRESETS else ui.DEFAULT_PRESET
     assert ui.config_from_values(values) == PRESETS[preset]
+
+
+def test_the_stored_formats_round_trip_and_only_appear_when_they_differ_from_dtype():
+    cfg = PRESETS["seed-demo"]
+    query = ui.query_for("seed-demo", cfg, 128, 1, "bf16", weight_dtype="int4", kv_dtype="bf16")
+    assert query["weights"] == "int4" and "kv" not in query
+    values, errors = ui.values_from_query(query)
+    assert errors == [] and values[ui.KEY_WEIGHT_DTYPE] == "int4"
+    assert values[ui.KEY_KV_DTYPE] is None
+    selection = ui.Selection(cfg, 128, 1, "bf16", "seed-demo", weight_dtype="int4")
+    assert (selection.weight_format, selection.kv_format) == ("int4", "bf16")
+    # a link from before the formats were apart: dtype=int4 stored both, computing in bf16
+    values, errors = ui.values_from_query({"dtype": "int4", "kv": "fp8"})
+    assert errors == [] and (values[ui.KEY_DTYPE], values[ui.KEY_WEIGHT_DTYPE],
+                             values[ui.KEY_KV_DTYPE]) == ("bf16", "int4", "fp8")
 
 
 def test_ffn_rule_is_detected_for_the_published_configs():

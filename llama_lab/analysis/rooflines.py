@@ -140,23 +140,26 @@ def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dty
 
 def roofline_table(cfg: ModelConfig, gpu: GPU | str = DEFAULT_GPU,
                    batches=(1, 8, 32, 128), context_lens=(1024, 8192, 32768),
-                   dtype: str = "bf16", phase: str = "decode") -> pd.DataFrame:
-    """The roofline of the same model as MHA, GQA and MQA over batch × context. Decode reads
-    the whole KV cache per token, so fewer KV heads raise the arithmetic intensity at long
-    context and large batch - the reason GQA exists."""
+                   dtype: str = "bf16", phase: str = "decode",
+                   weights: "WeightQuant | str | None" = None,
+                   kv_dtype: str | None = None) -> pd.DataFrame:
+    """The roofline of the same model as MHA, GQA and MQA over batch × context (weights and
+    cache stored at ``weights`` / ``kv_dtype``, default ``dtype``). Decode reads the whole KV
+    cache per token, so fewer KV heads raise the arithmetic intensity at long context and
+    large batch - the reason GQA exists."""
     gpu = checked_gpu(gpu)
     rows = []
     for kind, variant in attention_variants(cfg).items():
-        weights = weight_bytes(variant, dtype)
+        stored = weight_bytes(variant, weights or dtype)
         for batch in batches:
             for context in context_lens:
-                r = roofline(variant, gpu, batch, context, dtype, phase)
-                kv_total = kv_cache_bytes(variant, context, batch, dtype)
+                r = roofline(variant, gpu, batch, context, dtype, phase, weights, kv_dtype)
+                kv_total = kv_cache_bytes(variant, context, batch, kv_dtype or dtype)
                 rows.append({
                     "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
                     "batch": batch, "context_len": context,
                     "kv_cache_bytes": kv_total,
-                    "fits": weights + kv_total <= gpu.memory_bytes,
+                    "fits": stored + kv_total <= gpu.memory_bytes,
                     "arithmetic_intensity": r.arithmetic_intensity,
                     "ridge_point": r.ridge_point, "bound": r.bound,
                     "time_per_step_ms": r.time_per_step_s * 1e3,

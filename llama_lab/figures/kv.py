@@ -17,18 +17,23 @@ from .common import (ATTENTION_COLORS, GIB, GROUP_PALETTE, display_frame, layout
 KV_CONTEXT_FLOOR = 32_768           # the cache-vs-context chart reaches at least this context
 
 
-def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str) -> pd.DataFrame:
+def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str,
+                 kv_dtype: str | None = None) -> pd.DataFrame:
     """MHA / GQA / MQA of the same model: KV bytes per token, the cache at B×T, weights, and the
-    longest context (at batch B) and largest batch (at length T) that fit on ``gpu``."""
+    longest context (at batch B) and largest batch (at length T) that fit on ``gpu`` — the
+    weights stored at ``dtype``, the cache at ``kv_dtype`` (default: ``dtype``)."""
+    kv_dtype = kv_dtype or dtype
     rows = []
     for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
-        report = analysis.kv_cache(variant, seq_len, batch, dtype)
+        report = analysis.kv_cache(variant, seq_len, batch, kv_dtype)
         rows.append({
             "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
             "kv_bytes_per_token": report.bytes_per_token, "kv_cache_bytes": report.bytes,
             "weight_bytes": analysis.weight_bytes(variant, dtype),
-            "max_context_at_batch": analysis.max_context_that_fits(variant, gpu, batch, dtype),
-            "max_batch_at_seq_len": analysis.max_batch_that_fits(variant, gpu, seq_len, dtype),
+            "max_context_at_batch": analysis.max_context_that_fits(variant, gpu, batch, dtype,
+                                                                   kv_dtype),
+            "max_batch_at_seq_len": analysis.max_batch_that_fits(variant, gpu, seq_len, dtype,
+                                                                 kv_dtype),
             "is_current": variant.n_kv_heads == cfg.n_kv_heads,
         })
     return pd.DataFrame(rows)
@@ -44,13 +49,14 @@ def kv_context_lengths(cfg: ModelConfig, fit: pd.DataFrame, seq_len: int) -> tup
 
 
 def kv_memory_curve_frame(cfg: ModelConfig, context_lens: Sequence[int], batch: int,
-                          dtype: str) -> pd.DataFrame:
-    """Weights + KV cache for each attention variant over context length."""
+                          dtype: str, kv_dtype: str | None = None) -> pd.DataFrame:
+    """Weights (at ``dtype``) + KV cache (at ``kv_dtype``, default ``dtype``) for each
+    attention variant over context length."""
     rows = []
     for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         weights = analysis.weight_bytes(variant, dtype)
         for context in context_lens:
-            cache = analysis.kv_cache(variant, context, batch, dtype).bytes
+            cache = analysis.kv_cache(variant, context, batch, kv_dtype or dtype).bytes
             rows.append({"attention": kind, "n_kv_heads": variant.n_kv_heads,
                          "context_len": context, "kv_cache_bytes": cache, "weight_bytes": weights,
                          "total_bytes": weights + cache})

@@ -18,12 +18,15 @@ ROOFLINE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)   # batches the decode roo
 
 
 def roofline_points(cfg: ModelConfig, gpu: GPU, batches: Sequence[int], context_len: int,
-                    dtype: str) -> pd.DataFrame:
-    """Decode steps of MHA / GQA / MQA over batch at one context length."""
+                    dtype: str, weights: str | None = None,
+                    kv_dtype: str | None = None) -> pd.DataFrame:
+    """Decode steps of MHA / GQA / MQA over batch at one context length (computing at
+    ``dtype``; weights and cache stored at ``weights`` / ``kv_dtype``, default ``dtype``)."""
     rows = []
     for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         for batch in batches:
-            r = analysis.roofline(variant, gpu, batch, context_len, dtype, phase="decode")
+            r = analysis.roofline(variant, gpu, batch, context_len, dtype, phase="decode",
+                                  weights=weights, kv_dtype=kv_dtype)
             rows.append({"attention": kind, "n_kv_heads": variant.n_kv_heads, "batch": batch,
                          "context_len": context_len,
                          "arithmetic_intensity": r.arithmetic_intensity,

@@ -35,6 +35,27 @@ from ..analysis.summary import architecture, family_notes
 ZERO_GPUS = 8                                  # data-parallel width of the ZeRO / FSDP table
 
 
+@dataclass(frozen=True)
+class Precision:
+    """What the report computes in (``dtype``) and stores the weights and the KV cache at."""
+    dtype: str
+    weights: str
+    kv: str
+
+    @classmethod
+    def of(cls, dtype: str, weights: str | None = None, kv: str | None = None) -> "Precision":
+        return cls(dtype, weights or dtype, kv or dtype)
+
+    @property
+    def training(self) -> str:
+        return self.dtype if self.dtype in analysis.TRAINING_DTYPES else "bf16"
+
+    def __str__(self) -> str:
+        if self.weights == self.kv == self.dtype:
+            return self.dtype
+        return f"{self.dtype}, weights {self.weights}, KV cache {self.kv}"
+
+
 @dataclass(frozen=True, eq=False)
 class Report:
     title: str
@@ -139,33 +160,32 @@ def _config_tables(cfg: ModelConfig, hf: dict | None) -> list[Table]:
     return tables
 
 
-def _storage_tables(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> list[Table]:
+def _storage_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision) -> list[Table]:
     """The cache's dtype axis, the weights in every format, attention's kept bytes."""
-    training_dtype = dtype if dtype in analysis.TRAINING_DTYPES else "bf16"
     at = f"B={batch}, T={seq_len:,}"
     return [
-        Table("kv_cache_dtype_axis", f"KV dtype × MHA/GQA/MQA on {analysis.DEFAULT_GPU} (weights at "
-              f"{dtype}, B={batch})", "KV cache", kv_dtype_frame(cfg, GPUS[analysis.DEFAULT_GPU], batch,
-                                                         dtype),
+        Table("kv_cache_dtype_axis", f"KV dtype × MHA/GQA/MQA on {analysis.DEFAULT_GPU} (weights "
+              f"at {fmt.weights}, B={batch})", "KV cache",
+              kv_dtype_frame(cfg, GPUS[analysis.DEFAULT_GPU], batch, fmt.weights),
               "int8 and int4 caches keep an fp16 scale per token and KV head"),
         Table("weights_by_format", "The weights in every stored format (scales included)",
               "Memory", weights_by_format(cfg), "int4 in groups of 128 inputs, int8 per output "
               "row, fp8 per tensor; embeddings, lm_head, norms and the router stay in bf16"),
         Table("attention_memory", f"What attention keeps for backward, naive vs fused ({at})",
               "Memory", pd.DataFrame([analysis.attention_memory(
-                  cfg, seq_len, batch, training_dtype, analysis.DEFAULT_GPU).to_dict()]),
+                  cfg, seq_len, batch, fmt.training, analysis.DEFAULT_GPU).to_dict()]),
               "Dao et al. 2022: naive keeps the T×T probabilities, fused only the output and "
               "the log-sum-exp; HBM traffic of Algorithm 1 with the GPU's shared memory")
     ]
 
 
-def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
+def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
                      gpu: GPU) -> list[Table]:
     params = analysis.count_params(cfg)
     flops = analysis.count_flops(cfg, seq_len, batch)
-    kv = analysis.kv_cache(cfg, seq_len, batch, dtype)
-    training_dtype = dtype if dtype in analysis.TRAINING_DTYPES else "bf16"
-    inference = analysis.inference_memory(cfg, seq_len, batch, dtype)
+    kv = analysis.kv_cache(cfg, seq_len, batch, fmt.kv)
+    training_dtype = fmt.training
+    inference = analysis.inference_memory(cfg, seq_len, batch, fmt.dtype, fmt.weights, fmt.kv)
     at = f"B={batch}, T={seq_len:,}"
 
     return [
@@ -189,16 +209,16 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
               _frame(flops.elementwise, "operation", "flops")),
         Table("flops_conventions", "Counting conventions", "FLOPs",
               pd.DataFrame({"convention": flops.conventions})),
-        Table("kv_cache_attention", f"KV cache: MHA vs GQA vs MQA ({at}, {dtype})", "KV cache",
+        Table("kv_cache_attention", f"KV cache: MHA vs GQA vs MQA ({at}, {fmt.kv})", "KV cache",
               kv.to_frame(), kv.note),
         Table("kv_cache_by_dtype", "KV cache bytes per token by dtype", "KV cache",
               _frame(kv.by_dtype, "dtype", "bytes_per_token")),
-        Table("gpu_fit", f"What fits each GPU (weights + KV cache, {at}, {dtype})", "KV cache",
-              pd.concat([kv_fit_frame(cfg, g, seq_len, batch, dtype).assign(gpu=name)
+        Table("gpu_fit", f"What fits each GPU (weights + KV cache, {at}, {fmt})", "KV cache",
+              pd.concat([kv_fit_frame(cfg, g, seq_len, batch, fmt.weights, fmt.kv).assign(gpu=name)
                          for name, g in GPUS.items()], ignore_index=True)
               [["gpu", "attention", "n_kv_heads", "kv_bytes_per_token", "kv_cache_bytes",
                 "weight_bytes", "max_context_at_batch", "max_batch_at_seq_len", "is_current"]]),
-        Table("memory_inference", f"Inference memory ({at}, {dtype})", "Memory",
+        Table("memory_inference", f"Inference memory ({at}, {fmt})", "Memory",
               inference.to_frame(), "; ".join(inference.notes)),
         Table("memory_training", f"Training memory per GPU, AdamW, {training_dtype} "
                                  f"({'mixed precision' if training_dtype != 'fp32' else 'fp32'}), "
@@ -206,17 +226,18 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
               _training_table(cfg, seq_len, batch, training_dtype),
               f"ZeRO stages and FSDP across {ZERO_GPUS} GPUs (Rajbhandari et al. 2020); "
               "activations are never sharded."),
-        Table("roofline_workload", f"Roofline of this workload on every GPU ({at}, {dtype})",
-              "Roofline", _roofline_by_gpu(cfg, seq_len, batch, dtype)),
+        Table("roofline_workload", f"Roofline of this workload on every GPU ({at}, {fmt})",
+              "Roofline", _roofline_by_gpu(cfg, seq_len, batch, fmt)),
         Table("roofline_decode", f"Decode roofline on {gpu.name}: MHA / GQA / MQA over batch × "
-                                 f"context ({dtype})", "Roofline",
-              analysis.roofline_table(cfg, gpu, dtype=dtype), gpu.source),
+                                 f"context ({fmt})", "Roofline",
+              analysis.roofline_table(cfg, gpu, dtype=fmt.dtype, weights=fmt.weights,
+                                      kv_dtype=fmt.kv), gpu.source),
         Table("gpus", "GPUs (data-sheet peaks)", "Roofline",
               pd.DataFrame([g.to_dict() for g in GPUS.values()])),
     ]
 
 
-def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
+def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
                       gpu: GPU) -> list[Figure]:
     params = analysis.count_params(cfg)
     flops = analysis.count_flops(cfg, seq_len, batch)
@@ -225,9 +246,10 @@ def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     # over kv_context_lengths (what fits this GPU decides how far it goes)
     counts = [analysis.count_flops(cfg, length, batch)
               for length in sweep_lengths(flops_sweep_upper(cfg, seq_len, crossover))]
-    fit = kv_fit_frame(cfg, gpu, seq_len, batch, dtype)
-    curve = kv_memory_curve_frame(cfg, kv_context_lengths(cfg, fit, seq_len), batch, dtype)
-    points = roofline_points(cfg, gpu, ROOFLINE_BATCHES, seq_len, dtype)
+    fit = kv_fit_frame(cfg, gpu, seq_len, batch, fmt.weights, fmt.kv)
+    curve = kv_memory_curve_frame(cfg, kv_context_lengths(cfg, fit, seq_len), batch,
+                                  fmt.weights, fmt.kv)
+    points = roofline_points(cfg, gpu, ROOFLINE_BATCHES, seq_len, fmt.dtype, fmt.weights, fmt.kv)
     return [
         Figure("params_sunburst", "Parameters by component", "Parameters",
                params_sunburst(params)),
@@ -258,11 +280,11 @@ def _training_table(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> p
     return frame.rename_axis("component").reset_index()
 
 
-def _roofline_by_gpu(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> pd.DataFrame:
+def _roofline_by_gpu(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision) -> pd.DataFrame:
     rows = []
     for name, gpu in GPUS.items():
         for phase in ("prefill", "decode"):
-            r = analysis.roofline(cfg, gpu, batch, seq_len, dtype, phase)
+            r = analysis.roofline(cfg, gpu, batch, seq_len, fmt.dtype, phase, fmt.weights, fmt.kv)
             rows.append({"gpu": name, "phase": phase, "flops": r.flops,
                          "bytes_moved": r.bytes_moved,
                          "arithmetic_intensity": r.arithmetic_intensity,
@@ -318,31 +340,35 @@ def _experiment_parts(entry: ExperimentEntry) -> tuple[list[Table], list[Figure]
 
 
 def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
-                 experiments: Mapping[str, Any] | None = None, *, dtype: str = "bf16",
-                 gpu: str = analysis.DEFAULT_GPU, name: str = "") -> Report:
-    """Everything the lab knows about ``cfg`` at B × T (``dtype`` for weights and KV cache;
-    ``gpu`` for the roofline tables and the KV chart's range), plus the given experiment
+                 experiments: Mapping[str, Any] | None = None, *,
+                 dtype: "str | Precision" = "bf16", gpu: str = analysis.DEFAULT_GPU,
+                 name: str = "") -> Report:
+    """Everything the lab knows about ``cfg`` at B × T (``dtype``: what it computes in, the
+    weights and the KV cache stored at it too — or ``Precision`` storing them apart; ``gpu`` for
+    the roofline tables and the KV chart's range), plus the given experiment
     results (kind → result object or ``ExperimentEntry``). ``name`` (an uploaded model's, as
     given) heads the title; the renderers escape it like every other string."""
     if gpu not in GPUS:
         raise ReportError(f"gpu={gpu!r} must be one of {', '.join(GPUS)}")
     entries = [_as_entry(kind, value) for kind, value in (experiments or {}).items()]
     entries.sort(key=lambda e: list(KINDS).index(e.kind))
-    result = analysis.analyze(cfg, seq_len, batch, dtype)       # validates seq_len, batch, dtype
+    fmt = dtype if isinstance(dtype, Precision) else Precision.of(dtype)
+    # validates seq_len, batch and the formats
+    result = analysis.analyze(cfg, seq_len, batch, fmt.dtype, fmt.weights, fmt.kv)
     try:
         hf, hf_note = cfg.to_hf_config(), None
     except ConfigError as exc:
         hf, hf_note = None, str(exc)
 
-    tables = (_config_tables(cfg, hf) + _analysis_tables(cfg, seq_len, batch, dtype, GPUS[gpu])
-              + _storage_tables(cfg, seq_len, batch, dtype))
-    figures = _analysis_figures(cfg, seq_len, batch, dtype, GPUS[gpu])
-    comparison = architecture_comparison(cfg, seq_len, batch, dtype)
+    tables = (_config_tables(cfg, hf) + _analysis_tables(cfg, seq_len, batch, fmt, GPUS[gpu])
+              + _storage_tables(cfg, seq_len, batch, fmt))
+    figures = _analysis_figures(cfg, seq_len, batch, fmt, GPUS[gpu])
+    comparison = architecture_comparison(cfg, seq_len, batch, fmt.kv)
     tables.append(Table("architecture_comparison", "The seed's 2017 → LLaMA table, each row "
                                                    "switched on this config", "Architecture comparison",
                         comparison.to_frame().drop(columns="ablation"),
                         f"Everything else equal; FLOPs: one forward over B={batch} × "
-                        f"T={seq_len:,}; KV bytes at {dtype}."))
+                        f"T={seq_len:,}; KV bytes at {fmt.kv}."))
     claim_dicts, claim_tables = _claims_part()
     tables += claim_tables
     for entry in entries:
@@ -354,9 +380,10 @@ def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
     return Report(
         title=f"LLaMA Lab report — {name + ': ' if name else ''}{cfg.attention_kind}, "
               f"{analysis.count_params(cfg).total:,} parameters, B={batch}, T={seq_len:,}, "
-              f"{dtype}",
+              f"{fmt}",
         config=cfg.to_dict(), hf_config=hf, hf_config_note=hf_note,
-        workload={"seq_len": seq_len, "batch": batch, "dtype": dtype, "gpu": gpu},
+        workload={"seq_len": seq_len, "batch": batch, "dtype": fmt.dtype,
+                  "weight_dtype": fmt.weights, "kv_dtype": fmt.kv, "gpu": gpu},
         analysis=result, tables=tuple(tables), figures=tuple(figures), claims=claim_dicts,
         experiments={e.kind: _plain(e.to_dict()) for e in entries}, environment=env,
         notes=tuple(notes), name=str(name))

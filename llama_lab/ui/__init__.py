@@ -22,13 +22,14 @@ from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
 from .runs import (STALE_NOTE, exclusive_run, ffn_label, is_stale, keep_experiment,
                    measure_on_view, run_with_status, text_choice, text_source,
                    live_run_note, session_experiments, set_defaults, show_experiment)
-from .sidebar import config_error, setup_page, sidebar_config
+from .sidebar import Download, config_downloads, config_error, setup_page, sidebar_config
 from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, EXPERIMENT_KEYS,
                     KEY_ABLATION, KEY_BATCH, KEY_BUILDER, KEY_DECODE, KEY_DEPTH_SWEEP, KEY_DTYPE,
                     KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE, KEY_GRADNORMS,
-                    KEY_LIVE_PASS, KEY_PRESET, KEY_SEQ_LEN, KEY_TRAINING, KEY_UPLOAD, LINK_NOTE,
-                    QUERY_BATCH, QUERY_DTYPE, QUERY_KEYS, QUERY_PRESET, QUERY_SEQ,
-                    WIDGET_PREFIX, Download, Selection, config_downloads, config_from_values,
+                    KEY_KV_DTYPE, KEY_LIVE_PASS, KEY_PRESET, KEY_WEIGHT_DTYPE, KEY_SEQ_LEN, KEY_TRAINING, KEY_UPLOAD, LINK_NOTE,
+                    QUERY_BATCH, QUERY_DTYPE, QUERY_KEYS, QUERY_KV, QUERY_PRESET, QUERY_SEQ,
+                    QUERY_WEIGHTS, kv_dtype_names, weight_dtype_names,
+                    WIDGET_PREFIX, Selection, config_from_values,
                     divisors, dtype_bytes, dtype_names, error_field, field_key, kv_label,
                     query_for, values_for_config, values_from_query)
 from ..units import escape_markdown

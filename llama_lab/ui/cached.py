@@ -68,21 +68,21 @@ def kv_report(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> analysi
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def kv_fit(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int,
-           dtype: str) -> pd.DataFrame:
-    return kv.kv_fit_frame(cfg, gpu, seq_len, batch, dtype)
+def kv_fit(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, weights: str,
+           kv_dtype: str) -> pd.DataFrame:
+    return kv.kv_fit_frame(cfg, gpu, seq_len, batch, weights, kv_dtype)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def kv_memory_curve(cfg: ModelConfig, context_lens: tuple[int, ...], batch: int,
-                    dtype: str) -> pd.DataFrame:
-    return kv.kv_memory_curve_frame(cfg, context_lens, batch, dtype)
+                    weights: str, kv_dtype: str) -> pd.DataFrame:
+    return kv.kv_memory_curve_frame(cfg, context_lens, batch, weights, kv_dtype)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def roofline_points(cfg: ModelConfig, gpu: GPU, batches: tuple[int, ...],
-                    context_len: int, dtype: str) -> pd.DataFrame:
-    return rooflines.roofline_points(cfg, gpu, batches, context_len, dtype)
+def roofline_points(cfg: ModelConfig, gpu: GPU, batches: tuple[int, ...], context_len: int,
+                    dtype: str, weights: str, kv_dtype: str) -> pd.DataFrame:
+    return rooflines.roofline_points(cfg, gpu, batches, context_len, dtype, weights, kv_dtype)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from .. import analysis, experiments
-from ..analysis import KV_DTYPES, WEIGHT_DTYPES, WeightQuant
+from ..analysis import WeightQuant
+from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES
 from ..config import ModelConfig
 from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
@@ -40,32 +41,71 @@ def _live(kind: str, button: str, prefix: str, config: ModelConfig | None, setti
                     not_on_view="Not measured in this session yet.")
 
 
-def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str) -> None:
+GROUP_CHOICES = (-1, 0, 32, 64, 128, 256)     # inputs per scale (-1: per tensor, 0: per row)
+
+
+def _group_label(group: int) -> str:
+    return {-1: "one per tensor", 0: "one per output row"}.get(group, f"groups of {group}")
+
+
+def _weight_options(weights: str, prefix: str) -> WeightQuant:
+    """The sidebar's weight format with this page's options: group size, scale dtype, zero
+    points, what stays in 16 bits (each defaulting to the format's usual choice)."""
+    base = WeightQuant.of(weights)
+    if not base.quantised:
+        return base
+    with st.expander(f"{weights} options: group size, scales, what stays in 16 bits"):
+        cols = st.columns(3)
+        group = cols[0].selectbox("scales", GROUP_CHOICES, GROUP_CHOICES.index(base.group_size)
+                                  if base.group_size in GROUP_CHOICES else 0,
+                                  format_func=_group_label, key=f"{prefix}group.{weights}")
+        scale = cols[1].selectbox("scale dtype", SCALE_DTYPES,
+                                  SCALE_DTYPES.index(base.scale_dtype), key=f"{prefix}scale.{weights}")
+        zero = cols[2].toggle("zero points (asymmetric)", key=prefix + "zero",
+                              disabled=weights == "fp8")
+        keep = st.multiselect("kept in bf16", KEEP_CHOICES, list(base.keep), key=prefix + "keep")
+    return WeightQuant.of(weights, group, scale, zero and weights != "fp8", tuple(keep))
+
+
+def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str,
+                         formats: tuple[str, str]) -> None:
+    """``formats``: the sidebar's weight and KV-cache formats."""
     st.subheader("Quantisation: every byte of the stored formats")
-    cols = st.columns(3)
-    w = cols[0].selectbox("weights", WEIGHT_DTYPES, index=WEIGHT_DTYPES.index("int4"),
-                          key=prefix + "w")
-    k = cols[1].selectbox("KV cache", KV_DTYPES, index=KV_DTYPES.index("fp8"), key=prefix + "k")
-    quant = WeightQuant.of(w)
+    w, k = formats
+    st.caption(f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; the "
+               f"options below apply on this page (the other pages use the format's usual "
+               f"group size and scales).")
+    quant = _weight_options(w, prefix)
     stored = analysis.weights_bytes(cfg, quant)
-    cols[2].metric("weights", human_bytes(stored.total),
+    cols = st.columns(3)
+    cols[0].metric(f"weights at {w}", human_bytes(stored.total),
                    f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}", delta_color="off")
+    cols[1].metric(f"KV cache at {k}", f"{analysis.kv_cache_bytes_per_token(cfg, k):,} B/token")
+    cols[2].metric(f"longest context on {gpu} (B=1)",
+                   f"{analysis.max_context_that_fits(cfg, gpu, 1, quant, k):,}")
     if quant.quantised:
-        g = "one per tensor" if quant.group_size == -1 else (
-            "one per output row" if quant.group_size == 0 else f"groups of {quant.group_size}")
         st.latex(rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{w} data}}}}"
-                 rf" + \underbrace{{{stored.scales:,}}}_{{\text{{{quant.scale_dtype} scales, "
-                 rf"{g}}}}} + \underbrace{{{stored.kept:,}}}_{{\text{{kept in bf16}}}}")
-        st.caption(f"Kept in bf16: {', '.join(quant.keep)} and every bias.")
+                 rf" + \underbrace{{{stored.scales + stored.zero_points:,}}}_{{\text{{"
+                 rf"{quant.scale_dtype} scales{' + zero points' if quant.zero_point else ''}, "
+                 rf"{_group_label(quant.group_size)}}}}} + \underbrace{{{stored.kept:,}}}_"
+                 rf"{{\text{{kept in bf16}}}}")
+        st.caption(f"Kept in bf16: {', '.join(quant.keep) or 'nothing'} and every bias.")
     head = analysis.kv_head_bytes(k, cfg.head_dim)
     st.latex(rf"\text{{KV bytes/token}} = 2 \cdot L \cdot G \cdot {head} = 2 \cdot {cfg.n_layers}"
              rf" \cdot {cfg.n_kv_heads} \cdot {head} = {analysis.kv_cache_bytes_per_token(cfg, k):,}")
     rows = [{"weights": wd, "kv_cache": kd, "weights_bytes": analysis.weight_bytes(cfg, wd),
              "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, kd),
              f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1, wd, kd)}
-            for wd, kd in (("bf16", "bf16"), ("int8", "int8"), ("int4", "fp8"), (w, k))]
-    show_table(pd.DataFrame(rows).drop_duplicates(), width="stretch")
-    live = w if quant.quantised else "int8"
+            for wd, kd in (("bf16", "bf16"), ("int8", "int8"), ("int4", "fp8"))]
+    rows.append({"weights": f"{w} (this page)", "kv_cache": k, "weights_bytes": stored.total,
+                 "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, k),
+                 f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1,
+                                                                             quant, k)})
+    show_table(pd.DataFrame(rows), width="stretch")
+    _quantize_live(preset, w if w in ("int8", "int4") else "int8", prefix)
+
+
+def _quantize_live(preset: str, live: str, prefix: str) -> None:
     q = QUANT_DEFAULTS
     st.markdown(f"**Live**: the live copy of {preset}'s recipe (d={q['d_model']}, "
                 f"{q['n_layers']} blocks), trained {q['steps']} steps on the built-in text, its "

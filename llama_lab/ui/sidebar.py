@@ -2,20 +2,24 @@
 """
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
-from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ModelConfig
+from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError, ModelConfig
 from ..errors import LabError
 from ..units import escape_markdown
 from .state import (BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER, KEY_CONFIG_ERROR,
                     KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE,
-                    KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_MODEL_BASE, KEY_MODEL_NAME, KEY_PRESET,
-                    KEY_SEQ_LEN, KEY_SEQ_NOTE, KEY_UPLOAD, KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES,
-                    LINK_NOTE, WIDGET_PREFIX, Selection, _init_state, _on_change, _on_preset,
-                    _on_upload, _state, _sync_query_params, config_downloads, config_from_values,
-                    divisors, dtype_names, error_field, field_key, kv_label, widget_value)
+                    KEY_KV_DTYPE, KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_MODEL_BASE,
+                    KEY_MODEL_NAME, KEY_PRESET, KEY_SEQ_LEN, KEY_SEQ_NOTE, KEY_UPLOAD,
+                    KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, KEY_WEIGHT_DTYPE, LINK_NOTE,
+                    WIDGET_PREFIX, Selection, _init_state, _on_change, _on_preset, _on_upload,
+                    _state, _sync_query_params, config_from_values, divisors, dtype_names,
+                    error_field, field_key, kv_dtype_names, kv_label, weight_dtype_names,
+                    widget_value)
 from .widgets import show_error, show_warning
 
 
@@ -43,7 +47,8 @@ def sidebar_config() -> Selection | None:
     if cfg is None:
         return None
     selection = Selection(cfg, state[KEY_SEQ_LEN], state[KEY_BATCH], state[KEY_DTYPE],
-                          state[KEY_PRESET], state.get(KEY_MODEL_NAME))
+                          state[KEY_PRESET], state.get(KEY_MODEL_NAME),
+                          state[KEY_WEIGHT_DTYPE], state[KEY_KV_DTYPE])
     _sync_query_params(selection.query())
     return selection
 
@@ -214,7 +219,22 @@ def _draw_workload(values: dict[str, Any]) -> None:
         _state()[KEY_SEQ_NOTE] = None
     st.number_input("batch B", min_value=1, max_value=MAX_BATCH, step=1, key=KEY_BATCH,
                     on_change=_on_change)
-    st.selectbox("dtype (weights, KV cache)", dtype_names(), key=KEY_DTYPE, on_change=_on_change)
+    st.selectbox("dtype (compute)", dtype_names(), key=KEY_DTYPE, on_change=_on_change,
+                 help="What the matmuls and activations use; the weights and the KV cache are "
+                      "stored at it unless set below.")
+    dtype = values[KEY_DTYPE]
+
+    def stored(value: str | None) -> str:
+        return f"as dtype ({dtype})" if value is None else value
+
+    st.selectbox("weights stored as", weight_dtype_names(), key=KEY_WEIGHT_DTYPE,
+                 format_func=stored, on_change=_on_change,
+                 help="int4 in groups of 128 inputs, int8 per output row, fp8 per tensor, each "
+                      "with its scales; embeddings, lm_head, norms and the router stay in bf16 "
+                      "(the Inference systems page changes these).")
+    st.selectbox("KV cache stored as", kv_dtype_names(), key=KEY_KV_DTYPE, format_func=stored,
+                 on_change=_on_change,
+                 help="int8 and int4 keep an fp16 scale per token and KV head.")
 
 
 def _int_input(name: str, label: str, *, step: int = 1, minimum: int = 1,
@@ -248,6 +268,27 @@ def _draw_load_save(cfg: ModelConfig) -> None:
                                key=WIDGET_PREFIX + item.file_name)
         if hf_refusal:
             st.caption("No HF config.json: " + escape_markdown(hf_refusal))
+
+
+@dataclass(frozen=True)
+class Download:
+    label: str
+    file_name: str
+    data: bytes
+    mime: str = "application/json"
+
+
+def config_downloads(cfg: ModelConfig) -> tuple[list[Download], str | None]:
+    """The current config as our JSON and, for LLaMA-style configs, as a HF config.json; the
+    second item says why the HF file is not offered."""
+    ours = Download("Config (LLaMA Lab JSON)", "llama_lab_config.json",
+                    json.dumps(cfg.to_dict(), indent=2).encode("utf-8"))
+    try:
+        hf = cfg.to_hf_config()
+    except ConfigError as exc:
+        return [ours], str(exc)
+    return [ours, Download("HF config.json", "config.json",
+                           json.dumps(hf, indent=2).encode("utf-8"))], None
 
 
 def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selection | None:

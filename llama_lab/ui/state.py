@@ -23,6 +23,8 @@ from ..config import (MAX_BATCH, PRESETS, ConfigError, ModelConfig, coerce_field
                       ffn_from_rule, parse_config_json)
 from ..errors import LabError
 from ..experiments import KINDS
+from ..analysis.quant import KV_DTYPES, WEIGHT_DTYPES
+from ..analysis.common import TRAINING_DTYPES
 from ..runtime.hardware import DTYPE_BYTES
 from ..units import strip_control
 
@@ -96,6 +98,12 @@ KEY_BATCH = WIDGET_PREFIX + "batch"
 KEY_DTYPE = WIDGET_PREFIX + "dtype"
 
 
+KEY_WEIGHT_DTYPE = WIDGET_PREFIX + "weight_dtype"   # None: the weights are stored at KEY_DTYPE
+
+
+KEY_KV_DTYPE = WIDGET_PREFIX + "kv_dtype"           # None: the KV cache is stored at KEY_DTYPE
+
+
 KEY_UPLOAD = WIDGET_PREFIX + "upload"
 
 
@@ -106,14 +114,15 @@ def field_key(name: str) -> str:
 
 BUILDER_KEYS: tuple[str, ...] = (KEY_PRESET, *map(field_key, CONFIG_FIELDS), KEY_FFN_RULE,
                                  KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_SEQ_LEN,
-                                 KEY_BATCH, KEY_DTYPE)
+                                 KEY_BATCH, KEY_DTYPE, KEY_WEIGHT_DTYPE, KEY_KV_DTYPE)
 
 
 # URL query keys besides the preset and the config fields.
 QUERY_PRESET, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE = "preset", "seq", "batch", "dtype"
+QUERY_WEIGHTS, QUERY_KV = "weights", "kv"    # the stored formats, when they differ from dtype
 QUERY_NAME = "name"                          # an uploaded model's name (shown, never parsed)
 QUERY_KEYS: tuple[str, ...] = (QUERY_PRESET, *CONFIG_FIELDS, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE,
-                               QUERY_NAME)
+                               QUERY_WEIGHTS, QUERY_KV, QUERY_NAME)
 
 
 MAX_NAME = 120                               # characters of a model name kept
@@ -128,20 +137,42 @@ LINK_NOTE = "The link in the address bar still shows the last valid model."
 
 @dataclass(frozen=True)
 class Selection:
-    """The sidebar's current, valid choice: a config and the workload it is analysed at."""
+    """The sidebar's current, valid choice: a config and the workload it is analysed at —
+    ``dtype`` computes (activations, training), the weights and the KV cache are stored at
+    ``weight_dtype`` / ``kv_dtype`` (None: at ``dtype``)."""
     cfg: ModelConfig
     seq_len: int
     batch: int
     dtype: str
     preset: str
     name: str | None = None       # an uploaded model's name (None: the preset, maybe edited)
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+
+    @property
+    def weight_format(self) -> str:
+        return self.weight_dtype or self.dtype
+
+    @property
+    def kv_format(self) -> str:
+        return self.kv_dtype or self.dtype
 
     def query(self) -> dict[str, str]:
-        return query_for(self.preset, self.cfg, self.seq_len, self.batch, self.dtype, self.name)
+        return query_for(self.preset, self.cfg, self.seq_len, self.batch, self.dtype, self.name,
+                         weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype)
 
 
 def dtype_names() -> list[str]:
-    return list(DTYPE_BYTES)
+    """What the sidebar's dtype computes in (the stored formats are chosen apart)."""
+    return list(TRAINING_DTYPES)
+
+
+def weight_dtype_names() -> list[str | None]:
+    return [None, *WEIGHT_DTYPES]
+
+
+def kv_dtype_names() -> list[str | None]:
+    return [None, *KV_DTYPES]
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -171,8 +202,9 @@ def _query_text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int,
-              dtype: str, model: str | None = None) -> dict[str, str]:
+def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
+              model: str | None = None, *, weight_dtype: str | None = None,
+              kv_dtype: str | None = None) -> dict[str, str]:
     """The URL query that reproduces this view: the preset, the fields that differ from it, the
     workload, and an uploaded model's name."""
     base = PRESETS[preset]
@@ -187,6 +219,9 @@ def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int,
         if name in plain or (name in DERIVED and getattr(cfg, name) != getattr(rebuilt, name)):
             query[name] = _query_text(getattr(cfg, name))
     query.update({QUERY_SEQ: str(seq_len), QUERY_BATCH: str(batch), QUERY_DTYPE: dtype})
+    for key, value in ((QUERY_WEIGHTS, weight_dtype), (QUERY_KV, kv_dtype)):
+        if value is not None and value != dtype:
+            query[key] = value
     if model:
         query[QUERY_NAME] = model
     return query
@@ -231,14 +266,28 @@ def values_from_query(query: dict[str, str]) -> tuple[dict[str, Any], list[str]]
     values = values_for_config(preset, cfg)
     workload = ((QUERY_SEQ, KEY_SEQ_LEN, lambda raw: _positive_int("seq", raw, cfg.max_seq_len)),
                 (QUERY_BATCH, KEY_BATCH, lambda raw: _positive_int("batch", raw, MAX_BATCH)),
-                (QUERY_DTYPE, KEY_DTYPE, _checked_dtype))
+                (QUERY_DTYPE, KEY_DTYPE, _checked_dtype),
+                (QUERY_WEIGHTS, KEY_WEIGHT_DTYPE, lambda raw: _checked_format("weights", raw,
+                                                                             WEIGHT_DTYPES)),
+                (QUERY_KV, KEY_KV_DTYPE, lambda raw: _checked_format("kv", raw, KV_DTYPES)))
     for query_key, state_key, parse in workload:
         if query_key in query:
             try:
                 values[state_key] = parse(query[query_key])
             except ConfigError as exc:
-                errors.append(f"Link: {exc}; using {values[state_key]} instead.")
-    return values, errors
+                errors.append(f"Link: {exc}; using {values[state_key] or 'dtype'} instead.")
+    return _stored_formats_apart(values), errors
+
+
+def _stored_formats_apart(values: dict[str, Any]) -> dict[str, Any]:
+    """A link from before the formats had their own fields (``dtype=int8``): compute in bf16,
+    store the weights and the cache at the format the link named (unless it names them)."""
+    dtype = values[KEY_DTYPE]
+    if dtype not in TRAINING_DTYPES:
+        values[KEY_DTYPE] = DEFAULT_DTYPE
+        values[KEY_WEIGHT_DTYPE] = values[KEY_WEIGHT_DTYPE] or dtype
+        values[KEY_KV_DTYPE] = values[KEY_KV_DTYPE] or dtype
+    return values
 
 
 def _link_config_holds(query: dict[str, str]) -> bool:
@@ -258,12 +307,21 @@ def _checked_dtype(raw: str) -> str:
     return raw
 
 
+def _checked_format(name: str, raw: str, allowed: tuple[str, ...]) -> str:
+    if raw not in allowed:
+        raise ConfigError(f"{name}={raw!r} must be one of {', '.join(allowed)}")
+    return raw
+
+
 def values_for_config(preset: str, cfg: ModelConfig, *, seq_len: int | None = None,
-                      batch: int = 1, dtype: str = DEFAULT_DTYPE) -> dict[str, Any]:
-    """Every builder value (keyed by session-state key) for ``cfg``."""
+                      batch: int = 1, dtype: str = DEFAULT_DTYPE,
+                      stored: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
+    """Every builder value (keyed by session-state key) for ``cfg``; ``stored``: the weights'
+    and the KV cache's formats (None: at dtype)."""
     rule, multiple_of, multiplier = detect_ffn_rule(cfg)
     values = {KEY_PRESET: preset, KEY_FFN_RULE: rule, KEY_FFN_MULTIPLE_OF: multiple_of,
               KEY_FFN_MULTIPLIER: multiplier, KEY_BATCH: batch, KEY_DTYPE: dtype,
+              KEY_WEIGHT_DTYPE: stored[0], KEY_KV_DTYPE: stored[1],
               KEY_SEQ_LEN: min(seq_len or cfg.max_seq_len, cfg.max_seq_len)}
     values.update({field_key(name): widget_value(cfg, name) for name in CONFIG_FIELDS})
     return values
@@ -305,27 +363,6 @@ def error_field(message: str, prefer: str | None = None) -> str | None:
     if prefer in named:
         return prefer
     return named[0] if named else None
-
-
-@dataclass(frozen=True)
-class Download:
-    label: str
-    file_name: str
-    data: bytes
-    mime: str = "application/json"
-
-
-def config_downloads(cfg: ModelConfig) -> tuple[list[Download], str | None]:
-    """The current config as our JSON and, for LLaMA-style configs, as a HF config.json; the
-    second item says why the HF file is not offered."""
-    ours = Download("Config (LLaMA Lab JSON)", "llama_lab_config.json",
-                    json.dumps(cfg.to_dict(), indent=2).encode("utf-8"))
-    try:
-        hf = cfg.to_hf_config()
-    except ConfigError as exc:
-        return [ours], str(exc)
-    return [ours, Download("HF config.json", "config.json",
-                           json.dumps(hf, indent=2).encode("utf-8"))], None
 
 
 def _state() -> Any:
@@ -380,11 +417,15 @@ def _on_change(name: str | None = None) -> None:
         state[KEY_LAST_CHANGED] = name
 
 
+def _stored(state: Any) -> tuple[str | None, str | None]:
+    return state[KEY_WEIGHT_DTYPE], state[KEY_KV_DTYPE]
+
+
 def _on_preset() -> None:
     state = _state()
     preset = state[KEY_PRESET]
     _load_values(values_for_config(preset, PRESETS[preset], batch=state[KEY_BATCH],
-                                   dtype=state[KEY_DTYPE]))
+                                   dtype=state[KEY_DTYPE], stored=_stored(state)))
     state[KEY_LINK_ERRORS], state[KEY_UPLOAD_NOTES], state[KEY_UPLOAD_ERROR] = [], [], None
     state[KEY_LAST_CHANGED] = state[KEY_MODEL_NAME] = state[KEY_MODEL_BASE] = None
     state[KEY_SEQ_NOTE] = None
@@ -406,7 +447,7 @@ def _on_upload() -> None:
         state[KEY_UPLOAD_ERROR] = f"{uploaded.name}: {exc}"
         return
     values = values_for_config(state[KEY_PRESET], cfg, batch=state[KEY_BATCH],
-                               dtype=state[KEY_DTYPE])       # T: the model's max_seq_len
+                               dtype=state[KEY_DTYPE], stored=_stored(state))   # T: max_seq_len
     _load_values(values)
     state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
