@@ -3,7 +3,10 @@
 #   1. the CUDA tests (tests named *cuda*, skipped elsewhere);
 #   2. a bf16 mixed-precision training-step bench of a ~1B model (TinyLlama-1.1B shapes,
 #      B=4, T=2048) eager and with torch.compile: tokens/s, TFLOP/s, MFU, peak memory;
-#   3. forward+backward of our model vs transformers' LlamaForCausalLM on the GPU (bf16).
+#   3. forward+backward of our model vs transformers' LlamaForCausalLM on the GPU (bf16);
+#   4. the inference systems live on CUDA (issue 13): int8/int4 weights' measured bytes vs the
+#      prediction and decode time, naive vs fused attention kept bytes and time in bf16 over
+#      T = 256 … 8192, speculative decoding's α, speedup and losslessness.
 # Where there is no CUDA it says so and exits 0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +18,10 @@ fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv
 status=0
 
-echo "== 1/3 CUDA tests"
+echo "== 1/4 CUDA tests"
 timeout 120 python -m pytest -q -k cuda tests/test_experiments.py -p no:cacheprovider || status=1
 
-echo "== 2/3 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
+echo "== 2/4 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
 timeout 300 python - <<'PY' || status=1
 import json, sys, time
 import torch
@@ -45,9 +48,35 @@ for compile in (False, True):
     torch.cuda.empty_cache()
 PY
 
-echo "== 3/3 ours vs transformers, forward+backward, bf16 (tinyllama shapes, 4 layers)"
+echo "== 3/4 ours vs transformers, forward+backward, bf16 (tinyllama shapes, 4 layers)"
 timeout 60 python benchmarks/bench_vs_transformers.py --device cuda --dtype bf16 \
     --preset tinyllama-1.1b --n-layers 4 --seq-len 2048 --batch 4 --rounds 10 || status=1
+
+echo "== 4/4 inference systems on CUDA: quantisation, attention kept bytes, speculative decoding"
+timeout 240 python - <<'PY' || status=1
+from llama_lab.config import PRESETS, live_config
+from llama_lab.experiments.flash import flash_sweep
+from llama_lab.experiments.quantize import quantize_run
+from llama_lab.experiments.speculative import speculative_run
+
+for dtype in ("int8", "int4"):
+    q = quantize_run("seed-demo", dtype, device="cuda")
+    print(f"quantize {dtype}: measured {q.measured_weight_bytes:,} B, predicted "
+          f"{q.predicted_weight_bytes:,} B (equal: {q.measured_weight_bytes == q.predicted_weight_bytes}); "
+          f"logit max error {q.logit_max_abs_error:.4f}; loss {q.loss_fp:.4f} -> {q.loss_quantized:.4f}; "
+          f"decode s {q.decode_s}")
+cfg = live_config(PRESETS["llama-3-8b"], 1, 4096, 8192)          # the 8B's heads, one layer
+sweep = flash_sweep(cfg, (256, 1024, 4096, 8192), 1, "bf16", "cuda", "H200 141GB")
+for row in sweep.rows:
+    print(f"attention {row['path']:>5} T={row['seq_len']:>5}: kept {row['measured_bytes']:,} B "
+          f"(predicted {row['predicted_bytes']:,}), {row['fwd_bwd_ms']:.2f} ms")
+s = speculative_run(device="cuda")
+for r in s.results:
+    print(f"speculative {r.label}: alpha {r.measured_alpha:.3f}, speedup {r.measured_speedup:.2f}x "
+          f"(formula {r.predicted_speedup:.2f}x, measured costs {r.predicted_speedup_measured_costs:.2f}x), "
+          f"identical {r.identical_to_target_greedy}, time draft {r.draft_share:.0%} / verify "
+          f"{r.verify_share:.0%} / loop {r.overhead_share:.0%}")
+PY
 
 echo "gpu_check: done (status $status)"
 exit $status

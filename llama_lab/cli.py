@@ -420,8 +420,11 @@ def cmd_speculate(args) -> None:
             f"tokens per target step (formula {d['predicted_tokens_per_step']:.2f}), speedup "
             f"{d['measured_speedup']:.2f}× (formula {d['predicted_speedup']:.2f}×, with the "
             f"measured verification cost {d['predicted_speedup_measured_costs']:.2f}×), "
-            f"identical to the target's greedy output: {d['identical_to_target_greedy']}"
-            for d in result["drafts"])
+            f"identical to the target's greedy output: {d['identical_to_target_greedy']}; "
+            f"time: draft {d['draft_share']:.0%}, verification {d['verify_share']:.0%}, "
+            f"loop {d['overhead_share']:.0%}"
+            for d in result["drafts"]) + f"\ntarget's continuation ({result['distinct_tokens']} " \
+            f"different tokens): {strip_control(repr(result['target_text']))}"
     else:
         if args.alpha is None or args.cost_ratio is None:
             raise LabError("speculate needs --alpha and --cost-ratio (or --live)")

@@ -105,3 +105,19 @@ def test_the_cli_prints_the_formula_and_a_live_run(capsys):
     assert [d["label"] for d in live["drafts"]] == ["trained draft", "untrained draft"]
     assert analysis.speculation(live["measured_alpha"], 2, live["cost_ratio"]).speedup == \
         pytest.approx(live["predicted_speedup"])
+    # the time split of one call: the three parts are shares of the whole
+    for d in live["drafts"]:
+        parts = (d["draft_share"], d["verify_share"], d["overhead_share"])
+        assert all(0 <= p <= 1 for p in parts) and sum(parts) == pytest.approx(1)
+    # the continuation shown is the target's greedy output, decoded
+    assert len(live["target_text"].encode("utf-8", errors="surrogatepass")) >= 1
+    assert 1 <= live["distinct_tokens"] <= 8
+
+
+def test_the_time_split_adds_up_within_the_call():
+    cfg = PRESETS["debug"].replace(max_seq_len=128)
+    target, draft = build_model(cfg, seed=0).eval(), build_model(cfg, seed=1).eval()
+    prompt = torch.randint(0, cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(0))
+    counts = spec.speculative(target, draft, prompt, 20, 3)
+    assert 0 < counts.draft_s and 0 < counts.verify_s
+    assert counts.draft_s + counts.verify_s <= counts.total_s

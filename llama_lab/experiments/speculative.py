@@ -22,7 +22,7 @@ from ..errors import ExperimentError
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure
 from ..model import CausalLM, KVCache, build_model
 from ..runtime.devices import pick_device
-from ..train.data import TokenData, load_builtin
+from ..train.data import TokenData, decode_tokens, load_builtin
 from ..train.loop import train
 from ..units import Progress, sub_progress
 from .registry import ExperimentKind, register
@@ -81,6 +81,9 @@ class SpecCounts:
     accepted: int = 0
     rejections: int = 0
     verified: int = 0              # tokens the verifications yielded (before the cut at N)
+    draft_s: float = 0.0           # wall time in the draft's forwards (argmax included)
+    verify_s: float = 0.0          # in the target's prefill and verifications
+    total_s: float = 0.0           # the whole call: the rest is the loop's own bookkeeping
 
     @property
     def tokens_per_verification(self) -> float:
@@ -91,21 +94,29 @@ class SpecCounts:
 def speculative(target: CausalLM, draft: CausalLM, prompt: torch.Tensor, new_tokens: int,
                 gamma: int) -> SpecCounts:
     """Greedy speculative decoding of ``new_tokens`` ids after ``prompt``."""
+    clock = time.perf_counter
+    start = clock()
     dev, room = prompt.device, prompt.shape[1] + new_tokens + gamma + 1
     t_cache, d_cache = new_cache(target, room), new_cache(draft, room)
-    first = target(prompt, cache=t_cache)[0, -1].argmax()
-    draft(prompt, cache=d_cache)
-    counts = SpecCounts(tokens=[int(first)], target_steps=1)
-    pending = [int(first)]                     # tokens the draft has not read yet
+    first = int(target(prompt, cache=t_cache)[0, -1].argmax())      # int(): waits for the device
+    verified_at = clock()
+    draft(prompt, cache=d_cache)[0, -1, 0].item()
+    counts = SpecCounts(tokens=[first], target_steps=1, verify_s=verified_at - start,
+                        draft_s=clock() - verified_at)
+    pending = [first]                          # tokens the draft has not read yet
     while len(counts.tokens) < new_tokens:
         base = t_cache.length                  # tokens both caches agree on
         proposals = []
+        drafting = clock()
         for _ in range(gamma):
             logits = draft(torch.tensor([pending], device=dev), cache=d_cache)
             pending = [int(logits[0, -1].argmax())]
             proposals.append(pending[0])
+        verifying = clock()
         checked = target(torch.tensor([[counts.tokens[-1], *proposals]], device=dev),
                          cache=t_cache)[0].argmax(-1).tolist()       # γ + 1 predictions
+        counts.draft_s += verifying - drafting
+        counts.verify_s += clock() - verifying
         n = 0
         while n < gamma and proposals[n] == checked[n]:
             n += 1
@@ -123,6 +134,7 @@ def speculative(target: CausalLM, draft: CausalLM, prompt: torch.Tensor, new_tok
             pending = [checked[n]]
             d_cache.truncate(base + 1 + n)
     counts.tokens = counts.tokens[:new_tokens]
+    counts.total_s = clock() - start
     return counts
 
 
@@ -163,6 +175,11 @@ class DraftResult:
     measured_speedup: float
     identical_to_target_greedy: bool
     speculative_s: float
+    # one timed call split: the draft's forwards, the target's, and the loop's own work
+    # (tensors built from the proposals, comparisons, cache truncation, Python)
+    draft_share: float
+    verify_share: float
+    overhead_share: float
 
 
 @dataclass(frozen=True)
@@ -173,11 +190,21 @@ class SpeculativeRun:
     new_tokens: int
     greedy_s: float
     results: list                  # DraftResult: the trained draft, then the untrained one
+    prompt_text: str = ""          # the validation prompt, and what the target decodes after it
+    target_text: str = ""
+
+    @property
+    def distinct_tokens(self) -> int:
+        """Different byte tokens in the target's continuation: a briefly trained byte model
+        repeats itself, and a draft agrees easily with a model that repeats itself."""
+        return len(set(self.target_text.encode("utf-8")))
 
     def to_dict(self) -> dict:
         trained_draft = self.results[0]
         return {**asdict(trained_draft), "gamma": self.gamma, "new_tokens": self.new_tokens,
                 "greedy_s": self.greedy_s, "target": self.target, "draft": self.draft,
+                "prompt_text": self.prompt_text, "target_text": self.target_text,
+                "distinct_tokens": self.distinct_tokens,
                 "speedup": trained_draft.predicted_speedup,
                 "expected_tokens_per_step": trained_draft.predicted_tokens_per_step,
                 "drafts": [asdict(r) for r in self.results]}
@@ -189,6 +216,7 @@ class SpeculativeRun:
 def _measure(label: str, target: CausalLM, draft: CausalLM, prompt: torch.Tensor,
              reference: list, greedy_s: float, gamma: int) -> DraftResult:
     counts, spec_s = _timed(lambda: speculative(target, draft, prompt, len(reference), gamma))
+    split = speculative(target, draft, prompt, len(reference), gamma)      # warm: the split
     trials = counts.accepted + counts.rejections
     alpha = counts.accepted / trials if trials else 1.0      # accepted of the tokens tried
     one_step = forward_time(target, prompt, 1)
@@ -202,7 +230,10 @@ def _measure(label: str, target: CausalLM, draft: CausalLM, prompt: torch.Tensor
                        verify_cost=verify,
                        predicted_speedup_measured_costs=expected / (gamma * c + verify),
                        measured_speedup=greedy_s / spec_s,
-                       identical_to_target_greedy=counts.tokens == reference, speculative_s=spec_s)
+                       identical_to_target_greedy=counts.tokens == reference, speculative_s=spec_s,
+                       draft_share=split.draft_s / split.total_s,
+                       verify_share=split.verify_s / split.total_s,
+                       overhead_share=1 - (split.draft_s + split.verify_s) / split.total_s)
 
 
 def speculative_run(target: str = D["target"], draft: str = D["draft"], gamma: int = D["gamma"],
@@ -233,7 +264,9 @@ def speculative_run(target: str = D["target"], draft: str = D["draft"], gamma: i
     if progress:
         progress(1.0, "done")
     return SpeculativeRun(target=t_cfg.to_dict(), draft=d_cfg.to_dict(), gamma=gamma,
-                          new_tokens=new_tokens, greedy_s=greedy_s, results=results)
+                          new_tokens=new_tokens, greedy_s=greedy_s, results=results,
+                          prompt_text=decode_tokens(prompt[0].cpu()),
+                          target_text=decode_tokens(torch.tensor(reference)))
 
 
 # ---- figures and tables --------------------------------------------------------------------
