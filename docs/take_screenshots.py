@@ -29,6 +29,7 @@ PAGES = [
     ("6_seed_claims", "Seed_claims", None),
     ("7_report", "Report", None),
     ("8_inference_systems", "Inference_systems", None),
+    ("9_inside_the_model", "Inside_the_model", None),        # trains on first view
 ]
 
 
@@ -69,7 +70,10 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            wanted = set(sys.argv[1:])                 # names to take (default: every page)
             for name, path, button in PAGES:
+                if wanted and name not in wanted:
+                    continue
                 page.goto(f"{url}/{path}")
                 settle(page)
                 if button:

@@ -45,7 +45,8 @@ def test_navigation_lists_home_then_the_pages_by_their_file_titles(monkeypatch):
         ("KV cache and attention", "KV_cache_and_attention"),
         ("Gradient norms", "Gradient_norms"), ("Live pass", "Live_pass"),
         ("Architecture comparison", "Architecture_comparison"), ("Seed claims", "Seed_claims"),
-        ("Report", "Report"), ("Inference systems", "Inference_systems")]
+        ("Report", "Report"), ("Inference systems", "Inference_systems"),
+        ("Inside the model", "Inside_the_model")]
     assert registered[0].icon == "🦙"                           # url_path "": the default
     assert at.title[0].value == "🦙 LLaMA Lab"                # the default page is home.py
 
@@ -55,7 +56,8 @@ def test_home_page_runs_alone_with_the_same_content():
     assert metrics(at)["Parameters"] == ui.human_params(43_780_608)
     assert [link.proto.page for link in at.get("page_link")] == [
         "Parameters_and_FLOPs", "KV_cache_and_attention", "Gradient_norms", "Live_pass",
-        "Architecture_comparison", "Seed_claims", "Report", "Inference_systems"]
+        "Architecture_comparison", "Seed_claims", "Report", "Inference_systems",
+        "Inside_the_model"]
 
 
 def test_widget_change_updates_the_summary_and_the_url():

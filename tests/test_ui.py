@@ -88,7 +88,7 @@ def test_the_stored_formats_round_trip_and_only_appear_when_they_differ_from_dty
     assert query["weights"] == "int4" and "kv" not in query
     values, errors = ui.values_from_query(query)
     assert errors == [] and values[ui.KEY_WEIGHT_DTYPE] == "int4"
-    assert values[ui.KEY_KV_DTYPE] is None
+    assert values[ui.KEY_KV_DTYPE] == ui.AS_DTYPE
     selection = ui.Selection(cfg, 128, 1, "bf16", "seed-demo", weight_dtype="int4")
     assert (selection.weight_format, selection.kv_format) == ("int4", "bf16")
     # a link from before the formats were apart: dtype=int4 stored both, computing in bf16
@@ -180,6 +180,9 @@ def test_default_view_is_the_seed_demo_and_is_mirrored_in_the_url():
     assert shown(at) == ("VALID d=512 heads=8 kv=2 ffn=1365 norm=rmsnorm seq=128 batch=1 "
                          "dtype=bf16 preset=seed-demo")
     assert at.query_params == {"preset": "seed-demo", "seq": "128", "batch": "1", "dtype": "bf16"}
+    stored = [at.sidebar.selectbox(key=key) for key in (ui.KEY_WEIGHT_DTYPE, ui.KEY_KV_DTYPE)]
+    assert [box.value for box in stored] == [ui.AS_DTYPE, ui.AS_DTYPE]   # a choice, not a blank
+    assert stored[0].format_func(ui.AS_DTYPE) == "as dtype (bf16)"
     labels = widget(at, "selectbox", "n_kv_heads").options
     assert labels == [ui.kv_label(8, kv) for kv in (1, 2, 4, 8)]
 

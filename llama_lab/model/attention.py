@@ -86,7 +86,9 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(D, cfg.norm_eps)
             self.k_norm = RMSNorm(D, cfg.norm_eps)
 
-    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
+    def project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None):
+        """q (B, H, T, D), k and v (B, G, T, D) of the new tokens x (B, T, C): QK-norm, then
+        RoPE (``rope``: cos, sin of the tokens' positions; None: not rotated)."""
         B, T, _ = x.shape
         H, G, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
         q = self.q_proj(x).view(B, T, H, D)
@@ -97,6 +99,12 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(B, T, G, D).transpose(1, 2)       # (B, G, T, D)
         if rope is not None:                                      # RoPE rotates q and k, never v
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        return q, k, v
+
+    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
+        B, T, _ = x.shape
+        H, D = self.cfg.n_heads, self.cfg.head_dim
+        q, k, v = self.project(x, rope)
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)             # (B, G, S, D)
         out = causal_attention(q, k, v, self.cfg.n_rep, self.window)   # (B, H, T, D)

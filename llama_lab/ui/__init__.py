@@ -28,13 +28,15 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, 
                     KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE, KEY_GRADNORMS,
                     KEY_KV_DTYPE, KEY_LIVE_PASS, KEY_PRESET, KEY_WEIGHT_DTYPE, KEY_SEQ_LEN, KEY_TRAINING, KEY_UPLOAD, LINK_NOTE,
                     QUERY_BATCH, QUERY_DTYPE, QUERY_KEYS, QUERY_KV, QUERY_PRESET, QUERY_SEQ,
-                    QUERY_WEIGHTS, kv_dtype_names, weight_dtype_names,
+                    QUERY_WEIGHTS, AS_DTYPE, kv_dtype_names, stored_format, weight_dtype_names,
                     WIDGET_PREFIX, Selection, config_from_values,
                     divisors, dtype_bytes, dtype_names, error_field, field_key, kv_label,
                     query_for, values_for_config, values_from_query)
 from ..units import escape_markdown
 from .state import KEY_MODEL_NAME, MAX_NAME, QUERY_NAME, model_name
 from .inference import flash_section, quantisation_section, speculative_section
+from .inside import (attention_section, forward_trace, inside_choice, lens_section,
+                     positions_section, stream_section)
 from .gradient import default_warmup, session_warmup, small_run, training_tab, warmup_tab
 from .widgets import (LIVE_SIZE_HEADING, Link, bound_note, bounded_number, choice_link, int_link,
                       keep_choice, keep_within, link_widgets, live_size_box, remember,

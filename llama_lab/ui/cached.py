@@ -135,7 +135,11 @@ def measured(max_entries: int) -> Callable:
                 while len(cache) > max_entries:
                     cache.popitem(last=False)
             return value
-        wrapper.clear = cache.clear
+        def holds(*args: Any) -> bool:
+            """Whether a call with ``args`` would be answered from the cache."""
+            with lock:
+                return args in cache
+        wrapper.clear, wrapper.holds = cache.clear, holds
         return wrapper
     return decorate
 

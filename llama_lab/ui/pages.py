@@ -29,4 +29,6 @@ PAGES: tuple[AppPage, ...] = (
     AppPage("pages/7_Report.py", "Report", "download everything as HTML, JSON, CSV or Markdown"),
     AppPage("pages/8_Inference_systems.py", "Inference systems",
             "quantisation, FlashAttention, speculative decoding: counted and measured"),
+    AppPage("pages/9_Inside_the_model.py", "Inside the model",
+            "one real forward pass opened up: attention maps, RoPE, residual stream, logit lens"),
 )

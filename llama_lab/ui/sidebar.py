@@ -11,15 +11,15 @@ import streamlit as st
 from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError, ModelConfig
 from ..errors import LabError
 from ..units import escape_markdown
-from .state import (BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER, KEY_CONFIG_ERROR,
-                    KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE,
+from .state import (AS_DTYPE, BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER,
+                    KEY_CONFIG_ERROR, KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE,
                     KEY_KV_DTYPE, KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_MODEL_BASE,
                     KEY_MODEL_NAME, KEY_PRESET, KEY_SEQ_LEN, KEY_SEQ_NOTE, KEY_UPLOAD,
                     KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, KEY_WEIGHT_DTYPE, LINK_NOTE,
                     WIDGET_PREFIX, Selection, _init_state, _on_change, _on_preset, _on_upload,
                     _state, _sync_query_params, config_from_values, divisors, dtype_names,
-                    error_field, field_key, kv_dtype_names, kv_label, weight_dtype_names,
-                    widget_value)
+                    error_field, field_key, kv_dtype_names, kv_label, stored_format,
+                    weight_dtype_names, widget_value)
 from .widgets import show_error, show_warning
 
 
@@ -48,7 +48,8 @@ def sidebar_config() -> Selection | None:
         return None
     selection = Selection(cfg, state[KEY_SEQ_LEN], state[KEY_BATCH], state[KEY_DTYPE],
                           state[KEY_PRESET], state.get(KEY_MODEL_NAME),
-                          state[KEY_WEIGHT_DTYPE], state[KEY_KV_DTYPE])
+                          stored_format(state[KEY_WEIGHT_DTYPE]),
+                          stored_format(state[KEY_KV_DTYPE]))
     _sync_query_params(selection.query())
     return selection
 
@@ -224,8 +225,8 @@ def _draw_workload(values: dict[str, Any]) -> None:
                       "stored at it unless set below.")
     dtype = values[KEY_DTYPE]
 
-    def stored(value: str | None) -> str:
-        return f"as dtype ({dtype})" if value is None else value
+    def stored(value: str) -> str:
+        return f"as dtype ({dtype})" if value == AS_DTYPE else value
 
     st.selectbox("weights stored as", weight_dtype_names(), key=KEY_WEIGHT_DTYPE,
                  format_func=stored, on_change=_on_change,

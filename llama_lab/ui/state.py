@@ -98,10 +98,14 @@ KEY_BATCH = WIDGET_PREFIX + "batch"
 KEY_DTYPE = WIDGET_PREFIX + "dtype"
 
 
-KEY_WEIGHT_DTYPE = WIDGET_PREFIX + "weight_dtype"   # None: the weights are stored at KEY_DTYPE
+KEY_WEIGHT_DTYPE = WIDGET_PREFIX + "weight_dtype"   # AS_DTYPE: the weights are stored at KEY_DTYPE
 
 
-KEY_KV_DTYPE = WIDGET_PREFIX + "kv_dtype"           # None: the KV cache is stored at KEY_DTYPE
+KEY_KV_DTYPE = WIDGET_PREFIX + "kv_dtype"           # AS_DTYPE: the KV cache is stored at KEY_DTYPE
+
+
+AS_DTYPE = "as dtype"     # a stored format that follows the dtype (not None: a selectbox shows
+                          # None as no choice at all)
 
 
 KEY_UPLOAD = WIDGET_PREFIX + "upload"
@@ -167,12 +171,17 @@ def dtype_names() -> list[str]:
     return list(TRAINING_DTYPES)
 
 
-def weight_dtype_names() -> list[str | None]:
-    return [None, *WEIGHT_DTYPES]
+def weight_dtype_names() -> list[str]:
+    return [AS_DTYPE, *WEIGHT_DTYPES]
 
 
-def kv_dtype_names() -> list[str | None]:
-    return [None, *KV_DTYPES]
+def kv_dtype_names() -> list[str]:
+    return [AS_DTYPE, *KV_DTYPES]
+
+
+def stored_format(value: str) -> str | None:
+    """A stored-format widget's value for ``Selection`` (None: as the dtype)."""
+    return None if value == AS_DTYPE else value
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -275,7 +284,7 @@ def values_from_query(query: dict[str, str]) -> tuple[dict[str, Any], list[str]]
             try:
                 values[state_key] = parse(query[query_key])
             except ConfigError as exc:
-                errors.append(f"Link: {exc}; using {values[state_key] or 'dtype'} instead.")
+                errors.append(f"Link: {exc}; using {values[state_key]} instead.")
     return _stored_formats_apart(values), errors
 
 
@@ -285,8 +294,8 @@ def _stored_formats_apart(values: dict[str, Any]) -> dict[str, Any]:
     dtype = values[KEY_DTYPE]
     if dtype not in TRAINING_DTYPES:
         values[KEY_DTYPE] = DEFAULT_DTYPE
-        values[KEY_WEIGHT_DTYPE] = values[KEY_WEIGHT_DTYPE] or dtype
-        values[KEY_KV_DTYPE] = values[KEY_KV_DTYPE] or dtype
+        for key in (KEY_WEIGHT_DTYPE, KEY_KV_DTYPE):
+            values[key] = dtype if values[key] == AS_DTYPE else values[key]
     return values
 
 
@@ -315,9 +324,9 @@ def _checked_format(name: str, raw: str, allowed: tuple[str, ...]) -> str:
 
 def values_for_config(preset: str, cfg: ModelConfig, *, seq_len: int | None = None,
                       batch: int = 1, dtype: str = DEFAULT_DTYPE,
-                      stored: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
+                      stored: tuple[str, str] = (AS_DTYPE, AS_DTYPE)) -> dict[str, Any]:
     """Every builder value (keyed by session-state key) for ``cfg``; ``stored``: the weights'
-    and the KV cache's formats (None: at dtype)."""
+    and the KV cache's formats (AS_DTYPE: at dtype)."""
     rule, multiple_of, multiplier = detect_ffn_rule(cfg)
     values = {KEY_PRESET: preset, KEY_FFN_RULE: rule, KEY_FFN_MULTIPLE_OF: multiple_of,
               KEY_FFN_MULTIPLIER: multiplier, KEY_BATCH: batch, KEY_DTYPE: dtype,
@@ -417,7 +426,7 @@ def _on_change(name: str | None = None) -> None:
         state[KEY_LAST_CHANGED] = name
 
 
-def _stored(state: Any) -> tuple[str | None, str | None]:
+def _stored(state: Any) -> tuple[str, str]:
     return state[KEY_WEIGHT_DTYPE], state[KEY_KV_DTYPE]
 
 
