@@ -8,6 +8,7 @@ session state themselves, so any page also runs alone (``streamlit.testing.v1.Ap
 from ..analysis.quant import kv_scale_bytes
 from ..analysis.summary import family_notes
 from ..config import MAX_BATCH, detect_ffn_rule, ffn_from_rule, live_config
+from ..config.grids import divisors
 from ..figures.common import sweep_lengths
 from ..train.budgets import (CPU_FLOP_BUDGET, check_cpu_budget, guard, live_workload,
                              runs_live_quickly)
@@ -30,7 +31,7 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, 
                     QUERY_BATCH, QUERY_DTYPE, QUERY_KEYS, QUERY_KV, QUERY_PRESET, QUERY_SEQ,
                     QUERY_WEIGHTS, AS_DTYPE, kv_dtype_names, stored_format, weight_dtype_names,
                     WIDGET_PREFIX, Selection, config_from_values,
-                    divisors, dtype_bytes, dtype_names, error_field, field_key, kv_label,
+                    dtype_bytes, dtype_names, error_field, field_key, kv_label,
                     query_for, values_for_config, values_from_query)
 from ..units import escape_markdown
 from .state import KEY_MODEL_NAME, MAX_NAME, QUERY_NAME, model_name

@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 
 from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError, ModelConfig
+from ..config.grids import divisors
 from ..errors import LabError
 from ..units import escape_markdown
 from .state import (AS_DTYPE, BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER,
@@ -17,9 +18,10 @@ from .state import (AS_DTYPE, BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDE
                     KEY_MODEL_NAME, KEY_PRESET, KEY_SEQ_LEN, KEY_SEQ_NOTE, KEY_UPLOAD,
                     KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, KEY_WEIGHT_DTYPE, LINK_NOTE,
                     WIDGET_PREFIX, Selection, _init_state, _on_change, _on_preset, _on_upload,
-                    _state, _sync_query_params, config_from_values, divisors, dtype_names,
+                    _state, _sync_query_params, config_from_values, dtype_names,
                     error_field, field_key, kv_dtype_names, kv_label, stored_format,
                     weight_dtype_names, widget_value)
+from .sliders import field_options, slider_beside, workload_options
 from .widgets import show_error, show_warning
 
 
@@ -149,23 +151,32 @@ def _draw_family(after) -> None:
 
 
 def _draw_shape(values: dict[str, Any], after) -> None:
-    _int_input("d_model", "d_model (hidden size d)", step=64)
-    after("d_model")
-    _int_input("n_layers", "n_layers (blocks)")
-    after("n_layers")
-    _int_input("n_heads", "n_heads (query heads)",
-               help="Must divide d_model; head_dim = d_model / n_heads.")
-    after("n_heads")
+    def shape(name: str, label: str, help: str | None = None, *, minimum: int = 1,
+              disabled: bool = False) -> None:
+        slider_beside(field_key(name), label, field_options(name, values),
+                      lambda: _int_input(name, "exact", minimum=minimum, disabled=disabled,
+                                         help="Any value, also off the slider's grid."),
+                      name, disabled=disabled, help=help)
+        after(name)
+
+    shape("d_model", "d_model (hidden size d)",
+          "Multiples of n_heads (×2 with RoPE: an even head_dim), log-spaced.")
+    shape("n_layers", "n_layers (blocks)")
+    shape("n_heads", "n_heads (query heads)", "Divisors of d_model; head_dim = d_model / n_heads.")
     n_heads = values[field_key("n_heads")]
     current_kv = values[field_key("n_kv_heads")]
     options = divisors(n_heads) if 1 <= n_heads <= LIMITS["n_heads"] else []
     if current_kv not in options:
         options = sorted(options + [current_kv])
-    st.selectbox("n_kv_heads (key/value heads)", options, key=field_key("n_kv_heads"),
-                 format_func=lambda kv: kv_label(n_heads, kv), on_change=_on_change,
-                 args=("n_kv_heads",),
-                 help="Only divisors of n_heads: each KV head serves n_heads/n_kv_heads "
-                      "query heads. MHA = n_heads, MQA = 1, GQA in between.")
+
+    def kv_entry() -> None:
+        st.selectbox("exact", options, key=field_key("n_kv_heads"),
+                     format_func=lambda kv: kv_label(n_heads, kv), on_change=_on_change,
+                     args=("n_kv_heads",),
+                     help="Only divisors of n_heads: each KV head serves n_heads/n_kv_heads "
+                          "query heads. MHA = n_heads, MQA = 1, GQA in between.")
+    slider_beside(field_key("n_kv_heads"), "n_kv_heads (key/value heads)", options, kv_entry,
+                  "n_kv_heads")
     after("n_kv_heads")
     st.radio("FFN width rule", list(FFN_RULES), key=KEY_FFN_RULE, format_func=FFN_RULES.get,
              on_change=_on_change, args=("ffn_hidden",))
@@ -177,13 +188,11 @@ def _draw_shape(values: dict[str, Any], after) -> None:
         st.number_input("ffn_dim_multiplier (0 = none)", min_value=0.0, max_value=8.0,
                         step=0.1, key=KEY_FFN_MULTIPLIER, on_change=_on_change,
                         args=("ffn_hidden",))
-    _int_input("ffn_hidden", "ffn_hidden (FFN inner size)", disabled=rule != "manual",
-               minimum=0, help="Set by the rule above; choose 'manual' to type it.")
-    after("ffn_hidden")
-    _int_input("vocab_size", "vocab_size", minimum=2)
-    after("vocab_size")
-    _int_input("max_seq_len", "max_seq_len")
-    after("max_seq_len")
+    shape("ffn_hidden", "ffn_hidden (FFN inner size)", "Set by the rule above; choose "
+          "'manual' to set it.", minimum=0, disabled=rule != "manual")
+    shape("vocab_size", "vocab_size", "Log-spaced, with the published tokenizers' sizes.",
+          minimum=2)
+    shape("max_seq_len", "max_seq_len", "Powers of two.")
 
 
 def _draw_recipe(values: dict[str, Any], after) -> None:
@@ -210,16 +219,21 @@ def _draw_recipe(values: dict[str, Any], after) -> None:
 def _draw_workload(values: dict[str, Any]) -> None:
     st.subheader("Workload")
     max_seq = max(1, values[field_key("max_seq_len")])
-    st.number_input("sequence length T", min_value=1, max_value=max_seq, step=1,
-                    key=KEY_SEQ_LEN, on_change=_on_change,
-                    help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len).")
+    slider_beside(KEY_SEQ_LEN, "sequence length T",
+                  workload_options("seq_len", values[KEY_SEQ_LEN], max_seq),
+                  lambda: st.number_input("exact", min_value=1, max_value=max_seq, step=1,
+                                          key=KEY_SEQ_LEN, on_change=_on_change),
+                  help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len); "
+                       "powers of two.")
     note = _state().get(KEY_SEQ_NOTE)
     if note and note[0] == values[KEY_SEQ_LEN]:
         st.caption("⚠️ " + note[1])
     else:
         _state()[KEY_SEQ_NOTE] = None
-    st.number_input("batch B", min_value=1, max_value=MAX_BATCH, step=1, key=KEY_BATCH,
-                    on_change=_on_change)
+    slider_beside(KEY_BATCH, "batch B", workload_options("batch", values[KEY_BATCH], MAX_BATCH),
+                  lambda: st.number_input("exact", min_value=1, max_value=MAX_BATCH, step=1,
+                                          key=KEY_BATCH, on_change=_on_change),
+                  help="Sequences per batch; powers of two.")
     st.selectbox("dtype (compute)", dtype_names(), key=KEY_DTYPE, on_change=_on_change,
                  help="What the matmuls and activations use; the weights and the KV cache are "
                       "stored at it unless set below.")

@@ -200,11 +200,6 @@ def kv_label(n_heads: int, n_kv_heads: int) -> str:
     return f"{n_kv_heads} · GQA ({n_heads // n_kv_heads} query heads per KV head)"
 
 
-def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
 def _query_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
