@@ -2,9 +2,11 @@
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.analysis import derive
 from llama_lab.figures.params import (block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len,
                                       params_sunburst)
 
+P = "llama_lab.page1."
 selection = ui.setup_page(
     "Parameters & FLOPs",
     "Closed-form counts for the sidebar's model, by component. FLOPs count 2 per multiply-add "
@@ -15,18 +17,23 @@ params = ui.param_count(cfg)
 flops = ui.flop_count(cfg, T, B)
 
 cols = st.columns(5)
-cols[0].metric("Parameters", ui.human_params(params.total), help=f"{params.total:,}",
-               delta=f"active {ui.human_params(params.active)}" if cfg.is_moe else None,
-               delta_color="off")
-cols[1].metric("Non-embedding", ui.human_params(params.non_embedding),
-               help=f"{params.non_embedding:,} (total − token embedding − learned positions)")
-cols[2].metric("Per block", ui.human_params(params.per_layer), help=f"{params.per_layer:,}")
-cols[3].metric("Forward FLOPs", ui.human_count(flops.forward, "FLOP"),
-               help=f"{flops.forward:,}: one forward over B={B} × T={T:,} tokens; causal "
-                    f"scores only: {flops.forward_causal:,}")
-cols[4].metric("Training step FLOPs", ui.human_count(flops.training_step, "FLOP"),
-               help=f"3 × forward = {flops.training_step:,}; PaLM's 6N + 12·L·H·Q·T per token: "
-                    f"{flops.palm_training_per_token:,}")
+ui.derived_metric(cols[0], "Parameters", ui.human_params(params.total), derive.params_total(cfg),
+                  P + "params", help=f"{params.total:,}",
+                  delta=f"active {ui.human_params(params.active)}" if cfg.is_moe else None,
+                  delta_color="off")
+ui.derived_metric(cols[1], "Non-embedding", ui.human_params(params.non_embedding),
+                  derive.params_non_embedding(cfg), P + "non_embedding",
+                  help=f"{params.non_embedding:,} (total − token embedding − learned positions)")
+ui.derived_metric(cols[2], "Per block", ui.human_params(params.per_layer),
+                  derive.params_per_block(cfg), P + "per_block", help=f"{params.per_layer:,}")
+ui.derived_metric(cols[3], "Forward FLOPs", ui.human_count(flops.forward, "FLOP"),
+                  derive.forward_flops(cfg, T, B), P + "forward",
+                  help=f"{flops.forward:,}: one forward over B={B} × T={T:,} tokens; causal "
+                       f"scores only: {flops.forward_causal:,}")
+ui.derived_metric(cols[4], "Training step FLOPs", ui.human_count(flops.training_step, "FLOP"),
+                  derive.training_flops(cfg, T, B), P + "training",
+                  help=f"3 × forward = {flops.training_step:,}; PaLM's 6N + 12·L·H·Q·T per "
+                       f"token: {flops.palm_training_per_token:,}")
 
 for note in ui.family_notes(cfg, params):
     st.info(note)

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from llama_lab import ui
-from llama_lab.analysis import DEFAULT_GPU
+from llama_lab.analysis import DEFAULT_GPU, derive
 from llama_lab.figures.kv import (kv_context_lengths, kv_dtype_frame, kv_memory_vs_context,
                                   kv_sharing_diagram)
 from llama_lab.figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
@@ -51,11 +51,13 @@ fit = ui.kv_fit(cfg, gpu, T, B, weights, kv_dtype)
 cols = st.columns(len(fit))
 for col, row in zip(cols, fit.itertuples()):
     marker = " (this model)" if row.is_current else ""
-    col.metric(f"{row.attention}{marker} · {row.n_kv_heads} KV head"
-               f"{'s' if row.n_kv_heads > 1 else ''}",
-               f"{ui.human_bytes(row.kv_bytes_per_token)}/token",
-               help=f"{row.kv_bytes_per_token:,} bytes per token; cache at B×T: "
-                    f"{ui.human_bytes(row.kv_cache_bytes)}")
+    ui.derived_metric(col, f"{row.attention}{marker} · {row.n_kv_heads} KV head"
+                      f"{'s' if row.n_kv_heads > 1 else ''}",
+                      f"{ui.human_bytes(row.kv_bytes_per_token)}/token",
+                      derive.kv_bytes_per_token(cfg.replace(n_kv_heads=row.n_kv_heads), kv_dtype),
+                      P + "kv." + row.attention,
+                      help=f"{row.kv_bytes_per_token:,} bytes per token; cache at B×T: "
+                           f"{ui.human_bytes(row.kv_cache_bytes)}")
     col.markdown(f"- cache at B×T: **{ui.human_bytes(row.kv_cache_bytes)}**\n"
                  f"- weights: {ui.human_bytes(row.weight_bytes)}\n"
                  f"- longest context at B={B} on {gpu.name}: **{row.max_context_at_batch:,}**\n"

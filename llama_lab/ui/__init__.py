@@ -35,6 +35,7 @@ from .state import (BUILDER_KEYS, CONFIG_FIELDS, DEFAULT_DTYPE, DEFAULT_PRESET, 
                     query_for, values_for_config, values_from_query)
 from ..units import escape_markdown
 from .state import KEY_MODEL_NAME, MAX_NAME, QUERY_NAME, model_name
+from .derivations import derived_metric, show_derivation
 from .inference import flash_section, quantisation_section, speculative_section
 from .inside import (attention_section, forward_trace, inside_choice, lens_section,
                      positions_section, stream_section)

@@ -14,7 +14,9 @@ from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
 from ..experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
 from ..units import human_bytes
+from ..analysis import derive
 from .cached import measured, show_table
+from .derivations import derived_metric
 from .runs import measure_on_view
 
 
@@ -78,11 +80,16 @@ def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str,
     quant = _weight_options(w, prefix)
     stored = analysis.weights_bytes(cfg, quant)
     cols = st.columns(3)
-    cols[0].metric(f"weights at {w}", human_bytes(stored.total),
-                   f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}", delta_color="off")
-    cols[1].metric(f"KV cache at {k}", f"{analysis.kv_cache_bytes_per_token(cfg, k):,} B/token")
-    cols[2].metric(f"longest context on {gpu} (B=1)",
-                   f"{analysis.max_context_that_fits(cfg, gpu, 1, quant, k):,}")
+    derived_metric(cols[0], f"weights at {w}", human_bytes(stored.total),
+                   derive.weights_stored(cfg, quant), prefix + "d.weights",
+                   delta=f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}",
+                   delta_color="off")
+    derived_metric(cols[1], f"KV cache at {k}",
+                   f"{analysis.kv_cache_bytes_per_token(cfg, k):,} B/token",
+                   derive.kv_bytes_per_token(cfg, k), prefix + "d.kv")
+    derived_metric(cols[2], f"longest context on {gpu} (B=1)",
+                   f"{analysis.max_context_that_fits(cfg, gpu, 1, quant, k):,}",
+                   derive.longest_context(cfg, gpu, 1, quant, k), prefix + "d.context")
     if quant.quantised:
         st.latex(rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{w} data}}}}"
                  rf" + \underbrace{{{stored.scales + stored.zero_points:,}}}_{{\text{{"

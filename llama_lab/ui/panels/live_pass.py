@@ -10,7 +10,9 @@ from ...experiments.live import (CAUSAL_MFU_NOTE, has_causal_mfu, live_memory_ta
                                  live_phase_figure, peak_memory_is_measured)
 from ...figures.common import logits_table
 from ...units import human_bytes, human_count
+from ...analysis import derive
 from ..cached import show_table
+from ..derivations import derived_metric
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
@@ -23,8 +25,11 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     cols[2].metric("Achieved", human_count(live.achieved_tflops * 1e12, "FLOP/s"),
                    help=f"{live.training_flops:.3e} FLOPs per step (3 × forward, analysis)")
     # the causal-attention MFU rides under the full-T×T one, as its delta
-    cols[3].metric("MFU", f"{live.mfu:.1%}",
-                   f"causal scores: {live.mfu_causal:.1%}" if causal else None,
+    derived_metric(cols[3], "MFU", f"{live.mfu:.1%}",
+                   derive.mfu(live.achieved_tflops * 1e12, live.peak_flops,
+                              live.peak_flops_source, sparse_quoted=live.device != "cpu"),
+                   prefix + "d.mfu",
+                   delta=f"causal scores: {live.mfu_causal:.1%}" if causal else None,
                    delta_color="off", delta_arrow="off",
                    help=f"peak {live.peak_flops / 1e12:.3g} TFLOP/s; attention scores over the "
                         f"full T×T" + ("; causal half only: " + human_count(
@@ -36,8 +41,9 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
 
     measured_peak = peak_memory_is_measured(live)
     cols = st.columns(4)
-    cols[0].metric("Initial loss", f"{live.initial_loss:.4f}",
-                   f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V", delta_color="off")
+    derived_metric(cols[0], "Initial loss", f"{live.initial_loss:.4f}",
+                   derive.initial_loss(entry.config.vocab_size), prefix + "d.loss",
+                   delta=f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V", delta_color="off")
     cols[1].metric("ln V", f"{live.ln_vocab:.4f}", help=f"V = {entry.config.vocab_size:,}")
     cols[2].metric("Peak memory" if measured_peak else "Peak memory (estimate)",
                    human_bytes(live.peak_memory_bytes), help=live.peak_memory_source)

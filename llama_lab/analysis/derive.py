@@ -1,0 +1,276 @@
+"""Every headline number explained: its formula, the formula with the config's values put in,
+the value that evaluates to (recomputed here from the terms, independently of the counters, and
+checked equal to them in the tests), the counting convention — with the other conventions in
+use elsewhere as alternatives, each with its own value — and the source.
+
+A ``Derivation``'s ``expression`` is plain arithmetic over its ``terms`` (names → numbers); the
+page shows it with the numbers substituted, and ``evaluate()`` computes it.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..config import ModelConfig
+from .common import checked_gpu
+from .flops import count_flops
+from .kv import kv_cache_bytes, kv_cache_bytes_per_token, max_context_that_fits, weight_bytes
+from .params import count_params, norm_params
+from .quant import as_weight_quant, kv_head_bytes, kv_scale_bytes, weights_bytes
+from .shapes import Shapes
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+@dataclass(frozen=True)
+class Derivation:
+    title: str
+    formula: str                  # LaTeX, in symbols
+    expression: str               # Python arithmetic over ``terms``
+    terms: dict                   # symbol → number (and what it is, in ``meaning``)
+    value: float                  # what the page shows (from the lab's counters)
+    source: str
+    convention: str = ""          # the counting convention this value follows
+    meaning: dict = field(default_factory=dict)     # symbol → words
+    alternatives: tuple = ()      # (label, Derivation): the same quantity by other conventions
+
+    def evaluate(self) -> float:
+        """The expression computed from the terms (no names but the terms are allowed)."""
+        unknown = set(_NAME.findall(self.expression)) - set(self.terms) - {"floor", "max"}
+        if unknown:
+            raise ValueError(f"expression names {sorted(unknown)} beyond its terms")
+        return eval(self.expression, {"__builtins__": {}, "floor": math.floor, "max": max},
+                    dict(self.terms))
+
+    def describe(self, name: str) -> str:
+        """What the term ``name`` is, in words ('' when it speaks for itself)."""
+        return self.meaning.get(name) or SHAPE_WORDS.get(name, "")
+
+    def substituted(self) -> str:
+        """The expression with every term's number in place, e.g. ``2 · 4 · 2 · 64 · 2``."""
+        def number(match: re.Match) -> str:
+            name = match.group(0)
+            if name not in self.terms:
+                return name
+            value = self.terms[name]
+            return f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
+        text = _NAME.sub(number, self.expression)
+        return text.replace("**", "^").replace("*", " · ").replace("//", " ÷ ").replace("/", " ÷ ")
+
+
+SHAPE_WORDS = {"L": "blocks", "C": "d_model", "H": "query heads", "G": "KV heads",
+               "D": "head_dim", "F": "FFN width", "V": "vocabulary", "B": "batch",
+               "T": "tokens per sequence", "E": "experts", "k": "experts per token",
+               "F_e": "expert width"}
+
+
+def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
+    """One block's parameters as an expression: attention, FFN (or router and experts), norms,
+    and whatever biases and QK-norm the family has."""
+    s = Shapes.of(cfg)
+    terms = {"C": s.C, "H": s.H, "G": s.G, "D": s.D}
+    parts = ["C*H*D + 2*C*G*D + H*D*C"]
+    attn_bias = (s.H * s.D + 2 * s.G * s.D if cfg.qkv_bias else 0) + (s.C if cfg.o_bias else 0)
+    if attn_bias:
+        terms["b_attn"] = attn_bias
+        parts.append("b_attn")
+    if cfg.qk_norm:
+        parts.append("2*D")
+    if sparse:
+        terms.update(E=s.E, F_e=s.Fe)
+        parts.append("C*E + E*3*C*F_e")
+    else:
+        terms.update(n_ffn=s.n_ffn_matrices, F=s.F)
+        parts.append("n_ffn*C*F")
+        if cfg.mlp_bias:
+            terms["b_ffn"] = (2 * s.F if s.n_ffn_matrices == 3 else s.F) + s.C
+            parts.append("b_ffn")
+    terms["n_norm"] = norm_params(cfg)
+    parts.append("2*n_norm")
+    return " + ".join(parts), terms
+
+
+def params_total(cfg: ModelConfig) -> Derivation:
+    p = count_params(cfg)
+    n_sparse = sum(cfg.moe_layer_flags)
+    terms = {"V": cfg.vocab_size, "C": cfg.d_model, "untied": int(not cfg.tie_embeddings),
+             "n_final": norm_params(cfg) if cfg.final_norm else 0}
+    blocks = []
+    for sparse, count in ((False, cfg.n_layers - n_sparse), (True, n_sparse)):
+        if count:
+            expr, block_terms = _block_terms(cfg, sparse)
+            name = "N_sparse" if sparse else "N_dense"
+            terms[name] = eval(expr, {"__builtins__": {}}, block_terms)
+            terms["L_sparse" if sparse else "L_dense"] = count
+            blocks.append(f"L_{'sparse' if sparse else 'dense'}*{name}")
+    expression = " + ".join(blocks) + " + V*C + untied*V*C + n_final"
+    if cfg.pos_encoding == "learned":
+        terms["P"] = cfg.max_seq_len
+        expression += " + P*C"
+    per_block = params_per_block(cfg)
+    return Derivation("Parameters", r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",
+              expression, terms, p.total,
+              "closed form, equal to the module's own count (built on the meta device) and to "
+              "transformers' class for the family", "every parameter once; a tied lm_head shares "
+              "the embedding matrix",
+              meaning={"N_dense": f"a dense block: {per_block.expression}"},
+              alternatives=(("non-embedding (Kaplan et al. 2020)", params_non_embedding(cfg)),))
+
+
+def params_per_block(cfg: ModelConfig) -> Derivation:
+    expr, terms = _block_terms(cfg, cfg.moe_layer_flags[0])
+    return Derivation("Per block (block 0)", r"N_\text{block} = \underbrace{C H D + 2 C G D + H D C}_"
+              r"{q,\,k,\,v,\,o} + \underbrace{n_\text{FFN}\, C F}_{\text{FFN}} + 2\,n_\text{norm}",
+              expr, terms, count_params(cfg).per_layer,
+              "closed form; the module's own count on the meta device agrees",
+              "GQA/MQA: k and v have G < H heads; SwiGLU has three FFN matrices (n_FFN = 3), the "
+              "2017 FFN two; a LayerNorm has γ and β (n_norm = 2C), RMSNorm γ only",
+              meaning={"n_norm": "one norm's parameters", "n_ffn": "FFN matrices"})
+
+
+def params_non_embedding(cfg: ModelConfig) -> Derivation:
+    p = count_params(cfg)
+    terms = {"N": p.total, "V": cfg.vocab_size, "C": cfg.d_model,
+             "N_pos": p.by_component["positional"]}
+    return Derivation("Non-embedding parameters", r"N_\text{non-emb} = N - V C - N_\text{pos}",
+              "N - V*C - N_pos", terms, p.non_embedding,
+              "Kaplan et al. 2020, Scaling Laws for Neural Language Models, §2.1",
+              "the token embedding (and a learned position table) left out; an untied lm_head "
+              "stays in")
+
+
+def forward_flops(cfg: ModelConfig, seq_len: int, batch: int,
+                  per_token: bool = False) -> Derivation:
+    """One forward over B×T tokens (``per_token``: divided by B·T), 2 FLOPs per multiply-add,
+    scores over the full T×T; the causal half as the alternative."""
+    f = count_flops(cfg, seq_len, batch)
+    matmul = f.forward - f.by_component["attention_scores"]
+    s = Shapes.of(cfg)
+    terms = {"B": batch, "T": seq_len, "N_mm": matmul // (2 * batch * seq_len), "H": s.H,
+             "D": s.D, "S": f.by_component["attention_scores"] // (4 * s.H * s.D)}
+    # S: query-key pairs summed over blocks (B·T·T per block without a window)
+    meaning = {"N_mm": "multiply-adds per token in the weight matmuls (q, k, v, o, FFN, "
+                       "lm_head, router)", "S": "query-key pairs, summed over the blocks"}
+    expression, formula = "2*B*T*N_mm + 4*H*D*S", (r"F = 2\,B T N_\text{mm} + 4\,H D\,\sum_"
+                                                   r"\ell (\text{query-key pairs})_\ell")
+    if per_token:
+        expression, formula = f"({expression})/(B*T)", formula + r"\quad \div\; B T"
+    tokens = batch * seq_len if per_token else 1
+    full = Derivation("Forward FLOPs" + (" per token" if per_token else ""), formula, expression, terms,
+              f.forward / tokens if per_token else f.forward,
+              "counted per matmul; equal to PyTorch's FlopCounterMode on a real forward and to "
+              "fvcore", "scores over the full T×T (what a naive implementation multiplies)",
+              meaning)
+    causal_terms = dict(terms, S=f.attention_scores_causal // (4 * s.H * s.D))
+    causal = Derivation("Forward FLOPs (causal)", full.formula, full.expression, causal_terms,
+                f.forward_causal / tokens if per_token else f.forward_causal, "FlashAttention skips the masked blocks: T(T+1)/2 pairs per "
+                "sequence", "only the pairs a causal mask keeps", meaning)
+    return Derivation(full.title, full.formula, full.expression, terms, full.value, full.source,
+              full.convention, meaning, (("causal half (T(T+1)/2 pairs)", causal),))
+
+
+def training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> Derivation:
+    """A training step: 3 × the forward (backward = 2 × forward); the 6N estimates as
+    alternatives, with and without the embeddings in N."""
+    f = count_flops(cfg, seq_len, batch)
+    p = count_params(cfg)
+    tokens = batch * seq_len
+    exact = Derivation("Training step FLOPs", r"F_\text{step} = 3\,F_\text{fwd}", "3*F_fwd",
+               {"F_fwd": f.forward}, f.training_step,
+               "backward = 2 × forward: one matmul for the input's gradient, one for the "
+               "weight's (Kaplan et al. 2020, §2.1)", "the forward's count, scores over T×T")
+    six = [(f"6N, N {label}", Derivation("6N estimate", r"F_\text{step} \approx 6\,N\,B T", "6*N*B*T",
+                                 {"N": n, "B": batch, "T": seq_len}, 6 * n * tokens,
+                                 "Kaplan et al. 2020: C ≈ 6N per token, N non-embedding",
+                                 f"N {label}; attention scores left out"))
+           for label, n in (("without the embeddings", p.non_embedding),
+                            ("with the embeddings", p.total))]
+    return Derivation(exact.title, exact.formula, exact.expression, exact.terms, exact.value,
+              exact.source, exact.convention, alternatives=tuple(six))
+
+
+def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
+    s = Shapes.of(cfg)
+    head = kv_head_bytes(kv_dtype, s.D)
+    terms = {"L": s.L, "G": s.G, "b_head": head}
+    return Derivation(f"KV cache per token ({kv_dtype})", r"2\,(K, V) \cdot L \cdot G \cdot b_\text{head}",
+              "2*L*G*b_head", terms, kv_cache_bytes_per_token(cfg, kv_dtype),
+              "what a decoder caches: each block's K and V of every KV head",
+              f"b_head = D · bytes per element{' + an fp16 scale' if kv_scale_bytes(kv_dtype) else ''} "
+              f"({kv_dtype}); GQA/MQA cut G",
+              meaning={"b_head": f"bytes of one KV head's vector at {kv_dtype} (D = {s.D})"})
+
+
+def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Derivation:
+    per = kv_cache_bytes_per_token(cfg, kv_dtype)
+    local = sum(cfg.local_layer_flags)
+    window = cfg.sliding_window or seq_len
+    terms = {"b_tok": per, "B": batch, "T": seq_len, "L": cfg.n_layers, "L_w": local,
+             "W": min(window, seq_len)}
+    return Derivation(f"KV cache at B×T ({kv_dtype})",
+              r"b_\text{tok}\,B\,\frac{L_w \min(W, T) + (L - L_w)\,T}{L}",
+              "b_tok*B*(L_w*W + (L - L_w)*T)//L", terms, kv_cache_bytes(cfg, seq_len, batch, kv_dtype),
+              "bytes per token × tokens held", "a sliding-window block holds at most W tokens",
+              meaning={"L_w": "blocks with a sliding window"})
+
+
+def weights_stored(cfg: ModelConfig, weights) -> Derivation:
+    stored = weights_bytes(cfg, weights)
+    quant = as_weight_quant(weights)
+    terms = {"data": stored.quantised, "scales": stored.scales + stored.zero_points,
+             "kept": stored.kept}
+    return Derivation(f"Weights at {quant.dtype}", r"\text{data} + \text{scales} + \text{kept}",
+              "data + scales + kept", terms, weight_bytes(cfg, weights),
+              "equal to the bytes of real quantised tensors (llama_lab.model.quant)",
+              f"{quant.dtype}: group size {quant.group_size}, {quant.scale_dtype} scales; "
+              f"kept in bf16: {', '.join(quant.keep) if quant.quantised else 'everything'}")
+
+
+def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -> Derivation:
+    g = checked_gpu(gpu)
+    terms = {"M": g.memory_bytes, "W_bytes": weight_bytes(cfg, weights), "B": batch,
+             "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype)}
+    value = max_context_that_fits(cfg, g, batch, weights, kv_dtype)
+    formula = r"\left\lfloor \frac{M - W_\text{bytes}}{B\,b_\text{tok}} \right\rfloor"
+    expression, note = "max(0, (M - W_bytes)//(B*b_tok))", (
+        "weights + KV cache ≤ GPU memory; decoding's activations are small and not reserved")
+    local = sum(cfg.local_layer_flags)
+    free = terms["M"] - terms["W_bytes"]
+    if local and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype) \
+            and local < cfg.n_layers:             # past W only the global blocks grow
+        terms.update(W=cfg.sliding_window, C_W=kv_cache_bytes(cfg, cfg.sliding_window, batch,
+                                                                kv_dtype),
+                     b_glob=terms["b_tok"] * (cfg.n_layers - local) // cfg.n_layers)
+        formula = (r"W + \left\lfloor \frac{M - W_\text{bytes} - C_W}{B\,b_\text{glob}}"
+                   r"\right\rfloor")
+        expression = "W + (M - W_bytes - C_W)//(B*b_glob)"
+        note = ("sliding-window blocks stop growing at W tokens (C_W: the cache at W); past it "
+                "only the other blocks grow, b_glob per token")
+    elif local == cfg.n_layers and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch,
+                                                          kv_dtype):
+        terms["T_max"] = value
+        expression, note = "T_max", "every block holds at most W tokens: the cache stops growing"
+    return Derivation(f"Longest context on {g.name}", formula, expression, terms, value, g.source, note)
+
+
+def mfu(achieved_flops_per_s: float, peak: float, peak_source: str,
+        sparse_quoted: bool = True) -> Derivation:
+    """``sparse_quoted``: the peak is a data sheet's dense figure, beside which it quotes a 2:4
+    sparse one at twice the rate (not for a peak measured on this machine)."""
+    terms = {"F_s": achieved_flops_per_s, "P": peak}
+    sparse = Derivation("MFU against the sparse peak", r"\text{MFU} = F_s / (2P)", "F_s/(2*P)", terms,
+                achieved_flops_per_s / (2 * peak), "data sheets quote 2:4 structured sparsity "
+                "at twice the dense rate", "the sparsity figure: dense matmuls never reach it")
+    return Derivation("MFU", r"\text{MFU} = \frac{F_s}{P_\text{dense}}", "F_s/P", terms,
+              achieved_flops_per_s / peak, peak_source,
+              "the dense peak: what a dense matmul can reach (Chowdhery et al. 2022, PaLM §B)",
+              alternatives=(("sparse peak (data sheet's 2:4 figure)", sparse),)
+              if sparse_quoted else ())
+
+
+def initial_loss(vocab: int) -> Derivation:
+    return Derivation("Initial loss ≈ ln V", r"\mathcal{L}_0 \approx \ln V", "ln_V",
+              {"ln_V": math.log(vocab), "V": vocab}, math.log(vocab),
+              "a freshly initialised model predicts nearly uniformly over V tokens: "
+              "−ln(1/V)", "natural log (nats)")

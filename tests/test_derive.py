@@ -1,0 +1,116 @@
+"""Every headline number's derivation (issue 14): its expression, evaluated from its own terms,
+equals the lab's number for every preset and several workloads; each alternative convention
+equals the counter's other figure (causal half, 6N with and without embeddings, sparse peak);
+and a hand check of the seed demo's numbers."""
+import math
+
+import pytest
+
+from llama_lab import analysis
+from llama_lab.analysis import derive
+from llama_lab.config import PRESETS
+from llama_lab.runtime.hardware import GPUS
+
+PRESET_NAMES = sorted(PRESETS)
+
+
+def holds(d: derive.Derivation) -> None:
+    assert d.evaluate() == pytest.approx(d.value, rel=1e-12), (d.title, d.substituted())
+    for _, alt in d.alternatives:
+        holds(alt)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_every_derivation_evaluates_to_the_number_shown(name):
+    cfg = PRESETS[name]
+    T = min(2048, cfg.max_seq_len)
+    for d in (derive.params_total(cfg), derive.params_per_block(cfg),
+              derive.params_non_embedding(cfg), derive.forward_flops(cfg, T, 2),
+              derive.forward_flops(cfg, T, 2, per_token=True),
+              derive.training_flops(cfg, T, 2)):
+        holds(d)
+    for kv_dtype in ("bf16", "fp8", "int8", "int4"):
+        holds(derive.kv_bytes_per_token(cfg, kv_dtype))
+        holds(derive.kv_cache(cfg, T, 3, kv_dtype))
+    for weights in ("bf16", "int4", "int8", "fp8"):
+        holds(derive.weights_stored(cfg, weights))
+        for gpu in ("H100 80GB", "L4"):
+            holds(derive.longest_context(cfg, gpu, 1, weights, "fp8"))
+
+
+def test_a_sliding_window_past_its_window_and_within_it():
+    cfg = PRESETS["mistral-7b"].replace(sliding_window=1024)
+    for T in (512, 1024, 4096):
+        holds(derive.kv_cache(cfg, T, 2, "bf16"))
+    holds(derive.longest_context(cfg, "H100 80GB", 4, "bf16", "bf16"))
+    half = cfg.replace(local_layers="every:2")
+    holds(derive.longest_context(half, "H100 80GB", 4, "bf16", "bf16"))
+    assert "W" in derive.longest_context(half, "H100 80GB", 4, "bf16", "bf16").terms
+
+
+def test_the_alternatives_are_the_other_conventions_figures():
+    cfg = PRESETS["llama-3-8b"]
+    flops = analysis.count_flops(cfg, 4096, 1)
+    fwd = derive.forward_flops(cfg, 4096, 1)
+    assert dict(fwd.alternatives)["causal half (T(T+1)/2 pairs)"].value == flops.forward_causal
+    params = analysis.count_params(cfg)
+    six = dict(derive.training_flops(cfg, 4096, 1).alternatives)
+    assert six["6N, N without the embeddings"].value == 6 * params.non_embedding * 4096
+    assert six["6N, N with the embeddings"].value == 6 * params.total * 4096
+    m = derive.mfu(400e12, 989e12, "H100")
+    assert m.value == pytest.approx(400 / 989)
+    assert dict(m.alternatives)["sparse peak (data sheet's 2:4 figure)"].value == \
+        pytest.approx(400 / 1978)
+
+
+def test_the_seed_demo_by_hand():
+    cfg = PRESETS["seed-demo"]
+    total = derive.params_total(cfg)
+    # 4 blocks × (512·512 + 2·512·128 + 512·512 + 3·512·1365 + 2·512) + 2 · 32000 · 512 + 512
+    block = 512 * 512 * 2 + 2 * 512 * 128 + 3 * 512 * 1365 + 2 * 512
+    assert total.value == 4 * block + 2 * 32000 * 512 + 512 == 43_780_608
+    assert "4 · 2,753,024" in total.substituted()
+    kv = derive.kv_bytes_per_token(cfg, "bf16")
+    assert kv.value == 2 * 4 * 2 * 64 * 2 and kv.substituted() == "2 · 4 · 2 · 128"
+    assert derive.initial_loss(32000).value == pytest.approx(math.log(32000))
+    ctx = derive.longest_context(cfg, GPUS["H100 80GB"], 1, "bf16", "bf16")
+    assert ctx.value == (80 * 10**9 - 87_561_216) // 2048
+
+
+def test_an_expression_may_name_only_its_terms():
+    bad = derive.Derivation("x", "", "__import__('os')", {}, 0, "")
+    with pytest.raises(ValueError, match="beyond its terms"):
+        bad.evaluate()
+
+
+# ---- the pages open them -------------------------------------------------------------------------
+from pathlib import Path  # noqa: E402
+
+from apptest_helpers import open_page  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_parameters_page_opens_each_derivation_and_its_conventions():
+    at = open_page(ROOT / "pages" / "1_Parameters_and_FLOPs.py", {"preset": "seed-demo"})
+    text = " ".join(m.value for m in at.markdown)
+    assert "= 4 · 2,753,024 + 32,000 · 512 + 1 · 32,000 · 512 + 512 = **43,780,608**" in text
+    flops = analysis.count_flops(PRESETS["seed-demo"], 128, 1)
+    assert f"**{flops.forward:,}**" in text
+    at.radio(key="llama_lab.page1.forward").set_value("causal half (T(T+1)/2 pairs)").run()
+    text = " ".join(m.value for m in at.markdown)
+    assert f"**{flops.forward_causal:,}**" in text
+    at.radio(key="llama_lab.page1.training").set_value("6N, N without the embeddings").run()
+    params = analysis.count_params(PRESETS["seed-demo"])
+    assert f"**{6 * params.non_embedding * 128:,}**" in " ".join(m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("page,query,expected", [
+    ("home.py", {"preset": "llama-3-8b", "kv": "fp8"}, "= 2 · 32 · 8 · 128 = **65,536**"),
+    ("pages/2_KV_cache_and_attention.py", {"preset": "seed-demo"}, "= 2 · 4 · 8 · 128 = **8,192**"),
+    ("pages/8_Inference_systems.py", {"preset": "llama-3-8b", "weights": "int4"},
+     "**5,700,591,616**"),
+])
+def test_other_pages_open_their_numbers_derivations(page, query, expected):
+    at = open_page(ROOT / page, query, timeout=120)
+    assert expected in " ".join(m.value for m in at.markdown)
