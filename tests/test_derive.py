@@ -114,3 +114,20 @@ def test_the_parameters_page_opens_each_derivation_and_its_conventions():
 def test_other_pages_open_their_numbers_derivations(page, query, expected):
     at = open_page(ROOT / page, query, timeout=120)
     assert expected in " ".join(m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("name", ["seed-demo", "llama-3-8b", "qwen3-30b-a3b", "transformer-2017"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_attentions_kept_bytes_by_their_formulas(name, dtype):
+    for path in ("naive", "flash"):
+        holds(derive.attention_kept(PRESETS[name], 1024, 2, dtype, path))
+
+
+def test_a_measured_runs_derivations_are_its_definitions():
+    from llama_lab.experiments import live_pass
+    live = live_pass(PRESETS["debug"], 16, 2, device="cpu", dtype="fp32", iters=1)
+    holds(derive.throughput(live.batch, live.seq_len, live.step_ms, live.tokens_per_s))
+    holds(derive.achieved_flops(live.training_flops, live.step_ms, live.achieved_tflops * 1e12))
+    m = derive.mfu(live.achieved_tflops * 1e12, live.peak_flops, live.peak_flops_source,
+                   sparse_quoted=False)
+    assert m.value == pytest.approx(live.mfu) and m.alternatives == ()

@@ -274,3 +274,43 @@ def initial_loss(vocab: int) -> Derivation:
               {"ln_V": math.log(vocab), "V": vocab}, math.log(vocab),
               "a freshly initialised model predicts nearly uniformly over V tokens: "
               "−ln(1/V)", "natural log (nats)")
+
+
+def throughput(batch: int, seq_len: int, step_ms: float, tokens_per_s: float) -> Derivation:
+    return Derivation("Tokens per second", r"\frac{B\,T}{t_\text{step}}", "B*T/t_step",
+                      {"B": batch, "T": seq_len, "t_step": step_ms / 1e3}, tokens_per_s,
+                      "measured: the median of the timed steps (the warm-up step excluded)",
+                      "t_step in seconds, forward + backward + AdamW",
+                      {"t_step": "seconds per training step"})
+
+
+def achieved_flops(training_flops: float, step_ms: float, achieved: float) -> Derivation:
+    return Derivation("Achieved FLOP/s", r"\frac{3\,F_\text{fwd}}{t_\text{step}}",
+                      "F_step/t_step", {"F_step": training_flops, "t_step": step_ms / 1e3},
+                      achieved, "the analysis' training-step FLOPs over the measured step time",
+                      "3 × forward, scores over the full T×T; the optimizer's element-wise "
+                      "work not counted", {"F_step": "FLOPs of one training step",
+                                           "t_step": "seconds per step"})
+
+
+def attention_kept(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, path: str) -> Derivation:
+    """What attention keeps for backward in one forward, all blocks: ``path`` naive or flash."""
+    from .flash import STATS_BYTES, attention_memory
+    from ..model import SDPA_HAS_GQA
+    s = Shapes.of(cfg)
+    r = attention_memory(cfg, seq_len, batch, dtype)
+    b = {"fp32": 4, "bf16": 2, "fp16": 2}[dtype]
+    terms = {"L": s.L, "B": batch, "H": s.H, "T": seq_len, "D": s.D, "b": b}
+    if path == "naive":
+        return Derivation("Kept for backward, naive", r"L\,\big(b\,B H (3 T D + T^2) + T^2\big)",
+                          "L*(b*B*H*(3*T*D + T*T) + T*T)", terms, r.naive_bytes,
+                          "saved-tensor hooks on reference_attention agree (test_flash)",
+                          "Q, K, V at H heads and the T×T probabilities at b bytes, plus the "
+                          "bool mask")
+    terms.update(G=s.G if SDPA_HAS_GQA else s.H, s_stat=STATS_BYTES)
+    return Derivation("Kept for backward, fused", r"L\,\big(b\,B T D\,(2H + 2G) + s\,B H T\big)",
+                      "L*(b*B*T*D*(2*H + 2*G) + s_stat*B*H*T)", terms, r.flash_bytes,
+                      "Dao et al. 2022: the output and the log-sum-exp; saved-tensor hooks on "
+                      "scaled_dot_product_attention agree (test_flash)",
+                      "Q, O at H heads, K, V at G, and one fp32 statistic per query and head",
+                      {"s_stat": "bytes of the log-sum-exp per query and head"})

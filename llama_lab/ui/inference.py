@@ -130,8 +130,10 @@ def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: 
     st.latex(rf"\text{{naive/layer}} = b\,H\,(3TD + T^2) + T^2 = {r.naive_layer_bytes:,}"
              rf"\qquad \text{{fused/layer}} = b\,T D\,(2H + 2G) + 4 H T = {r.flash_layer_bytes:,}")
     cols = st.columns(4)
-    cols[0].metric(f"kept, naive (T={seq_len:,})", human_bytes(r.naive_bytes))
-    cols[1].metric("kept, fused", human_bytes(r.flash_bytes))
+    derived_metric(cols[0], f"kept, naive (T={seq_len:,})", human_bytes(r.naive_bytes),
+                   derive.attention_kept(cfg, seq_len, 1, dtype, "naive"), prefix + "d.naive")
+    derived_metric(cols[1], "kept, fused", human_bytes(r.flash_bytes),
+                   derive.attention_kept(cfg, seq_len, 1, dtype, "flash"), prefix + "d.flash")
     cols[2].metric("HBM traffic, naive ÷ fused", f"{r.naive_hbm_bytes / r.flash_hbm_bytes:.3g}×",
                    help=f"Dao et al. 2022, Thm 2: SRAM M = {r.sram_bytes:,} bytes on {gpu} "
                         f"(B_c = {r.block_cols}, B_r = {r.block_rows})")

@@ -15,14 +15,17 @@ from ..cached import show_table
 from ..derivations import derived_metric
 
 
-def show(entry: ExperimentEntry, prefix: str) -> None:
-    live = entry.result
+def _speed(live, prefix: str) -> None:
+    """Step time, throughput, achieved FLOP/s and MFU, each with its derivation."""
     causal = has_causal_mfu(live)
     cols = st.columns(4)
     cols[0].metric("Step", f"{live.step_ms:.1f} ms", help=f"median of {live.iters} timed steps")
-    cols[1].metric("Tokens/s", human_count(live.tokens_per_s),
-                   help=f"{live.tokens_per_s:,.0f} tokens per second")
-    cols[2].metric("Achieved", human_count(live.achieved_tflops * 1e12, "FLOP/s"),
+    derived_metric(cols[1], "Tokens/s", human_count(live.tokens_per_s),
+                   derive.throughput(live.batch, live.seq_len, live.step_ms, live.tokens_per_s),
+                   prefix + "d.tokens", help=f"{live.tokens_per_s:,.0f} tokens per second")
+    derived_metric(cols[2], "Achieved", human_count(live.achieved_tflops * 1e12, "FLOP/s"),
+                   derive.achieved_flops(live.training_flops, live.step_ms,
+                                         live.achieved_tflops * 1e12), prefix + "d.achieved",
                    help=f"{live.training_flops:.3e} FLOPs per step (3 × forward, analysis)")
     # the causal-attention MFU rides under the full-T×T one, as its delta
     derived_metric(cols[3], "MFU", f"{live.mfu:.1%}",
@@ -38,6 +41,11 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
                f"{live.peak_flops_source}. Warm-up step (excluded): {live.warmup_s:.2f} s."
                + (" " + CAUSAL_MFU_NOTE if causal else ""))
     st.plotly_chart(live_phase_figure(live), key=prefix + "chart_phases")
+
+
+def show(entry: ExperimentEntry, prefix: str) -> None:
+    live = entry.result
+    _speed(live, prefix)
 
     measured_peak = peak_memory_is_measured(live)
     cols = st.columns(4)
