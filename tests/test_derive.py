@@ -131,3 +131,23 @@ def test_a_measured_runs_derivations_are_its_definitions():
     m = derive.mfu(live.achieved_tflops * 1e12, live.peak_flops, live.peak_flops_source,
                    sparse_quoted=False)
     assert m.value == pytest.approx(live.mfu) and m.alternatives == ()
+
+
+@pytest.mark.parametrize("name", ["seed-demo", "llama-3-8b", "qwen3-8b"])
+@pytest.mark.parametrize("T", [128, 1000, 8192])
+def test_the_hbm_ratio_by_dao_et_als_counts(name, T):
+    holds(derive.hbm_ratio(PRESETS[name], T, 1, "bf16", "H100 80GB"))
+    holds(derive.hbm_ratio(PRESETS[name], T, 2, "fp32", "A100 80GB"))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_the_speculative_speedup_and_its_formula(alpha):
+    predicted = analysis.speculation(alpha, 4, 0.1).speedup
+    d = derive.speculative_speedup(0.4 / 0.25, 0.4, 0.25, alpha, 4, 0.1, predicted)
+    holds(d)
+
+
+def test_a_ratio_over_seeds_is_the_median_of_the_seeds_ratios():
+    holds(derive.seed_median_ratio([2.1, 1.9, 2.5, 0.4, 3.0], "x"))
+    assert derive.seed_median_ratio([1.0, 3.0], "x").value == 2.0
+    holds(derive.quantised_share(488_528, 3_017_216, "int4"))

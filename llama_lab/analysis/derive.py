@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from statistics import median
 from dataclasses import dataclass, field
 
 from ..config import ModelConfig
@@ -21,6 +22,8 @@ from .quant import as_weight_quant, kv_head_bytes, kv_scale_bytes, weights_bytes
 from .shapes import Shapes
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_FUNCTIONS = {"floor": math.floor, "max": max, "ceil_div": lambda a, b: -(-a // b),
+              "median": lambda *values: median(values)}
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,10 @@ class Derivation:
 
     def evaluate(self) -> float:
         """The expression computed from the terms (no names but the terms are allowed)."""
-        unknown = set(_NAME.findall(self.expression)) - set(self.terms) - {"floor", "max"}
+        unknown = set(_NAME.findall(self.expression)) - set(self.terms) - set(_FUNCTIONS)
         if unknown:
             raise ValueError(f"expression names {sorted(unknown)} beyond its terms")
-        return eval(self.expression, {"__builtins__": {}, "floor": math.floor, "max": max},
-                    dict(self.terms))
+        return eval(self.expression, {"__builtins__": {}, **_FUNCTIONS}, dict(self.terms))
 
     def describe(self, name: str) -> str:
         """What the term ``name`` is, in words ('' when it speaks for itself)."""
@@ -314,3 +316,62 @@ def attention_kept(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, path:
                       "scaled_dot_product_attention agree (test_flash)",
                       "Q, O at H heads, K, V at G, and one fp32 statistic per query and head",
                       {"s_stat": "bytes of the log-sum-exp per query and head"})
+
+
+def hbm_ratio(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, gpu) -> Derivation:
+    """Dao et al. 2022, Theorem 2: one head's HBM accesses, standard over FlashAttention."""
+    from .flash import attention_memory
+    r = attention_memory(cfg, seq_len, batch, dtype, gpu)
+    terms = {"N": seq_len, "d": cfg.head_dim, "B_c": r.block_cols}
+    return Derivation(
+        "HBM traffic, naive ÷ fused",
+        r"\frac{4 N d + 4 N^2}{2 N d + \lceil N / B_c \rceil\,(3 N d + 4 N)}",
+        "(4*N*d + 4*N*N)/(2*N*d + ceil_div(N, B_c)*(3*N*d + 4*N))", terms,
+        r.naive_hbm_bytes / r.flash_hbm_bytes,
+        f"Dao et al. 2022, Algorithm 1 and Theorem 2, with {r.gpu}'s {r.sram_bytes:,} bytes of "
+        f"shared memory per SM", f"elements read and written in one forward; B_c = ⌈M / 4d⌉ "
+        f"columns per block (M: the shared memory in elements of {dtype})",
+        {"N": "sequence length", "d": "head_dim", "B_c": "key/value block size"})
+
+
+def speculative_speedup(measured: float, greedy_s: float, speculative_s: float, alpha: float,
+                        gamma: int, cost_ratio: float, predicted: float) -> Derivation:
+    """A live run's speedup — the target alone's time over speculative decoding's — and
+    Leviathan et al.'s prediction at the measured α and c as the alternative."""
+    formula = Derivation(
+        "Predicted speedup (Leviathan et al. 2023)",
+        r"\frac{1 - \alpha^{\gamma+1}}{(1 - \alpha)(\gamma c + 1)}",
+        "(1 - alpha**(gamma + 1))/((1 - alpha)*(gamma*c + 1))" if alpha < 1
+        else "(gamma + 1)/(gamma*c + 1)",
+        {"alpha": alpha, "gamma": gamma, "c": cost_ratio}, predicted,
+        "Leviathan et al. 2023, Fast Inference from Transformers via Speculative Decoding, "
+        "Theorem 3.8 and Corollary 3.9", "a verification of γ + 1 tokens costs one target step",
+        {"alpha": "measured acceptance rate", "c": "measured draft step ÷ target step"})
+    return Derivation(
+        "Measured speedup", r"\frac{t_\text{greedy}}{t_\text{speculative}}", "t_greedy/t_spec",
+        {"t_greedy": greedy_s, "t_spec": speculative_s}, measured,
+        "median wall times of the same decoding, the target alone and with the draft",
+        "the same prompt and number of new tokens; the output checked identical",
+        {"t_greedy": "seconds, the target alone", "t_spec": "seconds, speculatively"},
+        (("Leviathan et al.'s formula at the measured α and c", formula),))
+
+
+def seed_median_ratio(ratios: list, what: str) -> Derivation:
+    """A Post/Pre ratio reported over seeds: the median of the seeds' own ratios."""
+    terms = {f"r_{i}": float(r) for i, r in enumerate(ratios)}
+    return Derivation(
+        "Post ÷ Pre over seeds", r"\operatorname{median}_s \frac{\lVert\nabla W\rVert_"
+        r"\text{Post}}{\lVert\nabla W\rVert_\text{Pre}}",
+        f"median({', '.join(terms)})", terms, median(list(terms.values())),
+        "measured: one forward/backward per arm and seed, the same weights and batch in both "
+        "arms (Xiong et al. 2020, Theorem 1 for the expectation)",
+        f"{what}; each seed's ratio first, then the median (a ratio of medians would mix seeds)",
+        {name: f"seed {i}'s ratio" for i, name in enumerate(terms)})
+
+
+def quantised_share(measured: int, fp32: int, dtype: str) -> Derivation:
+    return Derivation(
+        "Bytes vs fp32", r"\frac{\text{bytes}_\text{quantised}}{\text{bytes}_\text{fp32}}",
+        "bytes_q/bytes_fp32", {"bytes_q": measured, "bytes_fp32": fp32}, measured / fp32,
+        "measured: the storage of the live model's tensors (data, scales, kept tensors)",
+        f"{dtype} data with its scales; embeddings, lm_head and norms kept in bf16")

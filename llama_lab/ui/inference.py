@@ -134,7 +134,9 @@ def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: 
                    derive.attention_kept(cfg, seq_len, 1, dtype, "naive"), prefix + "d.naive")
     derived_metric(cols[1], "kept, fused", human_bytes(r.flash_bytes),
                    derive.attention_kept(cfg, seq_len, 1, dtype, "flash"), prefix + "d.flash")
-    cols[2].metric("HBM traffic, naive ÷ fused", f"{r.naive_hbm_bytes / r.flash_hbm_bytes:.3g}×",
+    derived_metric(cols[2], "HBM traffic, naive ÷ fused",
+                   f"{r.naive_hbm_bytes / r.flash_hbm_bytes:.3g}×",
+                   derive.hbm_ratio(cfg, seq_len, 1, dtype, gpu), prefix + "d.hbm",
                    help=f"Dao et al. 2022, Thm 2: SRAM M = {r.sram_bytes:,} bytes on {gpu} "
                         f"(B_c = {r.block_cols}, B_r = {r.block_rows})")
     cols[3].metric("naive stops fitting at", f"T = {r.naive_fits_up_to:,}",

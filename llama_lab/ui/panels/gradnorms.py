@@ -10,7 +10,9 @@ from ...experiments.explain import explain_profile
 from ...experiments.gradient_norms import (gradnorm_profile, gradnorm_summary, group_table,
                                            seed_table)
 from ...figures.common import ARRANGEMENT_LABELS
+from ...analysis import derive
 from ..cached import show_table
+from ..derivations import derived_metric
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
@@ -18,8 +20,10 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     ratios = result.last_ratio_by_seed()
     ratio = result.last_ratio()
     cols = st.columns(4)
-    cols[0].metric("Post ÷ Pre, last block", f"{ratio:.3g}",
-                   f"{sum(r > 1 for r in ratios)} of {len(ratios)} seeds above 1",
+    derived_metric(cols[0], "Post ÷ Pre, last block", f"{ratio:.3g}",
+                   derive.seed_median_ratio(ratios, "the last block's FFN output projection "
+                                                    "‖∇W_down‖"), prefix + "d.ratio",
+                   delta=f"{sum(r > 1 for r in ratios)} of {len(ratios)} seeds above 1",
                    delta_color="off", help="Post-LN's last-block FFN output-projection gradient norm ‖∇W_down‖ "
                    "over Pre-LN's: the median of the seeds' ratios (Xiong et al. 2020, Thm 1)")
     cols[1].metric("Ratio's range over seeds", f"{min(ratios):.2g}–{max(ratios):.2g}")

@@ -52,7 +52,9 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     derived_metric(cols[0], "Initial loss", f"{live.initial_loss:.4f}",
                    derive.initial_loss(entry.config.vocab_size), prefix + "d.loss",
                    delta=f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V", delta_color="off")
-    cols[1].metric("ln V", f"{live.ln_vocab:.4f}", help=f"V = {entry.config.vocab_size:,}")
+    derived_metric(cols[1], "ln V", f"{live.ln_vocab:.4f}",
+                   derive.initial_loss(entry.config.vocab_size), prefix + "d.lnv",
+                   help=f"V = {entry.config.vocab_size:,}")
     cols[2].metric("Peak memory" if measured_peak else "Peak memory (estimate)",
                    human_bytes(live.peak_memory_bytes), help=live.peak_memory_source)
     cols[3].metric("Activations measured / predicted", f"{live.activation_ratio:.3f}",

@@ -6,7 +6,9 @@ import streamlit as st
 
 from ...experiments import ExperimentEntry
 from ...units import human_bytes
+from ...analysis import derive
 from ..cached import show_table
+from ..derivations import derived_metric
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
@@ -18,7 +20,10 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
                    f"bf16: {run.logit_max_abs_error_bf16:.3g}", delta_color="off")
     cols[2].metric("Loss change", f"{run.loss_quantized - run.loss_fp:+.4f} nats",
                    f"bf16: {run.loss_bf16 - run.loss_fp:+.4f}", delta_color="off")
-    cols[3].metric("Bytes vs fp32", f"{run.measured_weight_bytes / run.fp32_weight_bytes:.1%}")
+    derived_metric(cols[3], "Bytes vs fp32",
+                   f"{run.measured_weight_bytes / run.fp32_weight_bytes:.1%}",
+                   derive.quantised_share(run.measured_weight_bytes, run.fp32_weight_bytes,
+                                          run.weight_dtype), prefix + "d.share")
     same = run.measured_weight_bytes == run.predicted_weight_bytes
     st.markdown(("✓ The quantised tensors hold exactly the predicted bytes."
                  if same else "✗ The measured bytes differ from the prediction."))

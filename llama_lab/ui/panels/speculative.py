@@ -6,7 +6,9 @@ import streamlit as st
 
 from ...experiments import ExperimentEntry
 from ...experiments.speculative import speculative_figure
+from ...analysis import derive
 from ..cached import show_table
+from ..derivations import derived_metric
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
@@ -14,8 +16,12 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     cols = st.columns(len(run.results) * 2)
     for i, r in enumerate(run.results):
         cols[2 * i].metric(f"{r.label}: measured α", f"{r.measured_alpha:.3f}")
-        cols[2 * i + 1].metric(f"{r.label}: speedup", f"{r.measured_speedup:.2f}×",
-                               f"formula {r.predicted_speedup:.2f}×", delta_color="off")
+        derived_metric(cols[2 * i + 1], f"{r.label}: speedup", f"{r.measured_speedup:.2f}×",
+                       derive.speculative_speedup(
+                           r.measured_speedup, run.greedy_s, r.speculative_s, r.measured_alpha,
+                           run.gamma, r.cost_ratio, r.predicted_speedup),
+                       f"{prefix}d.speedup.{i}", delta=f"formula {r.predicted_speedup:.2f}×",
+                       delta_color="off")
     st.markdown(f"The target's greedy continuation ({run.new_tokens} byte tokens, "
                 f"{run.distinct_tokens} different) after the validation prompt:")
     st.code(f"{run.prompt_text}⟪{run.target_text}⟫", language=None, wrap_lines=True)
