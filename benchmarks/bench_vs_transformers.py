@@ -4,8 +4,11 @@ same config, dtype and weights, alternated in one process (A B, B A, ...); print
     python benchmarks/bench_vs_transformers.py [--preset seed-demo] [--seq-len 128] [--batch 4]
         [--dtype fp32|bf16] [--rounds 7] [--device auto|cpu|cuda]
 
-Both models compute the loss the same way (our ``next_token_loss`` on the logits), so the
-difference is the model code alone.
+Two comparisons, each alternated with the other's runs:
+- each model's own loss path: ``model.loss(ids).backward()`` (ours: the LM head and the
+  cross-entropy in chunks, never the B·T·V logits) against ``hf(ids, labels=ids).loss.backward()``;
+- the same loss on both (our ``next_token_loss`` on the logits), so the difference is the
+  model code alone.
 """
 from __future__ import annotations
 
@@ -33,13 +36,13 @@ def build_pair(cfg, device, dtype):
     return ours, hf
 
 
-def fwd_bwd_seconds(forward, params, inputs, targets, device) -> float:
+def loss_seconds(loss_of, params, device) -> float:
+    """Wall time of ``loss_of().backward()``, the gradients cleared first."""
     for p in params:
         p.grad = None
     sync(device)
     start = time.perf_counter()
-    loss = next_token_loss(forward(inputs), targets)
-    loss.backward()
+    loss_of().backward()
     sync(device)
     return time.perf_counter() - start
 
@@ -66,27 +69,39 @@ def main(argv=None) -> None:
     with torch.no_grad():
         gap = (ours(inputs).float() - hf(inputs).logits.float()).abs().max().item()
 
-    runners = {"llama_lab": (ours, ours.parameters),
-               "transformers": (lambda x: hf(x).logits, hf.parameters)}
+    ids = window[:, :-1]
+    with torch.no_grad():
+        loss_gap = abs(ours.loss(ids).item() - hf(ids, labels=ids).loss.item())
+    runners = {
+        "llama_lab model.loss(ids)": (lambda: ours.loss(ids), ours.parameters),
+        "transformers labels=ids": (lambda: hf(ids, labels=ids).loss, hf.parameters),
+        "llama_lab logits + CE": (lambda: next_token_loss(ours(inputs), targets), ours.parameters),
+        "transformers logits + CE": (lambda: next_token_loss(hf(inputs).logits, targets),
+                                     hf.parameters),
+    }
     times = {name: [] for name in runners}
-    for name, (forward, params) in runners.items():               # warm-up, excluded
-        fwd_bwd_seconds(forward, list(params()), inputs, targets, device)
+    for name, (loss_of, params) in runners.items():               # warm-up, excluded
+        loss_seconds(loss_of, list(params()), device)
     order = list(runners)
     for round_index in range(args.rounds):      # alternate A B, B A, ...: same conditions for both
         for name in (order if round_index % 2 == 0 else order[::-1]):
-            forward, params = runners[name]
-            times[name].append(fwd_bwd_seconds(forward, list(params()), inputs, targets, device))
+            loss_of, params = runners[name]
+            times[name].append(loss_seconds(loss_of, list(params()), device))
 
-    ours_ms = 1e3 * statistics.median(times["llama_lab"])
-    hf_ms = 1e3 * statistics.median(times["transformers"])
-    ours_best, hf_best = 1e3 * min(times["llama_lab"]), 1e3 * min(times["transformers"])
     print(f"config {args.preset} (L={cfg.n_layers}, d={cfg.d_model}, {cfg.attention_kind}), "
           f"B={args.batch} T={args.seq_len} {args.dtype} on {device} "
-          f"({torch.get_num_threads()} threads), {args.rounds} rounds; max |Δlogit| {gap:.2e}")
-    print(f"llama_lab      forward+backward median {ours_ms:9.2f} ms   best {ours_best:9.2f} ms")
-    print(f"transformers   forward+backward median {hf_ms:9.2f} ms   best {hf_best:9.2f} ms")
-    print(f"ratio llama_lab / transformers: median {ours_ms / hf_ms:.3f}, best {ours_best / hf_best:.3f} "
-          f"(< 1: ours is faster; on a shared machine trust 'best')")
+          f"({torch.get_num_threads()} threads), {args.rounds} rounds; max |Δlogit| {gap:.2e}, "
+          f"|Δloss| {loss_gap:.2e}")
+    for name, values in times.items():
+        print(f"{name:28} forward+backward median {1e3 * statistics.median(values):9.2f} ms   "
+              f"best {1e3 * min(values):9.2f} ms")
+    for ours_name, hf_name, what in (
+            ("llama_lab model.loss(ids)", "transformers labels=ids", "each its own loss path"),
+            ("llama_lab logits + CE", "transformers logits + CE", "the same loss on both")):
+        a_, b_ = times[ours_name], times[hf_name]
+        print(f"ratio llama_lab / transformers, {what}: median "
+              f"{statistics.median(a_) / statistics.median(b_):.3f}, best {min(a_) / min(b_):.3f}"
+              f" (< 1: ours is faster; on a shared machine trust 'best')")
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
                        "Live pass", "Architecture comparison", "Seed claims", "Report",
                        "Inference systems", "Inside the model"]
 
-    layers = page.get_by_label("n_layers (blocks)")
+    layers = page.get_by_label("n_layers (blocks): exact value")
     layers.fill("8")
     layers.press("Enter")
     # 8 blocks of 2,753,024 + 512 final norm + 2 × 16,384,000 embeddings
@@ -109,7 +109,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
 
     page.get_by_role("link", name="Parameters and FLOPs").first.click()
     page.get_by_role("heading", name="Parameters & FLOPs").wait_for()
-    assert page.get_by_label("n_layers (blocks)").input_value() == "8"   # the sidebar state stays
+    assert page.get_by_label("n_layers (blocks): exact value").input_value() == "8"   # state stays
 
     page.get_by_role("link", name="Report").first.click()
     button = page.get_by_role("button", name="HTML report")

@@ -13,6 +13,7 @@ import torch.nn as nn
 from ..config import ModelConfig
 from .attention import Attention
 from .kv_cache import KVCache
+from .loss import linear_cross_entropy
 from .mlp import MLP, SparseMoE
 from .norms import make_norm
 from .positions import PositionTables, rope_inv_freq
@@ -103,11 +104,12 @@ class CausalLM(nn.Module):
         return self.lm_head(hidden[:, -1:] if last_only else hidden)
 
     def loss(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Mean next-token cross-entropy over the first T-1 positions (transformers'
-        ``labels=input_ids``)."""
-        logits = self(input_ids)[:, :-1]                                  # (B, T-1, V)
-        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
-                                           input_ids[:, 1:].reshape(-1))
+        """Mean next-token cross-entropy: positions 0..T-2 predicting 1..T-1 (transformers'
+        ``labels=input_ids``), through the LM head in chunks (``model.loss``: never the
+        B·(T-1)·V logits at once)."""
+        hidden = self.model(input_ids)[:, :-1]                            # (B, T-1, C)
+        return linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight,
+                                    input_ids[:, 1:])
 
     def logits_without_final_norm(self, input_ids: torch.Tensor) -> torch.Tensor:
         """What the seed's "forgot the final norm" bug computes: lm_head on the raw last block."""

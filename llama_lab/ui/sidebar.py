@@ -154,8 +154,8 @@ def _draw_shape(values: dict[str, Any], after) -> None:
     def shape(name: str, label: str, help: str | None = None, *, minimum: int = 1,
               disabled: bool = False) -> None:
         slider_beside(field_key(name), label, field_options(name, values),
-                      lambda: _int_input(name, "exact", minimum=minimum, disabled=disabled,
-                                         help="Any value, also off the slider's grid."),
+                      lambda text, shown: _int_input(name, text, minimum=minimum,
+                                                     disabled=disabled, label_visibility=shown),
                       name, disabled=disabled, help=help)
         after(name)
 
@@ -169,8 +169,8 @@ def _draw_shape(values: dict[str, Any], after) -> None:
     if current_kv not in options:
         options = sorted(options + [current_kv])
 
-    def kv_entry() -> None:
-        st.selectbox("exact", options, key=field_key("n_kv_heads"),
+    def kv_entry(text: str, shown: str) -> None:
+        st.selectbox(text, options, key=field_key("n_kv_heads"), label_visibility=shown,
                      format_func=lambda kv: kv_label(n_heads, kv), on_change=_on_change,
                      args=("n_kv_heads",),
                      help="Only divisors of n_heads: each KV head serves n_heads/n_kv_heads "
@@ -221,8 +221,9 @@ def _draw_workload(values: dict[str, Any]) -> None:
     max_seq = max(1, values[field_key("max_seq_len")])
     slider_beside(KEY_SEQ_LEN, "sequence length T",
                   workload_options("seq_len", values[KEY_SEQ_LEN], max_seq),
-                  lambda: st.number_input("exact", min_value=1, max_value=max_seq, step=1,
-                                          key=KEY_SEQ_LEN, on_change=_on_change),
+                  lambda text, shown: st.number_input(
+                      text, min_value=1, max_value=max_seq, step=1, key=KEY_SEQ_LEN,
+                      on_change=_on_change, label_visibility=shown),
                   help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len); "
                        "powers of two.")
     note = _state().get(KEY_SEQ_NOTE)
@@ -231,8 +232,9 @@ def _draw_workload(values: dict[str, Any]) -> None:
     else:
         _state()[KEY_SEQ_NOTE] = None
     slider_beside(KEY_BATCH, "batch B", workload_options("batch", values[KEY_BATCH], MAX_BATCH),
-                  lambda: st.number_input("exact", min_value=1, max_value=MAX_BATCH, step=1,
-                                          key=KEY_BATCH, on_change=_on_change),
+                  lambda text, shown: st.number_input(
+                      text, min_value=1, max_value=MAX_BATCH, step=1, key=KEY_BATCH,
+                      on_change=_on_change, label_visibility=shown),
                   help="Sequences per batch; powers of two.")
     st.selectbox("dtype (compute)", dtype_names(), key=KEY_DTYPE, on_change=_on_change,
                  help="What the matmuls and activations use; the weights and the KV cache are "
@@ -253,11 +255,13 @@ def _draw_workload(values: dict[str, Any]) -> None:
 
 
 def _int_input(name: str, label: str, *, step: int = 1, minimum: int = 1,
-               disabled: bool = False, help: str | None = None) -> None:
+               disabled: bool = False, help: str | None = None,
+               label_visibility: str = "visible") -> None:
     """No upper bound on the widget: ModelConfig refuses sizes beyond LIMITS with a message,
     shown next to the field, instead of the widget clamping silently."""
     st.number_input(label, min_value=minimum, step=step, key=field_key(name),
-                    on_change=_on_change, args=(name,), disabled=disabled, help=help)
+                    on_change=_on_change, args=(name,), disabled=disabled, help=help,
+                    label_visibility=label_visibility)
 
 
 def _draw_upload_only() -> None:

@@ -63,13 +63,19 @@ def _moved(key: str, name: str | None) -> None:
     _on_change(name)
 
 
-def slider_beside(key: str, label: str, options: list[int], entry: Callable[[], None],
+def exact_label(label: str) -> str:
+    """The exact entry's label (read by screen readers; shown only without a slider)."""
+    return f"{label}: exact value"
+
+
+def slider_beside(key: str, label: str, options: list[int], entry: Callable[[str, str], None],
                   name: str | None = None, disabled: bool = False,
                   help: str | None = None) -> None:
-    """A slider over ``options`` set to the value under ``key``, and ``entry`` (the exact-value
-    widget, drawn by the caller under ``key``) beside it."""
+    """A slider over ``options`` set to the value under ``key``, and beside it
+    ``entry(label, label_visibility)``, the exact-value widget the caller draws under ``key``
+    (its label collapsed beside the slider, shown when there is nothing to slide over)."""
     if len(options) < 2:                     # nothing to slide over: the entry alone
-        entry()
+        entry(label, "visible")
         return
     state = _state()
     state[slider_key(key)] = state[key]
@@ -78,4 +84,4 @@ def slider_beside(key: str, label: str, options: list[int], entry: Callable[[], 
         st.select_slider(label, options, key=slider_key(key), on_change=_moved, args=(key, name),
                          format_func=lambda v: f"{v:,}", disabled=disabled, help=help)
     with right:
-        entry()
+        entry(exact_label(label), "collapsed")

@@ -1,0 +1,84 @@
+"""Next-token cross-entropy through the LM head without the logits wall: the rows go through
+lm_head a chunk at a time, and each chunk's gradients (with respect to the hidden states and
+to the head's weight) are computed while its logits exist, so no B·T·V tensor is ever held
+(the fused linear cross-entropy of Liger and torchtune). Same FLOPs as the plain path — one
+GEMM forward, two for the gradients — with the gradient GEMMs moved into the forward; exact
+to the plain path up to float rounding (tests/test_loss.py).
+
+What it keeps for backward: the gradient of the hidden states (N × C, the hidden states'
+dtype) and of the weight (V × C, the weight's dtype) — not the N × V logits and
+log-probabilities of ``F.cross_entropy``.
+"""
+from __future__ import annotations
+
+import torch
+
+LOGIT_CHUNK_BYTES = 32 * 2**20      # the float32 logits of one chunk: at most this many bytes
+MIN_CHUNK_ROWS = 64                 # ... but never fewer rows than this (GEMM efficiency)
+
+
+def chunk_rows(vocab_size: int) -> int:
+    """Rows of one chunk: LOGIT_CHUNK_BYTES of float32 logits, at least MIN_CHUNK_ROWS."""
+    return max(MIN_CHUNK_ROWS, LOGIT_CHUNK_BYTES // (4 * vocab_size))
+
+
+@torch.no_grad()
+def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, rows: int,
+             grad_h: bool, grad_w: bool):
+    """The mean loss and, as asked, its gradients with respect to hidden and weight."""
+    N = hidden.shape[0]
+    grad_hidden = torch.empty_like(hidden) if grad_h else None
+    grad_weight = torch.zeros_like(weight) if grad_w else None
+    total = torch.zeros((), dtype=torch.promote_types(hidden.dtype, torch.float32),
+                        device=hidden.device)
+    for start in range(0, N, rows):
+        h, t = hidden[start:start + rows], targets[start:start + rows]
+        logits = h @ weight.t()                                            # (n, V)
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()                                        # as F.cross_entropy(.float())
+        lse = torch.logsumexp(logits, dim=-1)
+        total += (lse - logits.gather(1, t[:, None]).squeeze(1)).sum()
+        if not (grad_h or grad_w):
+            continue
+        # d(mean CE)/d logits = (softmax − one-hot) / N, then back through the matmul
+        probs = logits.sub_(lse[:, None]).exp_()
+        probs[torch.arange(t.shape[0], device=t.device), t] -= 1.0
+        probs = probs.div_(N).to(hidden.dtype)
+        if grad_h:
+            torch.matmul(probs, weight, out=grad_hidden[start:start + rows])
+        if grad_w:
+            grad_weight.addmm_(probs.t(), h)
+    return total / N, grad_hidden, grad_weight
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                rows: int) -> torch.Tensor:
+        loss, grad_hidden, grad_weight = _chunked(hidden, weight, targets, rows,
+                                                  ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return (None if grad_hidden is None else grad_hidden * grad_output.to(grad_hidden.dtype),
+                None if grad_weight is None else grad_weight * grad_output.to(grad_weight.dtype),
+                None, None)
+
+
+def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                         rows: int | None = None) -> torch.Tensor:
+    """Mean cross-entropy of ``hidden @ weight.T`` (hidden (N, C), weight (V, C)) against
+    ``targets`` (N,), in chunks of ``rows`` rows (default ``chunk_rows(V)``), the logits in
+    float32 (float64 stays float64). Under autocast the matmuls run in its dtype, as ``nn.Linear`` would."""
+    if torch.is_autocast_enabled(hidden.device.type):
+        dtype = torch.get_autocast_dtype(hidden.device.type)
+        hidden, weight = hidden.to(dtype), weight.to(dtype)
+    elif weight.dtype != hidden.dtype:
+        hidden = hidden.to(weight.dtype)
+    targets, rows = targets.reshape(-1), rows or chunk_rows(weight.shape[0])
+    if not torch.is_grad_enabled() or not (hidden.requires_grad or weight.requires_grad):
+        return _chunked(hidden, weight, targets, rows, False, False)[0]
+    return _LinearCrossEntropy.apply(hidden, weight, targets, rows)
