@@ -105,11 +105,17 @@ class CausalLM(nn.Module):
 
     def loss(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy: positions 0..T-2 predicting 1..T-1 (transformers'
-        ``labels=input_ids``), through the LM head in chunks (``model.loss``: never the
-        B·(T-1)·V logits at once)."""
-        hidden = self.model(input_ids)[:, :-1]                            # (B, T-1, C)
+        ``labels=input_ids``). Causal attention: the first T-1 positions' hidden states do not
+        depend on the last token, so this is ``loss_on`` of the first T-1 tokens."""
+        return self.loss_on(input_ids[:, :-1], input_ids[:, 1:])
+
+    def loss_on(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of ``inputs``' next-token predictions (B, T) against ``targets``
+        (B, T), through the LM head in chunks (``model.loss``: never the B·T·V logits at
+        once)."""
+        hidden = self.model(inputs)                                       # (B, T, C)
         return linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight,
-                                    input_ids[:, 1:])
+                                    targets)
 
     def logits_without_final_norm(self, input_ids: torch.Tensor) -> torch.Tensor:
         """What the seed's "forgot the final norm" bug computes: lm_head on the raw last block."""

@@ -28,7 +28,7 @@ def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, 
     """The mean loss and, as asked, its gradients with respect to hidden and weight."""
     N = hidden.shape[0]
     grad_hidden = torch.empty_like(hidden) if grad_h else None
-    grad_weight = torch.zeros_like(weight) if grad_w else None
+    grad_weight = None                         # the first chunk's product, then accumulated
     total = torch.zeros((), dtype=torch.promote_types(hidden.dtype, torch.float32),
                         device=hidden.device)
     for start in range(0, N, rows):
@@ -47,7 +47,7 @@ def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, 
         if grad_h:
             torch.matmul(probs, weight, out=grad_hidden[start:start + rows])
         if grad_w:
-            grad_weight.addmm_(probs.t(), h)
+            grad_weight = probs.t() @ h if grad_weight is None else grad_weight.addmm_(probs.t(), h)
     return total / N, grad_hidden, grad_weight
 
 
@@ -63,6 +63,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         grad_hidden, grad_weight = ctx.saved_tensors
+        if torch.equal(grad_output, torch.ones_like(grad_output)):    # loss.backward(): as is
+            return grad_hidden, grad_weight, None, None
         return (None if grad_hidden is None else grad_hidden * grad_output.to(grad_hidden.dtype),
                 None if grad_weight is None else grad_weight * grad_output.to(grad_weight.dtype),
                 None, None)
