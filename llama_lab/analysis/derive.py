@@ -111,24 +111,25 @@ def params_total(cfg: ModelConfig) -> Derivation:
         terms["P"] = cfg.max_seq_len
         expression += " + P*C"
     per_block = params_per_block(cfg)
-    return Derivation("Parameters", r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",
-              expression, terms, p.total,
-              "closed form, equal to the module's own count (built on the meta device) and to "
-              "transformers' class for the family", "every parameter once; a tied lm_head shares "
-              "the embedding matrix",
-              meaning={"N_dense": f"a dense block: {per_block.expression}"},
-              alternatives=(("non-embedding (Kaplan et al. 2020)", params_non_embedding(cfg)),))
+    return Derivation("Parameters",
+                      r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",
+                      expression, terms, p.total,
+                      "closed form, equal to the module's own count (built on the meta device) and to "
+                      "transformers' class for the family", "every parameter once; a tied lm_head shares "
+                      "the embedding matrix",
+                      meaning={"N_dense": f"a dense block: {per_block.expression}"},
+                      alternatives=(("non-embedding (Kaplan et al. 2020)", params_non_embedding(cfg)),))
 
 
 def params_per_block(cfg: ModelConfig) -> Derivation:
     expr, terms = _block_terms(cfg, cfg.moe_layer_flags[0])
     return Derivation("Per block (block 0)", r"N_\text{block} = \underbrace{C H D + 2 C G D + H D C}_"
-              r"{q,\,k,\,v,\,o} + \underbrace{n_\text{FFN}\, C F}_{\text{FFN}} + 2\,n_\text{norm}",
-              expr, terms, count_params(cfg).per_layer,
-              "closed form; the module's own count on the meta device agrees",
-              "GQA/MQA: k and v have G < H heads; SwiGLU has three FFN matrices (n_FFN = 3), the "
-              "2017 FFN two; a LayerNorm has γ and β (n_norm = 2C), RMSNorm γ only",
-              meaning={"n_norm": "one norm's parameters", "n_ffn": "FFN matrices"})
+                      r"{q,\,k,\,v,\,o} + \underbrace{n_\text{FFN}\, C F}_{\text{FFN}} + 2\,n_\text{norm}",
+                      expr, terms, count_params(cfg).per_layer,
+                      "closed form; the module's own count on the meta device agrees",
+                      "GQA/MQA: k and v have G < H heads; SwiGLU has three FFN matrices (n_FFN = 3), the "
+                      "2017 FFN two; a LayerNorm has γ and β (n_norm = 2C), RMSNorm γ only",
+                      meaning={"n_norm": "one norm's parameters", "n_ffn": "FFN matrices"})
 
 
 def params_non_embedding(cfg: ModelConfig) -> Derivation:
@@ -136,10 +137,10 @@ def params_non_embedding(cfg: ModelConfig) -> Derivation:
     terms = {"N": p.total, "V": cfg.vocab_size, "C": cfg.d_model,
              "N_pos": p.by_component["positional"]}
     return Derivation("Non-embedding parameters", r"N_\text{non-emb} = N - V C - N_\text{pos}",
-              "N - V*C - N_pos", terms, p.non_embedding,
-              "Kaplan et al. 2020, Scaling Laws for Neural Language Models, §2.1",
-              "the token embedding (and a learned position table) left out; an untied lm_head "
-              "stays in")
+                      "N - V*C - N_pos", terms, p.non_embedding,
+                      "Kaplan et al. 2020, Scaling Laws for Neural Language Models, §2.1",
+                      "the token embedding (and a learned position table) left out; an untied lm_head "
+                      "stays in")
 
 
 def forward_flops(cfg: ModelConfig, seq_len: int, batch: int,
@@ -160,16 +161,17 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int,
         expression, formula = f"({expression})/(B*T)", formula + r"\quad \div\; B T"
     tokens = batch * seq_len if per_token else 1
     full = Derivation("Forward FLOPs" + (" per token" if per_token else ""), formula, expression, terms,
-              f.forward / tokens if per_token else f.forward,
-              "counted per matmul; equal to PyTorch's FlopCounterMode on a real forward and to "
-              "fvcore", "scores over the full T×T (what a naive implementation multiplies)",
-              meaning)
+                      f.forward / tokens if per_token else f.forward,
+                      "counted per matmul; equal to PyTorch's FlopCounterMode on a real forward and to "
+                      "fvcore", "scores over the full T×T (what a naive implementation multiplies)",
+                      meaning)
     causal_terms = dict(terms, S=f.attention_scores_causal // (4 * s.H * s.D))
     causal = Derivation("Forward FLOPs (causal)", full.formula, full.expression, causal_terms,
-                f.forward_causal / tokens if per_token else f.forward_causal, "FlashAttention skips the masked blocks: T(T+1)/2 pairs per "
-                "sequence", "only the pairs a causal mask keeps", meaning)
+                        f.forward_causal / tokens if per_token else f.forward_causal,
+                        "FlashAttention skips the masked blocks: T(T+1)/2 pairs per sequence",
+                        "only the pairs a causal mask keeps", meaning)
     return Derivation(full.title, full.formula, full.expression, terms, full.value, full.source,
-              full.convention, meaning, (("causal half (T(T+1)/2 pairs)", causal),))
+                      full.convention, meaning, (("causal half (T(T+1)/2 pairs)", causal),))
 
 
 def training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> Derivation:
@@ -179,29 +181,30 @@ def training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> Derivation:
     p = count_params(cfg)
     tokens = batch * seq_len
     exact = Derivation("Training step FLOPs", r"F_\text{step} = 3\,F_\text{fwd}", "3*F_fwd",
-               {"F_fwd": f.forward}, f.training_step,
-               "backward = 2 × forward: one matmul for the input's gradient, one for the "
-               "weight's (Kaplan et al. 2020, §2.1)", "the forward's count, scores over T×T")
+                       {"F_fwd": f.forward}, f.training_step,
+                       "backward = 2 × forward: one matmul for the input's gradient, one for the "
+                       "weight's (Kaplan et al. 2020, §2.1)", "the forward's count, scores over T×T")
     six = [(f"6N, N {label}", Derivation("6N estimate", r"F_\text{step} \approx 6\,N\,B T", "6*N*B*T",
-                                 {"N": n, "B": batch, "T": seq_len}, 6 * n * tokens,
-                                 "Kaplan et al. 2020: C ≈ 6N per token, N non-embedding",
-                                 f"N {label}; attention scores left out"))
+                                         {"N": n, "B": batch, "T": seq_len}, 6 * n * tokens,
+                                         "Kaplan et al. 2020: C ≈ 6N per token, N non-embedding",
+                                         f"N {label}; attention scores left out"))
            for label, n in (("without the embeddings", p.non_embedding),
                             ("with the embeddings", p.total))]
     return Derivation(exact.title, exact.formula, exact.expression, exact.terms, exact.value,
-              exact.source, exact.convention, alternatives=tuple(six))
+                      exact.source, exact.convention, alternatives=tuple(six))
 
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
     s = Shapes.of(cfg)
     head = kv_head_bytes(kv_dtype, s.D)
     terms = {"L": s.L, "G": s.G, "b_head": head}
-    return Derivation(f"KV cache per token ({kv_dtype})", r"2\,(K, V) \cdot L \cdot G \cdot b_\text{head}",
-              "2*L*G*b_head", terms, kv_cache_bytes_per_token(cfg, kv_dtype),
-              "what a decoder caches: each block's K and V of every KV head",
-              f"b_head = D · bytes per element{' + an fp16 scale' if kv_scale_bytes(kv_dtype) else ''} "
-              f"({kv_dtype}); GQA/MQA cut G",
-              meaning={"b_head": f"bytes of one KV head's vector at {kv_dtype} (D = {s.D})"})
+    return Derivation(f"KV cache per token ({kv_dtype})",
+                      r"2\,(K, V) \cdot L \cdot G \cdot b_\text{head}",
+                      "2*L*G*b_head", terms, kv_cache_bytes_per_token(cfg, kv_dtype),
+                      "what a decoder caches: each block's K and V of every KV head",
+                      f"b_head = D · bytes per element{' + an fp16 scale' if kv_scale_bytes(kv_dtype) else ''} "
+                      f"({kv_dtype}); GQA/MQA cut G",
+                      meaning={"b_head": f"bytes of one KV head's vector at {kv_dtype} (D = {s.D})"})
 
 
 def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Derivation:
@@ -211,10 +214,10 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
     terms = {"b_tok": per, "B": batch, "T": seq_len, "L": cfg.n_layers, "L_w": local,
              "W": min(window, seq_len)}
     return Derivation(f"KV cache at B×T ({kv_dtype})",
-              r"b_\text{tok}\,B\,\frac{L_w \min(W, T) + (L - L_w)\,T}{L}",
-              "b_tok*B*(L_w*W + (L - L_w)*T)//L", terms, kv_cache_bytes(cfg, seq_len, batch, kv_dtype),
-              "bytes per token × tokens held", "a sliding-window block holds at most W tokens",
-              meaning={"L_w": "blocks with a sliding window"})
+                      r"b_\text{tok}\,B\,\frac{L_w \min(W, T) + (L - L_w)\,T}{L}",
+                      "b_tok*B*(L_w*W + (L - L_w)*T)//L", terms, kv_cache_bytes(cfg, seq_len, batch, kv_dtype),
+                      "bytes per token × tokens held", "a sliding-window block holds at most W tokens",
+                      meaning={"L_w": "blocks with a sliding window"})
 
 
 def weights_stored(cfg: ModelConfig, weights) -> Derivation:
@@ -223,10 +226,10 @@ def weights_stored(cfg: ModelConfig, weights) -> Derivation:
     terms = {"data": stored.quantised, "scales": stored.scales + stored.zero_points,
              "kept": stored.kept}
     return Derivation(f"Weights at {quant.dtype}", r"\text{data} + \text{scales} + \text{kept}",
-              "data + scales + kept", terms, weight_bytes(cfg, weights),
-              "equal to the bytes of real quantised tensors (llama_lab.model.quant)",
-              f"{quant.dtype}: group size {quant.group_size}, {quant.scale_dtype} scales; "
-              f"kept in bf16: {', '.join(quant.keep) if quant.quantised else 'everything'}")
+                      "data + scales + kept", terms, weight_bytes(cfg, weights),
+                      "equal to the bytes of real quantised tensors (llama_lab.model.quant)",
+                      f"{quant.dtype}: group size {quant.group_size}, {quant.scale_dtype} scales; "
+                      f"kept in bf16: {', '.join(quant.keep) if quant.quantised else 'everything'}")
 
 
 def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -> Derivation:
@@ -262,20 +265,20 @@ def mfu(achieved_flops_per_s: float, peak: float, peak_source: str,
     sparse one at twice the rate (not for a peak measured on this machine)."""
     terms = {"F_s": achieved_flops_per_s, "P": peak}
     sparse = Derivation("MFU against the sparse peak", r"\text{MFU} = F_s / (2P)", "F_s/(2*P)", terms,
-                achieved_flops_per_s / (2 * peak), "data sheets quote 2:4 structured sparsity "
-                "at twice the dense rate", "the sparsity figure: dense matmuls never reach it")
+                        achieved_flops_per_s / (2 * peak), "data sheets quote 2:4 structured sparsity "
+                        "at twice the dense rate", "the sparsity figure: dense matmuls never reach it")
     return Derivation("MFU", r"\text{MFU} = \frac{F_s}{P_\text{dense}}", "F_s/P", terms,
-              achieved_flops_per_s / peak, peak_source,
-              "the dense peak: what a dense matmul can reach (Chowdhery et al. 2022, PaLM §B)",
-              alternatives=(("sparse peak (data sheet's 2:4 figure)", sparse),)
-              if sparse_quoted else ())
+                      achieved_flops_per_s / peak, peak_source,
+                      "the dense peak: what a dense matmul can reach (Chowdhery et al. 2022, PaLM §B)",
+                      alternatives=(("sparse peak (data sheet's 2:4 figure)", sparse),)
+                      if sparse_quoted else ())
 
 
 def initial_loss(vocab: int) -> Derivation:
     return Derivation("Initial loss ≈ ln V", r"\mathcal{L}_0 \approx \ln V", "ln_V",
-              {"ln_V": math.log(vocab), "V": vocab}, math.log(vocab),
-              "a freshly initialised model predicts nearly uniformly over V tokens: "
-              "−ln(1/V)", "natural log (nats)")
+                      {"ln_V": math.log(vocab), "V": vocab}, math.log(vocab),
+                      "a freshly initialised model predicts nearly uniformly over V tokens: "
+                      "−ln(1/V)", "natural log (nats)")
 
 
 def throughput(batch: int, seq_len: int, step_ms: float, tokens_per_s: float) -> Derivation:

@@ -74,7 +74,8 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
                          rows: int | None = None) -> torch.Tensor:
     """Mean cross-entropy of ``hidden @ weight.T`` (hidden (N, C), weight (V, C)) against
     ``targets`` (N,), in chunks of ``rows`` rows (default ``chunk_rows(V)``), the logits in
-    float32 (float64 stays float64). Under autocast the matmuls run in its dtype, as ``nn.Linear`` would."""
+    float32 (float64 stays float64). Under autocast the matmuls run in its dtype, as
+    ``nn.Linear`` would."""
     if torch.is_autocast_enabled(hidden.device.type):
         dtype = torch.get_autocast_dtype(hidden.device.type)
         hidden, weight = hidden.to(dtype), weight.to(dtype)

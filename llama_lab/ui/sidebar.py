@@ -13,8 +13,8 @@ from ..config.grids import divisors
 from ..errors import LabError
 from ..units import escape_markdown
 from .state import (AS_DTYPE, BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER,
-                    KEY_CONFIG_ERROR, KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_FFN_RULE,
-                    KEY_KV_DTYPE, KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_MODEL_BASE,
+                    KEY_CONFIG_ERROR, KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER,
+                    KEY_FFN_RULE, KEY_KV_DTYPE, KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_MODEL_BASE,
                     KEY_MODEL_NAME, KEY_PRESET, KEY_SEQ_LEN, KEY_SEQ_NOTE, KEY_UPLOAD,
                     KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, KEY_WEIGHT_DTYPE, LINK_NOTE,
                     WIDGET_PREFIX, Selection, _init_state, _on_change, _on_preset, _on_upload,
