@@ -152,3 +152,14 @@ def test_the_page_shows_routing_for_a_mixture_and_no_rope_for_the_2017_recipe(mo
     monkeypatch.setitem(inside.INSIDE_DEFAULTS, "steps", 0)
     at = open_page(PAGE, {"preset": preset}, state={P + "weights": "untrained"}, timeout=180)
     assert not errors(at) and len(at.get("plotly_chart")) == charts
+
+
+def test_the_typed_text_reaches_the_figures_as_text_not_markup():
+    from llama_lab.figures import inside as figures
+    cfg = inside.inside_config(PRESETS["seed-demo"])
+    model = inside.inside_model(cfg, 0)
+    t = inside.trace(model, inside.text_tokens("<b>x</b>&", cfg))
+    title = figures.final_figure(t).layout.title.text
+    assert "&lt;b&gt;x&lt;/b&gt;&amp;" in title and "<b>" not in title
+    ticks = figures.attention_figure(t, 0).layout.xaxis.ticktext
+    assert "&lt;" in ticks and "<" not in ticks

@@ -5,6 +5,7 @@ the SwiGLU gates, the logit lens and a mixture's routing.
 """
 from __future__ import annotations
 
+import html
 import math
 
 import pandas as pd
@@ -23,7 +24,7 @@ def token_label(piece: str) -> str:
         return shown[piece]
     if len(piece) == 1 and (ord(piece) < 32 or ord(piece) == 127):
         return f"\\x{ord(piece):02x}"
-    return piece
+    return html.escape(piece)                               # plotly reads tick text as markup
 
 
 def _ticks(pieces: list) -> dict:
@@ -162,7 +163,8 @@ def final_figure(trace, position: int = -1) -> go.Figure:
     fig = go.Figure(go.Bar(x=[token_label(_piece(t)) for t, _ in top], y=[p for _, p in top],
                            marker_color=GROUP_PALETTE[0]))
     fig.update_yaxes(title_text="probability", range=[0, 1])
-    return layout_figure(fig, f"Next token after “{''.join(trace.pieces)[-24:]}”", height=300)
+    shown = html.escape("".join(trace.pieces)[-24:])       # the user's text: never markup
+    return layout_figure(fig, f"Next token after “{shown}”", height=300)
 
 
 def routing_figure(trace) -> go.Figure | None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..config import ModelConfig
+from ..config import ModelConfig, arrangement as config_arrangement
 from ..experiments.inside import (DEFAULT_TEXT, INSIDE_DEFAULTS, inside_config, inside_model,
                                   text_tokens, trace)
 from ..figures import inside as fig
 from .cached import measured, show_table
 from .runs import run_with_status
 from .state import _state
+from .widgets import show_error
 
 ARRANGEMENTS = {"sidebar": "as the sidebar", "pre": "Pre-LN", "post": "Post-LN"}
 
@@ -33,7 +34,8 @@ def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str
     _state().setdefault(prefix + "text", DEFAULT_TEXT)
     text = cols[2].text_input(f"text (at most {INSIDE_DEFAULTS['max_text']} bytes)",
                               key=prefix + "text", max_chars=INSIDE_DEFAULTS["max_text"])
-    cfg = base if arrangement == "sidebar" else base.replace(norm_position=arrangement)
+    # the toggle's arms as on the Gradient norms page: Pre-LN with a final norm, Post-LN without
+    cfg = base if arrangement == "sidebar" else config_arrangement(base, arrangement)
     cfg = inside_config(cfg)
     return cfg, INSIDE_DEFAULTS["steps"] if trained == "trained" else 0, text
 
@@ -44,12 +46,13 @@ def forward_trace(cfg: ModelConfig, steps: int, text: str):
     try:
         ids = text_tokens(text, cfg)
     except ValueError as exc:
-        st.error(str(exc))
+        show_error(str(exc))
         return None
     if _model.holds(cfg, steps):
         model = _model(cfg, steps)
     else:
-        model = run_with_status(f"Training the small model ({steps} steps)",
+        model = run_with_status(f"Training the small model ({steps} steps)" if steps
+                                else "Building the untrained model",
                                 lambda progress: _model(cfg, steps, _progress=progress))
         if model is None:
             return None
