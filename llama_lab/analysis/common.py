@@ -11,6 +11,11 @@ from ..runtime.precision import DTYPES
 
 
 TRAINING_DTYPES = tuple(DTYPES)        # what a training run computes in (runtime.precision)
+
+
+def training_dtype(dtype: str) -> str:
+    """What ``dtype`` computes in: itself, or bf16 for a storage-only format (fp8, int8, int4)."""
+    return dtype if dtype in TRAINING_DTYPES else "bf16"
 INT64_BYTES = 8      # token ids and position ids
 STATS_BYTES = 4      # norm statistics (rstd, mean) and SDPA's logsumexp are kept in float32
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 import re
-from statistics import median
 from dataclasses import dataclass, field
+from statistics import median
 
 from ..config import ModelConfig
-from .common import checked_gpu
+from ..model import SDPA_HAS_GQA
+from ..runtime.hardware import DTYPE_BYTES
+from .common import STATS_BYTES, checked_gpu
+from .flash import attention_memory
 from .flops import count_flops
 from .kv import kv_cache_bytes, kv_cache_bytes_per_token, max_context_that_fits, weight_bytes
 from .params import count_params, norm_params
@@ -24,6 +27,13 @@ from .shapes import Shapes
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _FUNCTIONS = {"floor": math.floor, "max": max, "ceil_div": lambda a, b: -(-a // b),
               "median": lambda *values: median(values)}
+
+
+def _evaluate(expression: str, terms: dict) -> float:
+    unknown = set(_NAME.findall(expression)) - set(terms) - set(_FUNCTIONS)
+    if unknown:
+        raise ValueError(f"expression names {sorted(unknown)} beyond its terms")
+    return eval(expression, {"__builtins__": {}, **_FUNCTIONS}, dict(terms))
 
 
 @dataclass(frozen=True)
@@ -40,10 +50,7 @@ class Derivation:
 
     def evaluate(self) -> float:
         """The expression computed from the terms (no names but the terms are allowed)."""
-        unknown = set(_NAME.findall(self.expression)) - set(self.terms) - set(_FUNCTIONS)
-        if unknown:
-            raise ValueError(f"expression names {sorted(unknown)} beyond its terms")
-        return eval(self.expression, {"__builtins__": {}, **_FUNCTIONS}, dict(self.terms))
+        return _evaluate(self.expression, self.terms)
 
     def describe(self, name: str) -> str:
         """What the term ``name`` is, in words ('' when it speaks for itself)."""
@@ -98,26 +105,25 @@ def params_total(cfg: ModelConfig) -> Derivation:
     n_sparse = sum(cfg.moe_layer_flags)
     terms = {"V": cfg.vocab_size, "C": cfg.d_model, "untied": int(not cfg.tie_embeddings),
              "n_final": norm_params(cfg) if cfg.final_norm else 0}
-    blocks = []
-    for sparse, count in ((False, cfg.n_layers - n_sparse), (True, n_sparse)):
+    blocks, meaning = [], {}
+    for kind, sparse, count in (("dense", False, cfg.n_layers - n_sparse),
+                                ("sparse", True, n_sparse)):
         if count:
             expr, block_terms = _block_terms(cfg, sparse)
-            name = "N_sparse" if sparse else "N_dense"
-            terms[name] = eval(expr, {"__builtins__": {}}, block_terms)
-            terms["L_sparse" if sparse else "L_dense"] = count
-            blocks.append(f"L_{'sparse' if sparse else 'dense'}*{name}")
+            terms[f"N_{kind}"], terms[f"L_{kind}"] = _evaluate(expr, block_terms), count
+            meaning[f"N_{kind}"] = f"a {kind} block: {expr}"
+            blocks.append(f"L_{kind}*N_{kind}")
     expression = " + ".join(blocks) + " + V*C + untied*V*C + n_final"
     if cfg.pos_encoding == "learned":
         terms["P"] = cfg.max_seq_len
         expression += " + P*C"
-    per_block = params_per_block(cfg)
     return Derivation("Parameters",
                       r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",
                       expression, terms, p.total,
                       "closed form, equal to the module's own count (built on the meta device) and to "
                       "transformers' class for the family", "every parameter once; a tied lm_head shares "
                       "the embedding matrix",
-                      meaning={"N_dense": f"a dense block: {per_block.expression}"},
+                      meaning=meaning,
                       alternatives=(("non-embedding (Kaplan et al. 2020)", params_non_embedding(cfg)),))
 
 
@@ -300,11 +306,9 @@ def achieved_flops(training_flops: float, step_ms: float, achieved: float) -> De
 
 def attention_kept(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, path: str) -> Derivation:
     """What attention keeps for backward in one forward, all blocks: ``path`` naive or flash."""
-    from .flash import STATS_BYTES, attention_memory
-    from ..model import SDPA_HAS_GQA
     s = Shapes.of(cfg)
-    r = attention_memory(cfg, seq_len, batch, dtype)
-    b = {"fp32": 4, "bf16": 2, "fp16": 2}[dtype]
+    r = attention_memory(cfg, seq_len, batch, dtype)              # checks the dtype
+    b = int(DTYPE_BYTES[dtype])
     terms = {"L": s.L, "B": batch, "H": s.H, "T": seq_len, "D": s.D, "b": b}
     if path == "naive":
         return Derivation("Kept for backward, naive", r"L\,\big(b\,B H (3 T D + T^2) + T^2\big)",
@@ -323,7 +327,6 @@ def attention_kept(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, path:
 
 def hbm_ratio(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, gpu) -> Derivation:
     """Dao et al. 2022, Theorem 2: one head's HBM accesses, standard over FlashAttention."""
-    from .flash import attention_memory
     r = attention_memory(cfg, seq_len, batch, dtype, gpu)
     terms = {"N": seq_len, "d": cfg.head_dim, "B_c": r.block_cols}
     return Derivation(
@@ -359,13 +362,13 @@ def speculative_speedup(measured: float, greedy_s: float, speculative_s: float, 
         (("Leviathan et al.'s formula at the measured α and c", formula),))
 
 
-def seed_median_ratio(ratios: list, what: str) -> Derivation:
-    """A Post/Pre ratio reported over seeds: the median of the seeds' own ratios."""
+def seed_median_ratio(ratios: list, shown: float, what: str) -> Derivation:
+    """A Post/Pre ratio reported over seeds (``shown``): the median of the seeds' own ratios."""
     terms = {f"r_{i}": float(r) for i, r in enumerate(ratios)}
     return Derivation(
         "Post ÷ Pre over seeds", r"\operatorname{median}_s \frac{\lVert\nabla W\rVert_"
         r"\text{Post}}{\lVert\nabla W\rVert_\text{Pre}}",
-        f"median({', '.join(terms)})", terms, median(list(terms.values())),
+        f"median({', '.join(terms)})", terms, shown,
         "measured: one forward/backward per arm and seed, the same weights and batch in both "
         "arms (Xiong et al. 2020, Theorem 1 for the expectation)",
         f"{what}; each seed's ratio first, then the median (a ratio of medians would mix seeds)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import ModelConfig
 from ..runtime.hardware import GPUS
 from ..units import human_bytes, human_count, human_params
-from .common import TRAINING_DTYPES, check_seq, checked_dtype_bytes
+from .common import check_seq, checked_dtype_bytes, training_dtype
 from .flash import attention_memory
 from .flops import count_flops
 from .kv import kv_cache, max_context_that_fits
@@ -68,10 +68,10 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
     params = count_params(cfg)
     flops = count_flops(cfg, seq_len, batch)
     kv = kv_cache(cfg, seq_len, batch, kv_dtype)
-    training_dtype = dtype if dtype in TRAINING_DTYPES else "bf16"
-    training = training_memory(cfg, seq_len, batch, training_dtype)
+    compute = training_dtype(dtype)
+    training = training_memory(cfg, seq_len, batch, compute)
     inference = inference_memory(cfg, seq_len, batch, dtype, weights, kv_dtype)
-    attention = attention_memory(cfg, seq_len, batch, training_dtype)
+    attention = attention_memory(cfg, seq_len, batch, compute)
     notes = []
     if seq_len > cfg.max_seq_len:
         notes.append(f"seq_len={seq_len} exceeds max_seq_len={cfg.max_seq_len}: counted as if "
@@ -110,7 +110,7 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
             "weights_bytes": stored.total,
             "weights": {key: value for key, value in stored.to_dict().items() if key != "by_tensor"},
             "inference": {"components": inference.components, "total_bytes": inference.total_bytes},
-            "training": {"dtype": training_dtype, "mixed_precision": training_dtype != "fp32",
+            "training": {"dtype": compute, "mixed_precision": compute != "fp32",
                          "components": training.components, "total_bytes": training.total_bytes},
         },
         "notes": notes,

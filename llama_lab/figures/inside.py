@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..model import attention_mask
 from .common import ARRANGEMENT_COLORS, GROUP_PALETTE, layout_figure
 
 HEADS_PER_ROW = 4
@@ -44,10 +45,12 @@ def attention_figure(trace, layer: int) -> go.Figure:
     titles = [f"q head {h} · KV head {block.kv_head_of[h]}" for h in range(H)]
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.03,
                         vertical_spacing=0.12 / max(1, rows - 1) if rows > 1 else 0.1)
-    mask = _visible(T, block.window)
+    # the model's own mask; NaN (a gap) where a query may not look. A numpy array, not nested
+    # lists: plotly validates lists element by element (half a second for 8 heads at T = 96)
+    shown = weights.float().masked_fill(~attention_mask(T, T, block.window, weights.device),
+                                        math.nan).numpy()
     for h in range(H):
-        z = [[float(weights[h, i, j]) if mask[i][j] else None for j in range(T)] for i in range(T)]
-        fig.add_trace(go.Heatmap(z=z, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
+        fig.add_trace(go.Heatmap(z=shown[h], zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
                                  hovertemplate="query %{y} → key %{x}: %{z:.3f}<extra></extra>"),
                       row=h // cols + 1, col=h % cols + 1)
     fig.update_xaxes(**_ticks(trace.pieces), tickangle=0)
@@ -55,10 +58,6 @@ def attention_figure(trace, layer: int) -> go.Figure:
     window = f", sliding window W={block.window}" if block.window else ""
     return layout_figure(fig, f"Block {layer}: attention weights (rows: queries, columns: keys; "
                          f"blank = masked{window})", height=max(320, 260 * rows))
-
-
-def _visible(T: int, window: int | None) -> list:
-    return [[j <= i and (window is None or j > i - window) for j in range(T)] for i in range(T)]
 
 
 def rope_figure(rope: dict) -> go.Figure:

@@ -30,6 +30,7 @@ from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_fi
 from ..runtime.devices import device_name, pick_device
 from ..runtime.hardware import GPU, GPUS
 from ..seed import SEED_SOURCE, architecture_comparison, claims_frame, seed_claims
+from ..analysis.common import training_dtype
 from ..analysis.summary import architecture, family_notes
 
 ZERO_GPUS = 8                                  # data-parallel width of the ZeRO / FSDP table
@@ -48,7 +49,7 @@ class Precision:
 
     @property
     def training(self) -> str:
-        return self.dtype if self.dtype in analysis.TRAINING_DTYPES else "bf16"
+        return training_dtype(self.dtype)
 
     def __str__(self) -> str:
         if self.weights == self.kv == self.dtype:
@@ -184,7 +185,7 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
     params = analysis.count_params(cfg)
     flops = analysis.count_flops(cfg, seq_len, batch)
     kv = analysis.kv_cache(cfg, seq_len, batch, fmt.kv)
-    training_dtype = fmt.training
+    compute = fmt.training
     inference = analysis.inference_memory(cfg, seq_len, batch, fmt.dtype, fmt.weights, fmt.kv)
     at = f"B={batch}, T={seq_len:,}"
 
@@ -220,10 +221,10 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
                 "weight_bytes", "max_context_at_batch", "max_batch_at_seq_len", "is_current"]]),
         Table("memory_inference", f"Inference memory ({at}, {fmt})", "Memory",
               inference.to_frame(), "; ".join(inference.notes)),
-        Table("memory_training", f"Training memory per GPU, AdamW, {training_dtype} "
-                                 f"({'mixed precision' if training_dtype != 'fp32' else 'fp32'}), "
+        Table("memory_training", f"Training memory per GPU, AdamW, {compute} "
+                                 f"({'mixed precision' if compute != 'fp32' else 'fp32'}), "
                                  f"{batch} sequences of {seq_len:,} per GPU", "Memory",
-              _training_table(cfg, seq_len, batch, training_dtype),
+              _training_table(cfg, seq_len, batch, compute),
               f"ZeRO stages and FSDP across {ZERO_GPUS} GPUs (Rajbhandari et al. 2020); "
               "activations are never sharded."),
         Table("roofline_workload", f"Roofline of this workload on every GPU ({at}, {fmt})",

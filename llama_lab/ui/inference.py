@@ -7,14 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from .. import analysis, experiments
-from ..analysis import WeightQuant
+from ..analysis import WeightQuant, derive
+from ..analysis.common import training_dtype
 from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES
 from ..config import ModelConfig
 from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
 from ..experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
 from ..units import human_bytes
-from ..analysis import derive
 from .cached import measured, show_table
 from .derivations import derived_metric
 from .runs import measure_on_view
@@ -100,15 +100,12 @@ def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str,
     head = analysis.kv_head_bytes(k, cfg.head_dim)
     st.latex(rf"\text{{KV bytes/token}} = 2 \cdot L \cdot G \cdot {head} = 2 \cdot {cfg.n_layers}"
              rf" \cdot {cfg.n_kv_heads} \cdot {head} = {analysis.kv_cache_bytes_per_token(cfg, k):,}")
-    rows = [{"weights": wd, "kv_cache": kd, "weights_bytes": analysis.weight_bytes(cfg, wd),
-             "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, kd),
-             f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1, wd, kd)}
-            for wd, kd in (("bf16", "bf16"), ("int8", "int8"), ("int4", "fp8"))]
-    rows.append({"weights": f"{w} (this page)", "kv_cache": k, "weights_bytes": stored.total,
-                 "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, k),
-                 f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1,
-                                                                             quant, k)})
-    show_table(pd.DataFrame(rows), width="stretch")
+    def row(label: str, weights, kv: str) -> dict:
+        return {"weights": label, "kv_cache": kv, "weights_bytes": analysis.weight_bytes(cfg, weights),
+                "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, kv),
+                f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1, weights, kv)}
+    rows = [row(wd, wd, kd) for wd, kd in (("bf16", "bf16"), ("int8", "int8"), ("int4", "fp8"))]
+    show_table(pd.DataFrame(rows + [row(f"{w} (this page)", quant, k)]), width="stretch")
     _quantize_live(preset, w if w in ("int8", "int4") else "int8", prefix)
 
 
@@ -125,7 +122,7 @@ def _quantize_live(preset: str, live: str, prefix: str) -> None:
 
 def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: str) -> None:
     st.subheader("FlashAttention: what attention keeps and moves")
-    dtype = dtype if dtype in ("fp32", "bf16", "fp16") else "bf16"
+    dtype = training_dtype(dtype)
     r = analysis.attention_memory(cfg, seq_len, 1, dtype, gpu)
     st.latex(rf"\text{{naive/layer}} = b\,H\,(3TD + T^2) + T^2 = {r.naive_layer_bytes:,}"
              rf"\qquad \text{{fused/layer}} = b\,T D\,(2H + 2G) + 4 H T = {r.flash_layer_bytes:,}")

@@ -22,6 +22,13 @@ def _model(cfg: ModelConfig, steps: int, _progress=None):
     return inside_model(cfg, steps, device="cpu", progress=_progress)
 
 
+@measured(max_entries=32)
+def _traced(model, text: str, _progress=None):
+    """The trace of ``text`` through ``model`` (keyed on the model object): once per text, not
+    on every rerun (moving the block slider redraws, it does not recompute)."""
+    return trace(model, text_tokens(text, model.cfg))
+
+
 def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str]:
     """The page's controls: which arrangement, trained or not, and the text."""
     cols = st.columns([2, 2, 5])
@@ -44,7 +51,7 @@ def forward_trace(cfg: ModelConfig, steps: int, text: str):
     """The trace of ``text`` through the (cached) model; the training runs here on the first
     view of a recipe, under the job slot and stoppable. None when refused or stopped."""
     try:
-        ids = text_tokens(text, cfg)
+        text_tokens(text, cfg)                   # refused here, with its rule, before training
     except ValueError as exc:
         show_error(str(exc))
         return None
@@ -56,7 +63,7 @@ def forward_trace(cfg: ModelConfig, steps: int, text: str):
                                 lambda progress: _model(cfg, steps, _progress=progress))
         if model is None:
             return None
-    return trace(model, ids)
+    return _traced(model, text)
 
 
 def attention_section(t, prefix: str) -> None:

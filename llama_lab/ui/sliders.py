@@ -4,6 +4,7 @@ The entry's key is the builder's value (URL mirror and validation unchanged); th
 view of it — drawn at the current value, and writing it back when moved."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import streamlit as st
@@ -32,7 +33,16 @@ def _builder_fields(values: dict[str, Any]) -> dict[str, Any]:
 
 def field_options(name: str, values: dict[str, Any]) -> list[int]:
     """The values of config field ``name`` whose config, everything else as ``values`` (the
-    builder's, keyed by session-state key; the FFN width following its rule), is valid."""
+    builder's, keyed by session-state key; the FFN width following its rule), is valid —
+    once per builder state (about 20 ms of config checks for the seven sliders, otherwise on
+    every rerun of every page)."""
+    return list(_field_options(name, tuple(sorted(values.items()))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _field_options(name: str, items: tuple) -> tuple[int, ...]:
+    values = dict(items)
+
     def valid(candidate: int) -> bool:
         changed = dict(values)
         changed[field_key(name)] = candidate
@@ -50,7 +60,7 @@ def field_options(name: str, values: dict[str, Any]) -> list[int]:
         candidates = field_candidates(name, _builder_fields(values))
     except (TypeError, ValueError, ZeroDivisionError):   # a field the builder holds unset
         candidates = []
-    return slider_options(candidates, values[field_key(name)], valid)
+    return tuple(slider_options(candidates, values[field_key(name)], valid))
 
 
 def workload_options(name: str, current: int, upper: int) -> list[int]:
