@@ -200,8 +200,9 @@ def test_what_fits_on_a_gpu_hand_derived():
 
 
 # ==== activations: estimate vs measurement =====================================================
-def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False):
-    """Bytes of distinct non-parameter storages autograd saves in forward + cross-entropy.
+def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
+    """Bytes of distinct non-parameter storages autograd saves in forward + cross-entropy
+    (``loss``: "logits", F.cross_entropy on the logits; "chunked", the model's own loss).
     With checkpointing (reentrant, per block) also the recompute of one block, whose input is
     the stored one (detached, same storage), as backward does."""
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype])
@@ -218,6 +219,9 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False):
     ids, targets = (torch.randint(0, cfg.vocab_size, (B, T), generator=gen) for _ in range(2))
     body = model.model
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        if loss == "chunked":
+            model.loss_on(ids, targets)
+            return sum(seen.values())
         if not checkpointing:
             logits = model(ids)
         else:
@@ -264,10 +268,16 @@ def test_activation_bytes_match_saved_tensor_hooks(debug_cfg, extra, dtype, chec
     # input dtype where the estimate assumes float32 (as on CUDA).
     cfg, B, T = debug_cfg.replace(**extra), 2, 24
     measured = _measure_saved_bytes(cfg, B, T, dtype, checkpointing)
-    estimated = A.activation_bytes(cfg, T, B, dtype, checkpointing)
+    estimated = A.activation_bytes(cfg, T, B, dtype, checkpointing, loss="logits")
     assert abs(estimated / measured - 1) < 0.01, (measured, estimated)
     if cfg.norm_type == "rmsnorm":
         assert estimated == measured
+    if not checkpointing:                # the model's own loss: the head's two gradients instead
+        measured = _measure_saved_bytes(cfg, B, T, dtype, loss="chunked")
+        estimated = A.activation_bytes(cfg, T, B, dtype)
+        assert abs(estimated / measured - 1) < 0.01, (measured, estimated)
+        if cfg.norm_type == "rmsnorm":
+            assert estimated == measured
 
 
 def test_checkpointing_saves_memory_at_scale():
@@ -349,12 +359,12 @@ def test_inference_memory_components():
     memory = A.inference_memory(cfg, 4096, 2, "bf16")
     assert memory.components["weights"] == 68_976_648_192 * 2
     assert memory.components["kv_cache"] == 327_680 * 4096 * 2
-    # the SwiGLU phase is the peak: block input, residual, norm output (3·C) and silu(gate),
-    # up, their product (3·F) per token in bf16, + float32 cos/sin (T, D) (RoPE needs no
-    # position ids: its tables are sliced)
+    # the SwiGLU phase is the peak: block input, residual, norm output (3·C) and the fused
+    # gate/up output (2·F), silu(gate) and the product (2·F) per token in bf16, + float32
+    # cos/sin (T, D) (RoPE needs no position ids: its tables are sliced)
     N = 2 * 4096
     assert memory.components["activations"] == \
-        N * (3 * 8192 + 3 * 28672) * 2 + 2 * 4096 * 128 * 4
+        N * (3 * 8192 + 4 * 28672) * 2 + 2 * 4096 * 128 * 4
     # a small model with a big vocabulary peaks at the logits instead
     small_cfg = PRESETS["debug"].replace(vocab_size=32000)
     assert A.inference_activation_bytes(small_cfg, 64, 2, "bf16") == 2 * 64 * (64 + 32000) * 2

@@ -148,6 +148,17 @@ def test_logit_stats_definitions():
     assert peaked.max_abs == 100.0
 
 
+def test_logit_stats_in_chunks_equal_the_whole_tensor_at_once():
+    """More rows than one chunk: the running sums give what torch computes on all rows."""
+    logits = 3 * torch.randn(600, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    stats = LogitStats.of(logits)
+    log_probs = logits.log_softmax(-1)
+    assert stats.std == pytest.approx(logits.std().item(), rel=1e-9)
+    assert stats.max_abs == logits.abs().max().item()
+    assert stats.max_prob_mean == pytest.approx(log_probs.exp().max(-1).values.mean().item(), rel=1e-9)
+    assert stats.entropy_mean == pytest.approx(-(log_probs.exp() * log_probs).sum(-1).mean().item(), rel=1e-9)
+
+
 # ---- gradient norms ---------------------------------------------------------------------------
 @pytest.mark.parametrize("position", ["post", "pre"])
 def test_gradnorms_equal_direct_computation(debug_cfg, position):
@@ -182,8 +193,12 @@ def test_gradnorms_equal_direct_computation(debug_cfg, position):
         assert result.layer_grad_norm[i] == pytest.approx(norm(prefix), rel=1e-5)
         assert result.ffn_out_grad_norm[i] == pytest.approx(
             by_name[prefix + "mlp.down_proj.weight"].norm().item(), rel=1e-5)
-        assert result.group_grad_norm["q"][i] == pytest.approx(norm(prefix + "self_attn.q_proj"), rel=1e-5)
-        assert result.group_grad_norm["gate"][i] == pytest.approx(norm(prefix + "mlp.gate_proj"), rel=1e-5)
+        # the fused projections' first rows: q's H·D of [q; k; v], the gate's F of [gate; up]
+        qkv, gate_up = by_name[prefix + "self_attn.qkv_proj.weight"], by_name[prefix + "mlp.gate_up_proj.weight"]
+        assert result.group_grad_norm["q"][i] == pytest.approx(
+            qkv[:debug_cfg.n_heads * debug_cfg.head_dim].norm().item(), rel=1e-5)
+        assert result.group_grad_norm["gate"][i] == pytest.approx(
+            gate_up[:debug_cfg.ffn_hidden].norm().item(), rel=1e-5)
         assert result.group_grad_norm["norms"][i] == pytest.approx(
             norm((prefix + "input_layernorm", prefix + "post_attention_layernorm")), rel=1e-5)
     assert list(result.group_grad_norm) == ["q", "k", "v", "o", "gate", "up", "down", "norms"]

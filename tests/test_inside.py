@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from llama_lab.config import PRESETS
 from llama_lab.experiments import inside
@@ -39,12 +40,16 @@ def test_the_attention_maps_are_the_models_own(preset):
         h = layer.input_layernorm(x) if layer.pre_norm else x
         attn = layer.self_attn
         B, H, G, D = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        q = attn.q_proj(h).view(B, T, H, D)
-        k = attn.k_proj(h).view(B, T, G, D)
+        sd = attn.state_dict()                  # the checkpoint's q_proj, k_proj, v_proj
+
+        def proj(name):
+            return F.linear(h, sd[f"{name}.weight"], sd.get(f"{name}.bias"))
+        q = proj("q_proj").view(B, T, H, D)
+        k = proj("k_proj").view(B, T, G, D)
         if cfg.qk_norm:
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
-        v = attn.v_proj(h).view(B, T, G, D).transpose(1, 2)
+        v = proj("v_proj").view(B, T, G, D).transpose(1, 2)
         if cfg.pos_encoding == "rope":
             cos, sin = model.model.position_tables.get(T, x.device)
             q, k = apply_rope(q, cos[:T], sin[:T]), apply_rope(k, cos[:T], sin[:T])
@@ -112,10 +117,10 @@ def test_the_gate_share_and_the_norm_effect_are_measured():
     with torch.no_grad():
         x = model.model.embed_tokens(ids)
         layer = model.model.layers[0]
-        gate = layer.mlp.gate_proj(layer.post_attention_layernorm(
+        gate = F.linear(layer.post_attention_layernorm(
             x + layer.self_attn(layer.input_layernorm(x), tuple(
                 p[:ids.shape[1]] for p in model.model.position_tables.get(ids.shape[1], x.device)),
-                None)))
+                None)), layer.mlp.state_dict()["gate_proj.weight"])
     assert t.layers[0].gate_closed_share == pytest.approx(float((gate < 0).float().mean()))
     # RMSNorm with γ = 1: x / sqrt(ms + eps) has RMS sqrt(ms / (ms + eps)) per token
     ms = x[0].float().pow(2).mean(-1)

@@ -108,6 +108,48 @@ def test_kv_cache_decode_equals_full_forward(overrides):
     assert cache.nbytes() == 2 * cfg.n_layers * 3 * 30 * cfg.n_kv_heads * cfg.head_dim * 4
 
 
+@pytest.mark.parametrize("chunks", [[1] * 24, [5, 1, 1, 3, 1, 7, 1, 1, 2, 1, 1], [2, 9, 1, 12]])
+def test_a_window_cache_is_a_ring_that_decodes_as_the_full_forward(chunks):
+    """Window 4 on one layer: the ring wraps many times; chunks before and after it fills."""
+    cfg = PRESETS["debug"].replace(sliding_window=4, local_layers="0")
+    m = build_model(cfg).eval()
+    x = tokens(cfg, B=2, T=sum(chunks))
+    with torch.no_grad():
+        full = m(x)
+        cache, parts, at = m.new_cache(2, sum(chunks)), [], 0
+        for n in chunks:
+            parts.append(m(x[:, at:at + n], cache))
+            at += n
+    torch.testing.assert_close(torch.cat(parts, 1), full, rtol=1e-5, atol=1e-5)
+    assert cache.k0.shape[2] == 4 and cache.held(0) == 4
+
+
+class _Allocations(torch.utils._python_dispatch.TorchDispatchMode):
+    """The operators that run, for the cache's update: views and in-place copies only."""
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("overrides", [{}, {"sliding_window": 4, "local_layers": "all"}])
+def test_a_decode_step_allocates_nothing_in_the_cache(overrides):
+    cfg = PRESETS["debug"].replace(**overrides)
+    m = build_model(cfg).eval()
+    cache = m.new_cache(2, 32)
+    with torch.no_grad():
+        m(tokens(cfg, B=2, T=9), cache)                      # past the window: the ring wraps
+        k = torch.randn(2, cfg.n_kv_heads, 1, cfg.head_dim)
+        counter = _Allocations()
+        with counter:
+            for layer in range(cfg.n_layers):
+                cache.update(layer, k, k)
+    assert counter.ops <= {"slice", "copy_", "alias"}, counter.ops
+
+
 def test_generate_matches_argmax_of_full_forward():
     cfg = PRESETS["debug"]
     m = build_model(cfg).eval()
@@ -154,9 +196,14 @@ def test_weights_reproducible_and_init_rules():
     cfg = PRESETS["debug"]
     a, b = build_model(cfg, seed=3), build_model(cfg, seed=3)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
-    std = a.model.layers[0].mlp.up_proj.weight.std().item()
+    std = a.state_dict()["model.layers.0.mlp.up_proj.weight"].std().item()
     assert abs(std - 0.02) < 0.002
-    x = build_model(cfg.replace(init="xavier"), seed=3).model.layers[0].mlp.up_proj.weight
+    xavier = build_model(cfg.replace(init="xavier"), seed=3).state_dict()
+    for name in ("up_proj", "gate_proj"):       # each part of the fused gate/up its own Glorot
+        x = xavier[f"model.layers.0.mlp.{name}.weight"]
+        fan_in, fan_out = x.shape[1], x.shape[0]
+        assert abs(x.std().item() - math.sqrt(2 / (fan_in + fan_out))) < 0.01
+    x = xavier["model.layers.0.self_attn.k_proj.weight"]
     fan_in, fan_out = x.shape[1], x.shape[0]
     assert abs(x.std().item() - math.sqrt(2 / (fan_in + fan_out))) < 0.01
 

@@ -84,7 +84,7 @@ def test_a_quantised_model_holds_the_predicted_bytes_and_stays_close():
         with torch.no_grad():
             error = (model(x).float() - reference).abs().max().item()
         assert error < {"int8": 0.05, "int4": 0.5}[dtype], error
-        assert isinstance(model.model.layers[0].self_attn.q_proj, QuantLinear)
+        assert isinstance(model.model.layers[0].self_attn.qkv_proj, QuantLinear)
 
 
 def test_the_kv_cache_per_token_at_each_dtype_by_hand():

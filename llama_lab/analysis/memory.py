@@ -40,8 +40,11 @@ class ActivationEstimate:
 
 ACTIVATION_ASSUMPTIONS = [
     "Counts the tensors autograd saves for backward in llama_lab.model with every parameter in "
-    "`dtype` (model.to(dtype), no autocast), each storage once, parameters excluded, for "
-    "F.cross_entropy on the logits.",
+    "`dtype` (model.to(dtype), no autocast), each storage once, parameters excluded, for the "
+    "model's own loss (loss='chunked': model.loss, the LM head and cross-entropy in chunks, "
+    "which keeps the gradients of the hidden states (N·C) and of the head's weight (V·C), never "
+    "the N·V logits) or F.cross_entropy on the logits (loss='logits': the lm_head input and "
+    "the N·V log-probabilities).",
     "Attention runs in a fused SDPA kernel (flash / CPU flash): it saves q, k, v (G heads, not "
     "repeated), its output and a float32 logsumexp (B·H·T) - never the T×T weights.",
     "RMSNorm saves its float32 input, rstd (float32) and the normalised x; LayerNorm saves its "
@@ -112,13 +115,29 @@ def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: 
     }
 
 
+LOSS_PATHS = ("chunked", "logits")
+
+
+def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str) -> int:
+    """What the loss head saves: the final norm's tensors, then for the chunked loss its two
+    gradients, for F.cross_entropy the lm_head input, the log-probabilities, the targets and
+    nll_loss's total weight."""
+    if loss not in LOSS_PATHS:
+        raise AnalysisError(f"loss={loss!r} must be one of {', '.join(LOSS_PATHS)}")
+    s = Shapes.of(cfg)
+    norm = _norm_saved_bytes(cfg, N, b) if cfg.final_norm else 0
+    if loss == "chunked":
+        return norm + nbytes(N * s.C, b) + nbytes(s.V * s.C, b)
+    return norm + nbytes(N * s.C, b) + nbytes(N * s.V, b) + INT64_BYTES * N + math.ceil(b)
+
+
 def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
-                        checkpointing: bool = False) -> ActivationEstimate:
+                        checkpointing: bool = False, loss: str = "chunked") -> ActivationEstimate:
     check_seq(seq_len, batch)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     B, T, N = batch, seq_len, batch * seq_len
     s = Shapes.of(cfg)
-    C, D, L, V = s.C, s.D, s.L, s.V
+    C, D, L = s.C, s.D, s.L
     rope = cfg.pos_encoding == "rope"
     kinds = {}                                   # blocks come in few kinds: (window, sparse)
     for layer in range(L):
@@ -127,14 +146,10 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
     saved = {key: sum(_block_saved(cfg, first, B, T, b, dtype).values())
              for key, (first, _) in kinds.items()}
     per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0])]
-    head = ((_norm_saved_bytes(cfg, N, b) if cfg.final_norm else 0)
-            + nbytes(N * C, b)                                            # lm_head input
-            + nbytes(N * V, b)                                            # log_softmax output
-            + INT64_BYTES * N + math.ceil(b))                              # targets, total_weight
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
         "rope_tables": 2 * T * D * 4 if rope and dtype == "fp32" else 0,   # shared by all layers
-        "head_and_loss": head,
+        "head_and_loss": _head_saved(cfg, N, b, loss),
     }
     if checkpointing:
         components["block_inputs"] = L * nbytes(N * C, b)
@@ -150,9 +165,9 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
 
 
 def activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
-                     checkpointing: bool = False) -> int:
+                     checkpointing: bool = False, loss: str = "chunked") -> int:
     """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS)."""
-    return activation_estimate(cfg, seq_len, batch, dtype, checkpointing).total_bytes
+    return activation_estimate(cfg, seq_len, batch, dtype, checkpointing, loss).total_bytes
 
 
 def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
@@ -182,7 +197,9 @@ def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
         at_rope = 2 * G * D + max(4 * H * D,        # while rotating q (k, v alive)
                                   2 * H * D + 3 * G * D)   # while rotating k (old and new q)
     attention = (2 * C if pre else C) + max(at_o_proj, at_rope)
-    hidden = 3 * F if cfg.ffn_type == "swiglu" else 2 * F   # silu(g), up, product / act in+out
+    # SwiGLU: the fused gate/up output (2F, alive through the block), silu(g), the product;
+    # ReLU/GELU: the activation's input and output
+    hidden = 4 * F if cfg.ffn_type == "swiglu" else 2 * F
     ffn = (3 * C if pre else 2 * C) + max(hidden, F + C)    # F + C: down_proj's input and output
     if cfg.norm_type == "rmsnorm":                  # float32 x·rstd, its cast, γ·x
         norm_bytes = 4 * C + (b * C if b != 4 else 0) + b * C

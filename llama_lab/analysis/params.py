@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from ..config import ModelConfig
-from ..model import build_model
+from ..model import build_model, part_tensors
 from .shapes import Shapes
 
 
@@ -145,10 +145,11 @@ def _detail_key(name: str) -> str:
 
 def count_params_module(cfg: ModelConfig) -> ParamCount:
     """Read the counts from the module built on the meta device (no weight memory).
-    ``named_parameters`` yields a tied lm_head weight once, under the embedding."""
+    ``part_tensors`` yields a tied lm_head weight once, under the embedding, and a fused
+    projection's parts (q, k, v; gate, up) each under its own name."""
     model = build_model(cfg, device="meta")
     detail = dict.fromkeys(DETAIL_KEYS, 0)
-    for name, parameter in model.named_parameters():
+    for name, parameter in part_tensors(model):
         detail[_detail_key(name)] += parameter.numel()
     per_layer = sum(p.numel() for p in model.model.layers[0].parameters())
     return _param_count(cfg, detail, per_layer, "meta module")

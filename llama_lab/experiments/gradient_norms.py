@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from ..config import ModelConfig, arrangement
 from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table,
                               band_traces, layout_figure)
-from ..model import CausalLM, build_model
+from ..model import CausalLM, build_model, part_tensors
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
 from ..train.budgets import check_sizes, random_batch, training_bytes_needed
@@ -57,10 +57,8 @@ def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
     groups: dict[str, list[list[torch.Tensor]]] = {}
     n_layers = len(model.model.layers)
     for i, layer in enumerate(model.model.layers):
-        for name, p in layer.named_parameters():
-            group = _group(name)
-            if p.grad is not None:
-                groups.setdefault(group, [[] for _ in range(n_layers)])[i].append(p.grad)
+        for name, grad in part_tensors(layer, grads=True):          # q, k, v; gate, up apart
+            groups.setdefault(_group(name), [[] for _ in range(n_layers)])[i].append(grad)
     return {g: [norm_of(ts) for ts in groups[g]] for g in GROUP_ORDER if g in groups}
 
 

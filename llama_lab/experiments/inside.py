@@ -127,8 +127,8 @@ class _Recorder:
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_in", "in")))
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_out", "out")))
             if getattr(layer.mlp, "gated", False):
-                self.handles.append(layer.mlp.gate_proj.register_forward_hook(
-                    self._save(i, "gate_out", "out")))
+                self.handles.append(layer.mlp.gate_up_proj.register_forward_hook(
+                    self._save(i, "gate_up_out", "out")))
         return self
 
     def __exit__(self, *exc) -> None:
@@ -163,7 +163,8 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = I["top_k"]) -> Forwar
         head_in = body.norm(h) if cfg.final_norm else h
         lens_logits = model.lm_head(head_in)[0].float()
         lens.append(lens_logits)
-        gate = seen.get((i, "gate_out"))
+        gate_up = seen.get((i, "gate_up_out"))             # SwiGLU's gate and up, one GEMM
+        gate = layer.mlp.gate_up_proj.split(gate_up)[0] if gate_up is not None else None
         experts = None
         if isinstance(layer.mlp, SparseMoE):
             flat = seen[(i, "ffn_in")][0].reshape(-1, cfg.d_model)

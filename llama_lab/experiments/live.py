@@ -28,7 +28,7 @@ from ..runtime.precision import Precision, make_precision
 from ..train.budgets import check_sizes, random_batch, training_bytes_needed
 from ..train.data import TokenData
 from ..train.measure import LogitStats, SavedTensorMeter, logit_stats, state_bytes
-from ..train.step import StepTimes, Trainee, make_optimizer, next_token_loss, training_step
+from ..train.step import StepTimes, Trainee, make_optimizer, step_loss, training_step
 from ..units import Progress, human_bytes, plain_fields, settings_from
 from .registry import ExperimentKind, register
 
@@ -107,9 +107,7 @@ def _saved_for_backward(model, inputs, targets, precision: Precision) -> SavedTe
     """The tensors one forward (with the loss) saves for backward; the graph is freed."""
     with SavedTensorMeter(model) as meter:
         with precision.autocast():
-            logits = model(inputs)
-        next_token_loss(logits, targets)
-        del logits
+            step_loss(model, inputs, targets)
     return meter
 
 

@@ -2,13 +2,14 @@
 
 ``build_model(cfg, device=None, dtype=None)`` returns a ``CausalLM`` whose state-dict keys are
 those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half convention.
-Parts: ``norms``, ``positions``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``, ``init``,
+Parts: ``norms``, ``positions``, ``fused``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``, ``init``,
 ``checkpoint``.
 """
 from .attention import (SDPA_HAS_GQA, Attention, attention_mask, causal_attention,
                         reference_attention)
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import CausalLM, DecoderBody, DecoderLayer
+from .fused import FusedLinear, keep_part_keys, part_tensors
 from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kv_cache import KVCache
 from .mlp import MLP, Experts, SparseMoE
@@ -17,9 +18,9 @@ from .positions import (PositionTables, apply_rope, rope_cos_sin, rope_inv_freq,
                         sinusoidal_table)
 
 __all__ = [
-    "Attention", "CausalLM", "Experts", "SparseMoE", "DecoderBody", "DecoderLayer", "INIT_STD", "KVCache",
+    "Attention", "CausalLM", "Experts", "SparseMoE", "DecoderBody", "DecoderLayer", "FusedLinear", "INIT_STD", "KVCache",
     "LoadedCheckpoint", "MLP", "PositionTables", "RMSNorm", "SDPA_HAS_GQA", "apply_rope",
     "attention_mask", "build_model", "causal_attention", "checkpoint_files", "init_weights", "load_checkpoint",
-    "make_norm", "reference_attention", "rope_cos_sin", "rope_inv_freq", "rotate_half",
+    "keep_part_keys", "make_norm", "part_tensors", "reference_attention", "rope_cos_sin", "rope_inv_freq", "rotate_half",
     "sinusoidal_table",
 ]

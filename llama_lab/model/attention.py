@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import ModelConfig
+from .fused import FusedLinear, keep_part_keys
 from .kv_cache import KVCache
 from .norms import RMSNorm
 from .positions import apply_rope
@@ -78,9 +79,10 @@ class Attention(nn.Module):
         self.cfg, self.layer_idx = cfg, layer_idx
         self.window = cfg.window_of(layer_idx)
         C, D = cfg.d_model, cfg.head_dim
-        self.q_proj = nn.Linear(C, cfg.n_heads * D, bias=cfg.qkv_bias)
-        self.k_proj = nn.Linear(C, cfg.n_kv_heads * D, bias=cfg.qkv_bias)  # fewer heads: GQA/MQA
-        self.v_proj = nn.Linear(C, cfg.n_kv_heads * D, bias=cfg.qkv_bias)
+        # q, k and v in one GEMM; checkpoints keep q_proj, k_proj, v_proj (fewer KV heads: GQA/MQA)
+        self.qkv_proj = FusedLinear(C, (("q_proj", cfg.n_heads * D), ("k_proj", cfg.n_kv_heads * D),
+                                        ("v_proj", cfg.n_kv_heads * D)), bias=cfg.qkv_bias)
+        keep_part_keys(self, "qkv_proj")
         self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
         if cfg.qk_norm:                                            # Qwen3: per head, over D
             self.q_norm = RMSNorm(D, cfg.norm_eps)
@@ -91,14 +93,19 @@ class Attention(nn.Module):
         RoPE (``rope``: cos, sin of the tokens' positions; None: not rotated)."""
         B, T, _ = x.shape
         H, G, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
-        q = self.q_proj(x).view(B, T, H, D)
-        k = self.k_proj(x).view(B, T, G, D)
+        q, k, v = self.qkv_proj.split(self.qkv_proj(x))          # (B, T, H·D), (B, T, G·D) ×2
+        q, k, v = q.view(B, T, H, D), k.view(B, T, G, D), v.view(B, T, G, D)
         if self.cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = q.transpose(1, 2), k.transpose(1, 2)               # (B, H, T, D), (B, G, T, D)
-        v = self.v_proj(x).view(B, T, G, D).transpose(1, 2)       # (B, G, T, D)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)   # (B, H|G, T, D)
         if rope is not None:                                      # RoPE rotates q and k, never v
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if rope is not None or self.cfg.qk_norm:
+            # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive
+            # (SDPA saves v for backward): it gets its own storage — unless a float32 QK-norm
+            # saves its q and k inputs, views of that output, anyway
+            if not (self.cfg.qk_norm and v.dtype == torch.float32 and torch.is_grad_enabled()):
+                v = v.contiguous()
         return q, k, v
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):

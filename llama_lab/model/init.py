@@ -12,6 +12,7 @@ import torch.nn as nn
 
 from ..config import INIT_STD, ModelConfig
 from .decoder import CausalLM
+from .fused import FusedLinear
 from .mlp import Experts
 from .norms import RMSNorm
 
@@ -35,7 +36,12 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
         if isinstance(module, (nn.Linear, nn.Embedding)):
             if module.weight.is_meta:
                 continue
-            _draw(module.weight, cfg.init, generator)
+            # a fused projection's parts each drawn as its own matrix (Glorot's fan-out is the
+            # part's; the stream is that of separate layers)
+            parts = module.pieces(module.weight).values() if isinstance(module, FusedLinear) \
+                else (module.weight,)
+            for weight in parts:
+                _draw(weight, cfg.init, generator)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, Experts) and not module.gate_up_proj.is_meta:

@@ -1,6 +1,11 @@
 """A preallocated KV cache of every layer (gpt-fast style). A sliding-window layer keeps at
-most its window: its buffer holds the last W tokens, in order, and each update shifts the
-oldest out, so memory stays W per layer however long the sequence grows.
+most its window: its buffer of W slots is a ring (position p in slot p mod W), so memory stays
+W per layer however long the sequence grows. A one-token decode step allocates nothing in the
+cache: the new K and V are copied into their slot and the attention reads views of the
+buffers (a full window's slots out of order: RoPE has already rotated each key by its own
+position and a window of W keys is exactly what the new token may see, so the order does not
+matter). Only a chunk of several tokens after a window has filled needs the held keys in
+order (one concatenation).
 """
 from __future__ import annotations
 
@@ -45,12 +50,31 @@ class KVCache(nn.Module):
             keys[:, :, held:held + T] = k
             values[:, :, held:held + T] = v
             return keys[:, :, :held + T], values[:, :, :held + T]
-        all_k = torch.cat((keys[:, :, :held], k), dim=2)             # (B, G, held + T, D)
-        all_v = torch.cat((values[:, :, :held], v), dim=2)
-        keep = min(keys.shape[2], all_k.shape[2])                     # the last W tokens stay
-        keys[:, :, :keep] = all_k[:, :, -keep:]
-        values[:, :, :keep] = all_v[:, :, -keep:]
+        slots = keys.shape[2]
+        if T == 1 or self.length + T <= slots:       # the attended keys are the ring's slots
+            for buffer, new in ((keys, k), (values, v)):
+                self._write_ring(buffer, new)
+            n = min(self.length + T, slots)
+            return keys[:, :, :n], values[:, :, :n]
+        oldest = self.length % slots if self.length >= slots else 0
+        order = [*range(oldest, held), *range(oldest)] if held == slots else list(range(held))
+        index = torch.tensor(order, device=k.device, dtype=torch.long)
+        all_k = torch.cat((keys.index_select(2, index), k), dim=2)       # (B, G, held + T, D)
+        all_v = torch.cat((values.index_select(2, index), v), dim=2)
+        for buffer, new in ((keys, k), (values, v)):
+            self._write_ring(buffer, new)
         return all_k, all_v
+
+    def _write_ring(self, buffer: torch.Tensor, new: torch.Tensor) -> None:
+        """Copy the new tokens (the last ``slots`` of them) into slots position mod ``slots``."""
+        slots, T = buffer.shape[2], new.shape[2]
+        first = self.length + max(0, T - slots)              # positions older than that fall out
+        new = new[:, :, T - min(T, slots):]
+        start = first % slots
+        head = min(new.shape[2], slots - start)
+        buffer[:, :, start:start + head] = new[:, :, :head]
+        if head < new.shape[2]:                              # wrapped past the last slot
+            buffer[:, :, :new.shape[2] - head] = new[:, :, head:]
 
     def truncate(self, length: int) -> None:
         """Forget the tokens from position ``length`` on (a rejected speculation): the slots

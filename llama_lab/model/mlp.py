@@ -9,23 +9,29 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import ModelConfig
+from .fused import FusedLinear, keep_part_keys
 
 
 class MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) ⊙ up(x)); ReLU/GELU: down(act(up(x)))."""
+    """SwiGLU: down(silu(gate(x)) ⊙ up(x)), gate and up in one GEMM (checkpoints keep
+    gate_proj and up_proj); ReLU/GELU: down(act(up(x)))."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.gated = cfg.ffn_type == "swiglu"
+        C, F_ = cfg.d_model, cfg.ffn_hidden
         if self.gated:
-            self.gate_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=cfg.mlp_bias)
-        self.up_proj = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=cfg.mlp_bias)
+            self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)), bias=cfg.mlp_bias)
+            keep_part_keys(self, "gate_up_proj")
+        else:
+            self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=cfg.mlp_bias)
         self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn_type]
 
     def forward(self, x):
         if self.gated:
-            return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+            gate, up = self.gate_up_proj.split(self.gate_up_proj(x))
+            return self.down_proj(self.act(gate) * up)
         return self.down_proj(self.act(self.up_proj(x)))
 
 

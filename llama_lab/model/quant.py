@@ -18,6 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .fused import FusedLinear
+
 SCALE_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 LEVELS = {("int8", False): (-127, 127), ("int4", False): (-8, 7),
           ("int8", True): (0, 255), ("int4", True): (0, 15)}
@@ -119,34 +121,46 @@ def dequantize(q: QTensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 class QuantLinear(nn.Module):
     """A linear layer whose weight is stored quantised (buffers: data, scales, zero points);
-    the bias, if any, stays in the layer's dtype. Forward: x · dequant(W)ᵀ + b."""
+    the bias, if any, stays in the layer's dtype. Forward: x · dequant(W)ᵀ + b. A fused
+    projection (q/k/v, gate/up) is quantised part by part, as ``analysis.quant`` counts the
+    separate tensors (a per-tensor scale is each part's own), and still runs one GEMM."""
 
     def __init__(self, linear: nn.Linear, dtype: str, group_size: int, scale_dtype: str = "fp16",
                  zero_point: bool = False):
         super().__init__()
-        self.q = quantize(linear.weight, dtype, group_size, scale_dtype, zero_point)
-        self.register_buffer("qdata", self.q.data)
-        self.register_buffer("qscales", self.q.scales)
-        if self.q.zeros is not None:
-            self.register_buffer("qzeros", self.q.zeros)
+        fused = isinstance(linear, FusedLinear)
+        weights = list(linear.pieces(linear.weight).values()) if fused else [linear.weight]
+        self.sizes = [w.shape[0] for w in weights]
+        self.qs = [quantize(w, dtype, group_size, scale_dtype, zero_point) for w in weights]
+        for i, q in enumerate(self.qs):
+            tag = str(i) if fused else ""
+            self.register_buffer(f"qdata{tag}", q.data)
+            self.register_buffer(f"qscales{tag}", q.scales)
+            if q.zeros is not None:
+                self.register_buffer(f"qzeros{tag}", q.zeros)
         self.bias = linear.bias
         self.compute_dtype = linear.weight.dtype
 
+    def split(self, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The parts' outputs, as ``FusedLinear.split``."""
+        return y.split(self.sizes, dim=-1)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, dequantize(self.q, x.dtype), self.bias)
+        parts = [dequantize(q, x.dtype) for q in self.qs]
+        return F.linear(x, parts[0] if len(parts) == 1 else torch.cat(parts), self.bias)
 
 
 def quantize_linears(model: nn.Module, dtype: str, group_size: int, scale_dtype: str = "fp16",
                      zero_point: bool = False, skip: tuple[str, ...] = ("lm_head",)) -> int:
     """Replace every nn.Linear of ``model`` (but those whose name ends with one of ``skip``)
-    by a QuantLinear; the number replaced. A mixture of experts' router (``mlp.gate``) is
+    by a QuantLinear; the number of matrices quantised (a fused projection's parts each). A mixture of experts' router (``mlp.gate``) is
     skipped as ``analysis.quant`` keeps it unless told."""
     replaced = 0
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
             full = f"{name}.{child_name}" if name else child_name
             if isinstance(child, nn.Linear) and not full.endswith(skip):
-                setattr(module, child_name, QuantLinear(child, dtype, group_size, scale_dtype,
-                                                        zero_point))
-                replaced += 1
+                quantised = QuantLinear(child, dtype, group_size, scale_dtype, zero_point)
+                setattr(module, child_name, quantised)
+                replaced += len(quantised.qs)
     return replaced

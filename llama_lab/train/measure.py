@@ -22,23 +22,48 @@ class LogitStats:
 
     @classmethod
     def of(cls, logits: torch.Tensor) -> "LogitStats":
-        logits = logits.detach().float().reshape(-1, logits.shape[-1])     # (B·T, V)
-        log_probs = logits.log_softmax(-1)
-        probs = log_probs.exp()
-        entropy = -(probs * log_probs).sum(-1)                             # (B·T,)
-        return cls(std=logits.std().item(), max_abs=logits.abs().max().item(),
-                   max_prob_mean=probs.max(-1).values.mean().item(),
-                   entropy_mean=entropy.mean().item())
+        logits = logits.detach().reshape(-1, logits.shape[-1])             # (B·T, V)
+        return cls.of_chunks(logits[start:start + STATS_ROWS]
+                             for start in range(0, logits.shape[0], STATS_ROWS))
+
+    @classmethod
+    def of_chunks(cls, chunks: Iterable[torch.Tensor]) -> "LogitStats":
+        """The statistics of the rows of every (rows, V) chunk together, one chunk's float32
+        logits, log-probabilities and probabilities alive at a time (never 4 × B·T·V)."""
+        n = total = squares = 0.0
+        max_abs, max_prob, entropy, rows = 0.0, 0.0, 0.0, 0
+        for chunk in chunks:
+            x = chunk.detach().to(torch.promote_types(chunk.dtype, torch.float32))
+            total += x.sum(dtype=torch.float64).item()
+            squares += x.pow(2).sum(dtype=torch.float64).item()
+            n += x.numel()
+            max_abs = max(max_abs, x.abs().max().item())
+            log_probs = x.log_softmax(-1)
+            probs = log_probs.exp()
+            max_prob += probs.max(-1).values.sum(dtype=torch.float64).item()
+            entropy += -(probs * log_probs).sum(-1).sum(dtype=torch.float64).item()
+            rows += x.shape[0]
+        variance = max(0.0, (squares - total * total / n) / (n - 1)) if n > 1 else 0.0
+        return cls(std=variance ** 0.5, max_abs=max_abs, max_prob_mean=max_prob / rows,
+                   entropy_mean=entropy / rows)
 
     def to_dict(self) -> dict:
         return plain_fields(self)
 
 
+STATS_ROWS = 256        # rows of logits per chunk: 256·V float32 (32 MiB at V = 32,000)
+
+
 @torch.no_grad()
 def logit_stats(model: CausalLM, inputs: torch.Tensor, precision: Precision) -> tuple[LogitStats, LogitStats]:
-    """(with the final norm, without it) on the same inputs; no graph is kept."""
-    with torch.no_grad(), precision.autocast():
-        return LogitStats.of(model(inputs)), LogitStats.of(model.logits_without_final_norm(inputs))
+    """(with the final norm, without it) on the same inputs; no graph is kept, and the LM head
+    runs a chunk of rows at a time (never the B·T·V logits)."""
+    def stats(hidden: torch.Tensor) -> LogitStats:
+        hidden = hidden.reshape(-1, hidden.shape[-1])
+        return LogitStats.of_chunks(model.lm_head(hidden[start:start + STATS_ROWS])
+                                    for start in range(0, hidden.shape[0], STATS_ROWS))
+    with precision.autocast():
+        return stats(model.model(inputs)), stats(model.model(inputs, final_norm=False))
 
 
 _CAST_OR_VIEW = {"ToCopyBackward0", "TBackward0", "ViewBackward0", "TransposeBackward0",

@@ -8,6 +8,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..model import CausalLM
 from ..runtime.devices import sync
 from ..runtime.precision import Precision
 
@@ -56,6 +57,15 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
+def step_loss(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The loss a training step backpropagates: a CausalLM's own (``loss_on``: the LM head and
+    cross-entropy in chunks, never the B·T·V logits); a compiled module (torch.compile compiles
+    ``forward``) through its logits and ``next_token_loss``."""
+    if isinstance(model, CausalLM):
+        return model.loss_on(inputs, targets)
+    return next_token_loss(model(inputs), targets)
+
+
 def total_grad_norm(model: torch.nn.Module) -> torch.Tensor:
     """L2 norm of every gradient together (a 0-dim tensor: no device sync)."""
     norms = [torch.linalg.vector_norm(p.grad.float()) for p in model.parameters() if p.grad is not None]
@@ -84,8 +94,7 @@ def training_step(trainee: Trainee, inputs: torch.Tensor, targets: torch.Tensor,
     sync(device)
     t0 = time.perf_counter()
     with trainee.precision.autocast():
-        logits = trainee.model(inputs)                              # (B, T, V)
-    loss = next_token_loss(logits, targets)
+        loss = step_loss(trainee.model, inputs, targets)
     sync(device)
     t1 = time.perf_counter()
     (scaler.scale(loss) if scaler is not None else loss).backward()
