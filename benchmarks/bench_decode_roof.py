@@ -37,8 +37,8 @@ def read_bandwidth(nbytes: int, device, reps: int = 5) -> float:
     return buffer.numel() * 4 / best
 
 
-def step_bytes(model, cache, batch: int) -> int:
-    """Bytes one decode step reads and writes (see the module docstring)."""
+def step_bytes(model, cache, batch: int) -> tuple[int, int]:
+    """(weight bytes, KV-cache bytes) one decode step reads and writes (module docstring)."""
     cfg = model.cfg
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     if not cfg.tie_embeddings:               # the table: only the new token's row is read
@@ -46,7 +46,7 @@ def step_bytes(model, cache, batch: int) -> int:
         weights -= table.numel() * table.element_size() - batch * table.shape[1] * table.element_size()
     per_token = 2 * cfg.n_kv_heads * cfg.head_dim * cache.k0.element_size() * batch   # K and V
     kv = sum(per_token * (cache.held(layer) + 1) for layer in range(cfg.n_layers))
-    return weights + kv
+    return weights, kv
 
 
 def main(argv=None) -> None:
@@ -73,22 +73,23 @@ def main(argv=None) -> None:
     with torch.no_grad():
         token = model(ids, cache, last_only=True)[:, -1:].argmax(-1)          # prefill
         for _ in range(args.steps):
-            nbytes = step_bytes(model, cache, args.batch)
+            nbytes = sum(step_bytes(model, cache, args.batch))
             sync(device)
             start = time.perf_counter()
             token = model(token, cache)[:, -1:].argmax(-1)
             sync(device)
             times.append(time.perf_counter() - start)
             fractions.append(nbytes / times[-1] / bandwidth)
-    step_s, nbytes = statistics.median(times[1:] or times), step_bytes(model, cache, args.batch)
-    threads = f" ({torch.get_num_threads()} threads)" if device.type == "cpu" else ""
+    step_s = statistics.median(times[1:] or times)
+    weights, kv = step_bytes(model, cache, args.batch)
+    nbytes = weights + kv
     print(f"{args.preset} (L={cfg.n_layers}, d={cfg.d_model}) {args.dtype} on "
-          f"{device_name(device)}{threads}: decode after {args.context} tokens, batch {args.batch}")
+          f"{device_name(device)}: decode after {args.context} tokens, batch {args.batch}")
     print(f"read bandwidth (full reads of {max(4 * model_bytes, 2**28) / 2**20:.0f} MiB, best of 5): "
           f"{bandwidth / 1e9:.1f} GB/s")
     print(f"one step: median {1e3 * step_s:.2f} ms over {args.steps} steps; it moves "
-          f"{nbytes / 1e6:.1f} MB (weights {model_bytes / 1e6:.1f} MB, KV cache "
-          f"{(nbytes - model_bytes) / 1e6:.2f} MB at most) → roof {1e3 * nbytes / bandwidth:.2f} ms")
+          f"{nbytes / 1e6:.1f} MB (weights {weights / 1e6:.1f} MB of the model's "
+          f"{model_bytes / 1e6:.1f}, KV cache {kv / 1e6:.2f} MB) → roof {1e3 * nbytes / bandwidth:.2f} ms")
     print(f"achieved fraction of the roof: {statistics.median(fractions):.3f} "
           f"(steps {min(fractions):.3f}–{max(fractions):.3f}); {args.batch / step_s:.1f} tokens/s")
 

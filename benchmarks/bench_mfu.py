@@ -21,6 +21,7 @@ from llama_lab import analysis
 from llama_lab.config import get_preset
 from llama_lab.model import build_model
 from llama_lab.runtime.devices import device_name, pick_device, sync
+from llama_lab.runtime.memory import pages_kept
 from llama_lab.runtime.peak import device_peak_flops
 from llama_lab.runtime.precision import DTYPES, make_precision
 from llama_lab.train.budgets import random_batch
@@ -60,17 +61,17 @@ def main(argv=None) -> None:
     trainee = Trainee(model, make_optimizer(model, 1e-4), precision, precision.grad_scaler())
     inputs, targets = (t.to(device) for t in random_batch(cfg, args.seq_len, args.batch, 0, None))
     flops = analysis.count_flops(cfg, args.seq_len, args.batch).training_step
-    training_step(trainee, inputs, targets, measure_grad_norm=False)           # warm-up
-    matmul_rate(args.matmul, device, DTYPES[args.dtype])
     steps, rates = [], []
-    for _ in range(args.rounds):                                              # alternated
-        rates.append(matmul_rate(args.matmul, device, DTYPES[args.dtype]))
-        steps.append(training_step(trainee, inputs, targets, measure_grad_norm=False)[2])
+    with pages_kept(device):                  # as the live pass and the training loop run
+        training_step(trainee, inputs, targets, measure_grad_norm=False)       # warm-up
+        matmul_rate(args.matmul, device, DTYPES[args.dtype])
+        for _ in range(args.rounds):                                          # alternated
+            rates.append(matmul_rate(args.matmul, device, DTYPES[args.dtype]))
+            steps.append(training_step(trainee, inputs, targets, measure_grad_norm=False)[2])
     step_s = statistics.median(t.total_s for t in steps)
     rate = statistics.median(rates)
-    threads = f" ({torch.get_num_threads()} threads)" if device.type == "cpu" else ""
     print(f"{args.preset} (L={cfg.n_layers}, d={cfg.d_model}), B={args.batch} T={args.seq_len} "
-          f"{args.dtype} on {device_name(device)}{threads}, {args.rounds} alternated rounds")
+          f"{args.dtype} on {device_name(device)}, {args.rounds} alternated rounds")
     print(f"training step: median {1e3 * step_s:.1f} ms (forward "
           f"{1e3 * statistics.median(t.forward_s for t in steps):.1f}, backward "
           f"{1e3 * statistics.median(t.backward_s for t in steps):.1f}, AdamW "

@@ -2,7 +2,13 @@
 same config, dtype and weights, alternated in one process (A B, B A, ...); prints medians, best times and the ratios.
 
     python benchmarks/bench_vs_transformers.py [--preset seed-demo] [--seq-len 128] [--batch 4]
-        [--dtype fp32|bf16] [--rounds 7] [--device auto|cpu|cuda]
+        [--dtype fp32|bf16] [--rounds 7] [--device auto|cpu|cuda] [--n-layers L]
+        [--set field=value ...] [--pages-kept]
+
+Any family: the other side is the family's own transformers class (``--preset mixtral-8x7b
+--n-layers 2 --set d_model=256 ...`` for a small mixture). ``--pages-kept`` times both under
+the allocator setting our training loops use (``runtime.memory.pages_kept``: freed pages
+reused, not faulted in afresh); without it, glibc's defaults for both.
 
 Two comparisons, each alternated with the other's runs:
 - each model's own loss path: ``model.loss(ids).backward()`` (ours: the LM head and the
@@ -13,24 +19,28 @@ Two comparisons, each alternated with the other's runs:
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 import statistics
 import time
 
 import torch
 
-from llama_lab.config import get_preset
+from llama_lab.config import apply_overrides, get_preset
 from llama_lab.runtime.devices import pick_device, sync
+from llama_lab.runtime.memory import pages_kept
 from llama_lab.runtime.precision import DTYPES
 from llama_lab.train.step import next_token_loss
 from llama_lab.model import build_model
 
 
 def build_pair(cfg, device, dtype):
+    """Ours and the family's own transformers class (LlamaForCausalLM, MixtralForCausalLM,
+    Qwen3ForCausalLM, ...) with the same weights."""
     import transformers
     ours = build_model(cfg, device=device, seed=0).to(dtype)
-    hf_cfg = transformers.LlamaConfig(**cfg.to_hf_config())
+    hf_cfg = transformers.AutoConfig.for_model(**cfg.to_hf_config())
     hf_cfg._attn_implementation = "sdpa"
-    hf = transformers.LlamaForCausalLM(hf_cfg).to(device=device, dtype=dtype)
+    hf = transformers.AutoModelForCausalLM.from_config(hf_cfg).to(device=device, dtype=dtype)
     hf.load_state_dict(ours.state_dict(), strict=True)
     hf.config.use_cache = False
     return ours, hf
@@ -56,9 +66,13 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--n-layers", type=int, help="override the preset's depth (big presets)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a config field (repeatable), e.g. --set d_model=256")
+    parser.add_argument("--pages-kept", action="store_true",
+                        help="time both under runtime.memory.pages_kept, as our training loops run")
     args = parser.parse_args(argv)
 
-    cfg = get_preset(args.preset)
+    cfg = apply_overrides(get_preset(args.preset), args.set)
     if args.n_layers:
         cfg = cfg.replace(n_layers=args.n_layers)
     device, dtype = pick_device(args.device), DTYPES[args.dtype]
@@ -80,13 +94,14 @@ def main(argv=None) -> None:
                                      hf.parameters),
     }
     times = {name: [] for name in runners}
-    for name, (loss_of, params) in runners.items():               # warm-up, excluded
-        loss_seconds(loss_of, list(params()), device)
     order = list(runners)
-    for round_index in range(args.rounds):      # alternate A B, B A, ...: same conditions for both
-        for name in (order if round_index % 2 == 0 else order[::-1]):
-            loss_of, params = runners[name]
-            times[name].append(loss_seconds(loss_of, list(params()), device))
+    with pages_kept(device) if args.pages_kept else nullcontext():   # one setting for both
+        for name, (loss_of, params) in runners.items():           # warm-up, excluded
+            loss_seconds(loss_of, list(params()), device)
+        for round_index in range(args.rounds):  # alternate A B, B A, ...: same conditions for both
+            for name in (order if round_index % 2 == 0 else order[::-1]):
+                loss_of, params = runners[name]
+                times[name].append(loss_seconds(loss_of, list(params()), device))
 
     print(f"config {args.preset} (L={cfg.n_layers}, d={cfg.d_model}, {cfg.attention_kind}), "
           f"B={args.batch} T={args.seq_len} {args.dtype} on {device} "

@@ -157,3 +157,36 @@ def test_the_guard_refuses_what_would_not_fit_before_building(monkeypatch):
     with pytest.raises(ExperimentError, match="needs about"):
         experiments.live_pass(cfg, 128, 4, device="cpu", iters=1)
     assert not built
+
+
+# ---- the allocator setting of repeated steps --------------------------------------------------
+PAGES_SCRIPT = """
+    import ctypes, torch
+    from llama_lab.runtime.memory import pages_kept
+    libc = ctypes.CDLL("libc.so.6")
+    class Info(ctypes.Structure):            # struct mallinfo2 (glibc ≥ 2.33)
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
+                    "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc.mallinfo2.restype = Info
+    def mmapped():
+        return libc.mallinfo2().hblkhd        # bytes in mmap'd chunks
+    big = 64 * 2**20
+    x = torch.empty(big, dtype=torch.uint8); default = mmapped(); del x
+    with pages_kept("cpu"):
+        x = torch.empty(big, dtype=torch.uint8); kept = mmapped(); del x
+        try:
+            with pages_kept("meta"):         # other devices: nothing changes
+                raise KeyError("passes through")
+        except KeyError:
+            pass
+    x = torch.empty(big, dtype=torch.uint8); after = mmapped(); del x
+    print(default >= big, kept < big, after >= big)
+"""
+
+
+def test_pages_kept_takes_large_tensors_from_the_heap_and_restores_the_defaults():
+    """glibc: a 64 MiB tensor is an mmap of its own by default (returned, and faulted in
+    afresh, every time); inside ``pages_kept`` it comes from the heap; afterwards from mmap."""
+    out = _run(PAGES_SCRIPT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True"], out.stdout

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-LOGIT_CHUNK_BYTES = 32 * 2**20      # the float32 logits of one chunk: at most this many bytes
+LOGIT_CHUNK_BYTES = 64 * 2**20      # the float32 logits of one chunk: at most this many bytes
 MIN_CHUNK_ROWS = 64                 # ... but never fewer rows than this (GEMM efficiency)
 
 

@@ -212,3 +212,42 @@ class RssPeak:
         high = file_field("/proc/self/status", "VmHWM")
         if self._start is not None and high is not None:
             self.bytes = max(0, high - self._start)
+
+
+# glibc's mallopt parameters and the defaults restored afterwards (malloc(3))
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
+_KEPT = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: 2**30, _M_TOP_PAD: 2**26}
+_DEFAULTS = {_M_MMAP_MAX: 65536, _M_TRIM_THRESHOLD: 128 * 1024, _M_TOP_PAD: 128 * 1024}
+
+
+def _glibc():
+    """The C library when it is glibc (mallopt, malloc_trim), else None."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.gnu_get_libc_version
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+@contextmanager
+def pages_kept(device: torch.device | str = "cpu") -> Iterator[None]:
+    """On the CPU with glibc, keep freed memory in the process while a run repeats steps:
+    large tensors come from the heap instead of fresh ``mmap``s, so a step reuses the pages
+    the last one freed rather than faulting in new ones (on seed-demo's training step the
+    page faults were ~16 % of its time; benchmarks/bench_mfu.py). Afterwards the defaults come
+    back and ``malloc_trim`` returns the free pages to the system. A no-op elsewhere."""
+    libc = _glibc() if torch.device(device).type == "cpu" else None
+    if libc is None:
+        yield
+        return
+    for param, value in _KEPT.items():
+        libc.mallopt(param, value)
+    try:
+        yield
+    finally:
+        for param, value in _DEFAULTS.items():
+            libc.mallopt(param, value)
+        libc.malloc_trim(0)

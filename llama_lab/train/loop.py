@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Callable, Generator
 
@@ -17,7 +18,7 @@ from ..analysis import count_flops
 from ..config import ModelConfig
 from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
-from ..runtime.memory import check_memory
+from ..runtime.memory import check_memory, pages_kept
 from ..runtime.precision import Precision, make_precision
 from ..units import Progress, json_float, plain_fields, settings_from
 from .budgets import (MAX_LR, MAX_SEED, MAX_STEPS, check_count, check_real, check_sizes,
@@ -258,13 +259,16 @@ def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | Non
     if keep_model is not None:
         keep_model.append(run.model)
     start = time.perf_counter()                    # wall_s: the steps and the final statistics
-    for step in range(s.steps):
-        record = _step(run, s, step)
-        if progress:
-            progress((step + 1) / s.steps, f"step {step + 1}/{s.steps}, loss {run.loss[-1]:.4g}")
-        yield record
-        if run.reason is not None:
-            break
+    with ExitStack() as kept:
+        for step in range(s.steps):
+            record = _step(run, s, step)
+            if step == 0:       # AdamW's state exists now: later steps reuse the last one's pages
+                kept.enter_context(pages_kept(run.trainee.precision.device))
+            if progress:
+                progress((step + 1) / s.steps, f"step {step + 1}/{s.steps}, loss {run.loss[-1]:.4g}")
+            yield record
+            if run.reason is not None:
+                break
     return _finish(cfg, s, run, data, label, start)
 
 
