@@ -15,7 +15,7 @@ from llama_lab.runtime import devices, memory
 from llama_lab.runtime.devices import pick_device
 from llama_lab.runtime.memory import check_memory
 from llama_lab.train import loop
-from llama_lab.train.budgets import training_bytes_needed, training_peak
+from llama_lab.train.budgets import ALLOCATOR_RETENTION, training_bytes_needed, training_peak
 from llama_lab.train.data import DataError, get_batch, load_builtin, random_tokens
 from llama_lab.train.divergence import divergence_reason
 from llama_lab.train.loop import iter_train, train
@@ -419,24 +419,27 @@ def test_cuda_decode_bf16_bytes_agree(debug_cfg):
 
 def test_guard_counts_what_autocast_really_keeps():
     # hand derivation of the two high points of a step (train.budgets.training_peak):
-    # backward at the loss: fp32 weights 4Ψ + AdamW 8Ψ (+ a 16-bit weight copy 2Ψ under
-    # autocast) + saved activations + logits (N·V in the compute dtype) + two fp32 N·V
-    # gradients (+ their 16-bit cast); the update: weights, grads 4Ψ, AdamW's moments (fused:
-    # no temporaries) and one largest parameter's allowance. Both add the largest parameter's
-    # fp32 draw buffer.
+    # backward: fp32 weights 4Ψ + AdamW 8Ψ (+ a 16-bit weight copy 2Ψ under autocast) + the
+    # saved activations (the chunked loss's two gradients among them) + the larger of one loss
+    # chunk's logits (fp32, + 16-bit logits and probabilities under autocast) and the
+    # gradients 4Ψ + the allocator's retention (0.4 of the saved bytes); the update: weights,
+    # grads 4Ψ, AdamW's moments (fused: no temporaries) and one largest parameter's allowance.
+    # Both add the largest parameter's fp32 draw buffer.
     cfg = PRESETS["debug"]
     n, N, V = 123_712, 32, cfg.vocab_size
     draw = 4 * analysis.largest_parameter(cfg)
     activations = analysis.activation_bytes(cfg, 16, 2, dtype="fp32")
+    assert ALLOCATOR_RETENTION == 0.4
     fp32 = training_peak(cfg, 16, 2, "fp32")
     bf16 = training_peak(cfg, 16, 2, "bf16")
-    # the loss head's transients, or the gradients (4Ψ) where larger — here the gradients
-    assert N * V * (2 + 8 + 2) == N * V * (4 + 8) < 4 * n
-    assert fp32["backward_at_loss"] == draw + 12 * n + activations + 4 * n
-    assert bf16["backward_at_loss"] == draw + 14 * n + activations + 4 * n
-    big = training_peak(cfg, 1024, 8, "fp32")                          # N·V·12 > 4Ψ
-    assert big["backward_at_loss"] == draw + 12 * n + analysis.activation_bytes(
-        cfg, 1024, 8, "fp32") + 8 * 1024 * V * 12
+    # one chunk holds all N = 32 rows (64 MiB / (4 · 256) = 65,536 rows); the gradients are larger
+    assert N * V * (4 + 2 + 2) < 4 * n
+    assert fp32["backward_at_loss"] == int(draw + 12 * n + activations + 4 * n + 0.4 * activations)
+    assert bf16["backward_at_loss"] == int(draw + 14 * n + activations + 4 * n + 0.4 * activations)
+    big = training_peak(cfg, 1024, 8, "fp32")               # 8,192 rows: a chunk 8·Mi > 4Ψ
+    big_saved = analysis.activation_bytes(cfg, 1024, 8, "fp32")
+    assert big["backward_at_loss"] == int(draw + 12 * n + big_saved + 8 * 1024 * V * 4
+                                          + 0.4 * big_saved)
     assert fp32["optimizer_update"] == bf16["optimizer_update"] == 2 * draw + 16 * n
     assert training_bytes_needed(cfg, 16, 2, "bf16") == max(bf16.values())
     no_adam = training_peak(cfg, 16, 2, "fp32", optimizer=False)
