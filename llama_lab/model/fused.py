@@ -4,10 +4,10 @@ Attention's q, k and v projections read the same x, and so do SwiGLU's gate and 
 ``FusedLinear`` holds their weights stacked along the output dimension ([q; k; v] is
 (H·D + 2·G·D, C)) and runs one wide matrix multiply instead of three narrow ones (gpt-fast's
 ``wqkv``). Checkpoints do not change: the owning module's ``state_dict()`` shows the parts
-under their own names (``q_proj.weight``, ``k_proj.weight``, ...: views of the fused tensor; ``keep_vars=True``, which
-torch.jit and FSDP ask for to reach the Parameters themselves, gets the fused one)
+under their own names (``q_proj.weight``, ``k_proj.weight``, ...: views of the fused tensor)
 and ``load_state_dict`` fuses them back (``keep_part_keys``), so a transformers state dict
-loads with ``strict=True`` and ours loads into transformers. ``part_tensors`` names the
+loads with ``strict=True`` and ours loads into transformers. ``state_dict(keep_vars=True)``,
+which torch.jit and FSDP ask for to reach the Parameters themselves, gets the fused one. ``part_tensors`` names the
 parts of any module's parameters (or gradients) for the tables that count them one by one.
 """
 from __future__ import annotations
@@ -51,7 +51,8 @@ def keep_part_keys(owner: nn.Module, fused_name: str) -> None:
 
     def split_on_save(module, state_dict, prefix, local_metadata) -> None:
         fused = getattr(module, fused_name)
-        keys = [key for key in (f"{prefix}{fused_name}.{kind}" for kind in KINDS) if key in state_dict]
+        keys = [key for key in (f"{prefix}{fused_name}.{kind}" for kind in KINDS)
+                if key in state_dict]
         if not keys or isinstance(state_dict[keys[0]], nn.Parameter):
             return          # ``state_dict(keep_vars=True)`` (torch.jit, FSDP): the real Parameters
         pieces = {key.rpartition(".")[2]: fused.pieces(state_dict[key]) for key in keys}
