@@ -6,7 +6,10 @@
 #   3. forward+backward of our model vs transformers' LlamaForCausalLM on the GPU (bf16);
 #   4. the inference systems live on CUDA (issue 13): int8/int4 weights' measured bytes vs the
 #      prediction and decode time, naive vs fused attention kept bytes and time in bf16 over
-#      T = 256 … 8192, speculative decoding's α, speedup and losslessness.
+#      T = 256 … 8192, speculative decoding's α, speedup and losslessness;
+#   5. speed (issue 15): a bf16 training step of the ~1B model against an 8192² bf16 matmul
+#      timed in the same process and the data sheet's dense peak (MFU), and one-token decode
+#      against the bytes it must read over the measured HBM bandwidth.
 # Where there is no CUDA it says so and exits 0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +21,10 @@ fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv
 status=0
 
-echo "== 1/4 CUDA tests"
+echo "== 1/5 CUDA tests"
 timeout 120 python -m pytest -q -k cuda tests/test_experiments.py -p no:cacheprovider || status=1
 
-echo "== 2/4 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
+echo "== 2/5 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
 timeout 300 python - <<'PY' || status=1
 import json, sys, time
 import torch
@@ -48,11 +51,11 @@ for compile in (False, True):
     torch.cuda.empty_cache()
 PY
 
-echo "== 3/4 ours vs transformers, forward+backward, bf16 (tinyllama shapes, 4 layers)"
+echo "== 3/5 ours vs transformers, forward+backward, bf16 (tinyllama shapes, 4 layers)"
 timeout 60 python benchmarks/bench_vs_transformers.py --device cuda --dtype bf16 \
     --preset tinyllama-1.1b --n-layers 4 --seq-len 2048 --batch 4 --rounds 10 || status=1
 
-echo "== 4/4 inference systems on CUDA: quantisation, attention kept bytes, speculative decoding"
+echo "== 4/5 inference systems on CUDA: quantisation, attention kept bytes, speculative decoding"
 timeout 240 python - <<'PY' || status=1
 from llama_lab.config import PRESETS, live_config
 from llama_lab.experiments.flash import flash_sweep
@@ -77,6 +80,13 @@ for r in s.results:
           f"identical {r.identical_to_target_greedy}, time draft {r.draft_share:.0%} / verify "
           f"{r.verify_share:.0%} / loop {r.overhead_share:.0%}")
 PY
+
+
+echo "== 5/5 speed: MFU of a bf16 training step (tinyllama shapes, B=4 T=2048), decode at the roof"
+timeout 150 python benchmarks/bench_mfu.py --device cuda --dtype bf16 --preset tinyllama-1.1b \
+    --seq-len 2048 --batch 4 --rounds 5 --matmul 8192 || status=1
+timeout 90 python benchmarks/bench_decode_roof.py --device cuda --dtype bf16 \
+    --preset tinyllama-1.1b --context 2048 --steps 64 || status=1
 
 echo "gpu_check: done (status $status)"
 exit $status
