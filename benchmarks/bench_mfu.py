@@ -13,32 +13,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-
-import torch
 
 from llama_lab import analysis
 from llama_lab.config import get_preset
 from llama_lab.model import build_model
-from llama_lab.runtime.devices import device_name, pick_device, sync
+from llama_lab.runtime.devices import device_name, pick_device
 from llama_lab.runtime.memory import pages_kept
-from llama_lab.runtime.peak import device_peak_flops
-from llama_lab.runtime.precision import DTYPES, make_precision
+from llama_lab.runtime.peak import device_peak_flops, matmul_flops
+from llama_lab.runtime.precision import make_precision
 from llama_lab.train.budgets import random_batch
 from llama_lab.train.step import Trainee, make_optimizer, training_step
-
-
-def matmul_rate(n: int, device, dtype, reps: int = 3) -> float:
-    """FLOP/s of an n×n by n×n matmul: the best of ``reps``."""
-    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    best = float("inf")
-    for _ in range(reps):
-        sync(device)
-        start = time.perf_counter()
-        a @ b
-        sync(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best
 
 
 def main(argv=None) -> None:
@@ -64,9 +48,9 @@ def main(argv=None) -> None:
     steps, rates = [], []
     with pages_kept(device):                  # as the live pass and the training loop run
         training_step(trainee, inputs, targets, measure_grad_norm=False)       # warm-up
-        matmul_rate(args.matmul, device, DTYPES[args.dtype])
+        matmul_flops(device, args.dtype, args.matmul, reps=3)
         for _ in range(args.rounds):                                          # alternated
-            rates.append(matmul_rate(args.matmul, device, DTYPES[args.dtype]))
+            rates.append(matmul_flops(device, args.dtype, args.matmul, reps=3))
             steps.append(training_step(trainee, inputs, targets, measure_grad_norm=False)[2])
     step_s = statistics.median(t.total_s for t in steps)
     rate = statistics.median(rates)

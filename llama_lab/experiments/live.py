@@ -169,7 +169,7 @@ def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | N
                                                       "activations": meter.bytes}
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    with pages_kept(dev):     # after the warm-up made AdamW's state: a step reuses the last one's pages
+    with pages_kept(dev):     # after the warm-up made AdamW's state: reuse the last step's pages
         times, last_loss = _timed_steps(trainee, inputs, targets, s.iters, progress)
     rss.stop()
     peak_memory, peak_source = _peak_memory(dev, memory, rss)

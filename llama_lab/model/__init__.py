@@ -2,8 +2,8 @@
 
 ``build_model(cfg, device=None, dtype=None)`` returns a ``CausalLM`` whose state-dict keys are
 those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half convention.
-Parts: ``norms``, ``positions``, ``fused``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``, ``init``,
-``checkpoint``.
+Parts: ``norms``, ``positions``, ``fused``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``,
+``init``, ``checkpoint``.
 """
 from .attention import (SDPA_HAS_GQA, Attention, attention_mask, causal_attention,
                         reference_attention)
@@ -18,9 +18,10 @@ from .positions import (PositionTables, apply_rope, rope_cos_sin, rope_inv_freq,
                         sinusoidal_table)
 
 __all__ = [
-    "Attention", "CausalLM", "Experts", "SparseMoE", "DecoderBody", "DecoderLayer", "FusedLinear", "INIT_STD", "KVCache",
-    "LoadedCheckpoint", "MLP", "PositionTables", "RMSNorm", "SDPA_HAS_GQA", "apply_rope",
-    "attention_mask", "build_model", "causal_attention", "checkpoint_files", "init_weights", "load_checkpoint",
-    "keep_part_keys", "make_norm", "part_tensors", "reference_attention", "rope_cos_sin", "rope_inv_freq", "rotate_half",
+    "Attention", "CausalLM", "DecoderBody", "DecoderLayer", "Experts", "FusedLinear", "INIT_STD",
+    "KVCache", "LoadedCheckpoint", "MLP", "PositionTables", "RMSNorm", "SDPA_HAS_GQA",
+    "SparseMoE", "apply_rope", "attention_mask", "build_model", "causal_attention",
+    "checkpoint_files", "init_weights", "keep_part_keys", "load_checkpoint", "make_norm",
+    "part_tensors", "reference_attention", "rope_cos_sin", "rope_inv_freq", "rotate_half",
     "sinusoidal_table",
 ]

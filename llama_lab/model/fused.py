@@ -7,8 +7,9 @@ Attention's q, k and v projections read the same x, and so do SwiGLU's gate and 
 under their own names (``q_proj.weight``, ``k_proj.weight``, ...: views of the fused tensor)
 and ``load_state_dict`` fuses them back (``keep_part_keys``), so a transformers state dict
 loads with ``strict=True`` and ours loads into transformers. ``state_dict(keep_vars=True)``,
-which torch.jit and FSDP ask for to reach the Parameters themselves, gets the fused one. ``part_tensors`` names the
-parts of any module's parameters (or gradients) for the tables that count them one by one.
+which torch.jit and FSDP ask for to reach the Parameters themselves, gets the fused one.
+``part_tensors`` names the parts of any module's parameters (or gradients) for the tables
+that count them one by one.
 """
 from __future__ import annotations
 

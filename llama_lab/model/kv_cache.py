@@ -51,19 +51,19 @@ class KVCache(nn.Module):
             values[:, :, held:held + T] = v
             return keys[:, :, :held + T], values[:, :, :held + T]
         slots = keys.shape[2]
-        if T == 1 or self.length + T <= slots:       # the attended keys are the ring's slots
-            for buffer, new in ((keys, k), (values, v)):
-                self._write_ring(buffer, new)
-            n = min(self.length + T, slots)
-            return keys[:, :, :n], values[:, :, :n]
-        oldest = self.length % slots if self.length >= slots else 0
-        order = [*range(oldest, held), *range(oldest)] if held == slots else list(range(held))
-        index = torch.tensor(order, device=k.device, dtype=torch.long)
-        all_k = torch.cat((keys.index_select(2, index), k), dim=2)       # (B, G, held + T, D)
-        all_v = torch.cat((values.index_select(2, index), v), dim=2)
+        in_order = None
+        if T > 1 and self.length + T > slots:        # a chunk once the window has filled: the
+            oldest = self.length % slots if held == slots else 0     # held keys in order first
+            index = torch.tensor([*range(oldest, held), *range(oldest)], dtype=torch.long,
+                                 device=k.device)
+            in_order = (torch.cat((keys.index_select(2, index), k), dim=2),   # (B, G, held+T, D)
+                        torch.cat((values.index_select(2, index), v), dim=2))
         for buffer, new in ((keys, k), (values, v)):
             self._write_ring(buffer, new)
-        return all_k, all_v
+        if in_order is not None:
+            return in_order
+        n = min(self.length + T, slots)              # otherwise the ring's slots themselves
+        return keys[:, :, :n], values[:, :, :n]
 
     def _write_ring(self, buffer: torch.Tensor, new: torch.Tensor) -> None:
         """Copy the new tokens (the last ``slots`` of them) into slots position mod ``slots``."""

@@ -21,7 +21,8 @@ class MLP(nn.Module):
         self.gated = cfg.ffn_type == "swiglu"
         C, F_ = cfg.d_model, cfg.ffn_hidden
         if self.gated:
-            self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)), bias=cfg.mlp_bias)
+            self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)),
+                                            bias=cfg.mlp_bias)
             keep_part_keys(self, "gate_up_proj")
         else:
             self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)

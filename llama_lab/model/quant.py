@@ -153,8 +153,9 @@ class QuantLinear(nn.Module):
 def quantize_linears(model: nn.Module, dtype: str, group_size: int, scale_dtype: str = "fp16",
                      zero_point: bool = False, skip: tuple[str, ...] = ("lm_head",)) -> int:
     """Replace every nn.Linear of ``model`` (but those whose name ends with one of ``skip``)
-    by a QuantLinear; the number of matrices quantised (a fused projection's parts each). A mixture of experts' router (``mlp.gate``) is
-    skipped as ``analysis.quant`` keeps it unless told."""
+    by a QuantLinear; the number of matrices quantised (a fused projection's parts each). A
+    mixture of experts' router (``mlp.gate``) is skipped as ``analysis.quant`` keeps it unless
+    told."""
     replaced = 0
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):

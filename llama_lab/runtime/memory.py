@@ -3,6 +3,7 @@ is allocated, of a run that would need more.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import os
 from contextlib import contextmanager
@@ -220,8 +221,9 @@ _KEPT = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: 2**30, _M_TOP_PAD: 2**26}
 _DEFAULTS = {_M_MMAP_MAX: 65536, _M_TRIM_THRESHOLD: 128 * 1024, _M_TOP_PAD: 128 * 1024}
 
 
+@functools.lru_cache(maxsize=1)
 def _glibc():
-    """The C library when it is glibc (mallopt, malloc_trim), else None."""
+    """The C library when it is glibc (mallopt, malloc_trim), else None: loaded once."""
     import ctypes
     import ctypes.util
     try:

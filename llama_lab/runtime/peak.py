@@ -15,23 +15,29 @@ from .precision import DTYPES
 CPU_PEAK_MATMUL_SIZE = 1024        # n of the n×n matmul timed as the CPU's peak FLOP/s
 
 
-@functools.lru_cache(maxsize=None)
-def measured_matmul_flops(device_str: str, dtype: str, n: int = CPU_PEAK_MATMUL_SIZE,
-                          threads: int = 0) -> float:
-    """Best-of-5 FLOP/s of an n×n @ n×n matmul (2n³ FLOPs): the device's practical peak.
-    Cached per process (``threads`` keys the cache on torch's thread count)."""
-    device = torch.device(device_str)
+def matmul_flops(device: torch.device | str, dtype: str, n: int, reps: int = 5) -> float:
+    """Best-of-``reps`` FLOP/s of an n×n @ n×n matmul (2n³ FLOPs), after a warm-up: timed
+    afresh on every call (a benchmark alternating it with its own work)."""
+    device = torch.device(device)
     a = torch.randn(n, n, device=device).to(DTYPES[dtype])
     b = torch.randn(n, n, device=device).to(DTYPES[dtype])
     a @ b                                                           # warm-up
     best = float("inf")
-    for _ in range(5):
+    for _ in range(reps):
         sync(device)
         start = time.perf_counter()
         a @ b
         sync(device)
         best = min(best, time.perf_counter() - start)
     return 2 * n ** 3 / best                                        # one multiply-add = 2 FLOPs
+
+
+@functools.lru_cache(maxsize=None)
+def measured_matmul_flops(device_str: str, dtype: str, n: int = CPU_PEAK_MATMUL_SIZE,
+                          threads: int = 0) -> float:
+    """``matmul_flops``, the device's practical peak, cached per process (``threads`` keys the
+    cache on torch's thread count)."""
+    return matmul_flops(device_str, dtype, n)
 
 
 def device_peak_flops(device: torch.device, dtype: str) -> tuple[float, str]:

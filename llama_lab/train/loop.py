@@ -265,7 +265,8 @@ def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | Non
             if step == 0:       # AdamW's state exists now: later steps reuse the last one's pages
                 kept.enter_context(pages_kept(run.trainee.precision.device))
             if progress:
-                progress((step + 1) / s.steps, f"step {step + 1}/{s.steps}, loss {run.loss[-1]:.4g}")
+                progress((step + 1) / s.steps,
+                         f"step {step + 1}/{s.steps}, loss {run.loss[-1]:.4g}")
             yield record
             if run.reason is not None:
                 break

@@ -4,11 +4,12 @@ and the bytes the weights, gradients and optimizer state really hold.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import torch
 
 from ..model import CausalLM
+from ..model.loss import chunk_rows
 from ..runtime.precision import Precision
 from ..units import plain_fields
 
@@ -22,9 +23,8 @@ class LogitStats:
 
     @classmethod
     def of(cls, logits: torch.Tensor) -> "LogitStats":
-        logits = logits.detach().reshape(-1, logits.shape[-1])             # (B·T, V)
-        return cls.of_chunks(logits[start:start + STATS_ROWS]
-                             for start in range(0, logits.shape[0], STATS_ROWS))
+        V = logits.shape[-1]
+        return cls.of_chunks(row_chunks(logits.detach().reshape(-1, V), V))
 
     @classmethod
     def of_chunks(cls, chunks: Iterable[torch.Tensor]) -> "LogitStats":
@@ -51,7 +51,11 @@ class LogitStats:
         return plain_fields(self)
 
 
-STATS_ROWS = 256        # rows of logits per chunk: 256·V float32 (32 MiB at V = 32,000)
+def row_chunks(rows: torch.Tensor, vocab: int) -> Iterator[torch.Tensor]:
+    """``rows`` (N, ·) a chunk at a time, as many rows as the loss takes at once for a
+    vocabulary of ``vocab`` (``model.loss.chunk_rows``: 64 MiB of float32 logits)."""
+    step = chunk_rows(max(1, vocab))
+    return (rows[start:start + step] for start in range(0, rows.shape[0], step))
 
 
 @torch.no_grad()
@@ -60,8 +64,8 @@ def logit_stats(model: CausalLM, inputs: torch.Tensor, precision: Precision) -> 
     runs a chunk of rows at a time (never the B·T·V logits)."""
     def stats(hidden: torch.Tensor) -> LogitStats:
         hidden = hidden.reshape(-1, hidden.shape[-1])
-        return LogitStats.of_chunks(model.lm_head(hidden[start:start + STATS_ROWS])
-                                    for start in range(0, hidden.shape[0], STATS_ROWS))
+        chunks = row_chunks(hidden, model.cfg.vocab_size)
+        return LogitStats.of_chunks(model.lm_head(h) for h in chunks)
     with precision.autocast():
         return stats(model.model(inputs)), stats(model.model(inputs, final_norm=False))
 
