@@ -2,12 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +12,14 @@ from .analysis.quant import KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES
 from .analysis.speculative import MAX_GAMMA
 from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 from .errors import LabError
-from .report.formats import FORMATS
+from .report.formats import FORMATS, check_output, write_atomically
 from .runtime.devices import DEVICES
 from .runtime.memory import allocation_failures_refused
 from .runtime.precision import DTYPES
 from .train.budgets import (CPU_FLOP_BUDGET, MAX_LR, MAX_SEED, MAX_SEEDS, MAX_STEPS,
                             check_cpu_budget)
 from .train.schedules import SCHEDULES
-from .units import strip_control
+from .units import json_line, strip_control
 
 EXIT_USAGE = 2
 
@@ -140,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_speculate_args(p)
 
     _add_quantize_parser(sub)
+    _add_parallel_parsers(sub)
 
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)
@@ -162,26 +159,6 @@ def resolve_config(args: argparse.Namespace) -> tuple[ModelConfig, list[str]]:
     if getattr(args, "default_seq_len", None) is not None and args.seq_len is None:
         args.seq_len = min(args.default_seq_len, cfg.max_seq_len)
     return cfg, notes
-
-
-def json_line(obj: Any) -> str:
-    """One line of strict JSON: NaN and ±inf (which JSON lacks) become null, and each one is
-    named with its reason under "non_finite" ({"mfu": "was nan: …"})."""
-    found: dict[str, str] = {}
-
-    def clean(value: Any, path: str) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            found[path] = f"was {value}: not a number JSON can hold (see the text output)"
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
-        return value
-    cleaned = clean(obj, "")
-    if found and isinstance(cleaned, dict):
-        cleaned["non_finite"] = found
-    return json.dumps(cleaned, allow_nan=False)
 
 
 def _emit(obj: Any, as_json: bool, text: str) -> None:
@@ -367,46 +344,6 @@ def cmd_report(args, cfg: ModelConfig, notes: list[str]) -> None:
     print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)", file=sys.stderr)
 
 
-def check_output(path: Path) -> Path:
-    """``path`` resolved, if it is a regular file or does not exist yet; a folder, FIFO,
-    device, socket or symlink loop is a CliError (checked before any work is done)."""
-    name = strip_control(repr(str(path)))
-    try:
-        info = os.stat(path)                    # follows symlinks; a loop raises ELOOP
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise CliError(f"cannot write {name}: {exc.strerror or exc}") from None
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, device or socket)"
-        raise CliError(f"cannot write {name}: it is {kind}; give a file path, or '-' for stdout")
-    try:
-        return path.resolve()               # through a symlink: replace its target, not the link
-    except (OSError, RuntimeError) as exc:
-        raise CliError(f"cannot write {name}: {exc}") from None
-
-
-def write_atomically(path: Path, content: bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place, so an interrupted or
-    failed export never leaves a half-written report."""
-    path = check_output(path)
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes it 0600; a report is an ordinary file
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise CliError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def cmd_speculate(args) -> None:
     if args.live:
         from .experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
@@ -436,6 +373,70 @@ def cmd_speculate(args) -> None:
     _emit(result, args.json, text)
 
 
+def _add_parallel_parsers(sub) -> None:
+    p = sub.add_parser("parallel", help="per-GPU training memory and communication of a "
+                       "TP × PP × DP layout (ZeRO, sequence parallel, recomputation)")
+    _add_config_args(p)
+    p.add_argument("--gpus", type=_positive_int, required=True)
+    p.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel ranks")
+    p.add_argument("--pp", type=_positive_int, default=1, help="pipeline stages")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="ZeRO stage of the data-parallel group (3 = FSDP full shard)")
+    p.add_argument("--seq-len", type=_positive_int, default=None,
+                   help="tokens per sequence (default: the model's max_seq_len)")
+    p.add_argument("--micro-batch", type=_positive_int, default=1, help="sequences per micro-batch")
+    p.add_argument("--micro-batches", type=_positive_int, default=None,
+                   help="micro-batches per step per data-parallel rank (default 1, or 4·pp "
+                        "with a pipeline)")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--schedule", choices=("1f1b", "interleaved"), default="1f1b")
+    p.add_argument("--chunks", type=_positive_int, default=1, help="interleaved: chunks per GPU")
+    p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16",
+                   help="bf16/fp16: mixed precision (fp32 master weights and AdamW moments)")
+
+    p = sub.add_parser("shard", help="real training steps on R local torch.distributed "
+                       "processes: measured shards and activations per rank against the prediction")
+    _add_config_args(p)
+    p.add_argument("--ranks", type=_number(int, 2, maximum=8), default=2)
+    p.add_argument("--strategy", choices=("fsdp", "tp", "fsdp+tp"), default="fsdp")
+    p.add_argument("--tp", type=_positive_int, default=None,
+                   help="fsdp+tp: tensor-parallel ranks (default 2)")
+    for flag, upper, default in (("--steps", 20, 2), ("--seq-len", 4096, 32), ("--batch", 64, 2)):
+        p.add_argument(flag, type=_number(int, 1, maximum=upper), default=default)
+    p.add_argument("--seed", type=_seed, default=0)
+
+
+def cmd_parallel(args, cfg: ModelConfig, notes: list[str]) -> None:
+    from .analysis.parallel import Layout, parallel_memory
+    layout = Layout(args.gpus, args.tp, args.pp, args.zero, args.sequence_parallel,
+                    args.recompute, args.micro_batch, args.micro_batches or 0, args.schedule,
+                    args.chunks)
+    est = parallel_memory(cfg, layout, args.seq_len, args.dtype)
+    g = {key: f"{value / 2**30:,.2f}" for key, value in est.per_gpu.items()}
+    text = (f"{layout.label()}, stage {est.per_gpu['stage']} fullest: {g['total_bytes']} GiB per "
+            f"GPU (weights {g['params_bytes']}, gradients {g['grads_bytes']}, optimizer "
+            f"{g['optimizer_bytes']}, activations {g['activation_bytes']}); sends "
+            f"{est.comm_bytes_per_step / 1e9:,.2f} GB per step; bubble {est.bubble_fraction:.1%}")
+    _emit(est.to_dict(), args.json, text)
+
+
+def cmd_shard(args, cfg: ModelConfig, notes: list[str]) -> None:
+    from .train.shard import ShardSettings, run_shard
+    settings = ShardSettings(steps=args.steps, seq_len=args.seq_len, batch=args.batch,
+                             seed=args.seed, tp=args.tp)
+    r = run_shard(cfg, args.ranks, args.strategy, settings)
+    lines = [f"{args.strategy} on {args.ranks} gloo ranks: max relative error "
+             f"{r.max_rel_error:.3g} (parameters, gradients, optimizer), activations "
+             f"{r.activation_max_rel_error:.3g}; loss differs from one process by "
+             f"{r.max_loss_diff:.3g}"]
+    for rank in r.ranks:
+        m, p = rank["measured"], rank["predicted"]
+        lines.append(f"  rank {rank['rank']}: " + ", ".join(
+            f"{key.removesuffix('_bytes')} {m[key]:,} / {p[key]:,}" for key in m))
+    _emit(r.to_dict(), args.json, "\n".join(lines))
+
+
 def cmd_quantize(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .experiments.quantize import quantize_run
     preset = args.preset or "seed-demo"
@@ -449,8 +450,9 @@ def cmd_quantize(args, cfg: ModelConfig, notes: list[str]) -> None:
     _emit(r.to_dict(), args.json, text)
 
 
-COMMANDS = {"analyze": cmd_analyze, "quantize": cmd_quantize, "gradnorms": cmd_gradnorms, "bench": cmd_bench,
-            "train": cmd_train, "report": cmd_report}
+COMMANDS = {"analyze": cmd_analyze, "quantize": cmd_quantize, "gradnorms": cmd_gradnorms,
+            "bench": cmd_bench, "train": cmd_train, "report": cmd_report,
+            "parallel": cmd_parallel, "shard": cmd_shard}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ byte, never a billion: parameter counts say k, M, bn, tn.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import numbers
@@ -180,3 +181,23 @@ def escape_markdown(text: Any) -> str:
     escaped = "".join("\\" + ch + (_JOINER if ch in ":@" else "") if ch in _MARKDOWN_SPECIAL
                       else ch for ch in strip_control(text))
     return _AUTOLINK_TRIGGER.sub(r"\1" + _JOINER, escaped)
+
+
+def json_line(obj: Any) -> str:
+    """One line of strict JSON: NaN and ±inf (which JSON lacks) become null, and each one is
+    named with its reason under "non_finite" ({"mfu": "was nan: …"})."""
+    found: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            found[path] = f"was {value}: not a number JSON can hold (see the text output)"
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+    cleaned = clean(obj, "")
+    if found and isinstance(cleaned, dict):
+        cleaned["non_finite"] = found
+    return json.dumps(cleaned, allow_nan=False)

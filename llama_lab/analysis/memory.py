@@ -72,37 +72,52 @@ def _rms_saved_bytes(rows: int, width: int, b: float) -> int:
     return 4 * rows * width + STATS_BYTES * rows + nbytes(rows * width, b)
 
 
-def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool) -> int:
-    """What one block's FFN saves beyond its input. Dense SwiGLU: gate, silu(gate), up and the
-    product (4·F per token); ReLU its output; GELU input and output. Sparse: the router's
-    float32 softmax (E per token), top-k indices (int64), the renormalisation's weights and sum
-    (float32), and per (token, expert) slot the gathered input, gate/up (2·Fe), silu and the
-    product (2·Fe), the expert's output and its weighted copy (2·C), the weight and two int64
-    indices."""
+def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: int = 1) -> int:
+    """What one block's FFN saves beyond its input, on one of ``tp`` tensor-parallel ranks (the
+    hidden width F, or each expert's Fe, split across them; the router replicated). Dense
+    SwiGLU: gate, silu(gate), up and the product (4·F per token); ReLU its output; GELU input
+    and output. Sparse: the router's float32 softmax (E per token), top-k indices (int64), the
+    renormalisation's weights and sum (float32), and per (token, expert) slot the gathered
+    input, gate/up (2·Fe), silu and the product (2·Fe), the expert's output and its weighted
+    copy (2·C), the weight and two int64 indices."""
     s = Shapes.of(cfg)
     if not sparse:
-        per_token = {"swiglu": 4 * s.F, "relu": s.F, "gelu": 2 * s.F}[cfg.ffn_type]
+        F = s.F // tp
+        per_token = {"swiglu": 4 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
         return nbytes(tokens * per_token, b)
     slots = tokens * s.K
     router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots
     if cfg.moe_renormalize:
         router += STATS_BYTES * (slots + tokens)
-    per_slot = nbytes(3 * s.C + 4 * s.Fe + 1, b) + 2 * INT64_BYTES
+    per_slot = nbytes(3 * s.C + 4 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
     return router + slots * per_slot
 
 
-def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: str) -> dict:
-    """The tensors block ``layer`` saves for backward, by part."""
+def local_kv_heads(cfg: ModelConfig, tp: int) -> int:
+    """KV heads one of ``tp`` tensor-parallel ranks holds: G/tp, or one (each KV head
+    replicated on tp/G ranks) when tp exceeds G."""
+    G = Shapes.of(cfg).G
+    return G // tp if G >= tp else 1
+
+
+def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: str,
+                 tp: int = 1, sequence_parallel: bool = False) -> dict:
+    """The tensors block ``layer`` saves for backward, by part, on one of ``tp`` tensor-parallel
+    ranks (Megatron's split: the query heads, the KV heads and the FFN width divided by tp; the
+    block input, the norms and the linear layers' inputs replicated — or, with
+    ``sequence_parallel``, each rank's T/tp positions of them)."""
     s = Shapes.of(cfg)
-    N, C, H, G, D = B * T, s.C, s.H, s.G, s.D
+    N, C, D = B * T, s.C, s.D
+    H, G = s.H // tp, local_kv_heads(cfg, tp)
     kv_heads_saved = G if (SDPA_HAS_GQA or G == H) else H          # old torch repeats K/V
     rope = cfg.pos_encoding == "rope"
     window = cfg.window_of(layer)
+    n_rep = math.ceil(N / tp) if sequence_parallel else N          # rows of the replicated tensors
     return {
-        "norms": 2 * _norm_saved_bytes(cfg, N, b),
+        "norms": 2 * _norm_saved_bytes(cfg, n_rep, b),
         "qk_norm": (_rms_saved_bytes(N * H, D, b) + _rms_saved_bytes(N * G, D, b)
                     if cfg.qk_norm else 0),
-        "attention_input": nbytes(N * C, b),                      # read by q, k, v
+        "attention_input": nbytes(n_rep * C, b),                  # read by q, k, v
         "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),       # saved by SDPA
         # SDPA's output (also o_proj's input: same storage) + its float32 logsumexp
         "attention_output": nbytes(N * H * D, b) + STATS_BYTES * B * H * T,
@@ -110,30 +125,36 @@ def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: 
         "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
         # 16-bit: cos and sin cast afresh for q and for k
         "rope_casts": nbytes(4 * T * D, b) if rope and dtype != "fp32" else 0,
-        "ffn_input": nbytes(N * C, b),                            # read by gate/up (or the router)
-        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer]),
+        "ffn_input": nbytes(n_rep * C, b),                        # read by gate/up (or the router)
+        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
     }
 
 
 LOSS_PATHS = ("chunked", "logits")
 
 
-def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str) -> int:
-    """What the loss head saves: the final norm's tensors, then for the chunked loss its two
-    gradients, for F.cross_entropy the lm_head input, the log-probabilities, the targets and
-    nll_loss's total weight."""
+def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> int:
+    """What the loss head saves on one of ``tp`` ranks (a vocabulary-parallel head holds V/tp
+    rows): the final norm's tensors, then for the chunked loss its two gradients, for
+    F.cross_entropy the lm_head input, the log-probabilities, the targets and nll_loss's total
+    weight."""
     if loss not in LOSS_PATHS:
         raise AnalysisError(f"loss={loss!r} must be one of {', '.join(LOSS_PATHS)}")
     s = Shapes.of(cfg)
     norm = _norm_saved_bytes(cfg, N, b) if cfg.final_norm else 0
+    V = math.ceil(s.V / tp)
     if loss == "chunked":
-        return norm + nbytes(N * s.C, b) + nbytes(s.V * s.C, b)
-    return norm + nbytes(N * s.C, b) + nbytes(N * s.V, b) + INT64_BYTES * N + math.ceil(b)
+        return norm + nbytes(N * s.C, b) + nbytes(V * s.C, b)
+    return norm + nbytes(N * s.C, b) + nbytes(N * V, b) + INT64_BYTES * N + math.ceil(b)
 
 
 def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
-                        checkpointing: bool = False, loss: str = "chunked") -> ActivationEstimate:
+                        checkpointing: bool = False, loss: str = "chunked", tp: int = 1,
+                        sequence_parallel: bool = False) -> ActivationEstimate:
+    """What autograd saves in one forward over ``batch`` × ``seq_len`` tokens, on one of ``tp``
+    tensor-parallel ranks (1: the whole model)."""
     check_seq(seq_len, batch)
+    check_count("tp", tp, Shapes.of(cfg).H)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     B, T, N = batch, seq_len, batch * seq_len
     s = Shapes.of(cfg)
@@ -143,21 +164,22 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
     for layer in range(L):
         key = (cfg.window_of(layer), cfg.moe_layer_flags[layer])
         kinds.setdefault(key, [layer, 0])[1] += 1
-    saved = {key: sum(_block_saved(cfg, first, B, T, b, dtype).values())
+    saved = {key: sum(_block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
              for key, (first, _) in kinds.items()}
     per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0])]
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
         "rope_tables": 2 * T * D * 4 if rope and dtype == "fp32" else 0,   # shared by all layers
-        "head_and_loss": _head_saved(cfg, N, b, loss),
+        "head_and_loss": _head_saved(cfg, N, b, loss, tp),
     }
     if checkpointing:
-        components["block_inputs"] = L * nbytes(N * C, b)
+        block_input = nbytes((math.ceil(N / tp) if sequence_parallel else N) * C, b)
+        components["block_inputs"] = L * block_input
         # While a block is recomputed, its first saved tensor is often the stored input itself
         # (Post-LN: q/k/v read it; LayerNorm saves it; RMSNorm's float32 upcast of an fp32 x is x).
         reuses_input = (cfg.norm_position == "post" or cfg.norm_type == "layernorm"
                         or dtype == "fp32")
-        components["recomputed_block"] = max(saved.values()) - (nbytes(N * C, b) if reuses_input else 0)
+        components["recomputed_block"] = max(saved.values()) - (block_input if reuses_input else 0)
     else:
         components["blocks"] = sum(saved[key] * count for key, (_, count) in kinds.items())
     return ActivationEstimate(dtype, seq_len, batch, checkpointing, per_layer, components,
@@ -165,9 +187,12 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
 
 
 def activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
-                     checkpointing: bool = False, loss: str = "chunked") -> int:
-    """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS)."""
-    return activation_estimate(cfg, seq_len, batch, dtype, checkpointing, loss).total_bytes
+                     checkpointing: bool = False, loss: str = "chunked", tp: int = 1,
+                     sequence_parallel: bool = False) -> int:
+    """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS),
+    on one of ``tp`` tensor-parallel ranks."""
+    return activation_estimate(cfg, seq_len, batch, dtype, checkpointing, loss, tp,
+                               sequence_parallel).total_bytes
 
 
 def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,

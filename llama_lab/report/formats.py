@@ -15,8 +15,12 @@ import html
 import io
 import json
 import numbers
+import os
 import re
+import stat
+import tempfile
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -248,3 +252,43 @@ def render(report: Report, fmt: str) -> str | bytes:
     if fmt not in renderers:
         raise ReportError(f"format={fmt!r} must be one of {', '.join(FORMATS)}")
     return renderers[fmt](report)
+
+
+def check_output(path: Path) -> Path:
+    """``path`` resolved, if it is a regular file or does not exist yet; a folder, FIFO,
+    device, socket or symlink loop is a ReportError (checked before any work is done)."""
+    name = strip_control(repr(str(path)))
+    try:
+        info = os.stat(path)                    # follows symlinks; a loop raises ELOOP
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise ReportError(f"cannot write {name}: {exc.strerror or exc}") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, device or socket)"
+        raise ReportError(f"cannot write {name}: it is {kind}; give a file path, or '-' for stdout")
+    try:
+        return path.resolve()               # through a symlink: replace its target, not the link
+    except (OSError, RuntimeError) as exc:
+        raise ReportError(f"cannot write {name}: {exc}") from None
+
+
+def write_atomically(path: Path, content: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place, so an interrupted or
+    failed export never leaves a half-written report."""
+    path = check_output(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes it 0600; a report is an ordinary file
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise ReportError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,181 @@
+"""What fits on N GPUs: serving a model split by tensor and pipeline parallelism (the longest
+context and the largest batch next to each GPU's share of the weights), and the training
+layouts (TP × PP × DP, ZeRO, sequence parallel, recomputation) that fit N GPUs of a kind,
+cheapest first by a stated step-time model.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..config import LIMITS, ModelConfig
+from ..errors import AnalysisError
+from ..runtime.hardware import GPU
+from .common import check_count, checked_gpu, first_true
+from .flops import count_flops
+from .memory import local_kv_heads
+from .parallel import Layout, check_layout, parallel_memory, stage_layers, stage_tensors
+from .quant import as_weight_quant, kv_head_bytes
+
+# The step-time model that orders the search (an upper bound: nothing overlapped).
+INTRA_NODE_BYTES_PER_S = 450e9     # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
+INTER_NODE_BYTES_PER_S = 50e9      # one 400 Gb/s InfiniBand NIC per GPU (DGX H100)
+GPUS_PER_NODE = 8                  # tensor parallelism stays inside one node's NVLink domain
+TP_CHOICES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class ServingFit:
+    layout: str
+    tp: int
+    pp: int
+    replicas: int                   # data-parallel copies: gpus / (tp · pp)
+    weights_bytes_per_gpu: int      # the fullest stage's TP piece, scales included
+    kv_bytes_per_token_per_gpu: int  # the fullest stage's layers, its KV heads
+    max_context_at_batch: int       # per sequence, at ``batch`` sequences per replica
+    max_batch_at_seq_len: int       # per replica
+    total_batch_at_seq_len: int     # × replicas
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _stage_kv_bytes(cfg: ModelConfig, layers: list[int], tp: int, kv_dtype: str,
+                    tokens: int, batch: int) -> int:
+    """K and V one GPU holds for ``layers``: its KV heads (G/tp, or one replicated), each
+    sliding-window layer at most its window."""
+    per = 2 * local_kv_heads(cfg, tp) * kv_head_bytes(kv_dtype, cfg.head_dim)
+    held = sum(min(tokens, cfg.window_of(i) or tokens) for i in layers)
+    return batch * per * held
+
+
+def serving_fit(cfg: ModelConfig, gpu: GPU | str, gpus: int, tp: int, pp: int, batch: int = 1,
+                seq_len: int | None = None, weights="bf16", kv_dtype: str | None = None) -> ServingFit:
+    """Serving on ``gpus`` GPUs split TP × PP (the rest data-parallel replicas): each stage's
+    GPU holds its weights and its layers' cache; the fullest stage decides."""
+    layout = Layout(gpus=gpus, tp=tp, pp=pp)
+    check_layout(cfg, layout)
+    check_count("batch", batch, LIMITS["max_seq_len"])
+    seq_len = seq_len or cfg.max_seq_len
+    check_count("seq_len", seq_len, LIMITS["max_seq_len"])
+    memory = checked_gpu(gpu).memory_bytes
+    quant = as_weight_quant(weights)
+    kv = kv_dtype or (quant.dtype if quant.dtype in ("bf16", "fp16", "fp32") else "bf16")
+    stages = stage_layers(cfg, layout)
+    weights_per = [sum(sum(quant.tensor_bytes(g).values()) for g in stage_tensors(cfg, layout, s))
+                   for s in range(pp)]
+
+    def fits(stage: int, tokens: int, n: int) -> bool:
+        return weights_per[stage] + _stage_kv_bytes(cfg, stages[stage], tp, kv, tokens, n) <= memory
+
+    def longest(stage: int) -> int:
+        if not fits(stage, 1, batch):
+            return 0
+        last = first_true(lambda T: not fits(stage, T, batch), 1, LIMITS["max_seq_len"])
+        return LIMITS["max_seq_len"] if last is None else last - 1
+
+    def largest(stage: int) -> int:
+        per_seq = _stage_kv_bytes(cfg, stages[stage], tp, kv, seq_len, 1)
+        return max(0, (memory - weights_per[stage]) // per_seq) if per_seq else 0
+    context = min(longest(s) for s in range(pp))
+    most = min(largest(s) for s in range(pp))
+    per_token = max(_stage_kv_bytes(cfg, layers, tp, kv, 1, 1) for layers in stages)
+    return ServingFit(layout.label(), tp, pp, layout.dp, max(weights_per), per_token, context,
+                      most, most * layout.dp)
+
+
+def serving_fits(cfg: ModelConfig, gpu: GPU | str, gpus: int, batch: int = 1,
+                 seq_len: int | None = None, weights="bf16",
+                 kv_dtype: str | None = None) -> list[ServingFit]:
+    """Every TP × PP split of ``gpus`` GPUs the model allows (TP within a node), most context
+    first."""
+    rows = []
+    for tp in TP_CHOICES:
+        for pp in _divisors(gpus // tp if gpus % tp == 0 else 0, cfg.n_layers):
+            try:
+                rows.append(serving_fit(cfg, gpu, gpus, tp, pp, batch, seq_len, weights, kv_dtype))
+            except AnalysisError:
+                continue                                  # tp not dividing heads, and so on
+    return sorted(rows, key=lambda r: (-r.max_context_at_batch, r.tp * r.pp))
+
+
+def _divisors(n: int, upper: int) -> list[int]:
+    return [p for p in range(1, min(n, upper) + 1) if n % p == 0]
+
+
+@dataclass(frozen=True)
+class LayoutCost:
+    layout: str
+    tp: int
+    pp: int
+    dp: int
+    zero: int
+    sequence_parallel: bool
+    recompute: str
+    micro_batches: int
+    total_bytes_per_gpu: int
+    fits: bool
+    comm_bytes_per_step: int
+    bubble_fraction: float
+    compute_s: float                # training FLOPs (with recomputation) ÷ (gpus × dense peak)
+    comm_s: float
+    step_s: float                   # compute_s / (1 − bubble) + comm_s: nothing overlapped
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype: str = "bf16") -> LayoutCost:
+    """One layout's per-GPU memory, communication and modeled step time (see the constants)."""
+    est = parallel_memory(cfg, layout, seq_len, dtype)
+    flops = count_flops(cfg, seq_len, est.global_batch)
+    extra = {"none": 0.0, "full": flops.forward,       # full: every block's forward again
+             "selective": flops.by_component["attention_scores"]}[layout.recompute]
+    peak = gpu.peak_bf16_flops if dtype != "fp32" else gpu.peak_fp32_flops
+    compute = (flops.training_step + extra) / (layout.gpus * peak)
+    across = INTER_NODE_BYTES_PER_S if layout.gpus > GPUS_PER_NODE else INTRA_NODE_BYTES_PER_S
+    comm = est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S + (
+        est.comm_by_kind["pp"] + est.comm_by_kind["dp"]) / across
+    total = est.per_gpu["total_bytes"]
+    return LayoutCost(layout.label(), layout.tp, layout.pp, layout.dp, layout.zero,
+                      layout.sequence_parallel, layout.recompute, layout.m, total,
+                      total <= gpu.memory_bytes, est.comm_bytes_per_step, est.bubble_fraction,
+                      compute, comm, compute / (1 - est.bubble_fraction) + comm)
+
+
+def search_layouts(cfg: ModelConfig, gpus: int, gpu: GPU | str, seq_len: int | None = None,
+                   global_batch: int | None = None, dtype: str = "bf16",
+                   fitting_only: bool = True) -> list[LayoutCost]:
+    """The training layouts of ``gpus`` GPUs: TP in 1, 2, 4, 8 (within a node; sequence parallel
+    with it), PP a divisor of the rest up to n_layers, ZeRO 0–3, recomputation none / selective /
+    full, one sequence per micro-batch and ``global_batch`` sequences per step (default: one
+    per GPU, at least 4·pp per pipeline); cheapest modeled step first."""
+    check_count("gpus", gpus, 1_000_000)
+    spec = checked_gpu(gpu)
+    seq_len = seq_len or cfg.max_seq_len
+    rows = []
+    for tp in TP_CHOICES:
+        if gpus % tp or tp > GPUS_PER_NODE:
+            continue
+        for pp in _divisors(gpus // tp, cfg.n_layers):
+            dp = gpus // (tp * pp)
+            batch = global_batch or max(gpus, 4 * pp * dp)
+            if batch % dp:
+                continue
+            for zero in ((0, 1, 2, 3) if dp > 1 else (0,)):     # ZeRO needs a DP group
+                for recompute in ("none", "selective", "full"):
+                    layout = Layout(gpus, tp, pp, zero, tp > 1, recompute, 1, batch // dp)
+                    try:
+                        rows.append(layout_cost(cfg, layout, spec, seq_len, dtype))
+                    except AnalysisError:
+                        break                       # this tp/pp cannot split the model
+    if fitting_only:
+        rows = [r for r in rows if r.fits]
+    return sorted(rows, key=lambda r: (r.step_s, r.total_bytes_per_gpu))
+
+
+def search_assumptions() -> str:
+    return (f"Modeled step time = FLOPs (with recomputation) at the data sheet's dense peak, "
+            f"stretched by the pipeline bubble, plus communication at "
+            f"{INTRA_NODE_BYTES_PER_S / 1e9:.0f} GB/s within a node (tensor parallel) and "
+            f"{INTER_NODE_BYTES_PER_S / 1e9:.0f} GB/s between nodes (pipeline and data "
+            f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped. A ranking, not a forecast.")

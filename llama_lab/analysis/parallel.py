@@ -1,0 +1,377 @@
+"""3-D parallelism, per GPU: tensor parallel (Megatron's column/row split), sequence parallel,
+pipeline parallel (1F1B or interleaved), data parallel with ZeRO 1/2/3 (FSDP = 3), activation
+recomputation, mixed precision. For each pipeline stage: the parameters one GPU holds, their
+gradients and optimizer state, the activations it keeps, and the bytes it sends per step.
+
+Symbols: N GPUs = tp · pp · dp; t = tp, p = pp, d = dp, v model chunks per GPU (interleaved),
+m micro-batches per step per data-parallel rank, b bytes per element, Ψ a stage's local
+parameters. A ring all-reduce of M bytes over n ranks sends 2(n−1)/n · M from each rank; a
+reduce-scatter or an all-gather sends (n−1)/n · M (Patarasuk & Yuan 2009, NCCL's rings).
+
+Tensor parallel (Shoeybi et al. 2019): q/k/v and gate/up are column-parallel (each rank H/t
+query heads, G/t KV heads — or one KV head replicated on t/G ranks when t > G —, F/t FFN
+rows), o_proj and down_proj row-parallel, the embedding and the LM head vocabulary-parallel
+(⌈V/t⌉ rows each: Megatron pads the vocabulary), norms, router and o/down biases replicated.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+
+from ..config import ModelConfig
+from ..errors import AnalysisError
+from .common import STATS_BYTES, INT64_BYTES, TRAINING_DTYPES, check_count, check_seq, checked_dtype_bytes, nbytes
+from .memory import _block_saved, _head_saved, local_kv_heads
+from .quant import TensorGroup, _block_tensors, weight_tensors
+from .shapes import Shapes
+
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "interleaved")
+ZERO_STAGES = (0, 1, 2, 3)
+MAX_GPUS = 1_000_000
+PIPELINE_MICRO_BATCHES = 4      # default m with a pipeline: 4 micro-batches per stage
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How N GPUs split one training step: ``tp`` × ``pp`` × dp = ``gpus``."""
+    gpus: int = 1
+    tp: int = 1
+    pp: int = 1
+    zero: int = 0                   # ZeRO stage of the data-parallel group (3 = FSDP full shard)
+    sequence_parallel: bool = False
+    recompute: str = "none"         # none, selective (attention core), full (every block)
+    micro_batch: int = 1            # sequences per micro-batch
+    micro_batches: int = 0          # per step per data-parallel rank; 0: 1, or 4·pp with a pipeline
+    schedule: str = "1f1b"
+    chunks: int = 1                 # model chunks per GPU (interleaved schedule's v)
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
+
+    @property
+    def m(self) -> int:
+        return self.micro_batches or (1 if self.pp == 1 else PIPELINE_MICRO_BATCHES * self.pp)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "dp": self.dp, "micro_batches": self.m}
+
+    def label(self) -> str:
+        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
+        if self.zero:
+            parts.append(f"ZeRO-{self.zero}")
+        if self.sequence_parallel and self.tp > 1:
+            parts.append("SP")
+        if self.recompute != "none":
+            parts.append(f"recompute {self.recompute}")
+        if self.schedule == "interleaved":
+            parts.append(f"interleaved v={self.chunks}")
+        return " · ".join(parts)
+
+
+def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -> None:
+    """Refuse a layout that cannot run, naming the rule broken."""
+    t, p, n = layout.tp, layout.pp, layout.gpus
+    for name in ("gpus", "tp", "pp", "micro_batch"):
+        check_count(name, getattr(layout, name), MAX_GPUS)
+    if layout.micro_batches:
+        check_count("micro_batches", layout.micro_batches, MAX_GPUS)
+    check_count("chunks", layout.chunks, cfg.n_layers)
+    if n % (t * p):
+        raise AnalysisError(f"gpus={n} is not tp·pp·dp: tp={t} × pp={p} = {t * p} does not "
+                            f"divide {n}")
+    s = Shapes.of(cfg)
+    if s.H % t:
+        raise AnalysisError(f"tp={t} does not divide n_heads={s.H}: each rank holds whole "
+                            f"query heads")
+    if s.G % t and t % s.G:
+        raise AnalysisError(f"tp={t} and n_kv_heads={s.G}: tp must divide n_kv_heads, or "
+                            f"n_kv_heads divide tp (each KV head then replicated on tp/G ranks)")
+    if any(not flag for flag in cfg.moe_layer_flags) and s.F % t:
+        raise AnalysisError(f"tp={t} does not divide ffn_hidden={s.F}: each rank holds F/tp "
+                            f"rows of gate/up and columns of down")
+    if cfg.is_moe and s.Fe % t:
+        raise AnalysisError(f"tp={t} does not divide expert_ffn_hidden={s.Fe}")
+    if p > s.L:
+        raise AnalysisError(f"pp={p} is more than n_layers={s.L}: a stage holds at least one "
+                            f"block")
+    if layout.zero not in ZERO_STAGES:
+        raise AnalysisError(f"zero={layout.zero!r} must be 0, 1, 2 or 3")
+    if layout.recompute not in RECOMPUTE:
+        raise AnalysisError(f"recompute={layout.recompute!r} must be one of {', '.join(RECOMPUTE)}")
+    if layout.schedule not in SCHEDULES:
+        raise AnalysisError(f"schedule={layout.schedule!r} must be one of {', '.join(SCHEDULES)}")
+    if layout.schedule == "1f1b" and layout.chunks != 1:
+        raise AnalysisError(f"chunks={layout.chunks}: only the interleaved schedule puts more "
+                            f"than one model chunk on a GPU")
+    if layout.schedule == "interleaved":
+        if p < 2 or layout.chunks < 2:
+            raise AnalysisError("the interleaved schedule needs pp ≥ 2 and chunks ≥ 2")
+        if s.L % (p * layout.chunks):
+            raise AnalysisError(f"interleaved: pp·chunks = {p * layout.chunks} does not divide "
+                                f"n_layers={s.L}")
+        if layout.m % p:
+            raise AnalysisError(f"interleaved: micro_batches={layout.m} is not a multiple of "
+                                f"pp={p} (Megatron's rule)")
+    if layout.sequence_parallel and seq_len is not None and seq_len % t:
+        raise AnalysisError(f"sequence parallel: tp={t} does not divide seq_len={seq_len}")
+
+
+def stage_layers(cfg: ModelConfig, layout: Layout) -> list[list[int]]:
+    """The blocks of each stage. 1F1B: contiguous, the first L mod p stages one block more;
+    interleaved: L/(p·v) blocks per chunk, chunk j on stage j mod p."""
+    L, p, v = cfg.n_layers, layout.pp, layout.chunks
+    if layout.schedule == "interleaved":
+        size = L // (p * v)
+        return [[layer for j in range(stage, p * v, p) for layer in range(j * size, (j + 1) * size)]
+                for stage in range(p)]
+    bounds, start = [], 0
+    for stage in range(p):
+        n = L // p + (1 if stage < L % p else 0)
+        bounds.append(list(range(start, start + n)))
+        start += n
+    return bounds
+
+
+def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
+    """One tensor-parallel rank's piece of ``group`` (see the module's docstring)."""
+    s = Shapes.of(cfg)
+    G = local_kv_heads(cfg, tp)
+    name, rows, cols = group.name, group.rows, group.cols
+    if name in ("q_proj", "gate_proj", "up_proj", "experts.gate_up_proj"):
+        rows //= tp                                     # column-parallel: output rows split
+    elif name in ("k_proj", "v_proj"):
+        rows = G * s.D
+    elif name in ("o_proj", "down_proj", "experts.down_proj"):
+        cols //= tp                                     # row-parallel: input columns split
+    elif name == "qkv_bias":
+        cols = s.q_dim // tp + 2 * G * s.D
+    elif name == "mlp_bias":
+        cols = s.n_up * s.F // tp + s.C                 # gate/up biases split, down's replicated
+    elif name in ("embed_tokens", "lm_head"):
+        rows = math.ceil(rows / tp)                     # vocabulary-parallel
+    return replace(group, rows=rows, cols=cols)
+
+
+def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGroup]:
+    """The tensors one GPU of ``stage`` holds (its tensor-parallel piece of each)."""
+    layers = stage_layers(cfg, layout)[stage]
+    flags = [cfg.moe_layer_flags[i] for i in layers]
+    groups = []
+    for sparse in sorted(set(flags)):
+        groups += _block_tensors(cfg, sparse, flags.count(sparse))
+    ends = {g.name: g for g in weight_tensors(cfg)}
+    if stage == 0:
+        groups += [ends[name] for name in ("embed_tokens", "embed_positions") if name in ends]
+    if stage == layout.pp - 1:
+        groups += [ends[name] for name in ("final_norm", "lm_head") if name in ends]
+        if cfg.tie_embeddings and layout.pp > 1:      # the last stage keeps its own copy
+            groups.append(replace(ends["embed_tokens"], name="lm_head", role="lm_head"))
+    return [local_tensor(cfg, g, layout.tp) for g in groups]
+
+
+def state_bytes(params: int, dtype: str, layout: Layout) -> dict[str, int]:
+    """Weights, gradients and AdamW state of ``params`` local parameters on one GPU. Mixed
+    precision (bf16/fp16): 2Ψ + 2Ψ + 12Ψ (fp32 master weights and both moments, ZeRO's K=12);
+    fp32: 4Ψ + 4Ψ + 8Ψ. ZeRO stage 1 shards the optimizer state over dp, 2 also the gradients,
+    3 also the weights (⌈·/dp⌉)."""
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    d, z = layout.dp, layout.zero
+    optimizer = (4 + 4 + 4 if b != 4 else 4 + 4) * params
+
+    def shard(value: int, stage: int) -> int:
+        return math.ceil(value / d) if z >= stage else value
+    return {"params_bytes": shard(nbytes(params, b), 3), "grads_bytes": shard(nbytes(params, b), 2),
+            "optimizer_bytes": shard(optimizer, 1)}
+
+
+def in_flight(layout: Layout, stage: int) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak. No pipeline: one
+    (gradient accumulation runs them in turn). 1F1B: min(m, p − stage) (its warm-up forwards
+    plus one). Interleaved: Megatron's warm-up of 2(p − stage − 1) + (v − 1)·p chunk forwards
+    plus one, each chunk 1/v of the stage (stage 0: p·(1 + (p−1)/(p·v)), Korthikanti's factor)."""
+    p, v, m = layout.pp, layout.chunks, layout.m
+    if p == 1:
+        return 1
+    if layout.schedule == "interleaved":
+        return min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1) / v
+    return min(m, p - stage)
+
+
+def bubble_fraction(layout: Layout) -> float:
+    """Share of a step the pipeline idles: (p−1)/(v·m + p − 1) (Narayanan et al. 2021's bubble
+    (p−1)/(v·m) of the ideal time, as a share of the whole)."""
+    p, v, m = layout.pp, layout.chunks, layout.m
+    return (p - 1) / (v * m + p - 1)
+
+
+def stage_activations(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int,
+                      dtype: str) -> dict[str, int]:
+    """Bytes one GPU of ``stage`` keeps for backward for ONE micro-batch, by part: its blocks
+    (with the tensor-parallel split, sequence parallel and recomputation), the token ids and
+    position tables, the head and loss on the last stage; and the recomputed block (full
+    recomputation: one block's tensors alive while it is recomputed, once, not per micro-batch)."""
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    s = Shapes.of(cfg)
+    B, T, t, sp = layout.micro_batch, seq_len, layout.tp, layout.sequence_parallel and layout.tp > 1
+    N = B * T
+    layers = stage_layers(cfg, layout)[stage]
+    saved = [_block_saved(cfg, i, B, T, b, dtype, t, sp) for i in layers]
+    if layout.recompute == "selective":          # the attention core is recomputed from q, k, v:
+        for part in saved:                       # its logsumexp and a window mask are not kept
+            part["attention_output"] -= STATS_BYTES * B * (s.H // t) * T
+            part["window_mask"] = 0
+    parts = {"blocks": sum(sum(part.values()) for part in saved), "recomputed_block": 0}
+    if layout.recompute == "full":               # only each block's input stays (Chen et al. 2016)
+        parts["blocks"] = len(layers) * nbytes((N // t if sp else N) * s.C, b)
+        parts["recomputed_block"] = max(sum(part.values()) for part in saved)
+    rope = cfg.pos_encoding == "rope"
+    parts["positions"] = 2 * T * s.D * 4 if rope and dtype == "fp32" else 0
+    parts["token_ids"] = INT64_BYTES * N if stage == 0 else 0
+    parts["head_and_loss"] = _head_saved(cfg, N, b, "chunked", t) if stage == layout.pp - 1 else 0
+    return parts
+
+
+def _ring(n: int, nbytes_: float, all_reduce: bool) -> float:
+    """Bytes one rank sends in a ring all-reduce (2(n−1)/n·M) or reduce-scatter/all-gather."""
+    return (2 if all_reduce else 1) * (n - 1) / n * nbytes_ if n > 1 else 0.0
+
+
+def stage_comm(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype: str,
+               params: int) -> dict[str, int]:
+    """Bytes one GPU of ``stage`` sends per step, by kind.
+    tp: per block and micro-batch, two all-reduces of the B·T·C activations forward
+    (attention and FFN outputs) and two backward (the inputs' gradients of the column-parallel
+    layers); full recomputation repeats the forward two. Sequence parallel swaps each for an
+    all-gather + reduce-scatter: the same bytes (Korthikanti et al. 2022). The vocabulary-parallel
+    embedding all-reduces its output, the head its input's gradient, and its cross-entropy three
+    float32 B·T vectors (max, sum of exponentials, target logit).
+    pp: per micro-batch and model chunk, the activations forward and their gradient backward
+    (B·T·C, or B·T·C/t under sequence parallel); the first stage sends no forward, the last no
+    backward.
+    dp: once per step, the gradients of Ψ parameters. ZeRO 0: one all-reduce; 1: reduce-scatter +
+    all-gather of the updated weights (the same bytes); 2: a reduce-scatter per micro-batch + the
+    all-gather; 3 (FSDP): per micro-batch an all-gather forward, one backward and a
+    reduce-scatter (3Ψ per micro-batch: ZeRO's 1.5× data parallel)."""
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    t, p, d, m, v = layout.tp, layout.pp, layout.dp, layout.m, layout.chunks
+    N, C = layout.micro_batch * seq_len, cfg.d_model
+    M = nbytes(N * C, b)
+    n_blocks = len(stage_layers(cfg, layout)[stage])
+    per_block = (6 if layout.recompute == "full" else 4) * _ring(t, M, True)
+    tp_bytes = n_blocks * per_block
+    if stage == 0:
+        tp_bytes += _ring(t, M, True)                               # embedding output
+    if stage == p - 1:
+        tp_bytes += _ring(t, M, True) + 3 * _ring(t, 4 * N, True)   # head input grad, CE stats
+    sp = layout.sequence_parallel and t > 1
+    # every chunk sends its output forward and its input's gradient backward, except the
+    # model's very last chunk (forward) and very first (backward)
+    sends = (v - (stage == p - 1)) + (v - (stage == 0))
+    pp_bytes = sends * (M // t if sp else M) if p > 1 else 0
+    grads = nbytes(params, b)
+    z = layout.zero
+    if z == 0:
+        dp_bytes = _ring(d, grads, True)
+    elif z == 1:
+        dp_bytes = _ring(d, grads, False) + _ring(d, grads, False)
+    elif z == 2:
+        dp_bytes = m * _ring(d, grads, False) + _ring(d, grads, False)
+    else:
+        dp_bytes = 3 * m * _ring(d, grads, False)
+    return {"tp": round(m * tp_bytes), "pp": round(m * pp_bytes), "dp": round(dp_bytes)}
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    stage: int
+    layers: list
+    params: int                     # parameters one GPU of the stage holds (its TP piece)
+    params_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activation_bytes: int           # in-flight micro-batches × per micro-batch + recomputed block
+    activation_per_micro_batch: dict
+    in_flight: float
+    total_bytes: int
+    comm_bytes: dict
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ParallelEstimate:
+    layout: dict
+    seq_len: int
+    dtype: str
+    global_batch: int               # sequences per step: dp × m × micro_batch
+    stages: list                    # StageEstimate.to_dict() per stage
+    per_gpu: dict                   # the stage with the largest total
+    comm_bytes_per_step: int        # that stage's GPU: tp + pp + dp
+    comm_by_kind: dict
+    bubble_fraction: float
+    notes: list = field(default_factory=list)
+
+    @property
+    def dp(self) -> int:
+        return self.layout["dp"]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "dp": self.dp}
+
+
+def parallel_memory(cfg: ModelConfig, layout: Layout, seq_len: int | None = None,
+                    dtype: str = "bf16") -> ParallelEstimate:
+    """Per-GPU training memory and communication of ``layout`` (see the module's docstring)."""
+    seq_len = seq_len or cfg.max_seq_len
+    check_seq(seq_len, layout.micro_batch)
+    checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    check_layout(cfg, layout, seq_len)
+    stages = []
+    for stage, layers in enumerate(stage_layers(cfg, layout)):
+        params = sum(g.params for g in stage_tensors(cfg, layout, stage))
+        states = state_bytes(params, dtype, layout)
+        acts = stage_activations(cfg, layout, stage, seq_len, dtype)
+        flight = in_flight(layout, stage)
+        per_micro = sum(v for k, v in acts.items() if k != "recomputed_block")
+        activation = math.ceil(flight * per_micro) + acts["recomputed_block"]
+        comm = stage_comm(cfg, layout, stage, seq_len, dtype, params)
+        stages.append(StageEstimate(stage, layers, params, **states,
+                                    activation_bytes=activation,
+                                    activation_per_micro_batch=acts, in_flight=flight,
+                                    total_bytes=sum(states.values()) + activation,
+                                    comm_bytes=comm))
+    worst = max(stages, key=lambda s: s.total_bytes)
+    per_gpu = {"stage": worst.stage, "params_bytes": worst.params_bytes,
+               "grads_bytes": worst.grads_bytes, "optimizer_bytes": worst.optimizer_bytes,
+               "activation_bytes": worst.activation_bytes, "total_bytes": worst.total_bytes}
+    return ParallelEstimate(layout.to_dict(), seq_len, dtype,
+                            layout.dp * layout.m * layout.micro_batch,
+                            [s.to_dict() for s in stages], per_gpu,
+                            sum(worst.comm_bytes.values()), dict(worst.comm_bytes),
+                            bubble_fraction(layout) if layout.pp > 1 else 0.0,
+                            _notes(cfg, layout))
+
+
+def _notes(cfg: ModelConfig, layout: Layout) -> list[str]:
+    notes = []
+    if layout.tp > cfg.n_kv_heads:
+        notes.append(f"tp={layout.tp} > n_kv_heads={cfg.n_kv_heads}: each KV head is "
+                     f"replicated on {layout.tp // cfg.n_kv_heads} ranks (k/v weights and "
+                     f"cache counted on each)")
+    if cfg.vocab_size % layout.tp:
+        notes.append(f"vocab_size={cfg.vocab_size} padded to {layout.tp}·"
+                     f"{math.ceil(cfg.vocab_size / layout.tp)} rows for the vocabulary split")
+    if cfg.tie_embeddings and layout.pp > 1:
+        notes.append("tied embeddings with a pipeline: the last stage holds a copy of the "
+                     "embedding as its LM head (Megatron), their gradients all-reduced")
+    if layout.recompute == "selective":
+        notes.append("selective recomputation with fused attention: FlashAttention already "
+                     "recomputes the T×T scores in backward, so only its logsumexp is saved "
+                     "less")
+    if cfg.is_moe:
+        notes.append("experts split by tensor parallel along their FFN width (no expert "
+                     "parallelism modelled)")
+    return notes
