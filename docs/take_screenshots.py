@@ -18,7 +18,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "screenshots"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-# (file name, URL path, label of a button to press first or None)
+# (file name, URL path, label of a button to press first or None[, a tab to open first])
 PAGES = [
     ("0_home", "", None),
     ("1_parameters_and_flops", "Parameters_and_FLOPs", None),
@@ -30,6 +30,9 @@ PAGES = [
     ("7_report", "Report", None),
     ("8_inference_systems", "Inference_systems", None),
     ("9_inside_the_model", "Inside_the_model", None),        # trains on first view
+    ("10_many_gpus", "Many_GPUs?preset=llama-3.1-405b&seq=8192", None),
+    ("10b_many_gpus_measured", "Many_GPUs", "Run fsdp on 2 processes",
+     "Measured on torch.distributed"),
 ]
 
 
@@ -71,11 +74,14 @@ def main() -> int:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             wanted = set(sys.argv[1:])                 # names to take (default: every page)
-            for name, path, button in PAGES:
+            for name, path, button, *tab in PAGES:
                 if wanted and name not in wanted:
                     continue
                 page.goto(f"{url}/{path}")
                 settle(page)
+                if tab:
+                    page.get_by_role("tab", name=tab[0]).click()
+                    page.wait_for_timeout(500)
                 if button:
                     page.get_by_role("button", name=button).first.click()
                     settle(page)

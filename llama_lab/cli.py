@@ -422,15 +422,14 @@ def cmd_parallel(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 
 def cmd_shard(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from .train.shard import ShardSettings, run_shard
-    settings = ShardSettings(steps=args.steps, seq_len=args.seq_len, batch=args.batch,
-                             seed=args.seed, tp=args.tp)
-    r = run_shard(cfg, args.ranks, args.strategy, settings)
+    from .train.shard import run_shard
+    r = run_shard(cfg, args.ranks, args.strategy, steps=args.steps, seq_len=args.seq_len,
+                  batch=args.batch, seed=args.seed, tp=args.tp)
     lines = [f"{args.strategy} on {args.ranks} gloo ranks: max relative error "
              f"{r.max_rel_error:.3g} (parameters, gradients, optimizer), activations "
              f"{r.activation_max_rel_error:.3g}; loss differs from one process by "
              f"{r.max_loss_diff:.3g}"]
-    for rank in r.ranks:
+    for rank in r.to_dict()["ranks"]:
         m, p = rank["measured"], rank["predicted"]
         lines.append(f"  rank {rank['rank']}: " + ", ".join(
             f"{key.removesuffix('_bytes')} {m[key]:,} / {p[key]:,}" for key in m))

@@ -75,6 +75,9 @@ st.markdown(f"**The cache's dtype axis** (weights at {weights}; int8 and int4 ke
             f"per token and KV head; the sidebar sets the weights' and the cache's formats):")
 ui.show_table(kv_dtype_frame(cfg, gpu, B, weights), width="stretch")
 
+st.subheader(f"On several {gpu.name} GPUs: every tensor × pipeline split")
+ui.serving_section(cfg, gpu_name, B, T, weights, kv_dtype, P)
+
 curve = ui.kv_memory_curve(cfg, kv_context_lengths(cfg, fit, T), B, weights, kv_dtype)
 st.plotly_chart(kv_memory_vs_context(curve, gpu))
 

@@ -46,7 +46,7 @@ def test_navigation_lists_home_then_the_pages_by_their_file_titles(monkeypatch):
         ("Gradient norms", "Gradient_norms"), ("Live pass", "Live_pass"),
         ("Architecture comparison", "Architecture_comparison"), ("Seed claims", "Seed_claims"),
         ("Report", "Report"), ("Inference systems", "Inference_systems"),
-        ("Inside the model", "Inside_the_model")]
+        ("Inside the model", "Inside_the_model"), ("Many GPUs", "Many_GPUs")]
     assert registered[0].icon == "🦙"                           # url_path "": the default
     assert at.title[0].value == "🦙 LLaMA Lab"                # the default page is home.py
 
@@ -57,7 +57,7 @@ def test_home_page_runs_alone_with_the_same_content():
     assert [link.proto.page for link in at.get("page_link")] == [
         "Parameters_and_FLOPs", "KV_cache_and_attention", "Gradient_norms", "Live_pass",
         "Architecture_comparison", "Seed_claims", "Report", "Inference_systems",
-        "Inside_the_model"]
+        "Inside_the_model", "Many_GPUs"]
 
 
 def test_widget_change_updates_the_summary_and_the_url():

@@ -169,7 +169,7 @@ def test_every_experiment_kind_has_its_module_its_panel_and_its_key():
     experiments = importlib.import_module("llama_lab.experiments")
     assert list(experiments.KINDS) == ["gradnorms", "depth_sweep", "training", "warmup",
                                       "ablation", "live_pass", "decode", "quantize", "flash",
-                                      "speculative"]
+                                      "speculative", "shard"]
     for kind in experiments.KINDS.values():
         panel = importlib.import_module(f"llama_lab.ui.panels.{kind.panel}")
         assert callable(panel.show)

@@ -35,7 +35,8 @@ def test_one_gpu_holds_every_parameter():
 def test_pipeline_stages_add_up_to_the_model():
     cfg = PRESETS["llama-2-70b"]                               # 80 blocks, untied
     est = parallel_memory(cfg, Layout(gpus=3, pp=3), 128)
-    assert [len(s["layers"]) for s in est.stages] == [27, 27, 26]
+    assert [s["blocks"] for s in est.stages] == [27, 27, 26]
+    assert [s["layers"] for s in est.stages] == ["0–26", "27–53", "54–79"]
     assert sum(s["params"] for s in est.stages) == count_params(cfg).total
     tied = PRESETS["seed-demo"].replace(tie_embeddings=True)   # the last stage keeps a copy
     stages = parallel_memory(tied, Layout(gpus=2, pp=2), 128).stages
@@ -152,13 +153,13 @@ def test_70b_and_405b_fit_on_several_gpus():
         assert best.max_context_at_batch > 4096 and best.max_batch_at_seq_len > 0, best
     # 405B in bf16 needs 811 GB of weights: 8 H100s (640 GB) cannot hold it, 8 H200s can
     cfg = PRESETS["llama-3.1-405b"]
-    assert serving_fit(cfg, "H100 80GB", 8, 8, 1).max_context_at_batch == 0
-    assert serving_fit(cfg, "H200 141GB", 8, 8, 1).max_context_at_batch > 100_000
+    assert serving_fit(cfg, "H100 80GB", Layout(8, 8, 1)).max_context_at_batch == 0
+    assert serving_fit(cfg, "H200 141GB", Layout(8, 8, 1)).max_context_at_batch > 100_000
 
 
 def test_serving_fit_by_hand():
     cfg = PRESETS["llama-2-70b"]
-    fit = serving_fit(cfg, "H100 80GB", 8, 8, 1, batch=1, seq_len=4096)
+    fit = serving_fit(cfg, "H100 80GB", Layout(8, 8, 1), batch=1, seq_len=4096)
     # per GPU: 1/8 of each split weight in bf16, the norms whole; one KV head of 80 layers
     per_token = 80 * 2 * 1 * 128 * 2
     assert fit.kv_bytes_per_token_per_gpu == per_token
@@ -220,3 +221,15 @@ def test_parallel_cli(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tp=3" in err
     assert math.isfinite(out["bubble_fraction"])
+
+
+def test_the_fewest_gpus_that_fit():
+    from llama_lab.analysis.layouts import fewest_gpus
+    cfg = PRESETS["llama-3.1-405b"]
+    n = fewest_gpus(cfg, "H100 80GB", 8192)
+    assert n and search_layouts(cfg, n, "H100 80GB", 8192)
+    assert not search_layouts(cfg, n // 2, "H100 80GB", 8192)
+    serve = fewest_gpus(cfg, "H100 80GB", 8192, serving=True)
+    assert serving_fits(cfg, "H100 80GB", serve, 1, 8192)[0].max_batch_at_seq_len >= 1
+    assert serving_fits(cfg, "H100 80GB", serve // 2, 1, 8192)[0].max_batch_at_seq_len == 0
+    assert fewest_gpus(PRESETS["seed-demo"], "H100 80GB", 128) == 1

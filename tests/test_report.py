@@ -45,6 +45,7 @@ def results():
         "speculative": speculative.speculative_run(steps=0, new_tokens=4, gamma=2),
         "quantize": experiments.quantize.quantize_run("debug", "int4", steps=0, device="cpu"),
         "flash": experiments.flash.flash_sweep(cfg, (8, 16), device="cpu"),
+        "shard": experiments.shard.shard_run(cfg, 2, "fsdp"),
     }
 
 

@@ -316,7 +316,8 @@ def test_download_buttons_hand_over_the_config_files(monkeypatch):
 # ---- pages, experiment keys, live runs ----------------------------------------------------------
 def test_every_page_file_is_registered_once_in_file_order():
     root = Path(__file__).resolve().parents[1]
-    on_disk = sorted(str(p.relative_to(root)) for p in (root / "pages").glob("*.py"))
+    on_disk = [str(p.relative_to(root)) for p in sorted(      # by number: 1, 2, …, 9, 10
+        (root / "pages").glob("*.py"), key=lambda p: int(p.name.split("_")[0]))]
     assert [page.path for page in ui.PAGES] == on_disk
     assert (root / ui.HOME_PAGE).is_file() and ui.HOME_PAGE not in on_disk
 
@@ -324,11 +325,11 @@ def test_every_page_file_is_registered_once_in_file_order():
 def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
     assert ui.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind)
                                   for kind in experiments.KINDS}
-    assert len(set(ui.EXPERIMENT_KEYS.values())) == 10
+    assert len(set(ui.EXPERIMENT_KEYS.values())) == 11
     assert (ui.KEY_GRADNORMS, ui.KEY_DEPTH_SWEEP, ui.KEY_TRAINING, ui.EXPERIMENT_KEYS["warmup"],
             ui.KEY_ABLATION, ui.KEY_LIVE_PASS, ui.KEY_DECODE, ui.EXPERIMENT_KEYS["quantize"],
-            ui.EXPERIMENT_KEYS["flash"], ui.EXPERIMENT_KEYS["speculative"]
-            ) == tuple(ui.EXPERIMENT_KEYS.values())
+            ui.EXPERIMENT_KEYS["flash"], ui.EXPERIMENT_KEYS["speculative"],
+            ui.EXPERIMENT_KEYS["shard"]) == tuple(ui.EXPERIMENT_KEYS.values())
     import importlib
     for kind in experiments.KINDS.values():                      # each kind's panel draws it
         assert callable(importlib.import_module(f"llama_lab.ui.panels.{kind.panel}").show)

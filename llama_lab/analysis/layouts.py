@@ -14,13 +14,15 @@ from .common import check_count, checked_gpu, first_true
 from .flops import count_flops
 from .memory import local_kv_heads
 from .parallel import Layout, check_layout, parallel_memory, stage_layers, stage_tensors
-from .quant import as_weight_quant, kv_head_bytes
+from .params import count_params
+from .quant import as_weight_quant, kv_head_bytes, weights_bytes
 
 # The step-time model that orders the search (an upper bound: nothing overlapped).
 INTRA_NODE_BYTES_PER_S = 450e9     # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
 INTER_NODE_BYTES_PER_S = 50e9      # one 400 Gb/s InfiniBand NIC per GPU (DGX H100)
 GPUS_PER_NODE = 8                  # tensor parallelism stays inside one node's NVLink domain
 TP_CHOICES = (1, 2, 4, 8)
+MAX_PIPELINE = 128                 # the search's deepest pipeline (LLaMA-3.1-405B used 16 stages)
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,12 @@ def _stage_kv_bytes(cfg: ModelConfig, layers: list[int], tp: int, kv_dtype: str,
     return batch * per * held
 
 
-def serving_fit(cfg: ModelConfig, gpu: GPU | str, gpus: int, tp: int, pp: int, batch: int = 1,
+def serving_fit(cfg: ModelConfig, gpu: GPU | str, layout: Layout, batch: int = 1,
                 seq_len: int | None = None, weights="bf16", kv_dtype: str | None = None) -> ServingFit:
-    """Serving on ``gpus`` GPUs split TP × PP (the rest data-parallel replicas): each stage's
-    GPU holds its weights and its layers' cache; the fullest stage decides."""
-    layout = Layout(gpus=gpus, tp=tp, pp=pp)
+    """Serving on ``layout.gpus`` GPUs split TP × PP (the rest data-parallel replicas): each
+    stage's GPU holds its weights and its layers' cache; the fullest stage decides."""
     check_layout(cfg, layout)
+    tp, pp = layout.tp, layout.pp
     check_count("batch", batch, LIMITS["max_seq_len"])
     seq_len = seq_len or cfg.max_seq_len
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
@@ -92,7 +94,8 @@ def serving_fits(cfg: ModelConfig, gpu: GPU | str, gpus: int, batch: int = 1,
     for tp in TP_CHOICES:
         for pp in _divisors(gpus // tp if gpus % tp == 0 else 0, cfg.n_layers):
             try:
-                rows.append(serving_fit(cfg, gpu, gpus, tp, pp, batch, seq_len, weights, kv_dtype))
+                rows.append(serving_fit(cfg, gpu, Layout(gpus, tp, pp), batch, seq_len, weights,
+                                        kv_dtype))
             except AnalysisError:
                 continue                                  # tp not dividing heads, and so on
     return sorted(rows, key=lambda r: (-r.max_context_at_batch, r.tp * r.pp))
@@ -146,7 +149,7 @@ def search_layouts(cfg: ModelConfig, gpus: int, gpu: GPU | str, seq_len: int | N
                    global_batch: int | None = None, dtype: str = "bf16",
                    fitting_only: bool = True) -> list[LayoutCost]:
     """The training layouts of ``gpus`` GPUs: TP in 1, 2, 4, 8 (within a node; sequence parallel
-    with it), PP a divisor of the rest up to n_layers, ZeRO 0–3, recomputation none / selective /
+    with it), PP a divisor of the rest up to n_layers (and MAX_PIPELINE), ZeRO 0–3, recomputation none / selective /
     full, one sequence per micro-batch and ``global_batch`` sequences per step (default: one
     per GPU, at least 4·pp per pipeline); cheapest modeled step first."""
     check_count("gpus", gpus, 1_000_000)
@@ -156,7 +159,7 @@ def search_layouts(cfg: ModelConfig, gpus: int, gpu: GPU | str, seq_len: int | N
     for tp in TP_CHOICES:
         if gpus % tp or tp > GPUS_PER_NODE:
             continue
-        for pp in _divisors(gpus // tp, cfg.n_layers):
+        for pp in _divisors(gpus // tp, min(cfg.n_layers, MAX_PIPELINE)):
             dp = gpus // (tp * pp)
             batch = global_batch or max(gpus, 4 * pp * dp)
             if batch % dp:
@@ -179,3 +182,27 @@ def search_assumptions() -> str:
             f"{INTRA_NODE_BYTES_PER_S / 1e9:.0f} GB/s within a node (tensor parallel) and "
             f"{INTER_NODE_BYTES_PER_S / 1e9:.0f} GB/s between nodes (pipeline and data "
             f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped. A ranking, not a forecast.")
+
+
+POWERS_OF_TWO = tuple(2 ** k for k in range(15))        # 1 … 16,384 GPUs
+
+
+def fewest_gpus(cfg: ModelConfig, gpu: GPU | str, seq_len: int | None = None,
+                dtype: str = "bf16", serving: bool = False, batch: int = 1,
+                weights="bf16") -> int | None:
+    """The fewest GPUs (a power of two) on which some layout fits: for training, one of
+    ``search_layouts``'; for ``serving``, a TP × PP split holding ``batch`` sequences of
+    ``seq_len``. Starts from what the states need (16Ψ for training, the weights for serving)."""
+    spec = checked_gpu(gpu)
+    seq_len = seq_len or cfg.max_seq_len
+    need = (weights_bytes(cfg, weights).total if serving else 16 * count_params(cfg).total)
+    for n in POWERS_OF_TWO:
+        if n * spec.memory_bytes < need:
+            continue
+        if serving:
+            fits = serving_fits(cfg, spec, n, batch, seq_len, weights)
+            if fits and fits[0].max_batch_at_seq_len >= batch:
+                return n
+        elif search_layouts(cfg, n, spec, seq_len, None, dtype):
+            return n
+    return None

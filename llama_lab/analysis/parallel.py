@@ -15,6 +15,7 @@ rows), o_proj and down_proj row-parallel, the embedding and the LM head vocabula
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field, replace
 
@@ -121,17 +122,26 @@ def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -
 def stage_layers(cfg: ModelConfig, layout: Layout) -> list[list[int]]:
     """The blocks of each stage. 1F1B: contiguous, the first L mod p stages one block more;
     interleaved: L/(p·v) blocks per chunk, chunk j on stage j mod p."""
-    L, p, v = cfg.n_layers, layout.pp, layout.chunks
-    if layout.schedule == "interleaved":
+    return [list(stage) for stage in _stage_layers(cfg.n_layers, layout.pp, layout.chunks,
+                                                   layout.schedule)]
+
+
+def _layers_of(cfg: ModelConfig, layout: Layout, stage: int) -> tuple[int, ...]:
+    return _stage_layers(cfg.n_layers, layout.pp, layout.chunks, layout.schedule)[stage]
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_layers(L: int, p: int, v: int, schedule: str) -> tuple[tuple[int, ...], ...]:
+    if schedule == "interleaved":
         size = L // (p * v)
-        return [[layer for j in range(stage, p * v, p) for layer in range(j * size, (j + 1) * size)]
-                for stage in range(p)]
+        return tuple(tuple(layer for j in range(stage, p * v, p)
+                           for layer in range(j * size, (j + 1) * size)) for stage in range(p))
     bounds, start = [], 0
     for stage in range(p):
         n = L // p + (1 if stage < L % p else 0)
-        bounds.append(list(range(start, start + n)))
+        bounds.append(tuple(range(start, start + n)))
         start += n
-    return bounds
+    return tuple(bounds)
 
 
 def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
@@ -156,7 +166,7 @@ def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
 
 def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGroup]:
     """The tensors one GPU of ``stage`` holds (its tensor-parallel piece of each)."""
-    layers = stage_layers(cfg, layout)[stage]
+    layers = _layers_of(cfg, layout, stage)
     flags = [cfg.moe_layer_flags[i] for i in layers]
     groups = []
     for sparse in sorted(set(flags)):
@@ -169,6 +179,13 @@ def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGr
         if cfg.tie_embeddings and layout.pp > 1:      # the last stage keeps its own copy
             groups.append(replace(ends["embed_tokens"], name="lm_head", role="lm_head"))
     return [local_tensor(cfg, g, layout.tp) for g in groups]
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_params(cfg: ModelConfig, layout: Layout) -> tuple[int, ...]:
+    """Parameters one GPU of each stage holds (what ZeRO, recomputation and m leave alone)."""
+    return tuple(sum(g.params for g in stage_tensors(cfg, layout, stage))
+                 for stage in range(layout.pp))
 
 
 def state_bytes(params: int, dtype: str, layout: Layout) -> dict[str, int]:
@@ -216,16 +233,20 @@ def stage_activations(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int
     s = Shapes.of(cfg)
     B, T, t, sp = layout.micro_batch, seq_len, layout.tp, layout.sequence_parallel and layout.tp > 1
     N = B * T
-    layers = stage_layers(cfg, layout)[stage]
-    saved = [_block_saved(cfg, i, B, T, b, dtype, t, sp) for i in layers]
+    layers = _layers_of(cfg, layout, stage)
+    kinds: dict = {}                             # blocks come in few kinds: (window, sparse)
+    for i in layers:
+        kinds.setdefault((cfg.window_of(i), cfg.moe_layer_flags[i]), [i, 0])[1] += 1
+    saved = {key: _block_saved(cfg, first, B, T, b, dtype, t, sp) for key, (first, _) in kinds.items()}
     if layout.recompute == "selective":          # the attention core is recomputed from q, k, v:
-        for part in saved:                       # its logsumexp and a window mask are not kept
+        for part in saved.values():              # its logsumexp and a window mask are not kept
             part["attention_output"] -= STATS_BYTES * B * (s.H // t) * T
             part["window_mask"] = 0
-    parts = {"blocks": sum(sum(part.values()) for part in saved), "recomputed_block": 0}
+    parts = {"blocks": sum(sum(saved[key].values()) * n for key, (_, n) in kinds.items()),
+             "recomputed_block": 0}
     if layout.recompute == "full":               # only each block's input stays (Chen et al. 2016)
         parts["blocks"] = len(layers) * nbytes((N // t if sp else N) * s.C, b)
-        parts["recomputed_block"] = max(sum(part.values()) for part in saved)
+        parts["recomputed_block"] = max(sum(part.values()) for part in saved.values())
     rope = cfg.pos_encoding == "rope"
     parts["positions"] = 2 * T * s.D * 4 if rope and dtype == "fp32" else 0
     parts["token_ids"] = INT64_BYTES * N if stage == 0 else 0
@@ -258,7 +279,7 @@ def stage_comm(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype
     t, p, d, m, v = layout.tp, layout.pp, layout.dp, layout.m, layout.chunks
     N, C = layout.micro_batch * seq_len, cfg.d_model
     M = nbytes(N * C, b)
-    n_blocks = len(stage_layers(cfg, layout)[stage])
+    n_blocks = len(_layers_of(cfg, layout, stage))
     per_block = (6 if layout.recompute == "full" else 4) * _ring(t, M, True)
     tp_bytes = n_blocks * per_block
     if stage == 0:
@@ -286,7 +307,8 @@ def stage_comm(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype
 @dataclass(frozen=True)
 class StageEstimate:
     stage: int
-    layers: list
+    blocks: int
+    layers: str                     # the stage's blocks as ranges: "0–19", "4–7, 20–23"
     params: int                     # parameters one GPU of the stage holds (its TP piece)
     params_bytes: int
     grads_bytes: int
@@ -330,15 +352,17 @@ def parallel_memory(cfg: ModelConfig, layout: Layout, seq_len: int | None = None
     checked_dtype_bytes(dtype, TRAINING_DTYPES)
     check_layout(cfg, layout, seq_len)
     stages = []
-    for stage, layers in enumerate(stage_layers(cfg, layout)):
-        params = sum(g.params for g in stage_tensors(cfg, layout, stage))
+    counts = _stage_params(cfg, replace(layout, zero=0, recompute="none", micro_batches=0))
+    for stage in range(layout.pp):
+        layers = _layers_of(cfg, layout, stage)
+        params = counts[stage]
         states = state_bytes(params, dtype, layout)
         acts = stage_activations(cfg, layout, stage, seq_len, dtype)
         flight = in_flight(layout, stage)
         per_micro = sum(v for k, v in acts.items() if k != "recomputed_block")
         activation = math.ceil(flight * per_micro) + acts["recomputed_block"]
         comm = stage_comm(cfg, layout, stage, seq_len, dtype, params)
-        stages.append(StageEstimate(stage, layers, params, **states,
+        stages.append(StageEstimate(stage, len(layers), _ranges(layers), params, **states,
                                     activation_bytes=activation,
                                     activation_per_micro_batch=acts, in_flight=flight,
                                     total_bytes=sum(states.values()) + activation,
@@ -353,6 +377,18 @@ def parallel_memory(cfg: ModelConfig, layout: Layout, seq_len: int | None = None
                             sum(worst.comm_bytes.values()), dict(worst.comm_bytes),
                             bubble_fraction(layout) if layout.pp > 1 else 0.0,
                             _notes(cfg, layout))
+
+
+def _ranges(layers: list[int]) -> str:
+    """[0, 1, 2, 5, 6] → "0–2, 5–6"."""
+    runs, start = [], None
+    for i, layer in enumerate(layers):
+        if start is None:
+            start = layer
+        if i + 1 == len(layers) or layers[i + 1] != layer + 1:
+            runs.append(f"{start}–{layer}" if layer > start else f"{start}")
+            start = None
+    return ", ".join(runs)
 
 
 def _notes(cfg: ModelConfig, layout: Layout) -> list[str]:

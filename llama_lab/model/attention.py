@@ -78,6 +78,9 @@ class Attention(nn.Module):
         super().__init__()
         self.cfg, self.layer_idx = cfg, layer_idx
         self.window = cfg.window_of(layer_idx)
+        # the heads this module computes: the config's, or one rank's share under tensor
+        # parallelism (llama_lab.train.tensor_parallel overwrites them)
+        self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
         C, D = cfg.d_model, cfg.head_dim
         # q, k and v in one GEMM; checkpoints keep q_proj, k_proj, v_proj (fewer KV heads: GQA/MQA)
         self.qkv_proj = FusedLinear(C, (("q_proj", cfg.n_heads * D), ("k_proj", cfg.n_kv_heads * D),
@@ -92,7 +95,7 @@ class Attention(nn.Module):
         """q (B, H, T, D), k and v (B, G, T, D) of the new tokens x (B, T, C): QK-norm, then
         RoPE (``rope``: cos, sin of the tokens' positions; None: not rotated)."""
         B, T, _ = x.shape
-        H, G, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
+        H, G, D = self.n_heads, self.n_kv_heads, self.cfg.head_dim
         q, k, v = self.qkv_proj.split(self.qkv_proj(x))          # (B, T, H·D), (B, T, G·D) ×2
         q, k, v = q.view(B, T, H, D), k.view(B, T, G, D), v.view(B, T, G, D)
         if self.cfg.qk_norm:
@@ -110,7 +113,7 @@ class Attention(nn.Module):
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape
-        H, D = self.cfg.n_heads, self.cfg.head_dim
+        H, D = self.n_heads, self.cfg.head_dim
         q, k, v = self.project(x, rope)
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)             # (B, G, S, D)

@@ -32,6 +32,9 @@ from ..runtime.hardware import GPU, GPUS
 from ..seed import SEED_SOURCE, architecture_comparison, claims_frame, seed_claims
 from ..analysis.common import training_dtype
 from ..analysis.summary import architecture, family_notes
+from ..analysis import layouts
+from ..analysis.korthikanti import compare
+from ..figures.parallel import korthikanti_frames, search_frame, serving_frame
 
 ZERO_GPUS = 8                                  # data-parallel width of the ZeRO / FSDP table
 
@@ -235,7 +238,40 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
                                       kv_dtype=fmt.kv), gpu.source),
         Table("gpus", "GPUs (data-sheet peaks)", "Roofline",
               pd.DataFrame([g.to_dict() for g in GPUS.values()])),
-    ]
+    ] + _parallel_tables(cfg, seq_len, batch, fmt, gpu)
+
+
+PARALLEL_GPUS = 8                    # the report's least GPU count for serving and training
+
+
+def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
+                     gpu: GPU) -> list[Table]:
+    """Serving split TP × PP and the training layouts that fit, each on 8 GPUs or the fewest
+    (a power of two) on which the model fits; Korthikanti's terms beside ours."""
+    serve = max(PARALLEL_GPUS, layouts.fewest_gpus(cfg, gpu, seq_len, fmt.training, True, batch,
+                                                   fmt.weights) or 0)
+    # training: twice the GPUs the states alone need (16Ψ), a power of two — a search at one
+    # count, not the fewest-GPU search's several
+    train = next((n for n in layouts.POWERS_OF_TWO if n >= PARALLEL_GPUS
+                  and n * gpu.memory_bytes >= 32 * analysis.count_params(cfg).total),
+                 layouts.POWERS_OF_TWO[-1])
+    fits = layouts.serving_fits(cfg, gpu.name, serve, batch, seq_len, fmt.weights, fmt.kv)
+    found = layouts.search_layouts(cfg, train, gpu.name, seq_len, None, fmt.training)
+    tp = next(t for t in (8, 4, 2, 1) if cfg.n_heads % t == 0)
+    terms, ours, variants = korthikanti_frames(compare(cfg, seq_len, 1, tp))
+    section = "Many GPUs"
+    return [Table("parallel_serving", f"Serving on {serve} × {gpu.name}: every TP × PP split "
+                  f"(B={batch}, T={seq_len:,}, {fmt})", section, serving_frame(fits)),
+            Table("parallel_layouts", f"Training layouts that fit {train} × {gpu.name} "
+                  f"(T={seq_len:,}, {fmt.training}), cheapest first (the first 20 of "
+                  f"{len(found)})", section, search_frame(found[:20]), layouts.search_assumptions()),
+            Table("korthikanti_terms", "Korthikanti et al. 2022: one GPT layer's activations, "
+                  f"term by term (s={seq_len:,}, b=1, h={cfg.d_model:,}, a={cfg.n_heads})",
+                  section, terms),
+            Table("korthikanti_ours", "Our implementation of their GPT recipe and of this model",
+                  section, ours),
+            Table("korthikanti_variants", f"Table 2's variants at t={tp}: theirs and this model's",
+                  section, variants)]
 
 
 def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,

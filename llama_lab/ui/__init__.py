@@ -40,6 +40,9 @@ from .derivations import derived_metric, show_derivation
 from .inference import flash_section, quantisation_section, speculative_section
 from .inside import (attention_section, forward_trace, inside_choice, lens_section,
                      positions_section, stream_section)
+from .parallel import (korthikanti_section, layout_section, search_section,
+                       serving_section, shard_section)
+from ..runtime.hardware import GPUS
 from .gradient import default_warmup, session_warmup, small_run, training_tab, warmup_tab
 from .widgets import (LIVE_SIZE_HEADING, Link, bound_note, bounded_number, choice_link, int_link,
                       keep_choice, keep_within, link_widgets, live_size_box, remember,

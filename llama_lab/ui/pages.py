@@ -31,4 +31,6 @@ PAGES: tuple[AppPage, ...] = (
             "quantisation, FlashAttention, speculative decoding: counted and measured"),
     AppPage("pages/9_Inside_the_model.py", "Inside the model",
             "one real forward pass opened up: attention maps, RoPE, residual stream, logit lens"),
+    AppPage("pages/10_Many_GPUs.py", "Many GPUs",
+            "tensor, pipeline and data parallelism per GPU, what fits on N GPUs, FSDP/TP measured"),
 )
