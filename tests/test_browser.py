@@ -97,7 +97,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     assert nav[0].endswith("Home") and "app" not in nav
     assert nav[1:] == ["Parameters and FLOPs", "KV cache and attention", "Gradient norms",
                        "Live pass", "Architecture comparison", "Seed claims", "Report",
-                       "Inference systems", "Inside the model"]
+                       "Inference systems", "Inside the model", "Many GPUs"]
 
     layers = page.get_by_label("n_layers (blocks): exact value")
     layers.fill("8")

@@ -134,15 +134,19 @@ def search_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
     cols = st.columns(2)
     gpu = cols[0].selectbox("GPU", list(GPUS), key=prefix + "search_gpu")
     floor = _states_floor(cfg, dtype)
-    start = max(8, _fewest(cfg, gpu, seq_len, dtype, False, 1, "bf16") or 64)
+    # first shown: the fewest GPUs a layout fits, else twice what the states alone need
+    start = max(8, _fewest(cfg, gpu, seq_len, dtype, False, 1, "bf16") or next(
+        (n for n in GPU_COUNTS if n * GPUS[gpu].memory_bytes >= 2 * floor), GPU_COUNTS[-1]))
     gpus = cols[1].select_slider("GPUs", GPU_COUNTS[1:], value=start, key=prefix + "search_gpus",
                                  help=f"First shown: the fewest on which a layout fits ({start:,})")
     rows = _search(cfg, gpus, gpu, seq_len, dtype)
     if not rows:
         why = (f": weights, gradients and AdamW state alone are {human_bytes(floor)}, more than "
                f"{gpus} GPUs hold even fully sharded" if floor > gpus * GPUS[gpu].memory_bytes
-               else ": the activations do not fit beside the states; try more GPUs or a shorter T")
-        show_error(f"No layout of {gpus} × {gpu} fits this model at T={seq_len:,} ({dtype}){why}.")
+               else ": the activations of one sequence per micro-batch do not fit beside the "
+                    "states (context parallelism, which splits the sequence, is not modelled); "
+                    "try more GPUs or a shorter T")
+        show_warning(f"No layout of {gpus} × {gpu} fits this model at T={seq_len:,} ({dtype}){why}.")
     else:
         st.markdown(f"**{len(rows)}** layouts fit; cheapest first:")
         show_table(search_frame(rows[:40]), width="stretch")
