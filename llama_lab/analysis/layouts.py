@@ -187,6 +187,20 @@ def search_assumptions() -> str:
 POWERS_OF_TWO = tuple(2 ** k for k in range(15))        # 1 … 16,384 GPUs
 
 
+def states_floor_bytes(cfg: ModelConfig) -> int:
+    """Weights, gradients and AdamW state of the whole model, 16Ψ (mixed precision 2 + 2 + 12,
+    fp32 4 + 4 + 8): what the GPUs must hold between them even fully sharded."""
+    return 16 * count_params(cfg).total
+
+
+def gpus_for_states(cfg: ModelConfig, gpu: GPU | str, factor: int = 2, least: int = 8) -> int:
+    """The fewest GPUs (a power of two, at least ``least``) holding ``factor`` × the states:
+    a count where some layout likely fits, found without a search."""
+    memory = checked_gpu(gpu).memory_bytes
+    return next((n for n in POWERS_OF_TWO
+                 if n >= least and n * memory >= factor * states_floor_bytes(cfg)), POWERS_OF_TWO[-1])
+
+
 def fewest_gpus(cfg: ModelConfig, gpu: GPU | str, seq_len: int | None = None,
                 dtype: str = "bf16", serving: bool = False, batch: int = 1,
                 weights="bf16") -> int | None:
@@ -195,7 +209,7 @@ def fewest_gpus(cfg: ModelConfig, gpu: GPU | str, seq_len: int | None = None,
     ``seq_len``. Starts from what the states need (16Ψ for training, the weights for serving)."""
     spec = checked_gpu(gpu)
     seq_len = seq_len or cfg.max_seq_len
-    need = (weights_bytes(cfg, weights).total if serving else 16 * count_params(cfg).total)
+    need = weights_bytes(cfg, weights).total if serving else states_floor_bytes(cfg)
     for n in POWERS_OF_TWO:
         if n * spec.memory_bytes < need:
             continue

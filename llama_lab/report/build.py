@@ -250,11 +250,9 @@ def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
     (a power of two) on which the model fits; Korthikanti's terms beside ours."""
     serve = max(PARALLEL_GPUS, layouts.fewest_gpus(cfg, gpu, seq_len, fmt.training, True, batch,
                                                    fmt.weights) or 0)
-    # training: twice the GPUs the states alone need (16Ψ), a power of two — a search at one
-    # count, not the fewest-GPU search's several
-    train = next((n for n in layouts.POWERS_OF_TWO if n >= PARALLEL_GPUS
-                  and n * gpu.memory_bytes >= 32 * analysis.count_params(cfg).total),
-                 layouts.POWERS_OF_TWO[-1])
+    # training: twice the GPUs the states alone need — a search at one count, not the
+    # fewest-GPU search's several
+    train = layouts.gpus_for_states(cfg, gpu, least=PARALLEL_GPUS)
     fits = layouts.serving_fits(cfg, gpu.name, serve, batch, seq_len, fmt.weights, fmt.kv)
     found = layouts.search_layouts(cfg, train, gpu.name, seq_len, None, fmt.training)
     tp = next(t for t in (8, 4, 2, 1) if cfg.n_heads % t == 0)

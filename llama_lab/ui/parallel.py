@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis import count_params
 from ..analysis.korthikanti import compare
-from ..analysis.layouts import fewest_gpus, search_assumptions, search_layouts, serving_fits
+from ..analysis.layouts import (fewest_gpus, gpus_for_states, search_assumptions,
+                                search_layouts, serving_fits, states_floor_bytes)
 from ..analysis.parallel import RECOMPUTE, Layout, check_layout, parallel_memory
 from ..config import ModelConfig
 from ..errors import LabError
@@ -64,7 +64,7 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
     gpu_name, layout = layout_controls(cfg, prefix)
     gpu = GPUS[gpu_name]
     try:
-        est = parallel_memory(cfg, layout, seq_len, dtype if dtype != "fp32" else "fp32")
+        est = parallel_memory(cfg, layout, seq_len, dtype)
     except LabError as exc:
         show_error(f"This layout cannot run: {exc}")
         return
@@ -124,19 +124,13 @@ def serving_section(cfg: ModelConfig, gpu: str, batch: int, seq_len: int, weight
                  "small and not reserved.")
 
 
-def _states_floor(cfg: ModelConfig, dtype: str) -> int:
-    """Weights, gradients and AdamW state of the whole model (16Ψ mixed, 16Ψ fp32 too): what
-    N GPUs must hold between them even fully sharded."""
-    return 16 * count_params(cfg).total
-
-
 def search_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> None:
     cols = st.columns(2)
     gpu = cols[0].selectbox("GPU", list(GPUS), key=prefix + "search_gpu")
-    floor = _states_floor(cfg, dtype)
+    floor = states_floor_bytes(cfg)
     # first shown: the fewest GPUs a layout fits, else twice what the states alone need
-    start = max(8, _fewest(cfg, gpu, seq_len, dtype, False, 1, "bf16") or next(
-        (n for n in GPU_COUNTS if n * GPUS[gpu].memory_bytes >= 2 * floor), GPU_COUNTS[-1]))
+    start = max(8, _fewest(cfg, gpu, seq_len, dtype, False, 1, "bf16")
+                or gpus_for_states(cfg, gpu))
     gpus = cols[1].select_slider("GPUs", GPU_COUNTS[1:], value=start, key=prefix + "search_gpus",
                                  help=f"First shown: the fewest on which a layout fits ({start:,})")
     rows = _search(cfg, gpus, gpu, seq_len, dtype)
