@@ -421,10 +421,11 @@ def test_cuda_decode_bf16_bytes_agree(debug_cfg):
 def test_guard_counts_what_autocast_really_keeps():
     # hand derivation of the two high points of a step (train.budgets.training_peak):
     # backward: fp32 weights 4Ψ + AdamW 8Ψ (+ a 16-bit weight copy 2Ψ under autocast) + the
-    # saved activations (the chunked loss's two gradients among them) + the larger of one loss
-    # chunk's logits (fp32, + 16-bit logits and probabilities under autocast) and the
-    # gradients 4Ψ + the allocator's retention (0.4 of the saved bytes); the update: weights,
-    # grads 4Ψ, AdamW's moments (fused: no temporaries) and one largest parameter's allowance.
+    # saved activations (the chunked loss's two gradients among them) + one loss chunk's fp32
+    # logits (a buffer the loss keeps between steps) + the larger of the chunk's 16-bit logits
+    # and probabilities under autocast and the gradients 4Ψ + the allocator's retention (0.4 of
+    # the saved bytes); the update: weights, grads 4Ψ, AdamW's moments (fused: no
+    # temporaries), the kept logits buffer and one largest parameter's allowance.
     # Both add the largest parameter's fp32 draw buffer.
     cfg = PRESETS["debug"]
     n, N, V = 123_712, 32, cfg.vocab_size
@@ -433,18 +434,22 @@ def test_guard_counts_what_autocast_really_keeps():
     assert ALLOCATOR_RETENTION == 0.4
     fp32 = training_peak(cfg, 16, 2, "fp32")
     bf16 = training_peak(cfg, 16, 2, "bf16")
-    # one chunk holds all N = 32 rows (64 MiB / (4 · 256) = 65,536 rows); the gradients are larger
-    assert N * V * (4 + 2 + 2) < 4 * n
-    assert fp32["backward_at_loss"] == int(draw + 12 * n + activations + 4 * n + 0.4 * activations)
-    assert bf16["backward_at_loss"] == int(draw + 14 * n + activations + 4 * n + 0.4 * activations)
-    big = training_peak(cfg, 1024, 8, "fp32")               # 8,192 rows: a chunk 8·Mi > 4Ψ
+    # one chunk holds all N = 32 rows (64 MiB / (4 · 256) = 65,536 rows); the gradients are
+    # larger than its 16-bit logits and probabilities
+    assert N * V * (2 + 2) < 4 * n
+    kept = 4 * N * V
+    assert fp32["backward_at_loss"] == int(draw + 12 * n + activations + kept + 4 * n
+                                           + 0.4 * activations)
+    assert bf16["backward_at_loss"] == int(draw + 14 * n + activations + kept + 4 * n
+                                           + 0.4 * activations)
+    big = training_peak(cfg, 1024, 8, "fp32")               # 8,192 rows: a chunk of 8 MiB
     big_saved = analysis.activation_bytes(cfg, 1024, 8, "fp32")
-    assert big["backward_at_loss"] == int(draw + 12 * n + big_saved + 8 * 1024 * V * 4
+    assert big["backward_at_loss"] == int(draw + 12 * n + big_saved + 8 * 1024 * V * 4 + 4 * n
                                           + 0.4 * big_saved)
-    assert fp32["optimizer_update"] == bf16["optimizer_update"] == 2 * draw + 16 * n
+    assert fp32["optimizer_update"] == bf16["optimizer_update"] == 2 * draw + 16 * n + kept
     assert training_bytes_needed(cfg, 16, 2, "bf16") == max(bf16.values())
     no_adam = training_peak(cfg, 16, 2, "fp32", optimizer=False)
-    assert no_adam["optimizer_update"] == draw + 8 * n
+    assert no_adam["optimizer_update"] == draw + 8 * n + kept
 
 
 def test_causal_mfu_counts_half_the_scores():

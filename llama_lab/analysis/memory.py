@@ -47,9 +47,11 @@ ACTIVATION_ASSUMPTIONS = [
     "the N·V log-probabilities).",
     "Attention runs in a fused SDPA kernel (flash / CPU flash): it saves q, k, v (G heads, not "
     "repeated), its output and a float32 logsumexp (B·H·T) - never the T×T weights.",
-    "RMSNorm saves its float32 input, rstd (float32) and the normalised x; LayerNorm saves its "
-    "input and float32 mean/rstd (the CPU kernel keeps them in the input dtype: a few bytes per "
-    "token less). A norm's output is saved by the linear layers that read it.",
+    "RMSNorm saves its input and rstd (float32, one per row; backward recomputes x·rstd); "
+    "LayerNorm saves its input and float32 mean/rstd (the CPU kernel keeps them in the input "
+    "dtype: a few bytes per token less). A norm's output is saved by the linear layers that "
+    "read it. QK-norm's inputs are views of the q/k/v projection's output, which they keep "
+    "whole (SDPA's v is a view of it too).",
     "SwiGLU saves gate, silu(gate), up and their product (4·F per token); ReLU its output; GELU "
     "its input and output.",
     "RoPE saves cos and sin (T×D): the model's tables, built once per device for the longest "
@@ -62,14 +64,8 @@ ACTIVATION_ASSUMPTIONS = [
 def _norm_saved_bytes(cfg: ModelConfig, tokens: int, b: float) -> int:
     C = Shapes.of(cfg).C
     if cfg.norm_type == "rmsnorm":
-        # float32 copy of the input (the input itself in fp32) + rstd + normalised x in dtype
-        return 4 * tokens * C + STATS_BYTES * tokens + nbytes(tokens * C, b)
+        return nbytes(tokens * C, b) + STATS_BYTES * tokens       # input + rstd
     return nbytes(tokens * C, b) + 2 * STATS_BYTES * tokens      # input + mean, rstd
-
-
-def _rms_saved_bytes(rows: int, width: int, b: float) -> int:
-    """An RMSNorm over ``width`` on ``rows`` rows: float32 input copy, rstd, normalised x."""
-    return 4 * rows * width + STATS_BYTES * rows + nbytes(rows * width, b)
 
 
 def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: int = 1) -> int:
@@ -115,8 +111,11 @@ def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: 
     n_rep = math.ceil(N / tp) if sequence_parallel else N          # rows of the replicated tensors
     return {
         "norms": 2 * _norm_saved_bytes(cfg, n_rep, b),
-        "qk_norm": (_rms_saved_bytes(N * H, D, b) + _rms_saved_bytes(N * G, D, b)
-                    if cfg.qk_norm else 0),
+        # QK-norm keeps the q/k/v output whole through its q and k views (less v when SDPA's
+        # own v is that view, counted under qkv) and one rstd per head row
+        "qk_norm": (nbytes(N * (H + 2 * G) * D, b)
+                    - (nbytes(N * G * D, b) if kv_heads_saved == G else 0)
+                    + STATS_BYTES * N * (H + G) if cfg.qk_norm else 0),
         "attention_input": nbytes(n_rep * C, b),                  # read by q, k, v
         "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),       # saved by SDPA
         # SDPA's output (also o_proj's input: same storage) + its float32 logsumexp
@@ -175,11 +174,9 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
     if checkpointing:
         block_input = nbytes((math.ceil(N / tp) if sequence_parallel else N) * C, b)
         components["block_inputs"] = L * block_input
-        # While a block is recomputed, its first saved tensor is often the stored input itself
-        # (Post-LN: q/k/v read it; LayerNorm saves it; RMSNorm's float32 upcast of an fp32 x is x).
-        reuses_input = (cfg.norm_position == "post" or cfg.norm_type == "layernorm"
-                        or dtype == "fp32")
-        components["recomputed_block"] = max(saved.values()) - (block_input if reuses_input else 0)
+        # While a block is recomputed, its first saved tensor is the stored input itself
+        # (Post-LN: q/k/v read it; Pre-LN: the first norm saves it)
+        components["recomputed_block"] = max(saved.values()) - block_input
     else:
         components["blocks"] = sum(saved[key] * count for key, (_, count) in kinds.items())
     return ActivationEstimate(dtype, seq_len, batch, checkpointing, per_layer, components,

@@ -105,9 +105,9 @@ class Attention(nn.Module):
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if rope is not None or self.cfg.qk_norm:
             # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive
-            # (SDPA saves v for backward): it gets its own storage — unless a float32 QK-norm
-            # saves its q and k inputs, views of that output, anyway
-            if not (self.cfg.qk_norm and v.dtype == torch.float32 and torch.is_grad_enabled()):
+            # (SDPA saves v for backward): it gets its own storage — unless QK-norm saves its
+            # q and k inputs, views of that output, for backward anyway
+            if not (self.cfg.qk_norm and torch.is_grad_enabled()):
                 v = v.contiguous()
         return q, k, v
 

@@ -12,6 +12,7 @@ import torch.nn as nn
 
 from ..config import ModelConfig
 from .attention import Attention
+from .grad_buffers import TokenEmbedding
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
 from .mlp import MLP, SparseMoE
@@ -44,7 +45,7 @@ class DecoderBody(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.embed_tokens = TokenEmbedding(cfg.vocab_size, cfg.d_model)
         if cfg.pos_encoding == "learned":
             self.embed_positions = nn.Embedding(cfg.max_seq_len, cfg.d_model)
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.n_layers))

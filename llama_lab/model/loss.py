@@ -8,10 +8,21 @@ to the plain path up to float rounding (tests/test_loss.py).
 What it keeps for backward: the gradient of the hidden states (N × C, the hidden states'
 dtype) and of the weight (V × C, the weight's dtype) — not the N × V logits and
 log-probabilities of ``F.cross_entropy``.
+
+On the CPU the chunk's logits go into one buffer per thread and dtype that is kept between
+calls (``logits_buffer``, at most one chunk: ~64 MiB): a fresh 64 MiB tensor is a fresh
+``mmap`` under glibc's defaults, and faulting its pages in cost a fifth of the LM head's
+forward GEMM on seed-demo (benchmarks/bench_vs_transformers.py). CUDA's caching allocator
+reuses its blocks anyway. The 1/N of the mean is applied to the N × C hidden states and
+gradient, not to the N × V probabilities.
 """
 from __future__ import annotations
 
+import threading
+
 import torch
+
+from .grad_buffers import gradient_buffer
 
 LOGIT_CHUNK_BYTES = 64 * 2**20      # the float32 logits of one chunk: at most this many bytes
 MIN_CHUNK_ROWS = 64                 # ... but never fewer rows than this (GEMM efficiency)
@@ -22,37 +33,67 @@ def chunk_rows(vocab_size: int) -> int:
     return max(MIN_CHUNK_ROWS, LOGIT_CHUNK_BYTES // (4 * vocab_size))
 
 
+_BUFFERS = threading.local()       # per thread: Streamlit sessions run on their own threads
+
+
+def logits_buffer(rows: int, vocab: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A (rows, vocab) tensor for one chunk's logits. On the CPU a view of this thread's kept
+    buffer for ``dtype`` (grown to the largest chunk asked; freed with the thread, or by
+    ``release_logits_buffers``); elsewhere a new tensor."""
+    if device.type != "cpu":
+        return torch.empty(rows, vocab, dtype=dtype, device=device)
+    buffers = _BUFFERS.__dict__.setdefault("by_dtype", {})
+    buffer = buffers.get(dtype)
+    if buffer is None or buffer.numel() < rows * vocab:
+        buffers.pop(dtype, None)                       # the old one freed before the new one
+        buffer = buffers[dtype] = torch.empty(rows * vocab, dtype=dtype)
+    return buffer[:rows * vocab].view(rows, vocab)
+
+
+def release_logits_buffers() -> None:
+    """Free this thread's kept logits buffers."""
+    _BUFFERS.__dict__.pop("by_dtype", None)
+
+
 @torch.no_grad()
 def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, rows: int,
              grad_h: bool, grad_w: bool):
     """The mean loss and, as asked, its gradients with respect to hidden and weight."""
-    N = hidden.shape[0]
+    N, V = hidden.shape[0], weight.shape[0]
+    float_dtype = torch.promote_types(hidden.dtype, torch.float32)    # float64 stays float64
     grad_hidden = torch.empty_like(hidden) if grad_h else None
     grad_weight = None                         # the first chunk's product, then accumulated
-    total = torch.zeros((), dtype=torch.promote_types(hidden.dtype, torch.float32),
-                        device=hidden.device)
+    total = torch.zeros((), dtype=float_dtype, device=hidden.device)
     weight_nt = weight
     if grad_h and weight.device.type == "cpu" and weight.dtype in (torch.float16, torch.bfloat16):
         # the CPU's 16-bit GEMM is ~25× slower with a row-major (V, C) right operand and the
         # long V as the inner dimension than with a transposed view of a (C, V) copy
         weight_nt = weight.t().contiguous().t()
+    buffer = logits_buffer(min(rows, N), V, float_dtype, hidden.device)
     for start in range(0, N, rows):
         h, t = hidden[start:start + rows], targets[start:start + rows]
-        logits = h @ weight.t()                                            # (n, V)
-        if logits.dtype in (torch.float16, torch.bfloat16):
-            logits = logits.float()                                        # as F.cross_entropy(.float())
+        logits = buffer[:h.shape[0]]                                       # (n, V)
+        if hidden.dtype == float_dtype:
+            torch.mm(h, weight.t(), out=logits)
+        else:
+            logits.copy_(h @ weight.t())                  # float32, as F.cross_entropy(.float())
         log_probs = torch.log_softmax(logits, dim=-1, out=logits)          # in place, one kernel
         total -= log_probs.gather(1, t[:, None]).sum()
         if not (grad_h or grad_w):
             continue
-        # d(mean CE)/d logits = (softmax − one-hot) / N, then back through the matmul
+        # d(mean CE)/d logits = (softmax − one-hot) / N, then back through the matmul (the
+        # 1/N applied to the narrow side: the N × C rows and gradient)
         probs = log_probs.exp_()
         probs[torch.arange(t.shape[0], device=t.device), t] -= 1.0
-        probs = probs.div_(N).to(hidden.dtype)
+        probs = probs.to(hidden.dtype)
         if grad_h:
-            torch.matmul(probs, weight_nt, out=grad_hidden[start:start + rows])
+            torch.matmul(probs, weight_nt, out=grad_hidden[start:start + rows]).div_(N)
         if grad_w:
-            grad_weight = probs.t() @ h if grad_weight is None else grad_weight.addmm_(probs.t(), h)
+            h = h / N
+            if grad_weight is None:        # the weight's kept buffer (model.grad_buffers)
+                grad_weight = torch.mm(probs.t(), h, out=gradient_buffer(weight))
+            else:
+                grad_weight.addmm_(probs.t(), h)
     return total / N, grad_hidden, grad_weight
 
 
