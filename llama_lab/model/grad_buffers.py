@@ -93,12 +93,13 @@ class _Lookup(torch.autograd.Function):
 
 class TokenEmbedding(nn.Embedding):
     """``nn.Embedding`` (same parameter, same state-dict key) whose weight gradient goes into
-    a kept buffer on the CPU (``gradient_buffer``); elsewhere, and for a distributed (DTensor)
-    weight, the plain ``F.embedding``."""
+    a kept buffer on the CPU (``gradient_buffer``); elsewhere, for a distributed (DTensor)
+    weight and under torch.compile, the plain ``F.embedding``."""
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         weight = self.weight
         if (torch.is_grad_enabled() and weight.requires_grad and _is_plain(weight)
+                and not torch.compiler.is_compiling()
                 and self.padding_idx is None and self.max_norm is None and not self.sparse
                 and not self.scale_grad_by_freq):
             return _Lookup.apply(ids, weight)

@@ -13,8 +13,9 @@ On the CPU the chunk's logits go into one buffer per thread and dtype that is ke
 calls (``logits_buffer``, at most one chunk: ~64 MiB): a fresh 64 MiB tensor is a fresh
 ``mmap`` under glibc's defaults, and faulting its pages in cost a fifth of the LM head's
 forward GEMM on seed-demo (benchmarks/bench_vs_transformers.py). CUDA's caching allocator
-reuses its blocks anyway. The 1/N of the mean is applied to the N × C hidden states and
-gradient, not to the N × V probabilities.
+reuses its blocks anyway. The head weight's gradient goes into the weight's kept buffer
+(``model.grad_buffers``) for the same reason. The 1/N of the mean is applied to the N × C
+hidden states and gradient, not to the N × V probabilities.
 """
 from __future__ import annotations
 
