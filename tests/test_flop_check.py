@@ -38,7 +38,7 @@ def test_skipped_ops_are_reported():
     assert {"aten::add", "aten::embedding"} <= set(check.unsupported_ops)
     assert "layer_norm" in check.fvcore_other_ops and "linear" not in check.unsupported_ops
     llama = fvcore_check(PRESETS["debug"], 64)
-    assert {"aten::mul", "aten::silu", "aten::rsqrt"} <= set(llama.unsupported_ops)
+    assert {"aten::mul", "aten::silu", "aten::linalg_vector_norm", "aten::rsqrt_"} <= set(llama.unsupported_ops)
 
 
 def test_sdpa_handle_ignores_kv_sharing():

@@ -68,7 +68,7 @@ def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
                 .set_op_handle("aten::scaled_dot_product_attention", sdpa_macs)
                 .unsupported_ops_warnings(False)
                 .uncalled_modules_warnings(False))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch.no_grad():      # a forward: no graph to trace
         warnings.simplefilter("ignore")                     # torch.jit TracerWarnings
         try:
             by_operator = dict(analysis.by_operator())

@@ -245,8 +245,10 @@ def stage_activations(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int
     parts = {"blocks": sum(sum(saved[key].values()) * n for key, (_, n) in kinds.items()),
              "recomputed_block": 0}
     if layout.recompute == "full":               # only each block's input stays (Chen et al. 2016)
-        parts["blocks"] = len(layers) * nbytes((N // t if sp else N) * s.C, b)
-        parts["recomputed_block"] = max(sum(part.values()) for part in saved.values())
+        block_input = nbytes((N // t if sp else N) * s.C, b)
+        parts["blocks"] = len(layers) * block_input
+        # the recomputed block's first saved tensor is that stored input itself
+        parts["recomputed_block"] = max(sum(part.values()) for part in saved.values()) - block_input
     rope = cfg.pos_encoding == "rope"
     parts["positions"] = 2 * T * s.D * 4 if rope and dtype == "fp32" else 0
     parts["token_ids"] = INT64_BYTES * N if stage == 0 else 0
