@@ -95,3 +95,25 @@ def test_backward_keeps_no_logits():
         linear_cross_entropy(hidden, weight, targets, 16)
     assert meter.bytes == 4 * (N * C + V * C) < 4 * N * V
     assert chunk_rows(32000) == 524 and chunk_rows(128256) == 130 and chunk_rows(10**7) == 64
+
+
+def test_a_target_far_below_the_rows_largest_logit_keeps_its_exact_loss():
+    # z_target more than 104 below the row's largest logit: p(target) underflows to 0 in float32
+    # and −log p would be inf; those rows' losses come from their logits again (logsumexp − z)
+    g = torch.Generator().manual_seed(5)
+    hidden = torch.randn(6, 8, generator=g)
+    weight = torch.randn(40, 8, generator=g)
+    targets = torch.randint(0, 40, (6,), generator=g)
+    weight[targets[:3]] = -40.0 * hidden[:3].sign() / 8 ** 0.5 * 4     # rows 0-2: far below
+    hidden.requires_grad_(), weight.requires_grad_()
+    ours = linear_cross_entropy(hidden, weight, targets, 4)
+    gh, gw = torch.autograd.grad(ours, (hidden, weight))
+    ref = plain(hidden, weight, targets)
+    rh, rw = torch.autograd.grad(ref, (hidden, weight))
+    logits = (hidden @ weight.t()).detach()
+    gap = logits.max(1).values - logits.gather(1, targets[:, None]).squeeze(1)
+    assert (gap[:3] > 104).all()                              # exp(−104) is below float32's range
+    assert torch.isfinite(ours)
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(gh, rh, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gw, rw, rtol=1e-5, atol=1e-6)

@@ -56,6 +56,22 @@ def release_logits_buffers() -> None:
     _BUFFERS.__dict__.pop("by_dtype", None)
 
 
+def _row_losses(probs: torch.Tensor, target_logits: torch.Tensor, targets: torch.Tensor,
+                hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """−log p(target) per row (n, 1), from the softmax: one pass over the logits fewer than
+    log-softmax and then exp. Where p(target) is too small to keep its digits (a logit far
+    below the row's largest), that row's loss is the exact logsumexp − z_target of its logits
+    computed again."""
+    p = probs.gather(1, targets[:, None])
+    losses = -p.log()
+    small = p < torch.finfo(p.dtype).tiny * 2 ** 24
+    if small.any():
+        rows = small.squeeze(1).nonzero().squeeze(1)
+        again = (hidden[rows] @ weight.t()).to(probs.dtype)
+        losses[rows] = torch.logsumexp(again, dim=-1, keepdim=True) - target_logits[rows]
+    return losses
+
+
 @torch.no_grad()
 def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, rows: int,
              grad_h: bool, grad_w: bool):
@@ -78,13 +94,13 @@ def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, 
             torch.mm(h, weight.t(), out=logits)
         else:
             logits.copy_(h @ weight.t())                  # float32, as F.cross_entropy(.float())
-        log_probs = torch.log_softmax(logits, dim=-1, out=logits)          # in place, one kernel
-        total -= log_probs.gather(1, t[:, None]).sum()
+        target_logits = logits.gather(1, t[:, None])                      # (n, 1)
+        probs = torch.softmax(logits, dim=-1, out=logits)                 # in place, one kernel
+        total += _row_losses(probs, target_logits, t, h, weight).sum()
         if not (grad_h or grad_w):
             continue
         # d(mean CE)/d logits = (softmax − one-hot) / N, then back through the matmul (the
         # 1/N applied to the narrow side: the N × C rows and gradient)
-        probs = log_probs.exp_()
         probs[torch.arange(t.shape[0], device=t.device), t] -= 1.0
         probs = probs.to(hidden.dtype)
         if grad_h:
