@@ -284,8 +284,13 @@ def test_checkpointing_saves_memory_at_scale():
     cfg = PRESETS["llama-2-7b"]
     plain = A.activation_estimate(cfg, 4096, 1, "bf16")
     ckpt = A.activation_estimate(cfg, 4096, 1, "bf16", checkpointing=True)
-    assert ckpt.total_bytes < plain.total_bytes / 10
-    assert ckpt.components["block_inputs"] == 32 * 4096 * 4096 * 2
+    block_input = 4096 * 4096 * 2
+    assert ckpt.components["block_inputs"] == 32 * block_input
+    # one block recomputed at a time, its first saved tensor the stored input itself
+    assert ckpt.components["recomputed_block"] == plain.per_layer - block_input
+    rest = {k: v for k, v in plain.components.items() if k != "blocks"}
+    assert ckpt.total_bytes == sum(rest.values()) + 32 * block_input + plain.per_layer - block_input
+    assert ckpt.total_bytes < plain.total_bytes / 9           # 17.7 GB → 1.9 GB
 
 
 def _profiler_peak_bytes(cfg, B, T, dtype, last_only=False):

@@ -52,8 +52,8 @@ ACTIVATION_ASSUMPTIONS = [
     "dtype: a few bytes per token less). A norm's output is saved by the linear layers that "
     "read it. QK-norm's inputs are views of the q/k/v projection's output, which they keep "
     "whole (SDPA's v is a view of it too).",
-    "SwiGLU saves gate, silu(gate), up and their product (4·F per token); ReLU its output; GELU "
-    "its input and output.",
+    "SwiGLU saves the fused gate/up output and the product (3·F per token: silu(gate) is "
+    "recomputed in backward); ReLU its output; GELU its input and output.",
     "RoPE saves cos and sin (T×D): the model's tables, built once per device for the longest "
     "length used (T in a training step), in float32; or one cast copy per use in 16-bit dtypes.",
     "checkpointing = torch.utils.checkpoint around every block: the block inputs stay, plus one "
@@ -71,7 +71,7 @@ def _norm_saved_bytes(cfg: ModelConfig, tokens: int, b: float) -> int:
 def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: int = 1) -> int:
     """What one block's FFN saves beyond its input, on one of ``tp`` tensor-parallel ranks (the
     hidden width F, or each expert's Fe, split across them; the router replicated). Dense
-    SwiGLU: gate, silu(gate), up and the product (4·F per token); ReLU its output; GELU input
+    SwiGLU: the gate/up output and the product (3·F per token); ReLU its output; GELU input
     and output. Sparse: the router's float32 softmax (E per token), top-k indices (int64), the
     renormalisation's weights and sum (float32), and per (token, expert) slot the gathered
     input, gate/up (2·Fe), silu and the product (2·Fe), the expert's output and its weighted
@@ -79,7 +79,7 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     s = Shapes.of(cfg)
     if not sparse:
         F = s.F // tp
-        per_token = {"swiglu": 4 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
+        per_token = {"swiglu": 3 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
         return nbytes(tokens * per_token, b)
     slots = tokens * s.K
     router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots

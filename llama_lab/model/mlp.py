@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from ..config import ModelConfig
 from .fused import FusedLinear, keep_part_keys
@@ -31,9 +32,36 @@ class MLP(nn.Module):
 
     def forward(self, x):
         if self.gated:
-            gate, up = self.gate_up_proj.split(self.gate_up_proj(x))
+            gate_up = self.gate_up_proj(x)                               # (..., 2F)
+            if (torch.is_grad_enabled() and gate_up.requires_grad and type(gate_up) is torch.Tensor
+                    and not torch.compiler.is_compiling()):
+                return self.down_proj(_SwiGLU.apply(gate_up))
+            gate, up = self.gate_up_proj.split(gate_up)
             return self.down_proj(self.act(gate) * up)
         return self.down_proj(self.act(self.up_proj(x)))
+
+
+class _SwiGLU(torch.autograd.Function):
+    """silu(gate) ⊙ up of the fused gate/up output (..., 2F), saving only that output (the
+    composite also keeps silu(gate), F per token more); backward writes both gradients into
+    one (..., 2F) tensor, the fused GEMM's gradient, instead of concatenating them."""
+
+    @staticmethod
+    def forward(ctx, gate_up: torch.Tensor) -> torch.Tensor:
+        width = gate_up.shape[-1] // 2
+        ctx.save_for_backward(gate_up)
+        return F.silu(gate_up[..., :width]) * gate_up[..., width:]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_h: torch.Tensor):
+        (gate_up,) = ctx.saved_tensors
+        width = gate_up.shape[-1] // 2
+        gate, up = gate_up[..., :width], gate_up[..., width:]
+        grad = torch.empty_like(gate_up)
+        torch.mul(grad_h, F.silu(gate), out=grad[..., width:])                # d up = dh · silu(g)
+        torch.ops.aten.silu_backward.grad_input(grad_h * up, gate, grad_input=grad[..., :width])
+        return grad
 
 
 class Experts(nn.Module):
