@@ -3,6 +3,7 @@
 Registers the pages with st.navigation: the home page (home.py) as "Home", then every page of
 ui.PAGES, titled from its file name as the pages/ folder would, in the same order. Each page
 draws the shared sidebar itself, so it also runs alone."""
+
 import streamlit as st
 
 from llama_lab import ui

@@ -4,6 +4,7 @@ several re-runs per page for a small and a huge preset, and the first run of a s
 
     python benchmarks/bench_app_rerender.py
 """
+
 from __future__ import annotations
 
 import logging
@@ -11,16 +12,19 @@ import statistics
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-logging.disable(logging.WARNING)     # AppTest outside a server warns on every cached call
-
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
 
-SCRIPTS = [("Home", ui.HOME_PAGE)] + [(page.label, page.path) for page in ui.PAGES
-                                      if page.label not in ("Gradient norms", "Live pass", "Report")]
+ROOT = Path(__file__).resolve().parents[1]
+
+logging.disable(logging.WARNING)  # AppTest outside a server warns on every cached call
+
+SCRIPTS = [("Home", ui.HOME_PAGE)] + [
+    (page.label, page.path)
+    for page in ui.PAGES
+    if page.label not in ("Gradient norms", "Live pass", "Report")
+]
 LAYERS = (5, 6, 7, 8, 9)
 
 

@@ -10,6 +10,7 @@ the tables built once and with them rebuilt per forward, and the sinusoidal / Ro
 each (issue 9 measured 2.4–3.2× with the rebuild; built once it should be ≈ 1 or below, since
 a sinusoidal step does no rotation).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,16 +55,24 @@ def main(argv=None) -> None:
     parser.add_argument("--d-model", type=int, default=512)
     parser.add_argument("--vocab", type=int, default=256)
     args = parser.parse_args(argv)
-    base = PRESETS["seed-demo"].replace(d_model=args.d_model, vocab_size=args.vocab,
-                                        max_seq_len=args.context + args.steps + 1)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; seed-demo shapes at "
-          f"d={args.d_model}, vocab {args.vocab}, context S={args.context:,}, B=1")
-    ms = {(enc, rebuild): decode_ms(base.replace(pos_encoding=enc), args.context, args.steps, rebuild)
-          for rebuild in (True, False) for enc in ("rope", "sinusoidal")}
+    base = PRESETS["seed-demo"].replace(
+        d_model=args.d_model, vocab_size=args.vocab, max_seq_len=args.context + args.steps + 1
+    )
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; seed-demo shapes at "
+        f"d={args.d_model}, vocab {args.vocab}, context S={args.context:,}, B=1"
+    )
+    ms = {
+        (enc, rebuild): decode_ms(base.replace(pos_encoding=enc), args.context, args.steps, rebuild)
+        for rebuild in (True, False)
+        for enc in ("rope", "sinusoidal")
+    }
     for rebuild, label in ((False, "tables built once      "), (True, "rebuilt every forward  ")):
         rope, sinus = ms[("rope", rebuild)], ms[("sinusoidal", rebuild)]
-        print(f"{label} RoPE {rope:8.3f} ms/step   sinusoidal {sinus:8.3f} ms/step   "
-              f"sinusoidal / RoPE {sinus / rope:.2f}")
+        print(
+            f"{label} RoPE {rope:8.3f} ms/step   sinusoidal {sinus:8.3f} ms/step   "
+            f"sinusoidal / RoPE {sinus / rope:.2f}"
+        )
     for enc in ("rope", "sinusoidal"):
         print(f"{enc:<10} rebuilt / built once: {ms[(enc, True)] / ms[(enc, False)]:.2f}×")
 

@@ -10,6 +10,7 @@ table is read whole as the LM head), plus K and V of every cached token of every
 window layer: at most its window), plus the new token's K and V written. The bandwidth: the
 best of a few full reads (``sum``) of a buffer 4× the model, so no cache holds it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,10 +42,10 @@ def step_bytes(model, cache, batch: int) -> tuple[int, int]:
     """(weight bytes, KV-cache bytes) one decode step reads and writes (module docstring)."""
     cfg = model.cfg
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    if not cfg.tie_embeddings:               # the table: only the new token's row is read
+    if not cfg.tie_embeddings:  # the table: only the new token's row is read
         table = model.model.embed_tokens.weight
         weights -= table.numel() * table.element_size() - batch * table.shape[1] * table.element_size()
-    per_token = 2 * cfg.n_kv_heads * cfg.head_dim * cache.k0.element_size() * batch   # K and V
+    per_token = 2 * cfg.n_kv_heads * cfg.head_dim * cache.k0.element_size() * batch  # K and V
     kv = sum(per_token * (cache.held(layer) + 1) for layer in range(cfg.n_layers))
     return weights, kv
 
@@ -61,17 +62,24 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     device = pick_device(args.device)
     cfg = get_preset(args.preset)
-    cfg = cfg.replace(max_seq_len=max(cfg.max_seq_len, args.context + args.steps),
-                      **({"n_layers": args.n_layers} if args.n_layers else {}))
+    cfg = cfg.replace(
+        max_seq_len=max(cfg.max_seq_len, args.context + args.steps),
+        **({"n_layers": args.n_layers} if args.n_layers else {}),
+    )
     model = build_model(cfg, device=device, dtype=DTYPES[args.dtype], seed=0).eval()
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     bandwidth = read_bandwidth(max(4 * model_bytes, 2**28), device)
-    ids = torch.randint(0, cfg.vocab_size, (args.batch, args.context), device=device,
-                        generator=torch.Generator(device=device).manual_seed(0))
+    ids = torch.randint(
+        0,
+        cfg.vocab_size,
+        (args.batch, args.context),
+        device=device,
+        generator=torch.Generator(device=device).manual_seed(0),
+    )
     cache = model.new_cache(args.batch, args.context + args.steps + 1)
     times, fractions = [], []
     with torch.no_grad():
-        token = model(ids, cache, last_only=True)[:, -1:].argmax(-1)          # prefill
+        token = model(ids, cache, last_only=True)[:, -1:].argmax(-1)  # prefill
         for _ in range(args.steps):
             nbytes = sum(step_bytes(model, cache, args.batch))
             sync(device)
@@ -83,15 +91,23 @@ def main(argv=None) -> None:
     step_s = statistics.median(times[1:] or times)
     weights, kv = step_bytes(model, cache, args.batch)
     nbytes = weights + kv
-    print(f"{args.preset} (L={cfg.n_layers}, d={cfg.d_model}) {args.dtype} on "
-          f"{device_name(device)}: decode after {args.context} tokens, batch {args.batch}")
-    print(f"read bandwidth (full reads of {max(4 * model_bytes, 2**28) / 2**20:.0f} MiB, best of 5): "
-          f"{bandwidth / 1e9:.1f} GB/s")
-    print(f"one step: median {1e3 * step_s:.2f} ms over {args.steps} steps; it moves "
-          f"{nbytes / 1e6:.1f} MB (weights {weights / 1e6:.1f} MB of the model's "
-          f"{model_bytes / 1e6:.1f}, KV cache {kv / 1e6:.2f} MB) → roof {1e3 * nbytes / bandwidth:.2f} ms")
-    print(f"achieved fraction of the roof: {statistics.median(fractions):.3f} "
-          f"(steps {min(fractions):.3f}–{max(fractions):.3f}); {args.batch / step_s:.1f} tokens/s")
+    print(
+        f"{args.preset} (L={cfg.n_layers}, d={cfg.d_model}) {args.dtype} on "
+        f"{device_name(device)}: decode after {args.context} tokens, batch {args.batch}"
+    )
+    print(
+        f"read bandwidth (full reads of {max(4 * model_bytes, 2**28) / 2**20:.0f} MiB, best of 5): "
+        f"{bandwidth / 1e9:.1f} GB/s"
+    )
+    print(
+        f"one step: median {1e3 * step_s:.2f} ms over {args.steps} steps; it moves "
+        f"{nbytes / 1e6:.1f} MB (weights {weights / 1e6:.1f} MB of the model's "
+        f"{model_bytes / 1e6:.1f}, KV cache {kv / 1e6:.2f} MB) → roof {1e3 * nbytes / bandwidth:.2f} ms"
+    )
+    print(
+        f"achieved fraction of the roof: {statistics.median(fractions):.3f} "
+        f"(steps {min(fractions):.3f}–{max(fractions):.3f}); {args.batch / step_s:.1f} tokens/s"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ CPU cores.
 ``--sweep`` also runs ``depth_sweep`` (2, 4, 8, 12 layers) and prints the fitted log-log slopes of the
 last FFN's gradient norm (Xiong et al. 2020, Thm 1: Post-LN ≈ 0, Pre-LN ≈ -0.5).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,25 +30,38 @@ def main(argv=None) -> None:
     parser.add_argument("--sweep", action="store_true")
     args = parser.parse_args(argv)
 
-    cfg = ModelConfig(vocab_size=256, d_model=args.d_model, n_layers=args.layers,
-                      n_heads=args.d_model // 64, n_kv_heads=args.d_model // 64,
-                      ffn_hidden=seed_ffn_hidden(args.d_model), max_seq_len=args.seq_len)
-    gradnorms(cfg.replace(n_layers=1), 8, 1, device=args.device)          # warm-up, excluded
+    cfg = ModelConfig(
+        vocab_size=256,
+        d_model=args.d_model,
+        n_layers=args.layers,
+        n_heads=args.d_model // 64,
+        n_kv_heads=args.d_model // 64,
+        ffn_hidden=seed_ffn_hidden(args.d_model),
+        max_seq_len=args.seq_len,
+    )
+    gradnorms(cfg.replace(n_layers=1), 8, 1, device=args.device)  # warm-up, excluded
     start = time.perf_counter()
     result = gradnorms(cfg, args.seq_len, args.batch, device=args.device)
     elapsed = time.perf_counter() - start
-    print(f"gradnorms L={args.layers} d={args.d_model} T={args.seq_len} B={args.batch} on "
-          f"{args.device} ({torch.get_num_threads()} threads): {elapsed:.2f} s")
-    print(f"{'layer':>5} {'post ‖∇W_down‖':>15} {'pre ‖∇W_down‖':>15} "
-          f"{'post ‖∂L/∂x‖':>13} {'pre ‖∂L/∂x‖':>13}")
+    print(
+        f"gradnorms L={args.layers} d={args.d_model} T={args.seq_len} B={args.batch} on "
+        f"{args.device} ({torch.get_num_threads()} threads): {elapsed:.2f} s"
+    )
+    print(
+        f"{'layer':>5} {'post ‖∇W_down‖':>15} {'pre ‖∇W_down‖':>15} {'post ‖∂L/∂x‖':>13} {'pre ‖∂L/∂x‖':>13}"
+    )
     for i in range(args.layers):
-        print(f"{i:>5} {result.post.ffn_out_grad_norm[i]:>15.4e} {result.pre.ffn_out_grad_norm[i]:>15.4e} "
-              f"{result.post.residual_grad_norm[i]:>13.4e} {result.pre.residual_grad_norm[i]:>13.4e}")
+        print(
+            f"{i:>5} {result.post.ffn_out_grad_norm[i]:>15.4e} {result.pre.ffn_out_grad_norm[i]:>15.4e} "
+            f"{result.post.residual_grad_norm[i]:>13.4e} {result.pre.residual_grad_norm[i]:>13.4e}"
+        )
     if args.sweep:
         start = time.perf_counter()
         sweep = depth_sweep(cfg, seq_len=args.seq_len, batch=args.batch, device=args.device)
-        print(f"depth sweep {sweep.depths}: {time.perf_counter() - start:.1f} s; log-log slope of the "
-              f"last FFN gradient norm: Post-LN {sweep.post_slope:+.3f}, Pre-LN {sweep.pre_slope:+.3f}")
+        print(
+            f"depth sweep {sweep.depths}: {time.perf_counter() - start:.1f} s; log-log slope of the "
+            f"last FFN gradient norm: Post-LN {sweep.post_slope:+.3f}, Pre-LN {sweep.pre_slope:+.3f}"
+        )
 
 
 if __name__ == "__main__":

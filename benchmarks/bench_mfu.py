@@ -9,6 +9,7 @@ FLOPs per step: ``analysis.count_flops(cfg, T, B).training_step`` (forward + bac
 multiply-add, attention scores over the full T×T). The matmul's rate is 2·n³ over its best
 time of a few repetitions each round. On a GPU the datasheet peak is printed beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,26 +47,34 @@ def main(argv=None) -> None:
     inputs, targets = (t.to(device) for t in random_batch(cfg, args.seq_len, args.batch, 0, None))
     flops = analysis.count_flops(cfg, args.seq_len, args.batch).training_step
     steps, rates = [], []
-    with pages_kept(device):                  # as the live pass and the training loop run
-        training_step(trainee, inputs, targets, measure_grad_norm=False)       # warm-up
+    with pages_kept(device):  # as the live pass and the training loop run
+        training_step(trainee, inputs, targets, measure_grad_norm=False)  # warm-up
         matmul_flops(device, args.dtype, args.matmul, reps=3)
-        for _ in range(args.rounds):                                          # alternated
+        for _ in range(args.rounds):  # alternated
             rates.append(matmul_flops(device, args.dtype, args.matmul, reps=3))
             steps.append(training_step(trainee, inputs, targets, measure_grad_norm=False)[2])
     step_s = statistics.median(t.total_s for t in steps)
     rate = statistics.median(rates)
-    print(f"{args.preset} (L={cfg.n_layers}, d={cfg.d_model}), B={args.batch} T={args.seq_len} "
-          f"{args.dtype} on {device_name(device)}, {args.rounds} alternated rounds")
-    print(f"training step: median {1e3 * step_s:.1f} ms (forward "
-          f"{1e3 * statistics.median(t.forward_s for t in steps):.1f}, backward "
-          f"{1e3 * statistics.median(t.backward_s for t in steps):.1f}, AdamW "
-          f"{1e3 * statistics.median(t.optimizer_s for t in steps):.1f}); "
-          f"{flops / 1e9:.2f} GFLOP per step → {flops / step_s / 1e9:.1f} GFLOP/s")
-    print(f"{args.matmul}² {args.dtype} matmul: median {rate / 1e9:.1f} GFLOP/s "
-          f"(best of 3 per round; rounds {min(rates) / 1e9:.1f}–{max(rates) / 1e9:.1f})")
+    print(
+        f"{args.preset} (L={cfg.n_layers}, d={cfg.d_model}), B={args.batch} T={args.seq_len} "
+        f"{args.dtype} on {device_name(device)}, {args.rounds} alternated rounds"
+    )
+    print(
+        f"training step: median {1e3 * step_s:.1f} ms (forward "
+        f"{1e3 * statistics.median(t.forward_s for t in steps):.1f}, backward "
+        f"{1e3 * statistics.median(t.backward_s for t in steps):.1f}, AdamW "
+        f"{1e3 * statistics.median(t.optimizer_s for t in steps):.1f}); "
+        f"{flops / 1e9:.2f} GFLOP per step → {flops / step_s / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"{args.matmul}² {args.dtype} matmul: median {rate / 1e9:.1f} GFLOP/s "
+        f"(best of 3 per round; rounds {min(rates) / 1e9:.1f}–{max(rates) / 1e9:.1f})"
+    )
     ratios = [flops / t.total_s / r for t, r in zip(steps, rates)]
-    print(f"step rate / matmul rate: {flops / step_s / rate:.3f} (per round "
-          f"{min(ratios):.3f}–{max(ratios):.3f}; goal ≥ 0.70)")
+    print(
+        f"step rate / matmul rate: {flops / step_s / rate:.3f} (per round "
+        f"{min(ratios):.3f}–{max(ratios):.3f}; goal ≥ 0.70)"
+    )
     if device.type == "cuda":
         peak, source = device_peak_flops(device, args.dtype)
         print(f"MFU against {source}: {flops / step_s / peak:.3f}")

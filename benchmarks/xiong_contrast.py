@@ -8,6 +8,7 @@ built-in text. Several minutes on two CPU cores.
 Prints, per depth, the last block's Post/Pre ‖∇W_down‖ ratio seed by seed and how many seeds
 exceed 1.8, then the warmup verdict with every arm's final validation loss per seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,25 +30,39 @@ def main(argv=None) -> None:
     text = load_builtin()
     data = text if args.data == "builtin" else None
     cfg = PRESETS["transformer-2017"]
-    print(f"transformer-2017 (d={cfg.d_model}, {cfg.n_heads} heads, FFN {cfg.ffn_hidden}, "
-          f"embed_scale={cfg.embed_scale}), T=128, B=8, {args.data} tokens, seeds {seeds}")
+    print(
+        f"transformer-2017 (d={cfg.d_model}, {cfg.n_heads} heads, FFN {cfg.ffn_hidden}, "
+        f"embed_scale={cfg.embed_scale}), T=128, B=8, {args.data} tokens, seeds {seeds}"
+    )
     for depth in (2, 6, 12):
         start = time.perf_counter()
         result = gradnorms_over_seeds(cfg.replace(n_layers=depth), 128, 8, seeds, data)
         ratios = result.last_ratio_by_seed()
-        print(f"L={depth:>2}: Post/Pre last-block ‖∇W_down‖ "
-              f"{' '.join(f'{r:.2f}' for r in ratios)}; median {sorted(ratios)[len(ratios) // 2]:.2f};"
-              f" > 1.8 in {sum(r > 1.8 for r in ratios)}/{len(ratios)} "
-              f"({time.perf_counter() - start:.0f} s)")
+        print(
+            f"L={depth:>2}: Post/Pre last-block ‖∇W_down‖ "
+            f"{' '.join(f'{r:.2f}' for r in ratios)}; median {sorted(ratios)[len(ratios) // 2]:.2f};"
+            f" > 1.8 in {sum(r > 1.8 for r in ratios)}/{len(ratios)} "
+            f"({time.perf_counter() - start:.0f} s)"
+        )
     if args.no_warmup:
         return
-    small = live_config(regime_recipe(ModelConfig(), "theory"), W["n_layers"], W["d_model"],
-                        W["seq_len"])
+    small = live_config(regime_recipe(ModelConfig(), "theory"), W["n_layers"], W["d_model"], W["seq_len"])
     start = time.perf_counter()
-    contrast = warmup_contrast(small, W["steps"], W["lr"], W["warmup_steps"], seeds, text,
-                               seq_len=W["seq_len"], batch=W["batch"], device="cpu")
-    print(f"warmup contrast ({time.perf_counter() - start:.0f} s): "
-          f"{'holds' if contrast.verdict()['holds'] else 'does not hold'}")
+    contrast = warmup_contrast(
+        small,
+        W["steps"],
+        W["lr"],
+        W["warmup_steps"],
+        seeds,
+        text,
+        seq_len=W["seq_len"],
+        batch=W["batch"],
+        device="cpu",
+    )
+    print(
+        f"warmup contrast ({time.perf_counter() - start:.0f} s): "
+        f"{'holds' if contrast.verdict()['holds'] else 'does not hold'}"
+    )
     print(contrast.verdict_text())
     print(contrast.verdict_frame().to_string(index=False))
 

@@ -4,6 +4,7 @@ so their results show, and saves full-page screenshots 1400 px wide.
 
     python docs/take_screenshots.py            # needs /usr/bin/chromium and playwright
 """
+
 from __future__ import annotations
 
 import socket
@@ -23,16 +24,15 @@ PAGES = [
     ("0_home", "", None),
     ("1_parameters_and_flops", "Parameters_and_FLOPs", None),
     ("2_kv_cache_and_attention", "KV_cache_and_attention", None),
-    ("3_gradient_norms", "Gradient_norms", None),             # measures on first view
+    ("3_gradient_norms", "Gradient_norms", None),  # measures on first view
     ("4_live_pass", "Live_pass", "Run the training step"),
     ("5_architecture_comparison", "Architecture_comparison", None),
     ("6_seed_claims", "Seed_claims", None),
     ("7_report", "Report", None),
     ("8_inference_systems", "Inference_systems", None),
-    ("9_inside_the_model", "Inside_the_model", None),        # trains on first view
+    ("9_inside_the_model", "Inside_the_model", None),  # trains on first view
     ("10_many_gpus", "Many_GPUs?preset=llama-3.1-405b&seq=8192", None),
-    ("10b_many_gpus_measured", "Many_GPUs", "Run fsdp on 2 processes",
-     "Measured on torch.distributed"),
+    ("10b_many_gpus_measured", "Many_GPUs", "Run fsdp on 2 processes", "Measured on torch.distributed"),
 ]
 
 
@@ -56,24 +56,38 @@ def wait_until_up(url: str, seconds: float = 60) -> None:
 def settle(page) -> None:
     """Wait until Streamlit has stopped running the script and the charts are drawn."""
     page.wait_for_timeout(1500)
-    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                           timeout=180_000)
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
     page.wait_for_timeout(1500)
 
 
 def main() -> int:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port",
-                               str(port), "--server.headless", "true", "--server.address", "127.0.0.1"],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until_up(url)
         OUT.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            wanted = set(sys.argv[1:])                 # names to take (default: every page)
+            wanted = set(sys.argv[1:])  # names to take (default: every page)
             for name, path, button, *tab in PAGES:
                 if wanted and name not in wanted:
                     continue
@@ -86,9 +100,11 @@ def main() -> int:
                     page.get_by_role("button", name=button).first.click()
                     settle(page)
                 # Streamlit scrolls inside its main container: grow the window to fit it.
-                height = page.evaluate("Math.max(...[...document.querySelectorAll("
-                                       "'[data-testid=stMain], [data-testid=stSidebarContent]')]"
-                                       ".map(e => e.scrollHeight), 1000)")
+                height = page.evaluate(
+                    "Math.max(...[...document.querySelectorAll("
+                    "'[data-testid=stMain], [data-testid=stSidebarContent]')]"
+                    ".map(e => e.scrollHeight), 1000)"
+                )
                 page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 6000)})
                 page.wait_for_timeout(800)
                 page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)

@@ -3,6 +3,7 @@ argument, a run that would not fit, unusable data - is a ``LabError`` whose mess
 rule broken; the boundaries (the CLI, the pages) catch this one class. ``LabError`` is a
 ``ValueError``, so code that already catches ValueError keeps working.
 """
+
 from __future__ import annotations
 
 

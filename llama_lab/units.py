@@ -9,13 +9,14 @@ unit, and the largest unit of a family, past 999 — it is a whole number with t
 separators (``1,020 GiB``, ``1,024 YiB``, ``40,100 YFLOP``). Never scientific notation. "B" is a
 byte, never a billion: parameter counts say k, M, bn, tn.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-import re
 import numbers
+import re
 from typing import Any, Callable, Sequence
 
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -55,8 +56,7 @@ def _scaled(n: float, units: Sequence[tuple[float, str]], small: Callable[[float
 Progress = Callable[[float, str], None]
 
 
-def sub_progress(progress: Progress | None, start: float, end: float,
-                 prefix: str) -> Progress | None:
+def sub_progress(progress: Progress | None, start: float, end: float, prefix: str) -> Progress | None:
     """The part [start, end] of ``progress`` for one piece of a longer run, its texts behind
     ``prefix`` ("run 2/4 (Pre-LN): step 37/200, loss 3.1"); None stays None."""
     if progress is None:
@@ -64,13 +64,30 @@ def sub_progress(progress: Progress | None, start: float, end: float,
 
     def part(fraction: float, text: str) -> None:
         progress(start + (end - start) * fraction, f"{prefix}: {text}" if prefix else text)
+
     return part
 
 
-SI_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"),
-               (1e6, "M"), (1e3, "k"))
-BINARY_UNITS = ((2**80, "YiB"), (2**70, "ZiB"), (2**60, "EiB"), (2**50, "PiB"), (2**40, "TiB"),
-                (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+SI_PREFIXES = (
+    (1e24, "Y"),
+    (1e21, "Z"),
+    (1e18, "E"),
+    (1e15, "P"),
+    (1e12, "T"),
+    (1e9, "G"),
+    (1e6, "M"),
+    (1e3, "k"),
+)
+BINARY_UNITS = (
+    (2**80, "YiB"),
+    (2**70, "ZiB"),
+    (2**60, "EiB"),
+    (2**50, "PiB"),
+    (2**40, "TiB"),
+    (2**30, "GiB"),
+    (2**20, "MiB"),
+    (2**10, "KiB"),
+)
 PARAM_SUFFIXES = ((1e12, "tn"), (1e9, "bn"), (1e6, "M"), (1e3, "k"))
 
 
@@ -138,8 +155,7 @@ def plain(value: Any) -> Any:
 def plain_fields(obj: Any, exclude: Sequence[str] = ()) -> dict:
     """``plain`` of every field of the dataclass ``obj`` but ``exclude``: a result's ``to_dict``
     derived from its fields, never listed by hand."""
-    return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-            if f.name not in exclude}
+    return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name not in exclude}
 
 
 def settings_from(cls: type, options: dict, what: str) -> Any:
@@ -148,8 +164,7 @@ def settings_from(cls: type, options: dict, what: str) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise TypeError(f"unknown {what} option(s) {', '.join(unknown)}; known: "
-                        f"{', '.join(sorted(known))}")
+        raise TypeError(f"unknown {what} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return cls(**options)
 
 
@@ -162,9 +177,16 @@ def settings_from(cls: type, options: dict, what: str) -> Any:
 _MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~$:&=\"'/,;?@^%")
 _JOINER = "\u2060"
 _AUTOLINK_TRIGGER = re.compile(r"(?i)(www)(?=\\\.)")
-_CONTROLS = frozenset([*map(chr, range(0x00, 0x09)), *map(chr, range(0x0B, 0x20)), "\x7f",
-                       *map(chr, range(0x80, 0xA0)), *map(chr, range(0x202A, 0x202F)),
-                       *map(chr, range(0x2066, 0x206A))])
+_CONTROLS = frozenset(
+    [
+        *map(chr, range(0x00, 0x09)),
+        *map(chr, range(0x0B, 0x20)),
+        "\x7f",
+        *map(chr, range(0x80, 0xA0)),
+        *map(chr, range(0x202A, 0x202F)),
+        *map(chr, range(0x2066, 0x206A)),
+    ]
+)
 
 
 def strip_control(text: Any) -> str:
@@ -178,8 +200,10 @@ def escape_markdown(text: Any) -> str:
     """``text`` as Markdown that renders literally (st.markdown, st.error, a .md report):
     controls stripped, every Markdown-significant character backslash-escaped, autolink
     triggers broken by an invisible joiner, newlines kept as line breaks."""
-    escaped = "".join("\\" + ch + (_JOINER if ch in ":@" else "") if ch in _MARKDOWN_SPECIAL
-                      else ch for ch in strip_control(text))
+    escaped = "".join(
+        "\\" + ch + (_JOINER if ch in ":@" else "") if ch in _MARKDOWN_SPECIAL else ch
+        for ch in strip_control(text)
+    )
     return _AUTOLINK_TRIGGER.sub(r"\1" + _JOINER, escaped)
 
 
@@ -197,6 +221,7 @@ def json_line(obj: Any) -> str:
         if isinstance(value, (list, tuple)):
             return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
         return value
+
     cleaned = clean(obj, "")
     if found and isinstance(cleaned, dict):
         cleaned["non_finite"] = found

@@ -1,5 +1,6 @@
 """Inference systems: quantisation, FlashAttention and speculative decoding — counted for the
 sidebar's model and measured live."""
+
 import streamlit as st
 
 from llama_lab import ui
@@ -13,15 +14,15 @@ selection = ui.setup_page(
     "The systems that make LLaMA-class models cheap to serve, beyond the KV cache: weights and "
     "cache in fewer bits, attention that never writes its T×T matrix to memory, and a small "
     "draft model guessing several tokens for the big one to check at once. Each is counted "
-    "exactly for the sidebar's model and measured live on small models of its recipe.")
+    "exactly for the sidebar's model and measured live on small models of its recipe.",
+)
 cfg, T, dtype = selection.cfg, selection.seq_len, selection.dtype
 ui.link_widgets("inf", P, [ui.choice_link("gpu", list(GPUS), DEFAULT_GPU)])
 gpu = st.selectbox("GPU", list(GPUS), key=P + "gpu")
 
 tab_q, tab_f, tab_s = st.tabs(["Quantisation", "FlashAttention", "Speculative decoding"])
 with tab_q:
-    ui.quantisation_section(cfg, selection.preset, gpu, P,
-                            (selection.weight_format, selection.kv_format))
+    ui.quantisation_section(cfg, selection.preset, gpu, P, (selection.weight_format, selection.kv_format))
 with tab_f:
     ui.flash_section(cfg, T, dtype, gpu, P)
 with tab_s:

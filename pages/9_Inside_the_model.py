@@ -1,5 +1,6 @@
 """Inside the model: one real forward pass of a small model of the sidebar's recipe, opened up —
 attention maps, RoPE, the residual stream, norms and gates, the logit lens, a mixture's routing."""
+
 import streamlit as st
 
 from llama_lab import ui
@@ -12,12 +13,18 @@ selection = ui.setup_page(
     "A small model of the sidebar's recipe — its norms, positions, FFN, attention kind, window "
     "and experts, at d = 64 and 4 blocks with a byte-level vocabulary — trained for a few seconds "
     "on the built-in text, then run on the text you type. Every view below is read off that "
-    "forward pass.")
+    "forward pass.",
+)
 cfg, steps, text = ui.inside_choice(selection.cfg, P)
-st.markdown(ui.live_run_note(selection.cfg, cfg)
-            + (f" Trained {steps} AdamW steps (lr {INSIDE_DEFAULTS['lr']:g}, B = "
-               f"{INSIDE_DEFAULTS['batch']}, T = {INSIDE_DEFAULTS['seq_len']})." if steps
-               else " Untrained: the weights as initialised."))
+st.markdown(
+    ui.live_run_note(selection.cfg, cfg)
+    + (
+        f" Trained {steps} AdamW steps (lr {INSIDE_DEFAULTS['lr']:g}, B = "
+        f"{INSIDE_DEFAULTS['batch']}, T = {INSIDE_DEFAULTS['seq_len']})."
+        if steps
+        else " Untrained: the weights as initialised."
+    )
+)
 trace = ui.forward_trace(cfg, steps, text)
 if trace is None:
     st.stop()

@@ -1,4 +1,5 @@
 """Shared AppTest helpers for the page tests (one copy; each test file names its page)."""
+
 from __future__ import annotations
 
 import re
@@ -7,14 +8,14 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments
-
 from llama_lab.runtime import jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def open_page(script: str | Path, query: dict | None = None, state: dict | None = None,
-              timeout: float = 120) -> AppTest:
+def open_page(
+    script: str | Path, query: dict | None = None, state: dict | None = None, timeout: float = 120
+) -> AppTest:
     """Run ``script`` once with a URL query (and session state), asserting no exception."""
     at = AppTest.from_file(str(script), default_timeout=timeout)
     at.query_params.update(query or {})
@@ -48,5 +49,6 @@ def holding_the_slot(monkeypatch, name: str) -> list:
     def wrapped(*args, **kwargs):
         seen.append(jobs.LIMITER.running)
         return original(*args, **kwargs)
+
     monkeypatch.setattr(experiments, name, wrapped)
     return seen

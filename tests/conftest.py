@@ -10,6 +10,7 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 @pytest.fixture
 def debug_cfg():
     from llama_lab.config import PRESETS
+
     return PRESETS["debug"]
 
 
@@ -17,6 +18,7 @@ def debug_cfg():
 def stored(monkeypatch):
     """What download buttons hand to Streamlit's media store, by file name."""
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
     files = {}
     original = MemoryMediaFileStorage.load_and_get_id
 

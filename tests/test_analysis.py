@@ -2,6 +2,7 @@
 independent source: the module itself (meta device), published figures, measurements of our
 implementation (saved-tensor hooks, the CPU profiler, the KV cache object), or a hand
 derivation written out here."""
+
 import json
 import math
 import subprocess
@@ -16,8 +17,8 @@ from torch.utils.checkpoint import checkpoint
 
 from llama_lab import analysis as A
 from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig
-from llama_lab.runtime.hardware import DTYPE_BYTES, GPUS, gpu_for_device_name
 from llama_lab.model import build_model, rope_cos_sin, sinusoidal_table
+from llama_lab.runtime.hardware import DTYPE_BYTES, GPUS, gpu_for_device_name
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -28,8 +29,11 @@ def test_closed_form_equals_meta_module(name):
     cfg = PRESETS[name]
     closed, module = A.count_params(cfg), A.count_params_module(cfg)
     assert closed.detail == module.detail
-    assert (closed.total, closed.per_layer, closed.by_component) == \
-           (module.total, module.per_layer, module.by_component)
+    assert (closed.total, closed.per_layer, closed.by_component) == (
+        module.total,
+        module.per_layer,
+        module.by_component,
+    )
     assert sum(closed.by_component.values()) == closed.total == sum(closed.detail.values())
     if name in PUBLISHED_PARAMS:
         assert closed.total == PUBLISHED_PARAMS[name]
@@ -51,16 +55,21 @@ def model_configs(draw):
     head_dim = draw(st.integers(1, 8))
     positions = ["sinusoidal", "learned", "none"] + (["rope"] if head_dim % 2 == 0 else [])
     return ModelConfig(
-        vocab_size=draw(st.integers(2, 300)), d_model=n_heads * head_dim,
-        n_layers=draw(st.integers(1, 3)), n_heads=n_heads,
+        vocab_size=draw(st.integers(2, 300)),
+        d_model=n_heads * head_dim,
+        n_layers=draw(st.integers(1, 3)),
+        n_heads=n_heads,
         n_kv_heads=draw(st.sampled_from([g for g in range(1, n_heads + 1) if n_heads % g == 0])),
-        ffn_hidden=draw(st.integers(1, 64)), max_seq_len=draw(st.integers(1, 64)),
+        ffn_hidden=draw(st.integers(1, 64)),
+        max_seq_len=draw(st.integers(1, 64)),
         norm_position=draw(st.sampled_from(["pre", "post"])),
         norm_type=draw(st.sampled_from(["rmsnorm", "layernorm"])),
         pos_encoding=draw(st.sampled_from(positions)),
         ffn_type=draw(st.sampled_from(["swiglu", "relu", "gelu"])),
-        bias=draw(st.booleans()), final_norm=draw(st.booleans()),
-        tie_embeddings=draw(st.booleans()))
+        bias=draw(st.booleans()),
+        final_norm=draw(st.booleans()),
+        tie_embeddings=draw(st.booleans()),
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -120,7 +129,7 @@ def test_calflops_published_llama2_7b_at_128_tokens():
 def test_six_n_per_token_without_long_context():
     cfg = PRESETS["seed-demo"]
     flops = A.count_flops(cfg, 1)
-    six_n = 6 * A.count_params(cfg).non_embedding            # untied: N = non-embedding
+    six_n = 6 * A.count_params(cfg).non_embedding  # untied: N = non-embedding
     assert abs(six_n / flops.training_per_token - 1) < 1e-3
     # exactly: PaLM's N also holds the norm gains, which take part in no matmul, and PaLM's
     # 12·L·H·Q·T is our 3 × 4·T·H·D·L per token
@@ -146,13 +155,13 @@ def test_decode_flops_hand_derived():
 
 
 def test_elementwise_listed_apart_hand_derived():
-    cfg, T, B = PRESETS["debug"], 16, 2                     # d 64, 2 layers, 4 heads, 2 KV, F 172
+    cfg, T, B = PRESETS["debug"], 16, 2  # d 64, 2 layers, 4 heads, 2 KV, F 172
     flops = A.count_flops(cfg, T, B)
     e = flops.elementwise
     N = B * T
-    assert e["norms"] == 5 * N * 64 * 4                      # 2·2 + final RMSNorms, 4/element
-    assert e["softmax"] == B * T * T * 4 * 2 * 5             # full T×T scores, 5/element
-    assert e["rope"] == N * (4 + 2) * 16 * 2 * 3             # q and k elements, 3/element
+    assert e["norms"] == 5 * N * 64 * 4  # 2·2 + final RMSNorms, 4/element
+    assert e["softmax"] == B * T * T * 4 * 2 * 5  # full T×T scores, 5/element
+    assert e["rope"] == N * (4 + 2) * 16 * 2 * 3  # q and k elements, 3/element
     assert e["activation"] == N * 172 * 2 * 5
     assert e["residual"] == 2 * 2 * N * 64
     assert e["bias"] == e["position_add"] == 0
@@ -173,7 +182,7 @@ def test_kv_cache_llama2_70b_published():
 
 def test_kv_cache_gqa_column_for_an_mha_model():
     kv = A.kv_cache(PRESETS["llama-2-7b"], 1024)
-    assert kv.compare_kv_heads == {"mha": 32, "gqa": 4, "mqa": 1}   # n_heads/8
+    assert kv.compare_kv_heads == {"mha": 32, "gqa": 4, "mqa": 1}  # n_heads/8
     assert kv.compare["mha"] == 8 * kv.compare["gqa"] == 32 * kv.compare["mqa"]
     assert "n_heads/8" in kv.note
     assert A.gqa_kv_heads(PRESETS["debug"].replace(n_kv_heads=4)) == 2
@@ -191,8 +200,8 @@ def test_kv_cache_matches_the_cache_object(debug_cfg):
 
 def test_what_fits_on_a_gpu_hand_derived():
     cfg, h100 = PRESETS["llama-3-8b"], GPUS["H100 80GB"]
-    free = 80 * 10**9 - 8_030_261_248 * 2                    # bf16 weights
-    per_token = 2 * 32 * 8 * 128 * 2                         # 131,072 bytes
+    free = 80 * 10**9 - 8_030_261_248 * 2  # bf16 weights
+    per_token = 2 * 32 * 8 * 128 * 2  # 131,072 bytes
     assert A.max_context_that_fits(cfg, h100) == free // per_token
     assert A.max_context_that_fits(cfg, "H100 80GB", batch=4) == free // (4 * per_token)
     assert A.max_batch_that_fits(cfg, h100, 8192) == free // (8192 * per_token)
@@ -244,16 +253,33 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
 
 
 ACTIVATION_CASES = [
-    {}, {"n_kv_heads": 4}, {"n_kv_heads": 1}, {"norm_type": "layernorm"},
-    {"norm_position": "post"}, {"ffn_type": "relu", "bias": True}, {"ffn_type": "gelu"},
-    {"pos_encoding": "learned", "tie_embeddings": True}, {"pos_encoding": "none", "final_norm": False},
-    {"norm_position": "post", "norm_type": "layernorm", "final_norm": False,
-     "pos_encoding": "sinusoidal", "ffn_type": "relu", "bias": True},   # the 2017 recipe
+    {},
+    {"n_kv_heads": 4},
+    {"n_kv_heads": 1},
+    {"norm_type": "layernorm"},
+    {"norm_position": "post"},
+    {"ffn_type": "relu", "bias": True},
+    {"ffn_type": "gelu"},
+    {"pos_encoding": "learned", "tie_embeddings": True},
+    {"pos_encoding": "none", "final_norm": False},
+    {
+        "norm_position": "post",
+        "norm_type": "layernorm",
+        "final_norm": False,
+        "pos_encoding": "sinusoidal",
+        "ffn_type": "relu",
+        "bias": True,
+    },  # the 2017 recipe
     # today's families: experts (renormalised or not, on some blocks), QK-norm with an explicit
     # head_dim, a window shorter than the sequence on one block, Qwen2's q/k/v-only biases
     {"n_experts": 4, "experts_per_token": 2},
-    {"n_experts": 8, "experts_per_token": 1, "expert_ffn_hidden": 40, "moe_renormalize": False,
-     "moe_layers": "1"},
+    {
+        "n_experts": 8,
+        "experts_per_token": 1,
+        "expert_ffn_hidden": 40,
+        "moe_renormalize": False,
+        "moe_layers": "1",
+    },
     {"qk_norm": True, "head_dim": 24},
     {"sliding_window": 8, "local_layers": "0"},
     {"qkv_bias": True, "o_bias": False},
@@ -272,7 +298,7 @@ def test_activation_bytes_match_saved_tensor_hooks(debug_cfg, extra, dtype, chec
     assert abs(estimated / measured - 1) < 0.01, (measured, estimated)
     if cfg.norm_type == "rmsnorm":
         assert estimated == measured
-    if not checkpointing:                # the model's own loss: the head's two gradients instead
+    if not checkpointing:  # the model's own loss: the head's two gradients instead
         measured = _measure_saved_bytes(cfg, B, T, dtype, loss="chunked")
         estimated = A.activation_bytes(cfg, T, B, dtype)
         assert abs(estimated / measured - 1) < 0.01, (measured, estimated)
@@ -290,22 +316,30 @@ def test_checkpointing_saves_memory_at_scale():
     assert ckpt.components["recomputed_block"] == plain.per_layer - block_input
     rest = {k: v for k, v in plain.components.items() if k != "blocks"}
     assert ckpt.total_bytes == sum(rest.values()) + 32 * block_input + plain.per_layer - block_input
-    assert ckpt.total_bytes < plain.total_bytes / 9           # 17.7 GB → 1.9 GB
+    assert ckpt.total_bytes < plain.total_bytes / 9  # 17.7 GB → 1.9 GB
 
 
 def _profiler_peak_bytes(cfg, B, T, dtype, last_only=False):
     """Peak of live CPU allocations during a no-grad forward, from the profiler's events."""
     from profiling import profiled_peak_bytes
+
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype]).eval()
     ids = torch.randint(0, cfg.vocab_size, (B, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         return profiled_peak_bytes(lambda: model(ids, last_only=last_only))
 
 
-@pytest.mark.parametrize("extra", [{}, {"vocab_size": 2048}, {"n_kv_heads": 4},
-                                   {"norm_position": "post", "ffn_type": "relu", "bias": True},
-                                   {"ffn_hidden": 16, "n_kv_heads": 1}],
-                         ids=["llama", "big-vocab", "mha", "post-relu", "narrow-ffn"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"vocab_size": 2048},
+        {"n_kv_heads": 4},
+        {"norm_position": "post", "ffn_type": "relu", "bias": True},
+        {"ffn_hidden": 16, "n_kv_heads": 1},
+    ],
+    ids=["llama", "big-vocab", "mha", "post-relu", "narrow-ffn"],
+)
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("last_only", [False, True], ids=["all-logits", "last-logits"])
 def test_inference_activations_match_profiler_peak(debug_cfg, extra, dtype, last_only):
@@ -322,13 +356,14 @@ def _state_bytes(estimate):
 
 def test_zero_sharding_hand_derived_7b_over_8_gpus():
     cfg, P = PRESETS["llama-2-7b"], 6_738_415_616
-    per_gpu = {s: _state_bytes(A.training_memory(cfg, 1024, 1, "bf16", sharding=s, n_gpus=8))
-               for s in A.SHARDINGS}
+    per_gpu = {
+        s: _state_bytes(A.training_memory(cfg, 1024, 1, "bf16", sharding=s, n_gpus=8)) for s in A.SHARDINGS
+    }
     # mixed precision AdamW: bf16 weights 2P + bf16 grads 2P + fp32 master 4P + m, v 8P = 16P
     assert per_gpu["none"] == 16 * P
-    assert per_gpu["zero1"] == 2 * P + 2 * P + 12 * P // 8              # 5.5P
-    assert per_gpu["zero2"] == 2 * P + 14 * P // 8                      # 3.75P
-    assert per_gpu["zero3"] == per_gpu["fsdp"] == 16 * P // 8           # 2P
+    assert per_gpu["zero1"] == 2 * P + 2 * P + 12 * P // 8  # 5.5P
+    assert per_gpu["zero2"] == 2 * P + 14 * P // 8  # 3.75P
+    assert per_gpu["zero3"] == per_gpu["fsdp"] == 16 * P // 8  # 2P
     estimate = A.training_memory(cfg, 1024, 1, "bf16", sharding="zero3", n_gpus=8)
     assert estimate.total_bytes == 16 * P + estimate.components["activations"]
 
@@ -368,8 +403,7 @@ def test_inference_memory_components():
     # gate/up output (2·F), silu(gate) and the product (2·F) per token in bf16, + float32
     # cos/sin (T, D) (RoPE needs no position ids: its tables are sliced)
     N = 2 * 4096
-    assert memory.components["activations"] == \
-        N * (3 * 8192 + 4 * 28672) * 2 + 2 * 4096 * 128 * 4
+    assert memory.components["activations"] == N * (3 * 8192 + 4 * 28672) * 2 + 2 * 4096 * 128 * 4
     # a small model with a big vocabulary peaks at the logits instead
     small_cfg = PRESETS["debug"].replace(vocab_size=32000)
     assert A.inference_activation_bytes(small_cfg, 64, 2, "bf16") == 2 * 64 * (64 + 32000) * 2
@@ -377,8 +411,11 @@ def test_inference_memory_components():
     # (serving memory counts that): hidden states N·C + B·V logits, below the block's peak
     small = A.inference_memory(small_cfg, 64, 2, "bf16")
     head = (2 * 64 * 64 + 2 * 32000) * 2
-    assert small.components["activations"] == \
-        A.inference_activation_bytes(small_cfg, 64, 2, "bf16", last_only=True) > head
+    assert (
+        small.components["activations"]
+        == A.inference_activation_bytes(small_cfg, 64, 2, "bf16", last_only=True)
+        > head
+    )
     assert memory.total_bytes == sum(memory.components.values())
 
 
@@ -390,7 +427,7 @@ def test_decode_at_batch_1_is_memory_bound():
     # every matmul weight read once (the embedding table only for one row), 2 bytes each
     weights = (6_738_415_616 - 32000 * 4096 + 4096) * 2
     assert r.weight_bytes == weights
-    assert math.isclose(r.time_per_token_s, weights / 3.35e12, rel_tol=0.01)   # ≈ 3.9 ms
+    assert math.isclose(r.time_per_token_s, weights / 3.35e12, rel_tol=0.01)  # ≈ 3.9 ms
     # 2 FLOPs per 2-byte weight: intensity ≈ 1 FLOP/byte, far below the ridge (≈ 295)
     assert math.isclose(r.arithmetic_intensity, 1.0, rel_tol=0.01)
     assert math.isclose(r.ridge_point, 989.4e12 / 3.35e12)
@@ -400,12 +437,12 @@ def test_decode_with_a_long_cache_hand_derived():
     # LLaMA-2-70B, B=8 sequences at context 4096, bf16 on an H100 (3.35 TB/s, 989.4 TFLOP/s)
     r = A.roofline(PRESETS["llama-2-70b"], "H100 80GB", batch=8, context_len=4096)
     matmul_params = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 32000 * 8192
-    assert r.flops == 2 * 8 * matmul_params + 4 * 8 * 4096 * 8192 * 80    # projections + QK, AV
-    weights = (68_976_648_192 - 32000 * 8192 + 8 * 8192) * 2               # 8 embedding rows read
+    assert r.flops == 2 * 8 * matmul_params + 4 * 8 * 4096 * 8192 * 80  # projections + QK, AV
+    weights = (68_976_648_192 - 32000 * 8192 + 8 * 8192) * 2  # 8 embedding rows read
     assert r.weight_bytes == weights
-    assert r.kv_cache_bytes == 8 * 4096 * 327_680 + 8 * 327_680             # read all, write one
+    assert r.kv_cache_bytes == 8 * 4096 * 327_680 + 8 * 327_680  # read all, write one
     assert r.bound == "memory"
-    assert math.isclose(r.time_per_step_s, (weights + 8 * 4097 * 327_680) / 3.35e12)   # ≈ 44 ms
+    assert math.isclose(r.time_per_step_s, (weights + 8 * 4097 * 327_680) / 3.35e12)  # ≈ 44 ms
     assert math.isclose(r.tokens_per_s, 8 / r.time_per_step_s)
 
 
@@ -419,15 +456,17 @@ def test_long_prefill_is_compute_bound():
 
 
 def test_roofline_table_shows_why_gqa_exists():
-    table = A.roofline_table(PRESETS["llama-2-7b"], "H100 80GB", batches=(1, 64),
-                             context_lens=(512, 16384))
+    table = A.roofline_table(PRESETS["llama-2-7b"], "H100 80GB", batches=(1, 64), context_lens=(512, 16384))
     assert set(table["attention"]) == {"MHA", "GQA", "MQA"} and len(table) == 12
     at = table.set_index(["attention", "batch", "context_len"])
-    for kind in ("GQA", "MQA"):        # fewer KV heads: more FLOPs per byte, faster per token
-        assert at.loc[(kind, 64, 16384), "arithmetic_intensity"] > \
-               at.loc[("MHA", 64, 16384), "arithmetic_intensity"]
-        assert at.loc[(kind, 64, 16384), "time_per_token_ms"] < \
-               at.loc[("MHA", 64, 16384), "time_per_token_ms"]
+    for kind in ("GQA", "MQA"):  # fewer KV heads: more FLOPs per byte, faster per token
+        assert (
+            at.loc[(kind, 64, 16384), "arithmetic_intensity"]
+            > at.loc[("MHA", 64, 16384), "arithmetic_intensity"]
+        )
+        assert (
+            at.loc[(kind, 64, 16384), "time_per_token_ms"] < at.loc[("MHA", 64, 16384), "time_per_token_ms"]
+        )
     # 64 × 16K tokens of MHA cache is 512 GiB; MQA's 16 GiB fits an 80 GB H100 with the weights
     assert not at.loc[("MHA", 64, 16384), "fits"] and at.loc[("MQA", 64, 16384), "fits"]
     assert at.loc[("MHA", 64, 16384), "kv_cache_bytes"] == 32 * at.loc[("MQA", 64, 16384), "kv_cache_bytes"]
@@ -451,7 +490,7 @@ def test_analyze_has_spec_keys_and_sums(debug_cfg):
     assert result["kv_cache"]["bytes_per_token"] == 327_680
     assert result["kv_cache"]["bytes"] == 327_680 * 2048 * 2
     assert all(isinstance(v, int) for v in result["kv_cache"]["compare"].values())
-    assert json.loads(json.dumps(result)) == result          # plain JSON types only
+    assert json.loads(json.dumps(result)) == result  # plain JSON types only
 
 
 def test_analyze_learned_positions_under_embedding_and_tied_head():
@@ -487,8 +526,12 @@ def test_frames_and_dicts_are_tabular():
     frame = flops.to_frame()
     assert frame[frame["in_forward"]]["flops"].sum() == flops.forward
     assert list(A.kv_cache(cfg, 64).to_frame()["attention"]) == ["MHA", "GQA", "MQA"]
-    for result in (flops, A.training_memory(cfg, 64, 1), A.roofline(cfg, "L4", 1, 64),
-                   A.activation_estimate(cfg, 64, 1)):
+    for result in (
+        flops,
+        A.training_memory(cfg, 64, 1),
+        A.roofline(cfg, "L4", 1, 64),
+        A.activation_estimate(cfg, 64, 1),
+    ):
         json.dumps(result.to_dict())
 
 
@@ -509,9 +552,12 @@ def test_hardware_tables():
 
 
 def test_importing_analysis_does_not_import_streamlit():
-    code = ("import sys, llama_lab.analysis, llama_lab.analysis.cross_check, llama_lab.runtime.hardware; "
-            "sys.exit(1 if 'streamlit' in sys.modules else 0)")
+    code = (
+        "import sys, llama_lab.analysis, llama_lab.analysis.cross_check, llama_lab.runtime.hardware; "
+        "sys.exit(1 if 'streamlit' in sys.modules else 0)"
+    )
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[1]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
 

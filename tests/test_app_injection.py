@@ -4,16 +4,17 @@ messages that quote them — is shown escaped (``llama_lab.units.escape_markdown
 link or an uploaded file can never put a live link, an image the browser fetches, or formatting
 on the page. Checked under AppTest on every page, over every string Streamlit renders as
 Markdown (bodies, labels, help tooltips, captions)."""
+
 import json
 import re
 from pathlib import Path
 
 import pytest
+from apptest_helpers import click, open_page
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
 from llama_lab.config import PRESETS
-from apptest_helpers import click, open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["home.py", *(page.path for page in ui.PAGES)]
@@ -23,15 +24,23 @@ IMAGE = "![x](http://evil/p.png)"
 HTML = "<img src=http://evil/q.png>"
 
 # The sidebar's keys (a bad preset, workload and config field each echo the value) ...
-SIDEBAR_QUERY = {"preset": LINK, "dtype": IMAGE, "seq": LINK, "batch": HTML,
-                 "d_model": IMAGE}
+SIDEBAR_QUERY = {"preset": LINK, "dtype": IMAGE, "seq": LINK, "batch": HTML, "d_model": IMAGE}
 # ... and, with a valid config (so an uploaded model's name is shown), the pages' own keys.
-PAGE_QUERY = {"name": LINK, "n_layers": "3",
-              "kv.gpu": LINK, "kv.context": IMAGE,
-              "live.model": LINK, "live.device": IMAGE, "live.dtype": HTML,
-              "live.seq_len": LINK, "live.batch": IMAGE,
-              "grad.d_model": LINK, "grad.n_layers": IMAGE, "grad.device": HTML}
-BAD_LAYERS = {"local_layers": LINK}          # a config text field: refused, quoting it
+PAGE_QUERY = {
+    "name": LINK,
+    "n_layers": "3",
+    "kv.gpu": LINK,
+    "kv.context": IMAGE,
+    "live.model": LINK,
+    "live.device": IMAGE,
+    "live.dtype": HTML,
+    "live.seq_len": LINK,
+    "live.batch": IMAGE,
+    "grad.d_model": LINK,
+    "grad.n_layers": IMAGE,
+    "grad.device": HTML,
+}
+BAD_LAYERS = {"local_layers": LINK}  # a config text field: refused, quoting it
 
 
 def markdown_texts(at: AppTest) -> list[str]:
@@ -74,13 +83,15 @@ def test_hostile_sidebar_links_are_shown_escaped_on_every_page(page):
 @pytest.mark.parametrize("page", PAGES)
 def test_hostile_page_links_and_model_names_are_shown_escaped_on_every_page(page):
     at = open_page(ROOT / page, PAGE_QUERY, timeout=180)
-    own = {"pages/2_KV_cache_and_attention.py": "kv.", "pages/4_Live_pass.py": "live.",
-           "pages/3_Gradient_norms.py": "grad."}.get(page)
-    echoed = [LINK] + ([value for key, value in PAGE_QUERY.items() if key.startswith(own)]
-                       if own else [])
+    own = {
+        "pages/2_KV_cache_and_attention.py": "kv.",
+        "pages/4_Live_pass.py": "live.",
+        "pages/3_Gradient_norms.py": "grad.",
+    }.get(page)
+    echoed = [LINK] + ([value for key, value in PAGE_QUERY.items() if key.startswith(own)] if own else [])
     assert_inert(at, *echoed)
-    assert any(ui.escape_markdown(LINK) in c.value for c in at.sidebar.caption)   # its name
-    if own:     # each refused value named with its key and the rule, the default used
+    assert any(ui.escape_markdown(LINK) in c.value for c in at.sidebar.caption)  # its name
+    if own:  # each refused value named with its key and the rule, the default used
         shown = " ".join(e.value for e in at.main.error)
         for key in (k for k in PAGE_QUERY if k.startswith(own)):
             assert ui.escape_markdown(f"Link: {key}=") in shown, key
@@ -88,10 +99,10 @@ def test_hostile_page_links_and_model_names_are_shown_escaped_on_every_page(page
 
 @pytest.mark.parametrize("page", ["home.py", "pages/1_Parameters_and_FLOPs.py"])
 def test_a_hostile_config_text_field_stops_the_page_with_the_rule_escaped(page):
-    at = open_page(ROOT / page, BAD_LAYERS)              # from the URL: falls back, escaped
+    at = open_page(ROOT / page, BAD_LAYERS)  # from the URL: falls back, escaped
     assert_inert(at, LINK)
     at.sidebar.text_input(key=ui.field_key("local_layers")).input(IMAGE).run()
-    assert_inert(at, IMAGE)                              # from the widget: the page stops
+    assert_inert(at, IMAGE)  # from the widget: the page stops
     assert any(ui.escape_markdown(IMAGE) in e.value for e in at.main.error)
 
 
@@ -100,23 +111,30 @@ def upload(at: AppTest, name: str, data: bytes) -> AppTest:
     return at
 
 
-HF = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 688,
-      "vocab_size": 1000, "max_position_embeddings": 256}
+HF = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 688,
+    "vocab_size": 1000,
+    "max_position_embeddings": 256,
+}
 FILE = f"{LINK}.json"
-UPLOADS = {   # what the file holds → the hostile strings the sidebar must show escaped
+UPLOADS = {  # what the file holds → the hostile strings the sidebar must show escaped
     "not json": (b"{" + LINK.encode(), [FILE]),
     "not utf-8": (b"\xff\xfe" + LINK.encode(), [FILE]),
-    "a hostile note value": (json.dumps({**HF, "attention_dropout": IMAGE}).encode(),
-                             [FILE, IMAGE]),
-    "hostile rope scaling": (json.dumps({**HF, "rope_scaling": {LINK: IMAGE}}).encode(),
-                             [FILE]),
+    "a hostile note value": (json.dumps({**HF, "attention_dropout": IMAGE}).encode(), [FILE, IMAGE]),
+    "hostile rope scaling": (json.dumps({**HF, "rope_scaling": {LINK: IMAGE}}).encode(), [FILE]),
     "a hostile key name": (json.dumps({**HF, LINK: 1}).encode(), [FILE, LINK]),
     "a hostile model_type": (json.dumps({**HF, "model_type": IMAGE}).encode(), [IMAGE]),
     "a hostile act": (json.dumps({**HF, "hidden_act": HTML}).encode(), [HTML]),
     "a hostile model name": (json.dumps({**HF, "_name_or_path": IMAGE}).encode(), [IMAGE]),
-    "our json, hostile layers": (json.dumps({**PRESETS["debug"].to_dict(),
-                                             "local_layers": LINK}).encode(), [LINK]),
+    "our json, hostile layers": (
+        json.dumps({**PRESETS["debug"].to_dict(), "local_layers": LINK}).encode(),
+        [LINK],
+    ),
 }
 
 
@@ -128,11 +146,10 @@ def test_hostile_uploads_are_shown_escaped(case):
 
 
 def test_an_uploaded_models_hostile_name_is_escaped_in_the_title_and_on_every_page():
-    at = upload(open_page(ROOT / "app.py"), "config.json",
-                json.dumps({**HF, "_name_or_path": LINK}).encode())
+    at = upload(open_page(ROOT / "app.py"), "config.json", json.dumps({**HF, "_name_or_path": LINK}).encode())
     assert_inert(at, LINK)
-    assert ui.escape_markdown(LINK) in at.subheader[0].value          # "Current model: …"
-    assert at.query_params["name"] == LINK                             # kept, as text
+    assert ui.escape_markdown(LINK) in at.subheader[0].value  # "Current model: …"
+    assert at.query_params["name"] == LINK  # kept, as text
     for page in ui.PAGES:
         at.switch_page(page.path).run()
         assert_inert(at, LINK)
@@ -144,8 +161,7 @@ def test_a_hostile_training_file_name_is_escaped_in_the_results():
     for name, value in {"n_layers": 1, "seq_len": 8, "batch": 1, "steps": 1}.items():
         at.number_input(key=p + name).set_value(value)
     at.radio(key=p + "source").set_value("upload").run()
-    at.get("file_uploader")[0].set_value((f"{IMAGE}.txt", b"the quick brown fox " * 50,
-                                          "text/plain")).run()
+    at.get("file_uploader")[0].set_value((f"{IMAGE}.txt", b"the quick brown fox " * 50, "text/plain")).run()
     click(at, p + "run_train")
     assert at.session_state[ui.KEY_TRAINING].settings["data"] == f"{IMAGE}.txt"
     assert_inert(at, f"{IMAGE}.txt")

@@ -1,6 +1,7 @@
 """The package's shape, checked against docs/architecture.md: the layer rule (a module imports
-only from its own layer or lower ones), no import cycle, Streamlit only in llama_lab/ui, the
-size limits, every module documented, and the names SPEC fixes still importing."""
+only from its own layer or lower ones), no import cycle, Streamlit only in llama_lab/ui, pages
+importing only llama_lab.ui, every module documented, and the names SPEC fixes still importing."""
+
 import ast
 import importlib
 import re
@@ -49,7 +50,7 @@ def imports(module: str, path: Path) -> set[str]:
     """Every llama_lab module ``module`` imports, at any depth of its code (lazy imports too):
     ``from .x import y`` names module x (or x.y when that is a module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):                   # `if TYPE_CHECKING:` imports never run
+    for node in ast.walk(tree):  # `if TYPE_CHECKING:` imports never run
         if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
             node.body = []
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
@@ -60,7 +61,7 @@ def imports(module: str, path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -77,7 +78,7 @@ GRAPH = {name: imports(name, path) for name, path in MODULES.items()}
 
 def test_every_package_folder_is_a_documented_layer():
     top = {name.split(".")[1] for name in MODULES if name.count(".") >= 1} - {"__main__"}
-    assert top == set(LAYER_OF), (top ^ set(LAYER_OF))
+    assert top == set(LAYER_OF), top ^ set(LAYER_OF)
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -87,21 +88,22 @@ def test_lower_layers_never_import_higher_ones(module):
         return
     for target in GRAPH[module]:
         theirs = layer(target)
-        assert theirs is not None and theirs <= own, \
+        assert theirs is not None and theirs <= own, (
             f"{module} (layer {own}) imports {target} (layer {theirs})"
+        )
         peers = [name.split(".")[1] if "." in name else "" for name in (module, target)]
         if theirs == own and "" not in peers and peers[0] != peers[1]:
             raise AssertionError(f"{module} imports its peer {target}")
 
 
 def test_no_import_cycles():
-    state: dict[str, int] = {}                   # 1: on the current path, 2: done
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
 
     def visit(name: str, path: list[str]) -> None:
         state[name] = 1
         for target in sorted(GRAPH[name]):
             if state.get(target) == 1:
-                cycle = path[path.index(target):] + [target]
+                cycle = path[path.index(target) :] + [target]
                 raise AssertionError("import cycle: " + " → ".join(cycle))
             if target not in state:
                 visit(target, path + [target])
@@ -118,58 +120,68 @@ def test_only_the_ui_subpackage_imports_streamlit():
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.split(".")[0] == "streamlit" for n in names), name
     names = [n for n in MODULES if not n.startswith(("llama_lab.ui", "llama_lab.__main__"))]
-    code = (f"import sys, importlib\nfor name in {names!r}: importlib.import_module(name)\n"
-            "sys.exit('streamlit' in sys.modules)")
+    code = (
+        f"import sys, importlib\nfor name in {names!r}: importlib.import_module(name)\n"
+        "sys.exit('streamlit' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=300).returncode == 0
 
 
-def test_module_and_page_sizes():
-    for name, path in MODULES.items():
-        lines = len(path.read_text(encoding="utf-8").splitlines())
-        assert lines <= 500, f"{name} has {lines} lines (limit 500)"
-    for page in [ROOT / "app.py", ROOT / "home.py", *sorted((ROOT / "pages").glob("*.py"))]:
-        lines = len(page.read_text(encoding="utf-8").splitlines())
-        assert lines <= 110, f"{page.name} has {lines} lines (limit 110)"
+PAGE_FILES = [ROOT / "app.py", ROOT / "home.py", *sorted((ROOT / "pages").glob("*.py"))]
 
 
-def _functions(path: Path):
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = node.args
-            n = (len(args.posonlyargs) + len(args.args) + len(args.kwonlyargs)
-                 + bool(args.vararg) + bool(args.kwarg))
-            if args.args and args.args[0].arg in ("self", "cls"):
-                n -= 1
-            yield node.name, node.end_lineno - node.lineno + 1, n
-
-
-def test_function_sizes():
-    files = [*MODULES.values(), ROOT / "app.py", ROOT / "home.py",
-             *sorted((ROOT / "pages").glob("*.py"))]
-    for path in files:
-        for name, lines, params in _functions(path):
-            where = f"{path.relative_to(ROOT)}:{name}"
-            assert lines <= 60, f"{where} has {lines} lines (limit 60)"
-            assert params <= 8, f"{where} takes {params} parameters (limit 8)"
+@pytest.mark.parametrize("page", PAGE_FILES, ids=lambda p: p.name)
+def test_pages_import_only_the_ui_layer_and_streamlit(page):
+    """Pages hold layout and widgets only: every rule, bound and number comes from the package
+    through ``llama_lab.ui``."""
+    allowed = {"llama_lab", "llama_lab.ui", "streamlit", "__future__"}
+    for node in ast.walk(ast.parse(page.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.module == "llama_lab":
+                names = [f"llama_lab.{a.name}" for a in node.names]
+            else:
+                names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            assert name in allowed or name.startswith("streamlit."), f"{page.name} imports {name}"
 
 
 def test_the_doc_names_every_module_and_only_modules_that_exist():
     named = set(re.findall(r"`(llama_lab/[\w/]+\.py)`", DOC))
-    on_disk = {str(p.relative_to(ROOT)) for p in MODULES.values()
-               if p.name != "__init__.py" or p.parent == PACKAGE}
+    on_disk = {
+        str(p.relative_to(ROOT)) for p in MODULES.values() if p.name != "__init__.py" or p.parent == PACKAGE
+    }
     assert named - {str(p.relative_to(ROOT)) for p in MODULES.values()} == set()
     assert on_disk - named == set(), sorted(on_disk - named)
 
 
 def test_every_experiment_kind_has_its_module_its_panel_and_its_key():
     experiments = importlib.import_module("llama_lab.experiments")
-    assert list(experiments.KINDS) == ["gradnorms", "depth_sweep", "training", "warmup",
-                                      "ablation", "live_pass", "decode", "quantize", "flash",
-                                      "speculative", "shard"]
+    assert list(experiments.KINDS) == [
+        "gradnorms",
+        "depth_sweep",
+        "training",
+        "warmup",
+        "ablation",
+        "live_pass",
+        "decode",
+        "quantize",
+        "flash",
+        "speculative",
+        "shard",
+    ]
     for kind in experiments.KINDS.values():
         panel = importlib.import_module(f"llama_lab.ui.panels.{kind.panel}")
         assert callable(panel.show)
@@ -181,6 +193,7 @@ def test_spec_names_still_import():
     from llama_lab.config import PRESETS, ConfigError, ModelConfig
     from llama_lab.errors import LabError
     from llama_lab.model import build_model
+
     assert issubclass(ConfigError, LabError) and issubclass(LabError, ValueError)
     cfg = ModelConfig.from_hf_config(PRESETS["seed-demo"].to_hf_config())
     assert cfg == PRESETS["seed-demo"]
@@ -189,8 +202,9 @@ def test_spec_names_still_import():
 
 def test_every_refusal_is_a_lab_error():
     from llama_lab import errors
-    for name in ("ConfigError", "AnalysisError", "DataError", "ReportError", "ExperimentError",
-                 "BusyError"):
+
+    for name in ("ConfigError", "AnalysisError", "DataError", "ReportError", "ExperimentError", "BusyError"):
         assert issubclass(getattr(errors, name), errors.LabError), name
     from llama_lab.cli import CliError
+
     assert issubclass(CliError, errors.LabError)

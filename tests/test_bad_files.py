@@ -7,6 +7,7 @@ character device (/dev/zero, /dev/urandom) and huge regular files (sparse, so th
 disk). Each must be refused at once with the reader's error naming the path and what it is.
 A SIGALRM guard turns a blocking read into a failure instead of a hung test run.
 """
+
 import json
 import os
 import shutil
@@ -36,8 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def no_blocking():
     """Fail (instead of hanging) if anything blocks for 10 s."""
+
     def expire(signum, frame):
         raise TimeoutError("a reader blocked on a special file")
+
     previous = signal.signal(signal.SIGALRM, expire)
     signal.alarm(10)
     yield
@@ -134,10 +137,11 @@ def _sparse(path: Path, size: int) -> Path:
 
 
 def test_huge_regular_files_are_refused_by_size_without_reading(tmp_path, no_blocking):
-    big = _sparse(tmp_path / "big.json", 10 * 2**30)                  # 10 GiB, all hole
+    big = _sparse(tmp_path / "big.json", 10 * 2**30)  # 10 GiB, all hole
     start = time.monotonic()
-    with pytest.raises(ConfigError, match="is 10,737,418,240 bytes, larger than the limit of "
-                                          "1,000,000 bytes"):
+    with pytest.raises(
+        ConfigError, match="is 10,737,418,240 bytes, larger than the limit of 1,000,000 bytes"
+    ):
         load_config_file(big)
     with pytest.raises(DataError, match="larger than the limit of 20,000,000 bytes"):
         data.load_text_file(big)
@@ -149,9 +153,9 @@ def test_huge_regular_files_are_refused_by_size_without_reading(tmp_path, no_blo
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
 def test_a_file_that_reads_longer_than_its_stat_size_is_still_bounded():
-    assert os.stat("/proc/self/maps").st_size == 0                  # stat says empty ...
+    assert os.stat("/proc/self/maps").st_size == 0  # stat says empty ...
     with pytest.raises(ConfigError, match="larger than the limit of 100 bytes"):
-        read_bounded("/proc/self/maps", 100, "file")               # ... the read stops at 101
+        read_bounded("/proc/self/maps", 100, "file")  # ... the read stops at 101
 
 
 def test_regular_files_still_read(tmp_path):
@@ -159,10 +163,10 @@ def test_regular_files_still_read(tmp_path):
     path.write_text(json.dumps(CFG.to_dict()))
     assert load_config_file(path)[0] == CFG
     link = tmp_path / "link.json"
-    os.symlink(path, link)                                           # a symlink to a file is fine
+    os.symlink(path, link)  # a symlink to a file is fine
     assert load_config_file(link)[0] == CFG
     bom = tmp_path / "bom.json"
-    bom.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())            # Windows editors add a BOM
+    bom.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # Windows editors add a BOM
     assert load_config_file(bom)[0] == CFG
     assert read_bounded(path, 10**6, "file") == path.read_bytes()
 
@@ -175,17 +179,26 @@ def test_config_file_that_is_not_utf8(tmp_path, capsys):
     assert "is not UTF-8 text: byte 0xe9 at offset 16" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("argv_of,needle", [
-    (lambda p: ["analyze", "--config", str(p / "fifo.json")], "is a FIFO, not a regular file"),
-    (lambda p: ["train", "--preset", "debug", "--data", str(p / "fifo.json")], "is a FIFO"),
-    (lambda p: ["analyze", "--config", str(p / "loop.json")], "is a symlink loop"),
-    (lambda p: ["analyze", "--config", "/dev/urandom"], "is a character device"),
-], ids=["config-fifo", "data-fifo", "config-symlink-loop", "config-urandom"])
+@pytest.mark.parametrize(
+    "argv_of,needle",
+    [
+        (lambda p: ["analyze", "--config", str(p / "fifo.json")], "is a FIFO, not a regular file"),
+        (lambda p: ["train", "--preset", "debug", "--data", str(p / "fifo.json")], "is a FIFO"),
+        (lambda p: ["analyze", "--config", str(p / "loop.json")], "is a symlink loop"),
+        (lambda p: ["analyze", "--config", "/dev/urandom"], "is a character device"),
+    ],
+    ids=["config-fifo", "data-fifo", "config-symlink-loop", "config-urandom"],
+)
 def test_cli_refuses_special_files_in_seconds(short_tmp, argv_of, needle):
     os.mkfifo(short_tmp / "fifo.json")
     os.symlink(short_tmp / "loop.json", short_tmp / "loop.json")
-    proc = subprocess.run([sys.executable, "-m", "llama_lab", *argv_of(short_tmp)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llama_lab", *argv_of(short_tmp)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], proc.stderr
@@ -202,12 +215,16 @@ def test_cli_in_process_one_line_per_special_config(short_tmp, no_blocking, caps
 
 # ---- checkpoint folders: their config.json, index and shards ------------------------------------
 
+
 def _checkpoint(folder: Path) -> Path:
     from safetensors.torch import save_file
+
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(CFG.to_hf_config()))
-    save_file({k: v.contiguous() for k, v in build_model(CFG).state_dict().items()},
-              str(folder / "model.safetensors"))
+    save_file(
+        {k: v.contiguous() for k, v in build_model(CFG).state_dict().items()},
+        str(folder / "model.safetensors"),
+    )
     return folder
 
 
@@ -225,19 +242,22 @@ def _replace(path: Path, kind: str) -> None:
         _sparse(path, 64_000_000)
 
 
-@pytest.mark.parametrize("member,kind,needle", [
-    ("config.json", "fifo", "config.json' is a FIFO, not a regular file"),
-    ("config.json", "folder", "config.json' is a folder, not a regular file"),
-    ("config.json", "symlink-loop", "config.json' is a symlink loop"),
-    ("config.json", "dev-zero", "config.json' is a character device"),
-    ("config.json", "oversized", "larger than the limit of 1,000,000 bytes"),
-    ("model.safetensors.index.json", "fifo", "index.json' is a FIFO, not a regular file"),
-    ("model.safetensors.index.json", "symlink-loop", "index.json' is a symlink loop"),
-    ("model.safetensors.index.json", "oversized", "larger than the limit of 32,000,000 bytes"),
-    ("model.safetensors", "fifo", "model.safetensors' is a FIFO, not a regular file"),
-    ("model.safetensors", "folder", "model.safetensors' is a folder, not a regular file"),
-    ("model.safetensors", "dev-zero", "model.safetensors' is a character device"),
-])
+@pytest.mark.parametrize(
+    "member,kind,needle",
+    [
+        ("config.json", "fifo", "config.json' is a FIFO, not a regular file"),
+        ("config.json", "folder", "config.json' is a folder, not a regular file"),
+        ("config.json", "symlink-loop", "config.json' is a symlink loop"),
+        ("config.json", "dev-zero", "config.json' is a character device"),
+        ("config.json", "oversized", "larger than the limit of 1,000,000 bytes"),
+        ("model.safetensors.index.json", "fifo", "index.json' is a FIFO, not a regular file"),
+        ("model.safetensors.index.json", "symlink-loop", "index.json' is a symlink loop"),
+        ("model.safetensors.index.json", "oversized", "larger than the limit of 32,000,000 bytes"),
+        ("model.safetensors", "fifo", "model.safetensors' is a FIFO, not a regular file"),
+        ("model.safetensors", "folder", "model.safetensors' is a folder, not a regular file"),
+        ("model.safetensors", "dev-zero", "model.safetensors' is a character device"),
+    ],
+)
 def test_checkpoint_members_that_are_not_regular_files(tmp_path, no_blocking, member, kind, needle):
     folder = _checkpoint(tmp_path / "ckpt")
     if member.endswith("index.json"):
@@ -248,20 +268,26 @@ def test_checkpoint_members_that_are_not_regular_files(tmp_path, no_blocking, me
     assert needle in str(info.value), info.value
 
 
-@pytest.mark.parametrize("index,needle", [
-    ('{"weight_map": ["model.safetensors"]}', "needs a 'weight_map'"),
-    ('{"weight_map": {"a": ["model.safetensors"]}}', "needs a 'weight_map'"),
-    ('{"weight_map": {"a": 7}}', "needs a 'weight_map'"),
-    ('["weight_map"]', "needs a 'weight_map'"),
-    ('{"weight_map": {"a": NaN}}', "a=NaN is not a finite number"),
-    ('{"weight_map": {"a": "model.safetensors", "a": "x.safetensors"}}', "'a' appears twice"),
-    ('{"weight_map": {"a": "\\ud800.safetensors"}}', "lone surrogate"),
-    ('{"weight_map": {"a": "sub/x.safetensors"}}', "in the same folder"),
-    ('{"weight_map": {"a": "missing.safetensors"}}', "shard missing.safetensors named by the index is missing"),
-    ("[" * 50_000, "nested too deeply"),
-    ("", "is empty"),
-    ('{"weight_map": {}}', "holds no .safetensors weights"),
-])
+@pytest.mark.parametrize(
+    "index,needle",
+    [
+        ('{"weight_map": ["model.safetensors"]}', "needs a 'weight_map'"),
+        ('{"weight_map": {"a": ["model.safetensors"]}}', "needs a 'weight_map'"),
+        ('{"weight_map": {"a": 7}}', "needs a 'weight_map'"),
+        ('["weight_map"]', "needs a 'weight_map'"),
+        ('{"weight_map": {"a": NaN}}', "a=NaN is not a finite number"),
+        ('{"weight_map": {"a": "model.safetensors", "a": "x.safetensors"}}', "'a' appears twice"),
+        ('{"weight_map": {"a": "\\ud800.safetensors"}}', "lone surrogate"),
+        ('{"weight_map": {"a": "sub/x.safetensors"}}', "in the same folder"),
+        (
+            '{"weight_map": {"a": "missing.safetensors"}}',
+            "shard missing.safetensors named by the index is missing",
+        ),
+        ("[" * 50_000, "nested too deeply"),
+        ("", "is empty"),
+        ('{"weight_map": {}}', "holds no .safetensors weights"),
+    ],
+)
 def test_checkpoint_index_contents(tmp_path, index, needle):
     folder = _checkpoint(tmp_path / "ckpt")
     (folder / "model.safetensors.index.json").write_text(index)
@@ -299,6 +325,7 @@ def test_checkpoint_folders_bad_input(tmp_path):
 
 def test_checkpoint_too_big_for_memory_is_refused_before_reading(tmp_path, monkeypatch):
     from llama_lab.runtime import memory
+
     folder = _checkpoint(tmp_path / "ok")
     monkeypatch.setattr(memory, "free_memory_bytes", lambda device: 1_000)
     with pytest.raises(ValueError, match="loading ok needs about .* but only .* is free"):

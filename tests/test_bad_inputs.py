@@ -5,23 +5,24 @@ CLI (exit 2, one line on stderr), config files, uploaded config.json text, URL q
 ``--set`` overrides, uploaded training text and local checkpoint folders. Special files (FIFOs,
 devices, symlink loops) and size bounds of every reader: tests/test_bad_files.py.
 """
+
 import dataclasses
 import json
 import math
 import os
-from pathlib import Path
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llama_lab.train import data
 from llama_lab.analysis import analyze
 from llama_lab.cli import main
 from llama_lab.config import PRESETS, ConfigError, ModelConfig, parse_config_json
 from llama_lab.model import build_model
+from llama_lab.train import data
 
 HF = PRESETS["debug"].replace(norm_eps=1e-5).to_hf_config()
 
@@ -38,8 +39,11 @@ CLI_CASES = [
     ("set-unknown-field", ["analyze", "--set", "dropout=0.1"], "unknown config field 'dropout'"),
     ("set-no-equals", ["analyze", "--set", "n_layers"], "must look like field=value"),
     ("set-bad-choice", ["analyze", "--set", "ffn_type=moe"], "ffn_type='moe' must be one of"),
-    ("set-odd-rope", ["analyze", "--set", "d_model=24", "--set", "n_heads=8", "--set", "n_kv_heads=8"],
-     "must be even for pos_encoding='rope'"),
+    (
+        "set-odd-rope",
+        ["analyze", "--set", "d_model=24", "--set", "n_heads=8", "--set", "n_kv_heads=8"],
+        "must be even for pos_encoding='rope'",
+    ),
     ("unknown-preset", ["analyze", "--preset", "gpt-5"], "unknown preset 'gpt-5'"),
     ("zero-seq", ["analyze", "--seq-len", "0"], "must be at least 1"),
     ("word-batch", ["analyze", "--batch", "many"], "'many' is not an integer"),
@@ -53,17 +57,27 @@ CLI_CASES = [
     ("huge-seed", ["gradnorms", "--seed", "100000000000000000000"], "at most 2,147,483,647"),
     ("huge-bench-steps", ["bench", "--steps", "99999"], "at most 10,000"),
     ("negative-grad-clip", ["train", "--grad-clip", "-1"], "must be > 0"),
-    ("over-budget-train", ["train", "--preset", "tinyllama-1.1b", "--steps", "2000"],
-     "live runs on the CPU are limited to 3 TFLOP"),
+    (
+        "over-budget-train",
+        ["train", "--preset", "tinyllama-1.1b", "--steps", "2000"],
+        "live runs on the CPU are limited to 3 TFLOP",
+    ),
     ("over-budget-bench", ["bench", "--preset", "llama-2-7b", "--device", "cpu"], "--no-budget"),
     ("negative-warmup", ["train", "--warmup", "-5"], "must be at least 0"),
-    ("missing-data-file", ["train", "--preset", "debug", "--data", "/no/such.txt"], "--data '/no/such.txt' does not exist"),
-    ("endless-data-file", ["train", "--preset", "debug", "--data", "/dev/zero"], "is a character device, not a regular file"),
+    (
+        "missing-data-file",
+        ["train", "--preset", "debug", "--data", "/no/such.txt"],
+        "--data '/no/such.txt' does not exist",
+    ),
+    (
+        "endless-data-file",
+        ["train", "--preset", "debug", "--data", "/dev/zero"],
+        "is a character device, not a regular file",
+    ),
     ("folder-as-data", ["train", "--preset", "debug", "--data", "/"], "is a folder, not a regular file"),
     ("unknown-command", ["serve"], "invalid choice: 'serve'"),
     ("fp16-on-cpu", ["bench", "--preset", "debug", "--device", "cpu", "--dtype", "fp16"], "fp16"),
-    ("oversized-live-run", ["bench", "--preset", "llama-3.1-405b", "--device", "cpu",
-                            "--no-budget"], "free"),
+    ("oversized-live-run", ["bench", "--preset", "llama-3.1-405b", "--device", "cpu", "--no-budget"], "free"),
     ("seq-beyond-model", ["gradnorms", "--preset", "debug", "--seq-len", "500"], "max_seq_len"),
 ]
 
@@ -97,17 +111,35 @@ CONFIG_TEXT_CASES = [
     ("hf-missing-keys", '{"hidden_size": 64}', "lacks required key"),
     ("hf-bad-heads", json.dumps({**HF, "num_key_value_heads": 3}), "not divisible by n_kv_heads=3"),
     ("hf-zero-vocab", json.dumps({**HF, "vocab_size": 0}), "vocab_size=0 must be at least 2"),
-    ("hf-string-layers", json.dumps({**HF, "num_hidden_layers": "two"}), "num_hidden_layers='two' must be an integer"),
+    (
+        "hf-string-layers",
+        json.dumps({**HF, "num_hidden_layers": "two"}),
+        "num_hidden_layers='two' must be an integer",
+    ),
     ("hf-negative-eps", json.dumps({**HF, "rms_norm_eps": -1}), "norm_eps=-1"),
     ("hf-list-instead-of-number", json.dumps({**HF, "hidden_size": [64]}), "d_model=[64] must be an integer"),
-    ("hf-huge-context", json.dumps({**HF, "max_position_embeddings": 10**12}), "max_seq_len=1000000000000 exceeds"),
-    ("hf-infinite-width", json.dumps(HF).replace('"hidden_size": 64', '"hidden_size": 1e400'), "hidden_size=1e400 is beyond the range of a float"),
-    ("hf-string-bias", json.dumps({**HF, "attention_bias": "yes"}), "attention_bias='yes' must be true or false"),
+    (
+        "hf-huge-context",
+        json.dumps({**HF, "max_position_embeddings": 10**12}),
+        "max_seq_len=1000000000000 exceeds",
+    ),
+    (
+        "hf-infinite-width",
+        json.dumps(HF).replace('"hidden_size": 64', '"hidden_size": 1e400'),
+        "hidden_size=1e400 is beyond the range of a float",
+    ),
+    (
+        "hf-string-bias",
+        json.dumps({**HF, "attention_bias": "yes"}),
+        "attention_bias='yes' must be true or false",
+    ),
     ("ours-infinite-theta", '{"rope_theta": 1e400}', "rope_theta=1e400 is beyond the range of a float"),
 ]
 
 
-@pytest.mark.parametrize("text,needle", [c[1:] for c in CONFIG_TEXT_CASES], ids=[c[0] for c in CONFIG_TEXT_CASES])
+@pytest.mark.parametrize(
+    "text,needle", [c[1:] for c in CONFIG_TEXT_CASES], ids=[c[0] for c in CONFIG_TEXT_CASES]
+)
 def test_config_text_bad_input(text, needle):
     with pytest.raises(ConfigError) as info:
         parse_config_json(text, source="upload.json")
@@ -145,20 +177,27 @@ JSON_VALUE_CASES = [
 
 @pytest.mark.parametrize("fmt", ["ours", "hf"])
 @pytest.mark.parametrize("where", ["top", "nested", "in-list"])
-@pytest.mark.parametrize("raw,needle", [c[1:] for c in JSON_VALUE_CASES], ids=[c[0] for c in JSON_VALUE_CASES])
+@pytest.mark.parametrize(
+    "raw,needle", [c[1:] for c in JSON_VALUE_CASES], ids=[c[0] for c in JSON_VALUE_CASES]
+)
 def test_json_values_no_config_holds(fmt, where, raw, needle):
     key = {"ours": "rope_theta", "hf": "rope_theta"}[fmt]
     base = OURS if fmt == "ours" else HF
-    text = {"top": _with(base, key, raw),
-            "nested": _with(base, "rope_parameters" if fmt == "hf" else key, '{"a": ' + raw + "}"),
-            "in-list": _with(base, "eos_token_id" if fmt == "hf" else key, "[1, " + raw + "]")}[where]
+    text = {
+        "top": _with(base, key, raw),
+        "nested": _with(base, "rope_parameters" if fmt == "hf" else key, '{"a": ' + raw + "}"),
+        "in-list": _with(base, "eos_token_id" if fmt == "hf" else key, "[1, " + raw + "]"),
+    }[where]
     with pytest.raises(ConfigError) as info:
         parse_config_json(text, source="upload.json")
     message = str(info.value)
     assert needle in message and message.startswith("upload.json: "), message
-    assert len(message) < 400                                     # the digits are never echoed
-    path = {"top": key, "nested": ("rope_parameters" if fmt == "hf" else key) + ".a",
-            "in-list": ("eos_token_id" if fmt == "hf" else key) + "[1]"}[where]
+    assert len(message) < 400  # the digits are never echoed
+    path = {
+        "top": key,
+        "nested": ("rope_parameters" if fmt == "hf" else key) + ".a",
+        "in-list": ("eos_token_id" if fmt == "hf" else key) + "[1]",
+    }[where]
     assert f"{path}=" in message, message
 
 
@@ -168,19 +207,22 @@ def test_key_names_must_be_printable_unicode(key):
         parse_config_json("{" + key + ": 1}")
 
 
-@pytest.mark.parametrize("text,needle", [
-    ('{"d_model": 64, "d_model": 128}', "key 'd_model' appears twice"),
-    (json.dumps(HF)[:-1] + ', "hidden_size": 4096}', "key 'hidden_size' appears twice"),
-    ('{"a": ' * 33 + "1" + "}" * 33, "is nested more than 32 levels deep"),
-    ("[" * 2_000 + "]" * 2_000, "nested too deeply"),
-    ('{"a": ' * 100_000, "not valid JSON|nested too deeply"),
-    ("1e400", "beyond the range of a float"),
-    ("12345", "must hold a JSON object, got int"),
-    ("true", "must hold a JSON object, got bool"),
-    ('"\\ud800"', "lone surrogate"),
-    ("\x00", "not valid JSON"),
-    ('{"d_model": 64}\x00', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ('{"d_model": 64, "d_model": 128}', "key 'd_model' appears twice"),
+        (json.dumps(HF)[:-1] + ', "hidden_size": 4096}', "key 'hidden_size' appears twice"),
+        ('{"a": ' * 33 + "1" + "}" * 33, "is nested more than 32 levels deep"),
+        ("[" * 2_000 + "]" * 2_000, "nested too deeply"),
+        ('{"a": ' * 100_000, "not valid JSON|nested too deeply"),
+        ("1e400", "beyond the range of a float"),
+        ("12345", "must hold a JSON object, got int"),
+        ("true", "must hold a JSON object, got bool"),
+        ('"\\ud800"', "lone surrogate"),
+        ("\x00", "not valid JSON"),
+        ('{"d_model": 64}\x00', "not valid JSON"),
+    ],
+)
 def test_json_documents_no_config_is(text, needle):
     with pytest.raises(ConfigError, match=needle):
         parse_config_json(text, source="upload.json")
@@ -189,7 +231,7 @@ def test_json_documents_no_config_is(text, needle):
 def test_valid_unicode_and_a_byte_order_mark_are_accepted():
     cfg, _ = parse_config_json("\ufeff" + json.dumps({**HF, "_name_or_path": "Zoë/模型 🦙\t"}))
     assert cfg.d_model == HF["hidden_size"]
-    assert parse_config_json(json.dumps(OURS).encode("utf-8"))[0] == PRESETS["debug"]   # bytes too
+    assert parse_config_json(json.dumps(OURS).encode("utf-8"))[0] == PRESETS["debug"]  # bytes too
     with pytest.raises(ConfigError, match=r"upload.json is not UTF-8 text: byte 0xe9 at offset"):
         parse_config_json('{"x": "café"}'.encode("latin-1"), source="upload.json")
 
@@ -197,12 +239,17 @@ def test_valid_unicode_and_a_byte_order_mark_are_accepted():
 # ---- nulls: refused where a value is required, kept where the config class means "unset" --------
 def _family_base(model_type):
     from llama_lab.config.hf import family_of
-    return next(cfg.to_hf_config() for cfg in PRESETS.values()
-                if cfg.is_llama_style and family_of(cfg).model_type == model_type)
+
+    return next(
+        cfg.to_hf_config()
+        for cfg in PRESETS.values()
+        if cfg.is_llama_style and family_of(cfg).model_type == model_type
+    )
 
 
 def _null_cases():
     from llama_lab.config.hf import COMMON_KEYS, FAMILIES, NULL_MEANS_UNSET
+
     for model_type, family in sorted(FAMILIES.items()):
         for key in sorted(COMMON_KEYS | family.keys):
             allowed = key in family.nullable or key in NULL_MEANS_UNSET
@@ -255,7 +302,7 @@ def test_null_policy_matches_the_transformers_config_classes():
         try:
             transformers.CONFIG_MAPPING[model_type].from_dict(data)
             theirs = True
-        except Exception:                                          # noqa: BLE001 - strict dataclass
+        except Exception:  # noqa: BLE001 - strict dataclass
             theirs = False
         assert allowed == theirs or (model_type, key) in deliberate, (model_type, key, allowed)
 
@@ -275,7 +322,7 @@ def test_our_format_null_is_refused_unless_the_field_derives(name):
 @pytest.mark.parametrize("fmt", ["ours", "hf"])
 def test_sixty_thousand_unknown_keys_give_one_short_message_fast(fmt):
     doc = dict(OURS if fmt == "ours" else HF)
-    doc.update({f"x{i}": i for i in range(60_000)})              # 0.8 MB: under the size cap
+    doc.update({f"x{i}": i for i in range(60_000)})  # 0.8 MB: under the size cap
     text = json.dumps(doc)
     start = time.perf_counter()
     with pytest.raises(ConfigError) as info:
@@ -296,6 +343,7 @@ def test_a_megabyte_key_name_is_cut_in_the_message(fmt):
 
 def test_notes_are_capped_and_each_is_cut():
     from llama_lab.config.hf import MAX_NOTES, cap_notes
+
     notes = cap_notes([f"note {i}" for i in range(60_000)])
     assert len(notes) == MAX_NOTES + 1 and notes[-1] == "… and 59,995 more notes"
     assert cap_notes(["x" * 10_000])[0].endswith("…") and len(cap_notes(["x" * 10_000])[0]) < 310
@@ -319,11 +367,12 @@ QUERY_CASES = [
 @pytest.mark.parametrize("query,needle", [c[1:] for c in QUERY_CASES], ids=[c[0] for c in QUERY_CASES])
 def test_url_query_bad_input(query, needle):
     from llama_lab.ui import QUERY_BATCH, QUERY_DTYPE, QUERY_PRESET, QUERY_SEQ, values_from_query
+
     names = {"preset": QUERY_PRESET, "seq": QUERY_SEQ, "batch": QUERY_BATCH, "dtype": QUERY_DTYPE}
     query = {names.get(k, k): v for k, v in query.items()}
     values, errors = values_from_query(query)
     assert errors and any(needle in e for e in errors), errors
-    assert values                       # a usable fallback view is always returned
+    assert values  # a usable fallback view is always returned
 
 
 # ---- --set and URL values: the same checks as a file's values -----------------------------------
@@ -351,9 +400,12 @@ OVERRIDE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("override,needle", [c[1:] for c in OVERRIDE_CASES], ids=[c[0] for c in OVERRIDE_CASES])
+@pytest.mark.parametrize(
+    "override,needle", [c[1:] for c in OVERRIDE_CASES], ids=[c[0] for c in OVERRIDE_CASES]
+)
 def test_set_override_values_are_checked(override, needle):
     from llama_lab.config import apply_overrides
+
     with pytest.raises(ConfigError) as info:
         apply_overrides(PRESETS["debug"], [override])
     assert needle in str(info.value) and len(str(info.value)) < 600, str(info.value)
@@ -361,15 +413,26 @@ def test_set_override_values_are_checked(override, needle):
 
 def test_set_overrides_that_are_fine():
     from llama_lab.config import apply_overrides
-    cfg = apply_overrides(PRESETS["debug"], ["head_dim=auto", "rope_theta=5e5", "n_layers=+3",
-                                             "vocab_size=1_024", "norm_eps= 1e-5 "])
+
+    cfg = apply_overrides(
+        PRESETS["debug"],
+        ["head_dim=auto", "rope_theta=5e5", "n_layers=+3", "vocab_size=1_024", "norm_eps= 1e-5 "],
+    )
     assert (cfg.n_layers, cfg.vocab_size, cfg.rope_theta, cfg.norm_eps) == (3, 1024, 5e5, 1e-5)
 
 
-@pytest.mark.parametrize("value,needle", [("9" * 40, "has 40 digits"), ("nan", "must be a finite number"),
-                                          ("\x1b]8;;x\x07", "control character"), ("null", "is null")])
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ("9" * 40, "has 40 digits"),
+        ("nan", "must be a finite number"),
+        ("\x1b]8;;x\x07", "control character"),
+        ("null", "is null"),
+    ],
+)
 def test_url_values_are_checked_like_set(value, needle):
     from llama_lab.ui import values_from_query
+
     field = "rope_theta" if value == "nan" else "n_layers"
     _, errors = values_from_query({field: value})
     assert errors and needle in errors[0], errors
@@ -379,6 +442,7 @@ def test_url_values_are_checked_like_set(value, needle):
 @given(name=st.sampled_from([f.name for f in dataclasses.fields(ModelConfig)]), value=st.text(max_size=40))
 def test_any_override_text_gives_a_config_or_a_config_error(name, value):
     from llama_lab.config import apply_overrides
+
     try:
         apply_overrides(PRESETS["debug"], [f"{name}={value}"])
     except ConfigError as exc:
@@ -389,7 +453,7 @@ TEXT_CASES = [
     ("latin-1", "café au lait ".encode("latin-1") * 100, "not UTF-8"),
     ("empty", b"", "is empty"),
     ("too-short", b"hello", "at least 1,000"),
-    ("oversized", b"a" * 2_000, "the limit is 1,500 bytes"),          # with max_bytes=1,500 below
+    ("oversized", b"a" * 2_000, "the limit is 1,500 bytes"),  # with max_bytes=1,500 below
     ("binary", bytes(range(256)) * 5, "not UTF-8"),
 ]
 
@@ -402,24 +466,62 @@ def test_uploaded_text_bad_input(raw, needle):
 
 
 # ---- property: any config either analyses or raises ConfigError, never anything else ----------
-ANY_VALUE = st.one_of(st.integers(-10, 70_000), st.integers(), st.floats(allow_nan=True),
-                      st.booleans(), st.none(), st.text(max_size=8),
-                      st.sampled_from(["pre", "post", "rmsnorm", "layernorm", "rope", "sinusoidal",
-                                       "learned", "none", "swiglu", "relu", "gelu", "normal", "xavier"]))
+ANY_VALUE = st.one_of(
+    st.integers(-10, 70_000),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=8),
+    st.sampled_from(
+        [
+            "pre",
+            "post",
+            "rmsnorm",
+            "layernorm",
+            "rope",
+            "sinusoidal",
+            "learned",
+            "none",
+            "swiglu",
+            "relu",
+            "gelu",
+            "normal",
+            "xavier",
+        ]
+    ),
+)
 SMALL_INT = st.integers(1, 64)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fields=st.fixed_dictionaries({}, optional={
-    "vocab_size": st.one_of(SMALL_INT, ANY_VALUE), "d_model": st.one_of(SMALL_INT, ANY_VALUE),
-    "n_layers": st.one_of(SMALL_INT, ANY_VALUE), "n_heads": st.one_of(SMALL_INT, ANY_VALUE),
-    "n_kv_heads": st.one_of(SMALL_INT, ANY_VALUE), "ffn_hidden": st.one_of(SMALL_INT, ANY_VALUE),
-    "max_seq_len": st.one_of(SMALL_INT, ANY_VALUE), "norm_position": ANY_VALUE,
-    "norm_type": ANY_VALUE, "pos_encoding": ANY_VALUE, "ffn_type": ANY_VALUE, "bias": ANY_VALUE,
-    "final_norm": ANY_VALUE, "tie_embeddings": ANY_VALUE, "init": ANY_VALUE,
-    "rope_theta": ANY_VALUE, "norm_eps": ANY_VALUE}),
-    seq_len=st.integers(1, 1 << 20), batch=st.integers(1, 4096),
-    dtype=st.sampled_from(["fp32", "bf16", "fp16"]))
+@given(
+    fields=st.fixed_dictionaries(
+        {},
+        optional={
+            "vocab_size": st.one_of(SMALL_INT, ANY_VALUE),
+            "d_model": st.one_of(SMALL_INT, ANY_VALUE),
+            "n_layers": st.one_of(SMALL_INT, ANY_VALUE),
+            "n_heads": st.one_of(SMALL_INT, ANY_VALUE),
+            "n_kv_heads": st.one_of(SMALL_INT, ANY_VALUE),
+            "ffn_hidden": st.one_of(SMALL_INT, ANY_VALUE),
+            "max_seq_len": st.one_of(SMALL_INT, ANY_VALUE),
+            "norm_position": ANY_VALUE,
+            "norm_type": ANY_VALUE,
+            "pos_encoding": ANY_VALUE,
+            "ffn_type": ANY_VALUE,
+            "bias": ANY_VALUE,
+            "final_norm": ANY_VALUE,
+            "tie_embeddings": ANY_VALUE,
+            "init": ANY_VALUE,
+            "rope_theta": ANY_VALUE,
+            "norm_eps": ANY_VALUE,
+        },
+    ),
+    seq_len=st.integers(1, 1 << 20),
+    batch=st.integers(1, 4096),
+    dtype=st.sampled_from(["fp32", "bf16", "fp16"]),
+)
 def test_any_config_analyses_or_raises_config_error(fields, seq_len, batch, dtype):
     try:
         cfg = ModelConfig(**fields)
@@ -431,9 +533,13 @@ def test_any_config_analyses_or_raises_config_error(fields, seq_len, batch, dtyp
 
 
 @settings(max_examples=200, deadline=None)
-@given(doc=st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
-                        max_leaves=20))
+@given(
+    doc=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
+        max_leaves=20,
+    )
+)
 def test_any_json_document_parses_or_raises_config_error(doc):
     try:
         parse_config_json(json.dumps(doc))
@@ -441,21 +547,29 @@ def test_any_json_document_parses_or_raises_config_error(doc):
         pass
 
 
-JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
-                          | st.text(max_size=6) | st.sampled_from(["silu", "full_attention",
-                                                                  "sliding_attention", "default"]),
-                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                          max_leaves=6)
+JSON_VALUE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True)
+    | st.text(max_size=6)
+    | st.sampled_from(["silu", "full_attention", "sliding_attention", "default"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(model_type=st.sampled_from(["llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"]),
-       data=st.data())
+@given(
+    model_type=st.sampled_from(["llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"]), data=st.data()
+)
 def test_any_value_of_any_read_key_of_any_family_parses_or_raises_config_error(model_type, data):
     from llama_lab.config.hf import COMMON_KEYS, FAMILIES
+
     keys = sorted(COMMON_KEYS | FAMILIES[model_type].keys)
-    changes = data.draw(st.dictionaries(st.sampled_from(keys), JSON_VALUE | st.integers(-3, 80),
-                                        min_size=1, max_size=3))
+    changes = data.draw(
+        st.dictionaries(st.sampled_from(keys), JSON_VALUE | st.integers(-3, 80), min_size=1, max_size=3)
+    )
     doc = {**_family_base(model_type), **changes}
     try:
         cfg, notes = parse_config_json(json.dumps(doc))
@@ -468,6 +582,7 @@ def test_any_value_of_any_read_key_of_any_family_parses_or_raises_config_error(m
 def test_memory_guard_refuses_oversized_live_run_without_allocating():
     from llama_lab.errors import ExperimentError
     from llama_lab.experiments import live_pass
+
     with pytest.raises(ExperimentError, match="free"):
         live_pass(PRESETS["llama-3.1-405b"], seq_len=128, batch=1, device="cpu")
 
@@ -484,9 +599,17 @@ def test_json_output_is_strict_even_with_nan(monkeypatch, capsys):
     import json as json_mod
 
     from llama_lab import experiments
-    monkeypatch.setattr(experiments, "bench", lambda *a, **k: {
-        "mfu": float("nan"), "tokens_per_s": float("inf"), "nested": {"x": [1.0, float("-inf")]},
-        "device": "cpu"})
+
+    monkeypatch.setattr(
+        experiments,
+        "bench",
+        lambda *a, **k: {
+            "mfu": float("nan"),
+            "tokens_per_s": float("inf"),
+            "nested": {"x": [1.0, float("-inf")]},
+            "device": "cpu",
+        },
+    )
     assert main(["bench", "--preset", "debug", "--steps", "1", "--json"]) == 0
     out = capsys.readouterr().out
     parsed = json_mod.loads(out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
@@ -507,7 +630,8 @@ def test_terminal_output_strips_control_characters(capsys, hostile):
 @pytest.mark.parametrize("target", ["fifo", "folder", "loop", "/dev/null"])
 def test_report_output_must_be_a_regular_file(tmp_path, capsys, target):
     path = {"fifo": tmp_path / "pipe", "folder": tmp_path, "loop": tmp_path / "loop"}.get(
-        target, Path(target))
+        target, Path(target)
+    )
     if target == "fifo":
         os.mkfifo(path)
     if target == "loop":
@@ -516,30 +640,34 @@ def test_report_output_must_be_a_regular_file(tmp_path, capsys, target):
     assert main(["report", "--preset", "debug", "-o", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot write" in err[0]
-    assert time.monotonic() - start < 5                     # refused before the report is built
+    assert time.monotonic() - start < 5  # refused before the report is built
 
 
 def test_a_nan_loss_names_the_step_and_the_likely_cause():
     from llama_lab.train.divergence import divergence_reason
+
     reason = divergence_reason(float("nan"), float("nan"), 7, 3.0, 3.0, lr=5.0)
     assert "at step 7" in reason and "learning rate 5 is far too high" in reason
     assert "fp16 overflowed" in divergence_reason(float("inf"), 1.0, 3, 3.0, 3.0, dtype="fp16")
     assert "before any update" in divergence_reason(float("nan"), 1.0, 0, None, 3.0)
 
 
-@pytest.mark.parametrize("options,rule", [
-    ({"lr": 1e38}, "lr=1e+38 must be a finite number > 0 and ≤ 10"),
-    ({"lr": float("nan")}, "lr=nan must be a finite number"),
-    ({"seed": 10**20}, "seed=100000000000000000000 must be an integer from 0 to 2,147,483,647"),
-    ({"steps": 10**18}, "must be an integer from 1 to 1,000,000"),
-    ({"warmup_steps": -1}, "warmup_steps=-1 must be an integer from 0"),
-    ({"grad_clip": 0.0}, "grad_clip=0.0 must be a finite number > 0"),
-])
+@pytest.mark.parametrize(
+    "options,rule",
+    [
+        ({"lr": 1e38}, "lr=1e+38 must be a finite number > 0 and ≤ 10"),
+        ({"lr": float("nan")}, "lr=nan must be a finite number"),
+        ({"seed": 10**20}, "seed=100000000000000000000 must be an integer from 0 to 2,147,483,647"),
+        ({"steps": 10**18}, "must be an integer from 1 to 1,000,000"),
+        ({"warmup_steps": -1}, "warmup_steps=-1 must be an integer from 0"),
+        ({"grad_clip": 0.0}, "grad_clip=0.0 must be a finite number > 0"),
+    ],
+)
 def test_training_settings_out_of_range_are_refused_with_the_rule(options, rule):
     from llama_lab.errors import ExperimentError
     from llama_lab.train import train
+
     settings = {"steps": 2, "lr": 1e-3, **options}
     with pytest.raises(ExperimentError) as info:
-        train(PRESETS["debug"], settings.pop("steps"), settings.pop("lr"), seq_len=8, batch=2,
-              **settings)
+        train(PRESETS["debug"], settings.pop("steps"), settings.pop("lr"), seq_len=8, batch=2, **settings)
     assert rule in str(info.value)

@@ -2,6 +2,7 @@
 Playwright — the sidebar's page list starts with "Home" (not the file name "app"), a sidebar
 change updates a shown number, the state survives a page switch, and the Report page downloads
 an HTML report holding a plotly figure."""
+
 import os
 import signal
 import socket
@@ -37,8 +38,10 @@ def wait_until_up(url: str, server: subprocess.Popen, seconds: float = 60) -> No
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {server.returncode}: "
-                               f"{server.stderr.read().decode(errors='replace')[-2000:]}")
+            raise RuntimeError(
+                f"streamlit exited with {server.returncode}: "
+                f"{server.stderr.read().decode(errors='replace')[-2000:]}"
+            )
         try:
             with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
                 if response.status == 200:
@@ -52,10 +55,26 @@ def wait_until_up(url: str, server: subprocess.Popen, seconds: float = 60) -> No
 def app_url():
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(url, server)
@@ -74,8 +93,7 @@ def page(app_url):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000},
-                                          accept_downloads=True)
+            context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
             tab = context.new_page()
             tab.set_default_timeout(TIMEOUT_MS)
             yield tab
@@ -92,12 +110,20 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     page.goto(app_url)
     page.get_by_text("Current model").wait_for()
     assert metric_value(page, "Parameters") == human_params(43_780_608)
-    nav = [text.strip() for text in
-           page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
+    nav = [text.strip() for text in page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
     assert nav[0].endswith("Home") and "app" not in nav
-    assert nav[1:] == ["Parameters and FLOPs", "KV cache and attention", "Gradient norms",
-                       "Live pass", "Architecture comparison", "Seed claims", "Report",
-                       "Inference systems", "Inside the model", "Many GPUs"]
+    assert nav[1:] == [
+        "Parameters and FLOPs",
+        "KV cache and attention",
+        "Gradient norms",
+        "Live pass",
+        "Architecture comparison",
+        "Seed claims",
+        "Report",
+        "Inference systems",
+        "Inside the model",
+        "Many GPUs",
+    ]
 
     layers = page.get_by_label("n_layers (blocks): exact value")
     layers.fill("8")
@@ -105,11 +131,12 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     # 8 blocks of 2,753,024 + 512 final norm + 2 × 16,384,000 embeddings
     page.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
-        f".some(e => e.innerText.trim() === '{human_params(54_792_704)}')")
+        f".some(e => e.innerText.trim() === '{human_params(54_792_704)}')"
+    )
 
     page.get_by_role("link", name="Parameters and FLOPs").first.click()
     page.get_by_role("heading", name="Parameters & FLOPs").wait_for()
-    assert page.get_by_label("n_layers (blocks): exact value").input_value() == "8"   # state stays
+    assert page.get_by_label("n_layers (blocks): exact value").input_value() == "8"  # state stays
 
     page.get_by_role("link", name="Report").first.click()
     button = page.get_by_role("button", name="HTML report")
@@ -120,7 +147,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     download_info.value.save_as(target)
     html = target.read_text(encoding="utf-8")
     assert 'class="plotly-graph-div"' in html and "Plotly.newPlot" in html
-    assert "54,792,704" in html                       # the report of the changed model
+    assert "54,792,704" in html  # the report of the changed model
     assert "<script src=" not in html
 
 
@@ -129,8 +156,10 @@ def test_a_hostile_link_renders_as_text_and_fetches_nothing(app_url, page):
     inside the error box — no anchor to the URL, no request to it."""
     requests = []
     page.on("request", lambda request: requests.append(request.url))
-    page.goto(f"{app_url}/?preset=%5Blog%20in%20again%5D(http://evil.example/login)"
-              "&dtype=!%5Bx%5D(http://evil.example/p.png)&batch=www.evil.example%20me@evil.example")
+    page.goto(
+        f"{app_url}/?preset=%5Blog%20in%20again%5D(http://evil.example/login)"
+        "&dtype=!%5Bx%5D(http://evil.example/p.png)&batch=www.evil.example%20me@evil.example"
+    )
     alert = page.locator('[data-testid="stAlert"]').first
     alert.wait_for()
     page.get_by_text("Current model").wait_for()

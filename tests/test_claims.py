@@ -1,22 +1,22 @@
 """Every seed claim's verdict and figure against a hand derivation written out here, and the
 section-七 comparison table."""
+
 import math
 
 import pytest
 import torch
 
-from llama_lab.config import PRESETS
-from llama_lab.config import small_training_config
-from llama_lab.seed import claims as seed_claims_mod
+from llama_lab.config import PRESETS, small_training_config
 from llama_lab.seed import architecture_comparison
+from llama_lab.seed import claims as seed_claims_mod
 
 # ---- hand derivations (no llama_lab code) -------------------------------------------------------
-V, C, L, H, G, F, D = 32000, 512, 4, 8, 2, 1365, 64          # the seed's demo model
-DEMO_BLOCK = (C * C + 2 * C * G * D + C * C) + 3 * C * F + 2 * C     # attention + SwiGLU + 2 norms
-DEMO_TOTAL = L * DEMO_BLOCK + C + 2 * V * C                  # + final norm + embedding + head
-MHA_TOTAL = DEMO_TOTAL + L * 2 * C * (H - G) * D             # K and V back to 8 heads
-D7 = 4096                                                    # LLaMA-7B
-LLAMA_7B_PUBLISHED = 6_738_415_616                           # model card
+V, C, L, H, G, F, D = 32000, 512, 4, 8, 2, 1365, 64  # the seed's demo model
+DEMO_BLOCK = (C * C + 2 * C * G * D + C * C) + 3 * C * F + 2 * C  # attention + SwiGLU + 2 norms
+DEMO_TOTAL = L * DEMO_BLOCK + C + 2 * V * C  # + final norm + embedding + head
+MHA_TOTAL = DEMO_TOTAL + L * 2 * C * (H - G) * D  # K and V back to 8 heads
+D7 = 4096  # LLaMA-7B
+LLAMA_7B_PUBLISHED = 6_738_415_616  # model card
 
 
 @pytest.fixture(scope="module")
@@ -35,20 +35,27 @@ def test_claim_ids_are_unique_and_every_field_is_filled(by_id):
     for claim in listed:
         assert claim.quote and claim.claim_en and claim.computed and claim.explanation
         assert claim.section and isinstance(claim.verdict, bool)
-        assert set(claim.to_dict()) == {"id", "quote", "claim_en", "computed", "verdict",
-                                        "explanation", "section"}
+        assert set(claim.to_dict()) == {
+            "id",
+            "quote",
+            "claim_en",
+            "computed",
+            "verdict",
+            "explanation",
+            "section",
+        }
 
 
 def test_demo_parameter_claims(by_id):
     assert by_id["demo-params"].verdict and f"{DEMO_TOTAL:,}" in by_id["demo-params"].computed
     twin = by_id["demo-mha-twin"]
     assert twin.verdict and f"MHA {MHA_TOTAL:,}" in twin.computed and "saved 1,572,864" in twin.computed
-    body = DEMO_TOTAL - 2 * V * C                                # 11,012,608
+    body = DEMO_TOTAL - 2 * V * C  # 11,012,608
     assert not by_id["demo-body"].verdict and f"{body:,}" in by_id["demo-body"].computed
-    embeddings = 2 * V * C                                       # 32,768,000 ≈ 32.8M
+    embeddings = 2 * V * C  # 32,768,000 ≈ 32.8M
     assert by_id["demo-embeddings"].verdict and f"{embeddings:,}" in by_id["demo-embeddings"].computed
-    share_total = (MHA_TOTAL - DEMO_TOTAL) / MHA_TOTAL           # 3.47 %
-    share_blocks = (MHA_TOTAL - DEMO_TOTAL) / (MHA_TOTAL - 2 * V * C)   # 12.50 %
+    share_total = (MHA_TOTAL - DEMO_TOTAL) / MHA_TOTAL  # 3.47 %
+    share_blocks = (MHA_TOTAL - DEMO_TOTAL) / (MHA_TOTAL - 2 * V * C)  # 12.50 %
     gqa = by_id["gqa-share"]
     assert not gqa.verdict
     assert f"{share_total:.2%}" in gqa.computed and f"{share_blocks:.2%}" in gqa.computed
@@ -60,7 +67,7 @@ def test_initial_loss_is_run_and_matches_the_random_logit_estimate(by_id):
     loss = float(claim.computed.split()[1])
     # Final RMSNorm gives unit-RMS hidden states; lm_head weights N(0, 0.02²): logits have
     # variance C·0.02² = 0.2048, and random logits add about half of it to ln V.
-    expected = math.log(V) + C * 0.02 ** 2 / 2                   # 10.476
+    expected = math.log(V) + C * 0.02**2 / 2  # 10.476
     assert abs(loss - expected) < 0.05
     assert claim.verdict and abs(loss - 10.50) <= 0.1 and loss > math.log(V)
     assert f"{math.log(V):.4f}" == "10.3735"
@@ -69,22 +76,22 @@ def test_initial_loss_is_run_and_matches_the_random_logit_estimate(by_id):
 def test_initial_loss_is_deterministic_and_uses_the_seed_demo():
     loss, variance = seed_claims_mod.initial_loss()
     assert (loss, variance) == seed_claims_mod.initial_loss.__wrapped__()
-    assert 0.15 < variance < 0.26                                # ≈ 0.2048
+    assert 0.15 < variance < 0.26  # ≈ 0.2048
 
 
 def test_llama_ffn_width_claims(by_id):
     assert not by_id["llama7b-intermediate"].verdict
-    assert "11,008" in by_id["llama7b-intermediate"].computed    # released config.json
+    assert "11,008" in by_id["llama7b-intermediate"].computed  # released config.json
     assert not by_id["llama7b-ratio"].verdict and "2.6875" in by_id["llama7b-ratio"].computed
-    relu_4d = 2 * D7 * 4 * D7                                    # two d×4d matrices = 8d²
-    assert relu_4d == 8 * D7 ** 2 == 134_217_728
+    relu_4d = 2 * D7 * 4 * D7  # two d×4d matrices = 8d²
+    assert relu_4d == 8 * D7**2 == 134_217_728
     assert not by_id["ffn-4d-params"].verdict and f"{relu_4d:,}" in by_id["ffn-4d-params"].computed
-    swiglu = 3 * D7 * 10923                                      # round(8/3·4096) = 10923
+    swiglu = 3 * D7 * 10923  # round(8/3·4096) = 10923
     assert by_id["swiglu-8-3"].verdict and f"{swiglu:,}" in by_id["swiglu-8-3"].computed
-    at_8192, at_11008 = 3 * D7 * 8192, 3 * D7 * 11008            # 100.7M, 135.3M
+    at_8192, at_11008 = 3 * D7 * 8192, 3 * D7 * 11008  # 100.7M, 135.3M
     claim = by_id["llama-ffn-100m"]
     assert claim.verdict and f"{at_8192:,}" in claim.computed and f"{at_11008:,}" in claim.computed
-    at_4d = 3 * D7 * 4 * D7                                      # 12d²
+    at_4d = 3 * D7 * 4 * D7  # 12d²
     assert by_id["swiglu-at-4d"].verdict and f"{at_4d:,}" in by_id["swiglu-at-4d"].computed
     below = by_id["llama-below-2017"]
     assert not below.verdict and f"{(at_11008 / relu_4d - 1):+.2%}" in below.computed
@@ -92,23 +99,23 @@ def test_llama_ffn_width_claims(by_id):
 
 def test_norm_claims(by_id):
     assert by_id["norm-params"].verdict and "LayerNorm 8,192, RMSNorm 4,096" in by_id["norm-params"].computed
-    per_layer = 2 * D7                                           # two norms, one β each
-    total = 32 * per_layer + D7                                  # + the final norm = 266,240
+    per_layer = 2 * D7  # two norms, one β each
+    total = 32 * per_layer + D7  # + the final norm = 266,240
     claim = by_id["rmsnorm-savings"]
     assert not claim.verdict
     assert f"{per_layer:,} per layer, {total:,} in all" in claim.computed
-    assert f"{total / LLAMA_7B_PUBLISHED:.4%}" in claim.computed   # 0.0040 %, not 0.02 %
+    assert f"{total / LLAMA_7B_PUBLISHED:.4%}" in claim.computed  # 0.0040 %, not 0.02 %
 
 
 def test_attention_and_kv_claims(by_id):
     assert not by_id["llama2-mqa"].verdict
     assert "llama-2-70b: GQA (64 q / 8 kv)" in by_id["llama2-mqa"].computed
     assert "llama-2-7b: MHA (32 q / 32 kv)" in by_id["llama2-mqa"].computed
-    gqa, mha = 2 * 80 * 8 * 128 * 2, 2 * 80 * 64 * 128 * 2      # bytes/token, bf16
+    gqa, mha = 2 * 80 * 8 * 128 * 2, 2 * 80 * 64 * 128 * 2  # bytes/token, bf16
     claim = by_id["llama2-70b-kv"]
     assert not claim.verdict and f"{gqa:,}" in claim.computed and f"{mha:,}" in claim.computed
     assert "8× smaller" in claim.computed
-    saved_per_token = 2 * L * (H - G) * D * 2                    # 6,144 bytes
+    saved_per_token = 2 * L * (H - G) * D * 2  # 6,144 bytes
     claim = by_id["kv-saving-linear"]
     assert claim.verdict
     assert f"{64 * saved_per_token:,} bytes saved at T=64" in claim.computed
@@ -123,7 +130,7 @@ def test_bias_and_init_claims(by_id):
     betas = 2 * L * C
     claim = by_id["bias-2017"]
     assert not claim.verdict and f"{linear:,} linear-layer biases + {betas:,}" in claim.computed
-    xavier_7b = math.sqrt(2 / (2 * D7))                          # 0.015625 < 0.02
+    xavier_7b = math.sqrt(2 / (2 * D7))  # 0.015625 < 0.02
     assert by_id["init-vs-xavier"].verdict and f"{xavier_7b:.4f}" in by_id["init-vs-xavier"].computed
 
 
@@ -139,15 +146,15 @@ def test_comparison_rows_on_the_demo_match_hand_counts():
     rows = {row.aspect: row for row in result.rows}
     assert len(rows) == 12
     assert rows["norm type"].params_2017 - rows["norm type"].params_llama == (2 * L + 1) * C
-    assert rows["norm position"].params_llama - rows["norm position"].params_2017 == C   # final norm
+    assert rows["norm position"].params_llama - rows["norm position"].params_2017 == C  # final norm
     attention = rows["attention"]
     assert attention.params_2017 == MHA_TOTAL and attention.params_llama == DEMO_TOTAL
     assert (attention.kv_bytes_per_token_2017, attention.kv_bytes_per_token_llama) == (8192, 2048)
-    ffn = rows["FFN"]                                            # same width, one matrix fewer
+    ffn = rows["FFN"]  # same width, one matrix fewer
     assert ffn.params_llama - ffn.params_2017 == L * C * F
-    width = rows["FFN width"]                                    # 2·512·2048 vs 3·512·1365
+    width = rows["FFN width"]  # 2·512·2048 vs 3·512·1365
     assert width.params_2017 - width.params_llama == L * (2 * C * 4 * C - 3 * C * F)
-    bias = rows["bias"]                                          # q,k,v,o + gate,up,down biases
+    bias = rows["bias"]  # q,k,v,o + gate,up,down biases
     assert bias.params_2017 - bias.params_llama == L * (C + 2 * G * D + C + 2 * F + C)
     assert rows["structure"].params_2017 is None and rows["LR schedule"].ablation == "recipe"
     assert result.to_frame().shape[0] == 12 and result.to_dict()["rows"][0]["aspect"] == "structure"
@@ -163,8 +170,14 @@ def test_comparison_reports_options_impossible_on_the_config():
 def test_small_training_config_keeps_the_recipe_and_the_head_ratio():
     small = small_training_config(PRESETS["transformer-2017"])
     assert (small.d_model, small.n_layers, small.vocab_size) == (64, 4, 256)
-    assert (small.norm_position, small.norm_type, small.pos_encoding, small.ffn_type,
-            small.bias, small.init) == ("post", "layernorm", "sinusoidal", "relu", True, "xavier")
+    assert (
+        small.norm_position,
+        small.norm_type,
+        small.pos_encoding,
+        small.ffn_type,
+        small.bias,
+        small.init,
+    ) == ("post", "layernorm", "sinusoidal", "relu", True, "xavier")
     assert small.ffn_hidden == 4 * 64 and small.n_kv_heads == small.n_heads
     demo = small_training_config(PRESETS["seed-demo"])
     # 8 query / 2 KV heads: the copy keeps 4 queries per KV head with 2 KV heads

@@ -27,8 +27,10 @@ def test_analyze_json_has_spec_keys(capsys):
     r = json.loads(out)
     assert r["params"]["total"] == 68_976_648_192
     assert set(r["params"]["by_component"]) >= {"embedding", "attention", "ffn", "norms", "lm_head"}
-    assert sum(r["params"]["by_component"][k] for k in
-               ("embedding", "attention", "ffn", "norms", "lm_head")) == r["params"]["total"]
+    assert (
+        sum(r["params"]["by_component"][k] for k in ("embedding", "attention", "ffn", "norms", "lm_head"))
+        == r["params"]["total"]
+    )
     assert set(r["flops"]["by_component"]) >= {"attention_proj", "attention_scores", "ffn", "lm_head"}
     assert r["flops"]["training_step"] == 3 * r["flops"]["forward"]
     # bf16, 80 layers × 8 KV heads × 128 dims × 2 (K and V) × 2 bytes
@@ -52,17 +54,20 @@ def test_analyze_table_is_readable(capsys):
     assert code == 0 and "43,780,608" in out
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["analyze", "--set", "n_kv_heads=3"], "n_heads=8 is not divisible by n_kv_heads=3"),
-    (["analyze", "--preset", "llama-9"], "unknown preset 'llama-9'"),
-    (["analyze", "--set", "n_layers=1000000000"], "n_layers=1000000000 exceeds"),
-    (["analyze", "--seq-len", "-3"], "--seq-len"),
-    (["analyze", "--set", "colour=blue"], "unknown config field 'colour'"),
-    (["analyze", "--config", "/no/such/file.json"], "does not exist"),
-    (["analyze", "--preset", "debug", "--config", "x.json"], "not allowed with"),
-    (["frobnicate"], "invalid choice"),
-    (["bench", "--steps", "zero"], "is not an integer"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["analyze", "--set", "n_kv_heads=3"], "n_heads=8 is not divisible by n_kv_heads=3"),
+        (["analyze", "--preset", "llama-9"], "unknown preset 'llama-9'"),
+        (["analyze", "--set", "n_layers=1000000000"], "n_layers=1000000000 exceeds"),
+        (["analyze", "--seq-len", "-3"], "--seq-len"),
+        (["analyze", "--set", "colour=blue"], "unknown config field 'colour'"),
+        (["analyze", "--config", "/no/such/file.json"], "does not exist"),
+        (["analyze", "--preset", "debug", "--config", "x.json"], "not allowed with"),
+        (["frobnicate"], "invalid choice"),
+        (["bench", "--steps", "zero"], "is not an integer"),
+    ],
+)
 def test_errors_are_one_line_exit_2(capsys, argv, needle):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
@@ -72,14 +77,18 @@ def test_errors_are_one_line_exit_2(capsys, argv, needle):
 
 def test_malformed_config_file(capsys, tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text("{\"hidden_size\": 64,")
+    bad.write_text('{"hidden_size": 64,')
     code, _, err = run(capsys, "analyze", "--config", str(bad))
     assert code == 2 and "not valid JSON" in err
 
 
 def test_subprocess_error_has_no_traceback():
-    proc = subprocess.run([sys.executable, "-m", "llama_lab", "analyze", "--set", "d_model=0"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llama_lab", "analyze", "--set", "d_model=0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == "error: d_model=0 must be at least 1"
 
@@ -113,10 +122,10 @@ def test_gradnorms_over_seeds_adds_the_by_seed_lists(capsys):
         for key in ("layer_grad_norm", "ffn_out_grad_norm", "residual_grad_norm"):
             by_seed = r[kind][f"{key}_by_seed"]
             assert by_seed == [s[kind][key] for s in singles]
-            assert r[kind][key] == [sorted(column)[1] for column in zip(*by_seed)]   # medians
+            assert r[kind][key] == [sorted(column)[1] for column in zip(*by_seed)]  # medians
         assert r[kind]["loss"] == sorted(s[kind]["loss"] for s in singles)[1]
-    assert not any(k.endswith("_by_seed") for k in singles[0]["post"])       # single: as SPEC
-    code, out, _ = run(capsys, *args, "--seeds", "1", "--seed", "4")   # --seeds given: twins too
+    assert not any(k.endswith("_by_seed") for k in singles[0]["post"])  # single: as SPEC
+    code, out, _ = run(capsys, *args, "--seeds", "1", "--seed", "4")  # --seeds given: twins too
     assert json.loads(out)["post"]["layer_grad_norm_by_seed"] == [singles[0]["post"]["layer_grad_norm"]]
     code, _, err = run(capsys, *args, "--seeds", "0")
     assert code == 2 and "--seeds: 0 must be at least 1" in err
@@ -125,8 +134,21 @@ def test_gradnorms_over_seeds_adds_the_by_seed_lists(capsys):
 
 
 def test_bench_json_matches_spec(capsys):
-    code, out, _ = run(capsys, "bench", "--preset", "debug", "--device", "cpu", "--steps", "1",
-                       "--seq-len", "16", "--batch", "2", "--json")
+    code, out, _ = run(
+        capsys,
+        "bench",
+        "--preset",
+        "debug",
+        "--device",
+        "cpu",
+        "--steps",
+        "1",
+        "--seq-len",
+        "16",
+        "--batch",
+        "2",
+        "--json",
+    )
     assert code == 0
     r = json.loads(out)
     assert {"tokens_per_s", "step_ms", "achieved_tflops", "peak_memory_bytes", "device"} <= set(r)
@@ -136,6 +158,7 @@ def test_bench_json_matches_spec(capsys):
 
 def test_bench_cuda_without_gpu_is_a_clear_error(capsys):
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     code, out, err = run(capsys, "bench", "--preset", "debug", "--device", "cuda")
@@ -143,8 +166,9 @@ def test_bench_cuda_without_gpu_is_a_clear_error(capsys):
 
 
 def test_train_prints_json_lines(capsys, tmp_path):
-    code, out, _ = run(capsys, "train", "--preset", "debug", "--steps", "3", "--seq-len", "16",
-                       "--batch", "2", "--json")
+    code, out, _ = run(
+        capsys, "train", "--preset", "debug", "--steps", "3", "--seq-len", "16", "--batch", "2", "--json"
+    )
     assert code == 0
     lines = [json.loads(line) for line in out.strip().splitlines()]
     assert [line["step"] for line in lines[:-1]] == [0, 1, 2]
@@ -161,13 +185,14 @@ def test_train_rejects_bad_text(capsys, tmp_path):
 def test_report_is_written_whole_or_not_at_all(capsys, tmp_path, monkeypatch):
     out = tmp_path / "r.html"
     code, _, err = run(capsys, "report", "--preset", "debug", "-o", str(out), "--format", "html")
-    assert code == 0 and out.stat().st_size > 1_000_000 and "wrote" in err    # plotly.js inlined
-    assert "<script src=\"http" not in out.read_text()
+    assert code == 0 and out.stat().st_size > 1_000_000 and "wrote" in err  # plotly.js inlined
+    assert '<script src="http' not in out.read_text()
     # a failing export leaves the old file untouched and no temporary file behind
     import llama_lab.report as report_mod
 
     def broken_render(report, fmt):
         raise OSError(28, "No space left on device")
+
     before = out.read_bytes()
     monkeypatch.setattr(report_mod, "render", broken_render)
     code, _, err = run(capsys, "report", "--preset", "debug", "-o", str(out))
@@ -193,6 +218,7 @@ def test_report_csv_is_a_zip_of_tables(capsys, tmp_path):
     import zipfile
 
     import pandas as pd
+
     out = tmp_path / "r.zip"
     assert run(capsys, "report", "--preset", "debug", "-o", str(out), "--format", "csv")[0] == 0
     with zipfile.ZipFile(out) as archive:

@@ -1,5 +1,6 @@
 """Issue 6: several browser sessions running experiments at once each get their own results,
 and the live runs take turns (one job slot per process) instead of oversubscribing the cores."""
+
 import threading
 import time
 import traceback
@@ -8,7 +9,6 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments, ui
-
 from llama_lab.runtime import jobs
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
@@ -26,8 +26,13 @@ def open_session(seed: int) -> AppTest:
 
 
 # tiny live sizes through the page's URL, so what the page measures on view is tiny too
-TINY = {"grad.n_layers": "2", "grad.seq_len": "16", "grad.batch": "2", "grad.seeds": "1",
-        "grad.d_model": "32"}
+TINY = {
+    "grad.n_layers": "2",
+    "grad.seq_len": "16",
+    "grad.batch": "2",
+    "grad.seeds": "1",
+    "grad.d_model": "32",
+}
 
 
 def clear_measurements() -> None:
@@ -41,7 +46,7 @@ def session(at: AppTest, seed: int, results: dict, errors: list) -> None:
         at.button(key=P + "run_gradnorms").click().run()
         assert not at.exception, at.exception
         results[seed] = (at.session_state[ui.KEY_GRADNORMS], {m.label: m.value for m in at.metric})
-    except BaseException:             # surfaced by the main thread, with where it was raised
+    except BaseException:  # surfaced by the main thread, with where it was raised
         errors.append(traceback.format_exc())
 
 
@@ -53,34 +58,38 @@ def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
         with lock:
             peak[0] = max(peak[0], jobs.LIMITER.running)
         return original(*args, **kwargs)
+
     monkeypatch.setattr(experiments, "gradnorms_over_seeds", watched)
 
     results, errors = {}, []
     opened = [open_session(seed) for seed in (1, 2, 3)]
     clear_measurements()
     peak[0] = 0
-    threads = [threading.Thread(target=session, args=(at, seed, results, errors))
-               for at, seed in zip(opened, (1, 2, 3))]
+    threads = [
+        threading.Thread(target=session, args=(at, seed, results, errors))
+        for at, seed in zip(opened, (1, 2, 3))
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join(300)
     assert not errors, errors
     assert sorted(results) == [1, 2, 3]
-    assert peak[0] == 1                              # never two live runs at once
-    assert jobs.LIMITER.running == 0 and jobs.LIMITER.waiting == 0   # no stuck slot
+    assert peak[0] == 1  # never two live runs at once
+    assert jobs.LIMITER.running == 0 and jobs.LIMITER.waiting == 0  # no stuck slot
 
     losses = set()
     for seed, (entry, shown) in results.items():
-        direct = experiments.gradnorms(entry.config, seq_len=16, batch=2, seed=seed,
-                                       data=ui.cached._text("builtin"))
+        direct = experiments.gradnorms(
+            entry.config, seq_len=16, batch=2, seed=seed, data=ui.cached._text("builtin")
+        )
         # each session holds exactly the result of its own seed ...
         assert entry.result.post.loss == direct.post.loss
         assert entry.result.pre.layer_grad_norm == direct.pre.layer_grad_norm
         # ... and shows it
         assert f"{direct.post.loss:.4f}" in " ".join(str(v) for v in shown.values())
         losses.add(entry.result.post.loss)
-    assert len(losses) == 3                          # three different seeds, three results
+    assert len(losses) == 3  # three different seeds, three results
 
 
 ROOT = Path(__file__).resolve().parents[1] / "pages"
@@ -123,6 +132,7 @@ def test_parallel_sessions_of_every_kind_take_turns_and_each_keeps_its_result():
         while not stop.is_set():
             peak[0] = max(peak[0], jobs.LIMITER.running)
             time.sleep(0.002)
+
     sampler = threading.Thread(target=sample)
     sampler.start()
     errors = []
@@ -136,6 +146,7 @@ def test_parallel_sessions_of_every_kind_take_turns_and_each_keeps_its_result():
             assert experiments.experiment_state_key(kind) in at.session_state, kind
         except BaseException:
             errors.append(f"{kind}: {traceback.format_exc()}")
+
     threads = [threading.Thread(target=press, args=(kind, *spec)) for kind, spec in sessions.items()]
     for t in threads:
         t.start()

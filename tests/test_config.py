@@ -1,15 +1,37 @@
+import dataclasses
 import json
 import warnings
 
 import pytest
 
-from llama_lab.config import (LIMITS, PRESETS, ConfigError, HFConfigWarning, ModelConfig,
-                              apply_overrides, get_preset, llama_ffn_hidden, parse_config_json,
-                              read_hf_config, seed_ffn_hidden)
+from llama_lab.config import (
+    LIMITS,
+    PRESETS,
+    ConfigError,
+    HFConfigWarning,
+    ModelConfig,
+    apply_overrides,
+    get_preset,
+    llama_ffn_hidden,
+    parse_config_json,
+    read_hf_config,
+    seed_ffn_hidden,
+)
 
-SPEC_PRESETS = ["seed-demo", "seed-demo-mha", "transformer-2017", "llama-7b", "llama-2-7b",
-                "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b",
-                "tinyllama-1.1b", "debug"]
+SPEC_PRESETS = [
+    "seed-demo",
+    "seed-demo-mha",
+    "transformer-2017",
+    "llama-7b",
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3-8b",
+    "llama-3-70b",
+    "llama-3.1-405b",
+    "tinyllama-1.1b",
+    "debug",
+]
 
 
 def test_every_spec_preset_exists():
@@ -18,8 +40,15 @@ def test_every_spec_preset_exists():
 
 def test_defaults_are_the_seed_demo():
     cfg = ModelConfig()
-    assert (cfg.vocab_size, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
-            cfg.ffn_hidden, cfg.max_seq_len) == (32000, 512, 4, 8, 2, 1365, 128)
+    assert (
+        cfg.vocab_size,
+        cfg.d_model,
+        cfg.n_layers,
+        cfg.n_heads,
+        cfg.n_kv_heads,
+        cfg.ffn_hidden,
+        cfg.max_seq_len,
+    ) == (32000, 512, 4, 8, 2, 1365, 128)
     assert cfg == PRESETS["seed-demo"]
 
 
@@ -31,32 +60,41 @@ def test_derived_properties():
 
 
 def test_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         PRESETS["seed-demo"].d_model = 3
 
 
 def test_transformer_2017_recipe():
     cfg = PRESETS["transformer-2017"]
-    assert (cfg.norm_position, cfg.norm_type, cfg.pos_encoding, cfg.ffn_type, cfg.bias,
-            cfg.init, cfg.final_norm) == ("post", "layernorm", "sinusoidal", "relu", True,
-                                          "xavier", False)
+    assert (
+        cfg.norm_position,
+        cfg.norm_type,
+        cfg.pos_encoding,
+        cfg.ffn_type,
+        cfg.bias,
+        cfg.init,
+        cfg.final_norm,
+    ) == ("post", "layernorm", "sinusoidal", "relu", True, "xavier", False)
     assert cfg.ffn_hidden == 4 * cfg.d_model and cfg.attention_kind == "MHA"
 
 
-@pytest.mark.parametrize("name,d,kwargs,expected", [
-    ("llama-2-7b", 4096, {}, 11008),
-    ("llama-3-8b", 4096, dict(multiple_of=1024, ffn_dim_multiplier=1.3), 14336),
-    ("llama-2-70b", 8192, dict(multiple_of=4096, ffn_dim_multiplier=1.3), 28672),
-    ("llama-3.1-405b", 16384, dict(multiple_of=1024, ffn_dim_multiplier=1.2), 53248),
-])
+@pytest.mark.parametrize(
+    "name,d,kwargs,expected",
+    [
+        ("llama-2-7b", 4096, {}, 11008),
+        ("llama-3-8b", 4096, dict(multiple_of=1024, ffn_dim_multiplier=1.3), 14336),
+        ("llama-2-70b", 8192, dict(multiple_of=4096, ffn_dim_multiplier=1.3), 28672),
+        ("llama-3.1-405b", 16384, dict(multiple_of=1024, ffn_dim_multiplier=1.2), 53248),
+    ],
+)
 def test_meta_ffn_rule(name, d, kwargs, expected):
     assert llama_ffn_hidden(d, **kwargs) == expected == PRESETS[name].ffn_hidden
 
 
 def test_seed_ffn_rule():
-    assert seed_ffn_hidden(512) == 1365                 # the demo model
-    assert seed_ffn_hidden(4096) == 10922               # 8/3·4096 = 10922.67, floored
-    assert seed_ffn_hidden(4096, multiple_of=64) == 10880   # the seed's code: int(8d/3/64)*64
+    assert seed_ffn_hidden(512) == 1365  # the demo model
+    assert seed_ffn_hidden(4096) == 10922  # 8/3·4096 = 10922.67, floored
+    assert seed_ffn_hidden(4096, multiple_of=64) == 10880  # the seed's code: int(8d/3/64)*64
     # the seed's table says 10923 for SwiGLU(8/3 d) at d=4096: that is round(), not its own code
     assert round(8 * 4096 / 3) == 10923
 
@@ -164,9 +202,13 @@ def test_parse_config_json_errors():
 def test_overrides():
     cfg = apply_overrides(get_preset("seed-demo"), ["n_kv_heads=8", "bias=true", "rope_theta=5e5"])
     assert cfg.n_kv_heads == 8 and cfg.bias is True and cfg.rope_theta == 5e5
-    for bad, msg in [("n_kv_heads", "field=value"), ("nope=3", "unknown config field"),
-                     ("n_layers=four", "must be an integer"), ("bias=maybe", "true or false"),
-                     ("n_kv_heads=3", "not divisible")]:
+    for bad, msg in [
+        ("n_kv_heads", "field=value"),
+        ("nope=3", "unknown config field"),
+        ("n_layers=four", "must be an integer"),
+        ("bias=maybe", "true or false"),
+        ("n_kv_heads=3", "not divisible"),
+    ]:
         with pytest.raises(ConfigError, match=msg):
             apply_overrides(get_preset("seed-demo"), [bad])
 
@@ -183,10 +225,18 @@ def test_limits_cover_spec_bounds():
 
 
 def test_hf_v5_rope_parameters():
-    cfg, notes = read_hf_config({**PRESETS["llama-3-8b"].to_hf_config(), "rope_theta": None,
-                                 "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}})
+    cfg, notes = read_hf_config(
+        {
+            **PRESETS["llama-3-8b"].to_hf_config(),
+            "rope_theta": None,
+            "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"},
+        }
+    )
     assert cfg.rope_theta == 500000.0 and notes == []
-    _, notes = read_hf_config({**PRESETS["llama-3-8b"].to_hf_config(),
-                               "rope_parameters": {"rope_theta": 5e5, "rope_type": "llama3",
-                                                   "factor": 8.0}})
+    _, notes = read_hf_config(
+        {
+            **PRESETS["llama-3-8b"].to_hf_config(),
+            "rope_parameters": {"rope_theta": 5e5, "rope_type": "llama3", "factor": 8.0},
+        }
+    )
     assert any("rope_scaling" in n and "llama3" in n for n in notes)

@@ -3,11 +3,21 @@ import pydoc_data.topics
 import pytest
 import torch
 
-from llama_lab.train import data
 from llama_lab.config import ConfigError
-from llama_lab.train.data import (BYTE_VOCAB, DataError, batches, builtin_corpus, check_vocab,
-                            decode_tokens, encode_text, get_batch, load_builtin, load_user_text,
-                            random_tokens)
+from llama_lab.train import data
+from llama_lab.train.data import (
+    BYTE_VOCAB,
+    DataError,
+    batches,
+    builtin_corpus,
+    check_vocab,
+    decode_tokens,
+    encode_text,
+    get_batch,
+    load_builtin,
+    load_user_text,
+    random_tokens,
+)
 
 
 def test_builtin_corpus_is_the_pydoc_help_text():
@@ -15,7 +25,7 @@ def test_builtin_corpus_is_the_pydoc_help_text():
     expected = "\n".join(topics[key] for key in sorted(topics)).encode("utf-8")
     assert builtin_corpus() == expected
     assert 300_000 < len(expected) < 1_000_000
-    assert b"The \"if\" statement is used for conditional execution" in builtin_corpus()
+    assert b'The "if" statement is used for conditional execution' in builtin_corpus()
 
 
 def test_builtin_split_is_fixed_last_tenth_validates():
@@ -46,13 +56,17 @@ def test_user_text_accepted_and_split():
     assert torch.equal(torch.cat([d.train, d.val]), encode_text(raw))
 
 
-@pytest.mark.parametrize("raw, rule", [
-    (b"", "empty"),
-    (b"   \n\t ", "empty"),
-    (b"short text", "at least 1,000"),
-    (b"ok " * 500 + b"\xff\xfe bad" + b"ok " * 10, "not UTF-8 text: byte 0xff at offset 1500"),
-    (b"x" * 5_001, "limit is 5,000 bytes"),
-], ids=["empty", "blank", "too-short", "not-utf8", "too-large"])
+@pytest.mark.parametrize(
+    "raw, rule",
+    [
+        (b"", "empty"),
+        (b"   \n\t ", "empty"),
+        (b"short text", "at least 1,000"),
+        (b"ok " * 500 + b"\xff\xfe bad" + b"ok " * 10, "not UTF-8 text: byte 0xff at offset 1500"),
+        (b"x" * 5_001, "limit is 5,000 bytes"),
+    ],
+    ids=["empty", "blank", "too-short", "not-utf8", "too-large"],
+)
 def test_user_text_refusals_name_the_rule(raw, rule):
     with pytest.raises(DataError, match=rule) as info:
         load_user_text(raw, max_bytes=5_000)
@@ -65,7 +79,11 @@ def test_user_text_must_be_bytes():
 
 
 def test_random_tokens_reproducible_and_in_range():
-    a, b, c = random_tokens(50, 1000, seed=3), random_tokens(50, 1000, seed=3), random_tokens(50, 1000, seed=4)
+    a, b, c = (
+        random_tokens(50, 1000, seed=3),
+        random_tokens(50, 1000, seed=3),
+        random_tokens(50, 1000, seed=4),
+    )
     assert torch.equal(a.train, b.train) and not torch.equal(a.train, c.train)
     assert a.max_token_id < 50 and a.vocab_size == 50 and a.n_tokens == 1000
     with pytest.raises(DataError):
@@ -82,7 +100,7 @@ def test_batches_are_shifted_windows_and_seeded():
     tokens = torch.arange(1000)
     x, y = get_batch(tokens, 4, 16, torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (4, 16)
-    assert torch.equal(y, x + 1)                        # targets are the next tokens
+    assert torch.equal(y, x + 1)  # targets are the next tokens
     again = next(batches(tokens, 4, 16, torch.Generator().manual_seed(0)))
     assert torch.equal(again[0], x)
     stream = batches(load_builtin(), 2, 8, torch.Generator().manual_seed(1))

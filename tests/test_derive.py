@@ -2,6 +2,7 @@
 equals the lab's number for every preset and several workloads; each alternative convention
 equals the counter's other figure (causal half, 6N with and without embeddings, sparse peak);
 and a hand check of the seed demo's numbers."""
+
 import math
 
 import pytest
@@ -24,10 +25,14 @@ def holds(d: derive.Derivation) -> None:
 def test_every_derivation_evaluates_to_the_number_shown(name):
     cfg = PRESETS[name]
     T = min(2048, cfg.max_seq_len)
-    for d in (derive.params_total(cfg), derive.params_per_block(cfg),
-              derive.params_non_embedding(cfg), derive.forward_flops(cfg, T, 2),
-              derive.forward_flops(cfg, T, 2, per_token=True),
-              derive.training_flops(cfg, T, 2)):
+    for d in (
+        derive.params_total(cfg),
+        derive.params_per_block(cfg),
+        derive.params_non_embedding(cfg),
+        derive.forward_flops(cfg, T, 2),
+        derive.forward_flops(cfg, T, 2, per_token=True),
+        derive.training_flops(cfg, T, 2),
+    ):
         holds(d)
     for kv_dtype in ("bf16", "fp8", "int8", "int4"):
         holds(derive.kv_bytes_per_token(cfg, kv_dtype))
@@ -59,8 +64,7 @@ def test_the_alternatives_are_the_other_conventions_figures():
     assert six["6N, N with the embeddings"].value == 6 * params.total * 4096
     m = derive.mfu(400e12, 989e12, "H100")
     assert m.value == pytest.approx(400 / 989)
-    assert dict(m.alternatives)["sparse peak (data sheet's 2:4 figure)"].value == \
-        pytest.approx(400 / 1978)
+    assert dict(m.alternatives)["sparse peak (data sheet's 2:4 figure)"].value == pytest.approx(400 / 1978)
 
 
 def test_the_seed_demo_by_hand():
@@ -105,12 +109,14 @@ def test_the_parameters_page_opens_each_derivation_and_its_conventions():
     assert f"**{6 * params.non_embedding * 128:,}**" in " ".join(m.value for m in at.markdown)
 
 
-@pytest.mark.parametrize("page,query,expected", [
-    ("home.py", {"preset": "llama-3-8b", "kv": "fp8"}, "= 2 · 32 · 8 · 128 = **65,536**"),
-    ("pages/2_KV_cache_and_attention.py", {"preset": "seed-demo"}, "= 2 · 4 · 8 · 128 = **8,192**"),
-    ("pages/8_Inference_systems.py", {"preset": "llama-3-8b", "weights": "int4"},
-     "**5,700,591,616**"),
-])
+@pytest.mark.parametrize(
+    "page,query,expected",
+    [
+        ("home.py", {"preset": "llama-3-8b", "kv": "fp8"}, "= 2 · 32 · 8 · 128 = **65,536**"),
+        ("pages/2_KV_cache_and_attention.py", {"preset": "seed-demo"}, "= 2 · 4 · 8 · 128 = **8,192**"),
+        ("pages/8_Inference_systems.py", {"preset": "llama-3-8b", "weights": "int4"}, "**5,700,591,616**"),
+    ],
+)
 def test_other_pages_open_their_numbers_derivations(page, query, expected):
     at = open_page(ROOT / page, query, timeout=120)
     assert expected in " ".join(m.value for m in at.markdown)
@@ -125,11 +131,11 @@ def test_attentions_kept_bytes_by_their_formulas(name, dtype):
 
 def test_a_measured_runs_derivations_are_its_definitions():
     from llama_lab.experiments import live_pass
+
     live = live_pass(PRESETS["debug"], 16, 2, device="cpu", dtype="fp32", iters=1)
     holds(derive.throughput(live.batch, live.seq_len, live.step_ms, live.tokens_per_s))
     holds(derive.achieved_flops(live.training_flops, live.step_ms, live.achieved_tflops * 1e12))
-    m = derive.mfu(live.achieved_tflops * 1e12, live.peak_flops, live.peak_flops_source,
-                   sparse_quoted=False)
+    m = derive.mfu(live.achieved_tflops * 1e12, live.peak_flops, live.peak_flops_source, sparse_quoted=False)
     assert m.value == pytest.approx(live.mfu) and m.alternatives == ()
 
 
@@ -148,7 +154,8 @@ def test_the_speculative_speedup_and_its_formula(alpha):
 
 
 def test_a_ratio_over_seeds_is_the_median_of_the_seeds_ratios():
-    from llama_lab.experiments.seeds import median_of          # what the panel shows
+    from llama_lab.experiments.seeds import median_of  # what the panel shows
+
     ratios = [2.1, 1.9, 2.5, 0.4, 3.0]
     holds(derive.seed_median_ratio(ratios, median_of(ratios), "x"))
     assert derive.seed_median_ratio([1.0, 3.0], median_of([1.0, 3.0]), "x").value == 2.0

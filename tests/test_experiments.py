@@ -8,9 +8,18 @@ import torch.nn.functional as F
 from llama_lab import analysis, experiments
 from llama_lab.config import PRESETS
 from llama_lab.errors import ExperimentError
-from llama_lab.experiments import (ablation_specs, bench, compare_runs, decode_benchmark,
-                                   depth_sweep, gradient_norms, gradnorms, live_pass,
-                                   norm_position_specs)
+from llama_lab.experiments import (
+    ablation_specs,
+    bench,
+    compare_runs,
+    decode_benchmark,
+    depth_sweep,
+    gradient_norms,
+    gradnorms,
+    live_pass,
+    norm_position_specs,
+)
+from llama_lab.model import build_model, rope_cos_sin
 from llama_lab.runtime import devices, memory
 from llama_lab.runtime.devices import pick_device
 from llama_lab.runtime.memory import check_memory
@@ -21,7 +30,6 @@ from llama_lab.train.divergence import divergence_reason
 from llama_lab.train.loop import iter_train, train
 from llama_lab.train.measure import LogitStats
 from llama_lab.train.schedules import lr_at
-from llama_lab.model import build_model, rope_cos_sin
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -61,14 +69,22 @@ def _rss_bytes() -> int:
 def test_memory_guard_refuses_405b_before_building(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("build_model must not be called for a run that cannot fit")
-    for module in (experiments.live, experiments.decode, loop):    # every builder of a live model
+
+    for module in (experiments.live, experiments.decode, loop):  # every builder of a live model
         monkeypatch.setattr(module, "build_model", never)
     rss = _rss_bytes()
     with pytest.raises(ExperimentError, match=r"needs about .*TiB on cpu but only .* is free"):
         live_pass(PRESETS["llama-3.1-405b"], 16, 1, device="cpu")
     with pytest.raises(ExperimentError, match="needs about"):
-        train(PRESETS["llama-3.1-405b"], 1, 1e-3, data=random_tokens(128256, 1000), seq_len=16,
-              batch=1, device="cpu")
+        train(
+            PRESETS["llama-3.1-405b"],
+            1,
+            1e-3,
+            data=random_tokens(128256, 1000),
+            seq_len=16,
+            batch=1,
+            device="cpu",
+        )
     with pytest.raises(ExperimentError, match="needs about"):
         decode_benchmark(PRESETS["llama-3.1-405b"], (16,), device="cpu", dtype="bf16")
     assert _rss_bytes() - rss < 50 * 2**20
@@ -76,7 +92,7 @@ def test_memory_guard_refuses_405b_before_building(monkeypatch):
 
 def test_check_memory_threshold_and_meminfo_fallback(monkeypatch):
     monkeypatch.setattr(memory, "free_memory_bytes", lambda device: 1000)
-    check_memory(900, "cpu")                                   # 90 % of free: allowed
+    check_memory(900, "cpu")  # 90 % of free: allowed
     with pytest.raises(ExperimentError, match="needs about 901 B on cpu but only 1,000 B is free"):
         check_memory(901, "cpu")
     monkeypatch.undo()
@@ -93,8 +109,17 @@ def test_live_pass_debug_fp32(debug_cfg):
     result = live_pass(debug_cfg, 32, 2, device="cpu", iters=2)
     d = result.to_dict()
     strict_json(d)
-    for key in ("forward_ms", "backward_ms", "optimizer_ms", "step_ms", "tokens_per_s",
-                "achieved_tflops", "mfu", "initial_loss", "last_loss"):
+    for key in (
+        "forward_ms",
+        "backward_ms",
+        "optimizer_ms",
+        "step_ms",
+        "tokens_per_s",
+        "achieved_tflops",
+        "mfu",
+        "initial_loss",
+        "last_loss",
+    ):
         assert math.isfinite(d[key]) and d[key] > 0, key
     # the seed's init check: the loss of near-uniform logits is ln V (+ σ²/2 of the logits)
     assert result.ln_vocab == pytest.approx(math.log(256))
@@ -104,8 +129,8 @@ def test_live_pass_debug_fp32(debug_cfg):
     n = result.n_params
     assert n == sum(p.numel() for p in build_model(debug_cfg).parameters())
     memory = result.memory_breakdown
-    assert memory["weights"] == memory["gradients"] == 4 * n           # fp32
-    assert 8 * n <= memory["optimizer"] <= 8 * n + 64 * 8              # m, v (+ step counters)
+    assert memory["weights"] == memory["gradients"] == 4 * n  # fp32
+    assert 8 * n <= memory["optimizer"] <= 8 * n + 64 * 8  # m, v (+ step counters)
     assert memory["weight_casts"] == 0
     # measured on Linux — unless the process reused memory it already held (a tiny model
     # after bigger tests), when the tensors are added up instead, and the note says so
@@ -129,7 +154,7 @@ def test_live_pass_bf16_autocast_on_cpu(debug_cfg):
     # model saves, less than an all-fp32 one
     fp32 = analysis.activation_bytes(debug_cfg, 32, 2, "fp32")
     assert result.activation_bytes_estimated < result.activation_bytes_measured < fp32
-    assert result.memory_breakdown["weight_casts"] > 0                  # bf16 copies of weights
+    assert result.memory_breakdown["weight_casts"] > 0  # bf16 copies of weights
 
 
 def test_bench_spec_keys(debug_cfg):
@@ -167,8 +192,7 @@ def test_gradnorms_equal_direct_computation(debug_cfg, position):
     result = getattr(gradnorms(debug_cfg, 16, 2, seed=3, data=data, device="cpu"), position)
     # by hand: same weights, same batch, the forward written out, torch.autograd.grad; the
     # Pre-LN arm ends with a final norm, the Post-LN arm with its last block's own (Xiong et al.)
-    model = build_model(debug_cfg.replace(norm_position=position, final_norm=position == "pre"),
-                        seed=3)
+    model = build_model(debug_cfg.replace(norm_position=position, final_norm=position == "pre"), seed=3)
     x, y = get_batch(data.train, 2, 16, torch.Generator().manual_seed(3))
     body = model.model
     h = body.embed_tokens(x)
@@ -193,15 +217,22 @@ def test_gradnorms_equal_direct_computation(debug_cfg, position):
         assert result.residual_grad_norm[i] == pytest.approx(residual[i].norm().item(), rel=1e-5)
         assert result.layer_grad_norm[i] == pytest.approx(norm(prefix), rel=1e-5)
         assert result.ffn_out_grad_norm[i] == pytest.approx(
-            by_name[prefix + "mlp.down_proj.weight"].norm().item(), rel=1e-5)
+            by_name[prefix + "mlp.down_proj.weight"].norm().item(), rel=1e-5
+        )
         # the fused projections' first rows: q's H·D of [q; k; v], the gate's F of [gate; up]
-        qkv, gate_up = by_name[prefix + "self_attn.qkv_proj.weight"], by_name[prefix + "mlp.gate_up_proj.weight"]
+        qkv, gate_up = (
+            by_name[prefix + "self_attn.qkv_proj.weight"],
+            by_name[prefix + "mlp.gate_up_proj.weight"],
+        )
         assert result.group_grad_norm["q"][i] == pytest.approx(
-            qkv[:debug_cfg.n_heads * debug_cfg.head_dim].norm().item(), rel=1e-5)
+            qkv[: debug_cfg.n_heads * debug_cfg.head_dim].norm().item(), rel=1e-5
+        )
         assert result.group_grad_norm["gate"][i] == pytest.approx(
-            gate_up[:debug_cfg.ffn_hidden].norm().item(), rel=1e-5)
+            gate_up[: debug_cfg.ffn_hidden].norm().item(), rel=1e-5
+        )
         assert result.group_grad_norm["norms"][i] == pytest.approx(
-            norm((prefix + "input_layernorm", prefix + "post_attention_layernorm")), rel=1e-5)
+            norm((prefix + "input_layernorm", prefix + "post_attention_layernorm")), rel=1e-5
+        )
     assert list(result.group_grad_norm) == ["q", "k", "v", "o", "gate", "up", "down", "norms"]
 
 
@@ -210,9 +241,16 @@ def test_post_and_pre_share_everything_but_norm_placement(debug_cfg, monkeypatch
     original = gradient_norms.measure_grad_norms
 
     def spy(model, inputs, targets):
-        seen.append((model.cfg, {k: v.clone() for k, v in model.state_dict().items()},
-                     inputs.clone(), targets.clone()))
+        seen.append(
+            (
+                model.cfg,
+                {k: v.clone() for k, v in model.state_dict().items()},
+                inputs.clone(),
+                targets.clone(),
+            )
+        )
         return original(model, inputs, targets)
+
     monkeypatch.setattr(gradient_norms, "measure_grad_norms", spy)
     result = gradnorms(debug_cfg, 16, 2, seed=5, device="cpu")
     (cfg_post, w_post, x_post, y_post), (cfg_pre, w_pre, x_pre, y_pre) = seen
@@ -238,8 +276,7 @@ def test_post_and_pre_share_everything_but_norm_placement(debug_cfg, monkeypatch
 
 def test_depth_sweep_has_xiong_shape(debug_cfg):
     """Xiong et al. 2020, Thm 1: last FFN gradient ~ flat in L (Post-LN), ~ 1/√L (Pre-LN)."""
-    sweep = depth_sweep(debug_cfg, depths=(2, 4, 8, 16), seq_len=16, batch=2, seeds=(0, 1),
-                        device="cpu")
+    sweep = depth_sweep(debug_cfg, depths=(2, 4, 8, 16), seq_len=16, batch=2, seeds=(0, 1), device="cpu")
     assert abs(sweep.post_slope) < 0.15
     assert -0.9 < sweep.pre_slope < -0.3
     assert sweep.to_frame().shape == (8, 5)
@@ -253,18 +290,20 @@ def test_depth_sweep_has_xiong_shape(debug_cfg):
 
 def test_loglog_slope_recovers_a_power_law():
     xs = [2, 4, 8, 16]
-    assert experiments.loglog_slope(xs, [3 * x ** -0.5 for x in xs]) == pytest.approx(-0.5)
+    assert experiments.loglog_slope(xs, [3 * x**-0.5 for x in xs]) == pytest.approx(-0.5)
 
 
 # ---- training -----------------------------------------------------------------------------------
 def test_lr_schedules_by_hand():
     kw = dict(base_lr=1.0, warmup_steps=4, total_steps=14, min_lr_ratio=0.1)
     assert [lr_at(s, schedule="cosine", **kw) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
-    assert lr_at(4, schedule="cosine", **kw) == 1.0                   # decay starts at 1
-    assert lr_at(13, schedule="cosine", **kw) == pytest.approx(0.1)   # and ends at min_lr
+    assert lr_at(4, schedule="cosine", **kw) == 1.0  # decay starts at 1
+    assert lr_at(13, schedule="cosine", **kw) == pytest.approx(0.1)  # and ends at min_lr
     assert lr_at(13, schedule="linear", **kw) == pytest.approx(0.1)
     # halfway through the decay (4 + 9/2): cosine 0.1 + 0.9·0.5·(1 + cos(π/2)) = 0.55
-    assert lr_at(8, schedule="cosine", **kw) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 4 / 9)))
+    assert lr_at(8, schedule="cosine", **kw) == pytest.approx(
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 4 / 9))
+    )
     assert lr_at(8, schedule="linear", **kw) == pytest.approx(0.1 + 0.9 * (1 - 4 / 9))
     assert lr_at(10, schedule="constant", **kw) == 1.0
     assert lr_at(0, base_lr=1.0, warmup_steps=0, total_steps=5, schedule="constant") == 1.0
@@ -277,20 +316,33 @@ def test_divergence_rules():
     assert "gradient norm" in divergence_reason(2.0, float("inf"), 3, 2.0, 3.0)
     assert divergence_reason(2.0, float("inf"), 3, 2.0, 3.0, loss_scaling=True) is None
     assert "spiked" in divergence_reason(6.1, 1.0, 5, 2.0, 3.0)
-    assert "spiked" in divergence_reason(6.1, 1.0, 5, 2.0, 3.0, lr=1e-4)   # during warmup too
+    assert "spiked" in divergence_reason(6.1, 1.0, 5, 2.0, 3.0, lr=1e-4)  # during warmup too
     assert divergence_reason(5.9, 1.0, 5, 2.0, 3.0) is None
 
 
 def test_training_lowers_loss_on_builtin_corpus(debug_cfg):
     records = []
-    run = train(debug_cfg, steps=40, lr=3e-3, warmup_steps=4, schedule="cosine", data=load_builtin(),
-                seq_len=32, batch=8, seed=0, on_step=records.append, device="cpu", eval_every=20)
+    run = train(
+        debug_cfg,
+        steps=40,
+        lr=3e-3,
+        warmup_steps=4,
+        schedule="cosine",
+        data=load_builtin(),
+        seq_len=32,
+        batch=8,
+        seed=0,
+        on_step=records.append,
+        device="cpu",
+        eval_every=20,
+    )
     assert not run.diverged and run.steps_run == 40 and len(records) == 40
     assert run.val_step == [0, 20, 40]
     assert run.val_loss[0] == pytest.approx(math.log(256), abs=0.1)
-    assert run.val_loss[-1] < run.val_loss[0] - 1.5                   # bytes are predictable
-    assert run.lr == [lr_at(s, base_lr=3e-3, warmup_steps=4, total_steps=40, schedule="cosine")
-                      for s in range(40)]
+    assert run.val_loss[-1] < run.val_loss[0] - 1.5  # bytes are predictable
+    assert run.lr == [
+        lr_at(s, base_lr=3e-3, warmup_steps=4, total_steps=40, schedule="cosine") for s in range(40)
+    ]
     assert len(run.layer_grad_norm) == 40 and len(run.layer_grad_norm[0]) == 2
     assert records[5]["loss"] == run.loss[5] and "val_loss" in records[19]
     strict_json(run.to_dict())
@@ -300,8 +352,17 @@ def test_training_lowers_loss_on_builtin_corpus(debug_cfg):
 
 
 def test_runs_are_reproducible_and_iter_train_yields_json_lines(debug_cfg):
-    kwargs = dict(steps=3, lr=1e-3, warmup_steps=1, schedule="linear", data=load_builtin(),
-                  seq_len=16, batch=2, seed=7, device="cpu")
+    kwargs = dict(
+        steps=3,
+        lr=1e-3,
+        warmup_steps=1,
+        schedule="linear",
+        data=load_builtin(),
+        seq_len=16,
+        batch=2,
+        seed=7,
+        device="cpu",
+    )
     loop = iter_train(debug_cfg, **kwargs)
     lines = []
     while True:
@@ -319,8 +380,17 @@ def test_runs_are_reproducible_and_iter_train_yields_json_lines(debug_cfg):
 
 
 def test_divergence_is_reported_not_raised(debug_cfg):
-    run = train(debug_cfg, steps=20, lr=10.0, warmup_steps=0, schedule="constant",
-                data=load_builtin(), seq_len=16, batch=4, device="cpu")
+    run = train(
+        debug_cfg,
+        steps=20,
+        lr=10.0,
+        warmup_steps=0,
+        schedule="constant",
+        data=load_builtin(),
+        seq_len=16,
+        batch=4,
+        device="cpu",
+    )
     assert run.diverged and run.divergence_step is not None and run.steps_run < 20
     assert run.steps_run == run.divergence_step + 1
     assert "lower the learning rate" in run.hint and "warmup" in run.hint
@@ -335,8 +405,12 @@ def test_training_refuses_data_beyond_vocab(debug_cfg):
 
 def test_compare_runs_share_batches(debug_cfg):
     specs = norm_position_specs(debug_cfg, lr=3e-3, warmup_steps=2)
-    assert [s.label for s in specs] == ["Post-LN, no warmup", "Post-LN, warmup 2",
-                                        "Pre-LN, no warmup", "Pre-LN, warmup 2"]
+    assert [s.label for s in specs] == [
+        "Post-LN, no warmup",
+        "Post-LN, warmup 2",
+        "Pre-LN, no warmup",
+        "Pre-LN, warmup 2",
+    ]
     result = compare_runs(specs, steps=3, data=load_builtin(), seq_len=16, batch=2, device="cpu")
     runs = result.runs
     # step 0 sees the same weights and batch: the loss does not depend on the learning rate
@@ -350,13 +424,24 @@ def test_compare_runs_share_batches(debug_cfg):
 def test_ablation_specs_follow_the_seed_table(debug_cfg):
     relu, swiglu = ablation_specs("ffn", debug_cfg, 1e-3, 0)
     p_relu, p_swiglu = analysis.count_params(relu.cfg).total, analysis.count_params(swiglu.cfg).total
-    assert p_relu == pytest.approx(p_swiglu, rel=0.01)                 # "equal parameters"
+    assert p_relu == pytest.approx(p_swiglu, rel=0.01)  # "equal parameters"
     old, new = ablation_specs("recipe", debug_cfg, 1e-3, 10)
-    assert (old.cfg.norm_position, old.cfg.norm_type, old.cfg.pos_encoding, old.cfg.ffn_type,
-            old.cfg.init, old.cfg.bias, old.schedule) == ("post", "layernorm", "sinusoidal", "relu",
-                                                          "xavier", True, "linear")
-    assert (new.cfg.norm_position, new.cfg.norm_type, new.cfg.pos_encoding, new.cfg.ffn_type,
-            new.schedule) == ("pre", "rmsnorm", "rope", "swiglu", "cosine")
+    assert (
+        old.cfg.norm_position,
+        old.cfg.norm_type,
+        old.cfg.pos_encoding,
+        old.cfg.ffn_type,
+        old.cfg.init,
+        old.cfg.bias,
+        old.schedule,
+    ) == ("post", "layernorm", "sinusoidal", "relu", "xavier", True, "linear")
+    assert (
+        new.cfg.norm_position,
+        new.cfg.norm_type,
+        new.cfg.pos_encoding,
+        new.cfg.ffn_type,
+        new.schedule,
+    ) == ("pre", "rmsnorm", "rope", "swiglu", "cosine")
     ln, rms = ablation_specs("norm_type", debug_cfg, 1e-3, 0)
     assert ln.cfg.replace(norm_type="rmsnorm") == rms.cfg
     with pytest.raises(ExperimentError):
@@ -367,7 +452,13 @@ def test_ablation_specs_follow_the_seed_table(debug_cfg):
 def test_decode_cache_bytes_equal_analysis(debug_cfg):
     result = decode_benchmark(debug_cfg, context_lens=(8, 16), batch=2, device="cpu", new_tokens=3)
     assert [(r.variant, r.n_kv_heads) for r in result.rows] == [
-        ("mha", 4), ("mha", 4), ("gqa", 2), ("gqa", 2), ("mqa", 1), ("mqa", 1)]
+        ("mha", 4),
+        ("mha", 4),
+        ("gqa", 2),
+        ("gqa", 2),
+        ("mqa", 1),
+        ("mqa", 1),
+    ]
     assert result.bytes_agree
     for r in result.rows:
         # by hand: K and V · L layers · G heads · D=16 · 4 bytes · B=2 · cached tokens
@@ -382,8 +473,10 @@ def test_decode_cache_bytes_equal_analysis(debug_cfg):
 def test_decode_bf16_bytes_agree(debug_cfg):
     result = decode_benchmark(debug_cfg, context_lens=(8,), device="cpu", dtype="bf16", new_tokens=2)
     assert result.bytes_agree
-    assert result.rows[0].cache_bytes_measured == analysis.kv_cache_bytes_per_token(
-        debug_cfg.replace(n_kv_heads=4), "bf16") * 10
+    assert (
+        result.rows[0].cache_bytes_measured
+        == analysis.kv_cache_bytes_per_token(debug_cfg.replace(n_kv_heads=4), "bf16") * 10
+    )
 
 
 # ---- CUDA (skipped without a GPU) ---------------------------------------------------------------
@@ -398,8 +491,17 @@ def test_cuda_live_pass_bf16(debug_cfg):
 
 @needs_cuda
 def test_cuda_fp16_training_with_loss_scaling(debug_cfg):
-    run = train(debug_cfg, steps=10, lr=3e-3, warmup_steps=2, data=load_builtin(), seq_len=32,
-                batch=8, device="cuda", dtype="fp16")
+    run = train(
+        debug_cfg,
+        steps=10,
+        lr=3e-3,
+        warmup_steps=2,
+        data=load_builtin(),
+        seq_len=32,
+        batch=8,
+        device="cuda",
+        dtype="fp16",
+    )
     assert not run.diverged and run.loss[-1] < run.loss[0]
 
 
@@ -438,14 +540,13 @@ def test_guard_counts_what_autocast_really_keeps():
     # larger than its 16-bit logits and probabilities
     assert N * V * (2 + 2) < 4 * n
     kept = 4 * N * V
-    assert fp32["backward_at_loss"] == int(draw + 12 * n + activations + kept + 4 * n
-                                           + 0.4 * activations)
-    assert bf16["backward_at_loss"] == int(draw + 14 * n + activations + kept + 4 * n
-                                           + 0.4 * activations)
-    big = training_peak(cfg, 1024, 8, "fp32")               # 8,192 rows: a chunk of 8 MiB
+    assert fp32["backward_at_loss"] == int(draw + 12 * n + activations + kept + 4 * n + 0.4 * activations)
+    assert bf16["backward_at_loss"] == int(draw + 14 * n + activations + kept + 4 * n + 0.4 * activations)
+    big = training_peak(cfg, 1024, 8, "fp32")  # 8,192 rows: a chunk of 8 MiB
     big_saved = analysis.activation_bytes(cfg, 1024, 8, "fp32")
-    assert big["backward_at_loss"] == int(draw + 12 * n + big_saved + 8 * 1024 * V * 4 + 4 * n
-                                          + 0.4 * big_saved)
+    assert big["backward_at_loss"] == int(
+        draw + 12 * n + big_saved + 8 * 1024 * V * 4 + 4 * n + 0.4 * big_saved
+    )
     assert fp32["optimizer_update"] == bf16["optimizer_update"] == 2 * draw + 16 * n + kept
     assert training_bytes_needed(cfg, 16, 2, "bf16") == max(bf16.values())
     no_adam = training_peak(cfg, 16, 2, "fp32", optimizer=False)
@@ -476,8 +577,11 @@ def test_the_2017_preset_shows_xiong_et_al_s_contrast_growing_with_depth():
     full T=128, B=8, 5-seed figures: benchmarks/xiong_contrast.py): the last block's Post/Pre
     ‖∇W_down‖ exceeds 1.8 at 6 blocks in every seed and is larger at 6 than at 2."""
     cfg = PRESETS["transformer-2017"]
-    ratios = {depth: experiments.gradnorms_over_seeds(cfg.replace(n_layers=depth), 32, 4,
-                                                      seeds=(0, 1, 2)).last_ratio_by_seed()
-              for depth in (2, 6)}
+    ratios = {
+        depth: experiments.gradnorms_over_seeds(
+            cfg.replace(n_layers=depth), 32, 4, seeds=(0, 1, 2)
+        ).last_ratio_by_seed()
+        for depth in (2, 6)
+    }
     assert min(ratios[6]) > 1.8
     assert all(deep > shallow for deep, shallow in zip(ratios[6], ratios[2]))

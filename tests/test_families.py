@@ -4,6 +4,7 @@ model on the meta device, logits equal on small random configs (fp32, a sliding 
 than the sequence included), forward FLOPs equal torch's FlopCounterMode on transformers' eager
 forward (eager experts), the export is read back by transformers as the same model, the
 presets have their published counts, and other families are refused by name."""
+
 import json
 import warnings
 
@@ -19,8 +20,15 @@ from llama_lab.model import build_model
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
 
-BASE = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+BASE = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
 # Small configs that switch on what sets each family apart (windows shorter than T=24 below).
 CASES = {
     "llama": {"attention_bias": True, "mlp_bias": True},
@@ -28,13 +36,21 @@ CASES = {
     "mistral": {"sliding_window": 8, "head_dim": 32},
     "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 8},
     "qwen2": {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
-    "qwen3": {"head_dim": 24, "use_sliding_window": True, "sliding_window": 6,
-              "max_window_layers": 2},
-    "qwen3_moe": {"num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40,
-                  "mlp_only_layers": [1], "norm_topk_prob": True},
-    "qwen3_moe-unnormalised": {"model_type": "qwen3_moe", "num_experts": 4,
-                               "num_experts_per_tok": 3, "moe_intermediate_size": 24,
-                               "decoder_sparse_step": 2},
+    "qwen3": {"head_dim": 24, "use_sliding_window": True, "sliding_window": 6, "max_window_layers": 2},
+    "qwen3_moe": {
+        "num_experts": 6,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 40,
+        "mlp_only_layers": [1],
+        "norm_topk_prob": True,
+    },
+    "qwen3_moe-unnormalised": {
+        "model_type": "qwen3_moe",
+        "num_experts": 4,
+        "num_experts_per_tok": 3,
+        "moe_intermediate_size": 24,
+        "decoder_sparse_step": 2,
+    },
 }
 
 
@@ -49,21 +65,22 @@ def hf_model(config, device=None):
         with torch.device("meta"):
             return transformers.AutoModelForCausalLM.from_config(config)
     return transformers.AutoModelForCausalLM.from_config(
-        config, attn_implementation="eager", experts_implementation="eager").eval()
+        config, attn_implementation="eager", experts_implementation="eager"
+    ).eval()
 
 
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))
 def test_importer_defaults_are_the_config_classes_defaults(model_type):
     defaults = transformers.AutoConfig.for_model(model_type).to_dict()
-    aliases = {"num_experts": "num_local_experts"}                # Qwen3MoeConfig's attribute_map
+    aliases = {"num_experts": "num_local_experts"}  # Qwen3MoeConfig's attribute_map
     for key, ours in FAMILIES[model_type].defaults.items():
         theirs = defaults.get(aliases.get(key, key), defaults.get(key))
         if key == "rope_theta":
             theirs = defaults["rope_parameters"]["rope_theta"]
         if key == "head_dim" and ours is None:
-            continue                                               # hidden / heads, both sides
+            continue  # hidden / heads, both sides
         if key == "sliding_window" and defaults.get("use_sliding_window") is False:
-            continue                                               # nulled unless used
+            continue  # nulled unless used
         assert ours == theirs, (model_type, key, ours, theirs)
 
 
@@ -85,7 +102,7 @@ def test_logits_and_cached_decoding_equal_transformers(case):
     hf = hf_model(config)
     with torch.no_grad():
         for p in hf.parameters():
-            p.normal_(0, 0.2)                 # biases, norms and router away from their init
+            p.normal_(0, 0.2)  # biases, norms and router away from their init
     cfg, _ = read_hf_config(config.to_dict())
     ours = build_model(cfg).eval()
     ours.load_state_dict(hf.state_dict(), strict=True)
@@ -93,7 +110,7 @@ def test_logits_and_cached_decoding_equal_transformers(case):
     with torch.no_grad():
         expected, logits = hf(ids).logits, ours(ids)
         cache = ours.new_cache(2, 24)
-        steps = [ours(ids[:, :10], cache)] + [ours(ids[:, t:t + 1], cache) for t in range(10, 24)]
+        steps = [ours(ids[:, :10], cache)] + [ours(ids[:, t : t + 1], cache) for t in range(10, 24)]
     torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(torch.cat(steps, dim=1), logits, rtol=1e-5, atol=1e-5)
     # a window layer's cache holds at most its window
@@ -114,8 +131,17 @@ def test_forward_flops_equal_flop_counter_on_transformers_eager(case):
 
 
 def test_window_limits_the_scores_and_the_cache_by_hand():
-    cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=4, n_heads=2, n_kv_heads=1,
-                      ffn_hidden=64, max_seq_len=256, sliding_window=16, local_layers="every:2")
+    cfg = ModelConfig(
+        vocab_size=64,
+        d_model=32,
+        n_layers=4,
+        n_heads=2,
+        n_kv_heads=1,
+        ffn_hidden=64,
+        max_seq_len=256,
+        sliding_window=16,
+        local_layers="every:2",
+    )
     T, B, D, H = 100, 3, 16, 2
     scores = analysis.count_flops(cfg, T, B).by_component["attention_scores"]
     # blocks 1 and 3 local: each query meets 16 keys; blocks 0 and 2 meet all 100
@@ -135,8 +161,16 @@ def test_export_is_read_back_by_transformers_as_the_same_model(case):
     assert read_hf_config(back.to_dict())[0] == cfg
 
 
-PRESET_FAMILIES = ["llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mistral-nemo-12b",
-                   "mixtral-8x7b", "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b"]
+PRESET_FAMILIES = [
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "mistral-7b",
+    "mistral-nemo-12b",
+    "mixtral-8x7b",
+    "qwen2.5-7b",
+    "qwen3-8b",
+    "qwen3-30b-a3b",
+]
 
 
 @pytest.mark.parametrize("name", PRESET_FAMILIES)
@@ -159,11 +193,12 @@ def test_active_parameters_of_the_moe_presets():
 def test_expected_experts_read_per_decode_step_grow_with_batch():
     cfg = PRESETS["mixtral-8x7b"]
     one, many = (analysis.roofline(cfg, "H100 80GB", batch, 1024) for batch in (1, 64))
-    per_expert = 3 * 4096 * 14336 * 2                                   # bf16 bytes
+    per_expert = 3 * 4096 * 14336 * 2  # bf16 bytes
     hit = [8 * (1 - (1 - 2 / 8) ** b) for b in (1, 64)]
     assert hit[0] == pytest.approx(2.0)
     assert many.weight_bytes - one.weight_bytes == pytest.approx(
-        32 * per_expert * (hit[1] - hit[0]) + 63 * 4096 * 2, rel=1e-9)
+        32 * per_expert * (hit[1] - hit[0]) + 63 * 4096 * 2, rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("model_type", ["gpt_neox", "gemma", "phi3", "qwen2_moe"])
@@ -183,11 +218,15 @@ def test_a_key_that_could_change_the_model_is_an_error_never_a_note():
 @pytest.mark.parametrize("layout", ["mixtral", "qwen3_moe"])
 def test_hub_per_expert_checkpoints_load(tmp_path, layout):
     from safetensors.torch import save_file
+
     from llama_lab.model import load_checkpoint
+
     cfg, _ = read_hf_config(hf_config(layout if layout == "mixtral" else "qwen3_moe").to_dict())
     model = build_model(cfg, seed=3).eval()
-    names = {"mixtral": ("block_sparse_moe", "w1", "w3", "w2"),
-             "qwen3_moe": ("mlp", "gate_proj", "up_proj", "down_proj")}[layout]
+    names = {
+        "mixtral": ("block_sparse_moe", "w1", "w3", "w2"),
+        "qwen3_moe": ("mlp", "gate_proj", "up_proj", "down_proj"),
+    }[layout]
     F_ = cfg.expert_ffn_hidden
     state = {}
     for key, tensor in model.state_dict().items():
@@ -213,10 +252,11 @@ def test_hub_per_expert_checkpoints_load(tmp_path, layout):
 def test_the_live_experiments_run_on_each_familys_small_copy(name):
     from llama_lab import experiments
     from llama_lab.config import live_config
+
     cfg = live_config(PRESETS[name], 2)
     assert (cfg.n_experts, cfg.qk_norm) == (PRESETS[name].n_experts, PRESETS[name].qk_norm)
     grads = experiments.gradnorms(cfg, 16, 2)
     assert all(x > 0 for x in grads.post.ffn_out_grad_norm + grads.pre.ffn_out_grad_norm)
     live = experiments.live_pass(cfg, 16, 2, device="cpu")
-    assert abs(live.activation_ratio - 1) < 1e-3          # saved tensors as predicted
+    assert abs(live.activation_ratio - 1) < 1e-3  # saved tensors as predicted
     assert experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu").bytes_agree

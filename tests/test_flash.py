@@ -1,6 +1,7 @@
 """FlashAttention's accounting (issue 13, part 2): the bytes attention keeps for backward,
 naive and fused, against saved-tensor hooks on the real calls; the HBM traffic of Dao et al.
 2022's Algorithm 1 by hand; the longest context each path fits."""
+
 import pytest
 import torch
 
@@ -19,6 +20,7 @@ def saved_bytes(fn, *tensors) -> int:
     def pack(t):
         seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
+
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn(*tensors)
     return sum(seen.values())
@@ -28,7 +30,7 @@ def saved_bytes(fn, *tensors) -> int:
 @pytest.mark.parametrize("T", [8, 33, 64])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_kept_bytes_equal_the_hooks(kv_heads, T, dtype):
-    cfg = PRESETS["debug"].replace(n_kv_heads=kv_heads)            # 4 heads of 16
+    cfg = PRESETS["debug"].replace(n_kv_heads=kv_heads)  # 4 heads of 16
     B, H, D = 2, cfg.n_heads, cfg.head_dim
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     q = torch.randn(B, H, T, D, dtype=torch_dtype, requires_grad=True)
@@ -48,9 +50,8 @@ def test_naive_grows_with_t_squared_and_fused_with_t():
     # P dominates: doubling T nearly quadruples the naive figure
     assert 3.8 < b.naive_bytes / a.naive_bytes < 4.0
     # LLaMA-3-8B at T=8192, one layer, bf16: P is 32 · 8192² · 2 bytes
-    assert b.naive_layer_bytes == 2 * 32 * (3 * 8192 * 128 + 8192 ** 2) + 8192 ** 2
-    assert b.flash_layer_bytes == 2 * 8192 * 128 * (2 * 32 + 2 * (8 if SDPA_HAS_GQA else 32)) \
-        + 4 * 32 * 8192
+    assert b.naive_layer_bytes == 2 * 32 * (3 * 8192 * 128 + 8192**2) + 8192**2
+    assert b.flash_layer_bytes == 2 * 8192 * 128 * (2 * 32 + 2 * (8 if SDPA_HAS_GQA else 32)) + 4 * 32 * 8192
 
 
 def test_hbm_traffic_by_hand():

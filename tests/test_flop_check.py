@@ -1,11 +1,12 @@
 """fvcore's FlopCountAnalysis (with our SDPA handle) against the closed-form matmul FLOPs."""
+
 import json
 
 import pytest
 
 from llama_lab.analysis import AnalysisError, count_flops
-from llama_lab.config import PRESETS
 from llama_lab.analysis.cross_check import fvcore_check, sdpa_macs
+from llama_lab.config import PRESETS
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -15,7 +16,7 @@ def test_fvcore_agrees_with_closed_form_at_2048(name):
     cfg = PRESETS[name]
     check = fvcore_check(cfg, 2048, method="scaled")
     assert abs(check.relative_difference) < 0.01
-    assert check.difference == 0                      # both count the same matmuls exactly
+    assert check.difference == 0  # both count the same matmuls exactly
     flops = count_flops(cfg, 2048)
     assert check.fvcore_by_operator["scaled_dot_product_attention"] == flops.by_component["attention_scores"]
     assert check.fvcore_by_operator["linear"] == (flops.forward - flops.by_component["attention_scores"])
@@ -38,21 +39,27 @@ def test_skipped_ops_are_reported():
     assert {"aten::add", "aten::embedding"} <= set(check.unsupported_ops)
     assert "layer_norm" in check.fvcore_other_ops and "linear" not in check.unsupported_ops
     llama = fvcore_check(PRESETS["debug"], 64)
-    assert {"aten::mul", "aten::silu", "aten::linalg_vector_norm", "aten::rsqrt_"} <= set(llama.unsupported_ops)
+    assert {"aten::mul", "aten::silu", "aten::linalg_vector_norm", "aten::rsqrt_"} <= set(
+        llama.unsupported_ops
+    )
 
 
 def test_sdpa_handle_ignores_kv_sharing():
     # GQA scores cost what MHA scores cost: every query head attends over all keys
     gqa = fvcore_check(PRESETS["seed-demo"], 128)
     mha = fvcore_check(PRESETS["seed-demo-mha"], 128)
-    assert gqa.fvcore_by_operator["scaled_dot_product_attention"] == \
-           mha.fvcore_by_operator["scaled_dot_product_attention"] == 4 * 128**2 * 512 * 4
+    assert (
+        gqa.fvcore_by_operator["scaled_dot_product_attention"]
+        == mha.fvcore_by_operator["scaled_dot_product_attention"]
+        == 4 * 128**2 * 512 * 4
+    )
 
 
 def test_sdpa_handle_shapes():
-    class FakeValue:                       # what fvcore.nn.jit_handles.get_shape reads
+    class FakeValue:  # what fvcore.nn.jit_handles.get_shape reads
         def __init__(self, shape):
             import torch
+
             self._type = torch._C.TensorType.create_from_tensor(torch.empty(shape, device="meta"))
 
         def type(self):
@@ -80,8 +87,11 @@ def test_attention_scores_counted_by_fvcore_itself(monkeypatch, n_kv_heads):
     from llama_lab import model as model_mod
     from llama_lab.model import attention
 
-    monkeypatch.setattr(attention, "causal_attention",
-                        lambda q, k, v, n_rep, window=None: model_mod.reference_attention(q, k, v, n_rep, window)[0])
+    monkeypatch.setattr(
+        attention,
+        "causal_attention",
+        lambda q, k, v, n_rep, window=None: model_mod.reference_attention(q, k, v, n_rep, window)[0],
+    )
     cfg = PRESETS["debug"].replace(n_kv_heads=n_kv_heads)
     net = model_mod.build_model(cfg).eval()
     analysis = FlopCountAnalysis(net, torch.zeros(2, 48, dtype=torch.long))
@@ -90,14 +100,24 @@ def test_attention_scores_counted_by_fvcore_itself(monkeypatch, n_kv_heads):
     ours = count_flops(cfg, 48, 2)
     # fvcore counts one per multiply-add; we count two
     assert 2 * by_op["matmul"] == ours.by_component["attention_scores"] == 4 * 2 * 48 * 48 * 64 * 2
-    assert 2 * analysis.total() - 2 * sum(v for k, v in by_op.items()
-                                          if k not in ("linear", "matmul")) == ours.forward
+    assert (
+        2 * analysis.total() - 2 * sum(v for k, v in by_op.items() if k not in ("linear", "matmul"))
+        == ours.forward
+    )
 
 
 def test_a_size_torch_cannot_build_is_an_analysis_error():
     from llama_lab.config import ModelConfig
-    cfg = ModelConfig(d_model=131072, n_layers=4096, n_heads=1024, n_kv_heads=8,
-                      ffn_hidden=1048576, vocab_size=4194304, max_seq_len=16777216)
+
+    cfg = ModelConfig(
+        d_model=131072,
+        n_layers=4096,
+        n_heads=1024,
+        n_kv_heads=8,
+        ffn_hidden=1048576,
+        vocab_size=4194304,
+        max_seq_len=16777216,
+    )
     # B·H·T² = 65536 · 1024 · 2⁴⁸ scores: more elements than a tensor may hold, even on meta
     with pytest.raises(AnalysisError, match="fvcore cannot trace B=65536, T=16777216"):
         fvcore_check(cfg, 16777216, 65536, method="scaled")

@@ -1,4 +1,5 @@
 """Fused q/k/v and gate/up projections: one GEMM each, checkpoints exactly as before."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,12 +12,22 @@ from llama_lab.config import PRESETS
 from llama_lab.model import FusedLinear, build_model, part_tensors
 from llama_lab.model.quant import quantize, quantize_linears
 
-RECIPES = {"llama": {}, "mha": {"n_kv_heads": 4}, "mqa": {"n_kv_heads": 1},
-           "qwen2-biases": {"qkv_bias": True, "o_bias": False},
-           "qwen3-qk-norm": {"qk_norm": True, "head_dim": 24},
-           "2017": {"norm_position": "post", "norm_type": "layernorm", "final_norm": False,
-                    "pos_encoding": "sinusoidal", "ffn_type": "relu", "bias": True},
-           "moe": {"n_experts": 4, "experts_per_token": 2}}
+RECIPES = {
+    "llama": {},
+    "mha": {"n_kv_heads": 4},
+    "mqa": {"n_kv_heads": 1},
+    "qwen2-biases": {"qkv_bias": True, "o_bias": False},
+    "qwen3-qk-norm": {"qk_norm": True, "head_dim": 24},
+    "2017": {
+        "norm_position": "post",
+        "norm_type": "layernorm",
+        "final_norm": False,
+        "pos_encoding": "sinusoidal",
+        "ffn_type": "relu",
+        "bias": True,
+    },
+    "moe": {"n_experts": 4, "experts_per_token": 2},
+}
 
 
 class _MatmulCount(TorchDispatchMode):
@@ -36,8 +47,10 @@ def _separate_reference(model, x, rope=None):
 
     def linear(name, h):
         return F.linear(h, sd[f"{name}.weight"], sd.get(f"{name}.bias"))
-    return {name: linear(f"self_attn.{name}", x) for name in ("q_proj", "k_proj", "v_proj")}, \
-        linear("mlp.down_proj", F.silu(linear("mlp.gate_proj", x)) * linear("mlp.up_proj", x))
+
+    return {name: linear(f"self_attn.{name}", x) for name in ("q_proj", "k_proj", "v_proj")}, linear(
+        "mlp.down_proj", F.silu(linear("mlp.gate_proj", x)) * linear("mlp.up_proj", x)
+    )
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -50,9 +63,9 @@ def test_the_state_dict_keys_and_tensors_are_the_separate_layers(debug_cfg, reci
     # the keys transformers writes; the tensors cut from the fused weight by hand
     assert "model.layers.0.self_attn.qkv_proj.weight" not in sd
     w = attn.qkv_proj.weight
-    assert torch.equal(sd["model.layers.0.self_attn.q_proj.weight"], w[:H * D])
-    assert torch.equal(sd["model.layers.0.self_attn.k_proj.weight"], w[H * D:(H + G) * D])
-    assert torch.equal(sd["model.layers.0.self_attn.v_proj.weight"], w[(H + G) * D:])
+    assert torch.equal(sd["model.layers.0.self_attn.q_proj.weight"], w[: H * D])
+    assert torch.equal(sd["model.layers.0.self_attn.k_proj.weight"], w[H * D : (H + G) * D])
+    assert torch.equal(sd["model.layers.0.self_attn.v_proj.weight"], w[(H + G) * D :])
     assert sd["model.layers.0.self_attn.k_proj.weight"].shape == (G * D, cfg.d_model)
     if cfg.qkv_bias:
         assert sd["model.layers.0.self_attn.v_proj.bias"].shape == (G * D,)
@@ -75,10 +88,12 @@ def test_a_state_dict_round_trips_strictly_and_the_fused_key_loads_too(debug_cfg
     ids = torch.randint(0, cfg.vocab_size, (2, 8), generator=torch.Generator().manual_seed(0))
     assert torch.equal(a(ids), b(ids))
     c = build_model(cfg, seed=2)
-    c.load_state_dict(a.state_dict(keep_vars=True), strict=True)   # fused keys: the Parameters
+    c.load_state_dict(a.state_dict(keep_vars=True), strict=True)  # fused keys: the Parameters
     assert torch.equal(a(ids), c(ids))
-    with pytest.raises(RuntimeError, match="Missing key"):       # a missing part is reported
-        partial = {k: v for k, v in a.state_dict().items() if not k.endswith("layers.0.self_attn.k_proj.weight")}
+    with pytest.raises(RuntimeError, match="Missing key"):  # a missing part is reported
+        partial = {
+            k: v for k, v in a.state_dict().items() if not k.endswith("layers.0.self_attn.k_proj.weight")
+        }
         build_model(cfg).load_state_dict(partial, strict=True)
 
 
@@ -96,7 +111,7 @@ def test_one_gemm_for_q_k_v_and_one_for_gate_up(debug_cfg):
         with counter:
             layer.mlp(x)
             layer.self_attn.project(x, None)
-    assert counter.count == 2 + 1            # gate/up and down; q/k/v
+    assert counter.count == 2 + 1  # gate/up and down; q/k/v
 
 
 @pytest.mark.parametrize("recipe", ["llama", "qwen3-qk-norm", "moe", "2017"])

@@ -2,16 +2,17 @@
 reference_attention on the block's own q and k and reproduce its output, the logit lens at the
 last block is the model's logits, RoPE's score depends only on the offset — and the page opens
 it for every kind of recipe."""
+
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from apptest_helpers import errors, open_page
 
 from llama_lab.config import PRESETS
 from llama_lab.experiments import inside
 from llama_lab.model import apply_rope, reference_attention
-from apptest_helpers import errors, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "9_Inside_the_model.py")
 P = "llama_lab.page9."
@@ -25,25 +26,27 @@ def traced(preset: str, **changes):
     return model, ids, inside.trace(model, ids)
 
 
-@pytest.mark.parametrize("preset", ["seed-demo", "transformer-2017", "qwen3-8b", "mixtral-8x7b",
-                                    "seed-demo-mha"])
+@pytest.mark.parametrize(
+    "preset", ["seed-demo", "transformer-2017", "qwen3-8b", "mixtral-8x7b", "seed-demo-mha"]
+)
 def test_the_attention_maps_are_the_models_own(preset):
     model, ids, t = traced(preset)
     cfg, T = model.cfg, ids.shape[1]
-    with torch.no_grad():                       # block 0 by hand, from the embeddings
+    with torch.no_grad():  # block 0 by hand, from the embeddings
         x = model.model.embed_tokens(ids)
         if cfg.embed_scale:
-            x = x * cfg.d_model ** 0.5
+            x = x * cfg.d_model**0.5
         if cfg.pos_encoding == "sinusoidal":
             x = x + model.model.position_tables.get(T, x.device)[0][:T]
         layer = model.model.layers[0]
         h = layer.input_layernorm(x) if layer.pre_norm else x
         attn = layer.self_attn
         B, H, G, D = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        sd = attn.state_dict()                  # the checkpoint's q_proj, k_proj, v_proj
+        sd = attn.state_dict()  # the checkpoint's q_proj, k_proj, v_proj
 
         def proj(name):
             return F.linear(h, sd[f"{name}.weight"], sd.get(f"{name}.bias"))
+
         q = proj("q_proj").view(B, T, H, D)
         k = proj("k_proj").view(B, T, G, D)
         if cfg.qk_norm:
@@ -58,9 +61,9 @@ def test_the_attention_maps_are_the_models_own(preset):
     for layer in t.layers:
         w = layer.attention
         assert w.shape == (H, T, T)
-        assert torch.allclose(w.sum(-1), torch.ones(H, T), atol=1e-5)       # rows sum to 1
-        assert float(w.triu(1).abs().max()) == 0.0                          # causal mask
-        assert layer.max_attention_error < 1e-5                             # o_proj(w·v) = output
+        assert torch.allclose(w.sum(-1), torch.ones(H, T), atol=1e-5)  # rows sum to 1
+        assert float(w.triu(1).abs().max()) == 0.0  # causal mask
+        assert layer.max_attention_error < 1e-5  # o_proj(w·v) = output
     assert t.layers[0].kv_head_of == [h // cfg.n_rep for h in range(H)]
 
 
@@ -92,9 +95,11 @@ def test_rope_scores_depend_only_on_the_offset_and_added_positions_do_not():
     own, other = t.positions["rope (this model's)"], t.positions["sinusoidal (for comparison)"]
     assert own["spread"] < 1e-5 * own["scale"] and other["spread"] > 1e-2 * other["scale"]
     # each pair turns by θ_i per position: the angle between positions m and m + 1 is θ_i
-    for n, (pair, (xs, ys)) in enumerate(r["trajectory"].items()):
-        a0, a1 = torch.atan2(torch.tensor(ys[0]), torch.tensor(xs[0])), \
-            torch.atan2(torch.tensor(ys[1]), torch.tensor(xs[1]))
+    for n, (_pair, (xs, ys)) in enumerate(r["trajectory"].items()):
+        a0, a1 = (
+            torch.atan2(torch.tensor(ys[0]), torch.tensor(xs[0])),
+            torch.atan2(torch.tensor(ys[1]), torch.tensor(xs[1])),
+        )
         turn = float((a1 - a0 + torch.pi) % (2 * torch.pi) - torch.pi)
         assert turn == pytest.approx(r["theta"][n], abs=1e-5)
 
@@ -104,10 +109,16 @@ def test_a_mixture_shows_the_routing_the_router_chose():
     block = model.model.layers[0]
     with torch.no_grad():
         x = model.model.embed_tokens(ids)
-        chosen = block.mlp.route(block.post_attention_layernorm(
-            x + block.self_attn(block.input_layernorm(x),
-                                tuple(p[:ids.shape[1]] for p in model.model.position_tables.get(
-                                    ids.shape[1], x.device)), None))[0])[1]
+        chosen = block.mlp.route(
+            block.post_attention_layernorm(
+                x
+                + block.self_attn(
+                    block.input_layernorm(x),
+                    tuple(p[: ids.shape[1]] for p in model.model.position_tables.get(ids.shape[1], x.device)),
+                    None,
+                )
+            )[0]
+        )[1]
     assert torch.equal(t.layers[0].experts, chosen)
     assert t.layers[0].experts.shape == (ids.shape[1], model.cfg.experts_per_token)
 
@@ -117,10 +128,17 @@ def test_the_gate_share_and_the_norm_effect_are_measured():
     with torch.no_grad():
         x = model.model.embed_tokens(ids)
         layer = model.model.layers[0]
-        gate = F.linear(layer.post_attention_layernorm(
-            x + layer.self_attn(layer.input_layernorm(x), tuple(
-                p[:ids.shape[1]] for p in model.model.position_tables.get(ids.shape[1], x.device)),
-                None)), layer.mlp.state_dict()["gate_proj.weight"])
+        gate = F.linear(
+            layer.post_attention_layernorm(
+                x
+                + layer.self_attn(
+                    layer.input_layernorm(x),
+                    tuple(p[: ids.shape[1]] for p in model.model.position_tables.get(ids.shape[1], x.device)),
+                    None,
+                )
+            ),
+            layer.mlp.state_dict()["gate_proj.weight"],
+        )
     assert t.layers[0].gate_closed_share == pytest.approx(float((gate < 0).float().mean()))
     # RMSNorm with γ = 1: x / sqrt(ms + eps) has RMS sqrt(ms / (ms + eps)) per token
     ms = x[0].float().pow(2).mean(-1)
@@ -142,7 +160,7 @@ def test_the_page_opens_a_forward_pass_and_follows_its_controls(monkeypatch):
     monkeypatch.setitem(inside.INSIDE_DEFAULTS, "steps", 2)
     at = open_page(PAGE, {"preset": "seed-demo"}, timeout=180)
     assert not errors(at)
-    assert len(at.get("plotly_chart")) == 6     # attention, rope, offset, residual, lens, final
+    assert len(at.get("plotly_chart")) == 6  # attention, rope, offset, residual, lens, final
     assert any("q head 7 · KV head 1" in c.proto.spec for c in at.get("plotly_chart"))
     at.radio(key=P + "arrangement").set_value("post").run()
     at.radio(key=P + "weights").set_value("untrained").run()
@@ -152,8 +170,7 @@ def test_the_page_opens_a_forward_pass_and_follows_its_controls(monkeypatch):
 
 
 @pytest.mark.parametrize("preset,charts", [("mixtral-8x7b", 7), ("transformer-2017", 5)])
-def test_the_page_shows_routing_for_a_mixture_and_no_rope_for_the_2017_recipe(monkeypatch, preset,
-                                                                                charts):
+def test_the_page_shows_routing_for_a_mixture_and_no_rope_for_the_2017_recipe(monkeypatch, preset, charts):
     monkeypatch.setitem(inside.INSIDE_DEFAULTS, "steps", 0)
     at = open_page(PAGE, {"preset": preset}, state={P + "weights": "untrained"}, timeout=180)
     assert not errors(at) and len(at.get("plotly_chart")) == charts
@@ -161,6 +178,7 @@ def test_the_page_shows_routing_for_a_mixture_and_no_rope_for_the_2017_recipe(mo
 
 def test_the_typed_text_reaches_the_figures_as_text_not_markup():
     from llama_lab.figures import inside as figures
+
     cfg = inside.inside_config(PRESETS["seed-demo"])
     model = inside.inside_model(cfg, 0)
     t = inside.trace(model, inside.text_tokens("<b>x</b>&", cfg))

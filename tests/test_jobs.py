@@ -35,8 +35,10 @@ def test_a_waiting_run_that_is_stopped_leaves_the_queue():
     # update (on_wait) raises; the run leaves at once and holds nothing
     limiter = JobLimiter(1)
     with limiter.slot():
+
         def stopped(n, s):
             raise KeyboardInterrupt
+
         start = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
             with limiter.slot(on_wait=stopped):
@@ -50,8 +52,8 @@ def test_slot_released_when_the_run_is_interrupted():
     limiter = JobLimiter(1)
     with pytest.raises(KeyboardInterrupt):
         with limiter.slot():
-            raise KeyboardInterrupt         # what a Streamlit rerun/stop looks like to the block
-    with limiter.slot(max_wait_s=0.1):      # free again at once
+            raise KeyboardInterrupt  # what a Streamlit rerun/stop looks like to the block
+    with limiter.slot(max_wait_s=0.1):  # free again at once
         pass
 
 
@@ -96,6 +98,7 @@ def test_several_slots_run_together():
 def test_streamlit_stop_and_rerun_release_the_slot():
     """What Streamlit raises inside a run when the user reruns or closes the tab."""
     from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
+
     limiter = JobLimiter(1)
     for interruption in (StopException(), RerunException(None)):
         with pytest.raises(type(interruption)):

@@ -3,6 +3,7 @@ loss's logits buffer and the embedding's and LM head's gradient buffers — give
 numbers as fresh tensors, is reused only when nobody can see it any more, and goes with its
 thread or parameter; the one-pass RMSNorm equals the composite one in value and gradients
 and saves only its input and rstd."""
+
 import gc
 import threading
 
@@ -47,7 +48,7 @@ def test_kept_gradients_are_reused_and_equal_fresh_ones(tied):
         for name, p in model.named_parameters():
             torch.testing.assert_close(p.grad, ref[name], rtol=1e-4, atol=1e-7, msg=name)
     if not tied:
-        assert pointers[0] == pointers[1] == pointers[2]          # the same memory every step
+        assert pointers[0] == pointers[1] == pointers[2]  # the same memory every step
         assert kept_gradient_bytes() >= 2 * cfg.vocab_size * cfg.d_model * 4
 
 
@@ -56,7 +57,7 @@ def test_a_gradient_still_held_is_never_overwritten():
     model = build_model(cfg, seed=0)
     head, embed = model.lm_head.weight, model.model.embed_tokens.weight
     model.loss(ids_for(cfg, 0)).backward()
-    held = head.grad, embed.grad                 # the user keeps them, then clears .grad
+    held = head.grad, embed.grad  # the user keeps them, then clears .grad
     copies = [g.clone() for g in held]
     model.zero_grad(set_to_none=True)
     model.loss(ids_for(cfg, 1)).backward()
@@ -71,11 +72,11 @@ def test_accumulating_over_micro_batches_sums_the_gradients():
     ids = ids_for(cfg, 3)
     model.loss(ids).backward()
     once = {n: p.grad.clone() for n, p in model.named_parameters()}
-    model.loss(ids).backward()                   # no zeroing: autograd adds into .grad
+    model.loss(ids).backward()  # no zeroing: autograd adds into .grad
     model.loss(ids).backward()
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, 3 * once[name], rtol=1e-5, atol=1e-7, msg=name)
-    model.zero_grad(set_to_none=False)           # zeroed in place, then accumulated again
+    model.zero_grad(set_to_none=False)  # zeroed in place, then accumulated again
     model.loss(ids).backward()
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, once[name], rtol=1e-5, atol=1e-7, msg=name)
@@ -94,7 +95,7 @@ def test_buffers_go_with_their_parameter():
 def test_non_leaf_and_meta_weights_get_plain_tensors():
     weight = torch.nn.Parameter(torch.randn(8, 4))
     before = kept_gradient_bytes()
-    assert gradient_buffer(weight * 2, zero=True).abs().sum() == 0     # not a leaf: new zeros
+    assert gradient_buffer(weight * 2, zero=True).abs().sum() == 0  # not a leaf: new zeros
     meta = torch.nn.Parameter(torch.empty(8, 4, device="meta"))
     assert gradient_buffer(meta).is_meta
     assert kept_gradient_bytes() == before
@@ -119,14 +120,15 @@ def test_the_logits_buffer_is_kept_per_thread_and_grows():
     a = logits_buffer(4, 10, torch.float32, torch.device("cpu"))
     b = logits_buffer(3, 10, torch.float32, torch.device("cpu"))
     assert a.data_ptr() == b.data_ptr() and b.shape == (3, 10)
-    c = logits_buffer(8, 10, torch.float32, torch.device("cpu"))     # larger: a new one
+    c = logits_buffer(8, 10, torch.float32, torch.device("cpu"))  # larger: a new one
     assert c.shape == (8, 10) and c.numel() == 80
     other = []
-    thread = threading.Thread(target=lambda: other.append(
-        logits_buffer(8, 10, torch.float32, torch.device("cpu")).data_ptr()))
+    thread = threading.Thread(
+        target=lambda: other.append(logits_buffer(8, 10, torch.float32, torch.device("cpu")).data_ptr())
+    )
     thread.start()
     thread.join()
-    assert other[0] != c.data_ptr()                                  # its own buffer
+    assert other[0] != c.data_ptr()  # its own buffer
     release_logits_buffers()
 
 
@@ -138,7 +140,7 @@ def composite_rms(norm, x):
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
-@pytest.mark.parametrize("shape", [(3, 5, 16), (2, 4, 3, 8)])         # blocks; QK-norm's heads
+@pytest.mark.parametrize("shape", [(3, 5, 16), (2, 4, 3, 8)])  # blocks; QK-norm's heads
 def test_one_pass_rmsnorm_equals_the_composite_and_saves_input_and_rstd(dtype, tol, shape):
     norm = RMSNorm(shape[-1], 1e-6).to(dtype)
     with torch.no_grad():
@@ -156,6 +158,6 @@ def test_one_pass_rmsnorm_equals_the_composite_and_saves_input_and_rstd(dtype, t
     for g, r in zip(grads, ref):
         torch.testing.assert_close(g, r, rtol=tol, atol=tol * r.abs().max().item())
     rows = x.numel() // shape[-1]
-    assert saved == x.numel() * x.element_size() + 4 * rows           # x and float32 rstd
+    assert saved == x.numel() * x.element_size() + 4 * rows  # x and float32 rstd
     with torch.no_grad():
         torch.testing.assert_close(norm(x), y_ref, rtol=tol, atol=tol)

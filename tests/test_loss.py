@@ -2,6 +2,7 @@
 path's (logits, then F.cross_entropy) for every chunking, tied or untied heads, fp32 and under
 bf16 autocast; CausalLM.loss equals transformers' labels=input_ids loss; and it never holds the
 B·T·V logits for backward."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -80,8 +81,7 @@ def test_the_loss_equals_transformers_labels_loss():
     hf.load_state_dict(model.state_dict(), strict=True)
     ids = torch.randint(0, cfg.vocab_size, (2, 24), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        torch.testing.assert_close(model.loss(ids), hf(ids, labels=ids).loss, rtol=1e-5,
-                                   atol=1e-5)
+        torch.testing.assert_close(model.loss(ids), hf(ids, labels=ids).loss, rtol=1e-5, atol=1e-5)
 
 
 def test_backward_keeps_no_logits():
@@ -91,7 +91,7 @@ def test_backward_keeps_no_logits():
     hidden = torch.randn(N, C, requires_grad=True)
     weight = torch.randn(V, C, requires_grad=True)
     targets = torch.randint(0, V, (N,))
-    with SavedTensorMeter(torch.nn.Linear(1, 1)) as meter:     # no parameters of ours
+    with SavedTensorMeter(torch.nn.Linear(1, 1)) as meter:  # no parameters of ours
         linear_cross_entropy(hidden, weight, targets, 16)
     assert meter.bytes == 4 * (N * C + V * C) < 4 * N * V
     assert chunk_rows(32000) == 524 and chunk_rows(128256) == 130 and chunk_rows(10**7) == 64
@@ -104,7 +104,7 @@ def test_a_target_far_below_the_rows_largest_logit_keeps_its_exact_loss():
     hidden = torch.randn(6, 8, generator=g)
     weight = torch.randn(40, 8, generator=g)
     targets = torch.randint(0, 40, (6,), generator=g)
-    weight[targets[:3]] = -40.0 * hidden[:3].sign() / 8 ** 0.5 * 4     # rows 0-2: far below
+    weight[targets[:3]] = -40.0 * hidden[:3].sign() / 8**0.5 * 4  # rows 0-2: far below
     hidden.requires_grad_(), weight.requires_grad_()
     ours = linear_cross_entropy(hidden, weight, targets, 4)
     gh, gw = torch.autograd.grad(ours, (hidden, weight))
@@ -112,7 +112,7 @@ def test_a_target_far_below_the_rows_largest_logit_keeps_its_exact_loss():
     rh, rw = torch.autograd.grad(ref, (hidden, weight))
     logits = (hidden @ weight.t()).detach()
     gap = logits.max(1).values - logits.gather(1, targets[:, None]).squeeze(1)
-    assert (gap[:3] > 104).all()                              # exp(−104) is below float32's range
+    assert (gap[:3] > 104).all()  # exp(−104) is below float32's range
     assert torch.isfinite(ours)
     torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(gh, rh, rtol=1e-5, atol=1e-6)

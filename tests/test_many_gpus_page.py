@@ -1,12 +1,14 @@
 """The Many GPUs page and the KV page's serving on N GPUs: they draw the analysis' numbers,
 refuse impossible layouts with the rule, and run the sharded measurement on its button."""
+
 from pathlib import Path
+
+from apptest_helpers import click, errors, metrics, open_page
 
 from llama_lab.analysis.layouts import serving_fits
 from llama_lab.analysis.parallel import Layout, parallel_memory
 from llama_lab.config import PRESETS
 from llama_lab.units import human_bytes
-from apptest_helpers import click, errors, metrics, open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "pages" / "10_Many_GPUs.py")
@@ -20,8 +22,9 @@ def test_the_page_shows_the_layouts_numbers_for_405b():
     cfg = PRESETS["llama-3.1-405b"]
     est = parallel_memory(cfg, Layout(64, 8, 4, 1, True), 8192, "bf16")
     shown = metrics(at)
-    assert shown["per GPU (stage 0, the fullest)"] == human_bytes(est.per_gpu["total_bytes"]) \
-        or any(v == human_bytes(est.per_gpu["total_bytes"]) for v in shown.values())
+    assert shown["per GPU (stage 0, the fullest)"] == human_bytes(est.per_gpu["total_bytes"]) or any(
+        v == human_bytes(est.per_gpu["total_bytes"]) for v in shown.values()
+    )
     assert shown["data-parallel replicas (dp)"] == "2"
     texts = " ".join(m.value for m in at.markdown)
     best = serving_fits(cfg, "H100 80GB", 8, 1, 8192, "bf16", "bf16")[0]
@@ -31,7 +34,7 @@ def test_the_page_shows_the_layouts_numbers_for_405b():
 
 def test_an_impossible_layout_names_its_rule():
     at = open_page(PAGE, {"preset": "llama-2-70b"})
-    at.select_slider(key=P + "tp").set_value(16).run()      # 64 heads / 16 fine, 8 KV heads < 16
+    at.select_slider(key=P + "tp").set_value(16).run()  # 64 heads / 16 fine, 8 KV heads < 16
     assert not at.exception
     at.select_slider(key=P + "gpus").set_value(32)
     at.select_slider(key=P + "pp").set_value(4).run()
@@ -42,11 +45,11 @@ def test_the_kv_page_answers_on_several_gpus():
     at = open_page(KV_PAGE, {"preset": "llama-3.1-405b", "seq": "8192"})
     texts = " ".join(m.value for m in at.markdown)
     fits = serving_fits(PRESETS["llama-3.1-405b"], "H100 80GB", 16, 1, 8192, "bf16", "bf16")
-    assert "On **16 × H100 80GB**" in texts            # first shown: the fewest that fit
+    assert "On **16 × H100 80GB**" in texts  # first shown: the fewest that fit
     assert f"**{fits[0].max_context_at_batch:,}** tokens" in texts and not errors(at)
     at.select_slider(key="llama_lab.page2.serve_gpus").set_value(8).run()
     warned = " ".join(w.value for w in at.warning)
-    assert "No split of 8 × H100 80GB holds this model" in warned   # 811 GB > 640 GB
+    assert "No split of 8 × H100 80GB holds this model" in warned  # 811 GB > 640 GB
 
 
 def test_the_sharded_run_on_its_button():

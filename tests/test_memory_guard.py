@@ -2,6 +2,7 @@
 limit less its usage and RLIMIT_AS less the process size; the estimate covers the real peak
 (measured against the resident-memory high-water mark); an allocation that fails part-way is
 a refusal in both front ends, never a traceback."""
+
 import json
 import subprocess
 import sys
@@ -29,13 +30,13 @@ def test_cgroup_v2_limit_less_usage_tightest_up_the_tree(tmp_path):
     proc = tmp_path / "cgroup"
     proc.write_text("0::/user.slice/app\n")
     root = tmp_path / "fs"
-    _write(root / "user.slice" / "app" / "memory.max", "max\n")          # no limit here ...
+    _write(root / "user.slice" / "app" / "memory.max", "max\n")  # no limit here ...
     _write(root / "user.slice" / "app" / "memory.current", "100\n")
-    _write(root / "user.slice" / "memory.max", str(4 * 2**30) + "\n")     # ... but above it
+    _write(root / "user.slice" / "memory.max", str(4 * 2**30) + "\n")  # ... but above it
     _write(root / "user.slice" / "memory.current", str(3 * 2**30) + "\n")
     _write(root / "user.slice" / "memory.stat", f"anon 1\ninactive_file {512 * MiB}\n")
     free = memory.cgroup_available_bytes(str(root), str(proc))
-    assert free == 4 * 2**30 - (3 * 2**30 - 512 * MiB)                  # page cache reclaimable
+    assert free == 4 * 2**30 - (3 * 2**30 - 512 * MiB)  # page cache reclaimable
 
 
 def test_cgroup_v1_limit_and_no_limit(tmp_path):
@@ -46,7 +47,7 @@ def test_cgroup_v1_limit_and_no_limit(tmp_path):
     _write(base / "memory.usage_in_bytes", str(2**30))
     _write(base / "memory.stat", f"total_inactive_file {100 * MiB}\n")
     assert memory.cgroup_available_bytes(str(tmp_path / "fs"), str(proc)) == 2**30 + 100 * MiB
-    _write(base / "memory.limit_in_bytes", "9223372036854771712")        # v1's "unlimited"
+    _write(base / "memory.limit_in_bytes", "9223372036854771712")  # v1's "unlimited"
     assert memory.cgroup_available_bytes(str(tmp_path / "fs"), str(proc)) is None
     assert memory.cgroup_available_bytes(str(tmp_path / "nowhere"), str(proc)) is None
 
@@ -64,8 +65,9 @@ def test_free_memory_is_the_least_of_the_three(monkeypatch):
 
 
 def _run(code: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_rlimit_as_is_honoured_by_the_guard_and_the_cli():
@@ -123,8 +125,10 @@ def test_at_tiny_batches_the_estimate_still_covers_the_peak():
 
 
 # ---- an allocation failing part-way ---------------------------------------------------------------
-CPU_OOM = RuntimeError("[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't "
-                       "allocate memory: you tried to allocate 7516192768 bytes. Error code 12")
+CPU_OOM = RuntimeError(
+    "[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't "
+    "allocate memory: you tried to allocate 7516192768 bytes. Error code 12"
+)
 
 
 @pytest.mark.parametrize("failure", [CPU_OOM, MemoryError(), torch.OutOfMemoryError("CUDA out of memory")])
@@ -132,7 +136,7 @@ def test_an_allocation_failure_becomes_a_refusal(failure):
     with pytest.raises(ExperimentError, match="ran out of memory part-way"):
         with memory.allocation_failures_refused("the live pass"):
             raise failure
-    with pytest.raises(ValueError, match="not memory"):                 # other errors pass
+    with pytest.raises(ValueError, match="not memory"):  # other errors pass
         with memory.allocation_failures_refused("the live pass"):
             raise ValueError("not memory")
 
@@ -142,6 +146,7 @@ def test_the_cli_turns_an_allocation_failure_into_one_line(monkeypatch, capsys):
 
     def fails(*args, **kwargs):
         raise CPU_OOM
+
     monkeypatch.setattr(experiments, "bench", fails)
     assert cli.main(["bench", "--preset", "debug", "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -151,7 +156,7 @@ def test_the_cli_turns_an_allocation_failure_into_one_line(monkeypatch, capsys):
 def test_the_guard_refuses_what_would_not_fit_before_building(monkeypatch):
     cfg = PRESETS["seed-demo"]
     need = training_bytes_needed(cfg, 128, 4, "fp32")
-    monkeypatch.setattr(memory, "free_memory_bytes", lambda device: need)     # 90 % rule
+    monkeypatch.setattr(memory, "free_memory_bytes", lambda device: need)  # 90 % rule
     built = []
     monkeypatch.setattr(experiments.live, "build_model", lambda *a, **k: built.append(1))
     with pytest.raises(ExperimentError, match="needs about"):

@@ -87,11 +87,17 @@ def test_causal(pos, norm_position):
     assert not torch.allclose(a[:, 12:], b[:, 12:])
 
 
-@pytest.mark.parametrize("overrides", [
-    {}, {"n_kv_heads": 1}, {"n_kv_heads": 4}, {"pos_encoding": "learned"},
-    {"pos_encoding": "sinusoidal", "norm_position": "post", "norm_type": "layernorm"},
-    {"ffn_type": "gelu", "bias": True},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"n_kv_heads": 1},
+        {"n_kv_heads": 4},
+        {"pos_encoding": "learned"},
+        {"pos_encoding": "sinusoidal", "norm_position": "post", "norm_type": "layernorm"},
+        {"ffn_type": "gelu", "bias": True},
+    ],
+)
 def test_kv_cache_decode_equals_full_forward(overrides):
     cfg = PRESETS["debug"].replace(**overrides)
     m = build_model(cfg).eval()
@@ -99,10 +105,10 @@ def test_kv_cache_decode_equals_full_forward(overrides):
     with torch.no_grad():
         full = m(x)
         cache = m.new_cache(3, 30)
-        parts = [m(x[:, :10], cache)]                       # prefill
-        for t in range(10, 20):                             # one token at a time
-            parts.append(m(x[:, t:t + 1], cache))
-        parts.append(m(x[:, 20:], cache))                   # a chunk after the cache
+        parts = [m(x[:, :10], cache)]  # prefill
+        for t in range(10, 20):  # one token at a time
+            parts.append(m(x[:, t : t + 1], cache))
+        parts.append(m(x[:, 20:], cache))  # a chunk after the cache
     torch.testing.assert_close(torch.cat(parts, 1), full, rtol=1e-5, atol=1e-5)
     assert cache.length == 30
     assert cache.nbytes() == 2 * cfg.n_layers * 3 * 30 * cfg.n_kv_heads * cfg.head_dim * 4
@@ -118,7 +124,7 @@ def test_a_window_cache_is_a_ring_that_decodes_as_the_full_forward(chunks):
         full = m(x)
         cache, parts, at = m.new_cache(2, sum(chunks)), [], 0
         for n in chunks:
-            parts.append(m(x[:, at:at + n], cache))
+            parts.append(m(x[:, at : at + n], cache))
             at += n
     torch.testing.assert_close(torch.cat(parts, 1), full, rtol=1e-5, atol=1e-5)
     assert cache.k0.shape[2] == 4 and cache.held(0) == 4
@@ -126,6 +132,7 @@ def test_a_window_cache_is_a_ring_that_decodes_as_the_full_forward(chunks):
 
 class _Allocations(torch.utils._python_dispatch.TorchDispatchMode):
     """The operators that run, for the cache's update: views and in-place copies only."""
+
     def __init__(self):
         super().__init__()
         self.ops = set()
@@ -141,7 +148,7 @@ def test_a_decode_step_allocates_nothing_in_the_cache(overrides):
     m = build_model(cfg).eval()
     cache = m.new_cache(2, 32)
     with torch.no_grad():
-        m(tokens(cfg, B=2, T=9), cache)                      # past the window: the ring wraps
+        m(tokens(cfg, B=2, T=9), cache)  # past the window: the ring wraps
         k = torch.randn(2, cfg.n_kv_heads, 1, cfg.head_dim)
         counter = _Allocations()
         with counter:
@@ -168,8 +175,14 @@ def test_sequence_longer_than_max_refused():
         m(torch.zeros(1, 65, dtype=torch.long))
 
 
-COMBOS = list(itertools.product(["pre", "post"], ["rmsnorm", "layernorm"],
-                                ["rope", "sinusoidal", "learned", "none"], ["swiglu", "relu", "gelu"]))
+COMBOS = list(
+    itertools.product(
+        ["pre", "post"],
+        ["rmsnorm", "layernorm"],
+        ["rope", "sinusoidal", "learned", "none"],
+        ["swiglu", "relu", "gelu"],
+    )
+)
 
 
 @pytest.mark.parametrize("i", range(len(COMBOS)))
@@ -177,9 +190,17 @@ def test_every_option_combination_runs_forward_backward(i):
     norm_position, norm_type, pos, ffn = COMBOS[i]
     # cycle the boolean and init options through the combinations so each value is covered
     bias, final_norm, tie, init = (i % 2 == 0), (i % 3 != 0), (i % 4 < 2), ("normal", "xavier")[i % 2]
-    cfg = PRESETS["debug"].replace(norm_position=norm_position, norm_type=norm_type,
-                                   pos_encoding=pos, ffn_type=ffn, bias=bias, final_norm=final_norm,
-                                   tie_embeddings=tie, init=init, n_kv_heads=(1, 2, 4)[i % 3])
+    cfg = PRESETS["debug"].replace(
+        norm_position=norm_position,
+        norm_type=norm_type,
+        pos_encoding=pos,
+        ffn_type=ffn,
+        bias=bias,
+        final_norm=final_norm,
+        tie_embeddings=tie,
+        init=init,
+        n_kv_heads=(1, 2, 4)[i % 3],
+    )
     m = build_model(cfg)
     x = tokens(cfg, T=12)
     logits = m(x)
@@ -199,7 +220,7 @@ def test_weights_reproducible_and_init_rules():
     std = a.state_dict()["model.layers.0.mlp.up_proj.weight"].std().item()
     assert abs(std - 0.02) < 0.002
     xavier = build_model(cfg.replace(init="xavier"), seed=3).state_dict()
-    for name in ("up_proj", "gate_proj"):       # each part of the fused gate/up its own Glorot
+    for name in ("up_proj", "gate_proj"):  # each part of the fused gate/up its own Glorot
         x = xavier[f"model.layers.0.mlp.{name}.weight"]
         fan_in, fan_out = x.shape[1], x.shape[0]
         assert abs(x.std().item() - math.sqrt(2 / (fan_in + fan_out))) < 0.01
@@ -237,6 +258,7 @@ def test_fused_attention_equals_reference_with_and_without_gqa_kernel(n_rep, mon
 # ---- checkpoints ------------------------------------------------------------------------------
 def save_checkpoint(folder, m, cfg, shards=1):
     from safetensors.torch import save_file
+
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(cfg.to_hf_config()))
     state = {k: v.contiguous().clone() for k, v in m.state_dict().items()}
@@ -275,7 +297,7 @@ def test_load_checkpoint_refuses_pickles_and_broken_files(tmp_path):
     (folder / "pytorch_model.bin").write_bytes(b"not loaded")
     with pytest.raises(ConfigError, match="pickle checkpoints are never loaded"):
         load_checkpoint(folder)
-    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":")
+    (folder / "model.safetensors").write_bytes(b'\x10\x00\x00\x00\x00\x00\x00\x00{"a":')
     with pytest.raises(ConfigError, match="not a readable safetensors file"):
         load_checkpoint(folder)
     with pytest.raises(ConfigError, match="does not exist"):
@@ -306,15 +328,19 @@ def test_rope_frequencies_stay_float32_under_bf16():
 @pytest.mark.parametrize("pos_encoding", ["rope", "sinusoidal"])
 def test_position_tables_are_built_once_for_a_whole_decode(pos_encoding, monkeypatch):
     from llama_lab.model import positions
+
     cfg = PRESETS["debug"].replace(pos_encoding=pos_encoding)
     model = build_model(cfg).eval()
     builds = []
     original = positions.PositionTables._build
-    monkeypatch.setattr(positions.PositionTables, "_build",
-                        lambda self, n, device: builds.append(n) or original(self, n, device))
+    monkeypatch.setattr(
+        positions.PositionTables,
+        "_build",
+        lambda self, n, device: builds.append(n) or original(self, n, device),
+    )
     prompt = torch.randint(0, cfg.vocab_size, (2, 8))
     out = model.generate(prompt, max_new_tokens=20)
-    assert builds == [28]                         # the cache's length, once, at prefill
+    assert builds == [28]  # the cache's length, once, at prefill
     # and the tokens are those of greedy decoding without a cache
     ids = prompt
     with torch.no_grad():
@@ -325,12 +351,13 @@ def test_position_tables_are_built_once_for_a_whole_decode(pos_encoding, monkeyp
 
 def test_position_tables_equal_the_per_call_formulas_and_stay_float32():
     from llama_lab.model.positions import PositionTables
+
     cfg = PRESETS["debug"]
     tables = PositionTables(cfg)
     cos, sin = tables.get(40, torch.device("cpu"))
     ref_cos, ref_sin = model_mod.rope_cos_sin(torch.arange(40), model_mod.rope_inv_freq(16, 10000.0))
     assert torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin) and cos.dtype == torch.float32
-    assert tables.get(10, torch.device("cpu"))[0] is cos          # shorter: the same tables
+    assert tables.get(10, torch.device("cpu"))[0] is cos  # shorter: the same tables
     assert tables.get(41, torch.device("cpu"))[0].shape[0] == 64  # longer: grown 2×, ≤ max_seq_len
     sinus = PositionTables(cfg.replace(pos_encoding="sinusoidal")).get(30, torch.device("cpu"))[0]
     assert torch.equal(sinus, model_mod.sinusoidal_table(30, cfg.d_model))
@@ -339,8 +366,9 @@ def test_position_tables_equal_the_per_call_formulas_and_stay_float32():
 def test_a_bf16_model_is_built_in_bf16_not_cast_from_fp32():
     cfg = PRESETS["debug"].replace(vocab_size=4096)
     n = sum(p.numel() for p in build_model(cfg, device="meta").parameters())
-    largest = cfg.vocab_size * cfg.d_model                       # the embedding (and the head)
+    largest = cfg.vocab_size * cfg.d_model  # the embedding (and the head)
     from profiling import profiled_peak_bytes
+
     peak = profiled_peak_bytes(lambda: build_model(cfg, dtype=torch.bfloat16))
     # bf16 weights plus one float32 draw at a time; a build-then-cast would peak at 4n + 2n
     assert peak <= 2 * n + 4 * largest + 64 * 1024
@@ -358,10 +386,10 @@ def test_prefill_computes_only_the_last_positions_logits():
     seen = []
     model.lm_head.register_forward_hook(lambda module, args, out: seen.append(tuple(out.shape)))
     model.generate(ids, max_new_tokens=3)
-    assert seen == [(3, 1, cfg.vocab_size)] * 3             # prefill, then two one-token steps
+    assert seen == [(3, 1, cfg.vocab_size)] * 3  # prefill, then two one-token steps
     with torch.no_grad():
         last = model(ids, last_only=True)
-        torch.testing.assert_close(last, model(ids)[:, -1:])   # one GEMM row vs T rows: ulps
+        torch.testing.assert_close(last, model(ids)[:, -1:])  # one GEMM row vs T rows: ulps
 
 
 def test_loss_is_transformers_next_token_cross_entropy():
@@ -369,8 +397,9 @@ def test_loss_is_transformers_next_token_cross_entropy():
     model = build_model(cfg)
     ids = torch.randint(0, cfg.vocab_size, (2, 10))
     logits = model(ids)
-    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size),
-                                                 ids[:, 1:].reshape(-1))
+    expected = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1)
+    )
     torch.testing.assert_close(model.loss(ids), expected)
 
 
@@ -378,8 +407,8 @@ def test_tables_built_under_inference_mode_serve_a_later_training_step():
     model = build_model(PRESETS["debug"])
     ids = torch.randint(0, 256, (2, 16))
     with torch.inference_mode():
-        model(ids)                                   # builds and caches the RoPE tables
-    model.loss(ids).backward()                       # saves them for backward: ordinary tensors
+        model(ids)  # builds and caches the RoPE tables
+    model.loss(ids).backward()  # saves them for backward: ordinary tensors
     assert model.lm_head.weight.grad is not None
 
 
@@ -410,6 +439,7 @@ def test_embed_scale_multiplies_the_embeddings_by_sqrt_d(tie):
 
 def test_the_2017_preset_and_recipe_scale_their_embeddings_and_llama_does_not():
     from llama_lab.config import recipe_2017, recipe_llama
+
     assert PRESETS["transformer-2017"].embed_scale
     assert recipe_2017(PRESETS["seed-demo"]).embed_scale
     assert not recipe_llama(PRESETS["transformer-2017"]).embed_scale

@@ -1,12 +1,12 @@
 """pages/5_Architecture_comparison.py through AppTest."""
+
 from pathlib import Path
 
+from apptest_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments, report, ui
-
 from llama_lab.runtime import jobs
-from apptest_helpers import open_page
 
 PAGE = Path(__file__).resolve().parents[1] / "pages" / "5_Architecture_comparison.py"
 
@@ -22,9 +22,20 @@ def table(at: AppTest):
 def test_the_seeds_twelve_rows_each_computed_on_the_config():
     at = run_page()
     rows = table(at)
-    assert list(rows.index) == ["structure", "norm position", "norm type", "positions", "FFN",
-                                "FFN width", "activation", "attention", "init", "bias",
-                                "LR schedule", "precision"]
+    assert list(rows.index) == [
+        "structure",
+        "norm position",
+        "norm type",
+        "positions",
+        "FFN",
+        "FFN width",
+        "activation",
+        "attention",
+        "init",
+        "bias",
+        "LR schedule",
+        "precision",
+    ]
     assert rows.loc["norm type", "seed row"] == "归一化类型"
     # LayerNorm adds β to each of 2·4 + 1 norms of width 512: 4,608 parameters
     lab = "what the lab computes (2017 option → LLaMA option, on this config)"
@@ -32,8 +43,7 @@ def test_the_seeds_twelve_rows_each_computed_on_the_config():
     # MHA → GQA on the demo: 2·4·(8 → 2)·64·2 bytes = 8,192 → 2,048 per token
     assert "8,192 → 2,048" in rows.loc["attention", lab]
     numbers = at.dataframe[0].value.set_index("aspect")
-    assert numbers.loc["attention", "params_2017"] - numbers.loc["attention", "params_llama"] \
-        == 1_572_864
+    assert numbers.loc["attention", "params_2017"] - numbers.loc["attention", "params_llama"] == 1_572_864
 
 
 def test_a_widget_change_changes_the_rows():
@@ -47,8 +57,9 @@ def test_invalid_config_stops_the_page_with_the_rule():
     at = run_page()
     at.sidebar.number_input(key=ui.field_key("d_model")).set_value(500).run()
     assert not at.exception
-    assert any(ui.escape_markdown("d_model=500 is not divisible by n_heads=8") in e.value
-               for e in at.main.error)
+    assert any(
+        ui.escape_markdown("d_model=500 is not divisible by n_heads=8") in e.value for e in at.main.error
+    )
     assert len(at.dataframe) == 0 and len(at.table) == 0
 
 
@@ -58,6 +69,7 @@ def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeyp
     def compare_runs(*args, **kwargs):
         seen.append(jobs.LIMITER.running)
         return original(*args, **kwargs)
+
     monkeypatch.setattr(experiments, "compare_runs", compare_runs)
     at = run_page({"preset": "debug"})
     at.selectbox(key="llama_lab.page5.ablation").set_value("norm_type").run()
@@ -66,11 +78,11 @@ def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeyp
     assert not at.exception
     summary = at.dataframe[-1].value
     assert list(summary.label) == ["LayerNorm", "RMSNorm"]
-    assert (summary.final_loss < summary.first_loss).all()       # both learn something
+    assert (summary.final_loss < summary.first_loss).all()  # both learn something
     assert len(at.get("plotly_chart")) == 1
-    assert seen == [1]                                    # ran inside ui.exclusive_run
+    assert seen == [1]  # ran inside ui.exclusive_run
 
-    entry = at.session_state[ui.KEY_ABLATION]             # where the Report page collects it
+    entry = at.session_state[ui.KEY_ABLATION]  # where the Report page collects it
     assert at.session_state["llama_lab.page5.result"] is entry
     assert entry.kind == "ablation" and entry.config.vocab_size == 256
     assert entry.settings["contrast"] == "LayerNorm vs RMSNorm" and entry.settings["steps"] == 20
@@ -82,8 +94,7 @@ def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeyp
     assert not report_page.exception
     experiments_metric = next(m for m in report_page.metric if m.label == "Experiments")
     assert experiments_metric.value == "1" and experiments_metric.proto.help == "ablation"
-    built = report.build_report(entry.config, 16, 1,
-                                experiments={"ablation": entry})
+    built = report.build_report(entry.config, 16, 1, experiments={"ablation": entry})
     summary = built.table("ablation_summary")
     assert list(summary.frame.label) == ["LayerNorm", "RMSNorm"]
     assert "contrast=LayerNorm vs RMSNorm" in summary.note

@@ -1,12 +1,13 @@
 """pages/6_Seed_claims.py through AppTest."""
+
 import json
 from pathlib import Path
 
+from apptest_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
 from llama_lab.seed import claims as seed_claims_mod
-from apptest_helpers import open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "6_Seed_claims.py")
 
@@ -50,9 +51,19 @@ def tiny_warmup(steps: int = 3):
     from llama_lab import experiments
     from llama_lab.config import PRESETS
     from llama_lab.train.data import load_builtin
-    return experiments.warmup_contrast(PRESETS["debug"], steps, 3e-3, 1, (0, 1),
-                                       data=load_builtin(), seq_len=16, batch=2, device="cpu",
-                                       eval_batches=1)
+
+    return experiments.warmup_contrast(
+        PRESETS["debug"],
+        steps,
+        3e-3,
+        1,
+        (0, 1),
+        data=load_builtin(),
+        seq_len=16,
+        batch=2,
+        device="cpu",
+        eval_batches=1,
+    )
 
 
 def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeypatch):
@@ -61,6 +72,7 @@ def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeyp
     page's, or this button's) the claim shows the run's own verdict and counts."""
     from llama_lab.experiments import ExperimentEntry
     from llama_lab.seed import WARMUP_QUOTE, warmup_claim
+
     at = run_page()
     text = "\n".join(m.value for m in at.markdown)
     assert WARMUP_QUOTE in text and "Not measured in this session yet" in text
@@ -72,7 +84,8 @@ def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeyp
     mark = ":green[✓]" if claim.verdict else ":red[✗]"
     assert f"{mark} {claim.claim_en}" in text and claim.computed in text
     assert {m.label: m.value for m in at.metric}["Claims checked"] == str(
-        len(seed_claims_mod.seed_claims()) + 1)
+        len(seed_claims_mod.seed_claims()) + 1
+    )
     # the button runs the default measurement (here made tiny) under the job slot
     made = []
     monkeypatch.setattr(ui, "default_warmup", lambda: made.append(1) or None)
@@ -85,7 +98,9 @@ def test_the_verdict_is_the_runs_own():
     """Hand-set final losses: warmup helps Post-LN in every seed and Pre-LN without it is as
     good → ✓; Pre-LN worse than Post-LN with warmup → ✗."""
     import dataclasses
+
     from llama_lab.experiments import warmup as warmup_mod
+
     contrast = tiny_warmup(steps=2)
     holds = {"post_no_warmup": [3.3, 3.2], "post_warmup": [3.0, 3.0], "pre_no_warmup": [2.2, 2.9]}
     fails = {"post_no_warmup": [3.3, 3.2], "post_warmup": [3.0, 3.0], "pre_no_warmup": [3.1, 3.2]}

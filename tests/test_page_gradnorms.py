@@ -1,14 +1,16 @@
 """pages/3_Gradient_norms.py through AppTest: default render, the three runs at tiny sizes,
 uploads, and every refusal shown with st.error (never an exception)."""
+
 from pathlib import Path
 
 import pytest
 import torch
+from apptest_helpers import click as click_key
+from apptest_helpers import errors, holding_the_slot, metrics, open_page
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments, ui
 from llama_lab.report import ExperimentEntry
-from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."
@@ -22,8 +24,13 @@ def run_page(query: dict | None = None) -> AppTest:
     return open_page(PAGE, query, timeout=180)
 
 
-TINY = {"grad.n_layers": "2", "grad.seq_len": "16", "grad.batch": "2", "grad.seeds": "2",
-        "grad.d_model": "32"}
+TINY = {
+    "grad.n_layers": "2",
+    "grad.seq_len": "16",
+    "grad.batch": "2",
+    "grad.seeds": "2",
+    "grad.d_model": "32",
+}
 
 
 def tiny(at: AppTest | None = None, **sizes) -> AppTest:
@@ -47,18 +54,20 @@ def test_the_page_measures_xiong_et_al_s_contrast_on_first_view():
     assert r"\mathrm{LN}'\big(x_l + F(x_l)\big)" in latex and r"I + F'\big(" in latex
     info = at.info[0].value
     assert "d=128, 6 blocks, 4 heads / 4 KV, FFN 512, vocab 256" in info
-    assert "this setting's recipe (layernorm, sinusoidal positions, relu, biases, xavier init, " \
-           "embeddings × √d)" in info
+    assert (
+        "this setting's recipe (layernorm, sinusoidal positions, relu, biases, xavier init, "
+        "embeddings × √d)" in info
+    )
     assert "the Pre-LN arm always normalises before lm_head" in info and "LN(LN(x))" in info
     entry = at.session_state[ui.KEY_GRADNORMS]
     assert entry.result.seeds == [0, 1, 2, 3, 4] and "pydoc" in entry.result.data
     ratios = entry.result.last_ratio_by_seed()
-    assert min(ratios) > 1.8                                 # Xiong et al.: Post-LN's is larger
+    assert min(ratios) > 1.8  # Xiong et al.: Post-LN's is larger
     shown = metrics(at)
-    assert shown["Post ÷ Pre, last block"] == f"{sorted(ratios)[2]:.3g}"    # median of 5
+    assert shown["Post ÷ Pre, last block"] == f"{sorted(ratios)[2]:.3g}"  # median of 5
     sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
     assert sweep.depths == [2, 4, 8, 12] and sweep.ratio[-1] > sweep.ratio[0]
-    assert len(at.get("plotly_chart")) == 3              # profile, ratio vs depth, sweep
+    assert len(at.get("plotly_chart")) == 3  # profile, ratio vs depth, sweep
     text = " ".join(m.value for m in at.markdown)
     assert "; Post-LN's is larger than Pre-LN's" in text and "The ratio** Post/Pre grows" in text
     assert "its last-layer gradient is the larger here" in text
@@ -80,16 +89,16 @@ def test_the_llama_init_view_explains_why_the_picture_differs():
 def test_measure_matches_experiments_on_the_same_config(monkeypatch):
     seen = holding_the_slot(monkeypatch, "gradnorms_over_seeds")
     at = tiny()
-    at.selectbox(key=P + "data").set_value("random")      # a change the page re-measures on view
+    at.selectbox(key=P + "data").set_value("random")  # a change the page re-measures on view
     at.run()
-    assert seen and set(seen) == {1}                      # ran inside ui.exclusive_run
+    assert seen and set(seen) == {1}  # ran inside ui.exclusive_run
     entry = at.session_state[ui.KEY_GRADNORMS]
     assert isinstance(entry, ExperimentEntry) and entry.config.vocab_size == 256
     assert entry.config.d_model == 32 and entry.config.n_layers == 2
     direct = experiments.gradnorms_over_seeds(entry.config, 16, 2, seeds=(0, 1), device="cpu")
     assert entry.result.to_dict() == direct.to_dict()
     assert metrics(at)["Post-LN loss (median)"] == f"{direct.post.loss:.4f}"
-    click(at, "run_gradnorms")                            # the button measures again
+    click(at, "run_gradnorms")  # the button measures again
     assert ui.KEY_GRADNORMS in at.session_state and not errors(at)
 
 
@@ -107,11 +116,15 @@ def test_training_runs_four_arms_per_seed_on_the_builtin_corpus(monkeypatch):
     seen = holding_the_slot(monkeypatch, "compare_runs_over_seeds")
     at = click(tiny(), "run_train")
     assert seen == [1]
-    entry = at.session_state[ui.KEY_TRAINING]           # where the Report page picks it up
+    entry = at.session_state[ui.KEY_TRAINING]  # where the Report page picks it up
     assert at.session_state["llama_lab.page3.training"] is entry
     assert entry.result.seeds == [0, 1]
-    assert list(entry.result.by_label()) == ["Post-LN, no warmup", "Post-LN, warmup 10",
-                                             "Pre-LN, no warmup", "Pre-LN, warmup 10"]
+    assert list(entry.result.by_label()) == [
+        "Post-LN, no warmup",
+        "Post-LN, warmup 10",
+        "Pre-LN, no warmup",
+        "Pre-LN, warmup 10",
+    ]
     assert all(run.steps_run == 3 for run in entry.result.runs.values())
     assert len(entry.result.runs) == 8
     assert entry.config.vocab_size == 256 and "pydoc_data" in entry.settings["data"]
@@ -126,8 +139,7 @@ def test_the_warmup_tab_trains_three_arms_and_gives_the_verdict(monkeypatch):
     click(at.run(), "run_warmup")
     assert seen == [1] and not errors(at)
     result = at.session_state[ui.EXPERIMENT_KEYS["warmup"]].result
-    assert list(result.runs.by_label()) == ["Post-LN, no warmup", "Post-LN, warmup 2",
-                                            "Pre-LN, no warmup"]
+    assert list(result.runs.by_label()) == ["Post-LN, no warmup", "Post-LN, warmup 2", "Pre-LN, no warmup"]
     assert result.runs.seeds == [0, 1] and result.steps == 4
     verdict = result.verdict()
     text = " ".join(m.value for m in at.markdown)
@@ -140,12 +152,12 @@ def test_uploaded_text_trains_and_bad_text_is_refused():
     at.radio(key=P + "source").set_value("upload").run()
     click(at, "run_train")
     assert any("upload a UTF-8 text file first" in e for e in errors(at))
-    at.get("file_uploader")[0].set_value(("latin1.txt", "café ".encode("latin-1") * 400,
-                                          "text/plain")).run()
+    at.get("file_uploader")[0].set_value(("latin1.txt", "café ".encode("latin-1") * 400, "text/plain")).run()
     click(at, "run_train")
     assert any("latin1.txt is not UTF-8 text" in e for e in errors(at))
-    at.get("file_uploader")[0].set_value(("notes.txt", ("the quick brown fox " * 200).encode(),
-                                          "text/plain")).run()
+    at.get("file_uploader")[0].set_value(
+        ("notes.txt", ("the quick brown fox " * 200).encode(), "text/plain")
+    ).run()
     click(at, "run_train")
     assert not errors(at)
     assert at.session_state[ui.KEY_TRAINING].settings["data"] == "notes.txt"
@@ -156,8 +168,8 @@ def test_too_big_runs_are_refused_with_the_guards_message():
     assert any("press “Measure gradient norms”" in c.value for c in at.caption)  # not on view
     before = at.session_state[ui.KEY_GRADNORMS]
     click(at, "run_gradnorms")
-    assert any("is free (limit 90% of free" in e for e in errors(at))     # the memory guard
-    assert at.session_state[ui.KEY_GRADNORMS] is before                  # nothing lost
+    assert any("is free (limit 90% of free" in e for e in errors(at))  # the memory guard
+    assert at.session_state[ui.KEY_GRADNORMS] is before  # nothing lost
     at = tiny(n_layers=8, seq_len=64, batch=8)
     at.number_input(key=P + "steps").set_value(2000).run()
     click(at, "run_train")

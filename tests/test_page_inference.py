@@ -1,15 +1,16 @@
 """pages/8_Inference_systems.py through AppTest, and the live quantisation and attention sweep
 against the analysis (issue 13)."""
+
 from pathlib import Path
 
 import pytest
 import torch
+from apptest_helpers import click, errors, metrics, open_page
 
 from llama_lab import analysis, experiments, ui
 from llama_lab.config import PRESETS, live_config
 from llama_lab.experiments.flash import flash_sweep
 from llama_lab.experiments.quantize import quantize_run
-from apptest_helpers import click, errors, metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "8_Inference_systems.py")
 P = "llama_lab.page8."
@@ -52,8 +53,11 @@ def test_the_weight_options_change_the_counted_bytes_as_the_analysis_does():
     # hand check of the changed part: lm_head 32000 × 512 now int4 in groups of 32, its scales
     # fp16 and its 4-bit zero points, instead of 2 bytes per weight
     lm_head = [r for r in stored.by_tensor if r["role"] == "lm_head"][0]
-    assert (lm_head["data"], lm_head["scales"], lm_head["zero_points"]) == \
-        (32000 * 256, 32000 * 16 * 2, 32000 * 16 // 2)
+    assert (lm_head["data"], lm_head["scales"], lm_head["zero_points"]) == (
+        32000 * 256,
+        32000 * 16 * 2,
+        32000 * 16 // 2,
+    )
     assert metrics(at)["weights at int4"] == ui.human_bytes(stored.total)
     table = at.dataframe[-1].value
     assert table.iloc[-1].weights_bytes == stored.total
@@ -63,8 +67,7 @@ def test_the_page_without_stored_formats_counts_the_plain_weights():
     at = open_page(PAGE, {"preset": "debug"}, timeout=180)
     shown = metrics(at)
     assert shown["weights at bf16"] == ui.human_bytes(analysis.weight_bytes(PRESETS["debug"], "bf16"))
-    assert not at.get("expander") or all("options" not in e.proto.label
-                                         for e in at.get("expander"))
+    assert not at.get("expander") or all("options" not in e.proto.label for e in at.get("expander"))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int4", "fp8"])
@@ -89,8 +92,8 @@ def test_the_attention_sweep_measures_what_the_analysis_predicts():
     assert (frame.measured_bytes == frame.predicted_bytes).all() and len(frame) == 6
     naive = frame[frame.path == "naive"].measured_bytes.tolist()
     fused = frame[frame.path == "flash"].measured_bytes.tolist()
-    assert naive[2] / naive[1] > naive[1] / naive[0] > 2     # towards T² as P takes over
-    assert fused[2] == 2 * fused[1] == 4 * fused[0]          # exactly linear in T
+    assert naive[2] / naive[1] > naive[1] / naive[0] > 2  # towards T² as P takes over
+    assert fused[2] == 2 * fused[1] == 4 * fused[0]  # exactly linear in T
     assert sweep.naive_fits_up_to < sweep.flash_fits_up_to
     if not torch.cuda.is_available():
         assert sweep.device == "cpu"

@@ -1,12 +1,13 @@
 """pages/2_KV_cache_and_attention.py through AppTest."""
+
 from pathlib import Path
 
+from apptest_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import analysis, ui
 from llama_lab.analysis import rooflines
 from llama_lab.config import PRESETS
-from apptest_helpers import open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "2_KV_cache_and_attention.py")
 KEY_GPU = "llama_lab.page2.gpu"
@@ -28,12 +29,14 @@ def fit_lines(at: AppTest) -> list[str]:
 def test_mha_gqa_mqa_side_by_side_for_the_demo():
     at = run_page()
     # 2 (K, V) · 4 layers · G KV heads · 64 head dim · 2 bytes: G = 8, 2, 1
-    assert variant_metrics(at) == {"MHA": ui.human_bytes(8192) + "/token",
-                                   "GQA (this model)": ui.human_bytes(2048) + "/token",
-                                   "MQA": ui.human_bytes(1024) + "/token"}
+    assert variant_metrics(at) == {
+        "MHA": ui.human_bytes(8192) + "/token",
+        "GQA (this model)": ui.human_bytes(2048) + "/token",
+        "MQA": ui.human_bytes(1024) + "/token",
+    }
     # H100 80GB = 80e9 bytes; GQA weights 2 · 43,780,608 bytes; (80e9 − 87,561,216) // 2048
     assert "**39,019,745**" in fit_lines(at)[1]
-    assert len(at.get("plotly_chart")) == 4           # diagram, memory curve, roofline, tokens/s
+    assert len(at.get("plotly_chart")) == 4  # diagram, memory curve, roofline, tokens/s
 
 
 def test_gpu_batch_and_context_changes_update_the_fit_and_roofline():
@@ -53,8 +56,11 @@ def test_a_model_too_big_for_the_gpu_says_so_with_its_own_weights():
     # the model's own (GQA) weights at bf16: 2 B × 405,853,388,800 = 756 GiB — not the MQA
     # variant's smaller ones
     warnings = [w.value for w in at.warning if "do not fit" in w.value]
-    assert len(warnings) == 1 and f"({ui.human_bytes(2 * 405_853_388_800)} at bf16)" in \
-        warnings[0] and "756 GiB" in warnings[0]
+    assert (
+        len(warnings) == 1
+        and f"({ui.human_bytes(2 * 405_853_388_800)} at bf16)" in warnings[0]
+        and "756 GiB" in warnings[0]
+    )
     assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(2 * 126 * 8 * 128 * 2) + "/token"
 
 
@@ -70,14 +76,16 @@ def test_the_cache_formula_is_split_and_readable_for_a_large_cache():
 
 def test_kv_head_mismatch_from_the_url_and_widget_shows_the_rule():
     at = run_page({"preset": "seed-demo", "n_kv_heads": "3"})
-    assert any(ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=3") in e.value
-               for e in at.sidebar.error)
+    assert any(
+        ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=3") in e.value for e in at.sidebar.error
+    )
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(16).run()
     at.sidebar.selectbox(key=ui.field_key("n_kv_heads")).set_value(16).run()
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(8).run()
     assert not at.exception
-    assert any(ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=16") in e.value
-               for e in at.main.error)
+    assert any(
+        ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=16") in e.value for e in at.main.error
+    )
     assert len(at.metric) == 0
 
 
@@ -86,12 +94,13 @@ def test_the_weights_and_the_cache_are_stored_apart_in_the_fits_and_the_roofline
     # fp8 cache: 2 · 32 layers · 8 KV heads · 128 · 1 byte = 65,536 bytes per token
     assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(65_536) + "/token"
     weights = analysis.weight_bytes(PRESETS["llama-3-8b"], "int4")
-    assert weights == 5_700_591_616                     # analysis.quant, checked in test_quant
+    assert weights == 5_700_591_616  # analysis.quant, checked in test_quant
     assert f"**{(80 * 10**9 - weights) // 65_536:,}**" in fit_lines(at)[1]
     assert "weights int4, cache fp8" in " ".join(c.value for c in at.caption)
-    roof = rooflines.roofline(PRESETS["llama-3-8b"], "H100 80GB", 1, 8192, "bf16",
-                              weights="int4", kv_dtype="fp8")
-    assert roof.kv_cache_bytes == 65_536 * 8193        # the cache read + the new token written
+    roof = rooflines.roofline(
+        PRESETS["llama-3-8b"], "H100 80GB", 1, 8192, "bf16", weights="int4", kv_dtype="fp8"
+    )
+    assert roof.kv_cache_bytes == 65_536 * 8193  # the cache read + the new token written
     assert at.query_params["weights"] == "int4" and at.query_params["kv"] == "fp8"
 
 

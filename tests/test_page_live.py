@@ -1,16 +1,17 @@
 """pages/4_Live_pass.py through AppTest: default render, a tiny live pass and decode benchmark,
 and the refusals (fp16 or CUDA on a CPU machine, runs too big) shown with st.error."""
+
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from apptest_helpers import click as click_key
+from apptest_helpers import errors, holding_the_slot, metrics, open_page
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import analysis, ui
-from llama_lab.config import PRESETS
-from llama_lab.config import small_training_config
-from apptest_helpers import click as click_key, errors, holding_the_slot, metrics, open_page
+from llama_lab.config import PRESETS, small_training_config
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "4_Live_pass.py")
 P = "llama_lab.page4."
@@ -33,7 +34,7 @@ def tiny(at: AppTest) -> AppTest:
 
 def test_default_page_runs_the_sidebar_model_and_shows_the_formulas():
     at = run_page()
-    assert at.radio(key=P + "model").value == "sidebar"           # the demo fits the budget
+    assert at.radio(key=P + "model").value == "sidebar"  # the demo fits the budget
     assert "vocab 32,000 (43,780,608 parameters)" in at.caption[0].value
     assert any(r"\text{MFU}" in m.value for m in at.latex)
     assert not errors(at) and len(at.metric) == 0
@@ -43,8 +44,7 @@ def test_a_big_preset_defaults_to_the_scaled_down_copy():
     at = run_page({"preset": "llama-3-8b"})
     assert at.radio(key=P + "model").value == "small"
     # llama-3-8b is GQA (32 q / 8 kv): the copy keeps 4 queries per KV head, 8 q / 2 KV
-    assert "d=64, 4 blocks, 8 heads / 2 KV" in at.caption[0].value and "vocab 256" in \
-        at.caption[0].value
+    assert "d=64, 4 blocks, 8 heads / 2 KV" in at.caption[0].value and "vocab 256" in at.caption[0].value
     # the scaled-down copy is small_training_config at the chosen depth
     at.number_input(key=P + "n_layers").set_value(2).run()
     at.number_input(key=P + "seq_len").set_value(8).run()
@@ -57,19 +57,19 @@ def test_a_big_preset_defaults_to_the_scaled_down_copy():
 def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):
     seen = holding_the_slot(monkeypatch, "live_pass")
     at = click(tiny(run_page({"preset": "debug"})), "run_live")
-    assert seen == [1]                                    # ran inside ui.exclusive_run
+    assert seen == [1]  # ran inside ui.exclusive_run
     live = at.session_state[ui.KEY_LIVE_PASS].result
     shown = metrics(at)
     assert shown["ln V"] == f"{math.log(256):.4f}" == "5.5452"
     assert shown["Tokens/s"] == ui.human_count(live.tokens_per_s)
     assert next(m for m in at.metric if m.label == "Tokens/s").proto.help.startswith(
-        f"{live.tokens_per_s:,.0f}")
+        f"{live.tokens_per_s:,.0f}"
+    )
     assert math.isclose(live.tokens_per_s, 2 * 16 / (live.step_ms / 1e3), rel_tol=1e-9)
     assert shown["MFU"] == f"{live.mfu:.1%}"
     # the debug model's initial loss sits near ln 256 (N(0, 0.02) init: near-uniform softmax)
     assert abs(live.initial_loss - math.log(256)) < 0.2
-    assert any("MFU is measured against" in c.value and live.peak_flops_source in c.value
-               for c in at.caption)
+    assert any("MFU is measured against" in c.value and live.peak_flops_source in c.value for c in at.caption)
     assert len(at.get("plotly_chart")) == 1
     logits = at.dataframe[1].value
     assert list(logits.logits) == ["with final norm", "without final norm"]
@@ -81,11 +81,10 @@ def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):
     label = "Peak memory" if "Peak memory" in shown else "Peak memory (estimate)"
     assert shown[label] == ui.human_bytes(live.peak_memory_bytes)
     memory = at.dataframe[0].value.set_index("component")
-    assert memory.notna().all().all()                          # every prediction filled in
+    assert memory.notna().all().all()  # every prediction filled in
     # fp32 weights and gradients: measured tensor bytes = analysis.training_memory's 4 B/param
     params = analysis.count_params(PRESETS["debug"]).total
-    assert memory.loc["weights", "measured_bytes"] == memory.loc["weights", "predicted_bytes"] \
-        == 4 * params
+    assert memory.loc["weights", "measured_bytes"] == memory.loc["weights", "predicted_bytes"] == 4 * params
     assert memory.loc["gradients", "predicted_bytes"] == 4 * params
     assert memory.loc["weights", "measured"] == ui.human_bytes(4 * params)
 
@@ -103,8 +102,11 @@ def test_decode_benchmark_bytes_match_the_hand_count(monkeypatch):
     for row in bench.rows:
         assert row.cache_bytes_measured == 2 * 2 * row.n_kv_heads * 16 * 4 * 2 * row.cache_tokens
     assert {row.variant for row in bench.rows} == {"mha", "gqa", "mqa"}
-    assert [k for k in metrics(at) if "KV head" in k] == ["MHA · 4 KV heads", "GQA · 2 KV heads",
-                                                          "MQA · 1 KV head"]
+    assert [k for k in metrics(at) if "KV head" in k] == [
+        "MHA · 4 KV heads",
+        "GQA · 2 KV heads",
+        "MQA · 1 KV head",
+    ]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
@@ -124,8 +126,8 @@ def test_too_big_runs_are_refused_before_anything_runs():
     at = run_page({"preset": "debug"})
     at.number_input(key=P + "batch").set_value(65_536).run()
     click(at, "run_live")
-    assert any("is free (limit 90% of free" in e for e in errors(at))     # the memory guard
-    at = run_page()              # the demo model at B=40, T=128: ~2 GB, but 5 steps × 0.9 TFLOP
+    assert any("is free (limit 90% of free" in e for e in errors(at))  # the memory guard
+    at = run_page()  # the demo model at B=40, T=128: ~2 GB, but 5 steps × 0.9 TFLOP
     at.number_input(key=P + "batch").set_value(40).run()
     click(at, "run_live")
     assert any("live runs on the CPU are limited to 3 TFLOP" in e for e in errors(at))

@@ -1,10 +1,11 @@
 """pages/1_Parameters_and_FLOPs.py through AppTest."""
+
 from pathlib import Path
 
+from apptest_helpers import metrics, open_page
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
-from apptest_helpers import metrics, open_page
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "1_Parameters_and_FLOPs.py")
 
@@ -28,9 +29,9 @@ def test_renders_the_counts_charts_and_formulas():
     assert metric_help(at, "Forward FLOPs").startswith("7,146,569,728")
     assert len(at.get("plotly_chart")) == 3
     assert len(at.latex) >= 2
-    assert metrics(at)["Forward FLOPs"] == "7.15 GFLOP"           # the label stays short
+    assert metrics(at)["Forward FLOPs"] == "7.15 GFLOP"  # the label stays short
     block = at.dataframe[0].value.set_index("tensor")
-    assert block.params.sum() == 2_753_024                          # one block of the demo
+    assert block.params.sum() == 2_753_024  # one block of the demo
     # per tensor, not per component: q 2·128·512·512, k 2·128·512·128 (2 KV heads × 64)
     assert block.loc["q_proj", "forward_flops"] == 67_108_864
     assert block.loc["k_proj", "forward_flops"] == 16_777_216
@@ -52,13 +53,12 @@ def test_moving_a_widget_changes_the_numbers():
 
 
 def test_invalid_head_dim_under_rope_from_the_url_falls_back_and_from_a_widget_stops():
-    at = run_page({"d_model": "72"})                       # head_dim 9 with RoPE
+    at = run_page({"d_model": "72"})  # head_dim 9 with RoPE
     assert any(ui.escape_markdown("head_dim=9") in e.value for e in at.sidebar.error)
-    assert metric_help(at, "Parameters").startswith("43,780,608")   # the preset instead
+    assert metric_help(at, "Parameters").startswith("43,780,608")  # the preset instead
     at.sidebar.number_input(key=ui.field_key("d_model")).set_value(72).run()
     assert not at.exception
-    assert any(ui.escape_markdown("must be even for pos_encoding='rope'") in e.value
-               for e in at.main.error)
+    assert any(ui.escape_markdown("must be even for pos_encoding='rope'") in e.value for e in at.main.error)
     assert len(at.metric) == 0 and len(at.get("plotly_chart")) == 0
 
 
@@ -69,7 +69,7 @@ def test_fvcore_cross_check_agrees_with_the_closed_form():
     shown = {m.label: m.value for m in at.metric}
     assert shown["Difference"] == ui.human_count(0, "FLOP")
     assert metric_help(at, "fvcore") == metric_help(at, "LLaMA Lab")
-    assert any("aten::" in c.value for c in at.caption)             # the skipped ops listed
+    assert any("aten::" in c.value for c in at.caption)  # the skipped ops listed
 
 
 def test_a_mixture_of_experts_shows_total_and_active_and_explains_them():
@@ -77,7 +77,7 @@ def test_a_mixture_of_experts_shows_total_and_active_and_explains_them():
     assert not at.exception
     total = next(m for m in at.metric if m.label == "Parameters")
     assert total.proto.help == "46,702,792,704"
-    assert "active 12.9 bn" in total.proto.delta                 # 2 of 8 experts per token
+    assert "active 12.9 bn" in total.proto.delta  # 2 of 8 experts per token
     assert any("Mixture of experts" in i.value and "12,879,925,248" in i.value for i in at.info)
     block = at.dataframe[0].value.set_index("tensor")
     # each token meets 2 of the 8 experts: 2·B·T·params·k/E; the router is a C → E matmul

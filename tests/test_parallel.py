@@ -1,24 +1,30 @@
 """3-D parallelism per GPU (analysis.parallel), what fits on N GPUs (analysis.layouts) and
 Korthikanti et al.'s activation formulas (analysis.korthikanti), against hand derivations,
 published figures and the module itself."""
+
 import json
 import math
 
 import pytest
 
 from llama_lab.analysis import count_params
-from llama_lab.analysis.korthikanti import (TERMS, compare, gpt_recipe,
-                                            korthikanti_layer_bytes)
+from llama_lab.analysis.korthikanti import TERMS, compare, gpt_recipe, korthikanti_layer_bytes
 from llama_lab.analysis.layouts import search_layouts, serving_fit, serving_fits
 from llama_lab.analysis.memory import activation_bytes
-from llama_lab.analysis.parallel import (Layout, bubble_fraction, in_flight, parallel_memory,
-                                         stage_layers, state_bytes)
+from llama_lab.analysis.parallel import (
+    Layout,
+    bubble_fraction,
+    in_flight,
+    parallel_memory,
+    stage_layers,
+    state_bytes,
+)
 from llama_lab.cli import main
 from llama_lab.config import PRESETS
 from llama_lab.errors import AnalysisError
 from llama_lab.model import build_model
 
-GIB = 2 ** 30
+GIB = 2**30
 
 
 def params_of(cfg, layout, stage=0):
@@ -33,31 +39,33 @@ def test_one_gpu_holds_every_parameter():
 
 
 def test_pipeline_stages_add_up_to_the_model():
-    cfg = PRESETS["llama-2-70b"]                               # 80 blocks, untied
+    cfg = PRESETS["llama-2-70b"]  # 80 blocks, untied
     est = parallel_memory(cfg, Layout(gpus=3, pp=3), 128)
     assert [s["blocks"] for s in est.stages] == [27, 27, 26]
     assert [s["layers"] for s in est.stages] == ["0–26", "27–53", "54–79"]
     assert sum(s["params"] for s in est.stages) == count_params(cfg).total
-    tied = PRESETS["seed-demo"].replace(tie_embeddings=True)   # the last stage keeps a copy
+    tied = PRESETS["seed-demo"].replace(tie_embeddings=True)  # the last stage keeps a copy
     stages = parallel_memory(tied, Layout(gpus=2, pp=2), 128).stages
     V, C = tied.vocab_size, tied.d_model
     assert sum(s["params"] for s in stages) == count_params(tied).total + V * C
 
 
 def test_tensor_parallel_piece_of_llama_2_70b_by_hand():
-    cfg = PRESETS["llama-2-70b"]          # V 32000, C 8192, L 80, H 64, G 8, D 128, F 28672
+    cfg = PRESETS["llama-2-70b"]  # V 32000, C 8192, L 80, H 64, G 8, D 128, F 28672
     V, C, L, H, G, D, F = 32000, 8192, 80, 64, 8, 128, 28672
     t = 8
-    block = (H // t * D * C            # q rows
-             + 2 * (G // t) * D * C    # k, v: one KV head per rank
-             + C * H // t * D          # o columns
-             + 3 * C * F // t          # gate, up rows; down columns
-             + 2 * C)                  # two RMSNorms, replicated
+    block = (
+        H // t * D * C  # q rows
+        + 2 * (G // t) * D * C  # k, v: one KV head per rank
+        + C * H // t * D  # o columns
+        + 3 * C * F // t  # gate, up rows; down columns
+        + 2 * C
+    )  # two RMSNorms, replicated
     by_hand = V // t * C + L * block + C + V // t * C
     assert params_of(cfg, Layout(gpus=8, tp=8)) == by_hand
     # tp beyond the KV heads: each rank keeps one whole KV head (replicated)
     cfg16 = cfg.replace(n_heads=64, n_kv_heads=8)
-    block16 = (H // 16 * D * C + 2 * D * C + C * H // 16 * D + 3 * C * F // 16 + 2 * C)
+    block16 = H // 16 * D * C + 2 * D * C + C * H // 16 * D + 3 * C * F // 16 + 2 * C
     assert params_of(cfg16, Layout(gpus=16, tp=16)) == V // 16 * C * 2 + L * block16 + C
 
 
@@ -72,12 +80,13 @@ def test_zero_paper_figure_1():
 
 
 def test_activations_split_like_megatron():
-    cfg = PRESETS["seed-demo"].replace(ffn_hidden=1368)      # an even FFN splits over 2 ranks
+    cfg = PRESETS["seed-demo"].replace(ffn_hidden=1368)  # an even FFN splits over 2 ranks
     one = parallel_memory(cfg, Layout(), 128, "bf16").per_gpu["activation_bytes"]
-    assert one == activation_bytes(cfg, 128, 1, "bf16")      # the single-GPU model, unchanged
+    assert one == activation_bytes(cfg, 128, 1, "bf16")  # the single-GPU model, unchanged
     tp = parallel_memory(cfg, Layout(gpus=2, tp=2), 128, "bf16").per_gpu["activation_bytes"]
-    sp = parallel_memory(cfg, Layout(gpus=2, tp=2, sequence_parallel=True), 128,
-                         "bf16").per_gpu["activation_bytes"]
+    sp = parallel_memory(cfg, Layout(gpus=2, tp=2, sequence_parallel=True), 128, "bf16").per_gpu[
+        "activation_bytes"
+    ]
     assert tp == activation_bytes(cfg, 128, 1, "bf16", tp=2)
     assert sp < tp < one
     full = parallel_memory(cfg, Layout(recompute="full"), 128, "bf16").per_gpu["activation_bytes"]
@@ -87,17 +96,25 @@ def test_activations_split_like_megatron():
 def test_pipeline_in_flight_and_bubble_by_hand():
     p, m = 4, 8
     layout = Layout(gpus=4, pp=p, micro_batches=m)
-    assert [in_flight(layout, s) for s in range(p)] == [4, 3, 2, 1]     # 1F1B: p − stage
+    assert [in_flight(layout, s) for s in range(p)] == [4, 3, 2, 1]  # 1F1B: p − stage
     assert bubble_fraction(layout) == pytest.approx((p - 1) / (m + p - 1))
     few = Layout(gpus=4, pp=4, micro_batches=2)
     assert [in_flight(few, s) for s in range(p)] == [2, 2, 2, 1]
     v = 2
     inter = Layout(gpus=4, pp=p, micro_batches=m, schedule="interleaved", chunks=v)
-    assert in_flight(inter, 0) == pytest.approx(p * (1 + (p - 1) / (p * v)))   # Korthikanti
+    assert in_flight(inter, 0) == pytest.approx(p * (1 + (p - 1) / (p * v)))  # Korthikanti
     assert bubble_fraction(inter) == pytest.approx((p - 1) / (v * m + p - 1))
-    cfg = PRESETS["llama-2-7b"]                                # 32 blocks: chunks of 4
-    assert stage_layers(cfg, Layout(gpus=4, pp=4, schedule="interleaved", chunks=2,
-                                    micro_batches=8))[1] == [4, 5, 6, 7, 20, 21, 22, 23]
+    cfg = PRESETS["llama-2-7b"]  # 32 blocks: chunks of 4
+    assert stage_layers(cfg, Layout(gpus=4, pp=4, schedule="interleaved", chunks=2, micro_batches=8))[1] == [
+        4,
+        5,
+        6,
+        7,
+        20,
+        21,
+        22,
+        23,
+    ]
 
 
 def test_data_parallel_communication_by_hand():
@@ -107,13 +124,13 @@ def test_data_parallel_communication_by_hand():
     plain = parallel_memory(cfg, Layout(gpus=d), 128, "bf16")
     assert plain.comm_by_kind == {"tp": 0, "pp": 0, "dp": round(2 * (d - 1) / d * 2 * P)}
     zero1 = parallel_memory(cfg, Layout(gpus=d, zero=1), 128, "bf16")
-    assert zero1.comm_by_kind["dp"] == plain.comm_by_kind["dp"]     # ZeRO-1 = DP's bytes
+    assert zero1.comm_by_kind["dp"] == plain.comm_by_kind["dp"]  # ZeRO-1 = DP's bytes
     zero3 = parallel_memory(cfg, Layout(gpus=d, zero=3), 128, "bf16")
-    assert zero3.comm_by_kind["dp"] == round(3 * (d - 1) / d * 2 * P)   # 1.5× data parallel
+    assert zero3.comm_by_kind["dp"] == round(3 * (d - 1) / d * 2 * P)  # 1.5× data parallel
 
 
 def test_tensor_parallel_communication_by_hand():
-    cfg = PRESETS["seed-demo"].replace(ffn_hidden=1368)      # C 512, L 4
+    cfg = PRESETS["seed-demo"].replace(ffn_hidden=1368)  # C 512, L 4
     t, T, C, L, N = 2, 128, 512, 4, 128
     est = parallel_memory(cfg, Layout(gpus=2, tp=2), T, "bf16")
     M = N * C * 2
@@ -123,17 +140,20 @@ def test_tensor_parallel_communication_by_hand():
 
 
 def test_every_refusal_names_its_rule():
-    cfg = PRESETS["llama-2-70b"]                               # H 64, G 8, F 28672, L 80
-    cases = [(Layout(gpus=12, tp=8), "does not divide 12"),
-             (Layout(gpus=3, tp=3), "does not divide n_heads=64"),
-             (Layout(gpus=160, pp=160), "more than n_layers=80"),
-             (Layout(gpus=2, zero=4), "zero=4"),
-             (Layout(gpus=2, pp=2, chunks=2), "only the interleaved schedule"),
-             (Layout(gpus=3, pp=3, schedule="interleaved", chunks=2, micro_batches=6),
-              "does not divide n_layers=80"),
-             (Layout(gpus=4, pp=4, schedule="interleaved", chunks=2, micro_batches=6),
-              "not a multiple of pp=4"),
-             (Layout(gpus=2, recompute="some"), "recompute='some'")]
+    cfg = PRESETS["llama-2-70b"]  # H 64, G 8, F 28672, L 80
+    cases = [
+        (Layout(gpus=12, tp=8), "does not divide 12"),
+        (Layout(gpus=3, tp=3), "does not divide n_heads=64"),
+        (Layout(gpus=160, pp=160), "more than n_layers=80"),
+        (Layout(gpus=2, zero=4), "zero=4"),
+        (Layout(gpus=2, pp=2, chunks=2), "only the interleaved schedule"),
+        (
+            Layout(gpus=3, pp=3, schedule="interleaved", chunks=2, micro_batches=6),
+            "does not divide n_layers=80",
+        ),
+        (Layout(gpus=4, pp=4, schedule="interleaved", chunks=2, micro_batches=6), "not a multiple of pp=4"),
+        (Layout(gpus=2, recompute="some"), "recompute='some'"),
+    ]
     for layout, rule in cases:
         with pytest.raises(AnalysisError, match=rule):
             parallel_memory(cfg, layout, 4096)
@@ -165,7 +185,7 @@ def test_serving_fit_by_hand():
     assert fit.kv_bytes_per_token_per_gpu == per_token
     weights = 2 * params_of(cfg, Layout(gpus=8, tp=8))
     assert fit.weights_bytes_per_gpu == weights
-    free = 80 * 10 ** 9 - weights
+    free = 80 * 10**9 - weights
     assert fit.max_context_at_batch == free // per_token
     assert fit.max_batch_at_seq_len == free // (per_token * 4096)
 
@@ -176,14 +196,14 @@ def test_layout_search_lists_fitting_layouts_cheapest_first():
     assert rows and all(r.fits for r in rows)
     assert [r.step_s for r in rows] == sorted(r.step_s for r in rows)
     assert all(r.tp * r.pp * r.dp == 64 for r in rows)
-    assert all(r.total_bytes_per_gpu <= 80 * 10 ** 9 for r in rows)
-    assert not search_layouts(cfg, 1, "H100 80GB", seq_len=4096)     # 70B never fits one GPU
+    assert all(r.total_bytes_per_gpu <= 80 * 10**9 for r in rows)
+    assert not search_layouts(cfg, 1, "H100 80GB", seq_len=4096)  # 70B never fits one GPU
 
 
 def test_korthikanti_terms_and_table_2():
-    s, b, h, a, t = 2048, 1, 12288, 96, 8                      # their GPT-3 175B
+    s, b, h, a, t = 2048, 1, 12288, 96, 8  # their GPT-3 175B
     assert sum(f for _, f, _, _ in TERMS) == 34 and sum(g for _, _, g, _ in TERMS) == 5
-    assert sum(f for _, f, _, rep in TERMS if rep) == 10      # what TP leaves replicated
+    assert sum(f for _, f, _, rep in TERMS if rep) == 10  # what TP leaves replicated
     sbh = s * b * h
     assert korthikanti_layer_bytes(s, b, h, a, 1, "none") == sbh * (34 + 5 * a * s / h)
     assert korthikanti_layer_bytes(s, b, h, a, t, "tp") == sbh * (10 + 24 / t + 5 * a * s / (h * t))
@@ -208,15 +228,36 @@ def test_korthikanti_beside_ours_differences_add_up():
 
 
 def test_parallel_cli(capsys):
-    assert main(["parallel", "--preset", "llama-3.1-405b", "--gpus", "512", "--tp", "8",
-                 "--pp", "16", "--zero", "1", "--seq-len", "8192", "--sequence-parallel",
-                 "--recompute", "selective", "--json"]) == 0
+    assert (
+        main(
+            [
+                "parallel",
+                "--preset",
+                "llama-3.1-405b",
+                "--gpus",
+                "512",
+                "--tp",
+                "8",
+                "--pp",
+                "16",
+                "--zero",
+                "1",
+                "--seq-len",
+                "8192",
+                "--sequence-parallel",
+                "--recompute",
+                "selective",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     for key in ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes", "total_bytes"):
         assert out["per_gpu"][key] > 0
     assert out["dp"] == 4 and out["comm_bytes_per_step"] > 0
     assert out["per_gpu"]["total_bytes"] == max(s["total_bytes"] for s in out["stages"])
-    assert out["per_gpu"]["total_bytes"] < 141 * 10 ** 9
+    assert out["per_gpu"]["total_bytes"] < 141 * 10**9
     assert main(["parallel", "--preset", "llama-2-70b", "--gpus", "8", "--tp", "3"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tp=3" in err
@@ -225,6 +266,7 @@ def test_parallel_cli(capsys):
 
 def test_the_fewest_gpus_that_fit():
     from llama_lab.analysis.layouts import fewest_gpus
+
     cfg = PRESETS["llama-3.1-405b"]
     n = fewest_gpus(cfg, "H100 80GB", 8192)
     assert n and search_layouts(cfg, n, "H100 80GB", 8192)

@@ -1,15 +1,16 @@
 """Figures and display tables: built, and holding the right totals."""
+
 import math
 
 import pandas as pd
 import pytest
 
 from llama_lab import analysis, units
+from llama_lab.config import PRESETS
 from llama_lab.figures import common
 from llama_lab.figures import kv as fkv
 from llama_lab.figures import params as fparams
 from llama_lab.figures import rooflines as frooflines
-from llama_lab.config import PRESETS
 from llama_lab.runtime.hardware import GPUS
 
 DEMO = PRESETS["seed-demo"]
@@ -25,8 +26,8 @@ def test_sunburst_rings_sum_to_their_parents():
         children = [child for child, parent in parents.items() if parent == node]
         if children:
             assert sum(values[c] for c in children) == values[node], node
-    assert values["attention/k_proj"] == 4 * 512 * 128        # GQA: 2 KV heads × 64
-    assert "positional" not in values                          # RoPE has no table
+    assert values["attention/k_proj"] == 4 * 512 * 128  # GQA: 2 KV heads × 64
+    assert "positional" not in values  # RoPE has no table
 
 
 def test_tied_embeddings_drop_the_head_from_the_sunburst():
@@ -40,33 +41,32 @@ def test_block_table_is_one_block():
     table = fparams.block_table(DEMO, flops).set_index("tensor")
     assert table.params.sum() == 2_753_024
     # each weight matrix: 2 FLOPs × its weights × B·T = 128 tokens — not its component's total
-    assert table.loc["q_proj", "forward_flops"] == 2 * 128 * 512 * 512          # 67,108,864
-    assert table.loc["k_proj", "forward_flops"] == 2 * 128 * 512 * 128          # 2 KV heads × 64
+    assert table.loc["q_proj", "forward_flops"] == 2 * 128 * 512 * 512  # 67,108,864
+    assert table.loc["k_proj", "forward_flops"] == 2 * 128 * 512 * 128  # 2 KV heads × 64
     assert table.loc["gate_proj", "forward_flops"] == 2 * 128 * 512 * 1365
     scores = table.loc["attention scores (QKᵀ, AV)", "forward_flops"]
-    assert scores == 4 * 128 * 128 * 8 * 64                 # 2 matmuls · 2 · T² · H · D
-    assert table.loc["input_layernorm", "forward_flops"] == 0    # element-wise, counted apart
+    assert scores == 4 * 128 * 128 * 8 * 64  # 2 matmuls · 2 · T² · H · D
+    assert table.loc["input_layernorm", "forward_flops"] == 0  # element-wise, counted apart
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
 @pytest.mark.parametrize("bias", [False, True])
 def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
-    cfg = PRESETS[name].replace(bias=bias)            # transformer-2017: ReLU, two matrices
+    cfg = PRESETS[name].replace(bias=bias)  # transformer-2017: ReLU, two matrices
     flops = analysis.count_flops(cfg, 96, batch=3)
     table = fparams.block_table(cfg, flops)
-    assert table.forward_flops.sum() * cfg.n_layers + flops.by_component["lm_head"] \
-        == flops.forward
+    assert table.forward_flops.sum() * cfg.n_layers + flops.by_component["lm_head"] == flops.forward
     attention = table[table.component == "attention"].forward_flops.sum() * cfg.n_layers
-    assert attention == flops.by_component["attention_proj"] + \
-        flops.by_component["attention_scores"]
-    assert table[table.component == "ffn"].forward_flops.sum() * cfg.n_layers == \
-        flops.by_component["ffn"] + flops.by_component.get("router", 0)    # MoE: router + k experts
+    assert attention == flops.by_component["attention_proj"] + flops.by_component["attention_scores"]
+    assert table[table.component == "ffn"].forward_flops.sum() * cfg.n_layers == flops.by_component[
+        "ffn"
+    ] + flops.by_component.get("router", 0)  # MoE: router + k experts
 
 
 def test_scores_overtake_the_ffn_at_one_and_a_half_ffn_widths():
     # per token: scores 4·T·H·D·L, FFN 2·3·C·F·L; with H·D = C they cross at T > 1.5·F
-    assert analysis.scores_overtake_ffn_at(DEMO) == math.floor(1.5 * 1365) + 1       # 2048
-    relu = DEMO.replace(ffn_type="relu", ffn_hidden=2048)      # 4·T·C vs 2·2·C·F: T > F
+    assert analysis.scores_overtake_ffn_at(DEMO) == math.floor(1.5 * 1365) + 1  # 2048
+    relu = DEMO.replace(ffn_type="relu", ffn_hidden=2048)  # 4·T·C vs 2·2·C·F: T > F
     assert analysis.scores_overtake_ffn_at(relu) == 2049
     assert analysis.scores_overtake_ffn_at(DEMO, upper=1000) is None
 
@@ -83,7 +83,7 @@ def test_flops_chart_stacks_to_the_forward_per_token():
     assert {a.x for a in fig.layout.annotations} == {math.log10(2048), math.log10(128)}
     # the x range is the sweep's; a label right of the middle is written left of its line
     assert tuple(fig.layout.xaxis.range) == (math.log10(16), math.log10(4096))
-    sides = {round(10 ** a.x): a.xanchor for a in fig.layout.annotations}
+    sides = {round(10**a.x): a.xanchor for a in fig.layout.annotations}
     assert sides == {2048: "right", 128: "left"}
     assert fparams.flops_bar(counts[1]).data[0].y[0] == counts[1].by_component["attention_proj"]
 
@@ -94,13 +94,13 @@ def test_kv_fit_frame_for_the_demo_on_an_h100():
     per_token = {"MHA": 2 * 4 * 8 * 64 * 2, "GQA": 2 * 4 * 2 * 64 * 2, "MQA": 2 * 4 * 1 * 64 * 2}
     assert rows.kv_bytes_per_token.to_dict() == per_token
     assert rows.loc["GQA", "is_current"] and not rows.loc["MHA", "is_current"]
-    free = 80 * 10**9 - 2 * 43_780_608                         # H100 bytes minus bf16 weights
+    free = 80 * 10**9 - 2 * 43_780_608  # H100 bytes minus bf16 weights
     assert rows.loc["GQA", "max_context_at_batch"] == free // 2048
     assert rows.loc["GQA", "max_batch_at_seq_len"] == free // (128 * 2048)
 
 
 def test_variants_are_not_repeated_when_gqa_is_impossible():
-    two_heads = PRESETS["debug"].replace(n_heads=2, n_kv_heads=2)   # no divisor between 1 and 2
+    two_heads = PRESETS["debug"].replace(n_heads=2, n_kv_heads=2)  # no divisor between 1 and 2
     assert list(analysis.attention_variants(two_heads, distinct=True)) == ["mha", "mqa"]
     assert len(fkv.kv_fit_frame(two_heads, GPUS["L4"], 64, 1, "bf16")) == 2
 
@@ -108,7 +108,7 @@ def test_variants_are_not_repeated_when_gqa_is_impossible():
 def test_memory_curve_is_weights_plus_cache():
     frame = fkv.kv_memory_curve_frame(DEMO, (128, 1024), batch=2, dtype="fp32")
     mqa = frame[(frame.attention == "mqa") & (frame.context_len == 1024)].iloc[0]
-    assert mqa.kv_cache_bytes == 2 * 4 * 1 * 64 * 4 * 2 * 1024   # K,V·L·G·D·fp32·B·T
+    assert mqa.kv_cache_bytes == 2 * 4 * 1 * 64 * 4 * 2 * 1024  # K,V·L·G·D·fp32·B·T
     assert mqa.total_bytes == mqa.weight_bytes + mqa.kv_cache_bytes
     fig = fkv.kv_memory_vs_context(frame, GPUS["L4"])
     assert len(fig.data) == 3 and fig.layout.shapes[0].y0 == pytest.approx(24e9 / 2**30)
@@ -122,7 +122,7 @@ def test_sharing_diagram_links_each_query_head_to_its_kv_head(n_heads, n_kv_head
     n_rep = n_heads // n_kv_heads
     assert len(queries.x) == shown and len(kvs.x) == (shown - 1) // n_rep + 1
     segments = [(lines.x[i], lines.x[i + 1]) for i in range(0, len(lines.x), 3)]
-    for q, kv_x in segments:                                   # query q reads KV head q // n_rep
+    for q, kv_x in segments:  # query q reads KV head q // n_rep
         assert kv_x == kvs.x[q // n_rep]
     assert ("first 64" in fig.layout.title.text) == (n_heads > 64)
 
@@ -146,54 +146,68 @@ def test_one_training_curves_figure_serves_every_page():
     the Gradient norms page and the report) are one: the experiment kind's."""
     from llama_lab.experiments import training
     from llama_lab.ui.panels import ablation
+
     assert not any(hasattr(module, "training_curves") for module in (fparams, fkv, frooflines, common))
     assert ablation.training_curves is training.training_curves
 
 
 # ---- beyond int64: the largest model at the largest workload ------------------------------------
-HUGE = PRESETS["llama-3.1-405b"].replace(d_model=131_072, n_layers=4_096,
-                                         max_seq_len=16_777_216, vocab_size=4_194_304)
+HUGE = PRESETS["llama-3.1-405b"].replace(
+    d_model=131_072, n_layers=4_096, max_seq_len=16_777_216, vocab_size=4_194_304
+)
 
 
 def test_display_number_turns_only_integers_beyond_int64_into_floats():
-    assert common.display_number(2**63 - 1) == 2**63 - 1 and isinstance(
-        common.display_number(2**63 - 1), int)
-    assert common.display_number(2**63) == 2.0**63 and isinstance(common.display_number(2**63),
-                                                                   float)
+    assert common.display_number(2**63 - 1) == 2**63 - 1 and isinstance(common.display_number(2**63 - 1), int)
+    assert common.display_number(2**63) == 2.0**63 and isinstance(common.display_number(2**63), float)
     assert isinstance(common.display_number(-(2**63) - 1), float)
     assert common.display_number(True) is True and common.display_number("x") == "x"
-    frame = pd.DataFrame({"name": ["a", "b"], "flops": [10**30, 7], "small": [1, 2],
-                          "wide": [2**63, 1]})                 # pandas infers uint64 here
+    frame = pd.DataFrame(
+        {"name": ["a", "b"], "flops": [10**30, 7], "small": [1, 2], "wide": [2**63, 1]}
+    )  # pandas infers uint64 here
     shown = common.display_frame(frame)
     assert shown.flops.dtype == "float64" and shown.flops.iloc[0] == 1e30
     assert shown.wide.dtype == "float64"
     assert shown.small.dtype == "int64" and shown.name.tolist() == ["a", "b"]
-    assert frame.flops.iloc[0] == 10**30                       # the original keeps exact ints
+    assert frame.flops.iloc[0] == 10**30  # the original keeps exact ints
 
 
 def test_figures_at_the_limits_serialise():
     # 4,096 blocks × d = 131,072 at B = 65,536, T = 16,777,216: ~4·10²⁸ forward FLOPs
     flops = analysis.count_flops(HUGE, 16_777_216, 65_536)
     assert flops.forward > 2**63
-    for fig in (fparams.flops_bar(flops), fparams.params_sunburst(analysis.count_params(HUGE)),
-                fparams.flops_vs_seq_len([analysis.count_flops(HUGE, t, 65_536)
-                                        for t in (16, 16_777_216)]),
-                fkv.kv_memory_vs_context(fkv.kv_memory_curve_frame(
-                    HUGE, (16, 16_777_216), 65_536, "fp32"), GPUS["H200 141GB"])):
-        fig.to_json()                                            # plotly's encoder: no error
+    for fig in (
+        fparams.flops_bar(flops),
+        fparams.params_sunburst(analysis.count_params(HUGE)),
+        fparams.flops_vs_seq_len([analysis.count_flops(HUGE, t, 65_536) for t in (16, 16_777_216)]),
+        fkv.kv_memory_vs_context(
+            fkv.kv_memory_curve_frame(HUGE, (16, 16_777_216), 65_536, "fp32"), GPUS["H200 141GB"]
+        ),
+    ):
+        fig.to_json()  # plotly's encoder: no error
     assert fparams.flops_bar(flops).data[0].y[2] == pytest.approx(flops.by_component["ffn"])
     table = fparams.block_table(HUGE, flops)
-    assert table.forward_flops.sum() * HUGE.n_layers + flops.by_component["lm_head"] \
-        == flops.forward                                         # exact in the table itself
+    assert (
+        table.forward_flops.sum() * HUGE.n_layers + flops.by_component["lm_head"] == flops.forward
+    )  # exact in the table itself
     common.display_frame(table).to_json()
 
 
-@pytest.mark.parametrize("value,unit,text", [
-    (1_234_567, "", "1.23 M"), (999_999, "", "1 M"),           # rounds up into the next prefix
-    (7.15e9, "FLOP", "7.15 GFLOP"), (1.84e15, "FLOP", "1.84 PFLOP"),
-    (3.2e18, "FLOP", "3.2 EFLOP"), (4.5e21, "", "4.5 Z"), (6e24, "FLOP", "6 YFLOP"),
-    (4.01e28, "FLOP", "40,100 YFLOP"),                         # past 999 Y: whole Y
-    (512, "FLOP", "512 FLOP"), (0.5, "", "0.5")])
+@pytest.mark.parametrize(
+    "value,unit,text",
+    [
+        (1_234_567, "", "1.23 M"),
+        (999_999, "", "1 M"),  # rounds up into the next prefix
+        (7.15e9, "FLOP", "7.15 GFLOP"),
+        (1.84e15, "FLOP", "1.84 PFLOP"),
+        (3.2e18, "FLOP", "3.2 EFLOP"),
+        (4.5e21, "", "4.5 Z"),
+        (6e24, "FLOP", "6 YFLOP"),
+        (4.01e28, "FLOP", "40,100 YFLOP"),  # past 999 Y: whole Y
+        (512, "FLOP", "512 FLOP"),
+        (0.5, "", "0.5"),
+    ],
+)
 def test_human_count_prefixes(value, unit, text):
     assert units.human_count(value, unit) == text
 
@@ -211,8 +225,12 @@ def test_human_bytes_and_params():
 def test_every_axis_grows_its_margin_and_the_legend_sits_below_the_x_title():
     flops = analysis.count_flops(DEMO, 128)
     points = frooflines.roofline_points(DEMO, GPUS["H100 80GB"], (1, 64), 1024, "bf16")
-    for fig in (fparams.flops_vs_seq_len([flops]), frooflines.decode_throughput(points),
-                frooflines.roofline_figure(points, GPUS["H100 80GB"]), fparams.flops_bar(flops)):
+    for fig in (
+        fparams.flops_vs_seq_len([flops]),
+        frooflines.decode_throughput(points),
+        frooflines.roofline_figure(points, GPUS["H100 80GB"]),
+        fparams.flops_bar(flops),
+    ):
         axes = [fig.layout[name] for name in fig.layout if name.startswith(("xaxis", "yaxis"))]
         assert axes and all(axis.automargin for axis in axes)
         # in the figure's bottom margin (container coordinates), which it pushes down
@@ -223,6 +241,10 @@ def test_plots_do_not_import_streamlit():
     import subprocess
     import sys
     from pathlib import Path
-    code = "import sys, llama_lab.figures.params, llama_lab.figures.kv, llama_lab.figures.rooflines, llama_lab.seed; sys.exit('streamlit' in sys.modules)"
+
+    code = (
+        "import sys, llama_lab.figures.params, llama_lab.figures.kv, llama_lab.figures.rooflines, "
+        "llama_lab.seed; sys.exit('streamlit' in sys.modules)"
+    )
     root = Path(__file__).resolve().parents[1]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0

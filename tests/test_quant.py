@@ -1,6 +1,7 @@
 """Quantised storage (issue 13, part 1): every weight tensor of every preset, the bytes each
 format stores with its scales and zero points — against a hand derivation and against real
 quantised tensors — and the KV cache's bytes per token at each KV dtype."""
+
 import itertools
 
 import pytest
@@ -25,9 +26,10 @@ def test_the_tensor_inventory_is_every_parameter_of_every_preset(name):
 def test_every_module_tensor_has_its_kind_in_the_inventory():
     """On small copies of the families (biases, QK-norm, experts, tied, learned positions):
     the meta module's tensors, grouped by shape, are the inventory's."""
-    for cfg in (PRESETS["debug"].replace(bias=True, tie_embeddings=True, pos_encoding="learned"),
-                PRESETS["debug"].replace(qk_norm=True, n_experts=4, experts_per_token=2,
-                                         moe_layers="1")):
+    for cfg in (
+        PRESETS["debug"].replace(bias=True, tie_embeddings=True, pos_encoding="learned"),
+        PRESETS["debug"].replace(qk_norm=True, n_experts=4, experts_per_token=2, moe_layers="1"),
+    ):
         model = build_model(cfg, device="meta")
         module = sorted(p.numel() for p in model.parameters())
         inventory = sorted(g.rows * g.cols for g in weight_tensors(cfg) for _ in range(g.count))
@@ -46,16 +48,21 @@ def test_llama_3_8b_int4_by_hand():
     assert stored.kept == (2 * 128_256 * 4_096 + 65 * 4_096) * 2
     assert stored.total == 5_700_591_616 and stored.zero_points == 0
     # everything quantised, asymmetric, per output row: every row one scale and one zero point
-    every = weights_bytes(PRESETS["llama-3-8b"], WeightQuant.of(
-        "int4", group_size=0, zero_point=True, keep=()))
-    rows = sum(g.count * g.rows for g in weight_tensors(PRESETS["llama-3-8b"])
-               if g.role != "bias")
+    every = weights_bytes(
+        PRESETS["llama-3-8b"], WeightQuant.of("int4", group_size=0, zero_point=True, keep=())
+    )
+    rows = sum(g.count * g.rows for g in weight_tensors(PRESETS["llama-3-8b"]) if g.role != "bias")
     assert every.scales == 2 * rows
 
 
-@pytest.mark.parametrize("dtype,group,zero", [
-    (d, g, z) for d, g, z in itertools.product(("int8", "int4", "fp8"), (-1, 0, 32, 48), (False, True))
-    if not (z and d == "fp8")])
+@pytest.mark.parametrize(
+    "dtype,group,zero",
+    [
+        (d, g, z)
+        for d, g, z in itertools.product(("int8", "int4", "fp8"), (-1, 0, 32, 48), (False, True))
+        if not (z and d == "fp8")
+    ],
+)
 def test_real_quantised_tensors_hold_exactly_the_predicted_bytes(dtype, group, zero):
     torch.manual_seed(0)
     quant = WeightQuant.of(dtype, group_size=group, zero_point=zero, keep=())
@@ -76,9 +83,9 @@ def test_a_quantised_model_holds_the_predicted_bytes_and_stays_close():
     for dtype in ("int8", "int4"):
         model = build_model(cfg, seed=0).to(torch.bfloat16)
         assert quantize_linears(model, dtype, 32 if dtype == "int4" else 0) == 7 * cfg.n_layers
-        held = sum(t.numel() * t.element_size()
-                   for t in [*model.parameters(), *model.buffers()]
-                   if t is not None)
+        held = sum(
+            t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()] if t is not None
+        )
         quant = WeightQuant.of(dtype, group_size=32 if dtype == "int4" else 0)
         assert held == weights_bytes(cfg, quant).total
         with torch.no_grad():
@@ -92,8 +99,14 @@ def test_the_kv_cache_per_token_at_each_dtype_by_hand():
     int8 adds an fp16 scale per token and head, int4 packs two per byte plus the scale."""
     cfg = PRESETS["llama-3-8b"]
     n = 2 * 32 * 8
-    expected = {"fp32": n * 512, "bf16": n * 256, "fp16": n * 256, "fp8": n * 128,
-                "int8": n * (128 + 2), "int4": n * (64 + 2)}
+    expected = {
+        "fp32": n * 512,
+        "bf16": n * 256,
+        "fp16": n * 256,
+        "fp8": n * 128,
+        "int8": n * (128 + 2),
+        "int4": n * (64 + 2),
+    }
     assert {k: analysis.kv_cache_bytes_per_token(cfg, k) for k in expected} == expected
     assert analysis.kv_cache(cfg, 1024, 2, "int8").bytes == 2 * 1024 * expected["int8"]
     assert analysis.kv_cache(cfg, 16, 1, "bf16").by_dtype == expected
@@ -111,8 +124,10 @@ def test_analyze_reports_the_weights_and_the_cache_at_their_own_dtypes():
     assert inference["kv_cache"] == 8192 * mixed["kv_cache"]["bytes_per_token"]
     # more room: the longest context on an H100 grows as the weights and the cache shrink
     h100 = 80 * 10**9
-    longest = {name: r["kv_cache"]["max_context_by_gpu"]["H100 80GB"]
-               for name, r in (("bf16", plain), ("int4+fp8", mixed))}
+    longest = {
+        name: r["kv_cache"]["max_context_by_gpu"]["H100 80GB"]
+        for name, r in (("bf16", plain), ("int4+fp8", mixed))
+    }
     assert longest["int4+fp8"] == (h100 - 5_700_591_616) // mixed["kv_cache"]["bytes_per_token"]
     assert longest["int4+fp8"] > 2 * longest["bf16"]
 
@@ -127,18 +142,22 @@ def test_the_decode_roofline_reads_the_stored_formats():
     table = 128_256 * 4_096 * 2
     assert r4.weight_bytes == stored.total - table + 4_096 * 2
     assert r16.weight_bytes == 2 * (analysis.count_params(cfg).total - 128_256 * 4_096 + 4_096)
-    assert r4.kv_cache_bytes == analysis.kv_cache_bytes(cfg, 4096, 1, "fp8") + \
-        analysis.kv_cache_bytes_per_token(cfg, "fp8")
+    assert r4.kv_cache_bytes == analysis.kv_cache_bytes(
+        cfg, 4096, 1, "fp8"
+    ) + analysis.kv_cache_bytes_per_token(cfg, "fp8")
     assert r4.time_per_token_s < r16.time_per_token_s
 
 
-@pytest.mark.parametrize("bad,rule", [
-    (dict(dtype="int3"), "weight dtype='int3' must be one of"),
-    (dict(dtype="fp8", zero_point=True), "zero points need an integer format"),
-    (dict(dtype="int4", group_size=-2), "group_size=-2 must be -1"),
-    (dict(dtype="int4", scale_dtype="int8"), "scale dtype='int8' must be one of"),
-    (dict(dtype="int4", keep=("embeddings", "ffn")), "keep=['ffn'] must name tensors"),
-])
+@pytest.mark.parametrize(
+    "bad,rule",
+    [
+        (dict(dtype="int3"), "weight dtype='int3' must be one of"),
+        (dict(dtype="fp8", zero_point=True), "zero points need an integer format"),
+        (dict(dtype="int4", group_size=-2), "group_size=-2 must be -1"),
+        (dict(dtype="int4", scale_dtype="int8"), "scale dtype='int8' must be one of"),
+        (dict(dtype="int4", keep=("embeddings", "ffn")), "keep=['ffn'] must name tensors"),
+    ],
+)
 def test_impossible_formats_are_refused_with_the_rule(bad, rule):
     with pytest.raises(analysis.AnalysisError, match=rule.replace("[", r"\[").replace("(", r"\(")):
         WeightQuant.of(**bad)
@@ -149,13 +168,15 @@ def test_impossible_formats_are_refused_with_the_rule(bad, rule):
 def test_the_kv_pages_dtype_axis_and_the_reports_formats():
     from llama_lab.figures.kv import kv_dtype_frame, weights_by_format
     from llama_lab.runtime.hardware import GPUS
+
     cfg = PRESETS["llama-2-70b"]
     axis = kv_dtype_frame(cfg, GPUS["H100 80GB"], 1, "int4").set_index("kv_dtype")
     assert list(axis.index) == list(analysis.KV_DTYPES)
     assert axis.loc["int8", "gqa_bytes_per_token"] == 2 * 80 * 8 * (128 + 2)
     assert axis.loc["bf16", "mha_bytes_per_token"] == 8 * axis.loc["bf16", "gqa_bytes_per_token"]
     assert axis.loc["fp8", "gqa_longest_context"] == analysis.max_context_that_fits(
-        cfg, "H100 80GB", 1, "int4", "fp8")
+        cfg, "H100 80GB", 1, "int4", "fp8"
+    )
     formats = weights_by_format(cfg).set_index("weights")
     assert formats.loc["bf16", "bytes"] == 2 * analysis.count_params(cfg).total
     assert formats.loc["int4", "bytes"] == weights_bytes(cfg, "int4").total

@@ -1,5 +1,6 @@
 """Sharded training on local gloo processes (train.shard) against the exact per-rank prediction
 (analysis.shards): FSDP2, tensor parallel, both; the refusals; failures, stops and threads."""
+
 import dataclasses
 import math
 import os
@@ -9,14 +10,23 @@ from pathlib import Path
 import pytest
 import torch.distributed as dist
 
-from llama_lab.analysis.shards import (fsdp_chunk_rows, check_shard_layout, fsdp_local_shape, local_shapes,
-                                       rank_shards, tp_local_shape, tp_rule)
+from llama_lab.analysis.shards import (
+    check_shard_layout,
+    fsdp_chunk_rows,
+    fsdp_local_shape,
+    local_shapes,
+    rank_shards,
+    tp_local_shape,
+    tp_rule,
+)
 from llama_lab.config import PRESETS
 from llama_lab.errors import AnalysisError, ConfigError, ExperimentError, LabError
 from llama_lab.train.shard import FAULT_ENV, ShardSettings, check_settings, run_shard
 
-gloo = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
-                          reason="torch.distributed with gloo is not available")
+gloo = pytest.mark.skipif(
+    not (dist.is_available() and dist.is_gloo_available()),
+    reason="torch.distributed with gloo is not available",
+)
 DEBUG = PRESETS["debug"]
 LOSS_RTOL = 1e-5
 BYTES = ("params_bytes", "grads_bytes", "optimizer_bytes")
@@ -51,9 +61,22 @@ def _check_exact(result, ranks: int) -> None:
     assert result.max_loss_rel_diff <= LOSS_RTOL
     assert result.logits_max_diff <= 1e-5
     data = result.to_dict()
-    assert {"strategy", "ranks", "max_rel_error", "activation_max_rel_error", "dp", "tp", "steps",
-            "seq_len", "batch", "loss_single", "loss_sharded", "max_loss_diff", "backend",
-            "wall_s"} <= set(data)
+    assert {
+        "strategy",
+        "ranks",
+        "max_rel_error",
+        "activation_max_rel_error",
+        "dp",
+        "tp",
+        "steps",
+        "seq_len",
+        "batch",
+        "loss_single",
+        "loss_sharded",
+        "max_loss_diff",
+        "backend",
+        "wall_s",
+    } <= set(data)
     assert set(data["ranks"][0]) >= {"rank", "dp_rank", "tp_rank", "measured", "predicted"}
     assert _orphans() == []
 
@@ -61,8 +84,9 @@ def _check_exact(result, ranks: int) -> None:
 @gloo
 def test_fsdp_two_ranks_exact_shards_and_the_single_process_loss():
     calls = []
-    result = run_shard(DEBUG, 2, "fsdp", steps=2, seq_len=32, batch=2,
-                       progress=lambda f, text: calls.append((f, text)))
+    result = run_shard(
+        DEBUG, 2, "fsdp", steps=2, seq_len=32, batch=2, progress=lambda f, text: calls.append((f, text))
+    )
     _check_exact(result, 2)
     assert (result.dp, result.tp) == (2, 1)
     assert [r.dp_rank for r in result.ranks] == [0, 1]
@@ -81,7 +105,7 @@ def test_tensor_parallel_from_a_thread_exact_shards_logits_and_loss():
     def work():
         try:
             out["result"] = run_shard(DEBUG, 2, "tp", steps=2)
-        except BaseException as exc:       # noqa: BLE001 - re-raised below
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
             out["error"] = exc
 
     thread = threading.Thread(target=work)
@@ -94,7 +118,7 @@ def test_tensor_parallel_from_a_thread_exact_shards_logits_and_loss():
     _check_exact(result, 2)
     assert (result.dp, result.tp) == (1, 2) and [r.tp_rank for r in result.ranks] == [0, 1]
     full = 4 * sum(math.prod(s) for s in local_shapes(DEBUG, 1, 1, 0).values())
-    assert result.ranks[0].measured["params_bytes"] < full      # split, not replicated
+    assert result.ranks[0].measured["params_bytes"] < full  # split, not replicated
 
 
 @gloo
@@ -106,18 +130,20 @@ def test_fsdp_and_tensor_parallel_on_a_two_by_two_mesh():
 
 
 @gloo
-@pytest.mark.parametrize("strategy, changes", [
-    # biases split with their weights (o/down's replicated), QK-norm's replicated weights summed
-    # over the group, the tied embedding one vocabulary shard read by both ends
-    ("tp", dict(bias=True, qkv_bias=True, o_bias=True, mlp_bias=True, qk_norm=True,
-                tie_embeddings=True)),
-    # experts index their fused weights: views of FSDP2's all-gathered parameters, not activations
-    ("fsdp", dict(n_experts=4, experts_per_token=2, expert_ffn_hidden=64)),
-])
+@pytest.mark.parametrize(
+    "strategy, changes",
+    [
+        # biases split with their weights (o/down's replicated), QK-norm's replicated weights summed
+        # over the group, the tied embedding one vocabulary shard read by both ends
+        ("tp", dict(bias=True, qkv_bias=True, o_bias=True, mlp_bias=True, qk_norm=True, tie_embeddings=True)),
+        # experts index their fused weights: views of FSDP2's all-gathered parameters, not activations
+        ("fsdp", dict(n_experts=4, experts_per_token=2, expert_ffn_hidden=64)),
+    ],
+)
 def test_variants_of_the_recipe_shard_exactly(strategy, changes):
     result = run_shard(dataclasses.replace(DEBUG, **changes), 2, strategy, steps=2)
     _check_exact(result, 2)
-    assert result.activation_max_rel_error <= 0.01        # reported; parameters not counted in it
+    assert result.activation_max_rel_error <= 0.01  # reported; parameters not counted in it
 
 
 @gloo
@@ -134,6 +160,7 @@ def test_a_failing_rank_is_named_and_every_rank_is_killed(monkeypatch, mode):
 @pytest.mark.parametrize("stop, when", [(RuntimeError, "step 1/"), (KeyboardInterrupt, "")])
 def test_a_raising_progress_callback_kills_every_rank(stop, when):
     """The app's Stop button raises from the callback: mid-run, or while the ranks start."""
+
     def progress(fraction, text):
         if when in text:
             raise stop("stopped")
@@ -151,24 +178,32 @@ def test_a_run_past_its_time_limit_is_stopped():
 
 
 # ---- refusals: no process is started ---------------------------------------------------------
-@pytest.mark.parametrize("strategy, ranks, tp, cfg, match", [
-    ("zero", 2, None, DEBUG, "strategy='zero' must be one of fsdp, tp, fsdp\\+tp"),
-    ("fsdp", 1, None, DEBUG, "ranks=1 must be an integer from 2 to 8"),
-    ("fsdp", 9, None, DEBUG, "ranks=9 must be an integer from 2 to 8"),
-    ("fsdp", 2.0, None, DEBUG, "ranks=2.0 must be an integer"),
-    ("fsdp", 2, 2, DEBUG, "strategy='fsdp' has no tensor parallelism"),
-    ("tp", 2, 4, DEBUG, "tp=4 must equal ranks=2"),
-    ("tp", 4, None, DEBUG, "tp=4 does not divide n_kv_heads=2"),
-    ("tp", 8, None, dataclasses.replace(DEBUG, n_heads=8, n_kv_heads=8, head_dim=8),
-     "tp=8 does not divide ffn_hidden=172"),
-    ("tp", 3, None, DEBUG, "tp=3 does not divide n_heads=4"),
-    ("tp", 2, None, PRESETS["seed-demo"], "tp=2 does not divide ffn_hidden=1365"),
-    ("tp", 2, None, dataclasses.replace(DEBUG, vocab_size=255), "tp=2 does not divide vocab_size=255"),
-    ("fsdp+tp", 2, None, DEBUG, "needs ranks >= 4"),
-    ("fsdp+tp", 6, 4, DEBUG, "tp=4 must be >= 2 and divide ranks=6"),
-    ("fsdp+tp", 4, 4, DEBUG, "leaving dp = ranks // tp >= 2"),
-    ("fsdp+tp", 8, 4, DEBUG, "tp=4 does not divide n_kv_heads=2"),
-])
+@pytest.mark.parametrize(
+    "strategy, ranks, tp, cfg, match",
+    [
+        ("zero", 2, None, DEBUG, "strategy='zero' must be one of fsdp, tp, fsdp\\+tp"),
+        ("fsdp", 1, None, DEBUG, "ranks=1 must be an integer from 2 to 8"),
+        ("fsdp", 9, None, DEBUG, "ranks=9 must be an integer from 2 to 8"),
+        ("fsdp", 2.0, None, DEBUG, "ranks=2.0 must be an integer"),
+        ("fsdp", 2, 2, DEBUG, "strategy='fsdp' has no tensor parallelism"),
+        ("tp", 2, 4, DEBUG, "tp=4 must equal ranks=2"),
+        ("tp", 4, None, DEBUG, "tp=4 does not divide n_kv_heads=2"),
+        (
+            "tp",
+            8,
+            None,
+            dataclasses.replace(DEBUG, n_heads=8, n_kv_heads=8, head_dim=8),
+            "tp=8 does not divide ffn_hidden=172",
+        ),
+        ("tp", 3, None, DEBUG, "tp=3 does not divide n_heads=4"),
+        ("tp", 2, None, PRESETS["seed-demo"], "tp=2 does not divide ffn_hidden=1365"),
+        ("tp", 2, None, dataclasses.replace(DEBUG, vocab_size=255), "tp=2 does not divide vocab_size=255"),
+        ("fsdp+tp", 2, None, DEBUG, "needs ranks >= 4"),
+        ("fsdp+tp", 6, 4, DEBUG, "tp=4 must be >= 2 and divide ranks=6"),
+        ("fsdp+tp", 4, 4, DEBUG, "leaving dp = ranks // tp >= 2"),
+        ("fsdp+tp", 8, 4, DEBUG, "tp=4 does not divide n_kv_heads=2"),
+    ],
+)
 def test_layouts_that_cannot_run_are_refused(strategy, ranks, tp, cfg, match):
     with pytest.raises(ConfigError, match=match):
         check_shard_layout(cfg, strategy, ranks, tp)
@@ -183,11 +218,17 @@ def test_experts_are_not_split_by_tensor_parallelism():
     assert check_shard_layout(moe, "fsdp", 2) == (2, 1)
 
 
-@pytest.mark.parametrize("field, value, match", [
-    ("steps", 0, "steps=0 must be an integer from 1"), ("batch", 0, "batch=0"),
-    ("seq_len", DEBUG.max_seq_len + 1, "exceeds the config's max_seq_len"),
-    ("seed", -1, "seed=-1"), ("lr", 0.0, "lr=0.0"), ("timeout_s", 0, "timeout_s=0"),
-])
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("steps", 0, "steps=0 must be an integer from 1"),
+        ("batch", 0, "batch=0"),
+        ("seq_len", DEBUG.max_seq_len + 1, "exceeds the config's max_seq_len"),
+        ("seed", -1, "seed=-1"),
+        ("lr", 0.0, "lr=0.0"),
+        ("timeout_s", 0, "timeout_s=0"),
+    ],
+)
 def test_run_settings_out_of_bounds_are_refused(field, value, match):
     settings = dataclasses.replace(ShardSettings(2, "fsdp"), **{field: value})
     with pytest.raises(ExperimentError, match=match):
@@ -208,13 +249,13 @@ def test_torch_chunk_rows_uneven_and_empty():
 
 
 def test_rank_shards_by_hand_for_an_odd_vocabulary_over_two_ranks():
-    cfg = dataclasses.replace(DEBUG, vocab_size=255)        # V=255, C=64, L=2, (H+2G)D=128, F=172
+    cfg = dataclasses.replace(DEBUG, vocab_size=255)  # V=255, C=64, L=2, (H+2G)D=128, F=172
     shards = rank_shards(cfg, "fsdp", 2, 1, seq_len=32, batch=2)
     # per block: 2 norms (32 + 32), qkv 64 of 128 rows, o_proj 32 of 64, gate_up 172 of 344,
     # down 32 of 64 rows (× 172 columns)
     block = 32 + 32 + 64 * 64 + 32 * 64 + 172 * 64 + 32 * 172
-    rank0 = 128 * 64 * 2 + 2 * block + 32                  # embed and lm_head: 128 of 255 rows
-    rank1 = 127 * 64 * 2 + 2 * block + 32                  # ... and the last 127
+    rank0 = 128 * 64 * 2 + 2 * block + 32  # embed and lm_head: 128 of 255 rows
+    rank1 = 127 * 64 * 2 + 2 * block + 32  # ... and the last 127
     assert [s.params_bytes for s in shards] == [4 * rank0, 4 * rank1]
     assert [s.grads_bytes for s in shards] == [4 * rank0, 4 * rank1]
     assert [s.optimizer_bytes for s in shards] == [8 * rank0, 8 * rank1]
@@ -231,7 +272,6 @@ def test_the_tensor_parallel_rule_of_each_parameter():
     assert tp_local_shape(DEBUG, "model.layers.0.self_attn.qkv_proj.weight", (128, 64), 2) == (64, 64)
     assert tp_local_shape(DEBUG, "model.layers.0.self_attn.o_proj.weight", (64, 64), 2) == (64, 32)
     shards = rank_shards(DEBUG, "fsdp+tp", 2, 2)
-    assert [(s.rank, s.dp_rank, s.tp_rank) for s in shards] == [(0, 0, 0), (1, 0, 1), (2, 1, 0),
-                                                                 (3, 1, 1)]
+    assert [(s.rank, s.dp_rank, s.tp_rank) for s in shards] == [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)]
     with pytest.raises(AnalysisError, match="is dp=2, tp=1"):
         rank_shards(DEBUG, "fsdp", 1, 2)

@@ -1,16 +1,17 @@
 """The sidebar's sliders (issue 14): every position of every shape slider gives a valid config
 (hypothesis over presets, fields and positions, also after other sliders moved), the grids keep
 the head arithmetic, and moving a slider moves the builder's value, its exact entry and the URL."""
+
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
 from llama_lab.config import PRESETS
-from llama_lab.config.grids import (PUBLISHED_VOCABS, SLIDER_FIELDS, geometric,
-                                    workload_candidates)
+from llama_lab.config.grids import PUBLISHED_VOCABS, SLIDER_FIELDS, geometric, workload_candidates
 from llama_lab.ui.sliders import field_options, slider_key, workload_options
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -24,16 +25,22 @@ def with_value(values: dict, name: str, value: int) -> dict:
     """The builder after a slider moved: the value, and the FFN width following its rule."""
     changed = dict(values)
     changed[ui.field_key(name)] = value
-    width = ui.ffn_from_rule(changed[ui.KEY_FFN_RULE], changed[ui.field_key("d_model")],
-                             changed[ui.KEY_FFN_MULTIPLE_OF], changed[ui.KEY_FFN_MULTIPLIER] or None)
+    width = ui.ffn_from_rule(
+        changed[ui.KEY_FFN_RULE],
+        changed[ui.field_key("d_model")],
+        changed[ui.KEY_FFN_MULTIPLE_OF],
+        changed[ui.KEY_FFN_MULTIPLIER] or None,
+    )
     if width is not None:
         changed[ui.field_key("ffn_hidden")] = width
     return changed
 
 
 @settings(max_examples=60, deadline=None)
-@given(preset=st.sampled_from(sorted(PRESETS)), moves=st.lists(
-    st.tuples(st.sampled_from(SLIDER_FIELDS), st.floats(0, 1)), min_size=1, max_size=3))
+@given(
+    preset=st.sampled_from(sorted(PRESETS)),
+    moves=st.lists(st.tuples(st.sampled_from(SLIDER_FIELDS), st.floats(0, 1)), min_size=1, max_size=3),
+)
 def test_every_slider_position_gives_a_valid_config(preset, moves):
     values = builder(preset)
     for name, where in moves:
@@ -41,18 +48,18 @@ def test_every_slider_position_gives_a_valid_config(preset, moves):
         assert options == sorted(set(options)) and len(options) >= 1
         value = options[min(len(options) - 1, int(where * len(options)))]
         values = with_value(values, name, value)
-        ui.config_from_values(values)                      # raises ConfigError if not valid
+        ui.config_from_values(values)  # raises ConfigError if not valid
 
 
 def test_the_grids_keep_the_head_arithmetic():
-    values = builder("seed-demo")                          # 8 heads, RoPE: head_dim even
+    values = builder("seed-demo")  # 8 heads, RoPE: head_dim even
     d_options = field_options("d_model", values)
     assert all(d % 16 == 0 for d in d_options) and 512 in d_options and 4096 in d_options
     assert field_options("n_kv_heads", values) == [1, 2, 4, 8]
     heads = field_options("n_heads", values)
     # divisors of 512 that n_kv_heads = 2 divides and that leave an even head_dim
     assert heads == [2, 4, 8, 16, 32, 64, 128, 256]
-    sinusoidal = field_options("d_model", builder("transformer-2017"))   # 8 heads, no RoPE
+    sinusoidal = field_options("d_model", builder("transformer-2017"))  # 8 heads, no RoPE
     assert sinusoidal[:3] == [8, 16, 24] and all(d % 8 == 0 for d in sinusoidal)
     vocab = field_options("vocab_size", values)
     assert set(PUBLISHED_VOCABS) <= set(vocab) and vocab[0] == 2 and vocab[-1] == 4_194_304
@@ -77,9 +84,9 @@ def test_moving_a_slider_moves_the_value_its_entry_and_the_url():
     # the FFN width followed its rule: ⌊8/3 · 1024⌋ = 2730
     assert at.sidebar.number_input(key=ui.field_key("ffn_hidden")).value == 2730
     assert 1040 not in field_options("d_model", builder("seed-demo"))
-    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(1040).run()   # off the grid
+    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(1040).run()  # off the grid
     slider = at.sidebar.select_slider(key=slider_key(ui.field_key("d_model")))
-    assert slider.value == 1040 and "1,040" in slider.options   # options as shown
+    assert slider.value == 1040 and "1,040" in slider.options  # options as shown
     at.sidebar.select_slider(key=slider_key(ui.KEY_SEQ_LEN)).set_value(64).run()
     assert at.sidebar.number_input(key=ui.KEY_SEQ_LEN).value == 64 and at.query_params["seq"] == "64"
     at.sidebar.select_slider(key=slider_key(ui.field_key("n_kv_heads"))).set_value(8).run()

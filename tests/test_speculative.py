@@ -1,6 +1,7 @@
 """Speculative decoding (issue 13, part 3): Leviathan et al.'s formulas against a hand table
 and a Monte-Carlo simulation of i.i.d. acceptance; the live greedy decoding lossless on several
 seeds and drafts; the cache's roll-back; the CLI."""
+
 import json
 import random
 
@@ -15,9 +16,17 @@ from llama_lab.experiments import speculative as spec
 from llama_lab.model import KVCache, build_model
 
 
-@pytest.mark.parametrize("alpha,gamma,tokens", [
-    (0.0, 4, 1.0), (1.0, 4, 5.0), (0.5, 3, 1.875),                  # (1 − 0.5⁴) / 0.5
-    (0.8, 4, 3.3616), (0.6, 1, 1.6), (0.9, 2, 2.71)])               # 1 + α + α²
+@pytest.mark.parametrize(
+    "alpha,gamma,tokens",
+    [
+        (0.0, 4, 1.0),
+        (1.0, 4, 5.0),
+        (0.5, 3, 1.875),  # (1 − 0.5⁴) / 0.5
+        (0.8, 4, 3.3616),
+        (0.6, 1, 1.6),
+        (0.9, 2, 2.71),
+    ],
+)  # 1 + α + α²
 def test_expected_tokens_by_hand(alpha, gamma, tokens):
     assert expected_tokens_per_step(alpha, gamma) == pytest.approx(tokens)
 
@@ -55,8 +64,11 @@ def test_speculative_greedy_equals_the_targets_greedy(seed, gamma):
     target = build_model(cfg, seed=seed).eval()
     prompt = torch.randint(0, cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(seed))
     reference = spec.greedy(target, prompt, 24)
-    for draft in (build_model(cfg, seed=seed + 100).eval(), target,
-                  build_model(cfg.replace(n_layers=1), seed=seed).eval()):
+    for draft in (
+        build_model(cfg, seed=seed + 100).eval(),
+        target,
+        build_model(cfg.replace(n_layers=1), seed=seed).eval(),
+    ):
         counts = spec.speculative(target, draft, prompt, 24, gamma)
         assert counts.tokens == reference
         assert counts.accepted + counts.rejections <= counts.drafted
@@ -97,14 +109,31 @@ def test_the_cli_prints_the_formula_and_a_live_run(capsys):
     assert r["speedup"] == pytest.approx(3.3616 / 1.2) and r["best_gamma"] == 8
     assert main(["speculate", "--gamma", "2"]) == 2
     assert "needs --alpha and --cost-ratio" in capsys.readouterr().err
-    assert main(["speculate", "--live", "--steps", "0", "--new-tokens", "8", "--gamma", "2",
-                 "--device", "cpu", "--json"]) == 0
+    assert (
+        main(
+            [
+                "speculate",
+                "--live",
+                "--steps",
+                "0",
+                "--new-tokens",
+                "8",
+                "--gamma",
+                "2",
+                "--device",
+                "cpu",
+                "--json",
+            ]
+        )
+        == 0
+    )
     live = json.loads(capsys.readouterr().out)
     assert live["identical_to_target_greedy"] is True
     assert 0 <= live["measured_alpha"] <= 1 and live["measured_speedup"] > 0
     assert [d["label"] for d in live["drafts"]] == ["trained draft", "untrained draft"]
-    assert analysis.speculation(live["measured_alpha"], 2, live["cost_ratio"]).speedup == \
-        pytest.approx(live["predicted_speedup"])
+    assert analysis.speculation(live["measured_alpha"], 2, live["cost_ratio"]).speedup == pytest.approx(
+        live["predicted_speedup"]
+    )
     # the time split of one call: the three parts are shares of the whole
     for d in live["drafts"]:
         parts = (d["draft_share"], d["verify_share"], d["overhead_share"])

@@ -2,6 +2,7 @@
 or a closed tab (Streamlit's request_stop), or by a rerun — and a second session waiting for
 the job slot starts within about a second; every long run reports progress at every step, with
 the step count and the time left."""
+
 import threading
 import time
 from pathlib import Path
@@ -9,8 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.scriptrunner import RerunData
-from streamlit.testing.v1 import AppTest
-from streamlit.testing.v1 import local_script_runner
+from streamlit.testing.v1 import AppTest, local_script_runner
 
 from llama_lab import experiments, ui
 from llama_lab.config import PRESETS
@@ -21,9 +21,14 @@ from llama_lab.units import escape_markdown
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."
 # tiny live sizes through the page's URL, so what the page measures on view is tiny too
-SMALL = {"grad.n_layers": "2", "grad.seq_len": "16", "grad.batch": "2", "grad.seeds": "1",
-         "grad.d_model": "32"}
-FREED_WITHIN_S = 1.5               # "within about a second", with room for a loaded CI machine
+SMALL = {
+    "grad.n_layers": "2",
+    "grad.seq_len": "16",
+    "grad.batch": "2",
+    "grad.seeds": "1",
+    "grad.d_model": "32",
+}
+FREED_WITHIN_S = 1.5  # "within about a second", with room for a loaded CI machine
 
 
 def long_training_session() -> AppTest:
@@ -67,6 +72,7 @@ def runners(monkeypatch):
     def tracked_rerun(self, data):
         asked.setdefault("rerun", time.monotonic())
         return rerun(self, data)
+
     monkeypatch.setattr(cls, "__init__", tracked_init)
     monkeypatch.setattr(cls, "request_stop", tracked_stop)
     monkeypatch.setattr(cls, "request_rerun", tracked_rerun)
@@ -87,6 +93,7 @@ def started_gradnorms(monkeypatch) -> list:
     def timed(*args, **kwargs):
         starts.append(time.monotonic())
         return original(*args, **kwargs)
+
     monkeypatch.setattr(experiments, "gradnorms_over_seeds", timed)
     return starts
 
@@ -95,20 +102,21 @@ def test_stop_or_a_closed_tab_frees_the_slot_for_a_waiting_session(monkeypatch, 
     _, asked = runners
     starts = started_gradnorms(monkeypatch)
     first, second = long_training_session(), quick_session()
-    starts.clear()                                        # their measurements on view
+    starts.clear()  # their measurements on view
     failures = []
 
     def run_first():
         try:
-            first.button(key=P + "run_train").click().run(timeout=6)   # then: request_stop
-        except RuntimeError as exc:                       # AppTest's "timed out" after the stop
+            first.button(key=P + "run_train").click().run(timeout=6)  # then: request_stop
+        except RuntimeError as exc:  # AppTest's "timed out" after the stop
             failures.append(str(exc))
+
     thread = threading.Thread(target=run_first)
     thread.start()
-    wait_until(lambda: jobs.LIMITER.running == 1)         # the long run holds the slot
-    measure_again(second)                                 # waits, then runs
+    wait_until(lambda: jobs.LIMITER.running == 1)  # the long run holds the slot
+    measure_again(second)  # waits, then runs
     thread.join(60)
-    assert failures and "timed out" in failures[0]         # it was still running: stopped
+    assert failures and "timed out" in failures[0]  # it was still running: stopped
     assert not second.exception
     waited = starts[0] - asked["stop"]
     assert 0 <= waited < FREED_WITHIN_S, f"the second session waited {waited:.2f} s after Stop"
@@ -129,12 +137,13 @@ def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
             first.button(key=P + "run_train").click().run(timeout=120)
         except BaseException as exc:  # noqa: BLE001 - surfaced below
             errors.append(exc)
+
     thread = threading.Thread(target=run_first)
     thread.start()
     wait_until(lambda: jobs.LIMITER.running == 1 and made)
-    time.sleep(1.0)                                       # well into the 8,000 steps
+    time.sleep(1.0)  # well into the 8,000 steps
     asked_at = time.monotonic()
-    made[0].request_rerun(RerunData(widget_states=WidgetStates()))   # the user changed a widget
+    made[0].request_rerun(RerunData(widget_states=WidgetStates()))  # the user changed a widget
     wait_until(lambda: jobs.LIMITER.running == 0, timeout_s=FREED_WITHIN_S + 1)
     freed = time.monotonic() - asked_at
     measure_again(second)
@@ -142,35 +151,44 @@ def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
     assert not errors and not thread.is_alive()
     assert freed < FREED_WITHIN_S, f"the slot was held {freed:.2f} s after the rerun"
     assert starts and not second.exception
-    assert "llama_lab.page3.training" not in first.session_state   # the stopped run kept nothing
+    assert "llama_lab.page3.training" not in first.session_state  # the stopped run kept nothing
 
 
 def test_every_long_run_reports_each_step_with_its_count():
     cfg = PRESETS["debug"]
     seen = []
     comparison = experiments.compare_runs(
-        experiments.norm_position_specs(cfg, 1e-3, 2), 5, seq_len=16, batch=2,
-        data=random_tokens(cfg.vocab_size, 5000), progress=lambda f, text: seen.append((f, text)))
+        experiments.norm_position_specs(cfg, 1e-3, 2),
+        5,
+        seq_len=16,
+        batch=2,
+        data=random_tokens(cfg.vocab_size, 5000),
+        progress=lambda f, text: seen.append((f, text)),
+    )
     # Post-LN and Pre-LN keep their colours on every page (warmup dashed)
     from llama_lab.experiments.training import run_styles
     from llama_lab.figures.common import ARRANGEMENT_COLORS
+
     assert list(run_styles(comparison).values()) == [
-        (ARRANGEMENT_COLORS["post"], "solid"), (ARRANGEMENT_COLORS["post"], "dash"),
-        (ARRANGEMENT_COLORS["pre"], "solid"), (ARRANGEMENT_COLORS["pre"], "dash")]
+        (ARRANGEMENT_COLORS["post"], "solid"),
+        (ARRANGEMENT_COLORS["post"], "dash"),
+        (ARRANGEMENT_COLORS["pre"], "solid"),
+        (ARRANGEMENT_COLORS["pre"], "dash"),
+    ]
     steps = [text for _, text in seen if ": step " in text]
-    assert len(steps) == 4 * 5                            # every step of every run
+    assert len(steps) == 4 * 5  # every step of every run
     assert steps[6].startswith("run 2/4 (Post-LN, warmup 2): step 2/5")
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
 
     seen.clear()
-    experiments.decode_benchmark(cfg, (8, 16), new_tokens=4, device="cpu",
-                                 progress=lambda f, text: seen.append((f, text)))
+    experiments.decode_benchmark(
+        cfg, (8, 16), new_tokens=4, device="cpu", progress=lambda f, text: seen.append((f, text))
+    )
     tokens = [text for _, text in seen if "token " in text]
-    assert len(tokens) == 3 * 2 * 4                       # every token of every variant/context
+    assert len(tokens) == 3 * 2 * 4  # every token of every variant/context
     seen.clear()
-    experiments.depth_sweep(cfg, (1, 2), seq_len=8, batch=2,
-                            progress=lambda f, text: seen.append((f, text)))
+    experiments.depth_sweep(cfg, (1, 2), seq_len=8, batch=2, progress=lambda f, text: seen.append((f, text)))
     assert any(text.startswith("depth L=2 (2/2): seed 0 (1/1): pre-LN") for _, text in seen)
 
 
@@ -182,6 +200,7 @@ def test_the_progress_bar_shows_elapsed_and_time_left():
 
         def progress(self, fraction, text):
             self.texts.append(text)
+
     bar = Bar()
     progress = progress_bar(bar, min_interval_s=0.0)
     time.sleep(1.05)

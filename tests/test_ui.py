@@ -1,5 +1,6 @@
 """The sidebar config builder (llama_lab.ui): URL mirror, rules shown next to widgets, FFN
 width rules, uploads and downloads — pure helpers directly, the widgets through AppTest."""
+
 import json
 from pathlib import Path
 
@@ -7,11 +8,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import analysis, experiments, report, ui
-
-from llama_lab.runtime import jobs
-from llama_lab.config import PRESETS, ConfigError, ModelConfig
+from llama_lab.config import PRESETS, ConfigError, ModelConfig, small_training_config
 from llama_lab.errors import ExperimentError
-from llama_lab.config import small_training_config
+from llama_lab.runtime import jobs
 
 
 def builder_script():
@@ -24,9 +23,11 @@ def builder_script():
         st.markdown(f"INVALID: {ui.config_error()}")
     else:
         cfg = selection.cfg
-        st.markdown(f"VALID d={cfg.d_model} heads={cfg.n_heads} kv={cfg.n_kv_heads} "
-                    f"ffn={cfg.ffn_hidden} norm={cfg.norm_type} seq={selection.seq_len} "
-                    f"batch={selection.batch} dtype={selection.dtype} preset={selection.preset}")
+        st.markdown(
+            f"VALID d={cfg.d_model} heads={cfg.n_heads} kv={cfg.n_kv_heads} "
+            f"ffn={cfg.ffn_hidden} norm={cfg.norm_type} seq={selection.seq_len} "
+            f"batch={selection.batch} dtype={selection.dtype} preset={selection.preset}"
+        )
 
 
 def run_builder(query: dict | None = None) -> AppTest:
@@ -49,15 +50,26 @@ def widget(at: AppTest, kind: str, name: str):
 def test_query_holds_only_the_fields_that_differ_from_the_preset():
     cfg = PRESETS["llama-2-7b"].replace(n_kv_heads=8, norm_eps=1e-6, bias=True)
     query = ui.query_for("llama-2-7b", cfg, 1024, 4, "fp16")
-    assert query == {"preset": "llama-2-7b", "n_kv_heads": "8", "norm_eps": "1e-06",
-                     "bias": "true", "seq": "1024", "batch": "4", "dtype": "fp16"}
+    assert query == {
+        "preset": "llama-2-7b",
+        "n_kv_heads": "8",
+        "norm_eps": "1e-06",
+        "bias": "true",
+        "seq": "1024",
+        "batch": "4",
+        "dtype": "fp16",
+    }
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_query_round_trips_every_preset_with_changes(preset):
     base = PRESETS[preset]
-    cfg = base.replace(n_layers=base.n_layers + 1, tie_embeddings=not base.tie_embeddings,
-                       rope_theta=base.rope_theta * 2, init="xavier")
+    cfg = base.replace(
+        n_layers=base.n_layers + 1,
+        tie_embeddings=not base.tie_embeddings,
+        rope_theta=base.rope_theta * 2,
+        init="xavier",
+    )
     query = ui.query_for(preset, cfg, 7, 3, "fp32")
     values, errors = ui.values_from_query(query)
     assert errors == []
@@ -65,16 +77,19 @@ def test_query_round_trips_every_preset_with_changes(preset):
     assert (values[ui.KEY_SEQ_LEN], values[ui.KEY_BATCH], values[ui.KEY_DTYPE]) == (7, 3, "fp32")
 
 
-@pytest.mark.parametrize("query,expected_error", [
-    ({"preset": "gpt-5"}, "unknown preset 'gpt-5'"),
-    ({"preset": "seed-demo", "n_kv_heads": "3"}, "n_heads=8 is not divisible by n_kv_heads=3"),
-    ({"n_heads": "64", "d_model": "576"}, "head_dim=9"),
-    ({"d_model": "abc"}, "d_model='abc' must be an integer"),
-    ({"seq": "0"}, "seq=0 must be between 1 and 128"),
-    ({"dtype": "fp64"}, "dtype='fp64' must be one of"),
-    ({"weights": "int3"}, "weights='int3' must be one of fp32, bf16, fp16, fp8, int8, int4"),
-    ({"kv": "nf4"}, "kv='nf4' must be one of"),
-])
+@pytest.mark.parametrize(
+    "query,expected_error",
+    [
+        ({"preset": "gpt-5"}, "unknown preset 'gpt-5'"),
+        ({"preset": "seed-demo", "n_kv_heads": "3"}, "n_heads=8 is not divisible by n_kv_heads=3"),
+        ({"n_heads": "64", "d_model": "576"}, "head_dim=9"),
+        ({"d_model": "abc"}, "d_model='abc' must be an integer"),
+        ({"seq": "0"}, "seq=0 must be between 1 and 128"),
+        ({"dtype": "fp64"}, "dtype='fp64' must be one of"),
+        ({"weights": "int3"}, "weights='int3' must be one of fp32, bf16, fp16, fp8, int8, int4"),
+        ({"kv": "nf4"}, "kv='nf4' must be one of"),
+    ],
+)
 def test_bad_query_values_are_reported_and_fall_back(query, expected_error):
     values, errors = ui.values_from_query(query)
     assert len(errors) == 1 and expected_error in errors[0]
@@ -93,19 +108,23 @@ def test_the_stored_formats_round_trip_and_only_appear_when_they_differ_from_dty
     assert (selection.weight_format, selection.kv_format) == ("int4", "bf16")
     # a link from before the formats were apart: dtype=int4 stored both, computing in bf16
     values, errors = ui.values_from_query({"dtype": "int4", "kv": "fp8"})
-    assert errors == [] and (values[ui.KEY_DTYPE], values[ui.KEY_WEIGHT_DTYPE],
-                             values[ui.KEY_KV_DTYPE]) == ("bf16", "int4", "fp8")
+    assert errors == [] and (values[ui.KEY_DTYPE], values[ui.KEY_WEIGHT_DTYPE], values[ui.KEY_KV_DTYPE]) == (
+        "bf16",
+        "int4",
+        "fp8",
+    )
 
 
 def test_ffn_rule_is_detected_for_the_published_configs():
-    assert ui.detect_ffn_rule(PRESETS["seed-demo"]) == ("seed", 1, 0.0)          # ⌊8/3·512⌋
-    assert ui.detect_ffn_rule(PRESETS["llama-2-7b"]) == ("meta", 256, 0.0)       # 11008
-    assert ui.detect_ffn_rule(PRESETS["llama-3-8b"]) == ("meta", 1024, 1.3)      # 14336
-    for name, cfg in PRESETS.items():               # whatever is detected reproduces the width
+    assert ui.detect_ffn_rule(PRESETS["seed-demo"]) == ("seed", 1, 0.0)  # ⌊8/3·512⌋
+    assert ui.detect_ffn_rule(PRESETS["llama-2-7b"]) == ("meta", 256, 0.0)  # 11008
+    assert ui.detect_ffn_rule(PRESETS["llama-3-8b"]) == ("meta", 1024, 1.3)  # 14336
+    for name, cfg in PRESETS.items():  # whatever is detected reproduces the width
         rule, multiple_of, multiplier = ui.detect_ffn_rule(cfg)
         if rule != "manual":
-            assert ui.ffn_from_rule(rule, cfg.d_model, multiple_of, multiplier or None) == \
-                cfg.ffn_hidden, name
+            assert ui.ffn_from_rule(rule, cfg.d_model, multiple_of, multiplier or None) == cfg.ffn_hidden, (
+                name
+            )
     assert ui.detect_ffn_rule(PRESETS["transformer-2017"]) == ("classic", 1, 0.0)
     assert ui.detect_ffn_rule(PRESETS["seed-demo"].replace(ffn_hidden=1000))[0] == "manual"
     # the rules themselves: 8/3·768 = 2048; Meta: ⌈(2/3·4·768)/256⌉·256 = 2048; 4·768 = 3072
@@ -124,13 +143,16 @@ def test_kv_choices_are_the_divisors_of_n_heads_labelled_by_kind():
     assert "does not divide" in ui.kv_label(8, 3)
 
 
-@pytest.mark.parametrize("changes,field", [
-    (dict(n_kv_heads=3), "n_heads"),
-    (dict(n_heads=7), "d_model"),
-    (dict(d_model=72), "n_heads"),             # head_dim 9, odd under RoPE
-    (dict(norm_eps=2.0), "norm_eps"),
-    (dict(ffn_hidden=0), "ffn_hidden"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        (dict(n_kv_heads=3), "n_heads"),
+        (dict(n_heads=7), "d_model"),
+        (dict(d_model=72), "n_heads"),  # head_dim 9, odd under RoPE
+        (dict(norm_eps=2.0), "norm_eps"),
+        (dict(ffn_hidden=0), "ffn_hidden"),
+    ],
+)
 def test_errors_point_at_a_builder_field(changes, field):
     with pytest.raises(ConfigError) as info:
         ModelConfig(**{**ModelConfig().to_dict(), **changes})
@@ -141,7 +163,7 @@ def test_errors_are_shown_next_to_the_field_edited_last_when_the_rule_names_it()
     message = "d_model=512 is not divisible by n_heads=7"
     assert ui.error_field(message) == "d_model"
     assert ui.error_field(message, prefer="n_heads") == "n_heads"
-    assert ui.error_field(message, prefer="vocab_size") == "d_model"      # not named: first
+    assert ui.error_field(message, prefer="vocab_size") == "d_model"  # not named: first
     rope = "head_dim=9 (d_model/n_heads) must be even for pos_encoding='rope' (RoPE ...)"
     assert ui.error_field(rope, prefer="pos_encoding") == "pos_encoding"
     assert ui.error_field(rope, prefer="d_model") == "d_model"
@@ -166,8 +188,7 @@ def sidebar_order(at: AppTest) -> list[str]:
 
 def test_downloads_hold_both_configs_for_llama_and_explain_otherwise():
     downloads, refusal = ui.config_downloads(PRESETS["llama-3-8b"])
-    assert refusal is None and [d.file_name for d in downloads] == ["llama_lab_config.json",
-                                                                    "config.json"]
+    assert refusal is None and [d.file_name for d in downloads] == ["llama_lab_config.json", "config.json"]
     assert ModelConfig.from_dict(json.loads(downloads[0].data)) == PRESETS["llama-3-8b"]
     assert ModelConfig.from_hf_config(json.loads(downloads[1].data)) == PRESETS["llama-3-8b"]
     downloads, refusal = ui.config_downloads(PRESETS["transformer-2017"])
@@ -177,11 +198,12 @@ def test_downloads_hold_both_configs_for_llama_and_explain_otherwise():
 # ---- the widgets --------------------------------------------------------------------------------
 def test_default_view_is_the_seed_demo_and_is_mirrored_in_the_url():
     at = run_builder()
-    assert shown(at) == ("VALID d=512 heads=8 kv=2 ffn=1365 norm=rmsnorm seq=128 batch=1 "
-                         "dtype=bf16 preset=seed-demo")
+    assert shown(at) == (
+        "VALID d=512 heads=8 kv=2 ffn=1365 norm=rmsnorm seq=128 batch=1 dtype=bf16 preset=seed-demo"
+    )
     assert at.query_params == {"preset": "seed-demo", "seq": "128", "batch": "1", "dtype": "bf16"}
     stored = [at.sidebar.selectbox(key=key) for key in (ui.KEY_WEIGHT_DTYPE, ui.KEY_KV_DTYPE)]
-    assert [box.value for box in stored] == [ui.AS_DTYPE, ui.AS_DTYPE]   # a choice, not a blank
+    assert [box.value for box in stored] == [ui.AS_DTYPE, ui.AS_DTYPE]  # a choice, not a blank
     assert stored[0].format_func(ui.AS_DTYPE) == "as dtype (bf16)"
     labels = widget(at, "selectbox", "n_kv_heads").options
     assert labels == [ui.kv_label(8, kv) for kv in (1, 2, 4, 8)]
@@ -190,7 +212,7 @@ def test_default_view_is_the_seed_demo_and_is_mirrored_in_the_url():
 def test_d_model_follows_the_ffn_rule_and_the_url_follows_the_widgets():
     at = run_builder()
     widget(at, "number_input", "d_model").set_value(768).run()
-    assert "d=768" in shown(at) and "ffn=2048" in shown(at)       # ⌊8/3·768⌋
+    assert "d=768" in shown(at) and "ffn=2048" in shown(at)  # ⌊8/3·768⌋
     assert at.query_params["d_model"] == "768" and at.query_params["ffn_hidden"] == "2048"
     at.sidebar.radio(key=ui.KEY_FFN_RULE).set_value("manual").run()
     widget(at, "number_input", "ffn_hidden").set_value(3000).run()
@@ -202,9 +224,11 @@ def test_invalid_combination_shows_the_rule_next_to_the_widget():
     at = run_builder()
     widget(at, "number_input", "n_heads").set_value(7).run()
     assert shown(at).startswith("INVALID: d_model=512 is not divisible by n_heads=7")
-    assert [e.value for e in at.sidebar.error] == [ui.escape_markdown("d_model=512 is not divisible by n_heads=7")]
+    assert [e.value for e in at.sidebar.error] == [
+        ui.escape_markdown("d_model=512 is not divisible by n_heads=7")
+    ]
     assert not at.exception
-    order = sidebar_order(at)                 # the rule sits right under the n_heads input
+    order = sidebar_order(at)  # the rule sits right under the n_heads input
     assert order[order.index(ui.field_key("n_heads")) + 1] == "ERROR"
     # a head count whose divisors exclude the current kv count keeps it, marked, with the rule
     widget(at, "number_input", "n_heads").set_value(16).run()
@@ -217,7 +241,7 @@ def test_invalid_combination_shows_the_rule_next_to_the_widget():
 
 def test_odd_head_dim_with_rope_is_refused_until_positions_change():
     at = run_builder()
-    widget(at, "number_input", "d_model").set_value(72).run()        # head_dim 9
+    widget(at, "number_input", "d_model").set_value(72).run()  # head_dim 9
     assert "INVALID: head_dim=9" in shown(at)
     assert any("must be even" in e.value for e in at.sidebar.error)
     widget(at, "selectbox", "pos_encoding").set_value("sinusoidal").run()
@@ -230,46 +254,55 @@ def test_sizes_out_of_range_are_refused_with_the_rule_not_clamped():
     assert not at.exception
     assert "INVALID: d_model=262144 exceeds the upper bound 131,072" in shown(at)
     widget(at, "number_input", "d_model").set_value(16).run()
-    at.sidebar.number_input(key=ui.KEY_FFN_MULTIPLE_OF).set_value(64).run()   # ⌊42.7/64⌋·64 = 0
+    at.sidebar.number_input(key=ui.KEY_FFN_MULTIPLE_OF).set_value(64).run()  # ⌊42.7/64⌋·64 = 0
     assert not at.exception
     assert "INVALID: ffn_hidden=0 must be at least 1" in shown(at)
     assert [e.value for e in at.sidebar.error] == [ui.escape_markdown("ffn_hidden=0 must be at least 1")]
 
 
 def test_link_reproduces_the_view_and_bad_links_fall_back_with_an_error():
-    at = run_builder({"preset": "llama-2-70b", "n_kv_heads": "64", "seq": "512", "batch": "8",
-                      "dtype": "fp16"})
-    assert ("d=8192 heads=64 kv=64 ffn=28672 norm=rmsnorm seq=512 batch=8 dtype=fp16 "
-            "preset=llama-2-70b") in shown(at)
+    at = run_builder(
+        {"preset": "llama-2-70b", "n_kv_heads": "64", "seq": "512", "batch": "8", "dtype": "fp16"}
+    )
+    assert (
+        "d=8192 heads=64 kv=64 ffn=28672 norm=rmsnorm seq=512 batch=8 dtype=fp16 preset=llama-2-70b"
+    ) in shown(at)
     at = run_builder({"preset": "llama-2-70b", "n_kv_heads": "3"})
     assert "kv=8" in shown(at) and "VALID" in shown(at)
-    assert any(ui.escape_markdown("n_heads=64 is not divisible by n_kv_heads=3") in e.value
-               for e in at.sidebar.error)
+    assert any(
+        ui.escape_markdown("n_heads=64 is not divisible by n_kv_heads=3") in e.value for e in at.sidebar.error
+    )
 
 
 def test_preset_change_loads_the_preset_and_keeps_the_workload():
     at = run_builder({"batch": "4"})
     at.sidebar.selectbox(key=ui.KEY_PRESET).set_value("llama-3-8b").run()
-    assert ("VALID d=4096 heads=32 kv=8 ffn=14336 norm=rmsnorm seq=8192 batch=4"
-            in shown(at))
+    assert "VALID d=4096 heads=32 kv=8 ffn=14336 norm=rmsnorm seq=8192 batch=4" in shown(at)
     assert at.sidebar.radio(key=ui.KEY_FFN_RULE).value == "meta"
 
 
 def test_upload_of_an_hf_config_shows_its_notes_and_a_bad_one_its_error():
     at = run_builder()
-    hf = {"hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 16,
-          "num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 1000,
-          "max_position_embeddings": 256, "rope_scaling": {"type": "linear", "factor": 2.0}}
-    at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(hf).encode(),
-                                            "application/json")).run()
+    hf = {
+        "hidden_size": 1024,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "intermediate_size": 2816,
+        "vocab_size": 1000,
+        "max_position_embeddings": 256,
+        "rope_scaling": {"type": "linear", "factor": 2.0},
+    }
+    at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(hf).encode(), "application/json")).run()
     assert "VALID d=1024 heads=16 kv=4 ffn=2816" in shown(at) and "seq=256" in shown(at)
     assert any(ui.escape_markdown("rope_scaling") in w.value for w in at.sidebar.warning)
     at.sidebar.file_uploader[0].set_value(("broken.json", b"{not json", "application/json")).run()
     assert any(ui.escape_markdown("broken.json is not valid JSON") in e.value for e in at.sidebar.error)
-    assert "VALID d=1024" in shown(at)           # the last good config stays
+    assert "VALID d=1024" in shown(at)  # the last good config stays
     ours = PRESETS["transformer-2017"].replace(n_layers=3)
-    at.sidebar.file_uploader[0].set_value(("mine.json", json.dumps(ours.to_dict()).encode(),
-                                            "application/json")).run()
+    at.sidebar.file_uploader[0].set_value(
+        ("mine.json", json.dumps(ours.to_dict()).encode(), "application/json")
+    ).run()
     assert "VALID d=512 heads=8 kv=8 ffn=2048 norm=layernorm" in shown(at)
     assert at.query_params["n_layers"] == "3" and at.query_params["norm_position"] == "post"
 
@@ -277,22 +310,32 @@ def test_upload_of_an_hf_config_shows_its_notes_and_a_bad_one_its_error():
 def test_upload_of_each_family_builds_it_and_an_unsupported_one_is_refused_by_name():
     at = run_builder()
     mixtral = PRESETS["mixtral-8x7b"].to_hf_config()
-    at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(mixtral).encode(),
-                                            "application/json")).run()
+    at.sidebar.file_uploader[0].set_value(
+        ("config.json", json.dumps(mixtral).encode(), "application/json")
+    ).run()
     assert "VALID d=4096 heads=32 kv=8 ffn=14336" in shown(at)
     assert at.sidebar.number_input(key=ui.field_key("n_experts")).value == 8
-    neox = {"model_type": "gpt_neox", "hidden_size": 512, "num_hidden_layers": 6,
-            "num_attention_heads": 8, "intermediate_size": 2048, "vocab_size": 50304}
-    at.sidebar.file_uploader[0].set_value(("pythia.json", json.dumps(neox).encode(),
-                                            "application/json")).run()
+    neox = {
+        "model_type": "gpt_neox",
+        "hidden_size": 512,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "intermediate_size": 2048,
+        "vocab_size": 50304,
+    }
+    at.sidebar.file_uploader[0].set_value(
+        ("pythia.json", json.dumps(neox).encode(), "application/json")
+    ).run()
     assert not at.exception
-    assert any(ui.escape_markdown("model_type='gpt_neox' is not supported") in e.value
-               for e in at.sidebar.error)
-    assert "VALID d=4096" in shown(at)           # the last good config stays
+    assert any(
+        ui.escape_markdown("model_type='gpt_neox' is not supported") in e.value for e in at.sidebar.error
+    )
+    assert "VALID d=4096" in shown(at)  # the last good config stays
 
 
 def test_download_buttons_hand_over_the_config_files(monkeypatch):
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
     stored = []
     original = MemoryMediaFileStorage.load_and_get_id
 
@@ -302,8 +345,7 @@ def test_download_buttons_hand_over_the_config_files(monkeypatch):
 
     monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
     at = run_builder({"preset": "llama-2-7b"})
-    assert [b.label for b in at.sidebar.download_button] == ["Config (LLaMA Lab JSON)",
-                                                             "HF config.json"]
+    assert [b.label for b in at.sidebar.download_button] == ["Config (LLaMA Lab JSON)", "HF config.json"]
     files = dict(stored)
     assert ModelConfig.from_dict(json.loads(files["llama_lab_config.json"])) == PRESETS["llama-2-7b"]
     assert json.loads(files["config.json"])["intermediate_size"] == 11008
@@ -316,22 +358,35 @@ def test_download_buttons_hand_over_the_config_files(monkeypatch):
 # ---- pages, experiment keys, live runs ----------------------------------------------------------
 def test_every_page_file_is_registered_once_in_file_order():
     root = Path(__file__).resolve().parents[1]
-    on_disk = [str(p.relative_to(root)) for p in sorted(      # by number: 1, 2, …, 9, 10
-        (root / "pages").glob("*.py"), key=lambda p: int(p.name.split("_")[0]))]
+    on_disk = [
+        str(p.relative_to(root))
+        for p in sorted(  # by number: 1, 2, …, 9, 10
+            (root / "pages").glob("*.py"), key=lambda p: int(p.name.split("_")[0])
+        )
+    ]
     assert [page.path for page in ui.PAGES] == on_disk
     assert (root / ui.HOME_PAGE).is_file() and ui.HOME_PAGE not in on_disk
 
 
 def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
-    assert ui.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind)
-                                  for kind in experiments.KINDS}
+    assert ui.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind) for kind in experiments.KINDS}
     assert len(set(ui.EXPERIMENT_KEYS.values())) == 11
-    assert (ui.KEY_GRADNORMS, ui.KEY_DEPTH_SWEEP, ui.KEY_TRAINING, ui.EXPERIMENT_KEYS["warmup"],
-            ui.KEY_ABLATION, ui.KEY_LIVE_PASS, ui.KEY_DECODE, ui.EXPERIMENT_KEYS["quantize"],
-            ui.EXPERIMENT_KEYS["flash"], ui.EXPERIMENT_KEYS["speculative"],
-            ui.EXPERIMENT_KEYS["shard"]) == tuple(ui.EXPERIMENT_KEYS.values())
+    assert (
+        ui.KEY_GRADNORMS,
+        ui.KEY_DEPTH_SWEEP,
+        ui.KEY_TRAINING,
+        ui.EXPERIMENT_KEYS["warmup"],
+        ui.KEY_ABLATION,
+        ui.KEY_LIVE_PASS,
+        ui.KEY_DECODE,
+        ui.EXPERIMENT_KEYS["quantize"],
+        ui.EXPERIMENT_KEYS["flash"],
+        ui.EXPERIMENT_KEYS["speculative"],
+        ui.EXPERIMENT_KEYS["shard"],
+    ) == tuple(ui.EXPERIMENT_KEYS.values())
     import importlib
-    for kind in experiments.KINDS.values():                      # each kind's panel draws it
+
+    for kind in experiments.KINDS.values():  # each kind's panel draws it
         assert callable(importlib.import_module(f"llama_lab.ui.panels.{kind.panel}").show)
 
 
@@ -341,9 +396,16 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
     assert ui.live_config(PRESETS[preset], n_layers=4) == small
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
-    assert wide.replace(d_model=64, n_layers=4, ffn_hidden=small.ffn_hidden,
-                        expert_ffn_hidden=small.expert_ffn_hidden if small.is_moe else None,
-                        max_seq_len=64) == small                     # only the sizes changed
+    assert (
+        wide.replace(
+            d_model=64,
+            n_layers=4,
+            ffn_hidden=small.ffn_hidden,
+            expert_ffn_hidden=small.expert_ffn_hidden if small.is_moe else None,
+            max_seq_len=64,
+        )
+        == small
+    )  # only the sizes changed
 
 
 def test_live_config_ffn_follows_the_recipes_rule():
@@ -353,10 +415,12 @@ def test_live_config_ffn_follows_the_recipes_rule():
 
 
 def test_cpu_budget_refuses_above_three_tflop_with_the_hint():
-    ui.check_cpu_budget(3e12, "cpu", "this run", "go smaller")              # at the limit: runs
-    with pytest.raises(ExperimentError,
-                       match=r"^this run needs about 3\.1 TFLOP; live runs on the CPU are "
-                             r"limited to 3 TFLOP \(about a minute\); go smaller$"):
+    ui.check_cpu_budget(3e12, "cpu", "this run", "go smaller")  # at the limit: runs
+    with pytest.raises(
+        ExperimentError,
+        match=r"^this run needs about 3\.1 TFLOP; live runs on the CPU are "
+        r"limited to 3 TFLOP \(about a minute\); go smaller$",
+    ):
         ui.check_cpu_budget(3.1e12, "cpu", "this run", "go smaller")
 
 
@@ -377,7 +441,7 @@ def test_is_stale_compares_the_config_and_the_given_settings_only():
     assert not ui.is_stale(entry, cfg, {"seq_len": 16})
     assert ui.is_stale(entry, cfg, {"seq_len": 32})
     assert ui.is_stale(entry, cfg.replace(n_layers=3), {"seq_len": 16})
-    assert ui.is_stale(entry, cfg, {"batch": 2})                 # a setting it did not record
+    assert ui.is_stale(entry, cfg, {"batch": 2})  # a setting it did not record
 
 
 def run_script():
@@ -391,7 +455,7 @@ def run_script():
         progress(0.5, "half way")
         if st.session_state.get("refuse"):
             raise ExperimentError("too big, says the guard")
-        return jobs.LIMITER.running                  # runs held while the work runs
+        return jobs.LIMITER.running  # runs held while the work runs
 
     st.markdown(f"RESULT {ui.run_with_status('Test run', work)}")
 
@@ -407,9 +471,10 @@ def test_run_with_status_holds_the_job_slot_and_shows_refusals():
     assert at.status[0].proto.label == "Test run: refused"
     # the reason is shown at once, escaped, below the (collapsed) status, not inside it
     assert [e.value for e in at.error] == [
-        f"**Test run refused:** {ui.escape_markdown('too big, says the guard')}"]
+        f"**Test run refused:** {ui.escape_markdown('too big, says the guard')}"
+    ]
     assert not at.status[0].error
-    assert jobs.LIMITER.running == 0                              # released after a refusal
+    assert jobs.LIMITER.running == 0  # released after a refusal
 
 
 def test_run_with_status_waits_for_the_slot_and_says_so_when_it_gives_up(monkeypatch):
@@ -426,6 +491,7 @@ def test_run_with_status_waits_for_the_slot_and_says_so_when_it_gives_up(monkeyp
         with limiter.slot():
             held.set()
             done.wait(30)
+
     thread = threading.Thread(target=other_run)
     thread.start()
     try:

@@ -1,5 +1,5 @@
-"""Argument checks and byte arithmetic shared by every count.
-"""
+"""Argument checks and byte arithmetic shared by every count."""
+
 from __future__ import annotations
 
 import math
@@ -9,15 +9,16 @@ from ..errors import AnalysisError, LabError
 from ..runtime.hardware import DTYPE_BYTES, GPU, get_gpu
 from ..runtime.precision import DTYPES
 
-
-TRAINING_DTYPES = tuple(DTYPES)        # what a training run computes in (runtime.precision)
+TRAINING_DTYPES = tuple(DTYPES)  # what a training run computes in (runtime.precision)
 
 
 def training_dtype(dtype: str) -> str:
     """What ``dtype`` computes in: itself, or bf16 for a storage-only format (fp8, int8, int4)."""
     return dtype if dtype in TRAINING_DTYPES else "bf16"
-INT64_BYTES = 8      # token ids and position ids
-STATS_BYTES = 4      # norm statistics (rstd, mean) and SDPA's logsumexp are kept in float32
+
+
+INT64_BYTES = 8  # token ids and position ids
+STATS_BYTES = 4  # norm statistics (rstd, mean) and SDPA's logsumexp are kept in float32
 
 
 def checked_dtype_bytes(dtype: str, allowed=tuple(DTYPE_BYTES)) -> float:
@@ -51,7 +52,7 @@ def first_true(holds, low: int, high: int) -> int | None:
         return None
     if holds(low):
         return low
-    while high - low > 1:                      # holds(high), not holds(low)
+    while high - low > 1:  # holds(high), not holds(low)
         middle = (low + high) // 2
         low, high = (low, middle) if holds(middle) else (middle, high)
     return high

@@ -6,6 +6,7 @@ use elsewhere as alternatives, each with its own value — and the source.
 A ``Derivation``'s ``expression`` is plain arithmetic over its ``terms`` (names → numbers); the
 page shows it with the numbers substituted, and ``evaluate()`` computes it.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,12 @@ from .quant import as_weight_quant, kv_head_bytes, kv_scale_bytes, weights_bytes
 from .shapes import Shapes
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-_FUNCTIONS = {"floor": math.floor, "max": max, "ceil_div": lambda a, b: -(-a // b),
-              "median": lambda *values: median(values)}
+_FUNCTIONS = {
+    "floor": math.floor,
+    "max": max,
+    "ceil_div": lambda a, b: -(-a // b),
+    "median": lambda *values: median(values),
+}
 
 
 def _evaluate(expression: str, terms: dict) -> float:
@@ -39,14 +44,14 @@ def _evaluate(expression: str, terms: dict) -> float:
 @dataclass(frozen=True)
 class Derivation:
     title: str
-    formula: str                  # LaTeX, in symbols
-    expression: str               # Python arithmetic over ``terms``
-    terms: dict                   # symbol → number (and what it is, in ``meaning``)
-    value: float                  # what the page shows (from the lab's counters)
+    formula: str  # LaTeX, in symbols
+    expression: str  # Python arithmetic over ``terms``
+    terms: dict  # symbol → number (and what it is, in ``meaning``)
+    value: float  # what the page shows (from the lab's counters)
     source: str
-    convention: str = ""          # the counting convention this value follows
-    meaning: dict = field(default_factory=dict)     # symbol → words
-    alternatives: tuple = ()      # (label, Derivation): the same quantity by other conventions
+    convention: str = ""  # the counting convention this value follows
+    meaning: dict = field(default_factory=dict)  # symbol → words
+    alternatives: tuple = ()  # (label, Derivation): the same quantity by other conventions
 
     def evaluate(self) -> float:
         """The expression computed from the terms (no names but the terms are allowed)."""
@@ -58,20 +63,32 @@ class Derivation:
 
     def substituted(self) -> str:
         """The expression with every term's number in place, e.g. ``2 · 4 · 2 · 64 · 2``."""
+
         def number(match: re.Match) -> str:
             name = match.group(0)
             if name not in self.terms:
                 return name
             value = self.terms[name]
             return f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
+
         text = _NAME.sub(number, self.expression)
         return text.replace("**", "^").replace("*", " · ").replace("//", " ÷ ").replace("/", " ÷ ")
 
 
-SHAPE_WORDS = {"L": "blocks", "C": "d_model", "H": "query heads", "G": "KV heads",
-               "D": "head_dim", "F": "FFN width", "V": "vocabulary", "B": "batch",
-               "T": "tokens per sequence", "E": "experts", "k": "experts per token",
-               "F_e": "expert width"}
+SHAPE_WORDS = {
+    "L": "blocks",
+    "C": "d_model",
+    "H": "query heads",
+    "G": "KV heads",
+    "D": "head_dim",
+    "F": "FFN width",
+    "V": "vocabulary",
+    "B": "batch",
+    "T": "tokens per sequence",
+    "E": "experts",
+    "k": "experts per token",
+    "F_e": "expert width",
+}
 
 
 def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
@@ -103,11 +120,14 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
 def params_total(cfg: ModelConfig) -> Derivation:
     p = count_params(cfg)
     n_sparse = sum(cfg.moe_layer_flags)
-    terms = {"V": cfg.vocab_size, "C": cfg.d_model, "untied": int(not cfg.tie_embeddings),
-             "n_final": norm_params(cfg) if cfg.final_norm else 0}
+    terms = {
+        "V": cfg.vocab_size,
+        "C": cfg.d_model,
+        "untied": int(not cfg.tie_embeddings),
+        "n_final": norm_params(cfg) if cfg.final_norm else 0,
+    }
     blocks, meaning = [], {}
-    for kind, sparse, count in (("dense", False, cfg.n_layers - n_sparse),
-                                ("sparse", True, n_sparse)):
+    for kind, sparse, count in (("dense", False, cfg.n_layers - n_sparse), ("sparse", True, n_sparse)):
         if count:
             expr, block_terms = _block_terms(cfg, sparse)
             terms[f"N_{kind}"], terms[f"L_{kind}"] = _evaluate(expr, block_terms), count
@@ -117,67 +137,111 @@ def params_total(cfg: ModelConfig) -> Derivation:
     if cfg.pos_encoding == "learned":
         terms["P"] = cfg.max_seq_len
         expression += " + P*C"
-    return Derivation("Parameters",
-                      r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",
-                      expression, terms, p.total,
-                      "closed form, equal to the module's own count (built on the meta device) and to "
-                      "transformers' class for the family", "every parameter once; a tied lm_head shares "
-                      "the embedding matrix",
-                      meaning=meaning,
-                      alternatives=(("non-embedding (Kaplan et al. 2020)", params_non_embedding(cfg)),))
+    return Derivation(
+        "Parameters",
+        r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",
+        expression,
+        terms,
+        p.total,
+        "closed form, equal to the module's own count (built on the meta device) and to "
+        "transformers' class for the family",
+        "every parameter once; a tied lm_head shares the embedding matrix",
+        meaning=meaning,
+        alternatives=(("non-embedding (Kaplan et al. 2020)", params_non_embedding(cfg)),),
+    )
 
 
 def params_per_block(cfg: ModelConfig) -> Derivation:
     expr, terms = _block_terms(cfg, cfg.moe_layer_flags[0])
-    return Derivation("Per block (block 0)", r"N_\text{block} = \underbrace{C H D + 2 C G D + H D C}_"
-                      r"{q,\,k,\,v,\,o} + \underbrace{n_\text{FFN}\, C F}_{\text{FFN}} + 2\,n_\text{norm}",
-                      expr, terms, count_params(cfg).per_layer,
-                      "closed form; the module's own count on the meta device agrees",
-                      "GQA/MQA: k and v have G < H heads; SwiGLU has three FFN matrices (n_FFN = 3), the "
-                      "2017 FFN two; a LayerNorm has γ and β (n_norm = 2C), RMSNorm γ only",
-                      meaning={"n_norm": "one norm's parameters", "n_ffn": "FFN matrices"})
+    return Derivation(
+        "Per block (block 0)",
+        r"N_\text{block} = \underbrace{C H D + 2 C G D + H D C}_"
+        r"{q,\,k,\,v,\,o} + \underbrace{n_\text{FFN}\, C F}_{\text{FFN}} + 2\,n_\text{norm}",
+        expr,
+        terms,
+        count_params(cfg).per_layer,
+        "closed form; the module's own count on the meta device agrees",
+        "GQA/MQA: k and v have G < H heads; SwiGLU has three FFN matrices (n_FFN = 3), the "
+        "2017 FFN two; a LayerNorm has γ and β (n_norm = 2C), RMSNorm γ only",
+        meaning={"n_norm": "one norm's parameters", "n_ffn": "FFN matrices"},
+    )
 
 
 def params_non_embedding(cfg: ModelConfig) -> Derivation:
     p = count_params(cfg)
-    terms = {"N": p.total, "V": cfg.vocab_size, "C": cfg.d_model,
-             "N_pos": p.by_component["positional"]}
-    return Derivation("Non-embedding parameters", r"N_\text{non-emb} = N - V C - N_\text{pos}",
-                      "N - V*C - N_pos", terms, p.non_embedding,
-                      "Kaplan et al. 2020, Scaling Laws for Neural Language Models, §2.1",
-                      "the token embedding (and a learned position table) left out; an untied lm_head "
-                      "stays in")
+    terms = {"N": p.total, "V": cfg.vocab_size, "C": cfg.d_model, "N_pos": p.by_component["positional"]}
+    return Derivation(
+        "Non-embedding parameters",
+        r"N_\text{non-emb} = N - V C - N_\text{pos}",
+        "N - V*C - N_pos",
+        terms,
+        p.non_embedding,
+        "Kaplan et al. 2020, Scaling Laws for Neural Language Models, §2.1",
+        "the token embedding (and a learned position table) left out; an untied lm_head stays in",
+    )
 
 
-def forward_flops(cfg: ModelConfig, seq_len: int, batch: int,
-                  per_token: bool = False) -> Derivation:
+def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = False) -> Derivation:
     """One forward over B×T tokens (``per_token``: divided by B·T), 2 FLOPs per multiply-add,
     scores over the full T×T; the causal half as the alternative."""
     f = count_flops(cfg, seq_len, batch)
     matmul = f.forward - f.by_component["attention_scores"]
     s = Shapes.of(cfg)
-    terms = {"B": batch, "T": seq_len, "N_mm": matmul // (2 * batch * seq_len), "H": s.H,
-             "D": s.D, "S": f.by_component["attention_scores"] // (4 * s.H * s.D)}
+    terms = {
+        "B": batch,
+        "T": seq_len,
+        "N_mm": matmul // (2 * batch * seq_len),
+        "H": s.H,
+        "D": s.D,
+        "S": f.by_component["attention_scores"] // (4 * s.H * s.D),
+    }
     # S: query-key pairs summed over blocks (B·T·T per block without a window)
-    meaning = {"N_mm": "multiply-adds per token in the weight matmuls (q, k, v, o, FFN, "
-                       "lm_head, router)", "S": "query-key pairs, summed over the blocks"}
-    expression, formula = "2*B*T*N_mm + 4*H*D*S", (r"F = 2\,B T N_\text{mm} + 4\,H D\,\sum_"
-                                                   r"\ell (\text{query-key pairs})_\ell")
+    meaning = {
+        "N_mm": "multiply-adds per token in the weight matmuls (q, k, v, o, FFN, lm_head, router)",
+        "S": "query-key pairs, summed over the blocks",
+    }
+    expression, formula = (
+        "2*B*T*N_mm + 4*H*D*S",
+        (
+            r"F = 2\,B T N_\text{mm} + 4\,H D\,\sum_"
+            r"\ell (\text{query-key pairs})_\ell"
+        ),
+    )
     if per_token:
         expression, formula = f"({expression})/(B*T)", formula + r"\quad \div\; B T"
     tokens = batch * seq_len if per_token else 1
-    full = Derivation("Forward FLOPs" + (" per token" if per_token else ""), formula, expression, terms,
-                      f.forward / tokens if per_token else f.forward,
-                      "counted per matmul; equal to PyTorch's FlopCounterMode on a real forward and to "
-                      "fvcore", "scores over the full T×T (what a naive implementation multiplies)",
-                      meaning)
+    full = Derivation(
+        "Forward FLOPs" + (" per token" if per_token else ""),
+        formula,
+        expression,
+        terms,
+        f.forward / tokens if per_token else f.forward,
+        "counted per matmul; equal to PyTorch's FlopCounterMode on a real forward and to fvcore",
+        "scores over the full T×T (what a naive implementation multiplies)",
+        meaning,
+    )
     causal_terms = dict(terms, S=f.attention_scores_causal // (4 * s.H * s.D))
-    causal = Derivation("Forward FLOPs (causal)", full.formula, full.expression, causal_terms,
-                        f.forward_causal / tokens if per_token else f.forward_causal,
-                        "FlashAttention skips the masked blocks: T(T+1)/2 pairs per sequence",
-                        "only the pairs a causal mask keeps", meaning)
-    return Derivation(full.title, full.formula, full.expression, terms, full.value, full.source,
-                      full.convention, meaning, (("causal half (T(T+1)/2 pairs)", causal),))
+    causal = Derivation(
+        "Forward FLOPs (causal)",
+        full.formula,
+        full.expression,
+        causal_terms,
+        f.forward_causal / tokens if per_token else f.forward_causal,
+        "FlashAttention skips the masked blocks: T(T+1)/2 pairs per sequence",
+        "only the pairs a causal mask keeps",
+        meaning,
+    )
+    return Derivation(
+        full.title,
+        full.formula,
+        full.expression,
+        terms,
+        full.value,
+        full.source,
+        full.convention,
+        meaning,
+        (("causal half (T(T+1)/2 pairs)", causal),),
+    )
 
 
 def training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> Derivation:
@@ -186,143 +250,230 @@ def training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> Derivation:
     f = count_flops(cfg, seq_len, batch)
     p = count_params(cfg)
     tokens = batch * seq_len
-    exact = Derivation("Training step FLOPs", r"F_\text{step} = 3\,F_\text{fwd}", "3*F_fwd",
-                       {"F_fwd": f.forward}, f.training_step,
-                       "backward = 2 × forward: one matmul for the input's gradient, one for the "
-                       "weight's (Kaplan et al. 2020, §2.1)", "the forward's count, scores over T×T")
-    six = [(f"6N, N {label}", Derivation("6N estimate", r"F_\text{step} \approx 6\,N\,B T", "6*N*B*T",
-                                         {"N": n, "B": batch, "T": seq_len}, 6 * n * tokens,
-                                         "Kaplan et al. 2020: C ≈ 6N per token, N non-embedding",
-                                         f"N {label}; attention scores left out"))
-           for label, n in (("without the embeddings", p.non_embedding),
-                            ("with the embeddings", p.total))]
-    return Derivation(exact.title, exact.formula, exact.expression, exact.terms, exact.value,
-                      exact.source, exact.convention, alternatives=tuple(six))
+    exact = Derivation(
+        "Training step FLOPs",
+        r"F_\text{step} = 3\,F_\text{fwd}",
+        "3*F_fwd",
+        {"F_fwd": f.forward},
+        f.training_step,
+        "backward = 2 × forward: one matmul for the input's gradient, one for the "
+        "weight's (Kaplan et al. 2020, §2.1)",
+        "the forward's count, scores over T×T",
+    )
+    six = [
+        (
+            f"6N, N {label}",
+            Derivation(
+                "6N estimate",
+                r"F_\text{step} \approx 6\,N\,B T",
+                "6*N*B*T",
+                {"N": n, "B": batch, "T": seq_len},
+                6 * n * tokens,
+                "Kaplan et al. 2020: C ≈ 6N per token, N non-embedding",
+                f"N {label}; attention scores left out",
+            ),
+        )
+        for label, n in (("without the embeddings", p.non_embedding), ("with the embeddings", p.total))
+    ]
+    return Derivation(
+        exact.title,
+        exact.formula,
+        exact.expression,
+        exact.terms,
+        exact.value,
+        exact.source,
+        exact.convention,
+        alternatives=tuple(six),
+    )
 
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
     s = Shapes.of(cfg)
     head = kv_head_bytes(kv_dtype, s.D)
     terms = {"L": s.L, "G": s.G, "b_head": head}
-    return Derivation(f"KV cache per token ({kv_dtype})",
-                      r"2\,(K, V) \cdot L \cdot G \cdot b_\text{head}",
-                      "2*L*G*b_head", terms, kv_cache_bytes_per_token(cfg, kv_dtype),
-                      "what a decoder caches: each block's K and V of every KV head",
-                      f"b_head = D · bytes per element{' + an fp16 scale' if kv_scale_bytes(kv_dtype) else ''} "
-                      f"({kv_dtype}); GQA/MQA cut G",
-                      meaning={"b_head": f"bytes of one KV head's vector at {kv_dtype} (D = {s.D})"})
+    return Derivation(
+        f"KV cache per token ({kv_dtype})",
+        r"2\,(K, V) \cdot L \cdot G \cdot b_\text{head}",
+        "2*L*G*b_head",
+        terms,
+        kv_cache_bytes_per_token(cfg, kv_dtype),
+        "what a decoder caches: each block's K and V of every KV head",
+        f"b_head = D · bytes per element{' + an fp16 scale' if kv_scale_bytes(kv_dtype) else ''} "
+        f"({kv_dtype}); GQA/MQA cut G",
+        meaning={"b_head": f"bytes of one KV head's vector at {kv_dtype} (D = {s.D})"},
+    )
 
 
 def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Derivation:
     per = kv_cache_bytes_per_token(cfg, kv_dtype)
     local = sum(cfg.local_layer_flags)
     window = cfg.sliding_window or seq_len
-    terms = {"b_tok": per, "B": batch, "T": seq_len, "L": cfg.n_layers, "L_w": local,
-             "W": min(window, seq_len)}
-    return Derivation(f"KV cache at B×T ({kv_dtype})",
-                      r"b_\text{tok}\,B\,\frac{L_w \min(W, T) + (L - L_w)\,T}{L}",
-                      "b_tok*B*(L_w*W + (L - L_w)*T)//L", terms, kv_cache_bytes(cfg, seq_len, batch, kv_dtype),
-                      "bytes per token × tokens held", "a sliding-window block holds at most W tokens",
-                      meaning={"L_w": "blocks with a sliding window"})
+    terms = {
+        "b_tok": per,
+        "B": batch,
+        "T": seq_len,
+        "L": cfg.n_layers,
+        "L_w": local,
+        "W": min(window, seq_len),
+    }
+    return Derivation(
+        f"KV cache at B×T ({kv_dtype})",
+        r"b_\text{tok}\,B\,\frac{L_w \min(W, T) + (L - L_w)\,T}{L}",
+        "b_tok*B*(L_w*W + (L - L_w)*T)//L",
+        terms,
+        kv_cache_bytes(cfg, seq_len, batch, kv_dtype),
+        "bytes per token × tokens held",
+        "a sliding-window block holds at most W tokens",
+        meaning={"L_w": "blocks with a sliding window"},
+    )
 
 
 def weights_stored(cfg: ModelConfig, weights) -> Derivation:
     stored = weights_bytes(cfg, weights)
     quant = as_weight_quant(weights)
-    terms = {"data": stored.quantised, "scales": stored.scales + stored.zero_points,
-             "kept": stored.kept}
-    return Derivation(f"Weights at {quant.dtype}", r"\text{data} + \text{scales} + \text{kept}",
-                      "data + scales + kept", terms, weight_bytes(cfg, weights),
-                      "equal to the bytes of real quantised tensors (llama_lab.model.quant)",
-                      f"{quant.dtype}: group size {quant.group_size}, {quant.scale_dtype} scales; "
-                      f"kept in bf16: {', '.join(quant.keep) if quant.quantised else 'everything'}")
+    terms = {"data": stored.quantised, "scales": stored.scales + stored.zero_points, "kept": stored.kept}
+    return Derivation(
+        f"Weights at {quant.dtype}",
+        r"\text{data} + \text{scales} + \text{kept}",
+        "data + scales + kept",
+        terms,
+        weight_bytes(cfg, weights),
+        "equal to the bytes of real quantised tensors (llama_lab.model.quant)",
+        f"{quant.dtype}: group size {quant.group_size}, {quant.scale_dtype} scales; "
+        f"kept in bf16: {', '.join(quant.keep) if quant.quantised else 'everything'}",
+    )
 
 
 def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -> Derivation:
     g = checked_gpu(gpu)
-    terms = {"M": g.memory_bytes, "W_bytes": weight_bytes(cfg, weights), "B": batch,
-             "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype)}
+    terms = {
+        "M": g.memory_bytes,
+        "W_bytes": weight_bytes(cfg, weights),
+        "B": batch,
+        "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype),
+    }
     value = max_context_that_fits(cfg, g, batch, weights, kv_dtype)
     formula = r"\left\lfloor \frac{M - W_\text{bytes}}{B\,b_\text{tok}} \right\rfloor"
-    expression, note = "max(0, (M - W_bytes)//(B*b_tok))", (
-        "weights + KV cache ≤ GPU memory; decoding's activations are small and not reserved")
+    expression, note = (
+        "max(0, (M - W_bytes)//(B*b_tok))",
+        ("weights + KV cache ≤ GPU memory; decoding's activations are small and not reserved"),
+    )
     local = sum(cfg.local_layer_flags)
     free = terms["M"] - terms["W_bytes"]
-    if local and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype) \
-            and local < cfg.n_layers:             # past W only the global blocks grow
-        terms.update(W=cfg.sliding_window, C_W=kv_cache_bytes(cfg, cfg.sliding_window, batch,
-                                                                kv_dtype),
-                     b_glob=terms["b_tok"] * (cfg.n_layers - local) // cfg.n_layers)
-        formula = (r"W + \left\lfloor \frac{M - W_\text{bytes} - C_W}{B\,b_\text{glob}}"
-                   r"\right\rfloor")
+    if (
+        local and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype) and local < cfg.n_layers
+    ):  # past W only the global blocks grow
+        terms.update(
+            W=cfg.sliding_window,
+            C_W=kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype),
+            b_glob=terms["b_tok"] * (cfg.n_layers - local) // cfg.n_layers,
+        )
+        formula = (
+            r"W + \left\lfloor \frac{M - W_\text{bytes} - C_W}{B\,b_\text{glob}}"
+            r"\right\rfloor"
+        )
         expression = "W + (M - W_bytes - C_W)//(B*b_glob)"
-        note = ("sliding-window blocks stop growing at W tokens (C_W: the cache at W); past it "
-                "only the other blocks grow, b_glob per token")
-    elif local == cfg.n_layers and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch,
-                                                          kv_dtype):
+        note = (
+            "sliding-window blocks stop growing at W tokens (C_W: the cache at W); past it "
+            "only the other blocks grow, b_glob per token"
+        )
+    elif local == cfg.n_layers and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype):
         terms["T_max"] = value
         expression, note = "T_max", "every block holds at most W tokens: the cache stops growing"
     return Derivation(f"Longest context on {g.name}", formula, expression, terms, value, g.source, note)
 
 
-def mfu(achieved_flops_per_s: float, peak: float, peak_source: str,
-        sparse_quoted: bool = True) -> Derivation:
+def mfu(achieved_flops_per_s: float, peak: float, peak_source: str, sparse_quoted: bool = True) -> Derivation:
     """``sparse_quoted``: the peak is a data sheet's dense figure, beside which it quotes a 2:4
     sparse one at twice the rate (not for a peak measured on this machine)."""
     terms = {"F_s": achieved_flops_per_s, "P": peak}
-    sparse = Derivation("MFU against the sparse peak", r"\text{MFU} = F_s / (2P)", "F_s/(2*P)", terms,
-                        achieved_flops_per_s / (2 * peak), "data sheets quote 2:4 structured sparsity "
-                        "at twice the dense rate", "the sparsity figure: dense matmuls never reach it")
-    return Derivation("MFU", r"\text{MFU} = \frac{F_s}{P_\text{dense}}", "F_s/P", terms,
-                      achieved_flops_per_s / peak, peak_source,
-                      "the dense peak: what a dense matmul can reach (Chowdhery et al. 2022, PaLM §B)",
-                      alternatives=(("sparse peak (data sheet's 2:4 figure)", sparse),)
-                      if sparse_quoted else ())
+    sparse = Derivation(
+        "MFU against the sparse peak",
+        r"\text{MFU} = F_s / (2P)",
+        "F_s/(2*P)",
+        terms,
+        achieved_flops_per_s / (2 * peak),
+        "data sheets quote 2:4 structured sparsity at twice the dense rate",
+        "the sparsity figure: dense matmuls never reach it",
+    )
+    return Derivation(
+        "MFU",
+        r"\text{MFU} = \frac{F_s}{P_\text{dense}}",
+        "F_s/P",
+        terms,
+        achieved_flops_per_s / peak,
+        peak_source,
+        "the dense peak: what a dense matmul can reach (Chowdhery et al. 2022, PaLM §B)",
+        alternatives=(("sparse peak (data sheet's 2:4 figure)", sparse),) if sparse_quoted else (),
+    )
 
 
 def initial_loss(vocab: int) -> Derivation:
-    return Derivation("Initial loss ≈ ln V", r"\mathcal{L}_0 \approx \ln V", "ln_V",
-                      {"ln_V": math.log(vocab), "V": vocab}, math.log(vocab),
-                      "a freshly initialised model predicts nearly uniformly over V tokens: "
-                      "−ln(1/V)", "natural log (nats)")
+    return Derivation(
+        "Initial loss ≈ ln V",
+        r"\mathcal{L}_0 \approx \ln V",
+        "ln_V",
+        {"ln_V": math.log(vocab), "V": vocab},
+        math.log(vocab),
+        "a freshly initialised model predicts nearly uniformly over V tokens: −ln(1/V)",
+        "natural log (nats)",
+    )
 
 
 def throughput(batch: int, seq_len: int, step_ms: float, tokens_per_s: float) -> Derivation:
-    return Derivation("Tokens per second", r"\frac{B\,T}{t_\text{step}}", "B*T/t_step",
-                      {"B": batch, "T": seq_len, "t_step": step_ms / 1e3}, tokens_per_s,
-                      "measured: the median of the timed steps (the warm-up step excluded)",
-                      "t_step in seconds, forward + backward + AdamW",
-                      {"t_step": "seconds per training step"})
+    return Derivation(
+        "Tokens per second",
+        r"\frac{B\,T}{t_\text{step}}",
+        "B*T/t_step",
+        {"B": batch, "T": seq_len, "t_step": step_ms / 1e3},
+        tokens_per_s,
+        "measured: the median of the timed steps (the warm-up step excluded)",
+        "t_step in seconds, forward + backward + AdamW",
+        {"t_step": "seconds per training step"},
+    )
 
 
 def achieved_flops(training_flops: float, step_ms: float, achieved: float) -> Derivation:
-    return Derivation("Achieved FLOP/s", r"\frac{3\,F_\text{fwd}}{t_\text{step}}",
-                      "F_step/t_step", {"F_step": training_flops, "t_step": step_ms / 1e3},
-                      achieved, "the analysis' training-step FLOPs over the measured step time",
-                      "3 × forward, scores over the full T×T; the optimizer's element-wise "
-                      "work not counted", {"F_step": "FLOPs of one training step",
-                                           "t_step": "seconds per step"})
+    return Derivation(
+        "Achieved FLOP/s",
+        r"\frac{3\,F_\text{fwd}}{t_\text{step}}",
+        "F_step/t_step",
+        {"F_step": training_flops, "t_step": step_ms / 1e3},
+        achieved,
+        "the analysis' training-step FLOPs over the measured step time",
+        "3 × forward, scores over the full T×T; the optimizer's element-wise work not counted",
+        {"F_step": "FLOPs of one training step", "t_step": "seconds per step"},
+    )
 
 
 def attention_kept(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, path: str) -> Derivation:
     """What attention keeps for backward in one forward, all blocks: ``path`` naive or flash."""
     s = Shapes.of(cfg)
-    r = attention_memory(cfg, seq_len, batch, dtype)              # checks the dtype
+    r = attention_memory(cfg, seq_len, batch, dtype)  # checks the dtype
     b = int(DTYPE_BYTES[dtype])
     terms = {"L": s.L, "B": batch, "H": s.H, "T": seq_len, "D": s.D, "b": b}
     if path == "naive":
-        return Derivation("Kept for backward, naive", r"L\,\big(b\,B H (3 T D + T^2) + T^2\big)",
-                          "L*(b*B*H*(3*T*D + T*T) + T*T)", terms, r.naive_bytes,
-                          "saved-tensor hooks on reference_attention agree (test_flash)",
-                          "Q, K, V at H heads and the T×T probabilities at b bytes, plus the "
-                          "bool mask")
+        return Derivation(
+            "Kept for backward, naive",
+            r"L\,\big(b\,B H (3 T D + T^2) + T^2\big)",
+            "L*(b*B*H*(3*T*D + T*T) + T*T)",
+            terms,
+            r.naive_bytes,
+            "saved-tensor hooks on reference_attention agree (test_flash)",
+            "Q, K, V at H heads and the T×T probabilities at b bytes, plus the bool mask",
+        )
     terms.update(G=s.G if SDPA_HAS_GQA else s.H, s_stat=STATS_BYTES)
-    return Derivation("Kept for backward, fused", r"L\,\big(b\,B T D\,(2H + 2G) + s\,B H T\big)",
-                      "L*(b*B*T*D*(2*H + 2*G) + s_stat*B*H*T)", terms, r.flash_bytes,
-                      "Dao et al. 2022: the output and the log-sum-exp; saved-tensor hooks on "
-                      "scaled_dot_product_attention agree (test_flash)",
-                      "Q, O at H heads, K, V at G, and one fp32 statistic per query and head",
-                      {"s_stat": "bytes of the log-sum-exp per query and head"})
+    return Derivation(
+        "Kept for backward, fused",
+        r"L\,\big(b\,B T D\,(2H + 2G) + s\,B H T\big)",
+        "L*(b*B*T*D*(2*H + 2*G) + s_stat*B*H*T)",
+        terms,
+        r.flash_bytes,
+        "Dao et al. 2022: the output and the log-sum-exp; saved-tensor hooks on "
+        "scaled_dot_product_attention agree (test_flash)",
+        "Q, O at H heads, K, V at G, and one fp32 statistic per query and head",
+        {"s_stat": "bytes of the log-sum-exp per query and head"},
+    )
 
 
 def hbm_ratio(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, gpu) -> Derivation:
@@ -332,52 +483,76 @@ def hbm_ratio(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, gpu) -> De
     return Derivation(
         "HBM traffic, naive ÷ fused",
         r"\frac{4 N d + 4 N^2}{2 N d + \lceil N / B_c \rceil\,(3 N d + 4 N)}",
-        "(4*N*d + 4*N*N)/(2*N*d + ceil_div(N, B_c)*(3*N*d + 4*N))", terms,
+        "(4*N*d + 4*N*N)/(2*N*d + ceil_div(N, B_c)*(3*N*d + 4*N))",
+        terms,
         r.naive_hbm_bytes / r.flash_hbm_bytes,
         f"Dao et al. 2022, Algorithm 1 and Theorem 2, with {r.gpu}'s {r.sram_bytes:,} bytes of "
-        f"shared memory per SM", f"elements read and written in one forward; B_c = ⌈M / 4d⌉ "
+        f"shared memory per SM",
+        f"elements read and written in one forward; B_c = ⌈M / 4d⌉ "
         f"columns per block (M: the shared memory in elements of {dtype})",
-        {"N": "sequence length", "d": "head_dim", "B_c": "key/value block size"})
+        {"N": "sequence length", "d": "head_dim", "B_c": "key/value block size"},
+    )
 
 
-def speculative_speedup(measured: float, greedy_s: float, speculative_s: float, alpha: float,
-                        gamma: int, cost_ratio: float, predicted: float) -> Derivation:
+def speculative_speedup(
+    measured: float,
+    greedy_s: float,
+    speculative_s: float,
+    alpha: float,
+    gamma: int,
+    cost_ratio: float,
+    predicted: float,
+) -> Derivation:
     """A live run's speedup — the target alone's time over speculative decoding's — and
     Leviathan et al.'s prediction at the measured α and c as the alternative."""
     formula = Derivation(
         "Predicted speedup (Leviathan et al. 2023)",
         r"\frac{1 - \alpha^{\gamma+1}}{(1 - \alpha)(\gamma c + 1)}",
-        "(1 - alpha**(gamma + 1))/((1 - alpha)*(gamma*c + 1))" if alpha < 1
-        else "(gamma + 1)/(gamma*c + 1)",
-        {"alpha": alpha, "gamma": gamma, "c": cost_ratio}, predicted,
+        "(1 - alpha**(gamma + 1))/((1 - alpha)*(gamma*c + 1))" if alpha < 1 else "(gamma + 1)/(gamma*c + 1)",
+        {"alpha": alpha, "gamma": gamma, "c": cost_ratio},
+        predicted,
         "Leviathan et al. 2023, Fast Inference from Transformers via Speculative Decoding, "
-        "Theorem 3.8 and Corollary 3.9", "a verification of γ + 1 tokens costs one target step",
-        {"alpha": "measured acceptance rate", "c": "measured draft step ÷ target step"})
+        "Theorem 3.8 and Corollary 3.9",
+        "a verification of γ + 1 tokens costs one target step",
+        {"alpha": "measured acceptance rate", "c": "measured draft step ÷ target step"},
+    )
     return Derivation(
-        "Measured speedup", r"\frac{t_\text{greedy}}{t_\text{speculative}}", "t_greedy/t_spec",
-        {"t_greedy": greedy_s, "t_spec": speculative_s}, measured,
+        "Measured speedup",
+        r"\frac{t_\text{greedy}}{t_\text{speculative}}",
+        "t_greedy/t_spec",
+        {"t_greedy": greedy_s, "t_spec": speculative_s},
+        measured,
         "median wall times of the same decoding, the target alone and with the draft",
         "the same prompt and number of new tokens; the output checked identical",
         {"t_greedy": "seconds, the target alone", "t_spec": "seconds, speculatively"},
-        (("Leviathan et al.'s formula at the measured α and c", formula),))
+        (("Leviathan et al.'s formula at the measured α and c", formula),),
+    )
 
 
 def seed_median_ratio(ratios: list, shown: float, what: str) -> Derivation:
     """A Post/Pre ratio reported over seeds (``shown``): the median of the seeds' own ratios."""
     terms = {f"r_{i}": float(r) for i, r in enumerate(ratios)}
     return Derivation(
-        "Post ÷ Pre over seeds", r"\operatorname{median}_s \frac{\lVert\nabla W\rVert_"
+        "Post ÷ Pre over seeds",
+        r"\operatorname{median}_s \frac{\lVert\nabla W\rVert_"
         r"\text{Post}}{\lVert\nabla W\rVert_\text{Pre}}",
-        f"median({', '.join(terms)})", terms, shown,
+        f"median({', '.join(terms)})",
+        terms,
+        shown,
         "measured: one forward/backward per arm and seed, the same weights and batch in both "
         "arms (Xiong et al. 2020, Theorem 1 for the expectation)",
         f"{what}; each seed's ratio first, then the median (a ratio of medians would mix seeds)",
-        {name: f"seed {i}'s ratio" for i, name in enumerate(terms)})
+        {name: f"seed {i}'s ratio" for i, name in enumerate(terms)},
+    )
 
 
 def quantised_share(measured: int, fp32: int, dtype: str) -> Derivation:
     return Derivation(
-        "Bytes vs fp32", r"\frac{\text{bytes}_\text{quantised}}{\text{bytes}_\text{fp32}}",
-        "bytes_q/bytes_fp32", {"bytes_q": measured, "bytes_fp32": fp32}, measured / fp32,
+        "Bytes vs fp32",
+        r"\frac{\text{bytes}_\text{quantised}}{\text{bytes}_\text{fp32}}",
+        "bytes_q/bytes_fp32",
+        {"bytes_q": measured, "bytes_fp32": fp32},
+        measured / fp32,
         "measured: the storage of the live model's tensors (data, scales, kept tensors)",
-        f"{dtype} data with its scales; embeddings, lm_head and norms kept in bf16")
+        f"{dtype} data with its scales; embeddings, lm_head and norms kept in bf16",
+    )

@@ -16,6 +16,7 @@ B_c = ⌈M / 4d⌉ keys and B_r = min(B_c, d) queries; it reads K and V once (2�
 of the T_c = ⌈N / B_c⌉ key blocks, reads Q, O, ℓ, m and writes O, ℓ, m: 2·N·d + T_c·(3·N·d +
 4·N), Θ(N²·d² / M).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,15 +33,15 @@ from .shapes import Shapes
 def naive_layer_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> int:
     """What the naive path keeps for one layer's backward (see the module's docstring)."""
     b, s, T = checked_dtype_bytes(dtype), Shapes.of(cfg), seq_len
-    elements = batch * s.H * (3 * T * s.D + T * T)            # Q, K and V at H heads, P
-    return math.ceil(elements * b) + T * T                     # + the bool mask
+    elements = batch * s.H * (3 * T * s.D + T * T)  # Q, K and V at H heads, P
+    return math.ceil(elements * b) + T * T  # + the bool mask
 
 
 def flash_layer_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> int:
     """What the fused kernel keeps for one layer's backward."""
     b, s, T = checked_dtype_bytes(dtype), Shapes.of(cfg), seq_len
     kv_heads = s.G if SDPA_HAS_GQA else s.H
-    elements = batch * T * s.D * (2 * s.H + 2 * kv_heads)      # Q, O; K, V
+    elements = batch * T * s.D * (2 * s.H + 2 * kv_heads)  # Q, O; K, V
     return math.ceil(elements * b) + STATS_BYTES * batch * s.H * T
 
 
@@ -59,24 +60,24 @@ class AttentionMemory:
     dtype: str
     seq_len: int
     batch: int
-    naive_bytes: int             # all layers, kept for backward in one forward
+    naive_bytes: int  # all layers, kept for backward in one forward
     flash_bytes: int
     naive_layer_bytes: int
     flash_layer_bytes: int
     gpu: str
     sram_bytes: int
-    block_cols: int              # B_c keys per block
-    block_rows: int              # B_r queries per block
-    naive_hbm_bytes: int         # one forward, all layers and heads
+    block_cols: int  # B_c keys per block
+    block_rows: int  # B_r queries per block
+    naive_hbm_bytes: int  # one forward, all layers and heads
     flash_hbm_bytes: int
-    naive_fits_up_to: int        # the longest T whose weights + naive attention memory fit
+    naive_fits_up_to: int  # the longest T whose weights + naive attention memory fit
     flash_fits_up_to: int
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-MAX_FIT_LEN = 1 << 24      # the longest context the search considers (ModelConfig's limit)
+MAX_FIT_LEN = 1 << 24  # the longest context the search considers (ModelConfig's limit)
 
 
 def longest_fitting(cfg: ModelConfig, batch: int, dtype: str, gpu: GPU, layer_bytes) -> int:
@@ -86,12 +87,14 @@ def longest_fitting(cfg: ModelConfig, batch: int, dtype: str, gpu: GPU, layer_by
 
     def too_long(T: int) -> bool:
         return cfg.n_layers * layer_bytes(cfg, T, batch, dtype) > room
+
     first = first_true(too_long, 1, MAX_FIT_LEN)
     return MAX_FIT_LEN if first is None else first - 1
 
 
-def attention_memory(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
-                     gpu: GPU | str = "H100 80GB") -> AttentionMemory:
+def attention_memory(
+    cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16", gpu: GPU | str = "H100 80GB"
+) -> AttentionMemory:
     """SPEC ``analyze``'s ``attention_memory``: kept bytes and HBM traffic, naive and fused."""
     check_seq(seq_len, batch)
     b = checked_dtype_bytes(dtype, allowed=("fp32", "bf16", "fp16"))
@@ -102,10 +105,19 @@ def attention_memory(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str 
     naive_layer = naive_layer_bytes(cfg, seq_len, batch, dtype)
     flash_layer = flash_layer_bytes(cfg, seq_len, batch, dtype)
     return AttentionMemory(
-        dtype=dtype, seq_len=seq_len, batch=batch, naive_bytes=s.L * naive_layer,
-        flash_bytes=s.L * flash_layer, naive_layer_bytes=naive_layer,
-        flash_layer_bytes=flash_layer, gpu=gpu.name, sram_bytes=gpu.sram_bytes,
-        block_cols=cols, block_rows=rows, naive_hbm_bytes=math.ceil(heads * standard * b),
+        dtype=dtype,
+        seq_len=seq_len,
+        batch=batch,
+        naive_bytes=s.L * naive_layer,
+        flash_bytes=s.L * flash_layer,
+        naive_layer_bytes=naive_layer,
+        flash_layer_bytes=flash_layer,
+        gpu=gpu.name,
+        sram_bytes=gpu.sram_bytes,
+        block_cols=cols,
+        block_rows=rows,
+        naive_hbm_bytes=math.ceil(heads * standard * b),
         flash_hbm_bytes=math.ceil(heads * flash * b),
         naive_fits_up_to=longest_fitting(cfg, batch, dtype, gpu, naive_layer_bytes),
-        flash_fits_up_to=longest_fitting(cfg, batch, dtype, gpu, flash_layer_bytes))
+        flash_fits_up_to=longest_fitting(cfg, batch, dtype, gpu, flash_layer_bytes),
+    )

@@ -1,6 +1,7 @@
 """FLOPs (2 per multiply-add): matmuls by component, the element-wise work listed apart, the
 PaLM 6N + 12·L·H·Q·T estimate beside it, prefill and decode.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -13,19 +14,18 @@ from .common import check_seq, first_true
 from .params import palm_params
 from .shapes import Shapes
 
-
 # FLOPs per element of the element-wise terms, listed next to (never inside) the matmul total.
 ELEMENTWISE_FLOPS_PER_ELEMENT = {
-    "rmsnorm": 4,         # x², sum for the mean, × rstd, × γ (one rsqrt per row not counted)
-    "layernorm": 7,       # sum for μ, − μ, square, sum for σ², × rstd, × γ, + β
-    "softmax": 5,         # × 1/√D, − row max, exp, sum, ÷ sum (per score; the max compares free)
-    "rope": 3,            # x·cos + rotate_half(x)·sin, per element of q and k
-    "swiglu": 5,          # silu(g) = g·σ(g): exp, +1, ÷, × g; then × up
+    "rmsnorm": 4,  # x², sum for the mean, × rstd, × γ (one rsqrt per row not counted)
+    "layernorm": 7,  # sum for μ, − μ, square, sum for σ², × rstd, × γ, + β
+    "softmax": 5,  # × 1/√D, − row max, exp, sum, ÷ sum (per score; the max compares free)
+    "rope": 3,  # x·cos + rotate_half(x)·sin, per element of q and k
+    "swiglu": 5,  # silu(g) = g·σ(g): exp, +1, ÷, × g; then × up
     "relu": 1,
-    "gelu": 8,            # 0.5·x·(1 + erf(x/√2)), erf counted as 5
-    "residual": 1,        # per element of each residual add (two per block)
-    "bias": 1,            # per output element of a biased linear layer
-    "position_add": 1,    # learned or sinusoidal table added to the token embeddings
+    "gelu": 8,  # 0.5·x·(1 + erf(x/√2)), erf counted as 5
+    "residual": 1,  # per element of each residual add (two per block)
+    "bias": 1,  # per output element of a biased linear layer
+    "position_add": 1,  # learned or sinusoidal table added to the token embeddings
 }
 
 
@@ -54,19 +54,19 @@ FLOP_CONVENTIONS = [
 
 @dataclass(frozen=True)
 class FlopCount:
-    phase: str                      # "forward" (B×T tokens) or "decode" (one new token each)
+    phase: str  # "forward" (B×T tokens) or "decode" (one new token each)
     batch: int
-    seq_len: int                    # new tokens per sequence
-    context_len: int                # keys the last query attends
-    tokens: int                     # B × seq_len
+    seq_len: int  # new tokens per sequence
+    context_len: int  # keys the last query attends
+    tokens: int  # B × seq_len
     forward: int
     per_token: float
-    training_step: int              # 3 × forward
+    training_step: int  # 3 × forward
     training_per_token: float
-    by_component: dict              # attention_proj, attention_scores, ffn, lm_head
+    by_component: dict  # attention_proj, attention_scores, ffn, lm_head
     attention_scores_causal: int
-    forward_causal: int             # forward with the causal-effective scores
-    elementwise: dict               # norms, softmax, rope, activation, residual, bias, ... total
+    forward_causal: int  # forward with the causal-effective scores
+    elementwise: dict  # norms, softmax, rope, activation, residual, bias, ... total
     elementwise_constants: dict
     palm_params: int
     palm_training_per_token: int
@@ -76,15 +76,24 @@ class FlopCount:
         return asdict(self)
 
     def to_frame(self) -> pd.DataFrame:
-        rows = [{"component": name, "flops": value, "share": value / self.forward,
-                 "in_forward": True} for name, value in self.by_component.items()]
-        rows += [{"component": f"elementwise: {name}", "flops": value,
-                  "share": value / self.forward, "in_forward": False}
-                 for name, value in self.elementwise.items() if name != "total"]
+        rows = [
+            {"component": name, "flops": value, "share": value / self.forward, "in_forward": True}
+            for name, value in self.by_component.items()
+        ]
+        rows += [
+            {
+                "component": f"elementwise: {name}",
+                "flops": value,
+                "share": value / self.forward,
+                "in_forward": False,
+            }
+            for name, value in self.elementwise.items()
+            if name != "total"
+        ]
         return pd.DataFrame(rows)
 
 
-Pairs = Union[int, Callable[[Optional[int]], int]]   # query-key pairs, or pairs(window)
+Pairs = Union[int, Callable[[Optional[int]], int]]  # query-key pairs, or pairs(window)
 
 
 def layer_pairs(cfg: ModelConfig, pairs: Pairs) -> list[int]:
@@ -92,9 +101,8 @@ def layer_pairs(cfg: ModelConfig, pairs: Pairs) -> list[int]:
     sliding window (None: it attends every earlier key)."""
     if not callable(pairs):
         return [pairs] * cfg.n_layers
-    local = sum(cfg.local_layer_flags)          # two kinds of block: windowed or not
-    return ([pairs(cfg.sliding_window)] * local if local else []) + \
-        ([pairs(None)] * (cfg.n_layers - local))
+    local = sum(cfg.local_layer_flags)  # two kinds of block: windowed or not
+    return ([pairs(cfg.sliding_window)] * local if local else []) + ([pairs(None)] * (cfg.n_layers - local))
 
 
 def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs) -> dict:
@@ -111,13 +119,12 @@ def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs) -> d
         # QKᵀ and AV: 2 matmuls × 2 FLOPs per MAC × D per (query, key) pair, every head, per layer
         "attention_scores": 2 * 2 * sum(layer_pairs(cfg, query_key_pairs)) * D * H,
         # dense blocks: gate/up C→F, down F→C; sparse blocks: k experts (gate/up C→Fe, down Fe→C)
-        "ffn": 2 * new_tokens * (s.n_ffn_matrices * C * F * (L - n_sparse)
-                                 + s.K * 3 * C * s.Fe * n_sparse),
+        "ffn": 2 * new_tokens * (s.n_ffn_matrices * C * F * (L - n_sparse) + s.K * 3 * C * s.Fe * n_sparse),
         # C→V for every position (the model returns logits for all of them)
         "lm_head": 2 * new_tokens * C * V,
     }
     if n_sparse:
-        flops["router"] = 2 * new_tokens * C * s.E * n_sparse      # C → E logits per token
+        flops["router"] = 2 * new_tokens * C * s.E * n_sparse  # C → E logits per token
     return flops
 
 
@@ -129,19 +136,23 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     n_sparse = sum(cfg.moe_layer_flags)
     n_norms = 2 * L + (1 if cfg.final_norm else 0)
     gated = s.n_ffn_matrices == 3
-    biased_outputs = (((H + 2 * G) * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0)
-                      + (((2 * F if gated else F) + C) if cfg.mlp_bias else 0))
+    biased_outputs = (
+        ((H + 2 * G) * D if cfg.qkv_bias else 0)
+        + (C if cfg.o_bias else 0)
+        + (((2 * F if gated else F) + C) if cfg.mlp_bias else 0)
+    )
     qk_norm = new_tokens * (H + G) * D * L * k["rmsnorm"] if cfg.qk_norm else 0
     terms = {
         "norms": n_norms * new_tokens * C * k[cfg.norm_type] + qk_norm,
-        "softmax": (sum(layer_pairs(cfg, query_key_pairs)) * H
-                    + new_tokens * s.E * n_sparse) * k["softmax"],       # + the router's
+        "softmax": (sum(layer_pairs(cfg, query_key_pairs)) * H + new_tokens * s.E * n_sparse)
+        * k["softmax"],  # + the router's
         "rope": new_tokens * (H + G) * D * L * k["rope"] if cfg.pos_encoding == "rope" else 0,
         "activation": new_tokens * (F * (L - n_sparse) + s.K * s.Fe * n_sparse) * k[cfg.ffn_type],
         "residual": 2 * L * new_tokens * C * k["residual"],
         "bias": new_tokens * biased_outputs * (L - n_sparse * cfg.mlp_bias) * k["bias"],
-        "position_add": (new_tokens * C * k["position_add"]
-                         if cfg.pos_encoding in ("learned", "sinusoidal") else 0),
+        "position_add": (
+            new_tokens * C * k["position_add"] if cfg.pos_encoding in ("learned", "sinusoidal") else 0
+        ),
     }
     terms["total"] = sum(terms.values())
     return terms
@@ -160,14 +171,22 @@ def _flop_count(cfg, phase, batch, seq_len, context_len, pairs, causal_pairs) ->
     keys = local * min(context_len, cfg.sliding_window or context_len) + (s.L - local) * context_len
     palm = 6 * n_palm + 12 * s.H * s.D * keys
     return FlopCount(
-        phase=phase, batch=batch, seq_len=seq_len, context_len=context_len, tokens=tokens,
-        forward=forward, per_token=forward / tokens,
-        training_step=3 * forward, training_per_token=3 * forward / tokens,
-        by_component=by_component, attention_scores_causal=causal_scores,
+        phase=phase,
+        batch=batch,
+        seq_len=seq_len,
+        context_len=context_len,
+        tokens=tokens,
+        forward=forward,
+        per_token=forward / tokens,
+        training_step=3 * forward,
+        training_per_token=3 * forward / tokens,
+        by_component=by_component,
+        attention_scores_causal=causal_scores,
         forward_causal=forward - by_component["attention_scores"] + causal_scores,
         elementwise=elementwise_flops(cfg, tokens, pairs),
         elementwise_constants=dict(ELEMENTWISE_FLOPS_PER_ELEMENT),
-        palm_params=n_palm, palm_training_per_token=palm,
+        palm_params=n_palm,
+        palm_training_per_token=palm,
         conventions=FLOP_CONVENTIONS + [f"N (palm_params) = {n_palm:,} for this model."],
     )
 
@@ -177,12 +196,13 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
     check_seq(seq_len, batch)
     T = seq_len
 
-    def full(window):        # every query meets all T keys, or the W of its window
+    def full(window):  # every query meets all T keys, or the W of its window
         return batch * T * min(T, window or T)
 
-    def causal(window):      # only keys ≤ its own position: T(T+1)/2, or capped at W each
+    def causal(window):  # only keys ≤ its own position: T(T+1)/2, or capped at W each
         W = min(T, window or T)
         return batch * (W * (W + 1) // 2 + (T - W) * W)
+
     return _flop_count(cfg, "forward", batch, T, T, full, causal)
 
 
@@ -204,6 +224,8 @@ def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1) -> FlopCoun
     projections, FFN and lm_head for B tokens, scores over S keys. Nothing is masked, so the
     causal and full counts agree. training_step is kept as 3 × forward by definition."""
     check_seq(context_len, batch)
-    def pairs(window):       # one query per sequence meets S keys, or its window's
+
+    def pairs(window):  # one query per sequence meets S keys, or its window's
         return batch * min(context_len, window or context_len)
+
     return _flop_count(cfg, "decode", batch, 1, context_len, pairs, pairs)

@@ -5,6 +5,7 @@ their §4.1 derives it, their Table 2 variants, and ours for the same shapes bes
 implementation of their GPT recipe (Pre-LN, LayerNorm, GELU 4h, biases) and of the model's own
 recipe (a LLaMA block: RMSNorm, SwiGLU, RoPE, GQA), both with fused attention and no dropout.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -14,7 +15,7 @@ from .common import STATS_BYTES
 from .memory import _block_saved
 from .shapes import Shapes
 
-B16 = 2                 # their activations are 16-bit
+B16 = 2  # their activations are 16-bit
 
 # Their per-layer terms in units of s·b·h bytes (``sbh``) and a·s²·b bytes (``as2b``):
 # (term, sbh factor, as²b factor, replicated under tensor parallelism without SP)
@@ -36,31 +37,51 @@ TERMS = (
 VARIANTS = ("none", "tp", "tp+sp", "tp+selective", "tp+sp+selective", "full")
 
 
-def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1,
-                            variant: str = "tp") -> float:
+def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, variant: str = "tp") -> float:
     """Table 2: bytes per layer. none: sbh(34 + 5as/h); tp: sbh(10 + 24/t + 5as/(ht));
     tp+sp: sbh/t·(34 + 5as/h); tp+selective: sbh(10 + 24/t); tp+sp+selective: 34·sbh/t;
     full: 2sbh (the layer's input only)."""
     sbh, attn = s * b * h, 5 * a * s / h
-    return {"none": sbh * (34 + attn), "tp": sbh * (10 + 24 / t + attn / t),
-            "tp+sp": sbh / t * (34 + attn), "tp+selective": sbh * (10 + 24 / t),
-            "tp+sp+selective": sbh * 34 / t, "full": 2 * sbh}[variant]
+    return {
+        "none": sbh * (34 + attn),
+        "tp": sbh * (10 + 24 / t + attn / t),
+        "tp+sp": sbh / t * (34 + attn),
+        "tp+selective": sbh * (10 + 24 / t),
+        "tp+sp+selective": sbh * 34 / t,
+        "full": 2 * sbh,
+    }[variant]
 
 
 def gpt_recipe(cfg: ModelConfig) -> ModelConfig:
     """Their GPT block at ``cfg``'s size: Pre-LN, LayerNorm, learned positions, GELU 4h,
     biases, multi-head attention."""
-    return cfg.replace(norm_position="pre", norm_type="layernorm", pos_encoding="learned",
-                       ffn_type="gelu", ffn_hidden=4 * cfg.d_model, bias=True,
-                       n_kv_heads=cfg.n_heads, qk_norm=False, sliding_window=0, n_experts=0,
-                       experts_per_token=0, head_dim=None, final_norm=True)
+    return cfg.replace(
+        norm_position="pre",
+        norm_type="layernorm",
+        pos_encoding="learned",
+        ffn_type="gelu",
+        ffn_hidden=4 * cfg.d_model,
+        bias=True,
+        n_kv_heads=cfg.n_heads,
+        qk_norm=False,
+        sliding_window=0,
+        n_experts=0,
+        experts_per_token=0,
+        head_dim=None,
+        final_norm=True,
+    )
 
 
 # Our _block_saved parts, in the order of their terms above
-OUR_ROWS = (("layer norms' inputs (2)", ("norms",)), ("QKV input", ("attention_input",)),
-            ("Q, K and V", ("qkv",)), ("attention output (projection input)", ("attention_output",)),
-            ("MLP input", ("ffn_input",)), ("MLP hidden", ("ffn_hidden",)),
-            ("QK-norm, RoPE casts, window mask", ("qk_norm", "rope_casts", "window_mask")))
+OUR_ROWS = (
+    ("layer norms' inputs (2)", ("norms",)),
+    ("QKV input", ("attention_input",)),
+    ("Q, K and V", ("qkv",)),
+    ("attention output (projection input)", ("attention_output",)),
+    ("MLP input", ("ffn_input",)),
+    ("MLP hidden", ("ffn_hidden",)),
+    ("QK-norm, RoPE casts, window mask", ("qk_norm", "rope_casts", "window_mask")),
+)
 
 
 @dataclass(frozen=True)
@@ -68,13 +89,13 @@ class KorthikantiComparison:
     seq_len: int
     batch: int
     tp: int
-    terms: list                 # their terms: name, bytes (s=seq_len, b=batch, t=1)
-    ours: list                  # our rows: name, GPT recipe bytes, this config's bytes
-    korthikanti_total: int      # 34sbh + 5as²b
+    terms: list  # their terms: name, bytes (s=seq_len, b=batch, t=1)
+    ours: list  # our rows: name, GPT recipe bytes, this config's bytes
+    korthikanti_total: int  # 34sbh + 5as²b
     ours_gpt_total: int
     ours_total: int
-    variants: list              # Table 2: variant, theirs, ours (this config)
-    differences: list           # the reasons, with their bytes
+    variants: list  # Table 2: variant, theirs, ours (this config)
+    differences: list  # the reasons, with their bytes
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,10 +107,10 @@ def _ours(cfg: ModelConfig, s: int, b: int, t: int, sp: bool) -> dict:
 
 def _our_variant(cfg: ModelConfig, s: int, b: int, t: int, variant: str) -> int:
     if variant == "full":
-        return B16 * s * b * cfg.d_model                  # the block input, kept in bf16
+        return B16 * s * b * cfg.d_model  # the block input, kept in bf16
     sp = "sp" in variant
     parts = _ours(cfg, s, b, 1 if variant == "none" else t, sp)
-    if "selective" in variant:                            # the attention core recomputed
+    if "selective" in variant:  # the attention core recomputed
         parts["attention_output"] -= STATS_BYTES * b * (cfg.n_heads // t) * s
         parts["window_mask"] = 0
     return sum(parts.values())
@@ -100,22 +121,41 @@ def compare(cfg: ModelConfig, seq_len: int, batch: int = 1, tp: int = 8) -> Kort
     s, b = seq_len, batch
     h, a = Shapes.of(cfg).C, cfg.n_heads
     sbh, as2b = s * b * h, a * s * s * b
-    terms = [{"term": name, "bytes": f * sbh + g * as2b, "sbh": f, "as2b": g,
-              "replicated_under_tp": rep} for name, f, g, rep in TERMS]
+    terms = [
+        {"term": name, "bytes": f * sbh + g * as2b, "sbh": f, "as2b": g, "replicated_under_tp": rep}
+        for name, f, g, rep in TERMS
+    ]
     gpt, own = _ours(gpt_recipe(cfg), s, b, 1, False), _ours(cfg, s, b, 1, False)
-    ours = [{"row": name, "gpt_recipe_bytes": sum(gpt[k] for k in keys),
-             "this_config_bytes": sum(own[k] for k in keys)} for name, keys in OUR_ROWS]
+    ours = [
+        {
+            "row": name,
+            "gpt_recipe_bytes": sum(gpt[k] for k in keys),
+            "this_config_bytes": sum(own[k] for k in keys),
+        }
+        for name, keys in OUR_ROWS
+    ]
     theirs = 34 * sbh + 5 * as2b
     gpt_total = sum(gpt.values())
-    variants = [{"variant": v, "korthikanti_bytes": round(korthikanti_layer_bytes(s, b, h, a, tp, v)),
-                 "ours_bytes": _our_variant(cfg, s, b, tp, v)} for v in VARIANTS]
+    variants = [
+        {
+            "variant": v,
+            "korthikanti_bytes": round(korthikanti_layer_bytes(s, b, h, a, tp, v)),
+            "ours_bytes": _our_variant(cfg, s, b, tp, v),
+        }
+        for v in VARIANTS
+    ]
     differences = [
         {"reason": "no dropout: three masks (2sbh + as²b) are not kept", "bytes": -(2 * sbh + as2b)},
-        {"reason": "fused attention (SDPA / FlashAttention): no softmax output nor its dropout "
-                   "(4as²b); a float32 logsumexp per head and position instead",
-         "bytes": -4 * as2b + STATS_BYTES * a * s * b},
-        {"reason": "LayerNorm's float32 mean and rstd per position, two norms",
-         "bytes": 2 * 2 * STATS_BYTES * s * b},
+        {
+            "reason": "fused attention (SDPA / FlashAttention): no softmax output nor its dropout "
+            "(4as²b); a float32 logsumexp per head and position instead",
+            "bytes": -4 * as2b + STATS_BYTES * a * s * b,
+        },
+        {
+            "reason": "LayerNorm's float32 mean and rstd per position, two norms",
+            "bytes": 2 * 2 * STATS_BYTES * s * b,
+        },
     ]
-    return KorthikantiComparison(s, b, tp, terms, ours, theirs, gpt_total, sum(own.values()),
-                                 variants, differences)
+    return KorthikantiComparison(
+        s, b, tp, terms, ours, theirs, gpt_total, sum(own.values()), variants, differences
+    )

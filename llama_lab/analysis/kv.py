@@ -1,6 +1,7 @@
 """The KV cache: bytes per token, the MHA / GQA / MQA variants of a model, and the longest
 context or largest batch that fits a GPU next to the weights.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -47,9 +48,11 @@ def attention_variants(cfg: ModelConfig, distinct: bool = False) -> dict[str, Mo
     """The same model as MHA, GQA and MQA (only n_kv_heads changes). ``distinct`` drops
     repeats: a head count with no divisor strictly between 1 and itself has no GQA, and one
     head is MHA and MQA at once."""
-    variants = {"mha": cfg.replace(n_kv_heads=cfg.n_heads),
-                "gqa": cfg.replace(n_kv_heads=gqa_kv_heads(cfg)),
-                "mqa": cfg.replace(n_kv_heads=1)}
+    variants = {
+        "mha": cfg.replace(n_kv_heads=cfg.n_heads),
+        "gqa": cfg.replace(n_kv_heads=gqa_kv_heads(cfg)),
+        "mqa": cfg.replace(n_kv_heads=1),
+    }
     if distinct and variants["gqa"].n_kv_heads in (1, cfg.n_heads):
         del variants["gqa"]
     if distinct and cfg.n_heads == 1:
@@ -63,12 +66,12 @@ class KVCacheReport:
     seq_len: int
     batch: int
     n_kv_heads: int
-    bytes_per_token: int            # all layers, K and V
-    bytes_per_sequence: int         # × seq_len
-    bytes: int                      # × batch × seq_len
-    compare: dict                   # mha/gqa/mqa → bytes_per_token
-    compare_kv_heads: dict          # mha/gqa/mqa → n_kv_heads used
-    by_dtype: dict                  # dtype → bytes_per_token
+    bytes_per_token: int  # all layers, K and V
+    bytes_per_sequence: int  # × seq_len
+    bytes: int  # × batch × seq_len
+    compare: dict  # mha/gqa/mqa → bytes_per_token
+    compare_kv_heads: dict  # mha/gqa/mqa → n_kv_heads used
+    by_dtype: dict  # dtype → bytes_per_token
     note: str
 
     def to_dict(self) -> dict:
@@ -76,10 +79,15 @@ class KVCacheReport:
 
     def to_frame(self) -> pd.DataFrame:
         ratio = self.bytes / max(1, self.bytes_per_token * self.batch * self.seq_len)
-        rows = [{"attention": kind.upper(), "n_kv_heads": self.compare_kv_heads[kind],
-                 "bytes_per_token": per_token,
-                 "bytes": round(per_token * self.batch * self.seq_len * ratio)}
-                for kind, per_token in self.compare.items()]
+        rows = [
+            {
+                "attention": kind.upper(),
+                "n_kv_heads": self.compare_kv_heads[kind],
+                "bytes_per_token": per_token,
+                "bytes": round(per_token * self.batch * self.seq_len * ratio),
+            }
+            for kind, per_token in self.compare.items()
+        ]
         return pd.DataFrame(rows)
 
 
@@ -93,15 +101,22 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
     elif g in (1, cfg.n_heads):
         note = f"n_heads={cfg.n_heads} has no proper divisor: no GQA between MHA and MQA."
     else:
-        note = (f"GQA column: {g} KV heads ({cfg.n_heads // g} query heads per KV head), the "
-                f"divisor of n_heads nearest n_heads/8 as in LLaMA-2-70B/LLaMA-3.")
+        note = (
+            f"GQA column: {g} KV heads ({cfg.n_heads // g} query heads per KV head), the "
+            f"divisor of n_heads nearest n_heads/8 as in LLaMA-2-70B/LLaMA-3."
+        )
     local = sum(cfg.local_layer_flags)
     if local and seq_len > cfg.sliding_window:
-        note += (f" {local} of {cfg.n_layers} layers hold at most their window of "
-                 f"{cfg.sliding_window:,} tokens.")
+        note += (
+            f" {local} of {cfg.n_layers} layers hold at most their window of {cfg.sliding_window:,} tokens."
+        )
     return KVCacheReport(
-        dtype=dtype, seq_len=seq_len, batch=batch, n_kv_heads=cfg.n_kv_heads,
-        bytes_per_token=per_token, bytes_per_sequence=kv_cache_bytes(cfg, seq_len, 1, dtype),
+        dtype=dtype,
+        seq_len=seq_len,
+        batch=batch,
+        n_kv_heads=cfg.n_kv_heads,
+        bytes_per_token=per_token,
+        bytes_per_sequence=kv_cache_bytes(cfg, seq_len, 1, dtype),
         bytes=kv_cache_bytes(cfg, seq_len, batch, dtype),
         compare={k: kv_cache_bytes_per_token(v, dtype) for k, v in variants.items()},
         compare_kv_heads={k: v.n_kv_heads for k, v in variants.items()},
@@ -119,10 +134,16 @@ def _free_after_weights(cfg: ModelConfig, gpu: GPU | str, weights: "WeightQuant 
     return checked_gpu(gpu).memory_bytes - weight_bytes(cfg, weights)
 
 
-def max_context_that_fits(cfg: ModelConfig, gpu: GPU | str, batch: int = 1,
-                          dtype: "WeightQuant | str" = "bf16", kv_dtype: str | None = None) -> int:
+def max_context_that_fits(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    batch: int = 1,
+    dtype: "WeightQuant | str" = "bf16",
+    kv_dtype: str | None = None,
+) -> int:
     """Longest context (tokens per sequence) whose KV cache fits next to the weights (0 when
-    the weights alone do not fit, or when not even one token of cache fits beside them). Activations of decoding are tiny and not reserved; the
+    the weights alone do not fit, or when not even one token of cache fits beside them).
+    Activations of decoding are tiny and not reserved; the
     answer may exceed max_seq_len (it says what memory allows, not what the model supports)."""
     check_count("batch", batch, MAX_BATCH)
     free = _free_after_weights(cfg, gpu, dtype)
@@ -132,17 +153,23 @@ def max_context_that_fits(cfg: ModelConfig, gpu: GPU | str, batch: int = 1,
         return 0
     window = cfg.sliding_window if any(cfg.local_layer_flags) else None
     if window is None or free < kv_cache_bytes(cfg, window, batch, dtype):
-        return free // (batch * per_token)              # every layer still grows per token
-    global_per_token = kv_cache_bytes_per_token(cfg, dtype) * (
-        cfg.n_layers - sum(cfg.local_layer_flags)) // cfg.n_layers
-    if global_per_token == 0:                           # every layer local: the cache stops at W
+        return free // (batch * per_token)  # every layer still grows per token
+    global_per_token = (
+        kv_cache_bytes_per_token(cfg, dtype) * (cfg.n_layers - sum(cfg.local_layer_flags)) // cfg.n_layers
+    )
+    if global_per_token == 0:  # every layer local: the cache stops at W
         return LIMITS["max_seq_len"]
     left = free - kv_cache_bytes(cfg, window, batch, dtype)
     return window + left // (batch * global_per_token)
 
 
-def max_batch_that_fits(cfg: ModelConfig, gpu: GPU | str, seq_len: int,
-                        dtype: "WeightQuant | str" = "bf16", kv_dtype: str | None = None) -> int:
+def max_batch_that_fits(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    seq_len: int,
+    dtype: "WeightQuant | str" = "bf16",
+    kv_dtype: str | None = None,
+) -> int:
     """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights."""
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
     free = _free_after_weights(cfg, gpu, dtype)

@@ -3,6 +3,7 @@ context and the largest batch next to each GPU's share of the weights), and the 
 layouts (TP × PP × DP, ZeRO, sequence parallel, recomputation) that fit N GPUs of a kind,
 cheapest first by a stated step-time model.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -18,11 +19,11 @@ from .params import count_params
 from .quant import as_weight_quant, kv_head_bytes, weights_bytes
 
 # The step-time model that orders the search (an upper bound: nothing overlapped).
-INTRA_NODE_BYTES_PER_S = 450e9     # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
-INTER_NODE_BYTES_PER_S = 50e9      # one 400 Gb/s InfiniBand NIC per GPU (DGX H100)
-GPUS_PER_NODE = 8                  # tensor parallelism stays inside one node's NVLink domain
+INTRA_NODE_BYTES_PER_S = 450e9  # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
+INTER_NODE_BYTES_PER_S = 50e9  # one 400 Gb/s InfiniBand NIC per GPU (DGX H100)
+GPUS_PER_NODE = 8  # tensor parallelism stays inside one node's NVLink domain
 TP_CHOICES = (1, 2, 4, 8)
-MAX_PIPELINE = 128                 # the search's deepest pipeline (LLaMA-3.1-405B used 16 stages)
+MAX_PIPELINE = 128  # the search's deepest pipeline (LLaMA-3.1-405B used 16 stages)
 
 
 @dataclass(frozen=True)
@@ -30,19 +31,20 @@ class ServingFit:
     layout: str
     tp: int
     pp: int
-    replicas: int                   # data-parallel copies: gpus / (tp · pp)
-    weights_bytes_per_gpu: int      # the fullest stage's TP piece, scales included
+    replicas: int  # data-parallel copies: gpus / (tp · pp)
+    weights_bytes_per_gpu: int  # the fullest stage's TP piece, scales included
     kv_bytes_per_token_per_gpu: int  # the fullest stage's layers, its KV heads
-    max_context_at_batch: int       # per sequence, at ``batch`` sequences per replica
-    max_batch_at_seq_len: int       # per replica
-    total_batch_at_seq_len: int     # × replicas
+    max_context_at_batch: int  # per sequence, at ``batch`` sequences per replica
+    max_batch_at_seq_len: int  # per replica
+    total_batch_at_seq_len: int  # × replicas
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _stage_kv_bytes(cfg: ModelConfig, layers: list[int], tp: int, kv_dtype: str,
-                    tokens: int, batch: int) -> int:
+def _stage_kv_bytes(
+    cfg: ModelConfig, layers: list[int], tp: int, kv_dtype: str, tokens: int, batch: int
+) -> int:
     """K and V one GPU holds for ``layers``: its KV heads (G/tp, or one replicated), each
     sliding-window layer at most its window."""
     per = 2 * local_kv_heads(cfg, tp) * kv_head_bytes(kv_dtype, cfg.head_dim)
@@ -50,8 +52,15 @@ def _stage_kv_bytes(cfg: ModelConfig, layers: list[int], tp: int, kv_dtype: str,
     return batch * per * held
 
 
-def serving_fit(cfg: ModelConfig, gpu: GPU | str, layout: Layout, batch: int = 1,
-                seq_len: int | None = None, weights="bf16", kv_dtype: str | None = None) -> ServingFit:
+def serving_fit(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    layout: Layout,
+    batch: int = 1,
+    seq_len: int | None = None,
+    weights="bf16",
+    kv_dtype: str | None = None,
+) -> ServingFit:
     """Serving on ``layout.gpus`` GPUs split TP × PP (the rest data-parallel replicas): each
     stage's GPU holds its weights and its layers' cache; the fullest stage decides."""
     check_layout(cfg, layout)
@@ -63,8 +72,9 @@ def serving_fit(cfg: ModelConfig, gpu: GPU | str, layout: Layout, batch: int = 1
     quant = as_weight_quant(weights)
     kv = kv_dtype or (quant.dtype if quant.dtype in ("bf16", "fp16", "fp32") else "bf16")
     stages = stage_layers(cfg, layout)
-    weights_per = [sum(sum(quant.tensor_bytes(g).values()) for g in stage_tensors(cfg, layout, s))
-                   for s in range(pp)]
+    weights_per = [
+        sum(sum(quant.tensor_bytes(g).values()) for g in stage_tensors(cfg, layout, s)) for s in range(pp)
+    ]
 
     def fits(stage: int, tokens: int, n: int) -> bool:
         return weights_per[stage] + _stage_kv_bytes(cfg, stages[stage], tp, kv, tokens, n) <= memory
@@ -78,26 +88,33 @@ def serving_fit(cfg: ModelConfig, gpu: GPU | str, layout: Layout, batch: int = 1
     def largest(stage: int) -> int:
         per_seq = _stage_kv_bytes(cfg, stages[stage], tp, kv, seq_len, 1)
         return max(0, (memory - weights_per[stage]) // per_seq) if per_seq else 0
+
     context = min(longest(s) for s in range(pp))
     most = min(largest(s) for s in range(pp))
     per_token = max(_stage_kv_bytes(cfg, layers, tp, kv, 1, 1) for layers in stages)
-    return ServingFit(layout.label(), tp, pp, layout.dp, max(weights_per), per_token, context,
-                      most, most * layout.dp)
+    return ServingFit(
+        layout.label(), tp, pp, layout.dp, max(weights_per), per_token, context, most, most * layout.dp
+    )
 
 
-def serving_fits(cfg: ModelConfig, gpu: GPU | str, gpus: int, batch: int = 1,
-                 seq_len: int | None = None, weights="bf16",
-                 kv_dtype: str | None = None) -> list[ServingFit]:
+def serving_fits(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    gpus: int,
+    batch: int = 1,
+    seq_len: int | None = None,
+    weights="bf16",
+    kv_dtype: str | None = None,
+) -> list[ServingFit]:
     """Every TP × PP split of ``gpus`` GPUs the model allows (TP within a node), most context
     first."""
     rows = []
     for tp in TP_CHOICES:
         for pp in _divisors(gpus // tp if gpus % tp == 0 else 0, cfg.n_layers):
             try:
-                rows.append(serving_fit(cfg, gpu, Layout(gpus, tp, pp), batch, seq_len, weights,
-                                        kv_dtype))
+                rows.append(serving_fit(cfg, gpu, Layout(gpus, tp, pp), batch, seq_len, weights, kv_dtype))
             except AnalysisError:
-                continue                                  # tp not dividing heads, and so on
+                continue  # tp not dividing heads, and so on
     return sorted(rows, key=lambda r: (-r.max_context_at_batch, r.tp * r.pp))
 
 
@@ -119,9 +136,9 @@ class LayoutCost:
     fits: bool
     comm_bytes_per_step: int
     bubble_fraction: float
-    compute_s: float                # training FLOPs (with recomputation) ÷ (gpus × dense peak)
+    compute_s: float  # training FLOPs (with recomputation) ÷ (gpus × dense peak)
     comm_s: float
-    step_s: float                   # compute_s / (1 − bubble) + comm_s: nothing overlapped
+    step_s: float  # compute_s / (1 − bubble) + comm_s: nothing overlapped
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -131,25 +148,50 @@ def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype:
     """One layout's per-GPU memory, communication and modeled step time (see the constants)."""
     est = parallel_memory(cfg, layout, seq_len, dtype)
     flops = count_flops(cfg, seq_len, est.global_batch)
-    extra = {"none": 0.0, "full": flops.forward,       # full: every block's forward again
-             "selective": flops.by_component["attention_scores"]}[layout.recompute]
+    extra = {
+        "none": 0.0,
+        "full": flops.forward,  # full: every block's forward again
+        "selective": flops.by_component["attention_scores"],
+    }[layout.recompute]
     peak = gpu.peak_bf16_flops if dtype != "fp32" else gpu.peak_fp32_flops
     compute = (flops.training_step + extra) / (layout.gpus * peak)
     across = INTER_NODE_BYTES_PER_S if layout.gpus > GPUS_PER_NODE else INTRA_NODE_BYTES_PER_S
-    comm = est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S + (
-        est.comm_by_kind["pp"] + est.comm_by_kind["dp"]) / across
+    comm = (
+        est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S
+        + (est.comm_by_kind["pp"] + est.comm_by_kind["dp"]) / across
+    )
     total = est.per_gpu["total_bytes"]
-    return LayoutCost(layout.label(), layout.tp, layout.pp, layout.dp, layout.zero,
-                      layout.sequence_parallel, layout.recompute, layout.m, total,
-                      total <= gpu.memory_bytes, est.comm_bytes_per_step, est.bubble_fraction,
-                      compute, comm, compute / (1 - est.bubble_fraction) + comm)
+    return LayoutCost(
+        layout.label(),
+        layout.tp,
+        layout.pp,
+        layout.dp,
+        layout.zero,
+        layout.sequence_parallel,
+        layout.recompute,
+        layout.m,
+        total,
+        total <= gpu.memory_bytes,
+        est.comm_bytes_per_step,
+        est.bubble_fraction,
+        compute,
+        comm,
+        compute / (1 - est.bubble_fraction) + comm,
+    )
 
 
-def search_layouts(cfg: ModelConfig, gpus: int, gpu: GPU | str, seq_len: int | None = None,
-                   global_batch: int | None = None, dtype: str = "bf16",
-                   fitting_only: bool = True) -> list[LayoutCost]:
+def search_layouts(
+    cfg: ModelConfig,
+    gpus: int,
+    gpu: GPU | str,
+    seq_len: int | None = None,
+    global_batch: int | None = None,
+    dtype: str = "bf16",
+    fitting_only: bool = True,
+) -> list[LayoutCost]:
     """The training layouts of ``gpus`` GPUs: TP in 1, 2, 4, 8 (within a node; sequence parallel
-    with it), PP a divisor of the rest up to n_layers (and MAX_PIPELINE), ZeRO 0–3, recomputation none / selective /
+    with it), PP a divisor of the rest up to n_layers (and MAX_PIPELINE), ZeRO 0–3,
+    recomputation none / selective /
     full, one sequence per micro-batch and ``global_batch`` sequences per step (default: one
     per GPU, at least 4·pp per pipeline); cheapest modeled step first."""
     check_count("gpus", gpus, 1_000_000)
@@ -164,27 +206,29 @@ def search_layouts(cfg: ModelConfig, gpus: int, gpu: GPU | str, seq_len: int | N
             batch = global_batch or max(gpus, 4 * pp * dp)
             if batch % dp:
                 continue
-            for zero in ((0, 1, 2, 3) if dp > 1 else (0,)):     # ZeRO needs a DP group
+            for zero in (0, 1, 2, 3) if dp > 1 else (0,):  # ZeRO needs a DP group
                 for recompute in ("none", "selective", "full"):
                     layout = Layout(gpus, tp, pp, zero, tp > 1, recompute, 1, batch // dp)
                     try:
                         rows.append(layout_cost(cfg, layout, spec, seq_len, dtype))
                     except AnalysisError:
-                        break                       # this tp/pp cannot split the model
+                        break  # this tp/pp cannot split the model
     if fitting_only:
         rows = [r for r in rows if r.fits]
     return sorted(rows, key=lambda r: (r.step_s, r.total_bytes_per_gpu))
 
 
 def search_assumptions() -> str:
-    return (f"Modeled step time = FLOPs (with recomputation) at the data sheet's dense peak, "
-            f"stretched by the pipeline bubble, plus communication at "
-            f"{INTRA_NODE_BYTES_PER_S / 1e9:.0f} GB/s within a node (tensor parallel) and "
-            f"{INTER_NODE_BYTES_PER_S / 1e9:.0f} GB/s between nodes (pipeline and data "
-            f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped. A ranking, not a forecast.")
+    return (
+        f"Modeled step time = FLOPs (with recomputation) at the data sheet's dense peak, "
+        f"stretched by the pipeline bubble, plus communication at "
+        f"{INTRA_NODE_BYTES_PER_S / 1e9:.0f} GB/s within a node (tensor parallel) and "
+        f"{INTER_NODE_BYTES_PER_S / 1e9:.0f} GB/s between nodes (pipeline and data "
+        f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped. A ranking, not a forecast."
+    )
 
 
-POWERS_OF_TWO = tuple(2 ** k for k in range(15))        # 1 … 16,384 GPUs
+POWERS_OF_TWO = tuple(2**k for k in range(15))  # 1 … 16,384 GPUs
 
 
 def states_floor_bytes(cfg: ModelConfig) -> int:
@@ -197,13 +241,21 @@ def gpus_for_states(cfg: ModelConfig, gpu: GPU | str, factor: int = 2, least: in
     """The fewest GPUs (a power of two, at least ``least``) holding ``factor`` × the states:
     a count where some layout likely fits, found without a search."""
     memory = checked_gpu(gpu).memory_bytes
-    return next((n for n in POWERS_OF_TWO
-                 if n >= least and n * memory >= factor * states_floor_bytes(cfg)), POWERS_OF_TWO[-1])
+    return next(
+        (n for n in POWERS_OF_TWO if n >= least and n * memory >= factor * states_floor_bytes(cfg)),
+        POWERS_OF_TWO[-1],
+    )
 
 
-def fewest_gpus(cfg: ModelConfig, gpu: GPU | str, seq_len: int | None = None,
-                dtype: str = "bf16", serving: bool = False, batch: int = 1,
-                weights="bf16") -> int | None:
+def fewest_gpus(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    seq_len: int | None = None,
+    dtype: str = "bf16",
+    serving: bool = False,
+    batch: int = 1,
+    weights="bf16",
+) -> int | None:
     """The fewest GPUs (a power of two) on which some layout fits: for training, one of
     ``search_layouts``'; for ``serving``, a TP × PP split holding ``batch`` sequences of
     ``seq_len``. Starts from what the states need (16Ψ for training, the weights for serving)."""

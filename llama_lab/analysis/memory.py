@@ -1,6 +1,7 @@
 """Memory: the activations our implementation saves for backward, a prefill's working set, and
 inference and training memory (AdamW, mixed precision, ZeRO / FSDP sharding).
 """
+
 from __future__ import annotations
 
 import math
@@ -12,13 +13,19 @@ from ..config import ModelConfig
 from ..errors import AnalysisError
 from ..model import SDPA_HAS_GQA
 from ..runtime.hardware import DTYPE_BYTES
-from .common import (INT64_BYTES, STATS_BYTES, TRAINING_DTYPES, check_count, check_seq,
-                     checked_dtype_bytes, nbytes)
+from .common import (
+    INT64_BYTES,
+    STATS_BYTES,
+    TRAINING_DTYPES,
+    check_count,
+    check_seq,
+    checked_dtype_bytes,
+    nbytes,
+)
 from .kv import kv_cache_bytes, weight_bytes
-from .quant import WeightQuant
 from .params import count_params
+from .quant import WeightQuant
 from .shapes import Shapes
-
 
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 
@@ -29,7 +36,7 @@ class ActivationEstimate:
     seq_len: int
     batch: int
     checkpointing: bool
-    per_layer: int                  # bytes one block saves for backward
+    per_layer: int  # bytes one block saves for backward
     components: dict
     total_bytes: int
     assumptions: list = field(default_factory=list)
@@ -64,8 +71,8 @@ ACTIVATION_ASSUMPTIONS = [
 def _norm_saved_bytes(cfg: ModelConfig, tokens: int, b: float) -> int:
     C = Shapes.of(cfg).C
     if cfg.norm_type == "rmsnorm":
-        return nbytes(tokens * C, b) + STATS_BYTES * tokens       # input + rstd
-    return nbytes(tokens * C, b) + 2 * STATS_BYTES * tokens      # input + mean, rstd
+        return nbytes(tokens * C, b) + STATS_BYTES * tokens  # input + rstd
+    return nbytes(tokens * C, b) + 2 * STATS_BYTES * tokens  # input + mean, rstd
 
 
 def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: int = 1) -> int:
@@ -96,8 +103,16 @@ def local_kv_heads(cfg: ModelConfig, tp: int) -> int:
     return G // tp if G >= tp else 1
 
 
-def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: str,
-                 tp: int = 1, sequence_parallel: bool = False) -> dict:
+def _block_saved(
+    cfg: ModelConfig,
+    layer: int,
+    B: int,
+    T: int,
+    b: float,
+    dtype: str,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+) -> dict:
     """The tensors block ``layer`` saves for backward, by part, on one of ``tp`` tensor-parallel
     ranks (Megatron's split: the query heads, the KV heads and the FFN width divided by tp; the
     block input, the norms and the linear layers' inputs replicated — or, with
@@ -105,26 +120,30 @@ def _block_saved(cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: 
     s = Shapes.of(cfg)
     N, C, D = B * T, s.C, s.D
     H, G = s.H // tp, local_kv_heads(cfg, tp)
-    kv_heads_saved = G if (SDPA_HAS_GQA or G == H) else H          # old torch repeats K/V
+    kv_heads_saved = G if (SDPA_HAS_GQA or G == H) else H  # old torch repeats K/V
     rope = cfg.pos_encoding == "rope"
     window = cfg.window_of(layer)
-    n_rep = math.ceil(N / tp) if sequence_parallel else N          # rows of the replicated tensors
+    n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors
     return {
         "norms": 2 * _norm_saved_bytes(cfg, n_rep, b),
         # QK-norm keeps the q/k/v output whole through its q and k views (less v when SDPA's
         # own v is that view, counted under qkv) and one rstd per head row
-        "qk_norm": (nbytes(N * (H + 2 * G) * D, b)
-                    - (nbytes(N * G * D, b) if kv_heads_saved == G else 0)
-                    + STATS_BYTES * N * (H + G) if cfg.qk_norm else 0),
-        "attention_input": nbytes(n_rep * C, b),                  # read by q, k, v
-        "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),       # saved by SDPA
+        "qk_norm": (
+            nbytes(N * (H + 2 * G) * D, b)
+            - (nbytes(N * G * D, b) if kv_heads_saved == G else 0)
+            + STATS_BYTES * N * (H + G)
+            if cfg.qk_norm
+            else 0
+        ),
+        "attention_input": nbytes(n_rep * C, b),  # read by q, k, v
+        "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),  # saved by SDPA
         # SDPA's output (also o_proj's input: same storage) + its float32 logsumexp
         "attention_output": nbytes(N * H * D, b) + STATS_BYTES * B * H * T,
         # a window shorter than T: SDPA keeps the (T, T) mask, converted to the dtype
         "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
         # 16-bit: cos and sin cast afresh for q and for k
         "rope_casts": nbytes(4 * T * D, b) if rope and dtype != "fp32" else 0,
-        "ffn_input": nbytes(n_rep * C, b),                        # read by gate/up (or the router)
+        "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
         "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
     }
 
@@ -147,9 +166,16 @@ def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> i
     return norm + nbytes(N * s.C, b) + nbytes(N * V, b) + INT64_BYTES * N + math.ceil(b)
 
 
-def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
-                        checkpointing: bool = False, loss: str = "chunked", tp: int = 1,
-                        sequence_parallel: bool = False) -> ActivationEstimate:
+def activation_estimate(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "fp32",
+    checkpointing: bool = False,
+    loss: str = "chunked",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+) -> ActivationEstimate:
     """What autograd saves in one forward over ``batch`` × ``seq_len`` tokens, on one of ``tp``
     tensor-parallel ranks (1: the whole model)."""
     check_seq(seq_len, batch)
@@ -159,16 +185,18 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
     s = Shapes.of(cfg)
     C, D, L = s.C, s.D, s.L
     rope = cfg.pos_encoding == "rope"
-    kinds = {}                                   # blocks come in few kinds: (window, sparse)
+    kinds = {}  # blocks come in few kinds: (window, sparse)
     for layer in range(L):
         key = (cfg.window_of(layer), cfg.moe_layer_flags[layer])
         kinds.setdefault(key, [layer, 0])[1] += 1
-    saved = {key: sum(_block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
-             for key, (first, _) in kinds.items()}
+    saved = {
+        key: sum(_block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
+        for key, (first, _) in kinds.items()
+    }
     per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0])]
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
-        "rope_tables": 2 * T * D * 4 if rope and dtype == "fp32" else 0,   # shared by all layers
+        "rope_tables": 2 * T * D * 4 if rope and dtype == "fp32" else 0,  # shared by all layers
         "head_and_loss": _head_saved(cfg, N, b, loss, tp),
     }
     if checkpointing:
@@ -179,21 +207,38 @@ def activation_estimate(cfg: ModelConfig, seq_len: int, batch: int, dtype: str =
         components["recomputed_block"] = max(saved.values()) - block_input
     else:
         components["blocks"] = sum(saved[key] * count for key, (_, count) in kinds.items())
-    return ActivationEstimate(dtype, seq_len, batch, checkpointing, per_layer, components,
-                              sum(components.values()), list(ACTIVATION_ASSUMPTIONS))
+    return ActivationEstimate(
+        dtype,
+        seq_len,
+        batch,
+        checkpointing,
+        per_layer,
+        components,
+        sum(components.values()),
+        list(ACTIVATION_ASSUMPTIONS),
+    )
 
 
-def activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32",
-                     checkpointing: bool = False, loss: str = "chunked", tp: int = 1,
-                     sequence_parallel: bool = False) -> int:
+def activation_bytes(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "fp32",
+    checkpointing: bool = False,
+    loss: str = "chunked",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+) -> int:
     """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS),
     on one of ``tp`` tensor-parallel ranks."""
-    return activation_estimate(cfg, seq_len, batch, dtype, checkpointing, loss, tp,
-                               sequence_parallel).total_bytes
+    return activation_estimate(
+        cfg, seq_len, batch, dtype, checkpointing, loss, tp, sequence_parallel
+    ).total_bytes
 
 
-def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
-                               dtype: str = "bf16", last_only: bool = False) -> int:
+def inference_activation_bytes(
+    cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "bf16", last_only: bool = False
+) -> int:
     """Peak bytes of live intermediate tensors in a no-grad forward of llama_lab.model over
     B×T tokens (a prefill): the largest of the norm, attention, FFN and lm_head working sets,
     counting what callers still hold, plus the position ids and RoPE tables; a sparse block
@@ -204,7 +249,7 @@ def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
     check_seq(seq_len, batch)
     b = checked_dtype_bytes(dtype)
     if dtype in ("fp8", "int8", "int4"):
-        b = DTYPE_BYTES["bf16"]                      # weight-only formats compute in bf16
+        b = DTYPE_BYTES["bf16"]  # weight-only formats compute in bf16
     T, N = seq_len, batch * seq_len
     s = Shapes.of(cfg)
     C, H, G, D, F, V = s.C, s.H, s.G, s.D, s.F, s.V
@@ -212,45 +257,47 @@ def inference_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int,
     # Elements per token alive at each phase of a block. The block input stays referenced by
     # the layer loop; Pre-LN also holds the norm output being read, and on the FFN side the
     # residual after attention.
-    q_k_v = (H + 2 * G) * D                         # locals of Attention.forward until it returns
-    at_o_proj = q_k_v + H * D + C                   # + attention output + o_proj output
+    q_k_v = (H + 2 * G) * D  # locals of Attention.forward until it returns
+    at_o_proj = q_k_v + H * D + C  # + attention output + o_proj output
     at_rope = 0
-    if cfg.pos_encoding == "rope":                  # x·cos, rotate_half(x), rotate_half(x)·sin
-        at_rope = 2 * G * D + max(4 * H * D,        # while rotating q (k, v alive)
-                                  2 * H * D + 3 * G * D)   # while rotating k (old and new q)
+    if cfg.pos_encoding == "rope":  # x·cos, rotate_half(x), rotate_half(x)·sin
+        at_rope = 2 * G * D + max(
+            4 * H * D,  # while rotating q (k, v alive)
+            2 * H * D + 3 * G * D,
+        )  # while rotating k (old and new q)
     attention = (2 * C if pre else C) + max(at_o_proj, at_rope)
     # SwiGLU: the fused gate/up output (2F, alive through the block), silu(g), the product;
     # ReLU/GELU: the activation's input and output
     hidden = 4 * F if cfg.ffn_type == "swiglu" else 2 * F
-    ffn = (3 * C if pre else 2 * C) + max(hidden, F + C)    # F + C: down_proj's input and output
-    if cfg.norm_type == "rmsnorm":                  # float32 x·rstd, its cast, γ·x
+    ffn = (3 * C if pre else 2 * C) + max(hidden, F + C)  # F + C: down_proj's input and output
+    if cfg.norm_type == "rmsnorm":  # float32 x·rstd, its cast, γ·x
         norm_bytes = 4 * C + (b * C if b != 4 else 0) + b * C
     else:
         norm_bytes = b * C + 2 * STATS_BYTES
-    norm = 2 * C * b + norm_bytes                   # the two tensors held around a norm
-    positions = INT64_BYTES * T if cfg.pos_encoding == "learned" else 0   # position ids
-    if cfg.pos_encoding == "rope":                  # the model's cos and sin tables, float32
-        positions += 2 * T * D * 4                  # (T, D) each, built for this forward
+    norm = 2 * C * b + norm_bytes  # the two tensors held around a norm
+    positions = INT64_BYTES * T if cfg.pos_encoding == "learned" else 0  # position ids
+    if cfg.pos_encoding == "rope":  # the model's cos and sin tables, float32
+        positions += 2 * T * D * 4  # (T, D) each, built for this forward
     per_token = max(attention * b, norm, ffn * b if not all(cfg.moe_layer_flags) else 0)
-    if cfg.is_moe:                                  # the output accumulator, the router's float32
+    if cfg.is_moe:  # the output accumulator, the router's float32
         # probabilities and top-k, and one expert's temporaries at a time, for its expected
         # share k/E of the tokens: gathered input, gate/up, silu, product, output, weighted
         held = (3 * C if pre else 2 * C) + C + s.K / s.E * (2 * C + 4 * s.Fe)
         per_token = max(per_token, held * b + 4 * s.E + 12 * s.K)
     block_peak = math.ceil(N * per_token) + positions
     logits = batch * V if last_only else N * V
-    head_peak = nbytes(N * C + logits, b)          # final hidden state + logits
+    head_peak = nbytes(N * C + logits, b)  # final hidden state + logits
     return max(block_peak, head_peak)
 
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    kind: str                       # "inference" or "training"
+    kind: str  # "inference" or "training"
     dtype: str
     seq_len: int
-    batch: int                      # per GPU
-    components: dict                # bytes for one unsharded replica
-    total_bytes: int                # sum of components: what one GPU needs without sharding
+    batch: int  # per GPU
+    components: dict  # bytes for one unsharded replica
+    total_bytes: int  # sum of components: what one GPU needs without sharding
     sharding: str
     n_gpus: int
     per_gpu_components: dict
@@ -261,14 +308,22 @@ class MemoryEstimate:
         return asdict(self)
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{"component": name, "bytes": value,
-                              "per_gpu_bytes": self.per_gpu_components[name]}
-                             for name, value in self.components.items()])
+        return pd.DataFrame(
+            [
+                {"component": name, "bytes": value, "per_gpu_bytes": self.per_gpu_components[name]}
+                for name, value in self.components.items()
+            ]
+        )
 
 
-def inference_memory(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
-                     weights: "WeightQuant | str | None" = None,
-                     kv_dtype: str | None = None) -> MemoryEstimate:
+def inference_memory(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int = 1,
+    dtype: str = "bf16",
+    weights: "WeightQuant | str | None" = None,
+    kv_dtype: str | None = None,
+) -> MemoryEstimate:
     """Serving B sequences of T tokens: weights (in ``weights``' format, scales included;
     default ``dtype``) + the full KV cache (at ``kv_dtype``, default ``dtype``) + the prefill's
     peak activations (at ``dtype``)."""
@@ -280,11 +335,23 @@ def inference_memory(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str 
         "activations": inference_activation_bytes(cfg, seq_len, batch, dtype, last_only=True),
     }
     total = sum(components.values())
-    return MemoryEstimate("inference", dtype, seq_len, batch, components, total, "none", 1,
-                          dict(components), total,
-                          ["activations: peak working set of a no-grad prefill that "
-                           "computes the last position's logits only, as generate does "
-                           "(inference_activation_bytes)"])
+    return MemoryEstimate(
+        "inference",
+        dtype,
+        seq_len,
+        batch,
+        components,
+        total,
+        "none",
+        1,
+        dict(components),
+        total,
+        [
+            "activations: peak working set of a no-grad prefill that "
+            "computes the last position's logits only, as generate does "
+            "(inference_activation_bytes)"
+        ],
+    )
 
 
 # Which model states each scheme splits across the GPUs (Rajbhandari et al. 2020, ZeRO:
@@ -298,9 +365,16 @@ SHARDED_STATES = {
 }
 
 
-def training_memory(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "bf16",
-                    mixed_precision: bool = True, activation_checkpointing: bool = False,
-                    sharding: str = "none", n_gpus: int = 1) -> MemoryEstimate:
+def training_memory(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "bf16",
+    mixed_precision: bool = True,
+    activation_checkpointing: bool = False,
+    sharding: str = "none",
+    n_gpus: int = 1,
+) -> MemoryEstimate:
     """AdamW training, ``batch`` sequences per GPU. Mixed precision (bf16/fp16 with fp32 master
     weights and moments) is ZeRO's 2Ψ + 2Ψ + 12Ψ; fp32 is 4Ψ + 4Ψ + 8Ψ; pure 16-bit keeps the
     moments in 16 bits. Activations from ``activation_bytes``."""
@@ -315,16 +389,29 @@ def training_memory(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "bf
     components = {
         "weights": nbytes(P, b),
         "gradients": nbytes(P, b),
-        "optimizer_moments": nbytes(2 * P, moment_bytes),          # AdamW m and v
-        "master_weights": 4 * P if mixed else 0,                    # fp32 copy updated by AdamW
+        "optimizer_moments": nbytes(2 * P, moment_bytes),  # AdamW m and v
+        "master_weights": 4 * P if mixed else 0,  # fp32 copy updated by AdamW
         "activations": activation_bytes(cfg, seq_len, batch, dtype, activation_checkpointing),
     }
-    per_gpu = {name: (math.ceil(value / n_gpus) if name in SHARDED_STATES[sharding] else value)
-               for name, value in components.items()}
+    per_gpu = {
+        name: (math.ceil(value / n_gpus) if name in SHARDED_STATES[sharding] else value)
+        for name, value in components.items()
+    }
     notes = [f"batch={batch} sequences per GPU; activations are never sharded"]
     if mixed_precision and dtype == "fp32":
         notes.append("dtype fp32: no mixed precision, no master copy")
     if sharding == "none" and n_gpus > 1:
         notes.append("sharding='none': plain data parallel, every GPU holds every state")
-    return MemoryEstimate("training", dtype, seq_len, batch, components, sum(components.values()),
-                          sharding, n_gpus, per_gpu, sum(per_gpu.values()), notes)
+    return MemoryEstimate(
+        "training",
+        dtype,
+        seq_len,
+        batch,
+        components,
+        sum(components.values()),
+        sharding,
+        n_gpus,
+        per_gpu,
+        sum(per_gpu.values()),
+        notes,
+    )

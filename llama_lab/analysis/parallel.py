@@ -13,6 +13,7 @@ query heads, G/t KV heads — or one KV head replicated on t/G ranks when t > G 
 rows), o_proj and down_proj row-parallel, the embedding and the LM head vocabulary-parallel
 (⌈V/t⌉ rows each: Megatron pads the vocabulary), norms, router and o/down biases replicated.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,7 +22,15 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..config import ModelConfig
 from ..errors import AnalysisError
-from .common import STATS_BYTES, INT64_BYTES, TRAINING_DTYPES, check_count, check_seq, checked_dtype_bytes, nbytes
+from .common import (
+    INT64_BYTES,
+    STATS_BYTES,
+    TRAINING_DTYPES,
+    check_count,
+    check_seq,
+    checked_dtype_bytes,
+    nbytes,
+)
 from .memory import _block_saved, _head_saved, local_kv_heads
 from .quant import TensorGroup, _block_tensors, weight_tensors
 from .shapes import Shapes
@@ -30,22 +39,23 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
 MAX_GPUS = 1_000_000
-PIPELINE_MICRO_BATCHES = 4      # default m with a pipeline: 4 micro-batches per stage
+PIPELINE_MICRO_BATCHES = 4  # default m with a pipeline: 4 micro-batches per stage
 
 
 @dataclass(frozen=True)
 class Layout:
     """How N GPUs split one training step: ``tp`` × ``pp`` × dp = ``gpus``."""
+
     gpus: int = 1
     tp: int = 1
     pp: int = 1
-    zero: int = 0                   # ZeRO stage of the data-parallel group (3 = FSDP full shard)
+    zero: int = 0  # ZeRO stage of the data-parallel group (3 = FSDP full shard)
     sequence_parallel: bool = False
-    recompute: str = "none"         # none, selective (attention core), full (every block)
-    micro_batch: int = 1            # sequences per micro-batch
-    micro_batches: int = 0          # per step per data-parallel rank; 0: 1, or 4·pp with a pipeline
+    recompute: str = "none"  # none, selective (attention core), full (every block)
+    micro_batch: int = 1  # sequences per micro-batch
+    micro_batches: int = 0  # per step per data-parallel rank; 0: 1, or 4·pp with a pipeline
     schedule: str = "1f1b"
-    chunks: int = 1                 # model chunks per GPU (interleaved schedule's v)
+    chunks: int = 1  # model chunks per GPU (interleaved schedule's v)
 
     @property
     def dp(self) -> int:
@@ -80,23 +90,24 @@ def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -
         check_count("micro_batches", layout.micro_batches, MAX_GPUS)
     check_count("chunks", layout.chunks, cfg.n_layers)
     if n % (t * p):
-        raise AnalysisError(f"gpus={n} is not tp·pp·dp: tp={t} × pp={p} = {t * p} does not "
-                            f"divide {n}")
+        raise AnalysisError(f"gpus={n} is not tp·pp·dp: tp={t} × pp={p} = {t * p} does not divide {n}")
     s = Shapes.of(cfg)
     if s.H % t:
-        raise AnalysisError(f"tp={t} does not divide n_heads={s.H}: each rank holds whole "
-                            f"query heads")
+        raise AnalysisError(f"tp={t} does not divide n_heads={s.H}: each rank holds whole query heads")
     if s.G % t and t % s.G:
-        raise AnalysisError(f"tp={t} and n_kv_heads={s.G}: tp must divide n_kv_heads, or "
-                            f"n_kv_heads divide tp (each KV head then replicated on tp/G ranks)")
+        raise AnalysisError(
+            f"tp={t} and n_kv_heads={s.G}: tp must divide n_kv_heads, or "
+            f"n_kv_heads divide tp (each KV head then replicated on tp/G ranks)"
+        )
     if any(not flag for flag in cfg.moe_layer_flags) and s.F % t:
-        raise AnalysisError(f"tp={t} does not divide ffn_hidden={s.F}: each rank holds F/tp "
-                            f"rows of gate/up and columns of down")
+        raise AnalysisError(
+            f"tp={t} does not divide ffn_hidden={s.F}: each rank holds F/tp "
+            f"rows of gate/up and columns of down"
+        )
     if cfg.is_moe and s.Fe % t:
         raise AnalysisError(f"tp={t} does not divide expert_ffn_hidden={s.Fe}")
     if p > s.L:
-        raise AnalysisError(f"pp={p} is more than n_layers={s.L}: a stage holds at least one "
-                            f"block")
+        raise AnalysisError(f"pp={p} is more than n_layers={s.L}: a stage holds at least one block")
     if layout.zero not in ZERO_STAGES:
         raise AnalysisError(f"zero={layout.zero!r} must be 0, 1, 2 or 3")
     if layout.recompute not in RECOMPUTE:
@@ -104,17 +115,20 @@ def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -
     if layout.schedule not in SCHEDULES:
         raise AnalysisError(f"schedule={layout.schedule!r} must be one of {', '.join(SCHEDULES)}")
     if layout.schedule == "1f1b" and layout.chunks != 1:
-        raise AnalysisError(f"chunks={layout.chunks}: only the interleaved schedule puts more "
-                            f"than one model chunk on a GPU")
+        raise AnalysisError(
+            f"chunks={layout.chunks}: only the interleaved schedule puts more than one model chunk on a GPU"
+        )
     if layout.schedule == "interleaved":
         if p < 2 or layout.chunks < 2:
             raise AnalysisError("the interleaved schedule needs pp ≥ 2 and chunks ≥ 2")
         if s.L % (p * layout.chunks):
-            raise AnalysisError(f"interleaved: pp·chunks = {p * layout.chunks} does not divide "
-                                f"n_layers={s.L}")
+            raise AnalysisError(
+                f"interleaved: pp·chunks = {p * layout.chunks} does not divide n_layers={s.L}"
+            )
         if layout.m % p:
-            raise AnalysisError(f"interleaved: micro_batches={layout.m} is not a multiple of "
-                                f"pp={p} (Megatron's rule)")
+            raise AnalysisError(
+                f"interleaved: micro_batches={layout.m} is not a multiple of pp={p} (Megatron's rule)"
+            )
     if layout.sequence_parallel and seq_len is not None and seq_len % t:
         raise AnalysisError(f"sequence parallel: tp={t} does not divide seq_len={seq_len}")
 
@@ -122,8 +136,7 @@ def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -
 def stage_layers(cfg: ModelConfig, layout: Layout) -> list[list[int]]:
     """The blocks of each stage. 1F1B: contiguous, the first L mod p stages one block more;
     interleaved: L/(p·v) blocks per chunk, chunk j on stage j mod p."""
-    return [list(stage) for stage in _stage_layers(cfg.n_layers, layout.pp, layout.chunks,
-                                                   layout.schedule)]
+    return [list(stage) for stage in _stage_layers(cfg.n_layers, layout.pp, layout.chunks, layout.schedule)]
 
 
 def _layers_of(cfg: ModelConfig, layout: Layout, stage: int) -> tuple[int, ...]:
@@ -134,8 +147,10 @@ def _layers_of(cfg: ModelConfig, layout: Layout, stage: int) -> tuple[int, ...]:
 def _stage_layers(L: int, p: int, v: int, schedule: str) -> tuple[tuple[int, ...], ...]:
     if schedule == "interleaved":
         size = L // (p * v)
-        return tuple(tuple(layer for j in range(stage, p * v, p)
-                           for layer in range(j * size, (j + 1) * size)) for stage in range(p))
+        return tuple(
+            tuple(layer for j in range(stage, p * v, p) for layer in range(j * size, (j + 1) * size))
+            for stage in range(p)
+        )
     bounds, start = [], 0
     for stage in range(p):
         n = L // p + (1 if stage < L % p else 0)
@@ -150,17 +165,17 @@ def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
     G = local_kv_heads(cfg, tp)
     name, rows, cols = group.name, group.rows, group.cols
     if name in ("q_proj", "gate_proj", "up_proj", "experts.gate_up_proj"):
-        rows //= tp                                     # column-parallel: output rows split
+        rows //= tp  # column-parallel: output rows split
     elif name in ("k_proj", "v_proj"):
         rows = G * s.D
     elif name in ("o_proj", "down_proj", "experts.down_proj"):
-        cols //= tp                                     # row-parallel: input columns split
+        cols //= tp  # row-parallel: input columns split
     elif name == "qkv_bias":
         cols = s.q_dim // tp + 2 * G * s.D
     elif name == "mlp_bias":
-        cols = s.n_up * s.F // tp + s.C                 # gate/up biases split, down's replicated
+        cols = s.n_up * s.F // tp + s.C  # gate/up biases split, down's replicated
     elif name in ("embed_tokens", "lm_head"):
-        rows = math.ceil(rows / tp)                     # vocabulary-parallel
+        rows = math.ceil(rows / tp)  # vocabulary-parallel
     return replace(group, rows=rows, cols=cols)
 
 
@@ -176,7 +191,7 @@ def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGr
         groups += [ends[name] for name in ("embed_tokens", "embed_positions") if name in ends]
     if stage == layout.pp - 1:
         groups += [ends[name] for name in ("final_norm", "lm_head") if name in ends]
-        if cfg.tie_embeddings and layout.pp > 1:      # the last stage keeps its own copy
+        if cfg.tie_embeddings and layout.pp > 1:  # the last stage keeps its own copy
             groups.append(replace(ends["embed_tokens"], name="lm_head", role="lm_head"))
     return [local_tensor(cfg, g, layout.tp) for g in groups]
 
@@ -184,8 +199,7 @@ def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGr
 @functools.lru_cache(maxsize=256)
 def _stage_params(cfg: ModelConfig, layout: Layout) -> tuple[int, ...]:
     """Parameters one GPU of each stage holds (what ZeRO, recomputation and m leave alone)."""
-    return tuple(sum(g.params for g in stage_tensors(cfg, layout, stage))
-                 for stage in range(layout.pp))
+    return tuple(sum(g.params for g in stage_tensors(cfg, layout, stage)) for stage in range(layout.pp))
 
 
 def state_bytes(params: int, dtype: str, layout: Layout) -> dict[str, int]:
@@ -199,8 +213,12 @@ def state_bytes(params: int, dtype: str, layout: Layout) -> dict[str, int]:
 
     def shard(value: int, stage: int) -> int:
         return math.ceil(value / d) if z >= stage else value
-    return {"params_bytes": shard(nbytes(params, b), 3), "grads_bytes": shard(nbytes(params, b), 2),
-            "optimizer_bytes": shard(optimizer, 1)}
+
+    return {
+        "params_bytes": shard(nbytes(params, b), 3),
+        "grads_bytes": shard(nbytes(params, b), 2),
+        "optimizer_bytes": shard(optimizer, 1),
+    }
 
 
 def in_flight(layout: Layout, stage: int) -> float:
@@ -223,8 +241,9 @@ def bubble_fraction(layout: Layout) -> float:
     return (p - 1) / (v * m + p - 1)
 
 
-def stage_activations(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int,
-                      dtype: str) -> dict[str, int]:
+def stage_activations(
+    cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype: str
+) -> dict[str, int]:
     """Bytes one GPU of ``stage`` keeps for backward for ONE micro-batch, by part: its blocks
     (with the tensor-parallel split, sequence parallel and recomputation), the token ids and
     position tables, the head and loss on the last stage; and the recomputed block (full
@@ -234,17 +253,19 @@ def stage_activations(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int
     B, T, t, sp = layout.micro_batch, seq_len, layout.tp, layout.sequence_parallel and layout.tp > 1
     N = B * T
     layers = _layers_of(cfg, layout, stage)
-    kinds: dict = {}                             # blocks come in few kinds: (window, sparse)
+    kinds: dict = {}  # blocks come in few kinds: (window, sparse)
     for i in layers:
         kinds.setdefault((cfg.window_of(i), cfg.moe_layer_flags[i]), [i, 0])[1] += 1
     saved = {key: _block_saved(cfg, first, B, T, b, dtype, t, sp) for key, (first, _) in kinds.items()}
-    if layout.recompute == "selective":          # the attention core is recomputed from q, k, v:
-        for part in saved.values():              # its logsumexp and a window mask are not kept
+    if layout.recompute == "selective":  # the attention core is recomputed from q, k, v:
+        for part in saved.values():  # its logsumexp and a window mask are not kept
             part["attention_output"] -= STATS_BYTES * B * (s.H // t) * T
             part["window_mask"] = 0
-    parts = {"blocks": sum(sum(saved[key].values()) * n for key, (_, n) in kinds.items()),
-             "recomputed_block": 0}
-    if layout.recompute == "full":               # only each block's input stays (Chen et al. 2016)
+    parts = {
+        "blocks": sum(sum(saved[key].values()) * n for key, (_, n) in kinds.items()),
+        "recomputed_block": 0,
+    }
+    if layout.recompute == "full":  # only each block's input stays (Chen et al. 2016)
         block_input = nbytes((N // t if sp else N) * s.C, b)
         parts["blocks"] = len(layers) * block_input
         # the recomputed block's first saved tensor is that stored input itself
@@ -261,8 +282,9 @@ def _ring(n: int, nbytes_: float, all_reduce: bool) -> float:
     return (2 if all_reduce else 1) * (n - 1) / n * nbytes_ if n > 1 else 0.0
 
 
-def stage_comm(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype: str,
-               params: int) -> dict[str, int]:
+def stage_comm(
+    cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype: str, params: int
+) -> dict[str, int]:
     """Bytes one GPU of ``stage`` sends per step, by kind.
     tp: per block and micro-batch, two all-reduces of the B·T·C activations forward
     (attention and FFN outputs) and two backward (the inputs' gradients of the column-parallel
@@ -285,9 +307,9 @@ def stage_comm(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype
     per_block = (6 if layout.recompute == "full" else 4) * _ring(t, M, True)
     tp_bytes = n_blocks * per_block
     if stage == 0:
-        tp_bytes += _ring(t, M, True)                               # embedding output
+        tp_bytes += _ring(t, M, True)  # embedding output
     if stage == p - 1:
-        tp_bytes += _ring(t, M, True) + 3 * _ring(t, 4 * N, True)   # head input grad, CE stats
+        tp_bytes += _ring(t, M, True) + 3 * _ring(t, 4 * N, True)  # head input grad, CE stats
     sp = layout.sequence_parallel and t > 1
     # every chunk sends its output forward and its input's gradient backward, except the
     # model's very last chunk (forward) and very first (backward)
@@ -310,12 +332,12 @@ def stage_comm(cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype
 class StageEstimate:
     stage: int
     blocks: int
-    layers: str                     # the stage's blocks as ranges: "0–19", "4–7, 20–23"
-    params: int                     # parameters one GPU of the stage holds (its TP piece)
+    layers: str  # the stage's blocks as ranges: "0–19", "4–7, 20–23"
+    params: int  # parameters one GPU of the stage holds (its TP piece)
     params_bytes: int
     grads_bytes: int
     optimizer_bytes: int
-    activation_bytes: int           # in-flight micro-batches × per micro-batch + recomputed block
+    activation_bytes: int  # in-flight micro-batches × per micro-batch + recomputed block
     activation_per_micro_batch: dict
     in_flight: float
     total_bytes: int
@@ -330,10 +352,10 @@ class ParallelEstimate:
     layout: dict
     seq_len: int
     dtype: str
-    global_batch: int               # sequences per step: dp × m × micro_batch
-    stages: list                    # StageEstimate.to_dict() per stage
-    per_gpu: dict                   # the stage with the largest total
-    comm_bytes_per_step: int        # that stage's GPU: tp + pp + dp
+    global_batch: int  # sequences per step: dp × m × micro_batch
+    stages: list  # StageEstimate.to_dict() per stage
+    per_gpu: dict  # the stage with the largest total
+    comm_bytes_per_step: int  # that stage's GPU: tp + pp + dp
     comm_by_kind: dict
     bubble_fraction: float
     notes: list = field(default_factory=list)
@@ -346,8 +368,9 @@ class ParallelEstimate:
         return {**asdict(self), "dp": self.dp}
 
 
-def parallel_memory(cfg: ModelConfig, layout: Layout, seq_len: int | None = None,
-                    dtype: str = "bf16") -> ParallelEstimate:
+def parallel_memory(
+    cfg: ModelConfig, layout: Layout, seq_len: int | None = None, dtype: str = "bf16"
+) -> ParallelEstimate:
     """Per-GPU training memory and communication of ``layout`` (see the module's docstring)."""
     seq_len = seq_len or cfg.max_seq_len
     check_seq(seq_len, layout.micro_batch)
@@ -364,21 +387,41 @@ def parallel_memory(cfg: ModelConfig, layout: Layout, seq_len: int | None = None
         per_micro = sum(v for k, v in acts.items() if k != "recomputed_block")
         activation = math.ceil(flight * per_micro) + acts["recomputed_block"]
         comm = stage_comm(cfg, layout, stage, seq_len, dtype, params)
-        stages.append(StageEstimate(stage, len(layers), _ranges(layers), params, **states,
-                                    activation_bytes=activation,
-                                    activation_per_micro_batch=acts, in_flight=flight,
-                                    total_bytes=sum(states.values()) + activation,
-                                    comm_bytes=comm))
+        stages.append(
+            StageEstimate(
+                stage,
+                len(layers),
+                _ranges(layers),
+                params,
+                **states,
+                activation_bytes=activation,
+                activation_per_micro_batch=acts,
+                in_flight=flight,
+                total_bytes=sum(states.values()) + activation,
+                comm_bytes=comm,
+            )
+        )
     worst = max(stages, key=lambda s: s.total_bytes)
-    per_gpu = {"stage": worst.stage, "params_bytes": worst.params_bytes,
-               "grads_bytes": worst.grads_bytes, "optimizer_bytes": worst.optimizer_bytes,
-               "activation_bytes": worst.activation_bytes, "total_bytes": worst.total_bytes}
-    return ParallelEstimate(layout.to_dict(), seq_len, dtype,
-                            layout.dp * layout.m * layout.micro_batch,
-                            [s.to_dict() for s in stages], per_gpu,
-                            sum(worst.comm_bytes.values()), dict(worst.comm_bytes),
-                            bubble_fraction(layout) if layout.pp > 1 else 0.0,
-                            _notes(cfg, layout))
+    per_gpu = {
+        "stage": worst.stage,
+        "params_bytes": worst.params_bytes,
+        "grads_bytes": worst.grads_bytes,
+        "optimizer_bytes": worst.optimizer_bytes,
+        "activation_bytes": worst.activation_bytes,
+        "total_bytes": worst.total_bytes,
+    }
+    return ParallelEstimate(
+        layout.to_dict(),
+        seq_len,
+        dtype,
+        layout.dp * layout.m * layout.micro_batch,
+        [s.to_dict() for s in stages],
+        per_gpu,
+        sum(worst.comm_bytes.values()),
+        dict(worst.comm_bytes),
+        bubble_fraction(layout) if layout.pp > 1 else 0.0,
+        _notes(cfg, layout),
+    )
 
 
 def _ranges(layers: list[int]) -> str:
@@ -396,20 +439,29 @@ def _ranges(layers: list[int]) -> str:
 def _notes(cfg: ModelConfig, layout: Layout) -> list[str]:
     notes = []
     if layout.tp > cfg.n_kv_heads:
-        notes.append(f"tp={layout.tp} > n_kv_heads={cfg.n_kv_heads}: each KV head is "
-                     f"replicated on {layout.tp // cfg.n_kv_heads} ranks (k/v weights and "
-                     f"cache counted on each)")
+        notes.append(
+            f"tp={layout.tp} > n_kv_heads={cfg.n_kv_heads}: each KV head is "
+            f"replicated on {layout.tp // cfg.n_kv_heads} ranks (k/v weights and "
+            f"cache counted on each)"
+        )
     if cfg.vocab_size % layout.tp:
-        notes.append(f"vocab_size={cfg.vocab_size} padded to {layout.tp}·"
-                     f"{math.ceil(cfg.vocab_size / layout.tp)} rows for the vocabulary split")
+        notes.append(
+            f"vocab_size={cfg.vocab_size} padded to {layout.tp}·"
+            f"{math.ceil(cfg.vocab_size / layout.tp)} rows for the vocabulary split"
+        )
     if cfg.tie_embeddings and layout.pp > 1:
-        notes.append("tied embeddings with a pipeline: the last stage holds a copy of the "
-                     "embedding as its LM head (Megatron), their gradients all-reduced")
+        notes.append(
+            "tied embeddings with a pipeline: the last stage holds a copy of the "
+            "embedding as its LM head (Megatron), their gradients all-reduced"
+        )
     if layout.recompute == "selective":
-        notes.append("selective recomputation with fused attention: FlashAttention already "
-                     "recomputes the T×T scores in backward, so only its logsumexp is saved "
-                     "less")
+        notes.append(
+            "selective recomputation with fused attention: FlashAttention already "
+            "recomputes the T×T scores in backward, so only its logsumexp is saved "
+            "less"
+        )
     if cfg.is_moe:
-        notes.append("experts split by tensor parallel along their FFN width (no expert "
-                     "parallelism modelled)")
+        notes.append(
+            "experts split by tensor parallel along their FFN width (no expert parallelism modelled)"
+        )
     return notes

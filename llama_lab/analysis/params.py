@@ -1,6 +1,7 @@
 """Parameters: the closed form by tensor kind and component, and the same count read from the
 module built on the meta device (so the formulas are checked against the code that runs).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -11,21 +12,47 @@ from ..config import ModelConfig
 from ..model import build_model, part_tensors
 from .shapes import Shapes
 
-
 # One key per kind of parameter tensor, named after the module that owns it.
-DETAIL_KEYS = ("embed_tokens", "embed_positions", "q_proj", "k_proj", "v_proj", "o_proj",
-               "attention_bias", "qk_norm", "gate_proj", "up_proj", "down_proj", "ffn_bias",
-               "router", "experts", "input_layernorm", "post_attention_layernorm", "final_norm",
-               "lm_head")
+DETAIL_KEYS = (
+    "embed_tokens",
+    "embed_positions",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "attention_bias",
+    "qk_norm",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "ffn_bias",
+    "router",
+    "experts",
+    "input_layernorm",
+    "post_attention_layernorm",
+    "final_norm",
+    "lm_head",
+)
 
 
 COMPONENT_OF = {
-    "embed_tokens": "embedding", "embed_positions": "positional",
-    "q_proj": "attention", "k_proj": "attention", "v_proj": "attention", "o_proj": "attention",
-    "attention_bias": "attention", "qk_norm": "norms",
-    "gate_proj": "ffn", "up_proj": "ffn", "down_proj": "ffn", "ffn_bias": "ffn",
-    "router": "ffn", "experts": "ffn",
-    "input_layernorm": "norms", "post_attention_layernorm": "norms", "final_norm": "norms",
+    "embed_tokens": "embedding",
+    "embed_positions": "positional",
+    "q_proj": "attention",
+    "k_proj": "attention",
+    "v_proj": "attention",
+    "o_proj": "attention",
+    "attention_bias": "attention",
+    "qk_norm": "norms",
+    "gate_proj": "ffn",
+    "up_proj": "ffn",
+    "down_proj": "ffn",
+    "ffn_bias": "ffn",
+    "router": "ffn",
+    "experts": "ffn",
+    "input_layernorm": "norms",
+    "post_attention_layernorm": "norms",
+    "final_norm": "norms",
     "lm_head": "lm_head",
 }
 
@@ -36,12 +63,12 @@ COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head")
 @dataclass(frozen=True)
 class ParamCount:
     total: int
-    non_embedding: int          # total − token embedding − learned positions (Kaplan et al.)
-    per_layer: int              # one decoder block (block 0)
-    by_component: dict          # COMPONENTS → int; a tied lm_head is 0; sums to total
-    detail: dict                # DETAIL_KEYS → int, summed over layers; sums to total
-    source: str                 # "closed form" or "meta module"
-    active: int = 0             # used per token: total less the experts a token is not routed to
+    non_embedding: int  # total − token embedding − learned positions (Kaplan et al.)
+    per_layer: int  # one decoder block (block 0)
+    by_component: dict  # COMPONENTS → int; a tied lm_head is 0; sums to total
+    detail: dict  # DETAIL_KEYS → int, summed over layers; sums to total
+    source: str  # "closed form" or "meta module"
+    active: int = 0  # used per token: total less the experts a token is not routed to
 
     def spec_by_component(self) -> dict:
         """SPEC's view: a learned positional table is counted under ``embedding``."""
@@ -53,8 +80,10 @@ class ParamCount:
         return asdict(self)
 
     def to_frame(self) -> pd.DataFrame:
-        rows = [{"component": name, "params": count, "share": count / self.total}
-                for name, count in self.by_component.items()]
+        rows = [
+            {"component": name, "params": count, "share": count / self.total}
+            for name, count in self.by_component.items()
+        ]
         return pd.DataFrame(rows)
 
 
@@ -72,17 +101,17 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
     sparse = cfg.moe_layer_flags[layer]
     return {
         "q_proj": C * H * D,
-        "k_proj": C * G * D,                                   # GQA/MQA: G < H shrinks K and V
+        "k_proj": C * G * D,  # GQA/MQA: G < H shrinks K and V
         "v_proj": C * G * D,
         "o_proj": H * D * C,
         "attention_bias": (H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0),
-        "qk_norm": 2 * D if cfg.qk_norm else 0,                # one γ of size D for q, one for k
-        "gate_proj": C * F if gated and not sparse else 0,     # SwiGLU's third matrix
+        "qk_norm": 2 * D if cfg.qk_norm else 0,  # one γ of size D for q, one for k
+        "gate_proj": C * F if gated and not sparse else 0,  # SwiGLU's third matrix
         "up_proj": 0 if sparse else C * F,
         "down_proj": 0 if sparse else F * C,
         "ffn_bias": ((2 * F if gated else F) + C) if cfg.mlp_bias and not sparse else 0,
-        "router": C * s.E if sparse else 0,                    # gate: C → E logits
-        "experts": s.E * 3 * C * s.Fe if sparse else 0,        # E × (gate, up: C→Fe; down: Fe→C)
+        "router": C * s.E if sparse else 0,  # gate: C → E logits
+        "experts": s.E * 3 * C * s.Fe if sparse else 0,  # E × (gate, up: C→Fe; down: Fe→C)
         "input_layernorm": norm_params(cfg),
         "post_attention_layernorm": norm_params(cfg),
     }
@@ -94,8 +123,15 @@ def _param_count(cfg: ModelConfig, detail: dict, per_layer: int, source: str) ->
         by_component[COMPONENT_OF[key]] += count
     total = sum(detail.values())
     non_embedding = total - by_component["embedding"] - by_component["positional"]
-    return ParamCount(total, non_embedding, per_layer, by_component, dict(detail), source,
-                      total - unrouted_expert_params(cfg))
+    return ParamCount(
+        total,
+        non_embedding,
+        per_layer,
+        by_component,
+        dict(detail),
+        source,
+        total - unrouted_expert_params(cfg),
+    )
 
 
 def unrouted_expert_params(cfg: ModelConfig) -> int:
@@ -107,7 +143,7 @@ def unrouted_expert_params(cfg: ModelConfig) -> int:
 def count_params(cfg: ModelConfig) -> ParamCount:
     """Closed form: L blocks + token embedding + learned positions + final norm + lm_head."""
     detail = dict.fromkeys(DETAIL_KEYS, 0)
-    flags = cfg.moe_layer_flags                # blocks come in two kinds: dense and sparse
+    flags = cfg.moe_layer_flags  # blocks come in two kinds: dense and sparse
     for sparse in set(flags):
         for key, count in layer_param_detail(cfg, flags.index(sparse)).items():
             detail[key] += flags.count(sparse) * count
@@ -125,8 +161,7 @@ def _detail_key(name: str) -> str:
     owner, kind = parts[-2], parts[-1]
     if name.startswith("model.norm."):
         return "final_norm"
-    if owner in ("embed_tokens", "embed_positions", "lm_head", "input_layernorm",
-                 "post_attention_layernorm"):
+    if owner in ("embed_tokens", "embed_positions", "lm_head", "input_layernorm", "post_attention_layernorm"):
         return owner
     if owner in ("q_norm", "k_norm"):
         return "qk_norm"

@@ -13,6 +13,7 @@ channel) or one for the tensor (``group_size=-1``), each of ``scale_dtype``; an 
 (``zero_point``) int format adds one zero point per scale, stored in the format itself (int4
 zero points packed two per byte per row, as GPTQ/AWQ store them).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,25 +26,26 @@ from .params import norm_params
 from .shapes import Shapes
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
-KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")   # int4: KIVI-style, per-token scales
-QUANTISED = ("fp8", "int8", "int4")                 # the formats with scales
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")  # int4: KIVI-style, per-token scales
+QUANTISED = ("fp8", "int8", "int4")  # the formats with scales
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 SCALE_DTYPES = ("fp16", "bf16", "fp32")
-KEEP_CHOICES = ("embeddings", "lm_head", "norms", "router", "experts")   # may stay in 16 bits
+KEEP_CHOICES = ("embeddings", "lm_head", "norms", "router", "experts")  # may stay in 16 bits
 KEEP_DTYPE = "bf16"
 DEFAULT_KEEP = ("embeddings", "lm_head", "norms", "router")
 # the usual granularity of each format: int4 in groups of 128 inputs (GPTQ, AWQ), int8 per
 # output channel (llm.int8, SmoothQuant W8), fp8 one scale per tensor (e4m3, as vLLM's)
 DEFAULT_GROUP = {"int4": 128, "int8": 0, "fp8": -1}
 DEFAULT_SCALE_DTYPE = {"int4": "fp16", "int8": "fp16", "fp8": "fp32"}
-KV_SCALE_DTYPE = "fp16"                             # int8/int4 KV: one per token and KV head
+KV_SCALE_DTYPE = "fp16"  # int8/int4 KV: one per token and KV head
 
 
 @dataclass(frozen=True)
 class TensorGroup:
     """``count`` tensors of ``rows`` × ``cols`` (a vector: rows = 1) with one role."""
+
     name: str
-    role: str           # linear, router, embeddings, lm_head, norms, bias
+    role: str  # linear, router, embeddings, lm_head, norms, bias
     count: int
     rows: int
     cols: int
@@ -57,12 +59,14 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
     """The tensors of ``n`` blocks of one kind (dense or sparse)."""
     s = Shapes.of(cfg)
     C, F, E, Fe = s.C, s.F, s.E, s.Fe
-    groups = [TensorGroup("q_proj", "linear", n, s.q_dim, C),
-              TensorGroup("k_proj", "linear", n, s.kv_dim, C),
-              TensorGroup("v_proj", "linear", n, s.kv_dim, C),
-              TensorGroup("o_proj", "linear", n, C, s.q_dim),
-              TensorGroup("input_layernorm", "norms", n, 1, norm_params(cfg)),
-              TensorGroup("post_attention_layernorm", "norms", n, 1, norm_params(cfg))]
+    groups = [
+        TensorGroup("q_proj", "linear", n, s.q_dim, C),
+        TensorGroup("k_proj", "linear", n, s.kv_dim, C),
+        TensorGroup("v_proj", "linear", n, s.kv_dim, C),
+        TensorGroup("o_proj", "linear", n, C, s.q_dim),
+        TensorGroup("input_layernorm", "norms", n, 1, norm_params(cfg)),
+        TensorGroup("post_attention_layernorm", "norms", n, 1, norm_params(cfg)),
+    ]
     if cfg.qkv_bias:
         groups.append(TensorGroup("qkv_bias", "bias", n, 1, s.q_dim + 2 * s.kv_dim))
     if cfg.o_bias:
@@ -70,12 +74,16 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
     if cfg.qk_norm:
         groups.append(TensorGroup("qk_norm", "norms", 2 * n, 1, s.D))
     if sparse:
-        groups += [TensorGroup("router", "router", n, E, C),
-                   TensorGroup("experts.gate_up_proj", "experts", n * E, 2 * Fe, C),
-                   TensorGroup("experts.down_proj", "experts", n * E, C, Fe)]
+        groups += [
+            TensorGroup("router", "router", n, E, C),
+            TensorGroup("experts.gate_up_proj", "experts", n * E, 2 * Fe, C),
+            TensorGroup("experts.down_proj", "experts", n * E, C, Fe),
+        ]
         return groups
-    groups += [TensorGroup(name, "linear", n, F, C)
-               for name in (("gate_proj", "up_proj") if s.n_up == 2 else ("up_proj",))]
+    groups += [
+        TensorGroup(name, "linear", n, F, C)
+        for name in (("gate_proj", "up_proj") if s.n_up == 2 else ("up_proj",))
+    ]
     groups.append(TensorGroup("down_proj", "linear", n, C, F))
     if cfg.mlp_bias:
         groups.append(TensorGroup("mlp_bias", "bias", n, 1, s.n_up * F + C))
@@ -102,43 +110,53 @@ def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
 class WeightQuant:
     """How weights are stored (see the module's docstring); ``of`` fills a format's usual
     group size and scale dtype."""
+
     dtype: str = "bf16"
     group_size: int = -1
     scale_dtype: str = "fp16"
     zero_point: bool = False
     keep: tuple = field(default=("embeddings", "lm_head", "norms", "router"))
     # the experts of a mixture are quantised by default (they are most of its bytes)
-    keep_dtype: str = KEEP_DTYPE          # what the kept tensors and biases are stored in
+    keep_dtype: str = KEEP_DTYPE  # what the kept tensors and biases are stored in
 
     @classmethod
-    def of(cls, dtype: str, group_size: int | None = None, scale_dtype: str | None = None,
-           zero_point: bool = False, keep: tuple | None = None,
-           keep_dtype: str = KEEP_DTYPE) -> "WeightQuant":
+    def of(
+        cls,
+        dtype: str,
+        group_size: int | None = None,
+        scale_dtype: str | None = None,
+        zero_point: bool = False,
+        keep: tuple | None = None,
+        keep_dtype: str = KEEP_DTYPE,
+    ) -> "WeightQuant":
         if dtype not in WEIGHT_DTYPES:
             raise AnalysisError(f"weight dtype={dtype!r} must be one of {', '.join(WEIGHT_DTYPES)}")
-        quant = cls(dtype, DEFAULT_GROUP.get(dtype, -1) if group_size is None else group_size,
-                    scale_dtype or DEFAULT_SCALE_DTYPE.get(dtype, "fp16"), zero_point,
-                    DEFAULT_KEEP if keep is None else tuple(keep), keep_dtype)
+        quant = cls(
+            dtype,
+            DEFAULT_GROUP.get(dtype, -1) if group_size is None else group_size,
+            scale_dtype or DEFAULT_SCALE_DTYPE.get(dtype, "fp16"),
+            zero_point,
+            DEFAULT_KEEP if keep is None else tuple(keep),
+            keep_dtype,
+        )
         quant.check()
         return quant
 
     def check(self) -> None:
         if self.scale_dtype not in SCALE_DTYPES:
-            raise AnalysisError(f"scale dtype={self.scale_dtype!r} must be one of "
-                                f"{', '.join(SCALE_DTYPES)}")
-        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) \
-                or self.group_size < -1:
-            raise AnalysisError(f"group_size={self.group_size!r} must be -1 (one scale per "
-                                f"tensor), 0 (one per output row) or a group of ≥ 1 inputs")
+            raise AnalysisError(f"scale dtype={self.scale_dtype!r} must be one of {', '.join(SCALE_DTYPES)}")
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < -1:
+            raise AnalysisError(
+                f"group_size={self.group_size!r} must be -1 (one scale per "
+                f"tensor), 0 (one per output row) or a group of ≥ 1 inputs"
+            )
         unknown = set(self.keep) - set(KEEP_CHOICES)
         if unknown:
-            raise AnalysisError(f"keep={sorted(unknown)} must name tensors among "
-                                f"{', '.join(KEEP_CHOICES)}")
+            raise AnalysisError(f"keep={sorted(unknown)} must name tensors among {', '.join(KEEP_CHOICES)}")
         if self.keep_dtype not in ("bf16", "fp16", "fp32"):
             raise AnalysisError(f"keep_dtype={self.keep_dtype!r} must be bf16, fp16 or fp32")
         if self.zero_point and self.dtype not in ("int8", "int4"):
-            raise AnalysisError(f"zero points need an integer format (int8, int4), not "
-                                f"{self.dtype}")
+            raise AnalysisError(f"zero points need an integer format (int8, int4), not {self.dtype}")
 
     @property
     def quantised(self) -> bool:
@@ -162,14 +180,16 @@ class WeightQuant:
         """data, scales and zero points of the ``group``'s tensors."""
         fmt = self.stored_as(group.role)
         if fmt not in QUANTISED:
-            return {"data": math.ceil(group.params * DTYPE_BYTES[fmt]), "scales": 0,
-                    "zero_points": 0}
+            return {"data": math.ceil(group.params * DTYPE_BYTES[fmt]), "scales": 0, "zero_points": 0}
         bits = BITS[fmt]
-        data = group.count * group.rows * math.ceil(group.cols * bits / 8)   # packed per row
+        data = group.count * group.rows * math.ceil(group.cols * bits / 8)  # packed per row
         n = self.n_scales(group.rows, group.cols)
-        zeros = group.count * math.ceil(n * bits / 8) if self.zero_point else 0   # packed
-        return {"data": data, "scales": group.count * n * int(DTYPE_BYTES[self.scale_dtype]),
-                "zero_points": zeros}
+        zeros = group.count * math.ceil(n * bits / 8) if self.zero_point else 0  # packed
+        return {
+            "data": data,
+            "scales": group.count * n * int(DTYPE_BYTES[self.scale_dtype]),
+            "zero_points": zeros,
+        }
 
     def row_bytes(self, role: str, cols: int) -> float:
         """Bytes read for one row of a tensor of ``role`` (an embedding row gathered for a
@@ -182,10 +202,14 @@ class WeightQuant:
         return math.ceil(cols * BITS[fmt] / 8) + groups * per_scale
 
     def to_dict(self) -> dict:
-        return {"dtype": self.dtype, "group_size": self.group_size,
-                "scale_dtype": self.scale_dtype, "zero_point": self.zero_point,
-                "keep": list(self.keep) if self.quantised else [],
-                "keep_dtype": self.keep_dtype if self.quantised else self.dtype}
+        return {
+            "dtype": self.dtype,
+            "group_size": self.group_size,
+            "scale_dtype": self.scale_dtype,
+            "zero_point": self.zero_point,
+            "keep": list(self.keep) if self.quantised else [],
+            "keep_dtype": self.keep_dtype if self.quantised else self.dtype,
+        }
 
 
 def as_weight_quant(weights: "WeightQuant | str") -> WeightQuant:
@@ -196,17 +220,24 @@ def as_weight_quant(weights: "WeightQuant | str") -> WeightQuant:
 class WeightBytes:
     quant: dict
     total: int
-    quantised: int             # data of the quantised tensors
+    quantised: int  # data of the quantised tensors
     scales: int
     zero_points: int
-    kept: int                  # tensors stored in 16 bits (or the float format itself)
-    by_role: dict              # role → bytes
-    by_tensor: list            # one row per tensor kind
+    kept: int  # tensors stored in 16 bits (or the float format itself)
+    by_role: dict  # role → bytes
+    by_tensor: list  # one row per tensor kind
 
     def to_dict(self) -> dict:
-        return {"quant": self.quant, "total": self.total, "quantised": self.quantised,
-                "scales": self.scales, "zero_points": self.zero_points, "kept": self.kept,
-                "by_role": self.by_role, "by_tensor": self.by_tensor}
+        return {
+            "quant": self.quant,
+            "total": self.total,
+            "quantised": self.quantised,
+            "scales": self.scales,
+            "zero_points": self.zero_points,
+            "kept": self.kept,
+            "by_role": self.by_role,
+            "by_tensor": self.by_tensor,
+        }
 
 
 def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> WeightBytes:
@@ -222,17 +253,26 @@ def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> We
         totals["scales"] += parts["scales"]
         totals["zero_points"] += parts["zero_points"]
         by_role[group.role] = by_role.get(group.role, 0) + size
-        rows.append({"tensor": group.name, "role": group.role, "count": group.count,
-                     "shape": [group.rows, group.cols], "stored_as": fmt, **parts,
-                     "bytes": size})
-    return WeightBytes(quant=quant.to_dict(), total=sum(r["bytes"] for r in rows),
-                       by_role=by_role, by_tensor=rows, **totals)
+        rows.append(
+            {
+                "tensor": group.name,
+                "role": group.role,
+                "count": group.count,
+                "shape": [group.rows, group.cols],
+                "stored_as": fmt,
+                **parts,
+                "bytes": size,
+            }
+        )
+    return WeightBytes(
+        quant=quant.to_dict(), total=sum(r["bytes"] for r in rows), by_role=by_role, by_tensor=rows, **totals
+    )
 
 
 def kv_head_bytes(kv_dtype: str, head_dim: int) -> int:
     """Bytes of one token's K (or V) for one KV head: D elements (int4 packed two per byte),
     plus, for int8 and int4, that row's fp16 scale (symmetric, one per token and head)."""
-    scale = kv_scale_bytes(kv_dtype)                  # checks the name first
+    scale = kv_scale_bytes(kv_dtype)  # checks the name first
     return math.ceil(head_dim * BITS[kv_dtype] / 8) + scale
 
 

@@ -1,6 +1,7 @@
 """The roofline: lower-bound time of a decode or prefill step from its FLOPs and the bytes it
 moves, on a GPU's data-sheet peaks.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,7 @@ from .kv import attention_variants, kv_cache_bytes, kv_cache_bytes_per_token, we
 from .quant import WeightQuant, as_weight_quant, weights_bytes
 from .shapes import Shapes
 
-
-DEFAULT_GPU = "H100 80GB"     # the GPU the roofline tables and figures use unless told
+DEFAULT_GPU = "H100 80GB"  # the GPU the roofline tables and figures use unless told
 
 
 @dataclass(frozen=True)
@@ -33,17 +33,17 @@ class Roofline:
     kv_cache_bytes: int
     activation_bytes: int
     bytes_moved: int
-    arithmetic_intensity: float     # FLOPs per byte moved
-    ridge_point: float              # the GPU's peak FLOP/s ÷ bandwidth
+    arithmetic_intensity: float  # FLOPs per byte moved
+    ridge_point: float  # the GPU's peak FLOP/s ÷ bandwidth
     peak_flops: float
     hbm_bytes_per_s: float
     compute_time_s: float
     memory_time_s: float
-    time_per_step_s: float          # lower bound: max(compute, memory)
+    time_per_step_s: float  # lower bound: max(compute, memory)
     tokens_per_step: int
     time_per_token_s: float
     tokens_per_s: float
-    bound: str                      # "compute" or "memory"
+    bound: str  # "compute" or "memory"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,8 +70,7 @@ def _weight_bytes_read(cfg: ModelConfig, weights: WeightQuant, tokens: int) -> i
     n_sparse = sum(cfg.moe_layer_flags)
     experts = by_name.get("experts.gate_up_proj", 0) + by_name.get("experts.down_proj", 0)
     unread = experts * (1 - experts_hit(cfg, tokens) / s.E) if n_sparse else 0
-    rows = min(tokens, s.V) + (min(tokens, cfg.max_seq_len)
-                               if cfg.pos_encoding == "learned" else 0)
+    rows = min(tokens, s.V) + (min(tokens, cfg.max_seq_len) if cfg.pos_encoding == "learned" else 0)
     gathered = rows * weights.row_bytes("embeddings", s.C)
     return math.ceil(stored.total - tables + head - unread + gathered)
 
@@ -83,17 +82,24 @@ def _prefill_activation_traffic(cfg: ModelConfig, batch: int, tokens: int, b: fl
     s = Shapes.of(cfg)
     C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
     qkv = (H + 2 * G) * D
-    attention = (C + qkv) + (qkv + H * D) + (H * D + C)        # projections, SDPA, o_proj
-    dense = s.n_up * (C + F) + (F + C)                          # gate/up, down
-    sparse = (C + s.E) + s.K * (s.n_up * (C + s.Fe) + (s.Fe + C))   # router, k experts
+    attention = (C + qkv) + (qkv + H * D) + (H * D + C)  # projections, SDPA, o_proj
+    dense = s.n_up * (C + F) + (F + C)  # gate/up, down
+    sparse = (C + s.E) + s.K * (s.n_up * (C + s.Fe) + (s.Fe + C))  # router, k experts
     n_sparse = sum(cfg.moe_layer_flags)
     per_token = L * attention + (L - n_sparse) * dense + n_sparse * sparse
     return nbytes(tokens * per_token + batch * (C + V), b)
 
 
-def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dtype: str = "bf16",
-             phase: str = "decode", weights: "WeightQuant | str | None" = None,
-             kv_dtype: str | None = None) -> Roofline:
+def roofline(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    batch: int,
+    context_len: int,
+    dtype: str = "bf16",
+    phase: str = "decode",
+    weights: "WeightQuant | str | None" = None,
+    kv_dtype: str | None = None,
+) -> Roofline:
     """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
     B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
     written. prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal
@@ -119,9 +125,8 @@ def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dty
         # generate's prefill: the lm_head runs on each sequence's last position only
         flops = count.forward_causal - count.by_component["lm_head"] * (context_len - 1) // context_len
         tokens = batch * context_len
-        kv_bytes = 0                          # the K/V writes are in the activation traffic
-        act_bytes = _prefill_activation_traffic(cfg, batch, tokens,
-                                                DTYPE_BYTES["bf16"] if b < 2 else b)
+        kv_bytes = 0  # the K/V writes are in the activation traffic
+        act_bytes = _prefill_activation_traffic(cfg, batch, tokens, DTYPE_BYTES["bf16"] if b < 2 else b)
     w_bytes = _weight_bytes_read(cfg, weights, tokens)
     moved = w_bytes + kv_bytes + act_bytes
     peak = gpu.peak_flops(dtype)
@@ -129,20 +134,40 @@ def roofline(cfg: ModelConfig, gpu: GPU | str, batch: int, context_len: int, dty
     step_s = max(compute_s, memory_s)
     intensity, ridge = flops / moved, peak / gpu.hbm_bytes_per_s
     return Roofline(
-        phase=phase, gpu=gpu.name, batch=batch, context_len=context_len, dtype=dtype,
-        flops=flops, weight_bytes=w_bytes, kv_cache_bytes=kv_bytes, activation_bytes=act_bytes,
-        bytes_moved=moved, arithmetic_intensity=intensity, ridge_point=ridge, peak_flops=peak,
-        hbm_bytes_per_s=gpu.hbm_bytes_per_s, compute_time_s=compute_s, memory_time_s=memory_s,
-        time_per_step_s=step_s, tokens_per_step=tokens, time_per_token_s=step_s / tokens,
-        tokens_per_s=tokens / step_s, bound="compute" if compute_s >= memory_s else "memory",
+        phase=phase,
+        gpu=gpu.name,
+        batch=batch,
+        context_len=context_len,
+        dtype=dtype,
+        flops=flops,
+        weight_bytes=w_bytes,
+        kv_cache_bytes=kv_bytes,
+        activation_bytes=act_bytes,
+        bytes_moved=moved,
+        arithmetic_intensity=intensity,
+        ridge_point=ridge,
+        peak_flops=peak,
+        hbm_bytes_per_s=gpu.hbm_bytes_per_s,
+        compute_time_s=compute_s,
+        memory_time_s=memory_s,
+        time_per_step_s=step_s,
+        tokens_per_step=tokens,
+        time_per_token_s=step_s / tokens,
+        tokens_per_s=tokens / step_s,
+        bound="compute" if compute_s >= memory_s else "memory",
     )
 
 
-def roofline_table(cfg: ModelConfig, gpu: GPU | str = DEFAULT_GPU,
-                   batches=(1, 8, 32, 128), context_lens=(1024, 8192, 32768),
-                   dtype: str = "bf16", phase: str = "decode",
-                   weights: "WeightQuant | str | None" = None,
-                   kv_dtype: str | None = None) -> pd.DataFrame:
+def roofline_table(
+    cfg: ModelConfig,
+    gpu: GPU | str = DEFAULT_GPU,
+    batches=(1, 8, 32, 128),
+    context_lens=(1024, 8192, 32768),
+    dtype: str = "bf16",
+    phase: str = "decode",
+    weights: "WeightQuant | str | None" = None,
+    kv_dtype: str | None = None,
+) -> pd.DataFrame:
     """The roofline of the same model as MHA, GQA and MQA over batch × context (weights and
     cache stored at ``weights`` / ``kv_dtype``, default ``dtype``). Decode reads the whole KV
     cache per token, so fewer KV heads raise the arithmetic intensity at long context and
@@ -155,15 +180,20 @@ def roofline_table(cfg: ModelConfig, gpu: GPU | str = DEFAULT_GPU,
             for context in context_lens:
                 r = roofline(variant, gpu, batch, context, dtype, phase, weights, kv_dtype)
                 kv_total = kv_cache_bytes(variant, context, batch, kv_dtype or dtype)
-                rows.append({
-                    "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
-                    "batch": batch, "context_len": context,
-                    "kv_cache_bytes": kv_total,
-                    "fits": stored + kv_total <= gpu.memory_bytes,
-                    "arithmetic_intensity": r.arithmetic_intensity,
-                    "ridge_point": r.ridge_point, "bound": r.bound,
-                    "time_per_step_ms": r.time_per_step_s * 1e3,
-                    "time_per_token_ms": r.time_per_token_s * 1e3,
-                    "tokens_per_s": r.tokens_per_s,
-                })
+                rows.append(
+                    {
+                        "attention": kind.upper(),
+                        "n_kv_heads": variant.n_kv_heads,
+                        "batch": batch,
+                        "context_len": context,
+                        "kv_cache_bytes": kv_total,
+                        "fits": stored + kv_total <= gpu.memory_bytes,
+                        "arithmetic_intensity": r.arithmetic_intensity,
+                        "ridge_point": r.ridge_point,
+                        "bound": r.bound,
+                        "time_per_step_ms": r.time_per_step_s * 1e3,
+                        "time_per_token_ms": r.time_per_token_s * 1e3,
+                        "tokens_per_s": r.tokens_per_s,
+                    }
+                )
     return pd.DataFrame(rows)

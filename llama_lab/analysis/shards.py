@@ -17,6 +17,7 @@ none (5 rows over 2 ranks: 3 and 2; over 4 ranks: 2, 2, 1, 0). Bytes are of the 
 elements (FSDP2's padding to equal chunks, inside its communication buffers, is not counted).
 Global rank = dp_rank · tp + tp_rank (a (dp, tp) device mesh, row-major).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,21 +33,26 @@ STRATEGIES = ("fsdp", "tp", "fsdp+tp")
 MIN_RANKS, MAX_RANKS = 2, 8
 DEFAULT_2D_TP = 2
 FP32_BYTES = 4
-ADAM_MOMENTS = 2            # exp_avg and exp_avg_sq; AdamW's step counters are not counted
+ADAM_MOMENTS = 2  # exp_avg and exp_avg_sq; AdamW's step counters are not counted
 
 # name suffix -> the tensor-parallel rule: ("rows", 0) / ("cols", 1) sharded, "parts" (each
 # fused part split by rows, rank r holding its piece of every part), or replicated (absent)
 TP_RULES = {
-    "model.embed_tokens.weight": "rows", "lm_head.weight": "rows",
-    "self_attn.qkv_proj.weight": "parts", "self_attn.qkv_proj.bias": "parts",
-    "mlp.gate_up_proj.weight": "parts", "mlp.gate_up_proj.bias": "parts",
-    "mlp.up_proj.weight": "rows", "mlp.up_proj.bias": "rows",
-    "self_attn.o_proj.weight": "cols", "mlp.down_proj.weight": "cols",
+    "model.embed_tokens.weight": "rows",
+    "lm_head.weight": "rows",
+    "self_attn.qkv_proj.weight": "parts",
+    "self_attn.qkv_proj.bias": "parts",
+    "mlp.gate_up_proj.weight": "parts",
+    "mlp.gate_up_proj.bias": "parts",
+    "mlp.up_proj.weight": "rows",
+    "mlp.up_proj.bias": "rows",
+    "self_attn.o_proj.weight": "cols",
+    "mlp.down_proj.weight": "cols",
 }
 
 
 def tp_rule(name: str) -> str:
-    """"rows", "cols", "parts" or "replicate": how tensor parallelism splits parameter ``name``."""
+    """ "rows", "cols", "parts" or "replicate": how tensor parallelism splits parameter ``name``."""
     for suffix, rule in TP_RULES.items():
         if name == suffix or name.endswith("." + suffix):
             return rule
@@ -58,13 +64,15 @@ def check_tensor_parallel(cfg: ModelConfig, tp: int) -> None:
     if tp == 1:
         return
     if cfg.is_moe:
-        raise ConfigError(f"tensor parallel of experts is not modelled (n_experts={cfg.n_experts}, "
-                          f"tp={tp}): use fsdp")
+        raise ConfigError(
+            f"tensor parallel of experts is not modelled (n_experts={cfg.n_experts}, tp={tp}): use fsdp"
+        )
     for field in ("n_heads", "n_kv_heads", "ffn_hidden", "vocab_size"):
         value = getattr(cfg, field)
         if value % tp:
-            raise ConfigError(f"tp={tp} does not divide {field}={value}: tensor parallelism "
-                              f"splits it into tp equal parts")
+            raise ConfigError(
+                f"tp={tp} does not divide {field}={value}: tensor parallelism splits it into tp equal parts"
+            )
 
 
 def check_shard_layout(cfg: ModelConfig, strategy: str, ranks: int, tp: int | None = None) -> tuple[int, int]:
@@ -77,22 +85,25 @@ def check_shard_layout(cfg: ModelConfig, strategy: str, ranks: int, tp: int | No
         raise AnalysisError(f"tp={tp!r} must be a positive integer")
     if strategy == "fsdp":
         if tp not in (None, 1):
-            raise AnalysisError(f"strategy='fsdp' has no tensor parallelism: tp={tp} must be "
-                                f"omitted (use 'fsdp+tp')")
+            raise AnalysisError(
+                f"strategy='fsdp' has no tensor parallelism: tp={tp} must be omitted (use 'fsdp+tp')"
+            )
         return ranks, 1
     if strategy == "tp":
         if tp not in (None, ranks):
-            raise AnalysisError(f"strategy='tp' puts every rank in one tensor-parallel group: "
-                                f"tp={tp} must equal ranks={ranks}")
+            raise AnalysisError(
+                f"strategy='tp' puts every rank in one tensor-parallel group: "
+                f"tp={tp} must equal ranks={ranks}"
+            )
         check_tensor_parallel(cfg, ranks)
         return 1, ranks
     tp = DEFAULT_2D_TP if tp is None else tp
     if ranks < 4:
-        raise AnalysisError(f"strategy='fsdp+tp' needs ranks >= 4 (dp >= 2 and tp >= 2), got "
-                            f"ranks={ranks}")
+        raise AnalysisError(f"strategy='fsdp+tp' needs ranks >= 4 (dp >= 2 and tp >= 2), got ranks={ranks}")
     if tp < 2 or ranks % tp or ranks // tp < 2:
-        raise AnalysisError(f"strategy='fsdp+tp': tp={tp} must be >= 2 and divide ranks={ranks} "
-                            f"leaving dp = ranks // tp >= 2")
+        raise AnalysisError(
+            f"strategy='fsdp+tp': tp={tp} must be >= 2 and divide ranks={ranks} leaving dp = ranks // tp >= 2"
+        )
     check_tensor_parallel(cfg, tp)
     return ranks // tp, tp
 
@@ -127,8 +138,10 @@ def local_shapes(cfg: ModelConfig, dp: int, tp: int, dp_rank: int) -> dict[str, 
     every tensor-parallel rank: the splits are equal), tied weights once, in
     ``named_parameters`` order."""
     model = build_model(cfg, device="meta")
-    return {name: fsdp_local_shape(tp_local_shape(cfg, name, tuple(p.shape), tp), dp, dp_rank)
-            for name, p in model.named_parameters()}
+    return {
+        name: fsdp_local_shape(tp_local_shape(cfg, name, tuple(p.shape), tp), dp, dp_rank)
+        for name, p in model.named_parameters()
+    }
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,7 @@ class RankShard:
     """What one rank holds (bytes): parameters, gradients, AdamW's exp_avg and exp_avg_sq (its
     ``step`` counters, one scalar per parameter, are not counted) and the activations saved for
     backward in one forward with the loss (None where memory.activation_bytes has no ``tp``)."""
+
     rank: int
     dp_rank: int
     tp_rank: int
@@ -160,28 +174,39 @@ def loss_path(strategy: str) -> str:
     return "chunked" if strategy == "fsdp" else "logits"
 
 
-def predicted_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, strategy: str,
-                               tp: int) -> int:
+def predicted_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, strategy: str, tp: int) -> int:
     """memory.activation_bytes of one rank's forward (``batch`` sequences of ``seq_len``
     predicted tokens) through its strategy's loss path, on one of ``tp`` ranks."""
     return memory.activation_bytes(cfg, seq_len, batch, "fp32", loss=loss_path(strategy), tp=tp)
 
 
-def rank_shards(cfg: ModelConfig, strategy: str, dp: int, tp: int, seq_len: int = 32,
-                batch: int = 2) -> list[RankShard]:
+def rank_shards(
+    cfg: ModelConfig, strategy: str, dp: int, tp: int, seq_len: int = 32, batch: int = 2
+) -> list[RankShard]:
     """Per global rank (dp·tp of them), the bytes FSDP2 and our tensor-parallel plan leave there
     in float32: parameters and gradients 4 bytes per local element, AdamW 2 × 4. ``batch``
     sequences per data-parallel rank."""
     ranks = dp * tp
     want = check_shard_layout(cfg, strategy, ranks, None if strategy != "fsdp+tp" else tp)
     if want != (dp, tp):
-        raise AnalysisError(f"strategy={strategy!r} on {ranks} ranks is dp={want[0]}, tp={want[1]}, "
-                            f"not dp={dp}, tp={tp}")
+        raise AnalysisError(
+            f"strategy={strategy!r} on {ranks} ranks is dp={want[0]}, tp={want[1]}, not dp={dp}, tp={tp}"
+        )
     activations = predicted_activation_bytes(cfg, seq_len, batch, strategy, tp)
     shards = []
     for dp_rank in range(dp):
         elements = sum(math.prod(s) for s in local_shapes(cfg, dp, tp, dp_rank).values())
         weights = FP32_BYTES * elements
-        shards += [RankShard(dp_rank * tp + tp_rank, dp_rank, tp_rank, weights, weights,
-                             ADAM_MOMENTS * weights, activations) for tp_rank in range(tp)]
+        shards += [
+            RankShard(
+                dp_rank * tp + tp_rank,
+                dp_rank,
+                tp_rank,
+                weights,
+                weights,
+                ADAM_MOMENTS * weights,
+                activations,
+            )
+            for tp_rank in range(tp)
+        ]
     return shards

@@ -9,6 +9,7 @@ and costs γ·c + 1 target-steps of time, c = a draft step's time over a target 
 
     speedup = E / (γ·c + 1).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,11 +25,16 @@ def _check(alpha: float, gamma: int, cost_ratio: float | None = None) -> None:
         raise AnalysisError(f"alpha={alpha!r} must be an acceptance rate between 0 and 1")
     if isinstance(gamma, bool) or not isinstance(gamma, int) or not 1 <= gamma <= MAX_GAMMA:
         raise AnalysisError(f"gamma={gamma!r} must be a draft length from 1 to {MAX_GAMMA}")
-    if cost_ratio is not None and (isinstance(cost_ratio, bool)
-                                   or not isinstance(cost_ratio, (int, float))
-                                   or not math.isfinite(cost_ratio) or cost_ratio < 0):
-        raise AnalysisError(f"cost_ratio={cost_ratio!r} must be a finite number ≥ 0 (a draft "
-                            f"step's time over a target step's)")
+    if cost_ratio is not None and (
+        isinstance(cost_ratio, bool)
+        or not isinstance(cost_ratio, (int, float))
+        or not math.isfinite(cost_ratio)
+        or cost_ratio < 0
+    ):
+        raise AnalysisError(
+            f"cost_ratio={cost_ratio!r} must be a finite number ≥ 0 (a draft "
+            f"step's time over a target step's)"
+        )
 
 
 def expected_tokens_per_step(alpha: float, gamma: int) -> float:
@@ -52,9 +58,9 @@ class Speculation:
     cost_ratio: float
     expected_tokens_per_step: float
     speedup: float
-    best_gamma: int            # the draft length with the largest speedup (1 … MAX_GAMMA)
+    best_gamma: int  # the draft length with the largest speedup (1 … MAX_GAMMA)
     best_speedup: float
-    worth_it: bool             # whether any draft length beats the target alone
+    worth_it: bool  # whether any draft length beats the target alone
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,7 +71,13 @@ def speculation(alpha: float, gamma: int, cost_ratio: float) -> Speculation:
     _check(alpha, gamma, cost_ratio)
     gains = {g: speedup(alpha, g, cost_ratio) for g in range(1, MAX_GAMMA + 1)}
     best = max(gains, key=lambda g: (gains[g], -g))
-    return Speculation(alpha=float(alpha), gamma=gamma, cost_ratio=float(cost_ratio),
-                       expected_tokens_per_step=expected_tokens_per_step(alpha, gamma),
-                       speedup=gains[gamma], best_gamma=best, best_speedup=gains[best],
-                       worth_it=gains[best] > 1)
+    return Speculation(
+        alpha=float(alpha),
+        gamma=gamma,
+        cost_ratio=float(cost_ratio),
+        expected_tokens_per_step=expected_tokens_per_step(alpha, gamma),
+        speedup=gains[gamma],
+        best_gamma=best,
+        best_speedup=gains[best],
+        worth_it=gains[best] > 1,
+    )

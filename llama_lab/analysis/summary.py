@@ -1,5 +1,5 @@
-"""SPEC's ``analyze --json`` object, and the CLI's plain-text table of it.
-"""
+"""SPEC's ``analyze --json`` object, and the CLI's plain-text table of it."""
+
 from __future__ import annotations
 
 from ..config import ModelConfig
@@ -20,44 +20,78 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
     params = params or count_params(cfg)
     notes = []
     if cfg.head_dim != cfg.d_model // cfg.n_heads or cfg.d_model % cfg.n_heads:
-        notes.append(f"**head_dim {cfg.head_dim}**, not d_model / n_heads = "
-                     f"{cfg.d_model / cfg.n_heads:g}: q is {cfg.n_heads}×{cfg.head_dim} = "
-                     f"{cfg.n_heads * cfg.head_dim:,} wide, o_proj maps it back to {cfg.d_model:,}.")
+        notes.append(
+            f"**head_dim {cfg.head_dim}**, not d_model / n_heads = "
+            f"{cfg.d_model / cfg.n_heads:g}: q is {cfg.n_heads}×{cfg.head_dim} = "
+            f"{cfg.n_heads * cfg.head_dim:,} wide, o_proj maps it back to {cfg.d_model:,}."
+        )
     if cfg.qk_norm:
-        notes.append(f"**QK-norm**: an RMSNorm over the {cfg.head_dim} dimensions of every q and k "
-                     f"head before RoPE (Qwen3), {2 * cfg.head_dim} parameters per block.")
+        notes.append(
+            f"**QK-norm**: an RMSNorm over the {cfg.head_dim} dimensions of every q and k "
+            f"head before RoPE (Qwen3), {2 * cfg.head_dim} parameters per block."
+        )
     local = sum(cfg.local_layer_flags)
     if local:
-        notes.append(f"**Sliding window** (sparse attention, Mistral): {local} of {cfg.n_layers} "
-                     f"blocks let each query see only its last {cfg.sliding_window:,} keys, so "
-                     f"their scores cost T·W instead of T² and their KV cache stops growing at "
-                     f"W tokens" + (f"; the other {cfg.n_layers - local} attend every earlier "
-                                    f"token." if local < cfg.n_layers else "."))
+        notes.append(
+            f"**Sliding window** (sparse attention, Mistral): {local} of {cfg.n_layers} "
+            f"blocks let each query see only its last {cfg.sliding_window:,} keys, so "
+            f"their scores cost T·W instead of T² and their KV cache stops growing at "
+            f"W tokens"
+            + (
+                f"; the other {cfg.n_layers - local} attend every earlier token."
+                if local < cfg.n_layers
+                else "."
+            )
+        )
     if cfg.is_moe:
         experts = params.detail["experts"]
-        notes.append(f"**Mixture of experts** (Mixtral / Qwen3-MoE): {sum(cfg.moe_layer_flags)} "
-                     f"sparse blocks of {cfg.n_experts} experts; a router picks "
-                     f"{cfg.experts_per_token} per token. All experts are weights to store "
-                     f"({experts / params.total:.0%} of the {params.total:,} parameters); a "
-                     f"token uses {params.active:,} ({params.active / params.total:.1%}).")
+        notes.append(
+            f"**Mixture of experts** (Mixtral / Qwen3-MoE): {sum(cfg.moe_layer_flags)} "
+            f"sparse blocks of {cfg.n_experts} experts; a router picks "
+            f"{cfg.experts_per_token} per token. All experts are weights to store "
+            f"({experts / params.total:.0%} of the {params.total:,} parameters); a "
+            f"token uses {params.active:,} ({params.active / params.total:.1%})."
+        )
     return notes
 
 
-FLOP_KEYS = ("forward", "by_component", "training_step", "per_token", "training_per_token",
-             "attention_scores_causal", "forward_causal", "palm_params", "palm_training_per_token",
-             "elementwise", "elementwise_constants", "conventions")
+FLOP_KEYS = (
+    "forward",
+    "by_component",
+    "training_step",
+    "per_token",
+    "training_per_token",
+    "attention_scores_causal",
+    "forward_causal",
+    "palm_params",
+    "palm_training_per_token",
+    "elementwise",
+    "elementwise_constants",
+    "conventions",
+)
 
 
 def architecture(cfg: ModelConfig) -> dict:
     """What sets the config's family apart: head_dim, QK-norm, windows, experts."""
-    return {"head_dim": cfg.head_dim, "qk_norm": cfg.qk_norm,
-            "sliding_window": cfg.sliding_window, "local_layers": sum(cfg.local_layer_flags),
-            "sparse_layers": sum(cfg.moe_layer_flags), "n_experts": cfg.n_experts,
-            "experts_per_token": cfg.experts_per_token}
+    return {
+        "head_dim": cfg.head_dim,
+        "qk_norm": cfg.qk_norm,
+        "sliding_window": cfg.sliding_window,
+        "local_layers": sum(cfg.local_layer_flags),
+        "sparse_layers": sum(cfg.moe_layer_flags),
+        "n_experts": cfg.n_experts,
+        "experts_per_token": cfg.experts_per_token,
+    }
 
 
-def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
-            weights: "WeightQuant | str | None" = None, kv_dtype: str | None = None) -> dict:
+def analyze(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int = 1,
+    dtype: str = "bf16",
+    weights: "WeightQuant | str | None" = None,
+    kv_dtype: str | None = None,
+) -> dict:
     """SPEC's ``analyze --json`` object (plain JSON types), plus extra keys. ``weights`` (a
     format or its name) and ``kv_dtype`` default to ``dtype``."""
     check_seq(seq_len, batch)
@@ -74,15 +108,23 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
     attention = attention_memory(cfg, seq_len, batch, compute)
     notes = []
     if seq_len > cfg.max_seq_len:
-        notes.append(f"seq_len={seq_len} exceeds max_seq_len={cfg.max_seq_len}: counted as if "
-                     f"the model allowed it")
+        notes.append(
+            f"seq_len={seq_len} exceeds max_seq_len={cfg.max_seq_len}: counted as if the model allowed it"
+        )
     if cfg.pos_encoding == "learned":
-        notes.append("params.by_component.embedding includes the learned positional table "
-                     f"({params.by_component['positional']:,})")
+        notes.append(
+            "params.by_component.embedding includes the learned positional table "
+            f"({params.by_component['positional']:,})"
+        )
     return {
-        "inputs": {"seq_len": seq_len, "batch": batch, "dtype": dtype,
-                   "weight_dtype": weights.dtype, "kv_dtype": kv_dtype,
-                   "attention_kind": cfg.attention_kind},
+        "inputs": {
+            "seq_len": seq_len,
+            "batch": batch,
+            "dtype": dtype,
+            "weight_dtype": weights.dtype,
+            "kv_dtype": kv_dtype,
+            "attention_kind": cfg.attention_kind,
+        },
         "architecture": architecture(cfg),
         "params": {
             "total": params.total,
@@ -101,8 +143,9 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
             "compare": kv.compare,
             "compare_kv_heads": kv.compare_kv_heads,
             "by_dtype": kv.by_dtype,
-            "max_context_by_gpu": {name: max_context_that_fits(cfg, gpu, batch, weights, kv_dtype)
-                                   for name, gpu in GPUS.items()},
+            "max_context_by_gpu": {
+                name: max_context_that_fits(cfg, gpu, batch, weights, kv_dtype) for name, gpu in GPUS.items()
+            },
             "note": kv.note,
         },
         "attention_memory": attention.to_dict(),
@@ -110,8 +153,12 @@ def analyze(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16",
             "weights_bytes": stored.total,
             "weights": {key: value for key, value in stored.to_dict().items() if key != "by_tensor"},
             "inference": {"components": inference.components, "total_bytes": inference.total_bytes},
-            "training": {"dtype": compute, "mixed_precision": compute != "fp32",
-                         "components": training.components, "total_bytes": training.total_bytes},
+            "training": {
+                "dtype": compute,
+                "mixed_precision": compute != "fp32",
+                "components": training.components,
+                "total_bytes": training.total_bytes,
+            },
         },
         "notes": notes,
     }
@@ -129,41 +176,78 @@ def format_analysis(result: dict) -> str:
     """A readable plain-text report of an ``analyze`` result (the CLI's default output)."""
     inputs, params, flops, kv = result["inputs"], result["params"], result["flops"], result["kv_cache"]
     total = params["total"]
-    lines = [f"LLaMA Lab analysis - seq_len {inputs['seq_len']}, batch {inputs['batch']}, "
-             f"dtype {inputs['dtype']}, {inputs['attention_kind']}", ""]
-    rows = [(name, f"{count:,}", f"{human_params(count):>10}  {100 * count / total:5.1f}%")
-            for name, count in params["by_component"].items()]
-    rows += [(name, f"{params[key]:,}", f"{human_params(params[key]):>10}") for name, key in
-             (("total", "total"), ("active per token", "active"), ("non-embedding", "non_embedding"),
-              ("per layer", "per_layer"))]
+    lines = [
+        f"LLaMA Lab analysis - seq_len {inputs['seq_len']}, batch {inputs['batch']}, "
+        f"dtype {inputs['dtype']}, {inputs['attention_kind']}",
+        "",
+    ]
+    rows = [
+        (name, f"{count:,}", f"{human_params(count):>10}  {100 * count / total:5.1f}%")
+        for name, count in params["by_component"].items()
+    ]
+    rows += [
+        (name, f"{params[key]:,}", f"{human_params(params[key]):>10}")
+        for name, key in (
+            ("total", "total"),
+            ("active per token", "active"),
+            ("non-embedding", "non_embedding"),
+            ("per layer", "per_layer"),
+        )
+    ]
     lines += _table("Parameters", rows)
     forward = flops["forward"]
-    rows = [(name, f"{value:,}", f"{human_count(value, 'FLOP'):>14}  {100 * value / forward:5.1f}%")
-            for name, value in flops["by_component"].items()]
-    summary = (("forward", flops["forward"]),
-               ("  causal scores only", flops["forward_causal"]),
-               ("per token", flops["per_token"]),
-               ("training step (3x)", flops["training_step"]),
-               ("training / token", flops["training_per_token"]),
-               ("PaLM 6N+12LHQT / token", flops["palm_training_per_token"]),
-               ("element-wise (not in fwd)", flops["elementwise"]["total"]))
+    rows = [
+        (name, f"{value:,}", f"{human_count(value, 'FLOP'):>14}  {100 * value / forward:5.1f}%")
+        for name, value in flops["by_component"].items()
+    ]
+    summary = (
+        ("forward", flops["forward"]),
+        ("  causal scores only", flops["forward_causal"]),
+        ("per token", flops["per_token"]),
+        ("training step (3x)", flops["training_step"]),
+        ("training / token", flops["training_per_token"]),
+        ("PaLM 6N+12LHQT / token", flops["palm_training_per_token"]),
+        ("element-wise (not in fwd)", flops["elementwise"]["total"]),
+    )
     rows += [(name, f"{value:,.0f}", f"{human_count(value, 'FLOP'):>14}") for name, value in summary]
     lines += _table("FLOPs (2 per multiply-add; scores over the full T x T)", rows)
-    rows = [("bytes / token", f"{kv['bytes_per_token']:,}", human_bytes(kv["bytes_per_token"])),
-            ("bytes / sequence", f"{kv['bytes_per_sequence']:,}", human_bytes(kv["bytes_per_sequence"])),
-            ("bytes (B x T)", f"{kv['bytes']:,}", human_bytes(kv["bytes"]))]
-    rows += [(f"{kind.upper()} (n_kv_heads={kv['compare_kv_heads'][kind]}) / token", f"{value:,}",
-              human_bytes(value)) for kind, value in kv["compare"].items()]
+    rows = [
+        ("bytes / token", f"{kv['bytes_per_token']:,}", human_bytes(kv["bytes_per_token"])),
+        ("bytes / sequence", f"{kv['bytes_per_sequence']:,}", human_bytes(kv["bytes_per_sequence"])),
+        ("bytes (B x T)", f"{kv['bytes']:,}", human_bytes(kv["bytes"])),
+    ]
+    rows += [
+        (
+            f"{kind.upper()} (n_kv_heads={kv['compare_kv_heads'][kind]}) / token",
+            f"{value:,}",
+            human_bytes(value),
+        )
+        for kind, value in kv["compare"].items()
+    ]
     lines += _table(f"KV cache ({kv['dtype']})", rows)
     memory = result["memory"]
-    rows = [(f"inference: {name}", f"{value:,}", human_bytes(value))
-            for name, value in memory["inference"]["components"].items()]
-    rows.append(("inference total", f"{memory['inference']['total_bytes']:,}",
-                 human_bytes(memory["inference"]["total_bytes"])))
-    rows += [(f"training: {name}", f"{value:,}", human_bytes(value))
-             for name, value in memory["training"]["components"].items()]
-    rows.append(("training total (1 GPU)", f"{memory['training']['total_bytes']:,}",
-                 human_bytes(memory["training"]["total_bytes"])))
+    rows = [
+        (f"inference: {name}", f"{value:,}", human_bytes(value))
+        for name, value in memory["inference"]["components"].items()
+    ]
+    rows.append(
+        (
+            "inference total",
+            f"{memory['inference']['total_bytes']:,}",
+            human_bytes(memory["inference"]["total_bytes"]),
+        )
+    )
+    rows += [
+        (f"training: {name}", f"{value:,}", human_bytes(value))
+        for name, value in memory["training"]["components"].items()
+    ]
+    rows.append(
+        (
+            "training total (1 GPU)",
+            f"{memory['training']['total_bytes']:,}",
+            human_bytes(memory["training"]["total_bytes"]),
+        )
+    )
     lines += _table("Memory", rows)
     lines += [f"note: {note}" for note in result.get("notes", [])]
     return "\n".join(lines).rstrip() + "\n"

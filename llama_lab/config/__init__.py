@@ -1,22 +1,56 @@
 """Configuration: ``ModelConfig`` (frozen, validated), the presets, FFN width rules, recipes,
 Hugging Face ``config.json`` interop, config files and ``field=value`` overrides."""
+
 from ..errors import ConfigError
-from .ffn import FFN_RULES, detect_ffn_rule, ffn_from_rule, llama_ffn_hidden, seed_ffn_hidden
-from .files import (MAX_CONFIG_BYTES, load_config_file, parse_config_json, read_bounded,
-                    read_hf_config)
-from .hf import HFConfigWarning
 from .bounds import CHOICES, INIT_STD, LIMITS, MAX_BATCH, MINIMUMS
+from .ffn import FFN_RULES, detect_ffn_rule, ffn_from_rule, llama_ffn_hidden, seed_ffn_hidden
+from .files import MAX_CONFIG_BYTES, load_config_file, parse_config_json, read_bounded, read_hf_config
+from .hf import HFConfigWarning
 from .model_config import ModelConfig
 from .overrides import apply_overrides, coerce_field, parse_override
 from .presets import PRESETS, PUBLISHED_PARAMS, get_preset
-from .recipes import (REGIMES, TRAINING_SHAPE, arrangement, live_config, recipe_2017,
-                      recipe_llama, regime_recipe, small_training_config)
+from .recipes import (
+    REGIMES,
+    TRAINING_SHAPE,
+    arrangement,
+    live_config,
+    recipe_2017,
+    recipe_llama,
+    regime_recipe,
+    small_training_config,
+)
 
 __all__ = [
-    "CHOICES", "REGIMES", "regime_recipe", "ConfigError", "FFN_RULES", "HFConfigWarning", "INIT_STD", "LIMITS", "MAX_BATCH",
-    "MAX_CONFIG_BYTES", "MINIMUMS", "ModelConfig", "PRESETS", "PUBLISHED_PARAMS",
-    "TRAINING_SHAPE", "apply_overrides", "coerce_field", "detect_ffn_rule", "ffn_from_rule",
-    "arrangement", "get_preset", "live_config", "llama_ffn_hidden", "load_config_file", "parse_config_json",
-    "parse_override", "read_bounded", "read_hf_config", "recipe_2017", "recipe_llama",
-    "seed_ffn_hidden", "small_training_config",
+    "CHOICES",
+    "REGIMES",
+    "regime_recipe",
+    "ConfigError",
+    "FFN_RULES",
+    "HFConfigWarning",
+    "INIT_STD",
+    "LIMITS",
+    "MAX_BATCH",
+    "MAX_CONFIG_BYTES",
+    "MINIMUMS",
+    "ModelConfig",
+    "PRESETS",
+    "PUBLISHED_PARAMS",
+    "TRAINING_SHAPE",
+    "apply_overrides",
+    "coerce_field",
+    "detect_ffn_rule",
+    "ffn_from_rule",
+    "arrangement",
+    "get_preset",
+    "live_config",
+    "llama_ffn_hidden",
+    "load_config_file",
+    "parse_config_json",
+    "parse_override",
+    "read_bounded",
+    "read_hf_config",
+    "recipe_2017",
+    "recipe_llama",
+    "seed_ffn_hidden",
+    "small_training_config",
 ]

@@ -15,8 +15,8 @@ LIMITS = {
 # Bounds of the family fields (checked once they are resolved).
 FAMILY_LIMITS = {
     "head_dim": 131_072,
-    "sliding_window": 16_777_216,     # 0: no window
-    "n_experts": 4_096,               # 0: a dense FFN
+    "sliding_window": 16_777_216,  # 0: no window
+    "n_experts": 4_096,  # 0: a dense FFN
     "experts_per_token": 4_096,
     "expert_ffn_hidden": 1_048_576,
 }
@@ -30,7 +30,7 @@ CHOICES = {
     "init": ("normal", "xavier"),
 }
 
-INIT_STD = 0.02            # init="normal": every matrix N(0, 0.02) (GPT-2 / LLaMA)
+INIT_STD = 0.02  # init="normal": every matrix N(0, 0.02) (GPT-2 / LLaMA)
 
 # Workload bounds: sequences in one batch (analysis, sidebar and live pages alike).
 MAX_BATCH = 1_048_576

@@ -1,6 +1,7 @@
 """FFN width rules: the seed's 8/3·d, Meta's 2/3·4d rounded up, the 2017 paper's 4d, and
 which rule (and rounding) reproduces a given config's width.
 """
+
 from __future__ import annotations
 
 from .model_config import ModelConfig
@@ -12,8 +13,7 @@ def seed_ffn_hidden(d_model: int, *, multiple_of: int = 1) -> int:
     return int(8 * d_model / 3 / multiple_of) * multiple_of
 
 
-def llama_ffn_hidden(d_model: int, *, multiple_of: int = 256,
-                     ffn_dim_multiplier: float | None = None) -> int:
+def llama_ffn_hidden(d_model: int, *, multiple_of: int = 256, ffn_dim_multiplier: float | None = None) -> int:
     """Meta's rule (llama/model.py FeedForward): 2/3 of 4d, optional multiplier, round up."""
     hidden = int(2 * (4 * d_model) / 3)
     if ffn_dim_multiplier is not None:
@@ -31,17 +31,16 @@ FFN_RULES: dict[str, str] = {
 
 # Rounding and multipliers of the published configs, tried in order when a preset or an upload
 # is read, so that moving d_model afterwards keeps following the model's own rule.
-_SEED_MULTIPLES = (1, 64)                       # the demo's 1365; the seed code's int(8d/3/64)·64
+_SEED_MULTIPLES = (1, 64)  # the demo's 1365; the seed code's int(8d/3/64)·64
 
 
 _META_ROUNDINGS = ((256, None), (1024, 1.3), (4096, 1.3), (1024, 1.2), (256, 1.3))
 
 
-_CLASSIC_FFN_FACTOR = 4                         # Vaswani et al. 2017: d_ff = 2048 = 4·512
+_CLASSIC_FFN_FACTOR = 4  # Vaswani et al. 2017: d_ff = 2048 = 4·512
 
 
-def ffn_from_rule(rule: str, d_model: int, multiple_of: int,
-                  multiplier: float | None) -> int | None:
+def ffn_from_rule(rule: str, d_model: int, multiple_of: int, multiplier: float | None) -> int | None:
     """The FFN width the rule gives (None for ``manual``)."""
     if rule == "seed":
         return seed_ffn_hidden(d_model, multiple_of=multiple_of)
@@ -62,8 +61,10 @@ def detect_ffn_rule(cfg: ModelConfig) -> tuple[str, int, float]:
         if seed_ffn_hidden(cfg.d_model, multiple_of=multiple_of) == cfg.ffn_hidden:
             return "seed", multiple_of, 0.0
     for multiple_of, multiplier in _META_ROUNDINGS:
-        if llama_ffn_hidden(cfg.d_model, multiple_of=multiple_of,
-                            ffn_dim_multiplier=multiplier) == cfg.ffn_hidden:
+        if (
+            llama_ffn_hidden(cfg.d_model, multiple_of=multiple_of, ffn_dim_multiplier=multiplier)
+            == cfg.ffn_hidden
+        ):
             return "meta", multiple_of, multiplier or 0.0
     if classic:
         return "classic", 1, 0.0

@@ -5,6 +5,7 @@ in blocking mode), and never more than a fixed number of bytes. ``loads_json`` i
 parser: data only (json.loads: nothing is executed), and every number, string and level of
 nesting is checked, so a hostile file gets one message naming the key and the rule.
 """
+
 from __future__ import annotations
 
 import errno
@@ -21,14 +22,17 @@ from ..errors import ConfigError
 from .hf import read_hf_dict, shown
 from .model_config import ModelConfig
 
-
-MAX_CONFIG_BYTES = 1_000_000     # a real config.json is about 1 KB
-MAX_INT_DIGITS = 20              # 2**64 has 20 digits; no count in a config is near that
-MAX_NUMBER_CHARS = 64            # a float's text (17 significant digits and an exponent fit)
-MAX_DEPTH = 32                   # a config.json nests 3 levels; rope_parameters is the deepest
-_SPECIAL = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-            (stat.S_ISSOCK, "a socket"))
+MAX_CONFIG_BYTES = 1_000_000  # a real config.json is about 1 KB
+MAX_INT_DIGITS = 20  # 2**64 has 20 digits; no count in a config is near that
+MAX_NUMBER_CHARS = 64  # a float's text (17 significant digits and an exponent fit)
+MAX_DEPTH = 32  # a config.json nests 3 levels; rope_parameters is the deepest
+_SPECIAL = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 # C0/C1 controls except tab, newline and carriage return; lone surrogates (not Unicode text)
 UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -40,18 +44,20 @@ def read_hf_config(data) -> tuple[ModelConfig, list[str]]:
 
 # ---- reading a user path -------------------------------------------------------------------------
 
+
 def _kind(mode: int) -> str:
     return next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
 
 
-def check_path(path: str | Path, what: str, error: type = ConfigError,
-               folder: bool = False) -> os.stat_result:
+def check_path(
+    path: str | Path, what: str, error: type = ConfigError, folder: bool = False
+) -> os.stat_result:
     """``os.stat`` of ``path`` (nothing is opened), refused unless it is a regular file (a
     folder when ``folder``): the message names the path and what it is instead."""
     name = f"{what} {shown(str(path), 200)}"
     try:
         info = os.stat(path)
-    except ValueError:                                   # a NUL character in the path
+    except ValueError:  # a NUL character in the path
         raise error(f"{name} is not a usable path (it holds a NUL character)") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -86,8 +92,7 @@ def read_bounded(path: str | Path, max_bytes: int, what: str, error: type = Conf
         if not stat.S_ISREG(info.st_mode):
             raise error(f"{name} is {_kind(info.st_mode)}, not a regular file")
         if info.st_size > max_bytes:
-            raise error(f"{name} is {info.st_size:,} bytes, larger than the limit of "
-                        f"{max_bytes:,} bytes")
+            raise error(f"{name} is {info.st_size:,} bytes, larger than the limit of {max_bytes:,} bytes")
         chunks, size = [], 0
         while size <= max_bytes:
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
@@ -109,14 +114,18 @@ def decode_utf8(raw: bytes, source: str) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{source} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
-                    f"{exc.start:,} cannot be decoded (save the file as UTF-8)") from None
+        raise ConfigError(
+            f"{source} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start:,} cannot be decoded (save the file as UTF-8)"
+        ) from None
 
 
 # ---- parsing JSON ----------------------------------------------------------------------------------
 
+
 class _Refused:
     """A number json.loads met that no config holds; reported with its key by ``_check_tree``."""
+
     __slots__ = ("text", "rule")
 
     def __init__(self, text: str, rule: str):
@@ -125,16 +134,20 @@ class _Refused:
 
 def _parse_int(text: str) -> int | _Refused:
     digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:     # also spares int() its ValueError beyond 4,300 digits
-        return _Refused(text, f"is an integer of {digits:,} digits; a config number has at most "
-                              f"{MAX_INT_DIGITS}")
+    if digits > MAX_INT_DIGITS:  # also spares int() its ValueError beyond 4,300 digits
+        return _Refused(
+            text, f"is an integer of {digits:,} digits; a config number has at most {MAX_INT_DIGITS}"
+        )
     return int(text)
 
 
 def _parse_float(text: str) -> float | _Refused:
     if len(text) > MAX_NUMBER_CHARS:
-        return _Refused(text, f"is a number written with {len(text):,} characters; a config "
-                              f"number has at most {MAX_NUMBER_CHARS}")
+        return _Refused(
+            text,
+            f"is a number written with {len(text):,} characters; a config "
+            f"number has at most {MAX_NUMBER_CHARS}",
+        )
     value = float(text)
     if not math.isfinite(value):
         return _Refused(text, "is beyond the range of a float (±1.8e308); a number must be finite")
@@ -152,8 +165,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     if len(data) != len(pairs):
         seen: set[str] = set()
         twice = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise ConfigError(f"key {shown(twice)} appears twice in one object; which one is meant "
-                          f"is ambiguous")
+        raise ConfigError(f"key {shown(twice)} appears twice in one object; which one is meant is ambiguous")
     return data
 
 
@@ -165,12 +177,13 @@ def _where(path: tuple) -> str:
 def _check_text(text: str, path: tuple, is_key: bool) -> None:
     bad = UNPRINTABLE.search(text)
     if bad:
-        what = "a lone surrogate (not Unicode text)" if "\ud800" <= bad.group() <= "\udfff" \
+        what = (
+            "a lone surrogate (not Unicode text)"
+            if "\ud800" <= bad.group() <= "\udfff"
             else "a control character"
-        place = f"the key {shown(text)} in {_where(path)}" if is_key else \
-            f"{_where(path)}={shown(text)}"
-        raise ConfigError(f"{place} holds {what} {bad.group()!r}; config text must be "
-                          f"printable Unicode")
+        )
+        place = f"the key {shown(text)} in {_where(path)}" if is_key else f"{_where(path)}={shown(text)}"
+        raise ConfigError(f"{place} holds {what} {bad.group()!r}; config text must be printable Unicode")
 
 
 def _check_tree(data: Any) -> None:
@@ -179,8 +192,9 @@ def _check_tree(data: Any) -> None:
     while queue:
         value, path = queue.popleft()
         if len(path) > MAX_DEPTH:
-            raise ConfigError(f"{_where(path)} is nested more than {MAX_DEPTH} levels deep; a "
-                              f"config nests a few")
+            raise ConfigError(
+                f"{_where(path)} is nested more than {MAX_DEPTH} levels deep; a config nests a few"
+            )
         if isinstance(value, dict):
             for key, item in value.items():
                 _check_text(key, path, is_key=True)
@@ -207,22 +221,27 @@ def loads_json(text: str | bytes, source: str = "config", max_chars: int = MAX_C
         text = decode_utf8(bytes(text), source)
     text = text.lstrip("\ufeff")
     if len(text) > max_chars:
-        raise ConfigError(f"{source} is {len(text):,} characters; it may hold at most "
-                          f"{max_chars:,}")
+        raise ConfigError(f"{source} is {len(text):,} characters; it may hold at most {max_chars:,}")
     if not text.strip():
         raise ConfigError(f"{source} is empty")
     try:
-        data = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
-                          parse_constant=_parse_constant, object_pairs_hook=_unique_keys)
+        data = json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+            object_pairs_hook=_unique_keys,
+        )
         _check_tree(data)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                          f"column {exc.colno}") from None
+        raise ConfigError(
+            f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except RecursionError:
         raise ConfigError(f"{source} is nested too deeply to be a config") from None
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-    except ValueError as exc:                # nothing else should reach here; never a traceback
+    except ValueError as exc:  # nothing else should reach here; never a traceback
         raise ConfigError(f"{source} is not usable JSON: {str(exc)[:200]}") from None
     return data
 
@@ -240,6 +259,7 @@ def load_json_file(path: str | Path, max_bytes: int, what: str) -> Any:
 
 # ---- config files ----------------------------------------------------------------------------------
 
+
 def load_config_file(path: str | Path) -> tuple[ModelConfig, list[str]]:
     """Load our ModelConfig JSON or a HF config.json (told apart by 'hidden_size')."""
     return parse_config_json(read_bounded(path, MAX_CONFIG_BYTES, "config file"), source=str(path))
@@ -250,8 +270,7 @@ def parse_config_json(text: str | bytes, source: str = "config") -> tuple[ModelC
     capped (MAX_NOTES and one summary)."""
     data = loads_json(text, source)
     if not isinstance(data, dict):
-        raise ConfigError(f"{_cut_source(source)} must hold a JSON object, got "
-                          f"{type(data).__name__}")
+        raise ConfigError(f"{_cut_source(source)} must hold a JSON object, got {type(data).__name__}")
     if "hidden_size" in data:
         return read_hf_config(data)
     return ModelConfig.from_dict(data), []

@@ -9,6 +9,7 @@ config class reads it (transformers 5): "derive" or "none" where it takes null
 through ``shown`` (cut, escaped) and list at most MAX_NOTES keys or notes, then a count. Export
 picks the family that expresses the config and writes that family's own config.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,95 +30,232 @@ class HFConfigWarning(UserWarning):
 @dataclass(frozen=True)
 class Family:
     model_type: str
-    architecture: str                   # transformers' CausalLM class
-    defaults: Mapping[str, Any]         # the config class's defaults of the keys read below
-    keys: frozenset                     # family keys modelled besides COMMON_KEYS
+    architecture: str  # transformers' CausalLM class
+    defaults: Mapping[str, Any]  # the config class's defaults of the keys read below
+    keys: frozenset  # family keys modelled besides COMMON_KEYS
     # keys whose null the config class (transformers 5) takes: it derives the value (head_dim,
     # num_key_value_heads) or it means "none" (sliding_window); null anywhere else is refused
     nullable: frozenset = frozenset()
 
 
-COMMON_KEYS = frozenset({
-    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta",
-    "rope_parameters", "rope_scaling", "tie_word_embeddings", "hidden_act"})
+COMMON_KEYS = frozenset(
+    {
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+        "rms_norm_eps",
+        "rope_theta",
+        "rope_parameters",
+        "rope_scaling",
+        "tie_word_embeddings",
+        "hidden_act",
+    }
+)
 # Keys that describe tokenisation, serving or bookkeeping, not the architecture: read quietly.
-QUIET_KEYS = frozenset({
-    "architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
-    "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "_name_or_path", "auto_map",
-    "initializer_range", "tokenizer_class", "output_router_logits", "router_aux_loss_coef",
-    "attention_dropout", "pretraining_tp", "router_jitter_noise", "max_window_layers",
-    # transformers' PretrainedConfig bookkeeping and generation defaults (older files carry them)
-    "chunk_size_feed_forward", "id2label", "label2id", "is_encoder_decoder", "problem_type",
-    "output_attentions", "output_hidden_states", "return_dict", "torchscript", "use_bfloat16",
-    "tf_legacy_loss", "pruned_heads", "is_decoder", "add_cross_attention", "num_labels",
-    "cross_attention_hidden_size", "tie_encoder_decoder", "decoder_start_token_id",
-    "sep_token_id", "task_specific_params", "finetuning_task", "prefix", "max_length",
-    "min_length", "do_sample", "early_stopping", "num_beams", "temperature", "top_k", "top_p",
-    "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "num_return_sequences",
-    "bad_words_ids", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
-    "output_scores", "return_dict_in_generate", "typical_p", "diversity_penalty",
-    "num_beam_groups", "suppress_tokens", "begin_suppress_tokens",
-    "exponential_decay_length_penalty", "encoder_no_repeat_ngram_size"})
+QUIET_KEYS = frozenset(
+    {
+        "architectures",
+        "model_type",
+        "torch_dtype",
+        "dtype",
+        "transformers_version",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "use_cache",
+        "_name_or_path",
+        "auto_map",
+        "initializer_range",
+        "tokenizer_class",
+        "output_router_logits",
+        "router_aux_loss_coef",
+        "attention_dropout",
+        "pretraining_tp",
+        "router_jitter_noise",
+        "max_window_layers",
+        # transformers' PretrainedConfig bookkeeping and generation defaults (older files carry them)
+        "chunk_size_feed_forward",
+        "id2label",
+        "label2id",
+        "is_encoder_decoder",
+        "problem_type",
+        "output_attentions",
+        "output_hidden_states",
+        "return_dict",
+        "torchscript",
+        "use_bfloat16",
+        "tf_legacy_loss",
+        "pruned_heads",
+        "is_decoder",
+        "add_cross_attention",
+        "num_labels",
+        "cross_attention_hidden_size",
+        "tie_encoder_decoder",
+        "decoder_start_token_id",
+        "sep_token_id",
+        "task_specific_params",
+        "finetuning_task",
+        "prefix",
+        "max_length",
+        "min_length",
+        "do_sample",
+        "early_stopping",
+        "num_beams",
+        "temperature",
+        "top_k",
+        "top_p",
+        "repetition_penalty",
+        "length_penalty",
+        "no_repeat_ngram_size",
+        "num_return_sequences",
+        "bad_words_ids",
+        "forced_bos_token_id",
+        "forced_eos_token_id",
+        "remove_invalid_values",
+        "output_scores",
+        "return_dict_in_generate",
+        "typical_p",
+        "diversity_penalty",
+        "num_beam_groups",
+        "suppress_tokens",
+        "begin_suppress_tokens",
+        "exponential_decay_length_penalty",
+        "encoder_no_repeat_ngram_size",
+    }
+)
 _WINDOW_KEYS = frozenset({"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"})
-_BASE = {"vocab_size": 32000, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-         "tie_word_embeddings": False, "head_dim": None}
+_BASE = {
+    "vocab_size": 32000,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "head_dim": None,
+}
 
-FAMILIES: dict[str, Family] = {f.model_type: f for f in (
-    # transformers' LlamaConfig: attention_bias covers q, k, v and o; mlp_bias the FFN.
-    Family("llama", "LlamaForCausalLM", {**_BASE, "max_position_embeddings": 2048,
-                                         "attention_bias": False, "mlp_bias": False},
-           frozenset({"attention_bias", "mlp_bias"}), frozenset({"num_key_value_heads", "head_dim"})),
-    # MistralConfig: every layer attends through sliding_window (4096 unless the file says null).
-    Family("mistral", "MistralForCausalLM", {**_BASE, "max_position_embeddings": 131072,
-                                             "sliding_window": 4096},
-           frozenset({"sliding_window"}), frozenset({"head_dim", "sliding_window"})),
-    # MixtralConfig: 8 experts, top-2, renormalised; no window unless given.
-    Family("mixtral", "MixtralForCausalLM", {**_BASE, "max_position_embeddings": 131072,
-                                             "rms_norm_eps": 1e-5, "rope_theta": 1e6,
-                                             "sliding_window": None, "num_local_experts": 8,
-                                             "num_experts_per_tok": 2},
-           frozenset({"sliding_window", "num_local_experts", "num_experts_per_tok"}),
-           frozenset({"head_dim", "sliding_window"})),
-    # Qwen2Config: q/k/v biases (o_proj has none); layers ≥ max_window_layers use the window
-    # when use_sliding_window (or as layer_types says).
-    Family("qwen2", "Qwen2ForCausalLM", {**_BASE, "vocab_size": 151936,
-                                         "max_position_embeddings": 32768,
-                                         "use_sliding_window": False, "sliding_window": 4096,
-                                         "max_window_layers": 28},
-           _WINDOW_KEYS, frozenset({"num_key_value_heads", "head_dim", "sliding_window", "layer_types"})),
-    # Qwen3Config: QK-norm, head_dim 128 unless given, attention_bias on all four projections.
-    Family("qwen3", "Qwen3ForCausalLM", {**_BASE, "vocab_size": 151936, "head_dim": 128,
-                                         "max_position_embeddings": 32768,
-                                         "attention_bias": False, "use_sliding_window": False,
-                                         "sliding_window": 4096, "max_window_layers": 28},
-           _WINDOW_KEYS | {"attention_bias"},
-           frozenset({"num_key_value_heads", "sliding_window", "layer_types"})),
-    # Qwen3MoeConfig: 128 experts of width 768, top-8, not renormalised unless norm_topk_prob;
-    # sparse layers every decoder_sparse_step except mlp_only_layers; a window on every layer.
-    Family("qwen3_moe", "Qwen3MoeForCausalLM", {**_BASE, "vocab_size": 151936,
-                                                "max_position_embeddings": 32768,
-                                                "attention_bias": False,
-                                                "use_sliding_window": False,
-                                                "sliding_window": 4096, "num_experts": 128,
-                                                "num_experts_per_tok": 8,
-                                                "moe_intermediate_size": 768,
-                                                "norm_topk_prob": False,
-                                                "decoder_sparse_step": 1, "mlp_only_layers": []},
-           frozenset({"attention_bias", "use_sliding_window", "sliding_window", "num_experts",
-                      "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
-                      "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"}),
-           frozenset({"head_dim", "sliding_window", "mlp_only_layers"})),
-)}
+FAMILIES: dict[str, Family] = {
+    f.model_type: f
+    for f in (
+        # transformers' LlamaConfig: attention_bias covers q, k, v and o; mlp_bias the FFN.
+        Family(
+            "llama",
+            "LlamaForCausalLM",
+            {**_BASE, "max_position_embeddings": 2048, "attention_bias": False, "mlp_bias": False},
+            frozenset({"attention_bias", "mlp_bias"}),
+            frozenset({"num_key_value_heads", "head_dim"}),
+        ),
+        # MistralConfig: every layer attends through sliding_window (4096 unless the file says null).
+        Family(
+            "mistral",
+            "MistralForCausalLM",
+            {**_BASE, "max_position_embeddings": 131072, "sliding_window": 4096},
+            frozenset({"sliding_window"}),
+            frozenset({"head_dim", "sliding_window"}),
+        ),
+        # MixtralConfig: 8 experts, top-2, renormalised; no window unless given.
+        Family(
+            "mixtral",
+            "MixtralForCausalLM",
+            {
+                **_BASE,
+                "max_position_embeddings": 131072,
+                "rms_norm_eps": 1e-5,
+                "rope_theta": 1e6,
+                "sliding_window": None,
+                "num_local_experts": 8,
+                "num_experts_per_tok": 2,
+            },
+            frozenset({"sliding_window", "num_local_experts", "num_experts_per_tok"}),
+            frozenset({"head_dim", "sliding_window"}),
+        ),
+        # Qwen2Config: q/k/v biases (o_proj has none); layers ≥ max_window_layers use the window
+        # when use_sliding_window (or as layer_types says).
+        Family(
+            "qwen2",
+            "Qwen2ForCausalLM",
+            {
+                **_BASE,
+                "vocab_size": 151936,
+                "max_position_embeddings": 32768,
+                "use_sliding_window": False,
+                "sliding_window": 4096,
+                "max_window_layers": 28,
+            },
+            _WINDOW_KEYS,
+            frozenset({"num_key_value_heads", "head_dim", "sliding_window", "layer_types"}),
+        ),
+        # Qwen3Config: QK-norm, head_dim 128 unless given, attention_bias on all four projections.
+        Family(
+            "qwen3",
+            "Qwen3ForCausalLM",
+            {
+                **_BASE,
+                "vocab_size": 151936,
+                "head_dim": 128,
+                "max_position_embeddings": 32768,
+                "attention_bias": False,
+                "use_sliding_window": False,
+                "sliding_window": 4096,
+                "max_window_layers": 28,
+            },
+            _WINDOW_KEYS | {"attention_bias"},
+            frozenset({"num_key_value_heads", "sliding_window", "layer_types"}),
+        ),
+        # Qwen3MoeConfig: 128 experts of width 768, top-8, not renormalised unless norm_topk_prob;
+        # sparse layers every decoder_sparse_step except mlp_only_layers; a window on every layer.
+        Family(
+            "qwen3_moe",
+            "Qwen3MoeForCausalLM",
+            {
+                **_BASE,
+                "vocab_size": 151936,
+                "max_position_embeddings": 32768,
+                "attention_bias": False,
+                "use_sliding_window": False,
+                "sliding_window": 4096,
+                "num_experts": 128,
+                "num_experts_per_tok": 8,
+                "moe_intermediate_size": 768,
+                "norm_topk_prob": False,
+                "decoder_sparse_step": 1,
+                "mlp_only_layers": [],
+            },
+            frozenset(
+                {
+                    "attention_bias",
+                    "use_sliding_window",
+                    "sliding_window",
+                    "num_experts",
+                    "num_local_experts",
+                    "num_experts_per_tok",
+                    "moe_intermediate_size",
+                    "norm_topk_prob",
+                    "decoder_sparse_step",
+                    "mlp_only_layers",
+                }
+            ),
+            frozenset({"head_dim", "sliding_window", "mlp_only_layers"}),
+        ),
+    )
+}
 # Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
 NULL_MEANS_UNSET = frozenset({"rope_theta", "rope_parameters", "rope_scaling"})
-_KIND = {**dict.fromkeys(("tie_word_embeddings", "attention_bias", "mlp_bias",
-                          "use_sliding_window", "norm_topk_prob"), "true or false"),
-         "hidden_act": "a string", "layer_types": "a list", "mlp_only_layers": "a list"}
-MAX_NOTES = 5            # notes and key names a message lists one by one; the rest are counted
-MAX_SHOWN = 60           # characters of one value or key name in a message
-_HF_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                "intermediate_size")
+_KIND = {
+    **dict.fromkeys(
+        ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "norm_topk_prob"),
+        "true or false",
+    ),
+    "hidden_act": "a string",
+    "layer_types": "a list",
+    "mlp_only_layers": "a list",
+}
+MAX_NOTES = 5  # notes and key names a message lists one by one; the rest are counted
+MAX_SHOWN = 60  # characters of one value or key name in a message
+_HF_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
 def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: list[str]) -> None:
@@ -140,8 +278,10 @@ def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: lis
             text = json.dumps(rope_scaling, sort_keys=True)
         except (TypeError, ValueError):
             text = repr(rope_scaling)
-        notes.append(f"rope_scaling={_cut(text, 200)} is not modelled: positions use plain RoPE; "
-                     f"parameter, FLOP and memory counts are unaffected")
+        notes.append(
+            f"rope_scaling={_cut(text, 200)} is not modelled: positions use plain RoPE; "
+            f"parameter, FLOP and memory counts are unaffected"
+        )
 
 
 def _get(data: Mapping[str, Any], family: Family, key: str) -> Any:
@@ -157,8 +297,10 @@ def _refuse_nulls(data: Mapping[str, Any], family: Family) -> None:
     config_class = family.architecture.replace("ForCausalLM", "Config")
     for key, value in data.items():
         if value is None and key in read:
-            raise ConfigError(f"{key} is null; {_KIND.get(key, 'a number')} is required "
-                              f"(null is not a value {config_class} can use here)")
+            raise ConfigError(
+                f"{key} is null; {_KIND.get(key, 'a number')} is required "
+                f"(null is not a value {config_class} can use here)"
+            )
 
 
 def _bool(data: Mapping[str, Any], family: Family, key: str, default: bool = False) -> bool:
@@ -177,8 +319,10 @@ def check_int(name: str, value: Any, low: int, high: int) -> None:
     if value < low:
         raise ConfigError(f"{name}={shown(value)} must be at least {low}")
     if value > high:
-        raise ConfigError(f"{name}={shown(value)} exceeds the upper bound {high:,} (beyond any "
-                          f"published model; probably a typo)")
+        raise ConfigError(
+            f"{name}={shown(value)} exceeds the upper bound {high:,} (beyond any "
+            f"published model; probably a typo)"
+        )
 
 
 def _count(data: Mapping[str, Any], family: Family, key: str, low: int, high: int) -> int:
@@ -193,8 +337,7 @@ def _list(data: Mapping[str, Any], family: Family, key: str, item: type) -> list
     value = _get(data, family, key)
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool)
-                                              for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool) for v in value):
         kind = "strings" if item is str else "block indices (integers)"
         raise ConfigError(f"{key}={shown(value)} must be a list of {kind}")
     return value
@@ -204,20 +347,29 @@ def _common(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     heads = _get(data, family, "num_attention_heads")
     kv_heads = _get(data, family, "num_key_value_heads")
     kwargs: dict[str, Any] = dict(
-        norm_position="pre", norm_type="rmsnorm", pos_encoding="rope", ffn_type="swiglu",
-        final_norm=True, init="normal",
-        vocab_size=_get(data, family, "vocab_size"), d_model=_get(data, family, "hidden_size"),
-        n_layers=n_layers, n_heads=heads, n_kv_heads=heads if kv_heads is None else kv_heads,
+        norm_position="pre",
+        norm_type="rmsnorm",
+        pos_encoding="rope",
+        ffn_type="swiglu",
+        final_norm=True,
+        init="normal",
+        vocab_size=_get(data, family, "vocab_size"),
+        d_model=_get(data, family, "hidden_size"),
+        n_layers=n_layers,
+        n_heads=heads,
+        n_kv_heads=heads if kv_heads is None else kv_heads,
         ffn_hidden=_get(data, family, "intermediate_size"),
         max_seq_len=_get(data, family, "max_position_embeddings"),
         norm_eps=_get(data, family, "rms_norm_eps"),
-        tie_embeddings=_bool(data, family, "tie_word_embeddings",
-                             family.defaults["tie_word_embeddings"]),
-        head_dim=_get(data, family, "head_dim"))
+        tie_embeddings=_bool(data, family, "tie_word_embeddings", family.defaults["tie_word_embeddings"]),
+        head_dim=_get(data, family, "head_dim"),
+    )
     act = _get(data, family, "hidden_act")
     if act is not None and act != "silu":
-        raise ConfigError(f"hidden_act={shown(act)} is not modelled: LLaMA Lab's gated FFN is "
-                          f"SwiGLU (SiLU gate), as every supported family's is")
+        raise ConfigError(
+            f"hidden_act={shown(act)} is not modelled: LLaMA Lab's gated FFN is "
+            f"SwiGLU (SiLU gate), as every supported family's is"
+        )
     return kwargs
 
 
@@ -230,8 +382,10 @@ def _qwen_windows(data: Mapping[str, Any], family: Family, n_layers: int) -> tup
         local = [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
         unknown = set(layer_types) - {"sliding_attention", "full_attention"}
         if unknown or len(layer_types) != n_layers:
-            raise ConfigError(f"layer_types must name 'full_attention' or 'sliding_attention' for "
-                              f"each of the {n_layers} layers")
+            raise ConfigError(
+                f"layer_types must name 'full_attention' or 'sliding_attention' for "
+                f"each of the {n_layers} layers"
+            )
     elif _bool(data, family, "use_sliding_window") and window is not None:
         start = _count(data, family, "max_window_layers", 0, 1 << 62)
         local = list(range(min(start, n_layers), n_layers))
@@ -245,19 +399,24 @@ def _qwen_windows(data: Mapping[str, Any], family: Family, n_layers: int) -> tup
 def _experts(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     """The expert fields of Mixtral and Qwen3-MoE."""
     if family.model_type == "mixtral":
-        return dict(n_experts=_get(data, family, "num_local_experts"),
-                    experts_per_token=_get(data, family, "num_experts_per_tok"),
-                    moe_renormalize=True)
+        return dict(
+            n_experts=_get(data, family, "num_local_experts"),
+            experts_per_token=_get(data, family, "num_experts_per_tok"),
+            moe_renormalize=True,
+        )
     experts = _get(data, family, "num_experts")
     if "num_experts" not in data and "num_local_experts" in data:
-        experts = data["num_local_experts"]                 # Qwen3MoeConfig's attribute_map
+        experts = data["num_local_experts"]  # Qwen3MoeConfig's attribute_map
     step = _count(data, family, "decoder_sparse_step", 0, 1 << 62)
     dense = set(_list(data, family, "mlp_only_layers", int) or [])
     sparse = [i for i in range(n_layers) if i not in dense and step and (i + 1) % step == 0]
-    return dict(n_experts=experts, experts_per_token=_get(data, family, "num_experts_per_tok"),
-                expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
-                moe_renormalize=_bool(data, family, "norm_topk_prob"),
-                moe_layers="all" if len(sparse) == n_layers else ",".join(map(str, sparse)) or "none")
+    return dict(
+        n_experts=experts,
+        experts_per_token=_get(data, family, "num_experts_per_tok"),
+        expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
+        moe_renormalize=_bool(data, family, "norm_topk_prob"),
+        moe_layers="all" if len(sparse) == n_layers else ",".join(map(str, sparse)) or "none",
+    )
 
 
 def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
@@ -281,19 +440,24 @@ def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> di
 
 
 def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
-    unknown = [key for key in data if key not in COMMON_KEYS and key not in QUIET_KEYS
-               and key not in family.keys]
+    unknown = [
+        key for key in data if key not in COMMON_KEYS and key not in QUIET_KEYS and key not in family.keys
+    ]
     if unknown:
-        raise ConfigError(f"config.json key(s) {name_keys(unknown)} of "
-                          f"model_type={family.model_type!r} are not modelled and may change the "
-                          f"model; LLaMA Lab refuses rather than count it wrong")
+        raise ConfigError(
+            f"config.json key(s) {name_keys(unknown)} of "
+            f"model_type={family.model_type!r} are not modelled and may change the "
+            f"model; LLaMA Lab refuses rather than count it wrong"
+        )
     notes = []
     for key in ("attention_dropout", "router_jitter_noise"):
         if data.get(key) not in (None, 0, 0.0):
             notes.append(f"{key}={shown(data[key])} is training-time noise, not modelled (no dropout)")
     if data.get("pretraining_tp") not in (None, 1):
-        notes.append(f"pretraining_tp={shown(data['pretraining_tp'])} only changes how Meta "
-                     f"sharded the matmuls; the maths is the same")
+        notes.append(
+            f"pretraining_tp={shown(data['pretraining_tp'])} only changes how Meta "
+            f"sharded the matmuls; the maths is the same"
+        )
     return notes
 
 
@@ -302,8 +466,10 @@ def _family(data: Mapping[str, Any]) -> Family:
         raise ConfigError(f"a config.json must be a JSON object, got {type(data).__name__}")
     model_type = data.get("model_type", "llama")
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        raise ConfigError(f"model_type={shown(model_type)} is not supported; LLaMA Lab models "
-                          f"{', '.join(FAMILIES)} exactly and refuses the rest")
+        raise ConfigError(
+            f"model_type={shown(model_type)} is not supported; LLaMA Lab models "
+            f"{', '.join(FAMILIES)} exactly and refuses the rest"
+        )
     return FAMILIES[model_type]
 
 
@@ -322,12 +488,13 @@ def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelCon
     _read_rope(data, family, kwargs, notes)
     kwargs.update(_family_fields(data, family, n_layers))
     for name, value in kwargs.items():
-        if isinstance(value, int) and value.bit_length() > 64:      # before any message prints it
+        if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it
             raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)")
-    return model_config(**kwargs), cap_notes(notes)                # validates every value
+    return model_config(**kwargs), cap_notes(notes)  # validates every value
 
 
 # ---- how values from a file appear in messages -------------------------------------------------
+
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
@@ -360,30 +527,51 @@ def cap_notes(notes: list[str], limit: int = MAX_NOTES) -> list[str]:
 
 # ---- export --------------------------------------------------------------------------------------
 
+
 def _reasons(cfg, model_type: str) -> list[str]:
     """Why ``model_type`` cannot express ``cfg`` (empty: it can)."""
     local = cfg.local_layer_flags
     window_all = not any(local) or all(local)
     same_attention_bias = cfg.qkv_bias == cfg.o_bias
     checks = {
-        "llama": [(cfg.qk_norm, "QK-norm"), (any(local), "a sliding window"),
-                  (cfg.is_moe, "experts"), (not same_attention_bias, "q/k/v and o biases differ")],
-        "mistral": [(cfg.qk_norm, "QK-norm"), (not window_all, "a window on some layers only"),
-                    (cfg.is_moe, "experts"), (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases")],
-        "mixtral": [(cfg.qk_norm, "QK-norm"), (not window_all, "a window on some layers only"),
-                    (not cfg.is_moe or not all(cfg.moe_layer_flags), "experts on every layer"),
-                    (cfg.expert_ffn_hidden != cfg.ffn_hidden, "an expert width apart"),
-                    (not cfg.moe_renormalize, "unnormalised top-k"),
-                    (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases")],
-        "qwen2": [(cfg.qk_norm, "QK-norm"), (cfg.is_moe, "experts"),
-                  (not (cfg.qkv_bias and not cfg.o_bias and not cfg.mlp_bias),
-                   "q/k/v biases without o/MLP biases")],
-        "qwen3": [(not cfg.qk_norm, "QK-norm"), (cfg.is_moe, "experts"),
-                  (not same_attention_bias, "q/k/v and o biases differ"), (cfg.mlp_bias, "MLP biases")],
-        "qwen3_moe": [(not cfg.qk_norm, "QK-norm"), (not cfg.is_moe, "experts"),
-                      (not window_all, "a window on some layers only"),
-                      (not same_attention_bias, "q/k/v and o biases differ"),
-                      (cfg.mlp_bias, "MLP biases")],
+        "llama": [
+            (cfg.qk_norm, "QK-norm"),
+            (any(local), "a sliding window"),
+            (cfg.is_moe, "experts"),
+            (not same_attention_bias, "q/k/v and o biases differ"),
+        ],
+        "mistral": [
+            (cfg.qk_norm, "QK-norm"),
+            (not window_all, "a window on some layers only"),
+            (cfg.is_moe, "experts"),
+            (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases"),
+        ],
+        "mixtral": [
+            (cfg.qk_norm, "QK-norm"),
+            (not window_all, "a window on some layers only"),
+            (not cfg.is_moe or not all(cfg.moe_layer_flags), "experts on every layer"),
+            (cfg.expert_ffn_hidden != cfg.ffn_hidden, "an expert width apart"),
+            (not cfg.moe_renormalize, "unnormalised top-k"),
+            (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases"),
+        ],
+        "qwen2": [
+            (cfg.qk_norm, "QK-norm"),
+            (cfg.is_moe, "experts"),
+            (not (cfg.qkv_bias and not cfg.o_bias and not cfg.mlp_bias), "q/k/v biases without o/MLP biases"),
+        ],
+        "qwen3": [
+            (not cfg.qk_norm, "QK-norm"),
+            (cfg.is_moe, "experts"),
+            (not same_attention_bias, "q/k/v and o biases differ"),
+            (cfg.mlp_bias, "MLP biases"),
+        ],
+        "qwen3_moe": [
+            (not cfg.qk_norm, "QK-norm"),
+            (not cfg.is_moe, "experts"),
+            (not window_all, "a window on some layers only"),
+            (not same_attention_bias, "q/k/v and o biases differ"),
+            (cfg.mlp_bias, "MLP biases"),
+        ],
     }[model_type]
     return [why for broken, why in checks if broken]
 
@@ -396,13 +584,16 @@ def family_of(cfg: "ModelConfig") -> Family:
             f"final norm, unscaled embeddings); this one has norm_position={cfg.norm_position!r}, "
             f"norm_type={cfg.norm_type!r}, pos_encoding={cfg.pos_encoding!r}, "
             f"ffn_type={cfg.ffn_type!r}, final_norm={cfg.final_norm}, "
-            f"embed_scale={cfg.embed_scale}")
+            f"embed_scale={cfg.embed_scale}"
+        )
     reasons = {mt: _reasons(cfg, mt) for mt in FAMILIES}
     for model_type, why in reasons.items():
         if not why:
             return FAMILIES[model_type]
-    raise ConfigError("no supported family expresses this config: " + "; ".join(
-        f"{mt} ({', '.join(why)})" for mt, why in reasons.items()))
+    raise ConfigError(
+        "no supported family expresses this config: "
+        + "; ".join(f"{mt} ({', '.join(why)})" for mt, why in reasons.items())
+    )
 
 
 def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
@@ -415,19 +606,26 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
     if mt in ("mistral", "mixtral"):
         out["sliding_window"] = cfg.sliding_window if any(local) else None
     if mt in ("qwen2", "qwen3"):
-        out.update(use_sliding_window=any(local), sliding_window=cfg.sliding_window or None,
-                   max_window_layers=cfg.n_layers,
-                   layer_types=["sliding_attention" if flag else "full_attention" for flag in local])
+        out.update(
+            use_sliding_window=any(local),
+            sliding_window=cfg.sliding_window or None,
+            max_window_layers=cfg.n_layers,
+            layer_types=["sliding_attention" if flag else "full_attention" for flag in local],
+        )
     if mt == "qwen3_moe":
         out.update(use_sliding_window=any(local), sliding_window=cfg.sliding_window or None)
     if mt == "mixtral":
         out.update(num_local_experts=cfg.n_experts, num_experts_per_tok=cfg.experts_per_token)
     if mt == "qwen3_moe":
         flags = cfg.moe_layer_flags
-        out.update(num_experts=cfg.n_experts, num_experts_per_tok=cfg.experts_per_token,
-                   moe_intermediate_size=cfg.expert_ffn_hidden,
-                   norm_topk_prob=cfg.moe_renormalize, decoder_sparse_step=1,
-                   mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse])
+        out.update(
+            num_experts=cfg.n_experts,
+            num_experts_per_tok=cfg.experts_per_token,
+            moe_intermediate_size=cfg.expert_ffn_hidden,
+            norm_topk_prob=cfg.moe_renormalize,
+            decoder_sparse_step=1,
+            mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse],
+        )
     return out
 
 
@@ -435,13 +633,21 @@ def to_hf_config(cfg: "ModelConfig") -> dict:
     """The config.json of the family that expresses ``cfg`` (ConfigError when none does)."""
     family = family_of(cfg)
     return {
-        "architectures": [family.architecture], "model_type": family.model_type,
-        "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model,
-        "intermediate_size": cfg.ffn_hidden, "num_hidden_layers": cfg.n_layers,
-        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads,
-        "head_dim": cfg.head_dim, "hidden_act": "silu",
-        "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.norm_eps,
-        "rope_theta": cfg.rope_theta, "rope_scaling": None,
-        "tie_word_embeddings": cfg.tie_embeddings, "initializer_range": INIT_STD,
+        "architectures": [family.architecture],
+        "model_type": family.model_type,
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": cfg.ffn_hidden,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": cfg.max_seq_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_theta,
+        "rope_scaling": None,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "initializer_range": INIT_STD,
         **_family_keys(cfg, family),
     }

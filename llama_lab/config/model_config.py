@@ -9,6 +9,7 @@ Attention kinds, selected by ``n_kv_heads`` (litgpt's sketch)::
     k  k  k  k  k  k  k  k          k        k                              k
     v  v  v  v  v  v  v  v          v        v                              v
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,7 +22,6 @@ from ..errors import ConfigError
 from . import hf
 from .bounds import CHOICES, FAMILY_LIMITS, LIMITS, MINIMUMS
 
-
 _check_int = hf.check_int
 
 
@@ -29,8 +29,9 @@ def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
     """Which of ``n_layers`` blocks a layer-set string selects: "all", "none", "from:K" (K and
     later), "every:N" (blocks N-1, 2N-1, …: every N-th) or a comma list "0,3,5"."""
     if not isinstance(spec, str):
-        raise ConfigError(f"{name}={spec!r} must be a string such as 'all', 'none', 'from:28', "
-                          f"'every:2' or '0,3,5'")
+        raise ConfigError(
+            f"{name}={spec!r} must be a string such as 'all', 'none', 'from:28', 'every:2' or '0,3,5'"
+        )
     text = spec.strip().replace(" ", "")
     if text in ("all", ""):
         return (True,) * n_layers if text == "all" else (False,) * n_layers
@@ -45,8 +46,10 @@ def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
             return tuple((i >= k) if kind == "from" else ((i + 1) % k == 0) for i in range(n_layers))
         chosen = {int(part) for part in text.split(",")}
     except ValueError:
-        raise ConfigError(f"{name}={spec!r} must be 'all', 'none', 'from:K', 'every:N' (N ≥ 1) "
-                          f"or a comma list of block indices") from None
+        raise ConfigError(
+            f"{name}={spec!r} must be 'all', 'none', 'from:K', 'every:N' (N ≥ 1) "
+            f"or a comma list of block indices"
+        ) from None
     outside = sorted(i for i in chosen if not 0 <= i < n_layers)
     if outside:
         raise ConfigError(f"{name}={spec!r} names block(s) {outside} outside 0..{n_layers - 1}")
@@ -68,37 +71,37 @@ DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
 @dataclass(frozen=True)
 class ModelConfig:
     # Defaults are the seed tutorial's demo model (section 八): a 4-layer GQA LLaMA.
-    vocab_size: int = 32000        # LLaMA-1/2 SentencePiece vocabulary
+    vocab_size: int = 32000  # LLaMA-1/2 SentencePiece vocabulary
     d_model: int = 512
     n_layers: int = 4
     n_heads: int = 8
-    n_kv_heads: int = 2            # 4 query heads share each KV head (GQA)
-    ffn_hidden: int = 1365         # int(8/3 · 512): SwiGLU's three matrices ≈ a 4d ReLU FFN's two
+    n_kv_heads: int = 2  # 4 query heads share each KV head (GQA)
+    ffn_hidden: int = 1365  # int(8/3 · 512): SwiGLU's three matrices ≈ a 4d ReLU FFN's two
     max_seq_len: int = 128
-    norm_position: str = "pre"     # "post" = the 2017 recipe: norm after the residual add
+    norm_position: str = "pre"  # "post" = the 2017 recipe: norm after the residual add
     norm_type: str = "rmsnorm"
     pos_encoding: str = "rope"
     ffn_type: str = "swiglu"
-    bias: bool = False             # every linear layer (the 2017 recipe); the three below follow it
-    final_norm: bool = True        # Pre-LN needs it: the last block's output is never normalised
+    bias: bool = False  # every linear layer (the 2017 recipe); the three below follow it
+    final_norm: bool = True  # Pre-LN needs it: the last block's output is never normalised
     tie_embeddings: bool = False
-    embed_scale: bool = False      # embeddings multiplied by √d_model (Vaswani et al. 2017, §3.4)
-    init: str = "normal"           # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
+    embed_scale: bool = False  # embeddings multiplied by √d_model (Vaswani et al. 2017, §3.4)
+    init: str = "normal"  # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
     rope_theta: float = 10000.0
-    norm_eps: float = 1e-6         # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
+    norm_eps: float = 1e-6  # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
     # ---- today's families (Mistral, Mixtral, Qwen) ------------------------------------------
-    head_dim: int | None = None    # None: d_model / n_heads; Qwen3 and Mistral-Nemo set 128
-    qkv_bias: bool | None = None   # None: follows bias; Qwen2 has q/k/v biases but no o_proj bias
-    o_bias: bool | None = None     # the attention output projection's bias
-    mlp_bias: bool | None = None   # the FFN's (or every expert's) biases
-    qk_norm: bool = False          # Qwen3: an RMSNorm over head_dim on q and on k, before RoPE
-    sliding_window: int = 0        # Mistral: a local layer attends its last W tokens; 0: none
-    local_layers: str = "all"      # which layers the window applies to (see _layer_set)
-    n_experts: int = 0             # Mixtral / Qwen3-MoE: routed experts per sparse layer; 0: dense
-    experts_per_token: int = 0     # top-k experts each token is routed to
-    expert_ffn_hidden: int | None = None   # an expert's FFN width; None: ffn_hidden
-    moe_layers: str = "all"        # which layers are sparse (the others keep the dense FFN)
-    moe_renormalize: bool = True   # renormalise the top-k router probabilities (Mixtral: yes)
+    head_dim: int | None = None  # None: d_model / n_heads; Qwen3 and Mistral-Nemo set 128
+    qkv_bias: bool | None = None  # None: follows bias; Qwen2 has q/k/v biases but no o_proj bias
+    o_bias: bool | None = None  # the attention output projection's bias
+    mlp_bias: bool | None = None  # the FFN's (or every expert's) biases
+    qk_norm: bool = False  # Qwen3: an RMSNorm over head_dim on q and on k, before RoPE
+    sliding_window: int = 0  # Mistral: a local layer attends its last W tokens; 0: none
+    local_layers: str = "all"  # which layers the window applies to (see _layer_set)
+    n_experts: int = 0  # Mixtral / Qwen3-MoE: routed experts per sparse layer; 0: dense
+    experts_per_token: int = 0  # top-k experts each token is routed to
+    expert_ffn_hidden: int | None = None  # an expert's FFN width; None: ffn_hidden
+    moe_layers: str = "all"  # which layers are sparse (the others keep the dense FFN)
+    moe_renormalize: bool = True  # renormalise the top-k router probabilities (Mixtral: yes)
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -106,16 +109,20 @@ class ModelConfig:
         self._resolve_and_check_family()
         if self.pos_encoding == "rope" and self.head_dim % 2:
             implied = " (d_model/n_heads)" if self.head_dim == self.d_model // self.n_heads else ""
-            raise ConfigError(f"head_dim={self.head_dim}{implied} must be even for "
-                              f"pos_encoding='rope' (RoPE rotates pairs of dimensions)")
+            raise ConfigError(
+                f"head_dim={self.head_dim}{implied} must be even for "
+                f"pos_encoding='rope' (RoPE rotates pairs of dimensions)"
+            )
 
     def _check_sizes(self) -> None:
         for name in LIMITS:
             _check_int(name, getattr(self, name), MINIMUMS.get(name, 1), LIMITS[name])
-        if self.head_dim is None:          # head_dim = d_model / n_heads needs exact division
+        if self.head_dim is None:  # head_dim = d_model / n_heads needs exact division
             if self.n_heads > self.d_model:
-                raise ConfigError(f"n_heads={self.n_heads} exceeds d_model={self.d_model} "
-                                  f"(each head needs at least one dimension)")
+                raise ConfigError(
+                    f"n_heads={self.n_heads} exceeds d_model={self.d_model} "
+                    f"(each head needs at least one dimension)"
+                )
             if self.d_model % self.n_heads:
                 raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_heads % self.n_kv_heads:
@@ -126,8 +133,7 @@ class ModelConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"{name}={value!r} must be one of {', '.join(map(repr, allowed))}")
-        for name in ("bias", "final_norm", "tie_embeddings", "embed_scale", "qk_norm",
-                     "moe_renormalize"):
+        for name in ("bias", "final_norm", "tie_embeddings", "embed_scale", "qk_norm", "moe_renormalize"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
         for name in ("rope_theta", "norm_eps"):
@@ -154,8 +160,10 @@ class ModelConfig:
         if self.n_experts:
             _check_int("experts_per_token", self.experts_per_token, 1, self.n_experts)
             if self.ffn_type != "swiglu":
-                raise ConfigError(f"n_experts={self.n_experts} needs ffn_type='swiglu' (every "
-                                  f"family with experts uses SwiGLU experts)")
+                raise ConfigError(
+                    f"n_experts={self.n_experts} needs ffn_type='swiglu' (every "
+                    f"family with experts uses SwiGLU experts)"
+                )
         else:
             _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
         # both layer sets, validated and kept (every count reads them per block)
@@ -202,9 +210,14 @@ class ModelConfig:
     def is_llama_style(self) -> bool:
         """True when a LLaMA-family decoder (pre-norm RMSNorm, RoPE, SwiGLU, final norm) can
         express the recipe; which transformers family fits the rest: ``hf.family_of``."""
-        return (self.norm_position == "pre" and self.norm_type == "rmsnorm"
-                and self.pos_encoding == "rope" and self.ffn_type == "swiglu" and self.final_norm
-                and not self.embed_scale)
+        return (
+            self.norm_position == "pre"
+            and self.norm_type == "rmsnorm"
+            and self.pos_encoding == "rope"
+            and self.ffn_type == "swiglu"
+            and self.final_norm
+            and not self.embed_scale
+        )
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps
@@ -218,8 +231,11 @@ class ModelConfig:
     def to_dict(self) -> dict:
         """Every field; a derived one (DERIVED) only where it departs from its rule, so that
         ``from_dict(to_dict())`` keeps it following the rule."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in DERIVED or getattr(self, f.name) != DERIVED[f.name](self)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in DERIVED or getattr(self, f.name) != DERIVED[f.name](self)
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
@@ -228,15 +244,18 @@ class ModelConfig:
         types = {f.name: str(f.type) for f in fields(cls)}
         unknown = [key for key in data if key not in types]
         if unknown:
-            raise ConfigError(f"unknown config field(s) {hf.name_keys(unknown)}; "
-                              f"known fields: {', '.join(sorted(types))}")
+            raise ConfigError(
+                f"unknown config field(s) {hf.name_keys(unknown)}; known fields: {', '.join(sorted(types))}"
+            )
         for name, value in data.items():
             if value is None and not types[name].endswith("| None"):
                 kind = {"bool": "true or false", "str": "a string"}.get(types[name], "a number")
-                raise ConfigError(f"{name} is null; {kind} is required (only "
-                                  f"{', '.join(n for n, t in types.items() if t.endswith('| None'))}"
-                                  f" take null: follow their rule)")
-            if isinstance(value, int) and value.bit_length() > 64:   # before a message prints it
+                raise ConfigError(
+                    f"{name} is null; {kind} is required (only "
+                    f"{', '.join(n for n, t in types.items() if t.endswith('| None'))}"
+                    f" take null: follow their rule)"
+                )
+            if isinstance(value, int) and value.bit_length() > 64:  # before a message prints it
                 raise ConfigError(f"{name}={hf.shown(value)} is beyond any config (more than 64 bits)")
         return cls(**dict(data))
 

@@ -3,6 +3,7 @@ checked as a config file's values are: control characters, absurd lengths and di
 NaN and infinity, and empty or null text for a field that needs a value are refused with a
 message naming the field and the rule.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,14 +12,13 @@ from dataclasses import fields
 from typing import Any
 
 from ..errors import ConfigError
-from .files import UNPRINTABLE, MAX_INT_DIGITS, MAX_NUMBER_CHARS
+from .files import MAX_INT_DIGITS, MAX_NUMBER_CHARS, UNPRINTABLE
 from .hf import shown
 from .model_config import ModelConfig
 
-
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ModelConfig)}
 _DERIVED_FIELDS = ", ".join(name for name, kind in _FIELD_TYPES.items() if kind.endswith(" | None"))
-MAX_VALUE_CHARS = 200               # the longest value: a layer list such as "0,3,5,…"
+MAX_VALUE_CHARS = 200  # the longest value: a layer list such as "0,3,5,…"
 _INT = re.compile(r"[+-]?[0-9][0-9_]*", re.ASCII)
 _FLOAT = re.compile(r"[+-]?([0-9][0-9_]*\.?[0-9_]*|\.[0-9][0-9_]*)([eE][+-]?[0-9]+)?", re.ASCII)
 _NAN_INF = re.compile(r"[+-]?(nan|inf|infinity)", re.ASCII | re.IGNORECASE)
@@ -30,8 +30,9 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {shown(text)} must look like field=value")
     name, raw = (part.strip() for part in text.split("=", 1))
     if name not in _FIELD_TYPES:
-        raise ConfigError(f"unknown config field {shown(name)}; known fields: "
-                          f"{', '.join(sorted(_FIELD_TYPES))}")
+        raise ConfigError(
+            f"unknown config field {shown(name)}; known fields: {', '.join(sorted(_FIELD_TYPES))}"
+        )
     return name, coerce_field(name, raw)
 
 
@@ -40,11 +41,14 @@ def _check_text(name: str, raw: str) -> None:
         raise ConfigError(f"{name}={shown(raw)} must be given as text")
     bad = UNPRINTABLE.search(raw)
     if bad:
-        raise ConfigError(f"{name}={shown(raw)} holds the control character or lone surrogate "
-                          f"{bad.group()!r}; a value must be printable text")
+        raise ConfigError(
+            f"{name}={shown(raw)} holds the control character or lone surrogate "
+            f"{bad.group()!r}; a value must be printable text"
+        )
     if len(raw) > MAX_VALUE_CHARS:
-        raise ConfigError(f"{name}={shown(raw)} is {len(raw):,} characters long; a value has at "
-                          f"most {MAX_VALUE_CHARS}")
+        raise ConfigError(
+            f"{name}={shown(raw)} is {len(raw):,} characters long; a value has at most {MAX_VALUE_CHARS}"
+        )
 
 
 def _number(name: str, raw: str, kind: str) -> int | float:
@@ -54,14 +58,17 @@ def _number(name: str, raw: str, kind: str) -> int | float:
             raise ConfigError(f"{name}={raw!r} must be an integer")
         digits = sum(ch.isdigit() for ch in text)
         if digits > MAX_INT_DIGITS:
-            raise ConfigError(f"{name}={shown(raw, 24)} has {digits} digits; an integer field "
-                              f"takes at most {MAX_INT_DIGITS}")
+            raise ConfigError(
+                f"{name}={shown(raw, 24)} has {digits} digits; an integer field "
+                f"takes at most {MAX_INT_DIGITS}"
+            )
         return int(text.replace("_", ""))
     if _NAN_INF.fullmatch(text):
         raise ConfigError(f"{name}={text} must be a finite number (NaN and infinity are refused)")
     if not _FLOAT.fullmatch(text) or len(text) > MAX_NUMBER_CHARS:
-        raise ConfigError(f"{name}={raw!r} must be a number (at most {MAX_NUMBER_CHARS} "
-                          f"characters, such as 1e-5 or 500000)")
+        raise ConfigError(
+            f"{name}={raw!r} must be a number (at most {MAX_NUMBER_CHARS} characters, such as 1e-5 or 500000)"
+        )
     value = float(text.replace("_", ""))
     if not math.isfinite(value):
         raise ConfigError(f"{name}={text} must be a finite number (it is beyond ±1.8e308)")
@@ -80,8 +87,9 @@ def coerce_field(name: str, raw: str) -> Any:
         kind = kind[: -len(" | None")]
     elif lowered in ("none", "null", "nil", ""):
         what = {"bool": "true or false", "str": "a string"}.get(kind, "a number")
-        raise ConfigError(f"{name}={raw.strip()!r} is null; {what} is required (only "
-                          f"{_DERIVED_FIELDS} take 'auto')")
+        raise ConfigError(
+            f"{name}={raw.strip()!r} is null; {what} is required (only {_DERIVED_FIELDS} take 'auto')"
+        )
     if kind in ("int", "float"):
         return _number(name, raw, kind)
     if kind == "bool":

@@ -1,25 +1,43 @@
 """Configs derived from configs: the 2017 and LLaMA recipes at a model's size, and the small
 copies the live experiments train (a model's recipe at a size that runs in seconds on a CPU).
 """
+
 from __future__ import annotations
 
-from .ffn import seed_ffn_hidden
 from ..errors import ConfigError
+from .ffn import seed_ffn_hidden
 from .model_config import ModelConfig
 
 
 def recipe_2017(cfg: ModelConfig) -> ModelConfig:
     """The original decoder recipe at cfg's size (seed table, left column)."""
-    return cfg.replace(norm_position="post", norm_type="layernorm", pos_encoding="sinusoidal",
-                       ffn_type="relu", ffn_hidden=4 * cfg.d_model, bias=True, final_norm=False,
-                       init="xavier", embed_scale=True, n_kv_heads=cfg.n_heads)
+    return cfg.replace(
+        norm_position="post",
+        norm_type="layernorm",
+        pos_encoding="sinusoidal",
+        ffn_type="relu",
+        ffn_hidden=4 * cfg.d_model,
+        bias=True,
+        final_norm=False,
+        init="xavier",
+        embed_scale=True,
+        n_kv_heads=cfg.n_heads,
+    )
 
 
 def recipe_llama(cfg: ModelConfig) -> ModelConfig:
     """The LLaMA recipe at cfg's size (seed table, right column)."""
-    return cfg.replace(norm_position="pre", norm_type="rmsnorm", pos_encoding="rope",
-                       ffn_type="swiglu", ffn_hidden=seed_ffn_hidden(cfg.d_model), bias=False,
-                       final_norm=True, init="normal", embed_scale=False)
+    return cfg.replace(
+        norm_position="pre",
+        norm_type="rmsnorm",
+        pos_encoding="rope",
+        ffn_type="swiglu",
+        ffn_hidden=seed_ffn_hidden(cfg.d_model),
+        bias=False,
+        final_norm=True,
+        init="normal",
+        embed_scale=False,
+    )
 
 
 def arrangement(cfg: ModelConfig, position: str) -> ModelConfig:
@@ -31,9 +49,11 @@ def arrangement(cfg: ModelConfig, position: str) -> ModelConfig:
 
 # The settings a Post-LN/Pre-LN measurement can be made in: Xiong et al.'s (the 2017 recipe:
 # Xavier init, LayerNorm, embeddings × √d), LLaMA's (N(0, 0.02), RMSNorm), or the sidebar's.
-REGIMES = {"theory": "Theory: Xavier, LayerNorm, embeddings × √d (Xiong et al., 2017 recipe)",
-           "llama": "LLaMA init: N(0, 0.02), RMSNorm (LLaMA recipe)",
-           "sidebar": "The sidebar's recipe"}
+REGIMES = {
+    "theory": "Theory: Xavier, LayerNorm, embeddings × √d (Xiong et al., 2017 recipe)",
+    "llama": "LLaMA init: N(0, 0.02), RMSNorm (LLaMA recipe)",
+    "sidebar": "The sidebar's recipe",
+}
 
 
 def regime_recipe(cfg: ModelConfig, regime: str) -> ModelConfig:
@@ -62,11 +82,15 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
     # families: head_dim d / 4 heads; an expert keeps its width relative to d; experts and the
     # top-k stay as they are (the router is the point); layer sets refer to blocks that exist
     expert = max(1, round(cfg.expert_ffn_hidden / cfg.d_model * d))
-    return cfg.replace(**{**TRAINING_SHAPE, "d_model": d, "n_heads": heads}, n_kv_heads=kv,
-                       ffn_hidden=max(1, width),
-                       head_dim=None, expert_ffn_hidden=expert if cfg.is_moe else None,
-                       local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
-                       moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers))
+    return cfg.replace(
+        **{**TRAINING_SHAPE, "d_model": d, "n_heads": heads},
+        n_kv_heads=kv,
+        ffn_hidden=max(1, width),
+        head_dim=None,
+        expert_ffn_hidden=expert if cfg.is_moe else None,
+        local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
+        moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers),
+    )
 
 
 def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int]:
@@ -97,8 +121,9 @@ def _fit_layers(flags: tuple[bool, ...], spec: str) -> str:
     return ",".join(chosen) or "none"
 
 
-def live_config(cfg: ModelConfig, n_layers: int, d_model: int = TRAINING_SHAPE["d_model"],
-                seq_len: int = 0) -> ModelConfig:
+def live_config(
+    cfg: ModelConfig, n_layers: int, d_model: int = TRAINING_SHAPE["d_model"], seq_len: int = 0
+) -> ModelConfig:
     """``cfg``'s recipe (norms, positions, FFN type, biases, init, KV sharing) at a size that
     runs live: small_training_config at the given width (4 heads, byte-level vocabulary
     256, the recipe's FFN rule), then the given depth and room for ``seq_len`` tokens."""

@@ -2,6 +2,7 @@
 against depth L, Post-LN and Pre-LN, with the fitted log-log slopes (Xiong et al. 2020,
 Theorem 1: flat under Post-LN, ∝ 1/√L under Pre-LN).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,20 +15,26 @@ import plotly.graph_objects as go
 
 from ..config import ModelConfig
 from ..errors import ConfigError, ExperimentError
-from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, GROUP_PALETTE, Figure,
-                              Table, band_traces, layout_figure)
+from ..figures.common import (
+    ARRANGEMENT_COLORS,
+    ARRANGEMENT_LABELS,
+    GROUP_PALETTE,
+    Figure,
+    Table,
+    band_traces,
+    layout_figure,
+)
 from ..train.budgets import guard
 from ..train.data import TokenData
 from ..units import Progress, plain_fields, sub_progress
 from .gradient_norms import gradnorms_over_seeds
-from .seeds import band, median_of
 from .registry import ExperimentKind, register
-
+from .seeds import band, median_of
 
 # The depths a page offers, and the widths of the small live models the sweep builds.
 DEPTH_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 WIDTH_CHOICES = (32, 64, 128, 256, 512)
-RATIO_COLOR = GROUP_PALETTE[6]      # the Post/Pre ratio: neither arm's colour
+RATIO_COLOR = GROUP_PALETTE[6]  # the Post/Pre ratio: neither arm's colour
 
 
 def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
@@ -54,15 +61,15 @@ def sqrt_reference(depths: Sequence[int], ratios: Sequence[float]) -> list[float
 class DepthSweep:
     depths: list
     seeds: list
-    post: list                # ‖∇W_down‖ of the last block, Post-LN, per depth (median of seeds)
+    post: list  # ‖∇W_down‖ of the last block, Post-LN, per depth (median of seeds)
     pre: list
-    post_by_seed: list        # per depth, one value per seed
+    post_by_seed: list  # per depth, one value per seed
     pre_by_seed: list
-    post_slope: float         # log-log slope of the medians; Xiong et al. Thm 1: ≈ 0
-    pre_slope: float          # ≈ -0.5 (1/√L)
-    ratio: list               # Post/Pre per depth: median of the seeds' ratios
+    post_slope: float  # log-log slope of the medians; Xiong et al. Thm 1: ≈ 0
+    pre_slope: float  # ≈ -0.5 (1/√L)
+    ratio: list  # Post/Pre per depth: median of the seeds' ratios
     ratio_by_seed: list
-    ratio_slope: float        # ≈ +0.5 (√L)
+    ratio_slope: float  # ≈ +0.5 (√L)
     seq_len: int
     batch: int
     data: str
@@ -77,18 +84,32 @@ class DepthSweep:
 
     def to_frame(self):
         import pandas as pd
+
         rows = []
-        for d, post, pre, ratio in zip(self.depths, self.post_by_seed, self.pre_by_seed,
-                                       self.ratio_by_seed):
-            rows += [{"n_layers": d, "seed": seed, "post_last_ffn_grad_norm": a,
-                      "pre_last_ffn_grad_norm": b, "post_over_pre": r}
-                     for seed, a, b, r in zip(self.seeds, post, pre, ratio)]
+        for d, post, pre, ratio in zip(self.depths, self.post_by_seed, self.pre_by_seed, self.ratio_by_seed):
+            rows += [
+                {
+                    "n_layers": d,
+                    "seed": seed,
+                    "post_last_ffn_grad_norm": a,
+                    "pre_last_ffn_grad_norm": b,
+                    "post_over_pre": r,
+                }
+                for seed, a, b, r in zip(self.seeds, post, pre, ratio)
+            ]
         return pd.DataFrame(rows)
 
 
-def depth_sweep(cfg: ModelConfig, depths: Sequence[int] = (2, 4, 8, 12), seq_len: int = 64,
-                batch: int = 4, seeds: Sequence[int] = (0,), data: TokenData | None = None,
-                device: str = "cpu", progress: Progress | None = None) -> DepthSweep:
+def depth_sweep(
+    cfg: ModelConfig,
+    depths: Sequence[int] = (2, 4, 8, 12),
+    seq_len: int = 64,
+    batch: int = 4,
+    seeds: Sequence[int] = (0,),
+    data: TokenData | None = None,
+    device: str = "cpu",
+    progress: Progress | None = None,
+) -> DepthSweep:
     """Last block's FFN output-projection gradient norm at initialisation vs depth L, both
     arms, once per seed."""
     if len(set(depths)) < 2 or any(int(d) < 1 for d in depths):
@@ -96,21 +117,36 @@ def depth_sweep(cfg: ModelConfig, depths: Sequence[int] = (2, 4, 8, 12), seq_len
     depths = sorted(int(d) for d in depths)
     post, pre, ratio, n = [], [], [], len(depths)
     for i, depth in enumerate(depths):
-        result = gradnorms_over_seeds(cfg.replace(n_layers=depth), seq_len, batch, seeds=seeds,
-                                      data=data, device=device,
-                                      progress=sub_progress(progress, i / n, (i + 1) / n,
-                                                            f"depth L={depth} ({i + 1}/{n})"))
+        result = gradnorms_over_seeds(
+            cfg.replace(n_layers=depth),
+            seq_len,
+            batch,
+            seeds=seeds,
+            data=data,
+            device=device,
+            progress=sub_progress(progress, i / n, (i + 1) / n, f"depth L={depth} ({i + 1}/{n})"),
+        )
         post.append([arm.ffn_out_grad_norm[-1] for arm in result.arms("post")])
         pre.append([arm.ffn_out_grad_norm[-1] for arm in result.arms("pre")])
         ratio.append(result.last_ratio_by_seed())
     if progress:
         progress(1.0, "done")
-    medians = {name: [median_of(row) for row in rows]
-               for name, rows in (("post", post), ("pre", pre), ("ratio", ratio))}
-    return DepthSweep(depths=depths, seeds=list(result.seeds), post_by_seed=post,
-                      pre_by_seed=pre, ratio_by_seed=ratio, seq_len=seq_len, batch=batch,
-                      data=result.data, **medians,
-                      **{f"{k}_slope": loglog_slope(depths, v) for k, v in medians.items()})
+    medians = {
+        name: [median_of(row) for row in rows]
+        for name, rows in (("post", post), ("pre", pre), ("ratio", ratio))
+    }
+    return DepthSweep(
+        depths=depths,
+        seeds=list(result.seeds),
+        post_by_seed=post,
+        pre_by_seed=pre,
+        ratio_by_seed=ratio,
+        seq_len=seq_len,
+        batch=batch,
+        data=result.data,
+        **medians,
+        **{f"{k}_slope": loglog_slope(depths, v) for k, v in medians.items()},
+    )
 
 
 # ---- figures and tables --------------------------------------------------------------------
@@ -120,8 +156,11 @@ def _per_seed(rows: list) -> list[list]:
 
 
 def _seeds_note(sweep: DepthSweep) -> str:
-    return (f"median of {len(sweep.seeds)} seeds, band min–max" if len(sweep.seeds) > 1
-            else f"seed {sweep.seeds[0]}")
+    return (
+        f"median of {len(sweep.seeds)} seeds, band min–max"
+        if len(sweep.seeds) > 1
+        else f"seed {sweep.seeds[0]}"
+    )
 
 
 def depth_sweep_figure(sweep: DepthSweep) -> go.Figure:
@@ -131,68 +170,112 @@ def depth_sweep_figure(sweep: DepthSweep) -> go.Figure:
         values = getattr(sweep, position)
         low, high = band(_per_seed(getattr(sweep, f"{position}_by_seed")))
         intercept = loglog_fit(sweep.depths, values)[1]
-        fitted = [math.exp(intercept) * depth ** slope for depth in sweep.depths]
+        fitted = [math.exp(intercept) * depth**slope for depth in sweep.depths]
         color, label = ARRANGEMENT_COLORS[position], ARRANGEMENT_LABELS[position]
-        for trace in band_traces(sweep.depths, values, low, high, name=f"{label} measured",
-                                 color=color, hover="L=%{x}: %{y:.3e}"):
+        for trace in band_traces(
+            sweep.depths, values, low, high, name=f"{label} measured", color=color, hover="L=%{x}: %{y:.3e}"
+        ):
             fig.add_trace(trace)
-        fig.add_trace(go.Scatter(
-            x=sweep.depths, y=fitted, mode="lines", line=dict(color=color, dash="dash"),
-            name=f"{label} fit ∝ L^{slope:.2f}", hoverinfo="skip"))
+        fig.add_trace(
+            go.Scatter(
+                x=sweep.depths,
+                y=fitted,
+                mode="lines",
+                line=dict(color=color, dash="dash"),
+                name=f"{label} fit ∝ L^{slope:.2f}",
+                hoverinfo="skip",
+            )
+        )
     fig.update_xaxes(type="log", title="depth L (blocks)")
     fig.update_yaxes(type="log", title="‖∇W_down‖ of the last block")
-    return layout_figure(fig, f"Depth sweep at initialisation ({_seeds_note(sweep)}); Xiong et "
-                         "al. 2020, Thm 1: Post-LN flat (slope 0), Pre-LN ∝ 1/√L (slope −0.5)",
-                         height=420)
+    return layout_figure(
+        fig,
+        f"Depth sweep at initialisation ({_seeds_note(sweep)}); Xiong et "
+        "al. 2020, Thm 1: Post-LN flat (slope 0), Pre-LN ∝ 1/√L (slope −0.5)",
+        height=420,
+    )
 
 
 def ratio_figure(sweep: DepthSweep) -> go.Figure:
     """The last block's Post/Pre ‖∇W_down‖ ratio against depth, with Theorem 1's √L."""
     fig = go.Figure()
     low, high = band(_per_seed(sweep.ratio_by_seed))
-    for trace in band_traces(sweep.depths, sweep.ratio, low, high,
-                             name=f"Post/Pre measured (∝ L^{sweep.ratio_slope:.2f})",
-                             color=RATIO_COLOR, hover="L=%{x}: %{y:.3g}"):
+    for trace in band_traces(
+        sweep.depths,
+        sweep.ratio,
+        low,
+        high,
+        name=f"Post/Pre measured (∝ L^{sweep.ratio_slope:.2f})",
+        color=RATIO_COLOR,
+        hover="L=%{x}: %{y:.3g}",
+    ):
         fig.add_trace(trace)
-    fig.add_trace(go.Scatter(x=sweep.depths, y=sqrt_reference(sweep.depths, sweep.ratio),
-                             mode="lines", line=dict(color="#7f7f7f", dash="dot"),
-                             name="Theorem 1: c·√L (c fitted)", hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=sweep.depths,
+            y=sqrt_reference(sweep.depths, sweep.ratio),
+            mode="lines",
+            line=dict(color="#7f7f7f", dash="dot"),
+            name="Theorem 1: c·√L (c fitted)",
+            hoverinfo="skip",
+        )
+    )
     fig.add_hline(y=1.0, line=dict(color="#7f7f7f", width=1))
     fig.update_xaxes(type="log", title="depth L (blocks)")
     fig.update_yaxes(type="log", title="Post-LN ÷ Pre-LN, last block's ‖∇W_down‖")
-    return layout_figure(fig, f"Post-LN ÷ Pre-LN, the last block's gradient, by depth "
-                         f"({_seeds_note(sweep)})", height=420)
+    return layout_figure(
+        fig, f"Post-LN ÷ Pre-LN, the last block's gradient, by depth ({_seeds_note(sweep)})", height=420
+    )
 
 
 def depth_sweep_table(sweep: DepthSweep) -> pd.DataFrame:
     """The fitted slopes beside the theorem's, with the seeds' own range."""
     rows = []
-    for position, theory, note in (("post", 0.0, "O(d·√ln d): independent of L"),
-                                   ("pre", -0.5, "O(d·√(ln d / L)): ∝ 1/√L"),
-                                   ("ratio", 0.5, "Post/Pre ∝ √L")):
+    for position, theory, note in (
+        ("post", 0.0, "O(d·√ln d): independent of L"),
+        ("pre", -0.5, "O(d·√(ln d / L)): ∝ 1/√L"),
+        ("ratio", 0.5, "Post/Pre ∝ √L"),
+    ):
         per_seed = sweep.slopes_by_seed(position)
-        rows.append({"measured": position if position != "ratio" else "post_over_pre",
-                     "fitted_slope": getattr(sweep, f"{position}_slope"),
-                     "seed_min": min(per_seed), "seed_max": max(per_seed),
-                     "theory_slope": theory, "theory": note})
+        rows.append(
+            {
+                "measured": position if position != "ratio" else "post_over_pre",
+                "fitted_slope": getattr(sweep, f"{position}_slope"),
+                "seed_min": min(per_seed),
+                "seed_max": max(per_seed),
+                "theory_slope": theory,
+                "theory": note,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def tables(result: DepthSweep, section: str, config: ModelConfig | None = None) -> list[Table]:
-    return [Table("depth_sweep_slopes", "Fitted log-log slopes vs Theorem 1", section,
-                  depth_sweep_table(result)),
-            Table("depth_sweep", "Last block's ‖∇W_down‖ by depth and seed", section,
-                  result.to_frame())]
+    return [
+        Table("depth_sweep_slopes", "Fitted log-log slopes vs Theorem 1", section, depth_sweep_table(result)),
+        Table("depth_sweep", "Last block's ‖∇W_down‖ by depth and seed", section, result.to_frame()),
+    ]
 
 
 def figures(result: DepthSweep, section: str) -> list[Figure]:
-    return [Figure("depth_ratio", "Post/Pre ratio against depth", section, ratio_figure(result)),
-            Figure("depth_sweep", "Depth sweep", section, depth_sweep_figure(result))]
+    return [
+        Figure("depth_ratio", "Post/Pre ratio against depth", section, ratio_figure(result)),
+        Figure("depth_sweep", "Depth sweep", section, depth_sweep_figure(result)),
+    ]
 
 
-KIND = register(ExperimentKind(
-    name="depth_sweep", title="Depth sweep (Xiong et al. 2020)", result_type=DepthSweep,
-    run=depth_sweep, tables=tables, figures=figures, panel="depth_sweep", order=20))
+KIND = register(
+    ExperimentKind(
+        name="depth_sweep",
+        title="Depth sweep (Xiong et al. 2020)",
+        result_type=DepthSweep,
+        run=depth_sweep,
+        tables=tables,
+        figures=figures,
+        panel="depth_sweep",
+        order=20,
+    )
+)
 
 
 def sweep_config(cfg: ModelConfig, depths: Sequence[int]) -> ModelConfig:
@@ -205,12 +288,26 @@ def sweep_config(cfg: ModelConfig, depths: Sequence[int]) -> ModelConfig:
         return cfg
 
 
-def check_depth_budget(cfg: ModelConfig, depths: Sequence[int], seq_len: int, batch: int,
-                       device: str, hint: str, n_seeds: int = 1) -> None:
+def check_depth_budget(
+    cfg: ModelConfig,
+    depths: Sequence[int],
+    seq_len: int,
+    batch: int,
+    device: str,
+    hint: str,
+    n_seeds: int = 1,
+) -> None:
     """Refuse (ExperimentError) a sweep with fewer than two depths, one whose deepest model does
     not fit, or one beyond the CPU's FLOP budget (FLOPs grow with depth: two passes per depth
     and seed)."""
     if len(depths) < 2:
         raise ExperimentError(f"choose at least two depths (got {len(depths)}) to fit a slope")
-    guard(cfg.replace(n_layers=max(depths)), seq_len, batch, device,
-          passes=2 * n_seeds * sum(depths) / max(depths), what="the depth sweep", hint=hint)
+    guard(
+        cfg.replace(n_layers=max(depths)),
+        seq_len,
+        batch,
+        device,
+        passes=2 * n_seeds * sum(depths) / max(depths),
+        what="the depth sweep",
+        hint=hint,
+    )

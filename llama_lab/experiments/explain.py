@@ -1,6 +1,7 @@
 """What the gradient-norm measurements show, in sentences computed from them: each comparison
 word ("larger", "grows", "agrees") is chosen by the measured numbers, never written in advance,
 so the page and the report say only what this run measured."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,8 @@ from ..units import significant
 from .depth import DepthSweep
 from .gradient_norms import GradNormSeeds
 
-SLOPE_TOLERANCE = 0.15      # a fitted slope within this of the theorem's "agrees" with it
-FLAT = 1.1                  # a ratio within [1/FLAT, FLAT] is "about the same"
+SLOPE_TOLERANCE = 0.15  # a fitted slope within this of the theorem's "agrees" with it
+FLAT = 1.1  # a ratio within [1/FLAT, FLAT] is "about the same"
 
 
 def _x(value: float) -> str:
@@ -64,14 +65,22 @@ def explain_profile(result: GradNormSeeds) -> list[str]:
         f"**Last block** ({_seeds(result)}): Post-LN's ‖∇W_down‖ is {_n(post.ffn_out_grad_norm[-1])}"
         f" and Pre-LN's {_n(pre.ffn_out_grad_norm[-1])}; Post-LN's is "
         f"{_compare(ratio)} Pre-LN's (Post/Pre = {_n(ratio)}, the median of the seeds' ratios"
-        + (f", {_n(min(ratios))} to {_n(max(ratios))} over the seeds; larger in {above} of "
-           f"{len(ratios)}" if len(ratios) > 1 else "") + ")."
-        + (f" Theorem 1 expects a ratio of order √L = {_n(math.sqrt(n_layers))} here."
-           if n_layers > 1 else ""),
+        + (
+            f", {_n(min(ratios))} to {_n(max(ratios))} over the seeds; larger in {above} of {len(ratios)}"
+            if len(ratios) > 1
+            else ""
+        )
+        + ")."
+        + (
+            f" Theorem 1 expects a ratio of order √L = {_n(math.sqrt(n_layers))} here."
+            if n_layers > 1
+            else ""
+        ),
         f"**Through depth**, ‖∂L/∂x_l‖ {_towards_input(post.residual_grad_norm)} under Post-LN "
         f"(every later norm's Jacobian is on its path) and "
         f"{_towards_input(pre.residual_grad_norm)} under Pre-LN (an identity path reaches "
-        f"every block)."]
+        f"every block).",
+    ]
     lines.append(_explain_stream(result))
     return lines
 
@@ -91,31 +100,41 @@ def _explain_stream(result: GradNormSeeds) -> str:
     measured = result.last_ratio()
     predicted = pre_in / post_in
     blocks = f"{n_layers} block{'s' if n_layers > 1 else ''}"
-    text = (f"**Why**: a norm divides the gradient through it by the RMS of its input. The last "
-            f"norm before lm_head sees RMS {_n(post_in)} under Post-LN (the last block's "
-            f"x + F(x)) and {_n(pre_in)} under Pre-LN (the whole residual stream: {_n(x0)} at "
-            f"block 0's input, {_x(growth)} over {blocks}, its branches adding RMS "
-            f"{_n(branch)} each; independent additions would give {_x(expected)}). Their "
-            f"quotient {_n(pre_in)} / {_n(post_in)} = {_n(predicted)} predicts Post/Pre; "
-            f"measured: {_n(measured)}. ")
+    text = (
+        f"**Why**: a norm divides the gradient through it by the RMS of its input. The last "
+        f"norm before lm_head sees RMS {_n(post_in)} under Post-LN (the last block's "
+        f"x + F(x)) and {_n(pre_in)} under Pre-LN (the whole residual stream: {_n(x0)} at "
+        f"block 0's input, {_x(growth)} over {blocks}, its branches adding RMS "
+        f"{_n(branch)} each; independent additions would give {_x(expected)}). Their "
+        f"quotient {_n(pre_in)} / {_n(post_in)} = {_n(predicted)} predicts Post/Pre; "
+        f"measured: {_n(measured)}. "
+    )
     if growth >= 1.5:
-        text += (f"Pre-LN's stream grows through the blocks ({_x(growth)}), as Theorem 1 "
-                 f"assumes for branches of the stream's own size, and its final norm divides "
-                 f"the last block's gradient by that larger RMS (the Ratio vs depth tab "
-                 f"measures how this scales with L). ")
+        text += (
+            f"Pre-LN's stream grows through the blocks ({_x(growth)}), as Theorem 1 "
+            f"assumes for branches of the stream's own size, and its final norm divides "
+            f"the last block's gradient by that larger RMS (the Ratio vs depth tab "
+            f"measures how this scales with L). "
+        )
     else:
         text += f"Pre-LN's stream barely grows ({_x(growth)}). "
     if measured > FLAT:
-        text += ("Post-LN renormalises after every block, so its last-layer gradient is the "
-                 "larger here: the gradient Xiong et al. tie to its need for warmup (the Warmup "
-                 "tab measures that need).")
+        text += (
+            "Post-LN renormalises after every block, so its last-layer gradient is the "
+            "larger here: the gradient Xiong et al. tie to its need for warmup (the Warmup "
+            "tab measures that need)."
+        )
     elif measured < 1 / FLAT:
         text += "Pre-LN's last-layer gradient is the larger here"
-        text += (f": its stream is smaller than Post-LN's normalised one (small embeddings and "
-                 f"branches), so its final norm multiplies the gradient by about "
-                 f"{_n(1 / pre_in)}; the scale hides Theorem 1's contrast, which needs "
-                 f"embeddings and branches of the stream's unit scale (Xavier weights and "
-                 f"√d-scaled embeddings, as in 2017)." if pre_in < post_in else ".")
+        text += (
+            f": its stream is smaller than Post-LN's normalised one (small embeddings and "
+            f"branches), so its final norm multiplies the gradient by about "
+            f"{_n(1 / pre_in)}; the scale hides Theorem 1's contrast, which needs "
+            f"embeddings and branches of the stream's unit scale (Xavier weights and "
+            f"√d-scaled embeddings, as in 2017)."
+            if pre_in < post_in
+            else "."
+        )
     else:
         text += "The two arms' last-layer gradients are about the same here."
     return text
@@ -123,10 +142,11 @@ def _explain_stream(result: GradNormSeeds) -> str:
 
 def explain_depth(sweep: DepthSweep) -> list[str]:
     """The fitted slopes against Theorem 1's, and the ratio's growth against √L."""
+
     def verdict(measured: float, theory: float) -> str:
         gap = measured - theory
-        return ("agrees with" if abs(gap) <= SLOPE_TOLERANCE else
-                f"is {'above' if gap > 0 else 'below'}")
+        return "agrees with" if abs(gap) <= SLOPE_TOLERANCE else f"is {'above' if gap > 0 else 'below'}"
+
     lo, hi = sweep.depths[0], sweep.depths[-1]
     growth = sweep.ratio[-1] / sweep.ratio[0]
     return [
@@ -137,4 +157,5 @@ def explain_depth(sweep: DepthSweep) -> list[str]:
         f"**The ratio** Post/Pre {'grows' if growth > FLAT else 'does not grow'} with depth: "
         f"{_n(sweep.ratio[0])} at L={lo}, {_n(sweep.ratio[-1])} at L={hi} ({_x(growth)}, against "
         f"√({hi}/{lo}) = {_n(math.sqrt(hi / lo))} for √L); fitted exponent "
-        f"{sweep.ratio_slope:+.2f} (√L: +0.50)."]
+        f"{sweep.ratio_slope:+.2f} (√L: +0.50).",
+    ]

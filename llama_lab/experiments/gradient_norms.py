@@ -2,6 +2,7 @@
 ways, one forward/backward each on the same batch (Xiong et al. 2020, "On Layer Normalization
 in the Transformer Architecture").
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..config import ModelConfig, arrangement
-from ..figures.common import (ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table,
-                              band_traces, layout_figure)
+from ..figures.common import ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table, band_traces, layout_figure
 from ..model import CausalLM, build_model, part_tensors
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
@@ -25,16 +25,24 @@ from ..train.data import TokenData
 from ..train.measure import layer_grad_norms, norm_of
 from ..train.step import next_token_loss
 from ..units import Progress, plain, plain_fields
-from .seeds import band, median_list, median_of, over_seeds
 from .registry import ExperimentKind, register
+from .seeds import band, median_list, median_of, over_seeds
 
-
-PARAM_GROUPS = {   # module name inside a block (an expert tensor's own name) → group
-    "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o",
-    "gate_proj": "gate", "up_proj": "up", "down_proj": "down",
-    "gate": "router", "gate_up_proj": "gate_up", "experts": "experts",
-    "input_layernorm": "norms", "post_attention_layernorm": "norms",
-    "q_norm": "norms", "k_norm": "norms",
+PARAM_GROUPS = {  # module name inside a block (an expert tensor's own name) → group
+    "q_proj": "q",
+    "k_proj": "k",
+    "v_proj": "v",
+    "o_proj": "o",
+    "gate_proj": "gate",
+    "up_proj": "up",
+    "down_proj": "down",
+    "gate": "router",
+    "gate_up_proj": "gate_up",
+    "experts": "experts",
+    "input_layernorm": "norms",
+    "post_attention_layernorm": "norms",
+    "q_norm": "norms",
+    "k_norm": "norms",
 }
 
 
@@ -57,7 +65,7 @@ def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
     groups: dict[str, list[list[torch.Tensor]]] = {}
     n_layers = len(model.model.layers)
     for i, layer in enumerate(model.model.layers):
-        for name, grad in part_tensors(layer, grads=True):          # q, k, v; gate, up apart
+        for name, grad in part_tensors(layer, grads=True):  # q, k, v; gate, up apart
             groups.setdefault(_group(name), [[] for _ in range(n_layers)])[i].append(grad)
     return {g: [norm_of(ts) for ts in groups[g]] for g in GROUP_ORDER if g in groups}
 
@@ -66,10 +74,10 @@ def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
 class GradNorms:
     norm_position: str
     loss: float
-    layer_grad_norm: list                # per block, index 0 = nearest the input
-    ffn_out_grad_norm: list              # ‖∇W_down‖ per block
-    residual_grad_norm: list             # ‖∂L/∂x_l‖ at each block's input
-    group_grad_norm: dict                # group → per-block list
+    layer_grad_norm: list  # per block, index 0 = nearest the input
+    ffn_out_grad_norm: list  # ‖∇W_down‖ per block
+    residual_grad_norm: list  # ‖∂L/∂x_l‖ at each block's input
+    group_grad_norm: dict  # group → per-block list
     embedding_grad_norm: float
     total_grad_norm: float
     # the forward pass: RMS of each block's input x_l and of its two branches' outputs, and of
@@ -101,26 +109,31 @@ def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Ten
 
     def catch_input(index: int):
         def pre_hook(module, args):
-            x = args[0]                                            # (B, T, C) block input
+            x = args[0]  # (B, T, C) block input
             seen["residual_rms"][index] = _rms(x)
             if x.requires_grad:
                 x.register_hook(lambda grad: residual.__setitem__(index, norm_of([grad])))
+
         return pre_hook
 
     def catch_output(name: str, index: int):
         def hook(module, args, output):
             seen[name][index] = _rms(output)
+
         return hook
 
     handles = [layer.register_forward_pre_hook(catch_input(i)) for i, layer in enumerate(layers)]
-    handles += [layer.self_attn.register_forward_hook(catch_output("attn_out_rms", i))
-                for i, layer in enumerate(layers)]
-    handles += [layer.mlp.register_forward_hook(catch_output("ffn_out_rms", i))
-                for i, layer in enumerate(layers)]
-    last_norm = (layers[-1].post_attention_layernorm if model.cfg.norm_position == "post"
-                 else model.model.norm)
-    handles.append(last_norm.register_forward_pre_hook(
-        lambda module, args: final.__setitem__(0, _rms(args[0]))))
+    handles += [
+        layer.self_attn.register_forward_hook(catch_output("attn_out_rms", i))
+        for i, layer in enumerate(layers)
+    ]
+    handles += [
+        layer.mlp.register_forward_hook(catch_output("ffn_out_rms", i)) for i, layer in enumerate(layers)
+    ]
+    last_norm = layers[-1].post_attention_layernorm if model.cfg.norm_position == "post" else model.model.norm
+    handles.append(
+        last_norm.register_forward_pre_hook(lambda module, args: final.__setitem__(0, _rms(args[0])))
+    )
     try:
         model.zero_grad(set_to_none=True)
         loss = next_token_loss(model(inputs), targets)
@@ -129,13 +142,17 @@ def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Ten
         for handle in handles:
             handle.remove()
     return GradNorms(
-        norm_position=model.cfg.norm_position, loss=loss.item(),
+        norm_position=model.cfg.norm_position,
+        loss=loss.item(),
         layer_grad_norm=layer_grad_norms(model),
         ffn_out_grad_norm=[norm_of([_down_weight(layer).grad]) for layer in layers],
-        residual_grad_norm=residual, group_grad_norm=group_grad_norms(model),
+        residual_grad_norm=residual,
+        group_grad_norm=group_grad_norms(model),
         embedding_grad_norm=norm_of([model.model.embed_tokens.weight.grad]),
         total_grad_norm=norm_of(p.grad for p in model.parameters() if p.grad is not None),
-        last_norm_input_rms=final[0], **seen)
+        last_norm_input_rms=final[0],
+        **seen,
+    )
 
 
 @dataclass(frozen=True)
@@ -155,20 +172,32 @@ def _same_weights(post: torch.nn.Module, pre: torch.nn.Module) -> bool:
     """Every tensor the arms share is equal, and they differ only by Pre-LN's final norm."""
     sa, sb = post.state_dict(), pre.state_dict()
     extra = set(sb) - set(sa)
-    return (set(sa) <= set(sb) and all(k.startswith("model.norm.") for k in extra)
-            and all(torch.equal(sa[k], sb[k]) for k in sa))
+    return (
+        set(sa) <= set(sb)
+        and all(k.startswith("model.norm.") for k in extra)
+        and all(torch.equal(sa[k], sb[k]) for k in sa)
+    )
 
 
-def gradnorms(cfg: ModelConfig, seq_len: int, batch: int, seed: int = 0,
-              data: TokenData | None = None, device: str = "cpu",
-              progress: Progress | None = None) -> GradNormComparison:
+def gradnorms(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    seed: int = 0,
+    data: TokenData | None = None,
+    device: str = "cpu",
+    progress: Progress | None = None,
+) -> GradNormComparison:
     """The config built as Post-LN and as Pre-LN — same shapes, so the same seed gives the
     same weights (checked) — one forward/backward each on the same batch (random ids unless
     ``data``), fp32."""
     check_sizes(cfg, seq_len, batch)
     dev = pick_device(device)
-    check_memory(2 * training_bytes_needed(cfg, seq_len, batch, "fp32", optimizer=False), dev,
-                 f"two forward/backward passes (Post-LN and Pre-LN, B={batch}, T={seq_len})")
+    check_memory(
+        2 * training_bytes_needed(cfg, seq_len, batch, "fp32", optimizer=False),
+        dev,
+        f"two forward/backward passes (Post-LN and Pre-LN, B={batch}, T={seq_len})",
+    )
     inputs, targets = (t.to(dev) for t in random_batch(cfg, seq_len, batch, seed, data))
     results = {}
     models = {}
@@ -182,12 +211,19 @@ def gradnorms(cfg: ModelConfig, seq_len: int, batch: int, seed: int = 0,
         models[position].zero_grad(set_to_none=True)
     if progress:
         progress(1.0, "done")
-    return GradNormComparison(post=results["post"], pre=results["pre"], seq_len=seq_len,
-                              batch=batch, seed=seed)
+    return GradNormComparison(
+        post=results["post"], pre=results["pre"], seq_len=seq_len, batch=batch, seed=seed
+    )
 
 
-LIST_FIELDS = ("layer_grad_norm", "ffn_out_grad_norm", "residual_grad_norm", "residual_rms",
-               "attn_out_rms", "ffn_out_rms")
+LIST_FIELDS = (
+    "layer_grad_norm",
+    "ffn_out_grad_norm",
+    "residual_grad_norm",
+    "residual_rms",
+    "attn_out_rms",
+    "ffn_out_rms",
+)
 SCALAR_FIELDS = ("loss", "embedding_grad_norm", "total_grad_norm", "last_norm_input_rms")
 
 
@@ -204,18 +240,20 @@ def median_arm(arms: Sequence[GradNorms]) -> GradNorms:
         norm_position=arms[0].norm_position,
         group_grad_norm={g: median_list([a.group_grad_norm[g] for a in arms]) for g in groups},
         **{f: median_list([getattr(a, f) for a in arms]) for f in LIST_FIELDS},
-        **{f: median_of([getattr(a, f) for a in arms]) for f in SCALAR_FIELDS})
+        **{f: median_of([getattr(a, f) for a in arms]) for f in SCALAR_FIELDS},
+    )
 
 
 @dataclass(frozen=True)
 class GradNormSeeds:
     """Post-LN vs Pre-LN at initialisation, once per seed (weights and batch both follow the
     seed); ``post`` and ``pre`` are the medians."""
-    runs: list                       # GradNormComparison per seed
+
+    runs: list  # GradNormComparison per seed
     seeds: list
     seq_len: int
     batch: int
-    data: str                        # "random token ids" or the text's name
+    data: str  # "random token ids" or the text's name
 
     @cached_property
     def post(self) -> GradNorms:
@@ -237,8 +275,7 @@ class GradNormSeeds:
     def last_ratio_by_seed(self, name: str = "ffn_out_grad_norm") -> list[float]:
         """Post/Pre of the last block's ``name``, seed by seed (NaN where a norm is 0 or not
         finite)."""
-        return [_ratio(getattr(run.post, name)[-1], getattr(run.pre, name)[-1])
-                for run in self.runs]
+        return [_ratio(getattr(run.post, name)[-1], getattr(run.pre, name)[-1]) for run in self.runs]
 
     def last_ratio(self, name: str = "ffn_out_grad_norm") -> float:
         """The median of the seeds' Post/Pre ratios (as the depth sweep's), NaN if none."""
@@ -273,14 +310,28 @@ class GradNormSeeds:
         return pd.DataFrame(rows)
 
 
-def gradnorms_over_seeds(cfg: ModelConfig, seq_len: int, batch: int,
-                         seeds: Sequence[int] = (0,), data: TokenData | None = None,
-                         device: str = "cpu", progress: Progress | None = None) -> GradNormSeeds:
+def gradnorms_over_seeds(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    seeds: Sequence[int] = (0,),
+    data: TokenData | None = None,
+    device: str = "cpu",
+    progress: Progress | None = None,
+) -> GradNormSeeds:
     """``gradnorms`` once per seed."""
-    seeds, runs = over_seeds(seeds, progress, lambda seed, part: gradnorms(
-        cfg, seq_len, batch, seed=seed, data=data, device=device, progress=part))
-    return GradNormSeeds(runs=runs, seeds=seeds, seq_len=seq_len, batch=batch,
-                         data=data.source if data is not None else RANDOM_TOKENS)
+    seeds, runs = over_seeds(
+        seeds,
+        progress,
+        lambda seed, part: gradnorms(cfg, seq_len, batch, seed=seed, data=data, device=device, progress=part),
+    )
+    return GradNormSeeds(
+        runs=runs,
+        seeds=seeds,
+        seq_len=seq_len,
+        batch=batch,
+        data=data.source if data is not None else RANDOM_TOKENS,
+    )
 
 
 RANDOM_TOKENS = "random token ids"
@@ -297,28 +348,43 @@ GRADNORM_METRICS = {  # field of GradNorms → axis title
 def gradnorm_profile(result: GradNormSeeds) -> go.Figure:
     """The three per-layer norms of SPEC's ``gradnorms``, Post-LN vs Pre-LN, log y: the median
     over seeds with the min–max band."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=list(GRADNORM_METRICS.values()),
-                        horizontal_spacing=0.07)
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=list(GRADNORM_METRICS.values()), horizontal_spacing=0.07
+    )
     n_layers = len(result.post.layer_grad_norm)
     for col, metric in enumerate(GRADNORM_METRICS, start=1):
         for position in ("post", "pre"):
             arm = getattr(result, position)
             low, high = result.band(position, metric)
             label = ARRANGEMENT_LABELS[position]
-            for trace in band_traces(list(range(n_layers)), getattr(arm, metric), low, high,
-                                     name=f"{label} (loss {arm.loss:.3f})",
-                                     color=ARRANGEMENT_COLORS[position], legendgroup=position,
-                                     showlegend=col == 1, hover="block %{x}: %{y:.3e}"):
+            for trace in band_traces(
+                list(range(n_layers)),
+                getattr(arm, metric),
+                low,
+                high,
+                name=f"{label} (loss {arm.loss:.3f})",
+                color=ARRANGEMENT_COLORS[position],
+                legendgroup=position,
+                showlegend=col == 1,
+                hover="block %{x}: %{y:.3e}",
+            ):
                 fig.add_trace(trace, row=1, col=col)
-        fig.update_xaxes(title_text="block (0 = nearest the input)", dtick=max(1, n_layers // 8),
-                         row=1, col=col)
+        fig.update_xaxes(
+            title_text="block (0 = nearest the input)", dtick=max(1, n_layers // 8), row=1, col=col
+        )
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_annotations(font_size=12)
-    seeds = (f"median of {len(result.seeds)} seeds, band min–max" if len(result.seeds) > 1
-             else f"seed {result.seeds[0]}")
-    return layout_figure(fig, f"Gradient norms at initialisation, {n_layers} blocks, "
-                         f"B={result.batch}, T={result.seq_len}, {result.data} ({seeds})",
-                         height=440)
+    seeds = (
+        f"median of {len(result.seeds)} seeds, band min–max"
+        if len(result.seeds) > 1
+        else f"seed {result.seeds[0]}"
+    )
+    return layout_figure(
+        fig,
+        f"Gradient norms at initialisation, {n_layers} blocks, "
+        f"B={result.batch}, T={result.seq_len}, {result.data} ({seeds})",
+        height=440,
+    )
 
 
 def group_table(result: GradNormSeeds) -> pd.DataFrame:
@@ -337,10 +403,13 @@ def gradnorm_summary(result: GradNormSeeds) -> pd.DataFrame:
     each per-layer list says which way the gradient grows through depth."""
     rows = []
     for arm in (result.post, result.pre):
-        row = {"norm_position": arm.norm_position, "loss": arm.loss,
-               "total_grad_norm": arm.total_grad_norm,
-               "embedding_grad_norm": arm.embedding_grad_norm,
-               "last_norm_input_rms": arm.last_norm_input_rms}
+        row = {
+            "norm_position": arm.norm_position,
+            "loss": arm.loss,
+            "total_grad_norm": arm.total_grad_norm,
+            "embedding_grad_norm": arm.embedding_grad_norm,
+            "last_norm_input_rms": arm.last_norm_input_rms,
+        }
         for metric in GRADNORM_METRICS:
             values = getattr(arm, metric)
             row[f"{metric}_last_over_first"] = values[-1] / values[0] if values[0] else None
@@ -350,29 +419,53 @@ def gradnorm_summary(result: GradNormSeeds) -> pd.DataFrame:
 
 def seed_table(result: GradNormSeeds) -> pd.DataFrame:
     """Per seed: both arms' loss and last block's ‖∇W_down‖, and their ratio."""
-    return pd.DataFrame([
-        {"seed": seed, "post_loss": run.post.loss, "pre_loss": run.pre.loss,
-         "post_last_ffn_grad_norm": run.post.ffn_out_grad_norm[-1],
-         "pre_last_ffn_grad_norm": run.pre.ffn_out_grad_norm[-1], "post_over_pre": ratio}
-        for seed, run, ratio in zip(result.seeds, result.runs, result.last_ratio_by_seed())])
+    return pd.DataFrame(
+        [
+            {
+                "seed": seed,
+                "post_loss": run.post.loss,
+                "pre_loss": run.pre.loss,
+                "post_last_ffn_grad_norm": run.post.ffn_out_grad_norm[-1],
+                "pre_last_ffn_grad_norm": run.pre.ffn_out_grad_norm[-1],
+                "post_over_pre": ratio,
+            }
+            for seed, run, ratio in zip(result.seeds, result.runs, result.last_ratio_by_seed())
+        ]
+    )
 
 
 def tables(result: GradNormSeeds, section: str, config: ModelConfig | None = None) -> list[Table]:
-    return [Table("gradnorms_summary", "Loss and whole-model gradient norms (medians over seeds)",
-                  section, gradnorm_summary(result)),
-            Table("gradnorms_by_seed", "The last block's ‖∇W_down‖, seed by seed", section,
-                  seed_table(result)),
-            Table("gradnorms_per_layer", "Per-block measurements, every seed", section,
-                  result.to_frame()),
-            Table("gradnorms_by_group", "Per-group gradient norms (medians; one column per "
-                  "block)", section, group_table(result))]
+    return [
+        Table(
+            "gradnorms_summary",
+            "Loss and whole-model gradient norms (medians over seeds)",
+            section,
+            gradnorm_summary(result),
+        ),
+        Table("gradnorms_by_seed", "The last block's ‖∇W_down‖, seed by seed", section, seed_table(result)),
+        Table("gradnorms_per_layer", "Per-block measurements, every seed", section, result.to_frame()),
+        Table(
+            "gradnorms_by_group",
+            "Per-group gradient norms (medians; one column per block)",
+            section,
+            group_table(result),
+        ),
+    ]
 
 
 def figures(result: GradNormSeeds, section: str) -> list[Figure]:
-    return [Figure("gradnorms_profile", "Gradient norms per block", section,
-                   gradnorm_profile(result))]
+    return [Figure("gradnorms_profile", "Gradient norms per block", section, gradnorm_profile(result))]
 
 
-KIND = register(ExperimentKind(
-    name="gradnorms", title="Gradient norms: Post-LN vs Pre-LN", result_type=GradNormSeeds,
-    run=gradnorms_over_seeds, tables=tables, figures=figures, panel="gradnorms", order=10))
+KIND = register(
+    ExperimentKind(
+        name="gradnorms",
+        title="Gradient norms: Post-LN vs Pre-LN",
+        result_type=GradNormSeeds,
+        run=gradnorms_over_seeds,
+        tables=tables,
+        figures=figures,
+        panel="gradnorms",
+        order=10,
+    )
+)

@@ -7,6 +7,7 @@ mixture's routing. Everything is read off the module as it runs (forward hooks o
 sublayers) and recomputed only where the fused kernel hides it (the attention weights), with
 the recomputation checked against the module's own output (``max_attention_error``).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,15 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import ModelConfig, live_config
-from ..model import (CausalLM, apply_rope, build_model, reference_attention, rope_cos_sin,
-                     rope_inv_freq, sinusoidal_table)
+from ..model import (
+    CausalLM,
+    apply_rope,
+    build_model,
+    reference_attention,
+    rope_cos_sin,
+    rope_inv_freq,
+    sinusoidal_table,
+)
 from ..model.mlp import SparseMoE
 from ..runtime.devices import pick_device
 from ..train.data import TokenData, decode_tokens, encode_text, load_builtin
@@ -25,31 +33,45 @@ from ..units import Progress
 
 # The model the page opens: the sidebar's recipe at d=64, 4 blocks, byte-level vocabulary,
 # trained briefly on the built-in text (a few seconds on a CPU); texts of up to 96 bytes.
-INSIDE_DEFAULTS = dict(d_model=64, n_layers=4, steps=200, lr=5e-3, seq_len=64, batch=8,
-                       max_text=96, top_k=5)
+INSIDE_DEFAULTS = dict(d_model=64, n_layers=4, steps=200, lr=5e-3, seq_len=64, batch=8, max_text=96, top_k=5)
 DEFAULT_TEXT = "Return the number of items in a container."
-INSIDE_WINDOW = 16       # a sliding window scaled down with the model, so that a text shows it
-I = INSIDE_DEFAULTS
+INSIDE_WINDOW = 16  # a sliding window scaled down with the model, so that a text shows it
+_D = INSIDE_DEFAULTS
 
 
 def inside_config(base: ModelConfig) -> ModelConfig:
     """``base``'s recipe at the page's size, with room for the longest text; a sliding window
     becomes at most INSIDE_WINDOW tokens."""
-    cfg = live_config(base, I["n_layers"], I["d_model"], max(I["seq_len"], I["max_text"]))
+    cfg = live_config(base, _D["n_layers"], _D["d_model"], max(_D["seq_len"], _D["max_text"]))
     if cfg.sliding_window:
         cfg = cfg.replace(sliding_window=min(cfg.sliding_window, INSIDE_WINDOW))
     return cfg
 
 
-def inside_model(cfg: ModelConfig, steps: int = I["steps"], device: str = "cpu",
-                 data: TokenData | None = None, progress: Progress | None = None) -> CausalLM:
+def inside_model(
+    cfg: ModelConfig,
+    steps: int = _D["steps"],
+    device: str = "cpu",
+    data: TokenData | None = None,
+    progress: Progress | None = None,
+) -> CausalLM:
     """``cfg`` trained ``steps`` AdamW steps on the built-in text (0: as initialised), eval mode."""
     if steps == 0:
         return build_model(cfg, device=pick_device(device), seed=0).eval()
     kept: list = []
-    train(cfg, steps, I["lr"], data=data or load_builtin(), seq_len=I["seq_len"],
-          batch=I["batch"], seed=0, device=device, keep_model=kept, progress=progress,
-          eval_batches=1)
+    train(
+        cfg,
+        steps,
+        _D["lr"],
+        data=data or load_builtin(),
+        seq_len=_D["seq_len"],
+        batch=_D["batch"],
+        seed=0,
+        device=device,
+        keep_model=kept,
+        progress=progress,
+        eval_batches=1,
+    )
     return kept[0].eval()
 
 
@@ -58,54 +80,59 @@ def text_tokens(text: str, cfg: ModelConfig) -> torch.Tensor:
     ids = encode_text(text)
     if ids.numel() == 0:
         raise ValueError("type some text first: the forward pass needs at least one token")
-    limit = min(I["max_text"], cfg.max_seq_len)
+    limit = min(_D["max_text"], cfg.max_seq_len)
     if ids.numel() > limit:
-        raise ValueError(f"the text is {ids.numel()} bytes; the model here reads at most "
-                         f"{limit} (max_text)")
+        raise ValueError(f"the text is {ids.numel()} bytes; the model here reads at most {limit} (max_text)")
     return ids.view(1, -1)
 
 
 @dataclass
 class LayerTrace:
     """One block of the forward pass (batch of one, T tokens)."""
-    attention: torch.Tensor          # (H, T, T) softmax weights, rows sum to 1 over the keys
-    kv_head_of: list                 # the KV head each query head reads (GQA/MQA groups)
-    window: int | None               # a sliding-window layer's W
-    residual_in_rms: torch.Tensor    # (T,) RMS of the block's input, per token
-    residual_out_rms: torch.Tensor   # (T,) of its output
-    norm_in: dict                    # the attention sublayer's norm: its input's mean/std/rms
-    norm_out: dict                   # ... and its output's
-    attn_out_rms: float              # what the attention sublayer adds, RMS
+
+    attention: torch.Tensor  # (H, T, T) softmax weights, rows sum to 1 over the keys
+    kv_head_of: list  # the KV head each query head reads (GQA/MQA groups)
+    window: int | None  # a sliding-window layer's W
+    residual_in_rms: torch.Tensor  # (T,) RMS of the block's input, per token
+    residual_out_rms: torch.Tensor  # (T,) of its output
+    norm_in: dict  # the attention sublayer's norm: its input's mean/std/rms
+    norm_out: dict  # ... and its output's
+    attn_out_rms: float  # what the attention sublayer adds, RMS
     ffn_out_rms: float
     gate_closed_share: float | None  # SwiGLU: share of gate pre-activations below 0
-    experts: torch.Tensor | None     # (T, k) a sparse block's chosen experts per token
-    lens: list                       # per position: [(token, probability)] top-k after the block
-    max_attention_error: float       # |o_proj(weights @ v) − the module's output|, max
+    experts: torch.Tensor | None  # (T, k) a sparse block's chosen experts per token
+    lens: list  # per position: [(token, probability)] top-k after the block
+    max_attention_error: float  # |o_proj(weights @ v) − the module's output|, max
 
 
 @dataclass
 class ForwardTrace:
     config: dict
     tokens: list
-    pieces: list                     # each token as text (a byte, shown)
-    layers: list                     # LayerTrace per block
-    final: list                      # per position: top-k of the model's own next-token distribution
-    logits: torch.Tensor             # (T, V) the model's output
-    lens_logits: torch.Tensor        # (L, T, V) the head applied after each block
-    rope: dict | None = None         # rope_probe on block 0 (RoPE models)
-    positions: dict = field(default_factory=dict)   # offset_probe: RoPE vs additive positions
+    pieces: list  # each token as text (a byte, shown)
+    layers: list  # LayerTrace per block
+    final: list  # per position: top-k of the model's own next-token distribution
+    logits: torch.Tensor  # (T, V) the model's output
+    lens_logits: torch.Tensor  # (L, T, V) the head applied after each block
+    rope: dict | None = None  # rope_probe on block 0 (RoPE models)
+    positions: dict = field(default_factory=dict)  # offset_probe: RoPE vs additive positions
 
 
 def _stats(x: torch.Tensor) -> dict:
     x = x.float()
-    return {"mean": float(x.mean(-1).abs().mean()), "std": float(x.std(-1).mean()),
-            "rms": float(x.pow(2).mean(-1).sqrt().mean())}
+    return {
+        "mean": float(x.mean(-1).abs().mean()),
+        "std": float(x.std(-1).mean()),
+        "rms": float(x.pow(2).mean(-1).sqrt().mean()),
+    }
 
 
 def _top(probs: torch.Tensor, k: int) -> list:
     values, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    return [[(int(i), float(v)) for i, v in zip(row_ids, row_values)]
-            for row_ids, row_values in zip(ids.tolist(), values.tolist())]
+    return [
+        [(int(i), float(v)) for i, v in zip(row_ids, row_values)]
+        for row_ids, row_values in zip(ids.tolist(), values.tolist())
+    ]
 
 
 class _Recorder:
@@ -117,18 +144,24 @@ class _Recorder:
     def _save(self, i: int, name: str, what: str):
         def hook(module, args, *rest):
             self.seen[(i, name)] = args if what == "in" else rest[0]
+
         return hook
 
     def __enter__(self) -> "_Recorder":
         for i, layer in enumerate(self.model.model.layers):
-            pairs = [(layer, "block"), (layer.self_attn, "attn"), (layer.mlp, "ffn"),
-                     (layer.input_layernorm, "norm1")]
+            pairs = [
+                (layer, "block"),
+                (layer.self_attn, "attn"),
+                (layer.mlp, "ffn"),
+                (layer.input_layernorm, "norm1"),
+            ]
             for module, name in pairs:
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_in", "in")))
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_out", "out")))
             if getattr(layer.mlp, "gated", False):
-                self.handles.append(layer.mlp.gate_up_proj.register_forward_hook(
-                    self._save(i, "gate_up_out", "out")))
+                self.handles.append(
+                    layer.mlp.gate_up_proj.register_forward_hook(self._save(i, "gate_up_out", "out"))
+                )
         return self
 
     def __exit__(self, *exc) -> None:
@@ -148,11 +181,11 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
 
 
 @torch.no_grad()
-def trace(model: CausalLM, ids: torch.Tensor, top_k: int = I["top_k"]) -> ForwardTrace:
+def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> ForwardTrace:
     """One forward of ``ids`` (1, T) opened up block by block."""
     cfg, body = model.cfg, model.model
     with _Recorder(model) as rec:
-        logits = model(ids)[0].float()                                   # (T, V)
+        logits = model(ids)[0].float()  # (T, V)
     layers, lens = [], []
     for i, layer in enumerate(body.layers):
         seen = rec.seen
@@ -163,28 +196,39 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = I["top_k"]) -> Forwar
         head_in = body.norm(h) if cfg.final_norm else h
         lens_logits = model.lm_head(head_in)[0].float()
         lens.append(lens_logits)
-        gate_up = seen.get((i, "gate_up_out"))             # SwiGLU's gate and up, one GEMM
+        gate_up = seen.get((i, "gate_up_out"))  # SwiGLU's gate and up, one GEMM
         gate = layer.mlp.gate_up_proj.split(gate_up)[0] if gate_up is not None else None
         experts = None
         if isinstance(layer.mlp, SparseMoE):
             flat = seen[(i, "ffn_in")][0].reshape(-1, cfg.d_model)
             experts = layer.mlp.route(flat)[1]
-        layers.append(LayerTrace(
-            attention=weights.float(), kv_head_of=[q // cfg.n_rep for q in range(cfg.n_heads)],
-            window=layer.self_attn.window,
-            residual_in_rms=x_in[0].float().pow(2).mean(-1).sqrt(),
-            residual_out_rms=h[0].float().pow(2).mean(-1).sqrt(),
-            norm_in=_stats(seen[(i, "norm1_in")][0][0]), norm_out=_stats(seen[(i, "norm1_out")][0]),
-            attn_out_rms=float(seen[(i, "attn_out")].float().pow(2).mean().sqrt()),
-            ffn_out_rms=float(seen[(i, "ffn_out")].float().pow(2).mean().sqrt()),
-            gate_closed_share=None if gate is None else float((gate < 0).float().mean()),
-            experts=experts, lens=_top(lens_logits.softmax(-1), top_k),
-            max_attention_error=error))
+        layers.append(
+            LayerTrace(
+                attention=weights.float(),
+                kv_head_of=[q // cfg.n_rep for q in range(cfg.n_heads)],
+                window=layer.self_attn.window,
+                residual_in_rms=x_in[0].float().pow(2).mean(-1).sqrt(),
+                residual_out_rms=h[0].float().pow(2).mean(-1).sqrt(),
+                norm_in=_stats(seen[(i, "norm1_in")][0][0]),
+                norm_out=_stats(seen[(i, "norm1_out")][0]),
+                attn_out_rms=float(seen[(i, "attn_out")].float().pow(2).mean().sqrt()),
+                ffn_out_rms=float(seen[(i, "ffn_out")].float().pow(2).mean().sqrt()),
+                gate_closed_share=None if gate is None else float((gate < 0).float().mean()),
+                experts=experts,
+                lens=_top(lens_logits.softmax(-1), top_k),
+                max_attention_error=error,
+            )
+        )
     tokens = ids[0].tolist()
-    result = ForwardTrace(config=cfg.to_dict(), tokens=tokens,
-                          pieces=[decode_tokens(torch.tensor([t])) for t in tokens],
-                          layers=layers, final=_top(logits.softmax(-1), top_k), logits=logits,
-                          lens_logits=torch.stack(lens))
+    result = ForwardTrace(
+        config=cfg.to_dict(),
+        tokens=tokens,
+        pieces=[decode_tokens(torch.tensor([t])) for t in tokens],
+        layers=layers,
+        final=_top(logits.softmax(-1), top_k),
+        logits=logits,
+        lens_logits=torch.stack(lens),
+    )
     x0 = rec.seen[(0, "attn_in")][0]
     if cfg.pos_encoding == "rope":
         result.rope = rope_probe(model, x0)
@@ -203,25 +247,27 @@ def rope_probe(model: CausalLM, x: torch.Tensor, head: int = 0, n_positions: int
     turns by θ_i per position), and the score q_m·k_n for pairs at the same offset m − n."""
     cfg = model.cfg
     attn = model.model.layers[0].self_attn
-    q, k, _ = attn.project(x, None)                          # (1, H, T, D), before RoPE
+    q, k, _ = attn.project(x, None)  # (1, H, T, D), before RoPE
     qv, kv = q[0, head, 0].float(), k[0, head // cfg.n_rep, min(1, k.shape[2] - 1)].float()
     D, body = cfg.head_dim, model.model
     n_positions = min(n_positions, cfg.max_seq_len)
-    inv_freq = body.rope_inv_freq                            # the model's own frequencies ...
+    inv_freq = body.rope_inv_freq  # the model's own frequencies ...
     cos, sin = (t[:n_positions] for t in body.position_tables.get(n_positions, x.device))  # ... tables
     rotated_q = apply_rope(qv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
     rotated_k = apply_rope(kv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
     pairs = sorted({0, D // 4, D // 2 - 1})
     offsets = {}
     for offset in (0, 1, 4):
-        offsets[offset] = [_scores(rotated_q[m], rotated_k[m - offset])
-                           for m in range(offset, n_positions)]
-    return {"head": head, "pairs": pairs, "theta": [float(inv_freq[i]) for i in pairs],
-            "trajectory": {i: (rotated_q[:, i].tolist(), rotated_q[:, i + D // 2].tolist())
-                           for i in pairs},
-            "scores_by_offset": offsets,
-            "max_spread": max(max(s) - min(s) for s in offsets.values()),
-            "score_scale": max(abs(v) for s in offsets.values() for v in s)}
+        offsets[offset] = [_scores(rotated_q[m], rotated_k[m - offset]) for m in range(offset, n_positions)]
+    return {
+        "head": head,
+        "pairs": pairs,
+        "theta": [float(inv_freq[i]) for i in pairs],
+        "trajectory": {i: (rotated_q[:, i].tolist(), rotated_q[:, i + D // 2].tolist()) for i in pairs},
+        "scores_by_offset": offsets,
+        "max_spread": max(max(s) - min(s) for s in offsets.values()),
+        "score_scale": max(abs(v) for s in offsets.values() for v in s),
+    }
 
 
 @torch.no_grad()
@@ -243,8 +289,11 @@ def offset_probe(model: CausalLM, ids: torch.Tensor, head: int = 0, n_positions:
     for kind in kinds:
         scores = [_pair_score(model, emb, kind, m, head) for m in range(1, n_positions)]
         label = f"{kind} (this model's)" if kind == cfg.pos_encoding else f"{kind} (for comparison)"
-        result[label] = {"scores": scores, "spread": max(scores) - min(scores),
-                         "scale": max(abs(v) for v in scores)}
+        result[label] = {
+            "scores": scores,
+            "spread": max(scores) - min(scores),
+            "scale": max(abs(v) for v in scores),
+        }
     return result
 
 

@@ -4,6 +4,7 @@ measured from the tensors autograd saves vs ``analysis.activation_bytes``, and l
 statistics with and without the final norm (the seed's "forgot the final norm" bug). Also
 SPEC's ``bench`` JSON.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,8 @@ class LiveSettings:
     device: str = "auto"
     dtype: str = "fp32"
     seed: int = 0
-    compile: bool = False          # torch.compile (CUDA only)
-    iters: int = 1                 # timed steps after the warm-up step
+    compile: bool = False  # torch.compile (CUDA only)
+    iters: int = 1  # timed steps after the warm-up step
     lr: float = 3e-4
 
 
@@ -53,31 +54,31 @@ class LivePass:
     iters: int
     compiled: bool
     n_params: int
-    initial_loss: float                  # at the initial weights (the warm-up iteration)
-    ln_vocab: float                      # the loss of a uniform prediction
-    last_loss: float                     # the last timed iteration, after ≥ 1 AdamW update
-    warmup_s: float                      # the excluded first iteration (compilation included)
-    forward_ms: float                    # medians over the timed iterations
+    initial_loss: float  # at the initial weights (the warm-up iteration)
+    ln_vocab: float  # the loss of a uniform prediction
+    last_loss: float  # the last timed iteration, after ≥ 1 AdamW update
+    warmup_s: float  # the excluded first iteration (compilation included)
+    forward_ms: float  # medians over the timed iterations
     backward_ms: float
     optimizer_ms: float
     step_ms: float
     tokens_per_s: float
-    training_flops: float                # analysis.count_flops(...).training_step
+    training_flops: float  # analysis.count_flops(...).training_step
     achieved_tflops: float
     peak_flops: float
     peak_flops_source: str
     mfu: float
-    achieved_tflops_causal: float      # counting the causal half of the attention scores (what
-    mfu_causal: float                  # SDPA with is_causal computes); the SPEC figure counts T×T
+    achieved_tflops_causal: float  # counting the causal half of the attention scores (what
+    mfu_causal: float  # SDPA with is_causal computes); the SPEC figure counts T×T
     peak_memory_bytes: int
     peak_memory_source: str
-    memory_breakdown: dict               # weights, gradients, optimizer, weight_casts, activations
-    activation_bytes_measured: int       # saved-for-backward tensors, each storage once
-    activation_bytes_estimated: int      # analysis.activation_bytes: every tensor in `dtype`;
-                                         # autocast keeps norms, residuals and the loss in fp32,
-                                         # so bf16/fp16 runs measure more (fp32: equal)
-    estimated_training_bytes: int        # what the memory guard checked
-    logits: LogitStats                   # with the final norm, initial weights
+    memory_breakdown: dict  # weights, gradients, optimizer, weight_casts, activations
+    activation_bytes_measured: int  # saved-for-backward tensors, each storage once
+    activation_bytes_estimated: int  # analysis.activation_bytes: every tensor in `dtype`;
+    # autocast keeps norms, residuals and the loss in fp32,
+    # so bf16/fp16 runs measure more (fp32: equal)
+    estimated_training_bytes: int  # what the memory guard checked
+    logits: LogitStats  # with the final norm, initial weights
     logits_without_final_norm: LogitStats
 
     @property
@@ -88,16 +89,17 @@ class LivePass:
         return plain_fields(self) | {"activation_ratio": self.activation_ratio}
 
 
-def _check(cfg: ModelConfig, seq_len: int, batch: int, s: LiveSettings,
-           dev: torch.device) -> int:
+def _check(cfg: ModelConfig, seq_len: int, batch: int, s: LiveSettings, dev: torch.device) -> int:
     """Refuse a run that cannot start, before anything is allocated; the guard's estimate."""
     make_precision(s.dtype, dev)
     check_sizes(cfg, seq_len, batch)
     if s.iters < 1:
         raise ExperimentError(f"iters={s.iters} must be at least 1")
     if s.compile and dev.type != "cuda":
-        raise ExperimentError("compile=True is offered on CUDA only (torch.compile's CPU "
-                              "backend needs a C++ toolchain and says little about GPU speed)")
+        raise ExperimentError(
+            "compile=True is offered on CUDA only (torch.compile's CPU "
+            "backend needs a C++ toolchain and says little about GPU speed)"
+        )
     required = training_bytes_needed(cfg, seq_len, batch, s.dtype)
     check_memory(required, dev, f"a training step of this model (B={batch}, T={seq_len}, {s.dtype})")
     return required
@@ -111,8 +113,9 @@ def _saved_for_backward(model, inputs, targets, precision: Precision) -> SavedTe
     return meter
 
 
-def _timed_steps(trainee: Trainee, inputs, targets, iters: int,
-                 progress: Progress | None) -> tuple[list[StepTimes], float]:
+def _timed_steps(
+    trainee: Trainee, inputs, targets, iters: int, progress: Progress | None
+) -> tuple[list[StepTimes], float]:
     times, last_loss = [], math.nan
     for i in range(iters):
         if progress:
@@ -127,16 +130,30 @@ def _peak_memory(dev: torch.device, memory: dict, rss: RssPeak) -> tuple[int, st
         return int(torch.cuda.max_memory_allocated(dev)), f"{CUDA_PEAK_SOURCE} peak"
     states = int(sum(memory.values()))
     if rss.bytes is not None and rss.bytes >= states:
-        return rss.bytes, (f"{RSS_PEAK_SOURCE} (VmHWM) less its size before the model "
-                           f"was built")
-    reused = ("; the process reused memory it already held, so its resident high-water mark "
-              f"grew by only {rss.bytes:,} bytes") if rss.bytes is not None else ""
-    return states, ("weights + gradients + AdamW state + tensors saved for backward "
-                    f"(activations and autocast's weight copies) added up{reused}")
+        return rss.bytes, (f"{RSS_PEAK_SOURCE} (VmHWM) less its size before the model was built")
+    reused = (
+        (
+            "; the process reused memory it already held, so its resident high-water mark "
+            f"grew by only {rss.bytes:,} bytes"
+        )
+        if rss.bytes is not None
+        else ""
+    )
+    return states, (
+        "weights + gradients + AdamW state + tensors saved for backward "
+        f"(activations and autocast's weight copies) added up{reused}"
+    )
 
 
-def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | None = None,
-              progress: Progress | None = None, **options: Any) -> LivePass:
+def live_pass(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    *,
+    data: TokenData | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> LivePass:
     """A warm-up training step at the initial weights (loss, logits statistics, saved-tensor
     bytes) and ``iters`` timed steps (per-phase medians). ``options``: the ``LiveSettings``
     fields (device, dtype, seed, compile, iters, lr)."""
@@ -151,8 +168,12 @@ def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | N
     model = build_model(cfg, device=dev, seed=s.seed)
     inputs, targets = (t.to(dev) for t in random_batch(cfg, seq_len, batch, s.seed, data))
     stats_with, stats_without = logit_stats(model, inputs, precision)
-    trainee = Trainee(torch.compile(model) if s.compile else model,
-                      make_optimizer(model, s.lr), precision, precision.grad_scaler())
+    trainee = Trainee(
+        torch.compile(model) if s.compile else model,
+        make_optimizer(model, s.lr),
+        precision,
+        precision.grad_scaler(),
+    )
     if progress:
         progress(0.1, "measuring the tensors saved for backward")
     meter = _saved_for_backward(model, inputs, targets, precision)
@@ -161,48 +182,81 @@ def live_pass(cfg: ModelConfig, seq_len: int, batch: int, *, data: TokenData | N
     gradient_bytes: dict[str, int] = {}
     start = time.perf_counter()
     initial_loss, _, _ = training_step(
-        trainee, inputs, targets, measure_grad_norm=False,
-        step_before_update=lambda: gradient_bytes.update(state_bytes(model, None)))
+        trainee,
+        inputs,
+        targets,
+        measure_grad_norm=False,
+        step_before_update=lambda: gradient_bytes.update(state_bytes(model, None)),
+    )
     warmup_s = time.perf_counter() - start
-    memory = state_bytes(model, trainee.optimizer) | {"gradients": gradient_bytes["gradients"],
-                                                      "weight_casts": meter.weight_cast_bytes,
-                                                      "activations": meter.bytes}
+    memory = state_bytes(model, trainee.optimizer) | {
+        "gradients": gradient_bytes["gradients"],
+        "weight_casts": meter.weight_cast_bytes,
+        "activations": meter.bytes,
+    }
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    with pages_kept(dev):     # after the warm-up made AdamW's state: reuse the last step's pages
+    with pages_kept(dev):  # after the warm-up made AdamW's state: reuse the last step's pages
         times, last_loss = _timed_steps(trainee, inputs, targets, s.iters, progress)
     rss.stop()
     peak_memory, peak_source = _peak_memory(dev, memory, rss)
     step_s = statistics.median(t.total_s for t in times)
     flop_count = analysis.count_flops(cfg, seq_len, batch)
-    flops, flops_causal = flop_count.training_step, 3 * flop_count.forward_causal   # fwd + bwd = 3×
+    flops, flops_causal = flop_count.training_step, 3 * flop_count.forward_causal  # fwd + bwd = 3×
     peak, peak_source_flops = device_peak_flops(dev, s.dtype)
     if progress:
         progress(1.0, "done")
     return LivePass(
-        device=str(dev), device_name=device_name(dev), dtype=s.dtype, seq_len=seq_len,
-        batch=batch, iters=s.iters, compiled=bool(s.compile),
-        n_params=sum(p.numel() for p in model.parameters()), initial_loss=initial_loss,
-        ln_vocab=math.log(cfg.vocab_size), last_loss=last_loss, warmup_s=warmup_s,
+        device=str(dev),
+        device_name=device_name(dev),
+        dtype=s.dtype,
+        seq_len=seq_len,
+        batch=batch,
+        iters=s.iters,
+        compiled=bool(s.compile),
+        n_params=sum(p.numel() for p in model.parameters()),
+        initial_loss=initial_loss,
+        ln_vocab=math.log(cfg.vocab_size),
+        last_loss=last_loss,
+        warmup_s=warmup_s,
         forward_ms=1e3 * statistics.median(t.forward_s for t in times),
         backward_ms=1e3 * statistics.median(t.backward_s for t in times),
         optimizer_ms=1e3 * statistics.median(t.optimizer_s for t in times),
-        step_ms=1e3 * step_s, tokens_per_s=batch * seq_len / step_s,
-        training_flops=float(flops), achieved_tflops=flops / step_s / 1e12, peak_flops=peak,
-        peak_flops_source=peak_source_flops, mfu=flops / step_s / peak,
-        achieved_tflops_causal=flops_causal / step_s / 1e12, mfu_causal=flops_causal / step_s / peak,
-        peak_memory_bytes=peak_memory, peak_memory_source=peak_source, memory_breakdown=memory,
+        step_ms=1e3 * step_s,
+        tokens_per_s=batch * seq_len / step_s,
+        training_flops=float(flops),
+        achieved_tflops=flops / step_s / 1e12,
+        peak_flops=peak,
+        peak_flops_source=peak_source_flops,
+        mfu=flops / step_s / peak,
+        achieved_tflops_causal=flops_causal / step_s / 1e12,
+        mfu_causal=flops_causal / step_s / peak,
+        peak_memory_bytes=peak_memory,
+        peak_memory_source=peak_source,
+        memory_breakdown=memory,
         activation_bytes_measured=meter.bytes,
         activation_bytes_estimated=int(analysis.activation_bytes(cfg, seq_len, batch, dtype=s.dtype)),
-        estimated_training_bytes=required, logits=stats_with, logits_without_final_norm=stats_without)
+        estimated_training_bytes=required,
+        logits=stats_with,
+        logits_without_final_norm=stats_without,
+    )
 
 
-def bench(cfg: ModelConfig, device: str = "auto", steps: int = 5, seq_len: int | None = None,
-          batch: int = 4, dtype: str = "fp32", compile: bool = False, seed: int = 0) -> dict:
+def bench(
+    cfg: ModelConfig,
+    device: str = "auto",
+    steps: int = 5,
+    seq_len: int | None = None,
+    batch: int = 4,
+    dtype: str = "fp32",
+    compile: bool = False,
+    seed: int = 0,
+) -> dict:
     """SPEC ``bench``: forward + backward + AdamW, ``steps`` timed steps after one warm-up."""
     seq_len = seq_len or min(128, cfg.max_seq_len)
-    result = live_pass(cfg, seq_len, batch, device=device, dtype=dtype, seed=seed,
-                       compile=compile, iters=steps)
+    result = live_pass(
+        cfg, seq_len, batch, device=device, dtype=dtype, seed=seed, compile=compile, iters=steps
+    )
     return {
         "tokens_per_s": result.tokens_per_s,
         "step_ms": result.step_ms,
@@ -230,19 +284,31 @@ def bench(cfg: ModelConfig, device: str = "auto", steps: int = 5, seq_len: int |
 
 
 # ---- figures and tables --------------------------------------------------------------------
-CUDA_PEAK_SOURCE = "CUDA allocator"          # how experiments.live_pass names a measured peak
+CUDA_PEAK_SOURCE = "CUDA allocator"  # how experiments.live_pass names a measured peak
 
 
 def live_phase_figure(live: LivePass) -> go.Figure:
-    phases = {"forward": live.forward_ms, "backward": live.backward_ms,
-              "optimizer (AdamW)": live.optimizer_ms}
-    fig = go.Figure(go.Bar(x=list(phases), y=list(phases.values()),
-                           marker_color=list(GROUP_PALETTE[:3]),
-                           text=[f"{v:.1f} ms" for v in phases.values()],
-                           hovertemplate="%{x}: %{y:.2f} ms<extra></extra>"))
+    phases = {
+        "forward": live.forward_ms,
+        "backward": live.backward_ms,
+        "optimizer (AdamW)": live.optimizer_ms,
+    }
+    fig = go.Figure(
+        go.Bar(
+            x=list(phases),
+            y=list(phases.values()),
+            marker_color=list(GROUP_PALETTE[:3]),
+            text=[f"{v:.1f} ms" for v in phases.values()],
+            hovertemplate="%{x}: %{y:.2f} ms<extra></extra>",
+        )
+    )
     fig.update_yaxes(title="milliseconds (median of timed steps)")
-    return layout_figure(fig, f"One training step on {live.device_name}, {live.dtype}: "
-                        f"{live.step_ms:.1f} ms, {live.tokens_per_s:,.0f} tokens/s", height=360)
+    return layout_figure(
+        fig,
+        f"One training step on {live.device_name}, {live.dtype}: "
+        f"{live.step_ms:.1f} ms, {live.tokens_per_s:,.0f} tokens/s",
+        height=360,
+    )
 
 
 RSS_PEAK_SOURCE = "measured: the process's resident-memory high-water mark"
@@ -265,39 +331,46 @@ def has_causal_mfu(live: LivePass) -> bool:
     return getattr(live, "mfu_causal", None) is not None
 
 
-CAUSAL_MFU_NOTE = ("MFU counts the attention scores over the full T×T (SPEC, PaLM); SDPA with "
-                   "is_causal=True computes only about half of them, so “causal” counts that "
-                   "half (analysis.count_flops(...).forward_causal).")
+CAUSAL_MFU_NOTE = (
+    "MFU counts the attention scores over the full T×T (SPEC, PaLM); SDPA with "
+    "is_causal=True computes only about half of them, so “causal” counts that "
+    "half (analysis.count_flops(...).forward_causal)."
+)
 
 
 def live_summary(live: LivePass) -> pd.DataFrame:
     """quantity, value, unit: the headline numbers of a live pass."""
     rows = [
-        ("device", live.device_name, ""), ("dtype", live.dtype, ""),
+        ("device", live.device_name, ""),
+        ("dtype", live.dtype, ""),
         ("batch × sequence", f"{live.batch} × {live.seq_len}", "tokens"),
         ("parameters", live.n_params, ""),
-        ("forward", live.forward_ms, "ms"), ("backward", live.backward_ms, "ms"),
-        ("optimizer", live.optimizer_ms, "ms"), ("step", live.step_ms, "ms"),
+        ("forward", live.forward_ms, "ms"),
+        ("backward", live.backward_ms, "ms"),
+        ("optimizer", live.optimizer_ms, "ms"),
+        ("step", live.step_ms, "ms"),
         ("tokens/s", live.tokens_per_s, "tokens/s"),
         ("training FLOPs per step (analysis)", live.training_flops, "FLOP"),
         ("achieved", live.achieved_tflops, "TFLOP/s"),
-        ("peak", live.peak_flops / 1e12, "TFLOP/s"), ("peak source", live.peak_flops_source, ""),
+        ("peak", live.peak_flops / 1e12, "TFLOP/s"),
+        ("peak source", live.peak_flops_source, ""),
         ("MFU", live.mfu, "fraction"),
     ]
     if has_causal_mfu(live):
-        rows += [("achieved, causal attention scores", live.achieved_tflops_causal, "TFLOP/s"),
-                 ("MFU, causal attention scores", live.mfu_causal, "fraction")]
+        rows += [
+            ("achieved, causal attention scores", live.achieved_tflops_causal, "TFLOP/s"),
+            ("MFU, causal attention scores", live.mfu_causal, "fraction"),
+        ]
     rows += [
-        ("initial loss", live.initial_loss, "nats"), ("ln V", live.ln_vocab, "nats"),
+        ("initial loss", live.initial_loss, "nats"),
+        ("ln V", live.ln_vocab, "nats"),
         ("loss after the timed steps", live.last_loss, "nats"),
         (peak_memory_label(live), live.peak_memory_bytes, "bytes"),
         ("peak memory source", live.peak_memory_source, ""),
         ("activations measured (saved for backward)", live.activation_bytes_measured, "bytes"),
-        ("activations predicted (analysis.activation_bytes)", live.activation_bytes_estimated,
-         "bytes"),
+        ("activations predicted (analysis.activation_bytes)", live.activation_bytes_estimated, "bytes"),
         ("measured / predicted activations", live.activation_ratio, "ratio"),
-        ("memory guard estimate (analysis.training_memory)", live.estimated_training_bytes,
-         "bytes"),
+        ("memory guard estimate (analysis.training_memory)", live.estimated_training_bytes, "bytes"),
     ]
     return pd.DataFrame(rows, columns=["quantity", "value", "unit"])
 
@@ -308,19 +381,22 @@ def predicted_live_memory(live: LivePass, cfg: ModelConfig) -> dict[str, int]:
     autocast, which also keeps a 16-bit copy of every weight): analysis.training_memory at fp32
     without mixed precision, analysis.weight_bytes for the copies, and the activations it
     predicted at the run's dtype."""
-    states = analysis.training_memory(cfg, live.seq_len, live.batch, dtype="fp32",
-                                      mixed_precision=False).components
-    return {"weights": states["weights"], "gradients": states["gradients"],
-            "optimizer": states["optimizer_moments"] + states["master_weights"],
-            "weight_casts": 0 if live.dtype == "fp32" else analysis.weight_bytes(cfg, live.dtype),
-            "activations": live.activation_bytes_estimated}
+    states = analysis.training_memory(
+        cfg, live.seq_len, live.batch, dtype="fp32", mixed_precision=False
+    ).components
+    return {
+        "weights": states["weights"],
+        "gradients": states["gradients"],
+        "optimizer": states["optimizer_moments"] + states["master_weights"],
+        "weight_casts": 0 if live.dtype == "fp32" else analysis.weight_bytes(cfg, live.dtype),
+        "activations": live.activation_bytes_estimated,
+    }
 
 
 _PREDICTION_SOURCES = {
     "weights": "analysis.training_memory: weights, fp32",
     "gradients": "analysis.training_memory: gradients, fp32",
-    "optimizer": "analysis.training_memory: AdamW m and v, fp32 (torch also keeps a 4-byte "
-                 "step per tensor)",
+    "optimizer": "analysis.training_memory: AdamW m and v, fp32 (torch also keeps a 4-byte step per tensor)",
     "weight_casts": "analysis.weight_bytes at the run's dtype (autocast's copies; none in fp32)",
     "activations": "analysis.activation_bytes",
     "total": "the rows above",
@@ -331,36 +407,74 @@ def live_memory_table(live: LivePass, cfg: ModelConfig | None = None) -> pd.Data
     """What the tensors hold after the warm-up step beside what ``analysis`` predicts for
     ``cfg`` (the model that ran; without it only the activations are predicted), in bytes and
     human-readable. A prediction that cannot be made reads "—"."""
-    predicted = predicted_live_memory(live, cfg) if cfg is not None else \
-        {"activations": live.activation_bytes_estimated}
-    rows = [{"component": name, "measured_bytes": value,
-             "predicted_bytes": predicted.get(name),
-             "source_of_prediction": _PREDICTION_SOURCES.get(name, "")}
-            for name, value in live.memory_breakdown.items()]
+    predicted = (
+        predicted_live_memory(live, cfg)
+        if cfg is not None
+        else {"activations": live.activation_bytes_estimated}
+    )
+    rows = [
+        {
+            "component": name,
+            "measured_bytes": value,
+            "predicted_bytes": predicted.get(name),
+            "source_of_prediction": _PREDICTION_SOURCES.get(name, ""),
+        }
+        for name, value in live.memory_breakdown.items()
+    ]
     known = [row["predicted_bytes"] for row in rows]
-    rows.append({"component": "total", "measured_bytes": sum(live.memory_breakdown.values()),
-                 "predicted_bytes": sum(known) if None not in known else None,
-                 "source_of_prediction": _PREDICTION_SOURCES["total"]})
+    rows.append(
+        {
+            "component": "total",
+            "measured_bytes": sum(live.memory_breakdown.values()),
+            "predicted_bytes": sum(known) if None not in known else None,
+            "source_of_prediction": _PREDICTION_SOURCES["total"],
+        }
+    )
     for row in rows:
         row["measured"] = human_bytes(row["measured_bytes"])
         row["predicted"] = human_bytes(row["predicted_bytes"])
-    columns = ["component", "measured", "predicted", "measured_bytes", "predicted_bytes",
-               "source_of_prediction"]
+    columns = [
+        "component",
+        "measured",
+        "predicted",
+        "measured_bytes",
+        "predicted_bytes",
+        "source_of_prediction",
+    ]
     return pd.DataFrame(rows)[columns]
 
 
 def tables(result: LivePass, section: str, config: ModelConfig | None = None) -> list[Table]:
-    return [Table("live_pass", "Measured vs predicted", section, live_summary(result)),
-            Table("live_pass_memory", "Memory after the warm-up step: measured vs predicted",
-                  section, live_memory_table(result, config)),
-            Table("live_pass_logits", "Logits at the initial weights", section,
-                  logits_table(result.logits, result.logits_without_final_norm, result.ln_vocab))]
+    return [
+        Table("live_pass", "Measured vs predicted", section, live_summary(result)),
+        Table(
+            "live_pass_memory",
+            "Memory after the warm-up step: measured vs predicted",
+            section,
+            live_memory_table(result, config),
+        ),
+        Table(
+            "live_pass_logits",
+            "Logits at the initial weights",
+            section,
+            logits_table(result.logits, result.logits_without_final_norm, result.ln_vocab),
+        ),
+    ]
 
 
 def figures(result: LivePass, section: str) -> list[Figure]:
     return [Figure("live_pass_phases", "Step time by phase", section, live_phase_figure(result))]
 
 
-KIND = register(ExperimentKind(
-    name="live_pass", title="Live pass", result_type=LivePass, run=live_pass, tables=tables,
-    figures=figures, panel="live_pass", order=50))
+KIND = register(
+    ExperimentKind(
+        name="live_pass",
+        title="Live pass",
+        result_type=LivePass,
+        run=live_pass,
+        tables=tables,
+        figures=figures,
+        panel="live_pass",
+        order=50,
+    )
+)

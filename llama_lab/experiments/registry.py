@@ -4,6 +4,7 @@ it, the tables and figures the report and the pages show, and the UI panel that 
 (``llama_lab.ui.panels.<panel>``). The report, the panels and the session-state keys all read
 from ``KINDS``; adding a kind is one new module in this package (plus its page widgets).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,19 +14,19 @@ from ..config import ModelConfig
 from ..errors import ExperimentError
 from ..figures.common import Figure, Table
 
-STATE_PREFIX = "llama_lab.experiment."       # session-state keys of the app's results
+STATE_PREFIX = "llama_lab.experiment."  # session-state keys of the app's results
 
 
 @dataclass(frozen=True, eq=False)
 class ExperimentKind:
-    name: str                                       # "gradnorms": the JSON and state key
-    title: str                                      # the report's section title
-    result_type: type                               # what ``run`` returns
+    name: str  # "gradnorms": the JSON and state key
+    title: str  # the report's section title
+    result_type: type  # what ``run`` returns
     run: Callable[..., Any]
-    tables: Callable[..., list[Table]]              # (result, section, config) → tables
-    figures: Callable[..., list[Figure]]            # (result, section) → figures
-    panel: str                                      # llama_lab.ui.panels.<panel>.show
-    order: int                                      # where the report shows it
+    tables: Callable[..., list[Table]]  # (result, section, config) → tables
+    figures: Callable[..., list[Figure]]  # (result, section) → figures
+    panel: str  # llama_lab.ui.panels.<panel>.show
+    order: int  # where the report shows it
 
     @property
     def state_key(self) -> str:
@@ -60,11 +61,16 @@ def experiment_state_key(name: str) -> str:
 @dataclass(frozen=True, eq=False)
 class ExperimentEntry:
     """One experiment result with the config it ran on and the settings it was run with."""
+
     kind: str
-    result: Any                                   # a KINDS[kind].result_type instance
+    result: Any  # a KINDS[kind].result_type instance
     config: ModelConfig | None = None
     settings: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "config": self.config.to_dict() if self.config else None,
-                "settings": dict(self.settings), "result": self.result.to_dict()}
+        return {
+            "kind": self.kind,
+            "config": self.config.to_dict() if self.config else None,
+            "settings": dict(self.settings),
+            "result": self.result.to_dict(),
+        }

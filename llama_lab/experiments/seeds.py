@@ -1,6 +1,7 @@
 """Results over several seeds: which seeds a count means, and the median and min–max band of
 per-seed lists (a run that stopped early, or a value that is not finite, leaves that seed out
 of that position)."""
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ from ..errors import ExperimentError
 from ..train.budgets import MAX_SEED, MAX_SEEDS, check_count
 from ..units import sub_progress
 
-DEFAULT_SEEDS = 5          # the default count of the small default sizes
+DEFAULT_SEEDS = 5  # the default count of the small default sizes
 
 
 def seed_list(first: int, count: int) -> list[int]:
@@ -25,8 +26,9 @@ def _finite(values) -> list[float]:
     return [v for v in values if v is not None and math.isfinite(v)]
 
 
-def elementwise(lists: Sequence[Sequence[float | None]],
-                reduce: Callable[[list[float]], float]) -> list[float | None]:
+def elementwise(
+    lists: Sequence[Sequence[float | None]], reduce: Callable[[list[float]], float]
+) -> list[float | None]:
     """``reduce`` of each position over the lists that reach it with a finite value (None
     where none does)."""
     n = max((len(values) for values in lists), default=0)
@@ -59,8 +61,9 @@ def over_seeds(seeds: Sequence[int], progress, measure: Callable) -> tuple[list[
         raise ExperimentError(f"seeds={seeds} must be one or more different seeds")
     results, n = [], len(seeds)
     for i, seed in enumerate(seeds):
-        results.append(measure(seed, sub_progress(progress, i / n, (i + 1) / n,
-                                                  f"seed {seed} ({i + 1}/{n})")))
+        results.append(
+            measure(seed, sub_progress(progress, i / n, (i + 1) / n, f"seed {seed} ({i + 1}/{n})"))
+        )
     if progress:
         progress(1.0, "done")
     return seeds, results

@@ -6,6 +6,7 @@ measured acceptance rate α, tokens per target step and speedup stand next to th
 (``analysis.speculative``) at the measured cost ratio c. An untrained draft shows the other
 side: α near 1/V, and decoding slower than the target alone.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -29,9 +30,21 @@ from .registry import ExperimentKind, register
 
 # The default pair: the seed demo's recipe, a 4-block target of width 128 and a 1-block draft of
 # width 64, each trained briefly on the built-in text (seconds on a CPU).
-SPECULATIVE_DEFAULTS = dict(target="seed-demo", draft="seed-demo", target_d=128, target_layers=4,
-                            draft_d=64, draft_layers=1, steps=150, lr=3e-3, seq_len=64, batch=4,
-                            prompt_len=32, gamma=4, new_tokens=64)
+SPECULATIVE_DEFAULTS = dict(
+    target="seed-demo",
+    draft="seed-demo",
+    target_d=128,
+    target_layers=4,
+    draft_d=64,
+    draft_layers=1,
+    steps=150,
+    lr=3e-3,
+    seq_len=64,
+    batch=4,
+    prompt_len=32,
+    gamma=4,
+    new_tokens=64,
+)
 D = SPECULATIVE_DEFAULTS
 
 
@@ -40,18 +53,37 @@ def pair_configs(target: str, draft: str, max_len: int) -> tuple[ModelConfig, Mo
     for name in (target, draft):
         if name not in PRESETS:
             raise ExperimentError(f"preset {name!r} must be one of {', '.join(PRESETS)}")
-    return (live_config(PRESETS[target], D["target_layers"], D["target_d"], max_len),
-            live_config(PRESETS[draft], D["draft_layers"], D["draft_d"], max_len))
+    return (
+        live_config(PRESETS[target], D["target_layers"], D["target_d"], max_len),
+        live_config(PRESETS[draft], D["draft_layers"], D["draft_d"], max_len),
+    )
 
 
-def trained(cfg: ModelConfig, steps: int, data: TokenData, device: str, seed: int = 0,
-            progress: Progress | None = None) -> CausalLM:
+def trained(
+    cfg: ModelConfig,
+    steps: int,
+    data: TokenData,
+    device: str,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> CausalLM:
     """``cfg`` trained ``steps`` AdamW steps on ``data`` (0 steps: as initialised)."""
     if steps == 0:
         return build_model(cfg, device=pick_device(device), seed=seed).eval()
     kept: list = []
-    train(cfg, steps, D["lr"], data=data, seq_len=D["seq_len"], batch=D["batch"], seed=seed,
-          device=device, keep_model=kept, progress=progress, eval_batches=1)
+    train(
+        cfg,
+        steps,
+        D["lr"],
+        data=data,
+        seq_len=D["seq_len"],
+        batch=D["batch"],
+        seed=seed,
+        device=device,
+        keep_model=kept,
+        progress=progress,
+        eval_batches=1,
+    )
     return kept[0].eval()
 
 
@@ -76,14 +108,14 @@ def greedy(model: CausalLM, prompt: torch.Tensor, new_tokens: int) -> list[int]:
 @dataclass
 class SpecCounts:
     tokens: list
-    target_steps: int = 0          # the prefill and every verification
+    target_steps: int = 0  # the prefill and every verification
     drafted: int = 0
     accepted: int = 0
     rejections: int = 0
-    verified: int = 0              # tokens the verifications yielded (before the cut at N)
-    draft_s: float = 0.0           # wall time in the draft's forwards (argmax included)
-    verify_s: float = 0.0          # in the target's prefill and verifications
-    total_s: float = 0.0           # the whole call: the rest is the loop's own bookkeeping
+    verified: int = 0  # tokens the verifications yielded (before the cut at N)
+    draft_s: float = 0.0  # wall time in the draft's forwards (argmax included)
+    verify_s: float = 0.0  # in the target's prefill and verifications
+    total_s: float = 0.0  # the whole call: the rest is the loop's own bookkeeping
 
     @property
     def tokens_per_verification(self) -> float:
@@ -91,21 +123,23 @@ class SpecCounts:
 
 
 @torch.no_grad()
-def speculative(target: CausalLM, draft: CausalLM, prompt: torch.Tensor, new_tokens: int,
-                gamma: int) -> SpecCounts:
+def speculative(
+    target: CausalLM, draft: CausalLM, prompt: torch.Tensor, new_tokens: int, gamma: int
+) -> SpecCounts:
     """Greedy speculative decoding of ``new_tokens`` ids after ``prompt``."""
     clock = time.perf_counter
     start = clock()
     dev, room = prompt.device, prompt.shape[1] + new_tokens + gamma + 1
     t_cache, d_cache = new_cache(target, room), new_cache(draft, room)
-    first = int(target(prompt, cache=t_cache)[0, -1].argmax())      # int(): waits for the device
+    first = int(target(prompt, cache=t_cache)[0, -1].argmax())  # int(): waits for the device
     verified_at = clock()
     draft(prompt, cache=d_cache)[0, -1, 0].item()
-    counts = SpecCounts(tokens=[first], target_steps=1, verify_s=verified_at - start,
-                        draft_s=clock() - verified_at)
-    pending = [first]                          # tokens the draft has not read yet
+    counts = SpecCounts(
+        tokens=[first], target_steps=1, verify_s=verified_at - start, draft_s=clock() - verified_at
+    )
+    pending = [first]  # tokens the draft has not read yet
     while len(counts.tokens) < new_tokens:
-        base = t_cache.length                  # tokens both caches agree on
+        base = t_cache.length  # tokens both caches agree on
         proposals = []
         drafting = clock()
         for _ in range(gamma):
@@ -113,8 +147,11 @@ def speculative(target: CausalLM, draft: CausalLM, prompt: torch.Tensor, new_tok
             pending = [int(logits[0, -1].argmax())]
             proposals.append(pending[0])
         verifying = clock()
-        checked = target(torch.tensor([[counts.tokens[-1], *proposals]], device=dev),
-                         cache=t_cache)[0].argmax(-1).tolist()       # γ + 1 predictions
+        checked = (
+            target(torch.tensor([[counts.tokens[-1], *proposals]], device=dev), cache=t_cache)[0]
+            .argmax(-1)
+            .tolist()
+        )  # γ + 1 predictions
         counts.draft_s += verifying - drafting
         counts.verify_s += clock() - verifying
         n = 0
@@ -126,8 +163,8 @@ def speculative(target: CausalLM, draft: CausalLM, prompt: torch.Tensor, new_tok
         counts.rejections += n < gamma
         counts.verified += n + 1
         counts.tokens += [*proposals[:n], checked[n]]
-        t_cache.truncate(base + 1 + n)         # the last token and the accepted proposals
-        if n == gamma:                         # the draft never read its last proposal
+        t_cache.truncate(base + 1 + n)  # the last token and the accepted proposals
+        if n == gamma:  # the draft never read its last proposal
             pending = [proposals[-1], checked[n]]
             d_cache.truncate(base + gamma)
         else:
@@ -159,6 +196,7 @@ def forward_time(model: CausalLM, prompt: torch.Tensor, new: int) -> float:
     def step():
         cache.truncate(prompt.shape[1])
         model(tokens, cache=cache)
+
     return _timed(step, 20)[1]
 
 
@@ -169,9 +207,9 @@ class DraftResult:
     tokens_per_target_step: float
     predicted_tokens_per_step: float
     cost_ratio: float
-    predicted_speedup: float       # Leviathan et al.: a verification costs one target step
-    verify_cost: float             # measured: a verification of γ + 1 tokens ÷ a one-token step
-    predicted_speedup_measured_costs: float   # E / (γ·c + verify_cost)
+    predicted_speedup: float  # Leviathan et al.: a verification costs one target step
+    verify_cost: float  # measured: a verification of γ + 1 tokens ÷ a one-token step
+    predicted_speedup_measured_costs: float  # E / (γ·c + verify_cost)
     measured_speedup: float
     identical_to_target_greedy: bool
     speculative_s: float
@@ -189,8 +227,8 @@ class SpeculativeRun:
     gamma: int
     new_tokens: int
     greedy_s: float
-    results: list                  # DraftResult: the trained draft, then the untrained one
-    prompt_text: str = ""          # the validation prompt, and what the target decodes after it
+    results: list  # DraftResult: the trained draft, then the untrained one
+    prompt_text: str = ""  # the validation prompt, and what the target decodes after it
     target_text: str = ""
 
     @property
@@ -201,101 +239,157 @@ class SpeculativeRun:
 
     def to_dict(self) -> dict:
         trained_draft = self.results[0]
-        return {**asdict(trained_draft), "gamma": self.gamma, "new_tokens": self.new_tokens,
-                "greedy_s": self.greedy_s, "target": self.target, "draft": self.draft,
-                "prompt_text": self.prompt_text, "target_text": self.target_text,
-                "distinct_tokens": self.distinct_tokens,
-                "speedup": trained_draft.predicted_speedup,
-                "expected_tokens_per_step": trained_draft.predicted_tokens_per_step,
-                "drafts": [asdict(r) for r in self.results]}
+        return {
+            **asdict(trained_draft),
+            "gamma": self.gamma,
+            "new_tokens": self.new_tokens,
+            "greedy_s": self.greedy_s,
+            "target": self.target,
+            "draft": self.draft,
+            "prompt_text": self.prompt_text,
+            "target_text": self.target_text,
+            "distinct_tokens": self.distinct_tokens,
+            "speedup": trained_draft.predicted_speedup,
+            "expected_tokens_per_step": trained_draft.predicted_tokens_per_step,
+            "drafts": [asdict(r) for r in self.results],
+        }
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(r) for r in self.results])
 
 
-def _measure(label: str, target: CausalLM, draft: CausalLM, prompt: torch.Tensor,
-             reference: list, greedy_s: float, gamma: int) -> DraftResult:
+def _measure(
+    label: str,
+    target: CausalLM,
+    draft: CausalLM,
+    prompt: torch.Tensor,
+    reference: list,
+    greedy_s: float,
+    gamma: int,
+) -> DraftResult:
     counts, spec_s = _timed(lambda: speculative(target, draft, prompt, len(reference), gamma))
-    split = speculative(target, draft, prompt, len(reference), gamma)      # warm: the split
+    split = speculative(target, draft, prompt, len(reference), gamma)  # warm: the split
     trials = counts.accepted + counts.rejections
-    alpha = counts.accepted / trials if trials else 1.0      # accepted of the tokens tried
+    alpha = counts.accepted / trials if trials else 1.0  # accepted of the tokens tried
     one_step = forward_time(target, prompt, 1)
     c = forward_time(draft, prompt, 1) / one_step
     verify = forward_time(target, prompt, gamma + 1) / one_step
     expected = expected_tokens_per_step(alpha, gamma)
-    return DraftResult(label=label, measured_alpha=alpha,
-                       tokens_per_target_step=counts.tokens_per_verification,
-                       predicted_tokens_per_step=expected, cost_ratio=c,
-                       predicted_speedup=speculation(alpha, gamma, c).speedup,
-                       verify_cost=verify,
-                       predicted_speedup_measured_costs=expected / (gamma * c + verify),
-                       measured_speedup=greedy_s / spec_s,
-                       identical_to_target_greedy=counts.tokens == reference, speculative_s=spec_s,
-                       draft_share=split.draft_s / split.total_s,
-                       verify_share=split.verify_s / split.total_s,
-                       overhead_share=1 - (split.draft_s + split.verify_s) / split.total_s)
+    return DraftResult(
+        label=label,
+        measured_alpha=alpha,
+        tokens_per_target_step=counts.tokens_per_verification,
+        predicted_tokens_per_step=expected,
+        cost_ratio=c,
+        predicted_speedup=speculation(alpha, gamma, c).speedup,
+        verify_cost=verify,
+        predicted_speedup_measured_costs=expected / (gamma * c + verify),
+        measured_speedup=greedy_s / spec_s,
+        identical_to_target_greedy=counts.tokens == reference,
+        speculative_s=spec_s,
+        draft_share=split.draft_s / split.total_s,
+        verify_share=split.verify_s / split.total_s,
+        overhead_share=1 - (split.draft_s + split.verify_s) / split.total_s,
+    )
 
 
-def speculative_run(target: str = D["target"], draft: str = D["draft"], gamma: int = D["gamma"],
-                    new_tokens: int = D["new_tokens"], steps: int = D["steps"],
-                    device: str = "cpu", data: TokenData | None = None,
-                    progress: Progress | None = None) -> SpeculativeRun:
+def speculative_run(
+    target: str = D["target"],
+    draft: str = D["draft"],
+    gamma: int = D["gamma"],
+    new_tokens: int = D["new_tokens"],
+    steps: int = D["steps"],
+    device: str = "cpu",
+    data: TokenData | None = None,
+    progress: Progress | None = None,
+) -> SpeculativeRun:
     """Train the pair briefly, decode ``new_tokens`` after a validation prompt greedily with the
     target alone and speculatively with the trained and with an untrained draft."""
     if not 1 <= gamma <= 16 or not 1 <= new_tokens <= 512:
         raise ExperimentError(f"gamma={gamma} must be 1 … 16 and new_tokens={new_tokens} 1 … 512")
     data = data or load_builtin()
-    t_cfg, d_cfg = pair_configs(target, draft, max(D["seq_len"], D["prompt_len"] + new_tokens
-                                                    + gamma + 1))
+    t_cfg, d_cfg = pair_configs(target, draft, max(D["seq_len"], D["prompt_len"] + new_tokens + gamma + 1))
     part = sub_progress(progress, 0.0, 0.6, "training the target")
     target_model = trained(t_cfg, steps, data, device, progress=part)
-    draft_model = trained(d_cfg, steps, data, device,
-                          progress=sub_progress(progress, 0.6, 0.8, "training the draft"))
+    draft_model = trained(
+        d_cfg, steps, data, device, progress=sub_progress(progress, 0.6, 0.8, "training the draft")
+    )
     untrained = trained(d_cfg, 0, data, device, seed=1)
     dev = next(target_model.parameters()).device
-    prompt = data.val[:D["prompt_len"]].reshape(1, -1).to(dev)
+    prompt = data.val[: D["prompt_len"]].reshape(1, -1).to(dev)
     if progress:
         progress(0.8, "decoding")
     reference, greedy_s = _timed(lambda: greedy(target_model, prompt, new_tokens))
-    results = [_measure("trained draft", target_model, draft_model, prompt, reference, greedy_s,
-                        gamma),
-               _measure("untrained draft", target_model, untrained, prompt, reference, greedy_s,
-                        gamma)]
+    results = [
+        _measure("trained draft", target_model, draft_model, prompt, reference, greedy_s, gamma),
+        _measure("untrained draft", target_model, untrained, prompt, reference, greedy_s, gamma),
+    ]
     if progress:
         progress(1.0, "done")
-    return SpeculativeRun(target=t_cfg.to_dict(), draft=d_cfg.to_dict(), gamma=gamma,
-                          new_tokens=new_tokens, greedy_s=greedy_s, results=results,
-                          prompt_text=decode_tokens(prompt[0].cpu()),
-                          target_text=decode_tokens(torch.tensor(reference)))
+    return SpeculativeRun(
+        target=t_cfg.to_dict(),
+        draft=d_cfg.to_dict(),
+        gamma=gamma,
+        new_tokens=new_tokens,
+        greedy_s=greedy_s,
+        results=results,
+        prompt_text=decode_tokens(prompt[0].cpu()),
+        target_text=decode_tokens(torch.tensor(reference)),
+    )
 
 
 # ---- figures and tables --------------------------------------------------------------------
 def speculative_figure(run: SpeculativeRun) -> go.Figure:
     """Measured against predicted, for the trained and the untrained draft."""
     fig = go.Figure()
-    for i, (name, measured, predicted) in enumerate((
+    for i, (name, measured, predicted) in enumerate(
+        (
             ("tokens per target step", "tokens_per_target_step", "predicted_tokens_per_step"),
-            ("speedup", "measured_speedup", "predicted_speedup"))):
+            ("speedup", "measured_speedup", "predicted_speedup"),
+        )
+    ):
         labels = [r.label for r in run.results]
-        fig.add_trace(go.Bar(x=labels, y=[getattr(r, measured) for r in run.results],
-                             name=f"{name}, measured", marker_color=GROUP_PALETTE[2 * i]))
-        fig.add_trace(go.Bar(x=labels, y=[getattr(r, predicted) for r in run.results],
-                             name=f"{name}, Leviathan et al.", marker_color=GROUP_PALETTE[2 * i + 1]))
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=[getattr(r, measured) for r in run.results],
+                name=f"{name}, measured",
+                marker_color=GROUP_PALETTE[2 * i],
+            )
+        )
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=[getattr(r, predicted) for r in run.results],
+                name=f"{name}, Leviathan et al.",
+                marker_color=GROUP_PALETTE[2 * i + 1],
+            )
+        )
     fig.add_hline(y=1.0, line=dict(color="#7f7f7f", dash="dot"))
-    return layout_figure(fig, f"Speculative decoding, γ={run.gamma}, {run.new_tokens} tokens: "
-                         "measured vs predicted", height=420)
+    return layout_figure(
+        fig,
+        f"Speculative decoding, γ={run.gamma}, {run.new_tokens} tokens: measured vs predicted",
+        height=420,
+    )
 
 
 def tables(result: SpeculativeRun, section: str, config: ModelConfig | None = None) -> list[Table]:
-    return [Table("speculative", "Speculative decoding: measured and predicted", section,
-                  result.to_frame())]
+    return [Table("speculative", "Speculative decoding: measured and predicted", section, result.to_frame())]
 
 
 def figures(result: SpeculativeRun, section: str) -> list[Figure]:
     return [Figure("speculative", "Speculative decoding", section, speculative_figure(result))]
 
 
-KIND = register(ExperimentKind(
-    name="speculative", title="Speculative decoding (Leviathan et al. 2023)",
-    result_type=SpeculativeRun, run=speculative_run, tables=tables, figures=figures,
-    panel="speculative", order=70))
+KIND = register(
+    ExperimentKind(
+        name="speculative",
+        title="Speculative decoding (Leviathan et al. 2023)",
+        result_type=SpeculativeRun,
+        run=speculative_run,
+        tables=tables,
+        figures=figures,
+        panel="speculative",
+        order=70,
+    )
+)

@@ -4,6 +4,7 @@ the one colour of each norm arrangement and attention kind, how a table is shown
 ``column_label``) and how numbers beyond int64 reach plotly and Arrow (``display_frame``),
 named tables and figures as a report collects them, and geometric sweeps of lengths.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,6 @@ import plotly.graph_objects as go
 
 from ..units import SUPERSCRIPT, human_number
 
-
 GIB = 2**30
 # One colour per norm arrangement and one per attention kind, on every page and in the report;
 # the five differ, so a red line means Post-LN wherever it is drawn.
@@ -27,28 +27,47 @@ ATTENTION_COLORS = {"mha": "#9467bd", "gqa": "#ff7f0e", "mqa": "#2ca02c"}
 
 # Components and the KV groups of the sharing diagram use none of those five colours.
 COMPONENT_COLORS = {
-    "embedding": "#8c564b", "positional": "#c49c94", "attention": "#17becf", "ffn": "#bcbd22",
-    "norms": "#7f7f7f", "lm_head": "#e377c2",
-    "attention_proj": "#17becf", "attention_scores": "#393b79",
+    "embedding": "#8c564b",
+    "positional": "#c49c94",
+    "attention": "#17becf",
+    "ffn": "#bcbd22",
+    "norms": "#7f7f7f",
+    "lm_head": "#e377c2",
+    "attention_proj": "#17becf",
+    "attention_scores": "#393b79",
 }
-GROUP_PALETTE = ("#17becf", "#bcbd22", "#8c564b", "#e377c2", "#7f7f7f", "#393b79", "#8c6d31",
-                 "#637939", "#843c39", "#7b4173")
+GROUP_PALETTE = (
+    "#17becf",
+    "#bcbd22",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#393b79",
+    "#8c6d31",
+    "#637939",
+    "#843c39",
+    "#7b4173",
+)
 
 
 # Small fixed margins that automargin grows to fit tick labels and axis titles; the legend sits
 # in the figure's bottom margin (yref="container"), below the x-axis title, and pushes it down.
-LAYOUT = dict(margin=dict(l=10, r=10, t=60, b=10),
-              legend=dict(orientation="h", yref="container", y=0, yanchor="bottom",
-                          x=0, xanchor="left"))
-INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+LAYOUT = dict(
+    margin=dict(l=10, r=10, t=60, b=10),
+    legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
+)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def display_number(value: Any) -> Any:
     """``value`` as plotly's JSON encoder and Arrow (``st.dataframe``) accept it: an integer
     outside int64 — FLOP and byte counts reach 10²⁹ at the limits of ModelConfig — becomes a
     float; anything else is returned unchanged. JSON and CSV exports keep the exact integers."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
-            and not INT64_MIN <= value <= INT64_MAX:
+    if (
+        isinstance(value, numbers.Integral)
+        and not isinstance(value, bool)
+        and not INT64_MIN <= value <= INT64_MAX
+    ):
         return float(value)
     return value
 
@@ -73,9 +92,21 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # Words of a column name written as people write them ("n_kv_heads" → "n KV heads").
-_HEADER_WORDS = {"kv": "KV", "ffn": "FFN", "gpu": "GPU", "gpus": "GPUs", "hbm": "HBM",
-                 "mfu": "MFU", "mha": "MHA", "gqa": "GQA", "mqa": "MQA", "qk": "QK",
-                 "flops": "FLOPs", "tflops": "TFLOPs", "zh": "(Chinese)"}
+_HEADER_WORDS = {
+    "kv": "KV",
+    "ffn": "FFN",
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "hbm": "HBM",
+    "mfu": "MFU",
+    "mha": "MHA",
+    "gqa": "GQA",
+    "mqa": "MQA",
+    "qk": "QK",
+    "flops": "FLOPs",
+    "tflops": "TFLOPs",
+    "zh": "(Chinese)",
+}
 _HEADER_UNITS = {"ms": "(ms)", "s": "(s)", "pct": "(%)"}
 
 
@@ -100,7 +131,7 @@ def format_cell(value: Any) -> str:
     if value is None or value is pd.NA or value is pd.NaT:
         return "—"
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()                                      # numpy scalar
+        value = value.item()  # numpy scalar
     if isinstance(value, bool):
         return "✓" if value else "✗"
     if isinstance(value, numbers.Real):
@@ -111,8 +142,7 @@ def format_cell(value: Any) -> str:
 def table_text(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as text, the way the report's HTML and Markdown show it: every cell through
     ``format_cell``, every header through ``column_label``. Exports keep ``frame`` itself."""
-    columns = {i: [format_cell(v) for v in frame.iloc[:, i].tolist()]
-               for i in range(frame.shape[1])}
+    columns = {i: [format_cell(v) for v in frame.iloc[:, i].tolist()] for i in range(frame.shape[1])}
     text = pd.DataFrame(columns, index=range(len(frame)), dtype=object)
     return text.set_axis([column_label(c) for c in frame.columns], axis=1)
 
@@ -126,39 +156,72 @@ def table_styler(frame: pd.DataFrame):
     styler = data.style.format(format_cell)
     for position, name in enumerate(data.columns):
         original = frame.iloc[:, position].tolist()
-        if data.iloc[:, position].tolist() != original:            # beyond int64: exact text
+        if data.iloc[:, position].tolist() != original:  # beyond int64: exact text
             for row, value in enumerate(original):
-                styler.format(lambda _, text=format_cell(value): text,
-                              subset=pd.IndexSlice[[row], [name]])
+                text = format_cell(value)
+                styler.format(lambda _, text=text: text, subset=pd.IndexSlice[[row], [name]])
     return styler
 
 
-def mark(fig: go.Figure, *, x: float | None = None, y: float | None = None, text: str,
-          color: str, dash: str, log: bool = True, side: str = "left") -> None:
+def mark(
+    fig: go.Figure,
+    *,
+    x: float | None = None,
+    y: float | None = None,
+    text: str,
+    color: str,
+    dash: str,
+    log: bool = True,
+    side: str = "left",
+) -> None:
     """A vertical (x) or horizontal (y) reference line with a label. The label is placed by hand:
     plotly's add_vline/add_hline put annotations at raw values, which a log axis reads as
     exponents (and then stretches its range to reach them). ``side``: which side of a vertical
     line its label is written on."""
-    position = lambda v: math.log10(v) if log else v          # noqa: E731
+    position = lambda v: math.log10(v) if log else v  # noqa: E731
     if x is not None:
         fig.add_vline(x=x, line_dash=dash, line_color=color)
-        fig.add_annotation(x=position(x), y=1, yref="paper", text=text, showarrow=False,
-                           xanchor="right" if side == "right" else "left", yanchor="top",
-                           font=dict(color=color))
+        fig.add_annotation(
+            x=position(x),
+            y=1,
+            yref="paper",
+            text=text,
+            showarrow=False,
+            xanchor="right" if side == "right" else "left",
+            yanchor="top",
+            font=dict(color=color),
+        )
     else:
         fig.add_hline(y=y, line_dash=dash, line_color=color)
-        fig.add_annotation(y=position(y), x=0, xref="paper", text=text, showarrow=False,
-                           xanchor="left", yanchor="bottom", font=dict(color=color))
+        fig.add_annotation(
+            y=position(y),
+            x=0,
+            xref="paper",
+            text=text,
+            showarrow=False,
+            xanchor="left",
+            yanchor="bottom",
+            font=dict(color=color),
+        )
 
 
 def rgba(color: str, alpha: float) -> str:
     """``#rrggbb`` as ``rgba(r, g, b, alpha)`` (a band's fill in its line's colour)."""
-    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r}, {g}, {b}, {alpha})"
 
 
-def band_traces(x: list, median: list, low: list, high: list, *, name: str, color: str,
-                hover: str = "%{y:.3e}", **common: Any) -> list:
+def band_traces(
+    x: list,
+    median: list,
+    low: list,
+    high: list,
+    *,
+    name: str,
+    color: str,
+    hover: str = "%{y:.3e}",
+    **common: Any,
+) -> list:
     """A median line over its min–max band (a filled area in the line's colour, drawn only
     when there is more than one seed: ``low`` differs from ``high``); ``common`` goes to every
     trace (legendgroup, showlegend, …) but ``dash``, which only the median line takes."""
@@ -166,14 +229,39 @@ def band_traces(x: list, median: list, low: list, high: list, *, name: str, colo
     traces = []
     if any(lo != hi for lo, hi in zip(low, high)):
         group = common.get("legendgroup", name)
-        traces += [go.Scatter(x=x, y=high, mode="lines", line=dict(width=0), hoverinfo="skip",
-                              showlegend=False, legendgroup=group),
-                   go.Scatter(x=x, y=low, mode="lines", line=dict(width=0), fill="tonexty",
-                              fillcolor=rgba(color, 0.18), hoverinfo="skip", showlegend=False,
-                              legendgroup=group)]
-    traces.append(go.Scatter(x=x, y=median, mode="lines+markers", name=name,
-                             line=dict(color=color, dash=dash),
-                             hovertemplate=f"{name}: {hover}<extra></extra>", **common))
+        traces += [
+            go.Scatter(
+                x=x,
+                y=high,
+                mode="lines",
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=group,
+            ),
+            go.Scatter(
+                x=x,
+                y=low,
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor=rgba(color, 0.18),
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=group,
+            ),
+        ]
+    traces.append(
+        go.Scatter(
+            x=x,
+            y=median,
+            mode="lines+markers",
+            name=name,
+            line=dict(color=color, dash=dash),
+            hovertemplate=f"{name}: {hover}<extra></extra>",
+            **common,
+        )
+    )
     return traces
 
 
@@ -181,9 +269,9 @@ def decade_label(exponent: int) -> str:
     """The tick label of 10^exponent: 0.001 … 1, 10, 100, then SI prefixes (1k, 10k, 1M, 1G,
     1T, …, 100Y), beyond them 10ⁿ."""
     if 0 <= exponent < 3:
-        return str(10 ** exponent)
+        return str(10**exponent)
     if -3 <= exponent < 0:
-        return f"{10.0 ** exponent:.{-exponent}f}"
+        return f"{10.0**exponent:.{-exponent}f}"
     if 3 <= exponent < 27:
         return f"{10 ** (exponent % 3)}{'kMGTPEZY'[exponent // 3 - 1]}"
     return "10" + str(exponent).translate(SUPERSCRIPT)
@@ -200,8 +288,11 @@ def _positive_values(fig: go.Figure, letter: str, ref: str) -> list[float]:
     for shape in fig.layout.shapes:
         if shape[f"{letter}ref"] == ref:
             values += [shape[f"{letter}0"], shape[f"{letter}1"]]
-    return [float(v) for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool)
-            and math.isfinite(v) and v > 0]
+    return [
+        float(v)
+        for v in values
+        if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    ]
 
 
 def decade_ticks(fig: go.Figure) -> None:
@@ -226,8 +317,11 @@ def decade_ticks(fig: go.Figure) -> None:
                 span[1] = math.ceil(span[0]) + 1
             axis.range = span
         exponents = range(math.ceil(span[0] - 1e-9), math.floor(span[1] + 1e-9) + 1)
-        axis.update(tickmode="array", tickvals=[10.0 ** k for k in exponents],
-                    ticktext=[decade_label(k) for k in exponents])
+        axis.update(
+            tickmode="array",
+            tickvals=[10.0**k for k in exponents],
+            ticktext=[decade_label(k) for k in exponents],
+        )
 
 
 def layout_figure(fig: go.Figure, title: str, **kwargs) -> go.Figure:
@@ -245,12 +339,12 @@ def sweep_lengths(upper: int, lower: int = 16, points: int = 48) -> tuple[int, .
     """Geometrically spaced sequence lengths from ``lower`` to ``upper`` (both included)."""
     lower = max(1, min(lower, upper))
     ratio = (upper / lower) ** (1 / max(1, points - 1))
-    return tuple(sorted({min(upper, round(lower * ratio ** i)) for i in range(points)} | {upper}))
+    return tuple(sorted({min(upper, round(lower * ratio**i)) for i in range(points)} | {upper}))
 
 
 @dataclass(frozen=True, eq=False)
 class Table:
-    name: str                                     # file-safe id; the CSV file name
+    name: str  # file-safe id; the CSV file name
     title: str
     section: str
     frame: pd.DataFrame
@@ -269,7 +363,14 @@ def logits_table(with_norm, without_norm, ln_vocab: float | None = None) -> pd.D
     """Logit statistics with and without the final norm (``LogitStats`` pairs)."""
     rows = []
     for label, stats in (("with final norm", with_norm), ("without final norm", without_norm)):
-        rows.append({"logits": label, "std": stats.std, "max_abs": stats.max_abs,
-                     "mean_max_prob": stats.max_prob_mean, "mean_entropy_nats": stats.entropy_mean,
-                     "uniform_entropy_ln_V": ln_vocab})
+        rows.append(
+            {
+                "logits": label,
+                "std": stats.std,
+                "max_abs": stats.max_abs,
+                "mean_max_prob": stats.max_prob_mean,
+                "mean_entropy_nats": stats.entropy_mean,
+                "uniform_entropy_ln_V": ln_vocab,
+            }
+        )
     return pd.DataFrame(rows)

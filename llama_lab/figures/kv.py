@@ -1,6 +1,7 @@
 """Figures and tables of the KV cache: MHA / GQA / MQA bytes, what fits a GPU, cache against
 context, and which query heads read which KV head.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -11,14 +12,14 @@ import plotly.graph_objects as go
 from .. import analysis
 from ..config import LIMITS, ModelConfig
 from ..runtime.hardware import GPU
-from .common import (ATTENTION_COLORS, GIB, GROUP_PALETTE, display_frame, layout_figure, mark,
-                     sweep_lengths)
+from .common import ATTENTION_COLORS, GIB, GROUP_PALETTE, display_frame, layout_figure, mark, sweep_lengths
 
-KV_CONTEXT_FLOOR = 32_768           # the cache-vs-context chart reaches at least this context
+KV_CONTEXT_FLOOR = 32_768  # the cache-vs-context chart reaches at least this context
 
 
-def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str,
-                 kv_dtype: str | None = None) -> pd.DataFrame:
+def kv_fit_frame(
+    cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str, kv_dtype: str | None = None
+) -> pd.DataFrame:
     """MHA / GQA / MQA of the same model: KV bytes per token, the cache at B×T, weights, and the
     longest context (at batch B) and largest batch (at length T) that fit on ``gpu`` — the
     weights stored at ``dtype``, the cache at ``kv_dtype`` (default: ``dtype``)."""
@@ -26,16 +27,18 @@ def kv_fit_frame(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: st
     rows = []
     for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         report = analysis.kv_cache(variant, seq_len, batch, kv_dtype)
-        rows.append({
-            "attention": kind.upper(), "n_kv_heads": variant.n_kv_heads,
-            "kv_bytes_per_token": report.bytes_per_token, "kv_cache_bytes": report.bytes,
-            "weight_bytes": analysis.weight_bytes(variant, dtype),
-            "max_context_at_batch": analysis.max_context_that_fits(variant, gpu, batch, dtype,
-                                                                   kv_dtype),
-            "max_batch_at_seq_len": analysis.max_batch_that_fits(variant, gpu, seq_len, dtype,
-                                                                 kv_dtype),
-            "is_current": variant.n_kv_heads == cfg.n_kv_heads,
-        })
+        rows.append(
+            {
+                "attention": kind.upper(),
+                "n_kv_heads": variant.n_kv_heads,
+                "kv_bytes_per_token": report.bytes_per_token,
+                "kv_cache_bytes": report.bytes,
+                "weight_bytes": analysis.weight_bytes(variant, dtype),
+                "max_context_at_batch": analysis.max_context_that_fits(variant, gpu, batch, dtype, kv_dtype),
+                "max_batch_at_seq_len": analysis.max_batch_that_fits(variant, gpu, seq_len, dtype, kv_dtype),
+                "is_current": variant.n_kv_heads == cfg.n_kv_heads,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -43,13 +46,13 @@ def kv_context_lengths(cfg: ModelConfig, fit: pd.DataFrame, seq_len: int) -> tup
     """The context lengths of the cache-vs-context chart — the KV page's and the report's: from
     16 to the longest of max_seq_len, the analysed T, twice the longest context that fits the
     GPU at batch B (``fit``: ``kv_fit_frame``) and 32,768, within the allowed lengths."""
-    upper = max(cfg.max_seq_len, seq_len, 2 * int(fit.max_context_at_batch.max()),
-                KV_CONTEXT_FLOOR)
+    upper = max(cfg.max_seq_len, seq_len, 2 * int(fit.max_context_at_batch.max()), KV_CONTEXT_FLOOR)
     return sweep_lengths(min(upper, LIMITS["max_seq_len"]))
 
 
-def kv_memory_curve_frame(cfg: ModelConfig, context_lens: Sequence[int], batch: int,
-                          dtype: str, kv_dtype: str | None = None) -> pd.DataFrame:
+def kv_memory_curve_frame(
+    cfg: ModelConfig, context_lens: Sequence[int], batch: int, dtype: str, kv_dtype: str | None = None
+) -> pd.DataFrame:
     """Weights (at ``dtype``) + KV cache (at ``kv_dtype``, default ``dtype``) for each
     attention variant over context length."""
     rows = []
@@ -57,9 +60,16 @@ def kv_memory_curve_frame(cfg: ModelConfig, context_lens: Sequence[int], batch: 
         weights = analysis.weight_bytes(variant, dtype)
         for context in context_lens:
             cache = analysis.kv_cache(variant, context, batch, kv_dtype or dtype).bytes
-            rows.append({"attention": kind, "n_kv_heads": variant.n_kv_heads,
-                         "context_len": context, "kv_cache_bytes": cache, "weight_bytes": weights,
-                         "total_bytes": weights + cache})
+            rows.append(
+                {
+                    "attention": kind,
+                    "n_kv_heads": variant.n_kv_heads,
+                    "context_len": context,
+                    "kv_cache_bytes": cache,
+                    "weight_bytes": weights,
+                    "total_bytes": weights + cache,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -68,14 +78,25 @@ def kv_memory_vs_context(frame: pd.DataFrame, gpu: GPU | None = None) -> go.Figu
     fig = go.Figure()
     for kind, part in frame.groupby("attention", sort=False):
         g = int(part.n_kv_heads.iloc[0])
-        fig.add_trace(go.Scatter(
-            x=part.context_len, y=part.total_bytes / GIB, mode="lines",
-            name=f"{kind.upper()} ({g} KV heads)", line=dict(color=ATTENTION_COLORS.get(kind)),
-            customdata=part.kv_cache_bytes / GIB,
-            hovertemplate="T=%{x:,}: %{y:.2f} GiB total, KV %{customdata:.2f} GiB<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=part.context_len,
+                y=part.total_bytes / GIB,
+                mode="lines",
+                name=f"{kind.upper()} ({g} KV heads)",
+                line=dict(color=ATTENTION_COLORS.get(kind)),
+                customdata=part.kv_cache_bytes / GIB,
+                hovertemplate="T=%{x:,}: %{y:.2f} GiB total, KV %{customdata:.2f} GiB<extra></extra>",
+            )
+        )
     if gpu is not None:
-        mark(fig, y=gpu.memory_bytes / GIB, text=f"{gpu.name}: {gpu.memory_bytes / GIB:.1f} GiB",
-              color="#444", dash="dash")
+        mark(
+            fig,
+            y=gpu.memory_bytes / GIB,
+            text=f"{gpu.name}: {gpu.memory_bytes / GIB:.1f} GiB",
+            color="#444",
+            dash="dash",
+        )
     fig.update_xaxes(type="log", title="context length (tokens per sequence)")
     fig.update_yaxes(type="log", title="weights + KV cache (GiB)")
     return layout_figure(fig, "Memory for serving: weights + KV cache", height=420)
@@ -95,22 +116,43 @@ def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go
         line_x += [q, kv_x[q // n_rep], None]
         line_y += [1, 0, None]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", line=dict(color="#bbb", width=1),
-                             hoverinfo="skip", showlegend=False))
-    fig.add_trace(go.Scatter(
-        x=q_x, y=[1] * shown_q, mode="markers", name="query heads",
-        marker=dict(symbol="square", size=14,
-                    color=[palette[(q // n_rep) % len(palette)] for q in q_x]),
-        hovertemplate="query head %{x}<extra></extra>"))
-    fig.add_trace(go.Scatter(
-        x=kv_x, y=[0] * shown_kv, mode="markers+text", name="KV heads",
-        marker=dict(symbol="diamond", size=18,
-                    color=[palette[g % len(palette)] for g in range(shown_kv)]),
-        text=[f"kv{g}" for g in range(shown_kv)], textposition="bottom center",
-        customdata=list(range(shown_kv)), hovertemplate="KV head %{customdata}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=line_x,
+            y=line_y,
+            mode="lines",
+            line=dict(color="#bbb", width=1),
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=q_x,
+            y=[1] * shown_q,
+            mode="markers",
+            name="query heads",
+            marker=dict(symbol="square", size=14, color=[palette[(q // n_rep) % len(palette)] for q in q_x]),
+            hovertemplate="query head %{x}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=kv_x,
+            y=[0] * shown_kv,
+            mode="markers+text",
+            name="KV heads",
+            marker=dict(
+                symbol="diamond", size=18, color=[palette[g % len(palette)] for g in range(shown_kv)]
+            ),
+            text=[f"kv{g}" for g in range(shown_kv)],
+            textposition="bottom center",
+            customdata=list(range(shown_kv)),
+            hovertemplate="KV head %{customdata}<extra></extra>",
+        )
+    )
     kind = "MHA" if n_kv_heads == n_heads else ("MQA" if n_kv_heads == 1 else "GQA")
-    title = (f"{kind}: {n_heads} query heads share {n_kv_heads} KV heads "
-             f"({n_rep} per KV head)")
+    title = f"{kind}: {n_heads} query heads share {n_kv_heads} KV heads ({n_rep} per KV head)"
     if shown_q < n_heads:
         title += f" — first {shown_q} query heads shown"
     fig.update_xaxes(visible=False)
@@ -129,7 +171,8 @@ def kv_dtype_frame(cfg: ModelConfig, gpu: GPU, batch: int, weights: str) -> pd.D
         for kind, variant in variants.items():
             row[f"{kind}_bytes_per_token"] = analysis.kv_cache_bytes_per_token(variant, kv_dtype)
             row[f"{kind}_longest_context"] = analysis.max_context_that_fits(
-                variant, gpu, batch, weights, kv_dtype)
+                variant, gpu, batch, weights, kv_dtype
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -139,8 +182,14 @@ def weights_by_format(cfg: ModelConfig) -> pd.DataFrame:
     rows = []
     for name in analysis.WEIGHT_DTYPES:
         stored = analysis.weights_bytes(cfg, name)
-        rows.append({"weights": name, "bytes": stored.total, "quantised_data": stored.quantised,
-                     "scales": stored.scales, "kept_in_16_bits": stored.kept,
-                     "group_size": stored.quant["group_size"]
-                     if name in analysis.quant.QUANTISED else None})
+        rows.append(
+            {
+                "weights": name,
+                "bytes": stored.total,
+                "quantised_data": stored.quantised,
+                "scales": stored.scales,
+                "kept_in_16_bits": stored.kept,
+                "group_size": stored.quant["group_size"] if name in analysis.quant.QUANTISED else None,
+            }
+        )
     return pd.DataFrame(rows)

@@ -1,5 +1,5 @@
-"""Figures and tables of where parameters and FLOPs go.
-"""
+"""Figures and tables of where parameters and FLOPs go."""
+
 from __future__ import annotations
 
 import math
@@ -13,19 +13,32 @@ from ..config import LIMITS, ModelConfig
 from ..units import human_count, human_params
 from .common import COMPONENT_COLORS, display_values, layout_figure, mark
 
-
 FLOP_COMPONENTS = ("attention_proj", "attention_scores", "ffn", "lm_head")
 
 
 # The weight matrices of a block: each costs 2·B·T·(its parameters) FLOPs in a forward pass.
-MATMUL_TENSORS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-                  "router", "experts")
+MATMUL_TENSORS = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "router",
+    "experts",
+)
 
 
 def params_sunburst(params: analysis.ParamCount) -> go.Figure:
     """Total → component → tensor kind; each ring sums to its parent (branchvalues="total")."""
-    ids, labels, parents, values, colors = ["total"], [f"total<br>{params.total:,}"], [""], \
-        [params.total], ["#ffffff"]
+    ids, labels, parents, values, colors = (
+        ["total"],
+        [f"total<br>{params.total:,}"],
+        [""],
+        [params.total],
+        ["#ffffff"],
+    )
     for component, count in params.by_component.items():
         if count == 0:
             continue
@@ -41,20 +54,29 @@ def params_sunburst(params: analysis.ParamCount) -> go.Figure:
                 parents.append(component)
                 values.append(kind_count)
                 colors.append(COMPONENT_COLORS[component])
-                if kind == "experts" and params.active < params.total:   # a ring of their own
+                if kind == "experts" and params.active < params.total:  # a ring of their own
                     idle = params.total - params.active
                     ids += [f"{component}/{kind}/routed", f"{component}/{kind}/idle"]
                     labels += ["routed to a token", "idle for that token"]
                     parents += [f"{component}/{kind}"] * 2
                     values += [kind_count - idle, idle]
                     colors += [COMPONENT_COLORS[component], "#dddddd"]
-    active = (f": {human_params(params.total)}, {human_params(params.active)} active per token"
-              if params.active < params.total else f" ({params.total:,})")
-    fig = go.Figure(go.Sunburst(
-        ids=ids, labels=labels, parents=parents, values=display_values(values),
-        branchvalues="total",
-        marker=dict(colors=colors), hovertemplate="%{label}: %{value:,} (%{percentRoot:.2%})"
-                                                  "<extra></extra>"))
+    active = (
+        f": {human_params(params.total)}, {human_params(params.active)} active per token"
+        if params.active < params.total
+        else f" ({params.total:,})"
+    )
+    fig = go.Figure(
+        go.Sunburst(
+            ids=ids,
+            labels=labels,
+            parents=parents,
+            values=display_values(values),
+            branchvalues="total",
+            marker=dict(colors=colors),
+            hovertemplate="%{label}: %{value:,} (%{percentRoot:.2%})<extra></extra>",
+        )
+    )
     return layout_figure(fig, f"Parameters by component{active}", height=480)
 
 
@@ -75,24 +97,40 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
         rule = "2·B·T·params" if matmul else "element-wise, counted apart"
         # 2 FLOPs per multiply-add × one per weight × B·T tokens
         forward = 2 * flops.tokens * count if matmul else 0
-        if kind == "experts" and count:     # each token meets k of the E experts
+        if kind == "experts" and count:  # each token meets k of the E experts
             forward, rule = 2 * flops.tokens * count * s.K // s.E, "2·B·T·params·k/E"
         if count or matmul:
-            rows.append({"tensor": kind, "component": analysis.COMPONENT_OF[kind],
-                         "params": count, "share_of_block": count / block_params,
-                         "forward_flops": forward, "flops_rule": rule})
+            rows.append(
+                {
+                    "tensor": kind,
+                    "component": analysis.COMPONENT_OF[kind],
+                    "params": count,
+                    "share_of_block": count / block_params,
+                    "forward_flops": forward,
+                    "flops_rule": rule,
+                }
+            )
     keys = "T" if flops.context_len == flops.seq_len else "S"
-    rows.append({"tensor": "attention scores (QKᵀ, AV)", "component": "attention", "params": 0,
-                 "share_of_block": 0.0,
-                 "forward_flops": flops.by_component["attention_scores"] // s.L,
-                 "flops_rule": f"2·2·B·T·{keys}·H·D (QKᵀ and AV, every key)"})
+    rows.append(
+        {
+            "tensor": "attention scores (QKᵀ, AV)",
+            "component": "attention",
+            "params": 0,
+            "share_of_block": 0.0,
+            "forward_flops": flops.by_component["attention_scores"] // s.L,
+            "flops_rule": f"2·2·B·T·{keys}·H·D (QKᵀ and AV, every key)",
+        }
+    )
     return pd.DataFrame(rows)
 
 
 def flops_sweep_frame(counts: Sequence[analysis.FlopCount]) -> pd.DataFrame:
     """Long table: seq_len, component, FLOPs per token (forward, matmuls)."""
-    rows = [{"seq_len": count.seq_len, "component": name, "flops_per_token": value / count.tokens,
-             "flops": value} for count in counts for name, value in count.by_component.items()]
+    rows = [
+        {"seq_len": count.seq_len, "component": name, "flops_per_token": value / count.tokens, "flops": value}
+        for count in counts
+        for name, value in count.by_component.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -104,28 +142,47 @@ def flops_sweep_upper(cfg: ModelConfig, seq_len: int, crossover: int | None) -> 
     return min(upper, LIMITS["max_seq_len"])
 
 
-def flops_vs_seq_len(counts: Sequence[analysis.FlopCount], crossover: int | None = None,
-                     current_seq_len: int | None = None) -> go.Figure:
+def flops_vs_seq_len(
+    counts: Sequence[analysis.FlopCount], crossover: int | None = None, current_seq_len: int | None = None
+) -> go.Figure:
     """Stacked forward FLOPs per token by component against sequence length (log x)."""
     frame = flops_sweep_frame(counts)
     fig = go.Figure()
     present = set(frame.component)
     for name in FLOP_COMPONENTS + tuple(c for c in present if c not in FLOP_COMPONENTS):
         part = frame[frame.component == name]
-        fig.add_trace(go.Scatter(
-            x=part.seq_len, y=part.flops_per_token, name=name, mode="lines", stackgroup="flops",
-            line=dict(color=COMPONENT_COLORS.get(name, "#7f7f7f")),
-            hovertemplate=f"{name}: %{{y:.3s}} FLOP/token at T=%{{x:,}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=part.seq_len,
+                y=part.flops_per_token,
+                name=name,
+                mode="lines",
+                stackgroup="flops",
+                line=dict(color=COMPONENT_COLORS.get(name, "#7f7f7f")),
+                hovertemplate=f"{name}: %{{y:.3s}} FLOP/token at T=%{{x:,}}<extra></extra>",
+            )
+        )
     # the x range is the sweep's own; a label in the right half is written left of its line
     low, high = math.log10(frame.seq_len.min()), math.log10(frame.seq_len.max())
-    side = lambda x: "right" if math.log10(x) > (low + high) / 2 else "left"    # noqa: E731
+    side = lambda x: "right" if math.log10(x) > (low + high) / 2 else "left"  # noqa: E731
     if crossover is not None:
-        mark(fig, x=crossover, text=f"scores > FFN from T={crossover:,}",
-              color=COMPONENT_COLORS["attention_scores"],
-              dash="dash", side=side(crossover))
+        mark(
+            fig,
+            x=crossover,
+            text=f"scores > FFN from T={crossover:,}",
+            color=COMPONENT_COLORS["attention_scores"],
+            dash="dash",
+            side=side(crossover),
+        )
     if current_seq_len is not None:
-        mark(fig, x=current_seq_len, text=f"T={current_seq_len:,}", color="#444", dash="dot",
-              side=side(current_seq_len))
+        mark(
+            fig,
+            x=current_seq_len,
+            text=f"T={current_seq_len:,}",
+            color="#444",
+            dash="dot",
+            side=side(current_seq_len),
+        )
     fig.update_xaxes(type="log", title="sequence length T", range=[low, high])
     fig.update_yaxes(title="forward FLOPs per token")
     return layout_figure(fig, "Forward FLOPs per token by component", height=420)
@@ -133,10 +190,18 @@ def flops_vs_seq_len(counts: Sequence[analysis.FlopCount], crossover: int | None
 
 def flops_bar(flops: analysis.FlopCount) -> go.Figure:
     parts = flops.by_component
-    fig = go.Figure(go.Bar(x=list(parts), y=display_values(parts.values()),
-                           marker_color=[COMPONENT_COLORS.get(n, "#7f7f7f") for n in parts],
-                           text=[f"{v / flops.forward:.1%}" for v in parts.values()],
-                           hovertemplate="%{x}: %{y:,} FLOPs<extra></extra>"))
-    fig.update_yaxes(title="FLOPs (one forward)", tickformat="~s")          # 5P, not 5×10¹⁵
-    return layout_figure(fig, f"Forward FLOPs at B={flops.batch}, T={flops.seq_len:,}: "
-                        f"{human_count(flops.forward, 'FLOP')}", height=360)
+    fig = go.Figure(
+        go.Bar(
+            x=list(parts),
+            y=display_values(parts.values()),
+            marker_color=[COMPONENT_COLORS.get(n, "#7f7f7f") for n in parts],
+            text=[f"{v / flops.forward:.1%}" for v in parts.values()],
+            hovertemplate="%{x}: %{y:,} FLOPs<extra></extra>",
+        )
+    )
+    fig.update_yaxes(title="FLOPs (one forward)", tickformat="~s")  # 5P, not 5×10¹⁵
+    return layout_figure(
+        fig,
+        f"Forward FLOPs at B={flops.batch}, T={flops.seq_len:,}: {human_count(flops.forward, 'FLOP')}",
+        height=360,
+    )

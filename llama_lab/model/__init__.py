@@ -5,8 +5,8 @@ those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half 
 Parts: ``norms``, ``positions``, ``fused``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``,
 ``init``, ``checkpoint``.
 """
-from .attention import (SDPA_HAS_GQA, Attention, attention_mask, causal_attention,
-                        reference_attention)
+
+from .attention import SDPA_HAS_GQA, Attention, attention_mask, causal_attention, reference_attention
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import CausalLM, DecoderBody, DecoderLayer
 from .fused import FusedLinear, keep_part_keys, part_tensors
@@ -14,14 +14,36 @@ from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kv_cache import KVCache
 from .mlp import MLP, Experts, SparseMoE
 from .norms import RMSNorm, make_norm
-from .positions import (PositionTables, apply_rope, rope_cos_sin, rope_inv_freq, rotate_half,
-                        sinusoidal_table)
+from .positions import PositionTables, apply_rope, rope_cos_sin, rope_inv_freq, rotate_half, sinusoidal_table
 
 __all__ = [
-    "Attention", "CausalLM", "DecoderBody", "DecoderLayer", "Experts", "FusedLinear", "INIT_STD",
-    "KVCache", "LoadedCheckpoint", "MLP", "PositionTables", "RMSNorm", "SDPA_HAS_GQA",
-    "SparseMoE", "apply_rope", "attention_mask", "build_model", "causal_attention",
-    "checkpoint_files", "init_weights", "keep_part_keys", "load_checkpoint", "make_norm",
-    "part_tensors", "reference_attention", "rope_cos_sin", "rope_inv_freq", "rotate_half",
+    "Attention",
+    "CausalLM",
+    "DecoderBody",
+    "DecoderLayer",
+    "Experts",
+    "FusedLinear",
+    "INIT_STD",
+    "KVCache",
+    "LoadedCheckpoint",
+    "MLP",
+    "PositionTables",
+    "RMSNorm",
+    "SDPA_HAS_GQA",
+    "SparseMoE",
+    "apply_rope",
+    "attention_mask",
+    "build_model",
+    "causal_attention",
+    "checkpoint_files",
+    "init_weights",
+    "keep_part_keys",
+    "load_checkpoint",
+    "make_norm",
+    "part_tensors",
+    "reference_attention",
+    "rope_cos_sin",
+    "rope_inv_freq",
+    "rotate_half",
     "sinusoidal_table",
 ]

@@ -2,6 +2,7 @@
 QK-norm, through SDPA or a reference matmul path that also returns the weights. Shapes: B batch,
 T new tokens, S keys attended (cached + new), H query heads, G KV heads, D head dim, C = d_model.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,21 +42,21 @@ def attention_mask(T: int, S: int, window: int | None, device) -> torch.Tensor:
     return mask
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int,
-                     window: int | None = None) -> torch.Tensor:
+def causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int, window: int | None = None
+) -> torch.Tensor:
     """q: (B, H, T, D); k, v: (B, G, S, D) with S ≥ T, the last T keys being the new tokens."""
     T, S = q.shape[2], k.shape[2]
     if window is not None and window >= S:
-        window = None                                       # every key is inside the window
+        window = None  # every key is inside the window
     if window is None and T == S:
         mask, is_causal = None, True
     elif window is None and T == 1:
-        mask, is_causal = None, False                       # one new token sees everything cached
-    else:                                                   # after a cache, or a window: explicit
+        mask, is_causal = None, False  # one new token sees everything cached
+    else:  # after a cache, or a window: explicit
         mask, is_causal = attention_mask(T, S, window, q.device), False
     if n_rep > 1 and SDPA_HAS_GQA:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
-                                              enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
@@ -67,7 +68,7 @@ def reference_attention(q, k, v, n_rep: int, window: int | None = None) -> tuple
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
     T, S = q.shape[2], k.shape[2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])           # (B, H, T, S)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
     mask = attention_mask(T, S, window, q.device)
     weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     return weights @ v, weights
@@ -83,11 +84,14 @@ class Attention(nn.Module):
         self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
         C, D = cfg.d_model, cfg.head_dim
         # q, k and v in one GEMM; checkpoints keep q_proj, k_proj, v_proj (fewer KV heads: GQA/MQA)
-        self.qkv_proj = FusedLinear(C, (("q_proj", cfg.n_heads * D), ("k_proj", cfg.n_kv_heads * D),
-                                        ("v_proj", cfg.n_kv_heads * D)), bias=cfg.qkv_bias)
+        self.qkv_proj = FusedLinear(
+            C,
+            (("q_proj", cfg.n_heads * D), ("k_proj", cfg.n_kv_heads * D), ("v_proj", cfg.n_kv_heads * D)),
+            bias=cfg.qkv_bias,
+        )
         keep_part_keys(self, "qkv_proj")
         self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
-        if cfg.qk_norm:                                            # Qwen3: per head, over D
+        if cfg.qk_norm:  # Qwen3: per head, over D
             self.q_norm = RMSNorm(D, cfg.norm_eps)
             self.k_norm = RMSNorm(D, cfg.norm_eps)
 
@@ -96,12 +100,12 @@ class Attention(nn.Module):
         RoPE (``rope``: cos, sin of the tokens' positions; None: not rotated)."""
         B, T, _ = x.shape
         H, G, D = self.n_heads, self.n_kv_heads, self.cfg.head_dim
-        q, k, v = self.qkv_proj.split(self.qkv_proj(x))          # (B, T, H·D), (B, T, G·D) ×2
+        q, k, v = self.qkv_proj.split(self.qkv_proj(x))  # (B, T, H·D), (B, T, G·D) ×2
         q, k, v = q.view(B, T, H, D), k.view(B, T, G, D), v.view(B, T, G, D)
         if self.cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)   # (B, H|G, T, D)
-        if rope is not None:                                      # RoPE rotates q and k, never v
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H|G, T, D)
+        if rope is not None:  # RoPE rotates q and k, never v
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if rope is not None or self.cfg.qk_norm:
             # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive
@@ -116,6 +120,6 @@ class Attention(nn.Module):
         H, D = self.n_heads, self.cfg.head_dim
         q, k, v = self.project(x, rope)
         if cache is not None:
-            k, v = cache.update(self.layer_idx, k, v)             # (B, G, S, D)
-        out = causal_attention(q, k, v, self.cfg.n_rep, self.window)   # (B, H, T, D)
+            k, v = cache.update(self.layer_idx, k, v)  # (B, G, S, D)
+        out = causal_attention(q, k, v, self.cfg.n_rep, self.window)  # (B, H, T, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))

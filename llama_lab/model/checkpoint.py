@@ -1,6 +1,7 @@
 """Local Hugging Face checkpoints: config.json + *.safetensors (sharded or not). Pickles
 (``*.bin``, ``*.pt``) are never loaded.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ class LoadedCheckpoint:
     files: list[str]
 
 
-MAX_INDEX_BYTES = 32_000_000   # a sharded index names each tensor once: ~3 MB for 36k tensors
+MAX_INDEX_BYTES = 32_000_000  # a sharded index names each tensor once: ~3 MB for 36k tensors
 
 
 def _index_shards(index: Path) -> list[str]:
@@ -33,13 +34,16 @@ def _index_shards(index: Path) -> list[str]:
     data = load_json_file(index, MAX_INDEX_BYTES, "safetensors index")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise ConfigError(f"{index} is not a valid safetensors index (needs a 'weight_map' of "
-                          f"tensor names to shard file names)")
+        raise ConfigError(
+            f"{index} is not a valid safetensors index (needs a 'weight_map' of "
+            f"tensor names to shard file names)"
+        )
     names = sorted(set(weight_map.values()))
     for name in names:
         if Path(name).name != name or not name.endswith(".safetensors"):
-            raise ConfigError(f"{index} names shard {shown(name)}: shards must be .safetensors "
-                              f"files in the same folder")
+            raise ConfigError(
+                f"{index} names shard {shown(name)}: shards must be .safetensors files in the same folder"
+            )
     return names
 
 
@@ -65,8 +69,14 @@ def checkpoint_files(folder: Path) -> list[Path]:
 # The hub's per-expert layouts → transformers ≥ 5's fused one. Mixtral's original files name the
 # block ``block_sparse_moe`` with w1 (gate), w3 (up), w2 (down); Qwen3-MoE's name each expert's
 # gate_proj / up_proj / down_proj.
-_PER_EXPERT = {"w1": "gate", "w3": "up", "w2": "down",
-               "gate_proj": "gate", "up_proj": "up", "down_proj": "down"}
+_PER_EXPERT = {
+    "w1": "gate",
+    "w3": "up",
+    "w2": "down",
+    "gate_proj": "gate",
+    "up_proj": "up",
+    "down_proj": "down",
+}
 
 
 def fuse_expert_layout(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
@@ -77,21 +87,30 @@ def fuse_expert_layout(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict
     for key, tensor in state.items():
         key = key.replace(".block_sparse_moe.", ".mlp.")
         pieces = key.split(".")
-        if ".mlp.experts." in key and len(pieces) > 6 and pieces[-3].isdigit() \
-                and pieces[-2] in _PER_EXPERT and pieces[-1] == "weight":
-            layer = ".".join(pieces[:-3])                          # model.layers.{i}.mlp.experts
+        if (
+            ".mlp.experts." in key
+            and len(pieces) > 6
+            and pieces[-3].isdigit()
+            and pieces[-2] in _PER_EXPERT
+            and pieces[-1] == "weight"
+        ):
+            layer = ".".join(pieces[:-3])  # model.layers.{i}.mlp.experts
             parts.setdefault(layer, {}).setdefault(int(pieces[-3]), {})[_PER_EXPERT[pieces[-2]]] = tensor
         else:
             out[key] = tensor
     for layer, experts in parts.items():
         ids = sorted(experts)
-        if ids != list(range(cfg.n_experts)) or any(set(m) != {"gate", "up", "down"}
-                                                    for m in experts.values()):
-            raise ConfigError(f"{layer} holds experts {ids[:4]}… with matrices "
-                              f"{sorted(set().union(*experts.values()))}: need gate, up and down "
-                              f"of experts 0..{cfg.n_experts - 1}")
+        if ids != list(range(cfg.n_experts)) or any(
+            set(m) != {"gate", "up", "down"} for m in experts.values()
+        ):
+            raise ConfigError(
+                f"{layer} holds experts {ids[:4]}… with matrices "
+                f"{sorted(set().union(*experts.values()))}: need gate, up and down "
+                f"of experts 0..{cfg.n_experts - 1}"
+            )
         out[f"{layer}.gate_up_proj"] = torch.stack(
-            [torch.cat((experts[e]["gate"], experts[e]["up"])) for e in ids])
+            [torch.cat((experts[e]["gate"], experts[e]["up"])) for e in ids]
+        )
         out[f"{layer}.down_proj"] = torch.stack([experts[e]["down"] for e in ids])
     return out
 
@@ -106,11 +125,11 @@ def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckp
     config_path = folder / "config.json"
     if not os.path.lexists(config_path):
         raise ConfigError(f"{folder} has no config.json")
-    cfg, notes = load_config_file(config_path)          # bounded; only a regular file is read
+    cfg, notes = load_config_file(config_path)  # bounded; only a regular file is read
     files = checkpoint_files(folder)
     # Refuse before reading a byte of weights if they cannot fit.
     weight_bytes = sum(path.stat().st_size for path in files)
-    if dtype is not None:   # the cast holds both copies of one tensor at a time, at most
+    if dtype is not None:  # the cast holds both copies of one tensor at a time, at most
         weight_bytes = int(weight_bytes * max(1.0, torch.finfo(dtype).bits / 16))
     check_memory(weight_bytes, torch.device(device or "cpu"), f"loading {folder.name}")
     model = build_model(cfg, device="meta")
@@ -132,8 +151,9 @@ def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckp
         notes.append(f"{len(unexpected)} unexpected tensor(s) ignored, e.g. {unexpected[:3]}")
     for key, tensor in expected.items():
         if key in state and tuple(state[key].shape) != tuple(tensor.shape):
-            raise ConfigError(f"tensor {key} has shape {tuple(state[key].shape)}, the config "
-                              f"implies {tuple(tensor.shape)}")
+            raise ConfigError(
+                f"tensor {key} has shape {tuple(state[key].shape)}, the config implies {tuple(tensor.shape)}"
+            )
     state = {k: v for k, v in state.items() if k in expected}
     model.load_state_dict(state, strict=False, assign=True)
     if cfg.tie_embeddings:

@@ -3,6 +3,7 @@ causal LM head. Module and parameter names follow transformers' ``LlamaForCausal
 (``model.layers.{i}.self_attn.q_proj`` ...), so a LLaMA state dict loads either way and gives
 the same logits. Shapes: B batch, T new tokens, C = d_model, V vocab.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,14 +27,14 @@ class DecoderLayer(nn.Module):
         self.pre_norm = cfg.norm_position == "pre"
         self.self_attn = Attention(cfg, layer_idx)
         self.mlp = SparseMoE(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
-        self.input_layernorm = make_norm(cfg)            # the attention sublayer's norm
-        self.post_attention_layernorm = make_norm(cfg)   # the FFN sublayer's norm
+        self.input_layernorm = make_norm(cfg)  # the attention sublayer's norm
+        self.post_attention_layernorm = make_norm(cfg)  # the FFN sublayer's norm
 
     def forward(self, x, rope=None, cache=None):
-        if self.pre_norm:   # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l))
+        if self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l))
             x = x + self.self_attn(self.input_layernorm(x), rope, cache)
             x = x + self.mlp(self.post_attention_layernorm(x))
-        else:               # Post-LN: the norm sits on the residual path
+        else:  # Post-LN: the norm sits on the residual path
             x = self.input_layernorm(x + self.self_attn(x, rope, cache))
             x = self.post_attention_layernorm(x + self.mlp(x))
         return x
@@ -65,18 +66,18 @@ class DecoderBody(nn.Module):
             raise ValueError(f"sequence of {start + T} tokens exceeds max_seq_len={self.cfg.max_seq_len}")
         if cache is not None and start + T > cache.max_len:
             raise ValueError(f"sequence of {start + T} tokens exceeds the cache's max_len={cache.max_len}")
-        x = self.embed_tokens(input_ids)                                   # (B, T, C)
-        if self.cfg.embed_scale:                                           # Vaswani et al. §3.4
+        x = self.embed_tokens(input_ids)  # (B, T, C)
+        if self.cfg.embed_scale:  # Vaswani et al. §3.4
             x = x * math.sqrt(self.cfg.d_model)
         rope = None
         if self.cfg.pos_encoding in ("rope", "sinusoidal"):
             # a cache will hold up to its max_len tokens: build the tables for all of them once
             end = cache.max_len if cache is not None else start + T
-            tables = [t[start:start + T] for t in self.position_tables.get(end, input_ids.device)]
+            tables = [t[start : start + T] for t in self.position_tables.get(end, input_ids.device)]
             if self.cfg.pos_encoding == "rope":
-                rope = tables[0], tables[1]                                # (T, D) each
+                rope = tables[0], tables[1]  # (T, D) each
             else:
-                x = x + tables[0].to(x)                                    # (T, C)
+                x = x + tables[0].to(x)  # (T, C)
         elif self.cfg.pos_encoding == "learned":
             x = x + self.embed_positions(torch.arange(start, start + T, device=input_ids.device))
         for layer in self.layers:
@@ -97,11 +98,12 @@ class CausalLM(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None,
-                last_only: bool = False) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, cache: KVCache | None = None, last_only: bool = False
+    ) -> torch.Tensor:
         """Logits (B, T, V); ``last_only``: only the last position's (B, 1, V), as a prefill
         that is followed by decoding needs — T·V fewer multiply-adds and logits."""
-        hidden = self.model(input_ids, cache)                             # (B, T, C)
+        hidden = self.model(input_ids, cache)  # (B, T, C)
         return self.lm_head(hidden[:, -1:] if last_only else hidden)
 
     def loss(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -114,9 +116,8 @@ class CausalLM(nn.Module):
         """Mean cross-entropy of ``inputs``' next-token predictions (B, T) against ``targets``
         (B, T), through the LM head in chunks (``model.loss``: never the B·T·V logits at
         once)."""
-        hidden = self.model(inputs)                                       # (B, T, C)
-        return linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight,
-                                    targets)
+        hidden = self.model(inputs)  # (B, T, C)
+        return linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, targets)
 
     def logits_without_final_norm(self, input_ids: torch.Tensor) -> torch.Tensor:
         """What the seed's "forgot the final norm" bug computes: lm_head on the raw last block."""
@@ -127,16 +128,17 @@ class CausalLM(nn.Module):
         return KVCache(self.cfg, batch_size, max_len, device=p.device, dtype=p.dtype)
 
     @torch.no_grad()
-    def generate(self, input_ids: torch.Tensor, max_new_tokens: int,
-                 cache: KVCache | None = None) -> torch.Tensor:
+    def generate(
+        self, input_ids: torch.Tensor, max_new_tokens: int, cache: KVCache | None = None
+    ) -> torch.Tensor:
         """Greedy decoding with the KV cache: one prefill (last position's logits only), then
         one token at a time."""
         B, T = input_ids.shape
         cache = cache or self.new_cache(B, T + max_new_tokens)
         tokens = [input_ids]
-        logits = self(input_ids, cache, last_only=True)                     # prefill: (B, 1, V)
+        logits = self(input_ids, cache, last_only=True)  # prefill: (B, 1, V)
         for step in range(max_new_tokens):
-            tokens.append(logits[:, -1:].argmax(-1))                        # (B, 1)
+            tokens.append(logits[:, -1:].argmax(-1))  # (B, 1)
             if step + 1 < max_new_tokens:
-                logits = self(tokens[-1], cache)                            # one token
+                logits = self(tokens[-1], cache)  # one token
         return torch.cat(tokens, dim=1)

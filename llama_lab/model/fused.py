@@ -11,6 +11,7 @@ which torch.jit and FSDP ask for to reach the Parameters themselves, gets the fu
 ``part_tensors`` names the parts of any module's parameters (or gradients) for the tables
 that count them one by one.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -52,13 +53,15 @@ def keep_part_keys(owner: nn.Module, fused_name: str) -> None:
 
     def split_on_save(module, state_dict, prefix, local_metadata) -> None:
         fused = getattr(module, fused_name)
-        keys = [key for key in (f"{prefix}{fused_name}.{kind}" for kind in KINDS)
-                if key in state_dict]
+        keys = [key for key in (f"{prefix}{fused_name}.{kind}" for kind in KINDS) if key in state_dict]
         if not keys or isinstance(state_dict[keys[0]], nn.Parameter):
-            return          # ``state_dict(keep_vars=True)`` (torch.jit, FSDP): the real Parameters
+            return  # ``state_dict(keep_vars=True)`` (torch.jit, FSDP): the real Parameters
         pieces = {key.rpartition(".")[2]: fused.pieces(state_dict[key]) for key in keys}
-        parts = {f"{prefix}{name}.{kind}": pieces[kind][name]      # each part's weight, then bias
-                 for name, _ in fused.parts for kind in pieces}
+        parts = {
+            f"{prefix}{name}.{kind}": pieces[kind][name]  # each part's weight, then bias
+            for name, _ in fused.parts
+            for kind in pieces
+        }
         _replace_key(state_dict, keys[0], parts, drop=keys[1:])
 
     def fuse_on_load(state_dict, prefix, *args) -> None:
@@ -67,8 +70,7 @@ def keep_part_keys(owner: nn.Module, fused_name: str) -> None:
             keys = [f"{prefix}{name}.{kind}" for name, _ in fused.parts]
             if all(key in state_dict for key in keys):
                 whole = torch.cat([state_dict[key] for key in keys])
-                _replace_key(state_dict, keys[0], {f"{prefix}{fused_name}.{kind}": whole},
-                             drop=keys[1:])
+                _replace_key(state_dict, keys[0], {f"{prefix}{fused_name}.{kind}": whole}, drop=keys[1:])
 
     owner.register_state_dict_post_hook(split_on_save)
     owner.register_load_state_dict_pre_hook(lambda module, *args: fuse_on_load(*args))

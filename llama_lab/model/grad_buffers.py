@@ -13,6 +13,7 @@ without a copy). The buffer is reused only once nothing else refers to its memor
 (accumulating over micro-batches, ``zero_grad(set_to_none=False)``) a new buffer is made, so a
 gradient is never overwritten while someone can see it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -22,8 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-POOL = 2        # buffers kept per parameter: a tied embedding/head gets both its gradients
-_KEPT: dict[int, tuple[weakref.ref, list[torch.Tensor]]] = {}   # id(parameter) → (ref, buffers)
+POOL = 2  # buffers kept per parameter: a tied embedding/head gets both its gradients
+_KEPT: dict[int, tuple[weakref.ref, list[torch.Tensor]]] = {}  # id(parameter) → (ref, buffers)
 _LOCK = threading.Lock()
 _USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
 
@@ -56,7 +57,7 @@ def gradient_buffer(param: torch.Tensor, zero: bool = False) -> torch.Tensor:
             buffer = torch.empty(param.shape, dtype=param.dtype)
             if len(buffers) < POOL:
                 buffers.append(buffer)
-        view = buffer.view(buffer.shape)          # claimed: the view makes it in use
+        view = buffer.view(buffer.shape)  # claimed: the view makes it in use
     return view.zero_() if zero else view
 
 
@@ -98,9 +99,15 @@ class TokenEmbedding(nn.Embedding):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         weight = self.weight
-        if (torch.is_grad_enabled() and weight.requires_grad and _is_plain(weight)
-                and not torch.compiler.is_compiling()
-                and self.padding_idx is None and self.max_norm is None and not self.sparse
-                and not self.scale_grad_by_freq):
+        if (
+            torch.is_grad_enabled()
+            and weight.requires_grad
+            and _is_plain(weight)
+            and not torch.compiler.is_compiling()
+            and self.padding_idx is None
+            and self.max_norm is None
+            and not self.sparse
+            and not self.scale_grad_by_freq
+        ):
             return _Lookup.apply(ids, weight)
         return super().forward(ids)

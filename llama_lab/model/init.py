@@ -5,6 +5,7 @@ storage in the target dtype (``to_empty``), and each tensor is drawn in float32 
 and copied in. The peak is the model in its dtype plus one float32 tensor, not a float32
 model; and the weights equal a float32 build cast to the dtype (the same random stream).
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,14 +39,15 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
                 continue
             # a fused projection's parts each drawn as its own matrix (Glorot's fan-out is the
             # part's; the stream is that of separate layers)
-            parts = module.pieces(module.weight).values() if isinstance(module, FusedLinear) \
-                else (module.weight,)
+            parts = (
+                module.pieces(module.weight).values() if isinstance(module, FusedLinear) else (module.weight,)
+            )
             for weight in parts:
                 _draw(weight, cfg.init, generator)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, Experts) and not module.gate_up_proj.is_meta:
-            for weight in (module.gate_up_proj, module.down_proj):   # each expert as a matrix
+            for weight in (module.gate_up_proj, module.down_proj):  # each expert as a matrix
                 for e in range(weight.shape[0]):
                     _draw(weight[e], cfg.init, generator)
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
@@ -64,11 +66,11 @@ def build_model(cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0)
     with torch.device("meta"):
         model = CausalLM(cfg)
     if dtype is not None:
-        model = model.to(dtype=dtype)                  # on meta: no memory
+        model = model.to(dtype=dtype)  # on meta: no memory
     if device.type == "meta":
         return model
     model = model.to_empty(device=device)
-    if cfg.tie_embeddings:                             # to_empty gives each module its own tensor
+    if cfg.tie_embeddings:  # to_empty gives each module its own tensor
         model.lm_head.weight = model.model.embed_tokens.weight
     generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
     init_weights(model, cfg, generator)

@@ -7,6 +7,7 @@ position and a window of W keys is exactly what the new token may see, so the or
 matter). Only a chunk of several tokens after a window has filled needs the held keys in
 order (one concatenation).
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,9 @@ class KVCache(nn.Module):
     """Keys and values of every layer: (B, G, S_l, D) each, S_l = max_len, or min(W, max_len)
     for a layer with a sliding window W."""
 
-    def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int | None = None,
-                 device=None, dtype=None):
+    def __init__(
+        self, cfg: ModelConfig, batch_size: int, max_len: int | None = None, device=None, dtype=None
+    ):
         super().__init__()
         self.max_len = max_len or cfg.max_seq_len
         self.windows = [cfg.window_of(i) for i in range(cfg.n_layers)]
@@ -28,9 +30,10 @@ class KVCache(nn.Module):
             slots = min(window, self.max_len) if window else self.max_len
             shape = (batch_size, cfg.n_kv_heads, slots, cfg.head_dim)
             for name in ("k", "v"):
-                self.register_buffer(f"{name}{i}", torch.zeros(shape, device=device, dtype=dtype),
-                                     persistent=False)
-        self.length = 0      # tokens seen so far (cached or evicted from a window)
+                self.register_buffer(
+                    f"{name}{i}", torch.zeros(shape, device=device, dtype=dtype), persistent=False
+                )
+        self.length = 0  # tokens seen so far (cached or evicted from a window)
 
     def _buffers_of(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         return getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
@@ -47,34 +50,35 @@ class KVCache(nn.Module):
         keys, values = self._buffers_of(layer)
         held, T = self.held(layer), k.shape[2]
         if self.windows[layer] is None:
-            keys[:, :, held:held + T] = k
-            values[:, :, held:held + T] = v
-            return keys[:, :, :held + T], values[:, :, :held + T]
+            keys[:, :, held : held + T] = k
+            values[:, :, held : held + T] = v
+            return keys[:, :, : held + T], values[:, :, : held + T]
         slots = keys.shape[2]
         in_order = None
-        if T > 1 and self.length + T > slots:        # a chunk once the window has filled: the
-            oldest = self.length % slots if held == slots else 0     # held keys in order first
-            index = torch.tensor([*range(oldest, held), *range(oldest)], dtype=torch.long,
-                                 device=k.device)
-            in_order = (torch.cat((keys.index_select(2, index), k), dim=2),   # (B, G, held+T, D)
-                        torch.cat((values.index_select(2, index), v), dim=2))
+        if T > 1 and self.length + T > slots:  # a chunk once the window has filled: the
+            oldest = self.length % slots if held == slots else 0  # held keys in order first
+            index = torch.tensor([*range(oldest, held), *range(oldest)], dtype=torch.long, device=k.device)
+            in_order = (
+                torch.cat((keys.index_select(2, index), k), dim=2),  # (B, G, held+T, D)
+                torch.cat((values.index_select(2, index), v), dim=2),
+            )
         for buffer, new in ((keys, k), (values, v)):
             self._write_ring(buffer, new)
         if in_order is not None:
             return in_order
-        n = min(self.length + T, slots)              # otherwise the ring's slots themselves
+        n = min(self.length + T, slots)  # otherwise the ring's slots themselves
         return keys[:, :, :n], values[:, :, :n]
 
     def _write_ring(self, buffer: torch.Tensor, new: torch.Tensor) -> None:
         """Copy the new tokens (the last ``slots`` of them) into slots position mod ``slots``."""
         slots, T = buffer.shape[2], new.shape[2]
-        first = self.length + max(0, T - slots)              # positions older than that fall out
-        new = new[:, :, T - min(T, slots):]
+        first = self.length + max(0, T - slots)  # positions older than that fall out
+        new = new[:, :, T - min(T, slots) :]
         start = first % slots
         head = min(new.shape[2], slots - start)
-        buffer[:, :, start:start + head] = new[:, :, :head]
-        if head < new.shape[2]:                              # wrapped past the last slot
-            buffer[:, :, :new.shape[2] - head] = new[:, :, head:]
+        buffer[:, :, start : start + head] = new[:, :, :head]
+        if head < new.shape[2]:  # wrapped past the last slot
+            buffer[:, :, : new.shape[2] - head] = new[:, :, head:]
 
     def truncate(self, length: int) -> None:
         """Forget the tokens from position ``length`` on (a rejected speculation): the slots
@@ -84,8 +88,10 @@ class KVCache(nn.Module):
             raise ValueError(f"length={length} must be between 0 and the {self.length} tokens seen")
         for window in self.windows:
             if window and self.length > window and length < self.length:
-                raise ValueError(f"a sliding-window layer (window {window}) has shifted out "
-                                 f"tokens: the cache cannot go back to {length}")
+                raise ValueError(
+                    f"a sliding-window layer (window {window}) has shifted out "
+                    f"tokens: the cache cannot go back to {length}"
+                )
         self.length = length
 
     def allocated_bytes(self) -> int:

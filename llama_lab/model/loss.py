@@ -17,6 +17,7 @@ reuses its blocks anyway. The head weight's gradient goes into the weight's kept
 (``model.grad_buffers``) for the same reason. The 1/N of the mean is applied to the N × C
 hidden states and gradient, not to the N × V probabilities.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,8 +26,8 @@ import torch
 
 from .grad_buffers import gradient_buffer
 
-LOGIT_CHUNK_BYTES = 64 * 2**20      # the float32 logits of one chunk: at most this many bytes
-MIN_CHUNK_ROWS = 64                 # ... but never fewer rows than this (GEMM efficiency)
+LOGIT_CHUNK_BYTES = 64 * 2**20  # the float32 logits of one chunk: at most this many bytes
+MIN_CHUNK_ROWS = 64  # ... but never fewer rows than this (GEMM efficiency)
 
 
 def chunk_rows(vocab_size: int) -> int:
@@ -34,7 +35,7 @@ def chunk_rows(vocab_size: int) -> int:
     return max(MIN_CHUNK_ROWS, LOGIT_CHUNK_BYTES // (4 * vocab_size))
 
 
-_BUFFERS = threading.local()       # per thread: Streamlit sessions run on their own threads
+_BUFFERS = threading.local()  # per thread: Streamlit sessions run on their own threads
 
 
 def logits_buffer(rows: int, vocab: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -46,9 +47,9 @@ def logits_buffer(rows: int, vocab: int, dtype: torch.dtype, device: torch.devic
     buffers = _BUFFERS.__dict__.setdefault("by_dtype", {})
     buffer = buffers.get(dtype)
     if buffer is None or buffer.numel() < rows * vocab:
-        buffers.pop(dtype, None)                       # the old one freed before the new one
+        buffers.pop(dtype, None)  # the old one freed before the new one
         buffer = buffers[dtype] = torch.empty(rows * vocab, dtype=dtype)
-    return buffer[:rows * vocab].view(rows, vocab)
+    return buffer[: rows * vocab].view(rows, vocab)
 
 
 def release_logits_buffers() -> None:
@@ -56,15 +57,20 @@ def release_logits_buffers() -> None:
     _BUFFERS.__dict__.pop("by_dtype", None)
 
 
-def _row_losses(probs: torch.Tensor, target_logits: torch.Tensor, targets: torch.Tensor,
-                hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def _row_losses(
+    probs: torch.Tensor,
+    target_logits: torch.Tensor,
+    targets: torch.Tensor,
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+) -> torch.Tensor:
     """−log p(target) per row (n, 1), from the softmax: one pass over the logits fewer than
     log-softmax and then exp. Where p(target) is too small to keep its digits (a logit far
     below the row's largest), that row's loss is the exact logsumexp − z_target of its logits
     computed again."""
     p = probs.gather(1, targets[:, None])
     losses = -p.log()
-    small = p < torch.finfo(p.dtype).tiny * 2 ** 24
+    small = p < torch.finfo(p.dtype).tiny * 2**24
     if small.any():
         rows = small.squeeze(1).nonzero().squeeze(1)
         again = (hidden[rows] @ weight.t()).to(probs.dtype)
@@ -73,13 +79,14 @@ def _row_losses(probs: torch.Tensor, target_logits: torch.Tensor, targets: torch
 
 
 @torch.no_grad()
-def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, rows: int,
-             grad_h: bool, grad_w: bool):
+def _chunked(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, rows: int, grad_h: bool, grad_w: bool
+):
     """The mean loss and, as asked, its gradients with respect to hidden and weight."""
     N, V = hidden.shape[0], weight.shape[0]
-    float_dtype = torch.promote_types(hidden.dtype, torch.float32)    # float64 stays float64
+    float_dtype = torch.promote_types(hidden.dtype, torch.float32)  # float64 stays float64
     grad_hidden = torch.empty_like(hidden) if grad_h else None
-    grad_weight = None                         # the first chunk's product, then accumulated
+    grad_weight = None  # the first chunk's product, then accumulated
     total = torch.zeros((), dtype=float_dtype, device=hidden.device)
     weight_nt = weight
     if grad_h and weight.device.type == "cpu" and weight.dtype in (torch.float16, torch.bfloat16):
@@ -88,14 +95,14 @@ def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, 
         weight_nt = weight.t().contiguous().t()
     buffer = logits_buffer(min(rows, N), V, float_dtype, hidden.device)
     for start in range(0, N, rows):
-        h, t = hidden[start:start + rows], targets[start:start + rows]
-        logits = buffer[:h.shape[0]]                                       # (n, V)
+        h, t = hidden[start : start + rows], targets[start : start + rows]
+        logits = buffer[: h.shape[0]]  # (n, V)
         if hidden.dtype == float_dtype:
             torch.mm(h, weight.t(), out=logits)
         else:
-            logits.copy_(h @ weight.t())                  # float32, as F.cross_entropy(.float())
-        target_logits = logits.gather(1, t[:, None])                      # (n, 1)
-        probs = torch.softmax(logits, dim=-1, out=logits)                 # in place, one kernel
+            logits.copy_(h @ weight.t())  # float32, as F.cross_entropy(.float())
+        target_logits = logits.gather(1, t[:, None])  # (n, 1)
+        probs = torch.softmax(logits, dim=-1, out=logits)  # in place, one kernel
         total += _row_losses(probs, target_logits, t, h, weight).sum()
         if not (grad_h or grad_w):
             continue
@@ -104,10 +111,10 @@ def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, 
         probs[torch.arange(t.shape[0], device=t.device), t] -= 1.0
         probs = probs.to(hidden.dtype)
         if grad_h:
-            torch.matmul(probs, weight_nt, out=grad_hidden[start:start + rows]).div_(N)
+            torch.matmul(probs, weight_nt, out=grad_hidden[start : start + rows]).div_(N)
         if grad_w:
             h = h / N
-            if grad_weight is None:        # the weight's kept buffer (model.grad_buffers)
+            if grad_weight is None:  # the weight's kept buffer (model.grad_buffers)
                 grad_weight = torch.mm(probs.t(), h, out=gradient_buffer(weight))
             else:
                 grad_weight.addmm_(probs.t(), h)
@@ -116,25 +123,31 @@ def _chunked(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, 
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                rows: int) -> torch.Tensor:
-        loss, grad_hidden, grad_weight = _chunked(hidden, weight, targets, rows,
-                                                  ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+    def forward(
+        ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, rows: int
+    ) -> torch.Tensor:
+        loss, grad_hidden, grad_weight = _chunked(
+            hidden, weight, targets, rows, ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        )
         ctx.save_for_backward(grad_hidden, grad_weight)
         return loss
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         grad_hidden, grad_weight = ctx.saved_tensors
-        if torch.equal(grad_output, torch.ones_like(grad_output)):    # loss.backward(): as is
+        if torch.equal(grad_output, torch.ones_like(grad_output)):  # loss.backward(): as is
             return grad_hidden, grad_weight, None, None
-        return (None if grad_hidden is None else grad_hidden * grad_output.to(grad_hidden.dtype),
-                None if grad_weight is None else grad_weight * grad_output.to(grad_weight.dtype),
-                None, None)
+        return (
+            None if grad_hidden is None else grad_hidden * grad_output.to(grad_hidden.dtype),
+            None if grad_weight is None else grad_weight * grad_output.to(grad_weight.dtype),
+            None,
+            None,
+        )
 
 
-def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                         rows: int | None = None) -> torch.Tensor:
+def linear_cross_entropy(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, rows: int | None = None
+) -> torch.Tensor:
     """Mean cross-entropy of ``hidden @ weight.T`` (hidden (N, C), weight (V, C)) against
     ``targets`` (N,), in chunks of ``rows`` rows (default ``chunk_rows(V)``), the logits in
     float32 (float64 stays float64). Under autocast the matmuls run in its dtype, as

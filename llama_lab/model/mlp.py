@@ -2,6 +2,7 @@
 experts of Mixtral and Qwen3-MoE (a router picks the top-k SwiGLU experts of each token).
 Expert weights are stored fused, as transformers ≥ 5 stores them: ``experts.gate_up_proj``
 (E, 2F, C) and ``experts.down_proj`` (E, C, F)."""
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,7 @@ class MLP(nn.Module):
         self.gated = cfg.ffn_type == "swiglu"
         C, F_ = cfg.d_model, cfg.ffn_hidden
         if self.gated:
-            self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)),
-                                            bias=cfg.mlp_bias)
+            self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)), bias=cfg.mlp_bias)
             keep_part_keys(self, "gate_up_proj")
         else:
             self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)
@@ -32,9 +32,13 @@ class MLP(nn.Module):
 
     def forward(self, x):
         if self.gated:
-            gate_up = self.gate_up_proj(x)                               # (..., 2F)
-            if (torch.is_grad_enabled() and gate_up.requires_grad and type(gate_up) is torch.Tensor
-                    and not torch.compiler.is_compiling()):
+            gate_up = self.gate_up_proj(x)  # (..., 2F)
+            if (
+                torch.is_grad_enabled()
+                and gate_up.requires_grad
+                and type(gate_up) is torch.Tensor
+                and not torch.compiler.is_compiling()
+            ):
                 return self.down_proj(_SwiGLU.apply(gate_up))
             gate, up = self.gate_up_proj.split(gate_up)
             return self.down_proj(self.act(gate) * up)
@@ -59,7 +63,7 @@ class _SwiGLU(torch.autograd.Function):
         width = gate_up.shape[-1] // 2
         gate, up = gate_up[..., :width], gate_up[..., width:]
         grad = torch.empty_like(gate_up)
-        torch.mul(grad_h, F.silu(gate), out=grad[..., width:])                # d up = dh · silu(g)
+        torch.mul(grad_h, F.silu(gate), out=grad[..., width:])  # d up = dh · silu(g)
         torch.ops.aten.silu_backward.grad_input(grad_h * up, gate, grad_input=grad[..., :width])
         return grad
 
@@ -76,15 +80,14 @@ class Experts(nn.Module):
     def forward(self, x: torch.Tensor, experts: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x (N, C); experts, weights (N, k): each token's chosen experts and their weights."""
         out = torch.zeros_like(x)
-        if x.is_meta:                       # shapes only (counting): spread the N·k slots evenly
+        if x.is_meta:  # shapes only (counting): spread the N·k slots evenly
             return self._meta_forward(x, weights)
-        for e in torch.unique(experts).tolist():                 # only the experts some token chose
+        for e in torch.unique(experts).tolist():  # only the experts some token chose
             token, slot = torch.where(experts == e)
-            gate, up = F.linear(x[token], self.gate_up_proj[e]).chunk(2, dim=-1)   # (n_e, F) each
-            y = F.linear(F.silu(gate) * up, self.down_proj[e])                    # (n_e, C)
+            gate, up = F.linear(x[token], self.gate_up_proj[e]).chunk(2, dim=-1)  # (n_e, F) each
+            y = F.linear(F.silu(gate) * up, self.down_proj[e])  # (n_e, C)
             out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
         return out
-
 
     def _meta_forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """On the meta device routing is unknown: the same matmuls as any routing would run
@@ -96,7 +99,7 @@ class Experts(nn.Module):
         for e in range(E):
             n = slots // E + (e < slots % E)
             gate, up = F.linear(x.new_empty(n, x.shape[1]), self.gate_up_proj[e]).chunk(2, dim=-1)
-            outputs.append(F.linear(F.silu(gate) * up, self.down_proj[e]))         # (n, C)
+            outputs.append(F.linear(F.silu(gate) * up, self.down_proj[e]))  # (n, C)
         return (torch.cat(outputs).view(N, k, -1) * weights[..., None]).sum(dim=1)
 
 
@@ -112,7 +115,7 @@ class SparseMoE(nn.Module):
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(top-k probabilities, top-k expert ids), (N, k) each, for tokens x (N, C)."""
-        probs = self.gate(x).softmax(dim=-1, dtype=torch.float32)              # (N, E)
+        probs = self.gate(x).softmax(dim=-1, dtype=torch.float32)  # (N, E)
         weights, experts = probs.topk(self.top_k, dim=-1)
         if self.renormalize:
             weights = weights / weights.sum(dim=-1, keepdim=True)

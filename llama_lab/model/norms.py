@@ -1,5 +1,5 @@
-"""Normalisation layers: RMSNorm (LLaMA) and LayerNorm (2017).
-"""
+"""Normalisation layers: RMSNorm (LLaMA) and LayerNorm (2017)."""
+
 from __future__ import annotations
 
 import sys
@@ -24,7 +24,7 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
 def _rms_forward(x: torch.Tensor, weight: torch.Tensor, eps: float):
     """(γ · (x / rms(x)) in x's dtype, rstd (float32, (..., 1))): the mean square in one pass
     (``vector_norm``: no x² tensor), the rest in float32 as LLaMA and transformers do."""
-    xf = x.float()                                            # x itself in float32
+    xf = x.float()  # x itself in float32
     rstd = torch.linalg.vector_norm(xf, dim=-1, keepdim=True).square_()
     rstd = rstd.div_(x.shape[-1]).add_(eps).rsqrt_()
     x_hat = xf * rstd
@@ -52,8 +52,7 @@ class _RMSNormFunction(torch.autograd.Function):
         x, rstd, weight = ctx.saved_tensors
         if _is_dtensor(grad_y):
             grad_y = grad_y.redistribute(x.device_mesh, x.placements).to_local()
-        grad_x, grad_weight = _rms_backward(_local(x), _local(weight), rstd, grad_y,
-                                            ctx.needs_input_grad[:2])
+        grad_x, grad_weight = _rms_backward(_local(x), _local(weight), rstd, grad_y, ctx.needs_input_grad[:2])
         if _is_dtensor(x):
             grad_x, grad_weight = _distribute_grads(x, weight, grad_x, grad_weight)
         return grad_x, grad_weight, None
@@ -63,10 +62,10 @@ def _rms_backward(x, weight, rstd, grad_y, needs: tuple[bool, bool]):
     """(dx, dγ) of y = γ · x̂ (x̂ = x · rstd, cast to x's dtype)."""
     x_hat = x.float() * rstd
     grad_x = grad_weight = None
-    if needs[1]:                           # dγ = Σ_rows dy · x̂
+    if needs[1]:  # dγ = Σ_rows dy · x̂
         grad_weight = (grad_y * x_hat.to(x.dtype)).reshape(-1, x.shape[-1]).sum(0)
         grad_weight = grad_weight.to(weight.dtype)
-    if needs[0]:                           # dx = rstd · (g − x̂ · mean(g · x̂)), g = γ · dy
+    if needs[0]:  # dx = rstd · (g − x̂ · mean(g · x̂)), g = γ · dy
         g = (grad_y * weight).float()
         dot = (g * x_hat).mean(-1, keepdim=True)
         grad_x = torch.addcmul(g, x_hat, dot, value=-1).mul_(rstd).to(x.dtype)
@@ -77,6 +76,7 @@ def _distribute_grads(x, weight, grad_x, grad_weight):
     """The local gradients as DTensors: dx placed as x; dγ summed over the ranks x is sharded
     on, then placed as γ."""
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+
     mesh = x.device_mesh
     if grad_x is not None:
         grad_x = DTensor.from_local(grad_x, mesh, x.placements, run_check=False)
@@ -97,7 +97,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_compiling():            # plain ops: inductor fuses them in one kernel
+        if torch.compiler.is_compiling():  # plain ops: inductor fuses them in one kernel
             dtype = x.dtype
             x = x.float()
             x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)

@@ -2,6 +2,7 @@
 tables each forward needs built once per device and length (``PositionTables``), not on every
 call: a decode step reads a slice of tables built at prefill.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,8 @@ def rope_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
 
 
 def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    angles = torch.outer(positions.float(), inv_freq)          # (T, D/2)
-    angles = torch.cat((angles, angles), dim=-1)                # (T, D) rotate-half layout
+    angles = torch.outer(positions.float(), inv_freq)  # (T, D/2)
+    angles = torch.cat((angles, angles), dim=-1)  # (T, D) rotate-half layout
     return angles.cos(), angles.sin()
 
 
@@ -35,8 +36,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 def sinusoidal_table(n_positions: int, dim: int, device=None) -> torch.Tensor:
     """Vaswani et al. 2017, section 3.5: PE[p, 2i] = sin(p/10000^(2i/d)), PE[p, 2i+1] = cos(...)."""
     pos = torch.arange(n_positions, dtype=torch.float32, device=device)[:, None]
-    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32, device=device)
-                    * (-math.log(10000.0) / dim))
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / dim))
     table = torch.zeros(n_positions, dim, device=device)
     table[:, 0::2] = torch.sin(pos * div)
     table[:, 1::2] = torch.cos(pos * div)[:, : dim // 2]
@@ -71,8 +71,11 @@ class PositionTables:
         key = str(device)
         tables = self._tables.get(key)
         if tables is None or tables[0].shape[0] < end:
-            n = end if tables is None else min(max(end, 2 * tables[0].shape[0]),
-                                               max(end, self.cfg.max_seq_len))
+            n = (
+                end
+                if tables is None
+                else min(max(end, 2 * tables[0].shape[0]), max(end, self.cfg.max_seq_len))
+            )
             tables = self._tables[key] = self._build(n, device)
         return tables
 

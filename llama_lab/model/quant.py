@@ -9,6 +9,7 @@ output row (``group_size=0``) or one per tensor (-1). Symmetric int formats map 
 onto [−127, 127] (int8) or [−8, 7] (int4, stored + 8); asymmetric ones map [min, max] onto
 [0, 255] or [0, 15] with a zero point per scale.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,14 +22,19 @@ import torch.nn.functional as F
 from .fused import FusedLinear
 
 SCALE_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-LEVELS = {("int8", False): (-127, 127), ("int4", False): (-8, 7),
-          ("int8", True): (0, 255), ("int4", True): (0, 15)}
+LEVELS = {
+    ("int8", False): (-127, 127),
+    ("int4", False): (-8, 7),
+    ("int8", True): (0, 255),
+    ("int4", True): (0, 15),
+}
 
 
 @dataclass
 class QTensor:
     """A quantised rows × cols matrix: ``data`` (int8, uint8 packed int4, or float8), ``scales``
     (rows × groups, or 1 × 1), ``zeros`` (packed like the data, or None)."""
+
     dtype: str
     shape: tuple
     group_size: int
@@ -38,8 +44,9 @@ class QTensor:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.data, self.scales, self.zeros)
-                   if t is not None)
+        return sum(
+            t.numel() * t.element_size() for t in (self.data, self.scales, self.zeros) if t is not None
+        )
 
 
 def _grouped(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, int]:
@@ -71,11 +78,12 @@ def _unpack4(packed: torch.Tensor, n: int) -> torch.Tensor:
     return torch.stack((low, high), dim=-1).reshape(*packed.shape[:-1], -1)[..., :n]
 
 
-def quantize(w: torch.Tensor, dtype: str, group_size: int, scale_dtype: str = "fp16",
-             zero_point: bool = False) -> QTensor:
+def quantize(
+    w: torch.Tensor, dtype: str, group_size: int, scale_dtype: str = "fp16", zero_point: bool = False
+) -> QTensor:
     """``w`` (rows, cols), any float dtype, quantised (computed in fp32)."""
     rows, cols = w.shape
-    x, g = _grouped(w.detach().float(), group_size)              # (r, groups, g)
+    x, g = _grouped(w.detach().float(), group_size)  # (r, groups, g)
     if dtype == "fp8":
         amax = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12)
         scale = (amax / torch.finfo(torch.float8_e4m3fn).max).to(SCALE_TORCH[scale_dtype])
@@ -110,7 +118,7 @@ def dequantize(q: QTensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         values = _unpack4(q.data, cols).to(torch.float32) - (0 if q.zeros is not None else 8)
     else:
         values = q.data.to(torch.float32)
-    x, g = _grouped(values, q.group_size)                         # (r, groups, g)
+    x, g = _grouped(values, q.group_size)  # (r, groups, g)
     scale = q.scales.float().reshape(x.shape[0], x.shape[1], 1)
     if q.zeros is not None:
         n = x.shape[0] * x.shape[1]
@@ -125,8 +133,14 @@ class QuantLinear(nn.Module):
     projection (q/k/v, gate/up) is quantised part by part, as ``analysis.quant`` counts the
     separate tensors (a per-tensor scale is each part's own), and still runs one GEMM."""
 
-    def __init__(self, linear: nn.Linear, dtype: str, group_size: int, scale_dtype: str = "fp16",
-                 zero_point: bool = False):
+    def __init__(
+        self,
+        linear: nn.Linear,
+        dtype: str,
+        group_size: int,
+        scale_dtype: str = "fp16",
+        zero_point: bool = False,
+    ):
         super().__init__()
         fused = isinstance(linear, FusedLinear)
         weights = list(linear.pieces(linear.weight).values()) if fused else [linear.weight]
@@ -150,8 +164,14 @@ class QuantLinear(nn.Module):
         return F.linear(x, parts[0] if len(parts) == 1 else torch.cat(parts), self.bias)
 
 
-def quantize_linears(model: nn.Module, dtype: str, group_size: int, scale_dtype: str = "fp16",
-                     zero_point: bool = False, skip: tuple[str, ...] = ("lm_head",)) -> int:
+def quantize_linears(
+    model: nn.Module,
+    dtype: str,
+    group_size: int,
+    scale_dtype: str = "fp16",
+    zero_point: bool = False,
+    skip: tuple[str, ...] = ("lm_head",),
+) -> int:
     """Replace every nn.Linear of ``model`` (but those whose name ends with one of ``skip``)
     by a QuantLinear; the number of matrices quantised (a fused projection's parts each). A
     mixture of experts' router (``mlp.gate``) is skipped as ``analysis.quant`` keeps it unless

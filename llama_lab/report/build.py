@@ -4,6 +4,7 @@ the environment. ``build_report`` collects; ``formats`` only formats what was co
 every format holds the same numbers. The JSON keeps ``analysis.analyze`` verbatim under
 ``analysis`` next to every table as a list of records.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -17,31 +18,37 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .. import analysis
+from ..analysis import layouts
+from ..analysis.common import training_dtype
+from ..analysis.korthikanti import compare
+from ..analysis.summary import architecture, family_notes
 from ..config import ConfigError, ModelConfig
 from ..errors import ReportError
 from ..experiments import KINDS, ExperimentEntry
 from ..figures.common import Figure, Table, sweep_lengths
-from ..figures.kv import (kv_context_lengths, kv_dtype_frame, kv_fit_frame, kv_memory_curve_frame,
-                          weights_by_format,
-                          kv_memory_vs_context, kv_sharing_diagram)
-from ..figures.params import (block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len,
-                              params_sunburst)
+from ..figures.kv import (
+    kv_context_lengths,
+    kv_dtype_frame,
+    kv_fit_frame,
+    kv_memory_curve_frame,
+    kv_memory_vs_context,
+    kv_sharing_diagram,
+    weights_by_format,
+)
+from ..figures.parallel import korthikanti_frames, search_frame, serving_frame
+from ..figures.params import block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len, params_sunburst
 from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure, roofline_points
 from ..runtime.devices import device_name, pick_device
 from ..runtime.hardware import GPU, GPUS
 from ..seed import SEED_SOURCE, architecture_comparison, claims_frame, seed_claims
-from ..analysis.common import training_dtype
-from ..analysis.summary import architecture, family_notes
-from ..analysis import layouts
-from ..analysis.korthikanti import compare
-from ..figures.parallel import korthikanti_frames, search_frame, serving_frame
 
-ZERO_GPUS = 8                                  # data-parallel width of the ZeRO / FSDP table
+ZERO_GPUS = 8  # data-parallel width of the ZeRO / FSDP table
 
 
 @dataclass(frozen=True)
 class Precision:
     """What the report computes in (``dtype``) and stores the weights and the KV cache at."""
+
     dtype: str
     weights: str
     kv: str
@@ -65,16 +72,16 @@ class Report:
     title: str
     config: dict
     hf_config: dict | None
-    hf_config_note: str | None                    # why there is no HF config.json
-    workload: dict                                # seq_len, batch, dtype, gpu
-    analysis: dict                                # analysis.analyze(...) verbatim
-    tables: tuple                                 # Table, in display order
-    figures: tuple                                # Figure, in display order
-    claims: tuple                                 # Claim.to_dict() of every seed claim
-    experiments: dict                             # kind → ExperimentEntry.to_dict()
+    hf_config_note: str | None  # why there is no HF config.json
+    workload: dict  # seq_len, batch, dtype, gpu
+    analysis: dict  # analysis.analyze(...) verbatim
+    tables: tuple  # Table, in display order
+    figures: tuple  # Figure, in display order
+    claims: tuple  # Claim.to_dict() of every seed claim
+    experiments: dict  # kind → ExperimentEntry.to_dict()
     environment: dict
     notes: tuple
-    name: str = ""                                # the model's name (an upload's), if any
+    name: str = ""  # the model's name (an upload's), if any
 
     @property
     def sections(self) -> list[str]:
@@ -90,18 +97,32 @@ class Report:
         raise KeyError(name)
 
     def to_dict(self) -> dict:
-        return _plain({
-            "title": self.title, "name": self.name, "config": self.config,
-            "hf_config": self.hf_config, "hf_config_note": self.hf_config_note,
-            "workload": self.workload,
-            "analysis": self.analysis,
-            "tables": {t.name: {"title": t.title, "section": t.section, "note": t.note,
-                                "columns": [str(c) for c in t.frame.columns],
-                                "rows": t.frame.to_dict(orient="records")} for t in self.tables},
-            "figures": [{"name": f.name, "title": f.title, "section": f.section}
-                        for f in self.figures],
-            "claims": list(self.claims), "experiments": self.experiments,
-            "environment": self.environment, "notes": list(self.notes)})
+        return _plain(
+            {
+                "title": self.title,
+                "name": self.name,
+                "config": self.config,
+                "hf_config": self.hf_config,
+                "hf_config_note": self.hf_config_note,
+                "workload": self.workload,
+                "analysis": self.analysis,
+                "tables": {
+                    t.name: {
+                        "title": t.title,
+                        "section": t.section,
+                        "note": t.note,
+                        "columns": [str(c) for c in t.frame.columns],
+                        "rows": t.frame.to_dict(orient="records"),
+                    }
+                    for t in self.tables
+                },
+                "figures": [{"name": f.name, "title": f.title, "section": f.section} for f in self.figures],
+                "claims": list(self.claims),
+                "experiments": self.experiments,
+                "environment": self.environment,
+                "notes": list(self.notes),
+            }
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -110,7 +131,7 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):     # numpy scalar
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalar
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -133,34 +154,54 @@ def environment() -> dict:
         except metadata.PackageNotFoundError:
             versions[package] = None
     from .. import __version__
+
     device = pick_device("auto")
-    return {"llama_lab": __version__, "python": platform.python_version(), **versions,
-            "platform": platform.platform(), "device": str(device),
-            "device_name": device_name(device),
-            "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    return {
+        "llama_lab": __version__,
+        "python": platform.python_version(),
+        **versions,
+        "platform": platform.platform(),
+        "device": str(device),
+        "device_name": device_name(device),
+        "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 def _number_or(value: Any, text) -> Any:
     """A number (not a bool) as itself, so the report writes it with separators; anything
     else as ``text(value)``."""
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else text(value)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else text(value)
 
 
 def _config_tables(cfg: ModelConfig, hf: dict | None) -> list[Table]:
     ours = cfg.to_dict()
-    derived = {"head_dim": cfg.head_dim, "n_rep (query heads per KV head)": cfg.n_rep,
-               "attention_kind": cfg.attention_kind, "is_llama_style": cfg.is_llama_style}
-    frame = pd.DataFrame({"field": [*ours, *derived],
-                          "value": [v if isinstance(v, bool) else _number_or(v, str)
-                                    for v in (*ours.values(), *derived.values())]},
-                         dtype=object)
+    derived = {
+        "head_dim": cfg.head_dim,
+        "n_rep (query heads per KV head)": cfg.n_rep,
+        "attention_kind": cfg.attention_kind,
+        "is_llama_style": cfg.is_llama_style,
+    }
+    frame = pd.DataFrame(
+        {
+            "field": [*ours, *derived],
+            "value": [
+                v if isinstance(v, bool) else _number_or(v, str) for v in (*ours.values(), *derived.values())
+            ],
+        },
+        dtype=object,
+    )
     tables = [Table("config", "ModelConfig (and derived values)", "Configuration", frame)]
-    if hf is not None:      # the file's own spelling (JSON), numbers with separators
-        tables.append(Table("hf_config", "Hugging Face config.json (LlamaConfig keys)",
-                            "Configuration",
-                            pd.DataFrame({"key": list(hf), "value": [
-                                _number_or(v, json.dumps) for v in hf.values()]}, dtype=object)))
+    if hf is not None:  # the file's own spelling (JSON), numbers with separators
+        tables.append(
+            Table(
+                "hf_config",
+                "Hugging Face config.json (LlamaConfig keys)",
+                "Configuration",
+                pd.DataFrame(
+                    {"key": list(hf), "value": [_number_or(v, json.dumps) for v in hf.values()]}, dtype=object
+                ),
+            )
+        )
     return tables
 
 
@@ -168,23 +209,35 @@ def _storage_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision) 
     """The cache's dtype axis, the weights in every format, attention's kept bytes."""
     at = f"B={batch}, T={seq_len:,}"
     return [
-        Table("kv_cache_dtype_axis", f"KV dtype × MHA/GQA/MQA on {analysis.DEFAULT_GPU} (weights "
-              f"at {fmt.weights}, B={batch})", "KV cache",
-              kv_dtype_frame(cfg, GPUS[analysis.DEFAULT_GPU], batch, fmt.weights),
-              "int8 and int4 caches keep an fp16 scale per token and KV head"),
-        Table("weights_by_format", "The weights in every stored format (scales included)",
-              "Memory", weights_by_format(cfg), "int4 in groups of 128 inputs, int8 per output "
-              "row, fp8 per tensor; embeddings, lm_head, norms and the router stay in bf16"),
-        Table("attention_memory", f"What attention keeps for backward, naive vs fused ({at})",
-              "Memory", pd.DataFrame([analysis.attention_memory(
-                  cfg, seq_len, batch, fmt.training, analysis.DEFAULT_GPU).to_dict()]),
-              "Dao et al. 2022: naive keeps the T×T probabilities, fused only the output and "
-              "the log-sum-exp; HBM traffic of Algorithm 1 with the GPU's shared memory")
+        Table(
+            "kv_cache_dtype_axis",
+            f"KV dtype × MHA/GQA/MQA on {analysis.DEFAULT_GPU} (weights at {fmt.weights}, B={batch})",
+            "KV cache",
+            kv_dtype_frame(cfg, GPUS[analysis.DEFAULT_GPU], batch, fmt.weights),
+            "int8 and int4 caches keep an fp16 scale per token and KV head",
+        ),
+        Table(
+            "weights_by_format",
+            "The weights in every stored format (scales included)",
+            "Memory",
+            weights_by_format(cfg),
+            "int4 in groups of 128 inputs, int8 per output "
+            "row, fp8 per tensor; embeddings, lm_head, norms and the router stay in bf16",
+        ),
+        Table(
+            "attention_memory",
+            f"What attention keeps for backward, naive vs fused ({at})",
+            "Memory",
+            pd.DataFrame(
+                [analysis.attention_memory(cfg, seq_len, batch, fmt.training, analysis.DEFAULT_GPU).to_dict()]
+            ),
+            "Dao et al. 2022: naive keeps the T×T probabilities, fused only the output and "
+            "the log-sum-exp; HBM traffic of Algorithm 1 with the GPU's shared memory",
+        ),
     ]
 
 
-def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
-                     gpu: GPU) -> list[Table]:
+def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision, gpu: GPU) -> list[Table]:
     params = analysis.count_params(cfg)
     flops = analysis.count_flops(cfg, seq_len, batch)
     kv = analysis.kv_cache(cfg, seq_len, batch, fmt.kv)
@@ -193,63 +246,138 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
     at = f"B={batch}, T={seq_len:,}"
 
     return [
-        Table("params_by_component", "Parameters by component", "Parameters", params.to_frame(),
-              "A tied lm_head counts 0; the components sum to the total "
-              f"({params.total:,}; active per token {params.active:,}; non-embedding "
-              f"{params.non_embedding:,}; per block {params.per_layer:,})."),
-        Table("architecture", "What sets the family apart", "Parameters",
-              _frame(architecture(cfg), "feature", "value"),
-              " ".join(note.replace("**", "") for note in family_notes(cfg, params))),
-        Table("params_detail", "Parameters by tensor kind (all blocks)", "Parameters",
-              _frame(params.detail, "tensor", "params")),
-        Table("params_per_block", "One decoder block: parameters and its component's FLOPs",
-              "Parameters", block_table(cfg, flops)),
-        Table("flops_by_component", f"Forward FLOPs by component ({at})", "FLOPs",
-              flops.to_frame(), "2 FLOPs per multiply-add; attention scores over the full T×T. "
-                                f"Forward {flops.forward:,}; training step (3×) "
-                                f"{flops.training_step:,}; causal scores only "
-                                f"{flops.attention_scores_causal:,}."),
-        Table("flops_elementwise", "Element-wise FLOPs (not in the forward total)", "FLOPs",
-              _frame(flops.elementwise, "operation", "flops")),
-        Table("flops_conventions", "Counting conventions", "FLOPs",
-              pd.DataFrame({"convention": flops.conventions})),
-        Table("kv_cache_attention", f"KV cache: MHA vs GQA vs MQA ({at}, {fmt.kv})", "KV cache",
-              kv.to_frame(), kv.note),
-        Table("kv_cache_by_dtype", "KV cache bytes per token by dtype", "KV cache",
-              _frame(kv.by_dtype, "dtype", "bytes_per_token")),
-        Table("gpu_fit", f"What fits each GPU (weights + KV cache, {at}, {fmt})", "KV cache",
-              pd.concat([kv_fit_frame(cfg, g, seq_len, batch, fmt.weights, fmt.kv).assign(gpu=name)
-                         for name, g in GPUS.items()], ignore_index=True)
-              [["gpu", "attention", "n_kv_heads", "kv_bytes_per_token", "kv_cache_bytes",
-                "weight_bytes", "max_context_at_batch", "max_batch_at_seq_len", "is_current"]]),
-        Table("memory_inference", f"Inference memory ({at}, {fmt})", "Memory",
-              inference.to_frame(), "; ".join(inference.notes)),
-        Table("memory_training", f"Training memory per GPU, AdamW, {compute} "
-                                 f"({'mixed precision' if compute != 'fp32' else 'fp32'}), "
-                                 f"{batch} sequences of {seq_len:,} per GPU", "Memory",
-              _training_table(cfg, seq_len, batch, compute),
-              f"ZeRO stages and FSDP across {ZERO_GPUS} GPUs (Rajbhandari et al. 2020); "
-              "activations are never sharded."),
-        Table("roofline_workload", f"Roofline of this workload on every GPU ({at}, {fmt})",
-              "Roofline", _roofline_by_gpu(cfg, seq_len, batch, fmt)),
-        Table("roofline_decode", f"Decode roofline on {gpu.name}: MHA / GQA / MQA over batch × "
-                                 f"context ({fmt})", "Roofline",
-              analysis.roofline_table(cfg, gpu, dtype=fmt.dtype, weights=fmt.weights,
-                                      kv_dtype=fmt.kv), gpu.source),
-        Table("gpus", "GPUs (data-sheet peaks)", "Roofline",
-              pd.DataFrame([g.to_dict() for g in GPUS.values()])),
+        Table(
+            "params_by_component",
+            "Parameters by component",
+            "Parameters",
+            params.to_frame(),
+            "A tied lm_head counts 0; the components sum to the total "
+            f"({params.total:,}; active per token {params.active:,}; non-embedding "
+            f"{params.non_embedding:,}; per block {params.per_layer:,}).",
+        ),
+        Table(
+            "architecture",
+            "What sets the family apart",
+            "Parameters",
+            _frame(architecture(cfg), "feature", "value"),
+            " ".join(note.replace("**", "") for note in family_notes(cfg, params)),
+        ),
+        Table(
+            "params_detail",
+            "Parameters by tensor kind (all blocks)",
+            "Parameters",
+            _frame(params.detail, "tensor", "params"),
+        ),
+        Table(
+            "params_per_block",
+            "One decoder block: parameters and its component's FLOPs",
+            "Parameters",
+            block_table(cfg, flops),
+        ),
+        Table(
+            "flops_by_component",
+            f"Forward FLOPs by component ({at})",
+            "FLOPs",
+            flops.to_frame(),
+            "2 FLOPs per multiply-add; attention scores over the full T×T. "
+            f"Forward {flops.forward:,}; training step (3×) "
+            f"{flops.training_step:,}; causal scores only "
+            f"{flops.attention_scores_causal:,}.",
+        ),
+        Table(
+            "flops_elementwise",
+            "Element-wise FLOPs (not in the forward total)",
+            "FLOPs",
+            _frame(flops.elementwise, "operation", "flops"),
+        ),
+        Table(
+            "flops_conventions",
+            "Counting conventions",
+            "FLOPs",
+            pd.DataFrame({"convention": flops.conventions}),
+        ),
+        Table(
+            "kv_cache_attention",
+            f"KV cache: MHA vs GQA vs MQA ({at}, {fmt.kv})",
+            "KV cache",
+            kv.to_frame(),
+            kv.note,
+        ),
+        Table(
+            "kv_cache_by_dtype",
+            "KV cache bytes per token by dtype",
+            "KV cache",
+            _frame(kv.by_dtype, "dtype", "bytes_per_token"),
+        ),
+        Table(
+            "gpu_fit",
+            f"What fits each GPU (weights + KV cache, {at}, {fmt})",
+            "KV cache",
+            pd.concat(
+                [
+                    kv_fit_frame(cfg, g, seq_len, batch, fmt.weights, fmt.kv).assign(gpu=name)
+                    for name, g in GPUS.items()
+                ],
+                ignore_index=True,
+            )[
+                [
+                    "gpu",
+                    "attention",
+                    "n_kv_heads",
+                    "kv_bytes_per_token",
+                    "kv_cache_bytes",
+                    "weight_bytes",
+                    "max_context_at_batch",
+                    "max_batch_at_seq_len",
+                    "is_current",
+                ]
+            ],
+        ),
+        Table(
+            "memory_inference",
+            f"Inference memory ({at}, {fmt})",
+            "Memory",
+            inference.to_frame(),
+            "; ".join(inference.notes),
+        ),
+        Table(
+            "memory_training",
+            f"Training memory per GPU, AdamW, {compute} "
+            f"({'mixed precision' if compute != 'fp32' else 'fp32'}), "
+            f"{batch} sequences of {seq_len:,} per GPU",
+            "Memory",
+            _training_table(cfg, seq_len, batch, compute),
+            f"ZeRO stages and FSDP across {ZERO_GPUS} GPUs (Rajbhandari et al. 2020); "
+            "activations are never sharded.",
+        ),
+        Table(
+            "roofline_workload",
+            f"Roofline of this workload on every GPU ({at}, {fmt})",
+            "Roofline",
+            _roofline_by_gpu(cfg, seq_len, batch, fmt),
+        ),
+        Table(
+            "roofline_decode",
+            f"Decode roofline on {gpu.name}: MHA / GQA / MQA over batch × context ({fmt})",
+            "Roofline",
+            analysis.roofline_table(cfg, gpu, dtype=fmt.dtype, weights=fmt.weights, kv_dtype=fmt.kv),
+            gpu.source,
+        ),
+        Table(
+            "gpus", "GPUs (data-sheet peaks)", "Roofline", pd.DataFrame([g.to_dict() for g in GPUS.values()])
+        ),
     ] + _parallel_tables(cfg, seq_len, batch, fmt, gpu)
 
 
-PARALLEL_GPUS = 8                    # the report's least GPU count for serving and training
+PARALLEL_GPUS = 8  # the report's least GPU count for serving and training
 
 
-def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
-                     gpu: GPU) -> list[Table]:
+def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision, gpu: GPU) -> list[Table]:
     """Serving split TP × PP and the training layouts that fit, each on 8 GPUs or the fewest
     (a power of two) on which the model fits; Korthikanti's terms beside ours."""
-    serve = max(PARALLEL_GPUS, layouts.fewest_gpus(cfg, gpu, seq_len, fmt.training, True, batch,
-                                                   fmt.weights) or 0)
+    serve = max(
+        PARALLEL_GPUS, layouts.fewest_gpus(cfg, gpu, seq_len, fmt.training, True, batch, fmt.weights) or 0
+    )
     # training: twice the GPUs the states alone need — a search at one count, not the
     # fewest-GPU search's several
     train = layouts.gpus_for_states(cfg, gpu, least=PARALLEL_GPUS)
@@ -258,47 +386,75 @@ def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
     tp = next(t for t in (8, 4, 2, 1) if cfg.n_heads % t == 0)
     terms, ours, variants = korthikanti_frames(compare(cfg, seq_len, 1, tp))
     section = "Many GPUs"
-    return [Table("parallel_serving", f"Serving on {serve} × {gpu.name}: every TP × PP split "
-                  f"(B={batch}, T={seq_len:,}, {fmt})", section, serving_frame(fits)),
-            Table("parallel_layouts", f"Training layouts that fit {train} × {gpu.name} "
-                  f"(T={seq_len:,}, {fmt.training}), cheapest first (the first 20 of "
-                  f"{len(found)})", section, search_frame(found[:20]), layouts.search_assumptions()),
-            Table("korthikanti_terms", "Korthikanti et al. 2022: one GPT layer's activations, "
-                  f"term by term (s={seq_len:,}, b=1, h={cfg.d_model:,}, a={cfg.n_heads})",
-                  section, terms),
-            Table("korthikanti_ours", "Our implementation of their GPT recipe and of this model",
-                  section, ours),
-            Table("korthikanti_variants", f"Table 2's variants at t={tp}: theirs and this model's",
-                  section, variants)]
+    return [
+        Table(
+            "parallel_serving",
+            f"Serving on {serve} × {gpu.name}: every TP × PP split (B={batch}, T={seq_len:,}, {fmt})",
+            section,
+            serving_frame(fits),
+        ),
+        Table(
+            "parallel_layouts",
+            f"Training layouts that fit {train} × {gpu.name} "
+            f"(T={seq_len:,}, {fmt.training}), cheapest first (the first 20 of "
+            f"{len(found)})",
+            section,
+            search_frame(found[:20]),
+            layouts.search_assumptions(),
+        ),
+        Table(
+            "korthikanti_terms",
+            "Korthikanti et al. 2022: one GPT layer's activations, "
+            f"term by term (s={seq_len:,}, b=1, h={cfg.d_model:,}, a={cfg.n_heads})",
+            section,
+            terms,
+        ),
+        Table("korthikanti_ours", "Our implementation of their GPT recipe and of this model", section, ours),
+        Table(
+            "korthikanti_variants",
+            f"Table 2's variants at t={tp}: theirs and this model's",
+            section,
+            variants,
+        ),
+    ]
 
 
-def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
-                      gpu: GPU) -> list[Figure]:
+def _analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision, gpu: GPU) -> list[Figure]:
     params = analysis.count_params(cfg)
     flops = analysis.count_flops(cfg, seq_len, batch)
     crossover = analysis.scores_overtake_ffn_at(cfg)
     # the pages' ranges, from the same functions: FLOPs over flops_sweep_upper, the KV cache
     # over kv_context_lengths (what fits this GPU decides how far it goes)
-    counts = [analysis.count_flops(cfg, length, batch)
-              for length in sweep_lengths(flops_sweep_upper(cfg, seq_len, crossover))]
+    counts = [
+        analysis.count_flops(cfg, length, batch)
+        for length in sweep_lengths(flops_sweep_upper(cfg, seq_len, crossover))
+    ]
     fit = kv_fit_frame(cfg, gpu, seq_len, batch, fmt.weights, fmt.kv)
-    curve = kv_memory_curve_frame(cfg, kv_context_lengths(cfg, fit, seq_len), batch,
-                                  fmt.weights, fmt.kv)
+    curve = kv_memory_curve_frame(cfg, kv_context_lengths(cfg, fit, seq_len), batch, fmt.weights, fmt.kv)
     points = roofline_points(cfg, gpu, ROOFLINE_BATCHES, seq_len, fmt.dtype, fmt.weights, fmt.kv)
     return [
-        Figure("params_sunburst", "Parameters by component", "Parameters",
-               params_sunburst(params)),
+        Figure("params_sunburst", "Parameters by component", "Parameters", params_sunburst(params)),
         Figure("flops_bar", "Forward FLOPs by component", "FLOPs", flops_bar(flops)),
-        Figure("flops_vs_seq_len", "Forward FLOPs per token against sequence length", "FLOPs",
-               flops_vs_seq_len(counts, crossover, seq_len)),
-        Figure("kv_sharing", "Query heads and the KV heads they read", "KV cache",
-               kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads)),
-        Figure("kv_memory_vs_context", "Weights + KV cache against context", "KV cache",
-               kv_memory_vs_context(curve, gpu)),
-        Figure("roofline", f"Decode roofline on {gpu.name}", "Roofline",
-               roofline_figure(points, gpu)),
-        Figure("decode_throughput", "Decode throughput bound", "Roofline",
-               decode_throughput(points)),
+        Figure(
+            "flops_vs_seq_len",
+            "Forward FLOPs per token against sequence length",
+            "FLOPs",
+            flops_vs_seq_len(counts, crossover, seq_len),
+        ),
+        Figure(
+            "kv_sharing",
+            "Query heads and the KV heads they read",
+            "KV cache",
+            kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads),
+        ),
+        Figure(
+            "kv_memory_vs_context",
+            "Weights + KV cache against context",
+            "KV cache",
+            kv_memory_vs_context(curve, gpu),
+        ),
+        Figure("roofline", f"Decode roofline on {gpu.name}", "Roofline", roofline_figure(points, gpu)),
+        Figure("decode_throughput", "Decode throughput bound", "Roofline", decode_throughput(points)),
     ]
 
 
@@ -307,8 +463,7 @@ def _training_table(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> p
     columns = {}
     for sharding in analysis.SHARDINGS:
         n_gpus = 1 if sharding == "none" else ZERO_GPUS
-        estimate = analysis.training_memory(cfg, seq_len, batch, dtype, sharding=sharding,
-                                            n_gpus=n_gpus)
+        estimate = analysis.training_memory(cfg, seq_len, batch, dtype, sharding=sharding, n_gpus=n_gpus)
         label = "unsharded (1 GPU)" if sharding == "none" else f"{sharding} ({n_gpus} GPUs)"
         columns[label] = {**estimate.per_gpu_components, "total per GPU": estimate.per_gpu_bytes}
     frame = pd.DataFrame(columns)
@@ -320,12 +475,19 @@ def _roofline_by_gpu(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision)
     for name, gpu in GPUS.items():
         for phase in ("prefill", "decode"):
             r = analysis.roofline(cfg, gpu, batch, seq_len, fmt.dtype, phase, fmt.weights, fmt.kv)
-            rows.append({"gpu": name, "phase": phase, "flops": r.flops,
-                         "bytes_moved": r.bytes_moved,
-                         "arithmetic_intensity": r.arithmetic_intensity,
-                         "ridge_point": r.ridge_point, "bound": r.bound,
-                         "time_per_step_ms": 1e3 * r.time_per_step_s,
-                         "tokens_per_s": r.tokens_per_s})
+            rows.append(
+                {
+                    "gpu": name,
+                    "phase": phase,
+                    "flops": r.flops,
+                    "bytes_moved": r.bytes_moved,
+                    "arithmetic_intensity": r.arithmetic_intensity,
+                    "ridge_point": r.ridge_point,
+                    "bound": r.bound,
+                    "time_per_step_ms": 1e3 * r.time_per_step_s,
+                    "tokens_per_s": r.tokens_per_s,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -333,10 +495,13 @@ def _claims_part() -> tuple[tuple, list[Table]]:
     found = seed_claims()
     frame = claims_frame(found)
     frame.insert(0, "holds", ["✓" if c.verdict else "✗" for c in found])
-    note = (f"{sum(c.verdict for c in found)} of {len(found)} hold. The seed tutorial "
-            f"({SEED_SOURCE}) recomputed; these concern fixed models, not this config.")
-    return tuple(c.to_dict() for c in found), [Table("seed_claims", "The seed's claims, "
-                                                     "recomputed", "Seed claims", frame, note)]
+    note = (
+        f"{sum(c.verdict for c in found)} of {len(found)} hold. The seed tutorial "
+        f"({SEED_SOURCE}) recomputed; these concern fixed models, not this config."
+    )
+    return tuple(c.to_dict() for c in found), [
+        Table("seed_claims", "The seed's claims, recomputed", "Seed claims", frame, note)
+    ]
 
 
 def _as_entry(kind: str, value: Any) -> ExperimentEntry:
@@ -347,8 +512,9 @@ def _as_entry(kind: str, value: Any) -> ExperimentEntry:
         raise ReportError(f"experiments[{kind!r}] holds a {entry.kind!r} entry")
     expected = KINDS[kind].result_type
     if not isinstance(entry.result, expected):
-        raise ReportError(f"experiments[{kind!r}] must be a {expected.__name__}, "
-                          f"got {type(entry.result).__name__}")
+        raise ReportError(
+            f"experiments[{kind!r}] must be a {expected.__name__}, got {type(entry.result).__name__}"
+        )
     return entry
 
 
@@ -357,9 +523,11 @@ def _ran_on(entry: ExperimentEntry) -> str:
     ran_on = ""
     if entry.config is not None:
         c = entry.config
-        ran_on = (f"Ran on d={c.d_model}, {c.n_layers} layers, {c.n_heads} heads / "
-                  f"{c.n_kv_heads} KV, vocab {c.vocab_size}, {c.norm_position}-norm "
-                  f"{c.norm_type}, {c.ffn_type} FFN {c.ffn_hidden}. ")
+        ran_on = (
+            f"Ran on d={c.d_model}, {c.n_layers} layers, {c.n_heads} heads / "
+            f"{c.n_kv_heads} KV, vocab {c.vocab_size}, {c.norm_position}-norm "
+            f"{c.norm_type}, {c.ffn_type} FFN {c.ffn_hidden}. "
+        )
     return ran_on + "; ".join(f"{k}={v}" for k, v in entry.settings.items())
 
 
@@ -374,10 +542,17 @@ def _experiment_parts(entry: ExperimentEntry) -> tuple[list[Table], list[Figure]
     return tables, kind.figures(entry.result, kind.title)
 
 
-def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
-                 experiments: Mapping[str, Any] | None = None, *,
-                 dtype: "str | Precision" = "bf16", gpu: str = analysis.DEFAULT_GPU,
-                 name: str = "") -> Report:
+def build_report(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    notes=(),
+    experiments: Mapping[str, Any] | None = None,
+    *,
+    dtype: "str | Precision" = "bf16",
+    gpu: str = analysis.DEFAULT_GPU,
+    name: str = "",
+) -> Report:
     """Everything the lab knows about ``cfg`` at B × T (``dtype``: what it computes in, the
     weights and the KV cache stored at it too — or ``Precision`` storing them apart; ``gpu`` for
     the roofline tables and the KV chart's range), plus the given experiment
@@ -395,15 +570,23 @@ def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
     except ConfigError as exc:
         hf, hf_note = None, str(exc)
 
-    tables = (_config_tables(cfg, hf) + _analysis_tables(cfg, seq_len, batch, fmt, GPUS[gpu])
-              + _storage_tables(cfg, seq_len, batch, fmt))
+    tables = (
+        _config_tables(cfg, hf)
+        + _analysis_tables(cfg, seq_len, batch, fmt, GPUS[gpu])
+        + _storage_tables(cfg, seq_len, batch, fmt)
+    )
     figures = _analysis_figures(cfg, seq_len, batch, fmt, GPUS[gpu])
     comparison = architecture_comparison(cfg, seq_len, batch, fmt.kv)
-    tables.append(Table("architecture_comparison", "The seed's 2017 → LLaMA table, each row "
-                                                   "switched on this config", "Architecture comparison",
-                        comparison.to_frame().drop(columns="ablation"),
-                        f"Everything else equal; FLOPs: one forward over B={batch} × "
-                        f"T={seq_len:,}; KV bytes at {fmt.kv}."))
+    tables.append(
+        Table(
+            "architecture_comparison",
+            "The seed's 2017 → LLaMA table, each row switched on this config",
+            "Architecture comparison",
+            comparison.to_frame().drop(columns="ablation"),
+            f"Everything else equal; FLOPs: one forward over B={batch} × "
+            f"T={seq_len:,}; KV bytes at {fmt.kv}.",
+        )
+    )
     claim_dicts, claim_tables = _claims_part()
     tables += claim_tables
     for entry in entries:
@@ -414,11 +597,25 @@ def build_report(cfg: ModelConfig, seq_len: int, batch: int, notes=(),
     tables.append(Table("environment", "Environment", "Environment", _frame(env, "item", "value")))
     return Report(
         title=f"LLaMA Lab report — {name + ': ' if name else ''}{cfg.attention_kind}, "
-              f"{analysis.count_params(cfg).total:,} parameters, B={batch}, T={seq_len:,}, "
-              f"{fmt}",
-        config=cfg.to_dict(), hf_config=hf, hf_config_note=hf_note,
-        workload={"seq_len": seq_len, "batch": batch, "dtype": fmt.dtype,
-                  "weight_dtype": fmt.weights, "kv_dtype": fmt.kv, "gpu": gpu},
-        analysis=result, tables=tuple(tables), figures=tuple(figures), claims=claim_dicts,
-        experiments={e.kind: _plain(e.to_dict()) for e in entries}, environment=env,
-        notes=tuple(notes), name=str(name))
+        f"{analysis.count_params(cfg).total:,} parameters, B={batch}, T={seq_len:,}, "
+        f"{fmt}",
+        config=cfg.to_dict(),
+        hf_config=hf,
+        hf_config_note=hf_note,
+        workload={
+            "seq_len": seq_len,
+            "batch": batch,
+            "dtype": fmt.dtype,
+            "weight_dtype": fmt.weights,
+            "kv_dtype": fmt.kv,
+            "gpu": gpu,
+        },
+        analysis=result,
+        tables=tuple(tables),
+        figures=tuple(figures),
+        claims=claim_dicts,
+        experiments={e.kind: _plain(e.to_dict()) for e in entries},
+        environment=env,
+        notes=tuple(notes),
+        name=str(name),
+    )

@@ -9,6 +9,7 @@ Every string taken from the report — titles, notes, config values, key and fil
 cells, whatever a user typed or uploaded — is HTML-escaped (controls stripped first) in the
 HTML and ``escape_markdown``-ed in the Markdown; only the renderer's own words are not.
 """
+
 from __future__ import annotations
 
 import html
@@ -31,12 +32,11 @@ from ..figures.common import Table, column_label, format_cell, table_text
 from ..units import escape_markdown, strip_control
 from .build import Report
 
-
 FORMATS = ("html", "json", "md", "csv")
-MAX_SHOWN_ROWS = 400       # HTML and Markdown show this many rows of a table; JSON and CSV all
-LONG_TABLE_ROWS = 50       # longer tables are summarised in HTML and Markdown, whole in JSON/CSV
+MAX_SHOWN_ROWS = 400  # HTML and Markdown show this many rows of a table; JSON and CSV all
+LONG_TABLE_ROWS = 50  # longer tables are summarised in HTML and Markdown, whole in JSON/CSV
 NUMBER_CELL = '<td class="num">'
-SUMMARY_VALUES = 8         # a summary lists a text column's values when it has at most this many
+SUMMARY_VALUES = 8  # a summary lists a text column's values when it has at most this many
 
 
 def _h(text: Any) -> str:
@@ -98,8 +98,11 @@ nav ul { columns: 2; }
 
 def _rows_left_out(frame: pd.DataFrame) -> str:
     left_out = len(frame) - MAX_SHOWN_ROWS
-    return (f"First {MAX_SHOWN_ROWS:,} of {len(frame):,} rows; all of them are in the JSON and "
-            f"CSV downloads.") if left_out > 0 else ""
+    return (
+        (f"First {MAX_SHOWN_ROWS:,} of {len(frame):,} rows; all of them are in the JSON and CSV downloads.")
+        if left_out > 0
+        else ""
+    )
 
 
 def is_long(table: Table) -> bool:
@@ -123,9 +126,11 @@ def table_summary(table: Table) -> str:
     column's values when few) and where the rows are."""
     frame = table.frame
     columns = ", ".join(_column_summary(name, frame[name]) for name in frame.columns)
-    return (f"{len(frame):,} rows × {frame.shape[1]} columns, too long to show here — columns: "
-            f"{columns}. Every row is in the CSV zip as {table.name}.csv and in the JSON under "
-            f"tables → {table.name}.")
+    return (
+        f"{len(frame):,} rows × {frame.shape[1]} columns, too long to show here — columns: "
+        f"{columns}. Every row is in the CSV zip as {table.name}.csv and in the JSON under "
+        f"tables → {table.name}."
+    )
 
 
 def _html_table(frame: pd.DataFrame) -> str:
@@ -133,58 +138,72 @@ def _html_table(frame: pd.DataFrame) -> str:
     frame = frame.head(MAX_SHOWN_ROWS)
     text = table_text(frame)
     head = "".join(f"<th>{_h(c)}</th>" for c in text.columns)
-    opening = [NUMBER_CELL if _numeric_column(frame.iloc[:, i]) else "<td>"
-               for i in range(frame.shape[1])]
-    rows = ["<tr>" + "".join(f"{start}{_h(cell)}</td>" for start, cell in zip(opening, shown))
-            + "</tr>" for shown in text.itertuples(index=False)]
-    table = (f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
-             f"<tbody>{''.join(rows)}</tbody></table></div>")
+    opening = [NUMBER_CELL if _numeric_column(frame.iloc[:, i]) else "<td>" for i in range(frame.shape[1])]
+    rows = [
+        "<tr>" + "".join(f"{start}{_h(cell)}</td>" for start, cell in zip(opening, shown)) + "</tr>"
+        for shown in text.itertuples(index=False)
+    ]
+    table = (
+        f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
     return table + (f'<p class="note">{note}</p>' if note else "")
 
 
 def _html_section(report: Report, section: str) -> list[str]:
     parts = [f'<h2 id="{_anchor(section)}">{_h(section)}</h2>']
     if section == "Configuration" and report.hf_config_note:
-        parts.append(f'<p class="note">No Hugging Face config.json: '
-                     f'{_h(report.hf_config_note)}</p>')
+        parts.append(f'<p class="note">No Hugging Face config.json: {_h(report.hf_config_note)}</p>')
     for figure in (f for f in report.figures if f.section == section):
-        div = figure.figure.to_html(full_html=False, include_plotlyjs=False,
-                                    div_id=_figure_id(figure.name),
-                                    config={"displaylogo": False, "responsive": True})
+        div = figure.figure.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=_figure_id(figure.name),
+            config={"displaylogo": False, "responsive": True},
+        )
         # plotly's JSON escapes <, > and C0 controls, not bidi overrides or C1 controls
         parts.append(f'<div class="figure">{strip_control(div)}</div>')
     for table in (t for t in report.tables if t.section == section):
         parts.append(f"<h3>{_h(table.title)}</h3>")
         if table.note:
             parts.append(f'<p class="note">{_h(table.note)}</p>')
-        parts.append(f'<p class="summary">{_h(table_summary(table))}</p>' if is_long(table)
-                     else _html_table(table.frame))
+        parts.append(
+            f'<p class="summary">{_h(table_summary(table))}</p>'
+            if is_long(table)
+            else _html_table(table.frame)
+        )
     return parts
 
 
 def render_html(report: Report) -> str:
     from plotly.offline import get_plotlyjs
 
-    parts = [f"<h1>{_h(report.title)}</h1>",
-             f"<p>Generated {_h(report.environment['time_utc'])} by LLaMA Lab "
-             f"{_h(report.environment['llama_lab'])}. Workload: "
-             + ", ".join(f"{_h(k)} = {_h(v)}" for k, v in report.workload.items())
-             + ". Every number is computed; FLOPs count 2 per multiply-add.</p>"]
+    parts = [
+        f"<h1>{_h(report.title)}</h1>",
+        f"<p>Generated {_h(report.environment['time_utc'])} by LLaMA Lab "
+        f"{_h(report.environment['llama_lab'])}. Workload: "
+        + ", ".join(f"{_h(k)} = {_h(v)}" for k, v in report.workload.items())
+        + ". Every number is computed; FLOPs count 2 per multiply-add.</p>",
+    ]
     for note in report.notes:
         parts.append(f'<p class="note">Note: {_h(note)}</p>')
-    parts.append("<nav><ul>" + "".join(
-        f'<li><a href="#{_anchor(s)}">{_h(s)}</a></li>' for s in report.sections)
-        + "</ul></nav>")
+    parts.append(
+        "<nav><ul>"
+        + "".join(f'<li><a href="#{_anchor(s)}">{_h(s)}</a></li>' for s in report.sections)
+        + "</ul></nav>"
+    )
     for section in report.sections:
         parts += _html_section(report, section)
     body = "\n".join(parts)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_h(report.title)}</title>"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<style>{CSS}</style>"
-            # plotly.js, inlined once: the file opens offline.
-            f"<script type=\"text/javascript\">{get_plotlyjs()}</script>"
-            f"</head><body>\n{body}\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_h(report.title)}</title>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<style>{CSS}</style>"
+        # plotly.js, inlined once: the file opens offline.
+        f'<script type="text/javascript">{get_plotlyjs()}</script>'
+        f"</head><body>\n{body}\n</body></html>\n"
+    )
 
 
 def render_json(report: Report) -> str:
@@ -196,12 +215,17 @@ def markdown_table(frame: pd.DataFrame) -> str:
     ``format_cell`` writes them, right-aligned."""
     text = table_text(frame.head(MAX_SHOWN_ROWS))
     header = "| " + " | ".join(_md(c) for c in text.columns) + " |"
-    rule = "|" + "|".join("---:" if _numeric_column(frame.iloc[:, i]) else "---"
-                          for i in range(frame.shape[1])) + "|"
-    rows = ["| " + " | ".join(cell if _is_number(value) else _md(cell)
-                              for value, cell in zip(raw, shown)) + " |"
-            for raw, shown in zip(frame.head(MAX_SHOWN_ROWS).itertuples(index=False),
-                                  text.itertuples(index=False))]
+    rule = (
+        "|"
+        + "|".join("---:" if _numeric_column(frame.iloc[:, i]) else "---" for i in range(frame.shape[1]))
+        + "|"
+    )
+    rows = [
+        "| " + " | ".join(cell if _is_number(value) else _md(cell) for value, cell in zip(raw, shown)) + " |"
+        for raw, shown in zip(
+            frame.head(MAX_SHOWN_ROWS).itertuples(index=False), text.itertuples(index=False)
+        )
+    ]
     note = _rows_left_out(frame)
     return "\n".join([header, rule, *rows] + (["", note] if note else []))
 
@@ -216,15 +240,19 @@ def _markdown_section(report: Report, section: str) -> list[str]:
         lines += [f"### {_md(table.title)}", ""]
         if table.note:
             lines += [_md(table.note), ""]
-        lines += [f"> {_md(table_summary(table))}" if is_long(table)
-                  else markdown_table(table.frame), ""]
+        lines += [f"> {_md(table_summary(table))}" if is_long(table) else markdown_table(table.frame), ""]
     return lines
 
 
 def render_markdown(report: Report) -> str:
-    lines = [f"# {_md(report.title)}", "",
-             f"Generated {_md(report.environment['time_utc'])}. Workload: "
-             + ", ".join(f"{_md(k)} = {_md(v)}" for k, v in report.workload.items()) + ".", ""]
+    lines = [
+        f"# {_md(report.title)}",
+        "",
+        f"Generated {_md(report.environment['time_utc'])}. Workload: "
+        + ", ".join(f"{_md(k)} = {_md(v)}" for k, v in report.workload.items())
+        + ".",
+        "",
+    ]
     lines += [f"> Note: {_md(note)}" for note in report.notes]
     for section in report.sections:
         lines += _markdown_section(report, section)
@@ -239,16 +267,21 @@ def render_csv(report: Report) -> bytes:
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for table in report.tables:
             archive.writestr(f"{table.name}.csv", table.frame.to_csv(index=False))
-            index.append({"file": f"{table.name}.csv", "section": table.section,
-                          "title": table.title, "note": table.note})
+            index.append(
+                {
+                    "file": f"{table.name}.csv",
+                    "section": table.section,
+                    "title": table.title,
+                    "note": table.note,
+                }
+            )
         archive.writestr("index.csv", pd.DataFrame(index).to_csv(index=False))
     return buffer.getvalue()
 
 
 def render(report: Report, fmt: str) -> str | bytes:
     """``html``, ``json`` and ``md`` give text; ``csv`` gives the zip's bytes."""
-    renderers = {"html": render_html, "json": render_json, "md": render_markdown,
-                 "csv": render_csv}
+    renderers = {"html": render_html, "json": render_json, "md": render_markdown, "csv": render_csv}
     if fmt not in renderers:
         raise ReportError(f"format={fmt!r} must be one of {', '.join(FORMATS)}")
     return renderers[fmt](report)
@@ -259,7 +292,7 @@ def check_output(path: Path) -> Path:
     device, socket or symlink loop is a ReportError (checked before any work is done)."""
     name = strip_control(repr(str(path)))
     try:
-        info = os.stat(path)                    # follows symlinks; a loop raises ELOOP
+        info = os.stat(path)  # follows symlinks; a loop raises ELOOP
     except FileNotFoundError:
         info = None
     except OSError as exc:
@@ -268,7 +301,7 @@ def check_output(path: Path) -> Path:
         kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, device or socket)"
         raise ReportError(f"cannot write {name}: it is {kind}; give a file path, or '-' for stdout")
     try:
-        return path.resolve()               # through a symlink: replace its target, not the link
+        return path.resolve()  # through a symlink: replace its target, not the link
     except (OSError, RuntimeError) as exc:
         raise ReportError(f"cannot write {name}: {exc}") from None
 
@@ -284,7 +317,7 @@ def write_atomically(path: Path, content: bytes) -> None:
             handle.write(content)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes it 0600; a report is an ordinary file
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a report is an ordinary file
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:

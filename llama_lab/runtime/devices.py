@@ -1,14 +1,15 @@
 """Which device a live run uses: CUDA, then Apple MPS, then the CPU; and a device-wide sync for
 timings.
 """
+
 from __future__ import annotations
 
 import torch
 
 from ..errors import ExperimentError
 
-DEVICES = ("auto", "cpu", "cuda", "mps")     # what a live run may ask for
-PAGE_DEVICES = ("auto", "cpu", "cuda")      # the pages' choice (MPS comes with "auto")
+DEVICES = ("auto", "cpu", "cuda", "mps")  # what a live run may ask for
+PAGE_DEVICES = ("auto", "cpu", "cuda")  # the pages' choice (MPS comes with "auto")
 
 
 def mps_available() -> bool:
@@ -27,13 +28,16 @@ def pick_device(name: str = "auto") -> torch.device:
         return torch.device("cpu")
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ExperimentError(f"device={name!r} was asked for but CUDA is not available on "
-                                  f"this machine (torch {torch.__version__}); use device='auto' or 'cpu'")
+            raise ExperimentError(
+                f"device={name!r} was asked for but CUDA is not available on "
+                f"this machine (torch {torch.__version__}); use device='auto' or 'cpu'"
+            )
         return torch.device(name)
     if name == "mps":
         if not mps_available():
-            raise ExperimentError("device='mps' was asked for but Apple MPS is not available; "
-                                  "use device='auto' or 'cpu'")
+            raise ExperimentError(
+                "device='mps' was asked for but Apple MPS is not available; use device='auto' or 'cpu'"
+            )
         return torch.device("mps")
     raise ExperimentError(f"device={name!r} must be one of 'auto', 'cpu', 'cuda', 'mps'")
 

@@ -5,6 +5,7 @@ dense rate is half of those). Memory is the data sheet's GB × 10⁹; the driver
 percent more for HBM parts (80 GB of HBM3 is 80 GiB of chips), so "fits" answers err on the safe
 side.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,11 +39,11 @@ SRAM = {"hopper": 228 * KIB, "a100": 164 * KIB, "ada": 100 * KIB}
 class GPU:
     name: str
     memory_bytes: int
-    peak_bf16_flops: float     # dense tensor-core BF16 (FP32 accumulate), FLOP/s
-    peak_fp32_flops: float     # non-tensor FP32, FLOP/s
-    hbm_bytes_per_s: float     # device-memory bandwidth, bytes/s
+    peak_bf16_flops: float  # dense tensor-core BF16 (FP32 accumulate), FLOP/s
+    peak_fp32_flops: float  # non-tensor FP32, FLOP/s
+    hbm_bytes_per_s: float  # device-memory bandwidth, bytes/s
     source: str
-    sram_bytes: int = 0        # shared memory one SM offers a kernel (FlashAttention's M)
+    sram_bytes: int = 0  # shared memory one SM offers a kernel (FlashAttention's M)
 
     def peak_flops(self, dtype: str) -> float:
         """The matmul peak for a storage dtype: fp32 on the FP32 units, everything else on the
@@ -65,34 +66,74 @@ class GPU:
 GPUS: dict[str, GPU] = {
     # NVIDIA H100 Tensor Core GPU datasheet, SXM5 column: 80 GB HBM3, 3.35 TB/s,
     # BF16 1,979 TFLOPS with sparsity (989.4 dense), FP32 67 TFLOPS.
-    "H100 80GB": GPU("H100 80GB", 80 * GIGA, 989.4 * TERA, 67 * TERA, 3.35 * TERA,
-                     "NVIDIA H100 datasheet (SXM5): BF16 1,979 TFLOPS sparse → 989.4 dense, "
-                     "FP32 67 TFLOPS, 80 GB HBM3 at 3.35 TB/s", SRAM["hopper"]),
+    "H100 80GB": GPU(
+        "H100 80GB",
+        80 * GIGA,
+        989.4 * TERA,
+        67 * TERA,
+        3.35 * TERA,
+        "NVIDIA H100 datasheet (SXM5): BF16 1,979 TFLOPS sparse → 989.4 dense, "
+        "FP32 67 TFLOPS, 80 GB HBM3 at 3.35 TB/s",
+        SRAM["hopper"],
+    ),
     # NVIDIA H200 Tensor Core GPU datasheet, SXM column: 141 GB HBM3e, 4.8 TB/s,
     # BF16 1,979 TFLOPS with sparsity, FP32 67 TFLOPS (same compute die as H100 SXM).
-    "H200 141GB": GPU("H200 141GB", 141 * GIGA, 989.4 * TERA, 67 * TERA, 4.8 * TERA,
-                      "NVIDIA H200 datasheet (SXM): BF16 1,979 TFLOPS sparse → 989.4 dense, "
-                      "FP32 67 TFLOPS, 141 GB HBM3e at 4.8 TB/s", SRAM["hopper"]),
+    "H200 141GB": GPU(
+        "H200 141GB",
+        141 * GIGA,
+        989.4 * TERA,
+        67 * TERA,
+        4.8 * TERA,
+        "NVIDIA H200 datasheet (SXM): BF16 1,979 TFLOPS sparse → 989.4 dense, "
+        "FP32 67 TFLOPS, 141 GB HBM3e at 4.8 TB/s",
+        SRAM["hopper"],
+    ),
     # NVIDIA A100 Tensor Core GPU datasheet, A100 40GB SXM: BF16 312 TFLOPS dense (624 sparse),
     # FP32 19.5 TFLOPS, HBM2 1,555 GB/s.
-    "A100 40GB": GPU("A100 40GB", 40 * GIGA, 312 * TERA, 19.5 * TERA, 1555 * GIGA,
-                     "NVIDIA A100 datasheet (40GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
-                     "40 GB HBM2 at 1,555 GB/s", SRAM["a100"]),
+    "A100 40GB": GPU(
+        "A100 40GB",
+        40 * GIGA,
+        312 * TERA,
+        19.5 * TERA,
+        1555 * GIGA,
+        "NVIDIA A100 datasheet (40GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, 40 GB HBM2 at 1,555 GB/s",
+        SRAM["a100"],
+    ),
     # Same datasheet, A100 80GB SXM: HBM2e 2,039 GB/s.
-    "A100 80GB": GPU("A100 80GB", 80 * GIGA, 312 * TERA, 19.5 * TERA, 2039 * GIGA,
-                     "NVIDIA A100 datasheet (80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
-                     "80 GB HBM2e at 2,039 GB/s", SRAM["a100"]),
+    "A100 80GB": GPU(
+        "A100 80GB",
+        80 * GIGA,
+        312 * TERA,
+        19.5 * TERA,
+        2039 * GIGA,
+        "NVIDIA A100 datasheet (80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
+        "80 GB HBM2e at 2,039 GB/s",
+        SRAM["a100"],
+    ),
     # NVIDIA L4 Tensor Core GPU datasheet: BF16 242 TFLOPS with sparsity (121 dense),
     # FP32 30.3 TFLOPS, 24 GB GDDR6 at 300 GB/s.
-    "L4": GPU("L4", 24 * GIGA, 121 * TERA, 30.3 * TERA, 300 * GIGA,
-              "NVIDIA L4 datasheet: BF16 242 TFLOPS sparse → 121 dense, FP32 30.3 TFLOPS, "
-              "24 GB GDDR6 at 300 GB/s", SRAM["ada"]),
+    "L4": GPU(
+        "L4",
+        24 * GIGA,
+        121 * TERA,
+        30.3 * TERA,
+        300 * GIGA,
+        "NVIDIA L4 datasheet: BF16 242 TFLOPS sparse → 121 dense, FP32 30.3 TFLOPS, 24 GB GDDR6 at 300 GB/s",
+        SRAM["ada"],
+    ),
     # NVIDIA Ada Lovelace architecture whitepaper, Appendix A (GeForce RTX 4090): BF16 tensor
     # with FP32 accumulate 165.2 TFLOPS dense (330.4 sparse), FP32 82.6 TFLOPS,
     # 24 GB GDDR6X at 1,008 GB/s.
-    "RTX 4090": GPU("RTX 4090", 24 * GIGA, 165.2 * TERA, 82.6 * TERA, 1008 * GIGA,
-                    "NVIDIA Ada Lovelace whitepaper, RTX 4090: BF16 (FP32 accumulate) 165.2 "
-                    "TFLOPS dense, FP32 82.6 TFLOPS, 24 GB GDDR6X at 1,008 GB/s", SRAM["ada"]),
+    "RTX 4090": GPU(
+        "RTX 4090",
+        24 * GIGA,
+        165.2 * TERA,
+        82.6 * TERA,
+        1008 * GIGA,
+        "NVIDIA Ada Lovelace whitepaper, RTX 4090: BF16 (FP32 accumulate) 165.2 "
+        "TFLOPS dense, FP32 82.6 TFLOPS, 24 GB GDDR6X at 1,008 GB/s",
+        SRAM["ada"],
+    ),
 }
 
 

@@ -3,6 +3,7 @@ the CPU cores or the GPU. Every run holds a slot; a run that finds none free wai
 so) instead of piling on. Slots are released in ``finally``: a run stopped by a Streamlit
 rerun, a closed tab or an exception leaves no stuck lock.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,8 @@ from typing import Callable, Iterator
 
 from ..errors import BusyError
 
-DEFAULT_SLOTS = 1          # one live run at a time per process: a forward/backward uses every core
-MAX_WAIT_S = 600.0         # a run waiting longer than this is refused, not queued forever
+DEFAULT_SLOTS = 1  # one live run at a time per process: a forward/backward uses every core
+MAX_WAIT_S = 600.0  # a run waiting longer than this is refused, not queued forever
 
 
 def _slots_from_env() -> int:
@@ -35,8 +36,12 @@ class JobLimiter:
         self.waiting = 0
 
     @contextmanager
-    def slot(self, on_wait: Callable[[int, float], None] | None = None,
-             max_wait_s: float = MAX_WAIT_S, poll_s: float = 0.25) -> Iterator[None]:
+    def slot(
+        self,
+        on_wait: Callable[[int, float], None] | None = None,
+        max_wait_s: float = MAX_WAIT_S,
+        poll_s: float = 0.25,
+    ) -> Iterator[None]:
         """Hold one slot for the duration of the block. While the run has to wait for another
         one, ``on_wait(n_running, seconds_waited)`` is called every ``poll_s``: the app says so
         there, and a run stopped while it waits (a rerun, Stop, a closed tab) leaves from it."""
@@ -49,8 +54,10 @@ class JobLimiter:
                 while not acquired:
                     waited = time.monotonic() - start
                     if waited >= max_wait_s:
-                        raise BusyError(f"another run has held the machine for over {max_wait_s:.0f} s; "
-                                        f"try again when it has finished")
+                        raise BusyError(
+                            f"another run has held the machine for over {max_wait_s:.0f} s; "
+                            f"try again when it has finished"
+                        )
                     if on_wait is not None:
                         on_wait(self.running, waited)
                     acquired = self._semaphore.acquire(timeout=min(max_wait_s - waited, poll_s))

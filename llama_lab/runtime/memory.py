@@ -1,6 +1,7 @@
 """The memory guard: what a new allocation can use on a device, and a refusal, before anything
 is allocated, of a run that would need more.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,8 +15,7 @@ import torch
 from ..errors import ExperimentError
 from ..units import human_bytes
 
-
-MEMORY_HEADROOM = 0.9              # refuse a run that needs more than 90 % of what is free
+MEMORY_HEADROOM = 0.9  # refuse a run that needs more than 90 % of what is free
 
 
 def _read_first_line(path: str) -> str | None:
@@ -66,8 +66,9 @@ def _cgroup_dirs(root: str, membership: str) -> list[tuple[str, str]]:
     return found
 
 
-def cgroup_available_bytes(root: str = "/sys/fs/cgroup",
-                           proc_cgroup: str = "/proc/self/cgroup") -> int | None:
+def cgroup_available_bytes(
+    root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup"
+) -> int | None:
     """The cgroup's memory limit minus what it uses (less reclaimable page cache), the tightest
     over this cgroup and its ancestors; cgroup v2 (memory.max, memory.current) or v1
     (memory.limit_in_bytes, memory.usage_in_bytes). None when no limit is set or readable."""
@@ -76,17 +77,25 @@ def cgroup_available_bytes(root: str = "/sys/fs/cgroup",
             membership = fh.read(65536)
     except (OSError, ValueError):
         membership = ""
-    names = {"v2": ("memory.max", "memory.current", "inactive_file"),
-             "v1": ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")}
-    candidates = [(os.path.join(d, names[v][0]), os.path.join(d, names[v][1]),
-                   os.path.join(d, "memory.stat"), names[v][2])
-                  for d, v in _cgroup_dirs(root, membership)]
+    names = {
+        "v2": ("memory.max", "memory.current", "inactive_file"),
+        "v1": ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+    }
+    candidates = [
+        (
+            os.path.join(d, names[v][0]),
+            os.path.join(d, names[v][1]),
+            os.path.join(d, "memory.stat"),
+            names[v][2],
+        )
+        for d, v in _cgroup_dirs(root, membership)
+    ]
     best = None
     for limit_path, usage_path, stat_path, reclaimable in candidates:
         limit, usage = _read_first_line(limit_path), _read_first_line(usage_path)
         if not limit or not usage or not limit.isdigit() or not usage.isdigit():
-            continue                                   # "max": no limit at this level
-        if int(limit) >= 2**60:                        # v1 says "no limit" with a huge number
+            continue  # "max": no limit at this level
+        if int(limit) >= 2**60:  # v1 says "no limit" with a huge number
             continue
         used = max(0, int(usage) - (file_field(stat_path, reclaimable) or 0))
         free = max(0, int(limit) - used)
@@ -99,6 +108,7 @@ def rlimit_available_bytes() -> int | None:
     unlimited."""
     try:
         import resource
+
         soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
     except (ImportError, OSError, ValueError, AttributeError):
         return None
@@ -111,8 +121,11 @@ def rlimit_available_bytes() -> int | None:
 def cpu_free_bytes() -> dict[str, int]:
     """What bounds a new CPU allocation, by source: the kernel's MemAvailable, the cgroup's
     limit less its usage, RLIMIT_AS less the process size (only those that apply)."""
-    sources = {"MemAvailable": meminfo_available_bytes(), "cgroup": cgroup_available_bytes(),
-               "RLIMIT_AS": rlimit_available_bytes()}
+    sources = {
+        "MemAvailable": meminfo_available_bytes(),
+        "cgroup": cgroup_available_bytes(),
+        "RLIMIT_AS": rlimit_available_bytes(),
+    }
     found = {name: value for name, value in sources.items() if value is not None}
     if not found:
         try:
@@ -150,13 +163,13 @@ def check_memory(required_bytes: int, device: torch.device | str, what: str = "t
         raise ExperimentError(
             f"{what} needs about {human_bytes(required_bytes)} on {device.type} but only "
             f"{human_bytes(free)} is free (limit {MEMORY_HEADROOM:.0%} of free{source}); use a "
-            f"smaller model, batch or sequence length")
+            f"smaller model, batch or sequence length"
+        )
 
 
 # What the allocators say when they run out: torch.OutOfMemoryError (CUDA, MPS), a
 # RuntimeError from the CPU allocator, or Python's MemoryError.
-_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory",
-             "failed to allocate")
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate")
 
 
 def is_allocation_failure(exc: BaseException) -> bool:
@@ -171,7 +184,7 @@ def allocation_failures_refused(what: str = "the run") -> Iterator[None]:
     CLI and the app show as one message), after the memory it held is given back."""
     try:
         yield
-    except BaseException as exc:                      # noqa: BLE001 - re-raised unless OOM
+    except BaseException as exc:  # noqa: BLE001 - re-raised unless OOM
         if not is_allocation_failure(exc):
             raise
         detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
@@ -182,7 +195,8 @@ def allocation_failures_refused(what: str = "the run") -> Iterator[None]:
         raise ExperimentError(
             f"{what} ran out of memory part-way ({detail}); the guard's estimate was exceeded "
             f"or other programs took memory meanwhile; use a smaller model, batch or sequence "
-            f"length") from None
+            f"length"
+        ) from None
 
 
 class RssPeak:
@@ -203,7 +217,7 @@ class RssPeak:
     def start(self) -> "RssPeak":
         try:
             with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-                fh.write("5")                               # reset the peak to the current RSS
+                fh.write("5")  # reset the peak to the current RSS
             self._start = file_field("/proc/self/status", "VmRSS")
         except OSError:
             self._start = None
@@ -226,9 +240,10 @@ def _glibc():
     """The C library when it is glibc (mallopt, malloc_trim), else None: loaded once."""
     import ctypes
     import ctypes.util
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.gnu_get_libc_version
+        _ = libc.gnu_get_libc_version  # glibc only: AttributeError elsewhere
     except (OSError, AttributeError):
         return None
     return libc

@@ -1,5 +1,5 @@
-"""Peak FLOP/s for MFU: a known GPU's data sheet, otherwise a timed matmul on the device.
-"""
+"""Peak FLOP/s for MFU: a known GPU's data sheet, otherwise a timed matmul on the device."""
+
 from __future__ import annotations
 
 import functools
@@ -11,8 +11,7 @@ from .devices import device_name, sync
 from .hardware import gpu_for_device_name
 from .precision import DTYPES
 
-
-CPU_PEAK_MATMUL_SIZE = 1024        # n of the n×n matmul timed as the CPU's peak FLOP/s
+CPU_PEAK_MATMUL_SIZE = 1024  # n of the n×n matmul timed as the CPU's peak FLOP/s
 
 
 def matmul_flops(device: torch.device | str, dtype: str, n: int, reps: int = 5) -> float:
@@ -21,7 +20,7 @@ def matmul_flops(device: torch.device | str, dtype: str, n: int, reps: int = 5) 
     device = torch.device(device)
     a = torch.randn(n, n, device=device).to(DTYPES[dtype])
     b = torch.randn(n, n, device=device).to(DTYPES[dtype])
-    a @ b                                                           # warm-up
+    a @ b  # warm-up
     best = float("inf")
     for _ in range(reps):
         sync(device)
@@ -29,12 +28,13 @@ def matmul_flops(device: torch.device | str, dtype: str, n: int, reps: int = 5) 
         a @ b
         sync(device)
         best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best                                        # one multiply-add = 2 FLOPs
+    return 2 * n**3 / best  # one multiply-add = 2 FLOPs
 
 
 @functools.lru_cache(maxsize=None)
-def measured_matmul_flops(device_str: str, dtype: str, n: int = CPU_PEAK_MATMUL_SIZE,
-                          threads: int = 0) -> float:
+def measured_matmul_flops(
+    device_str: str, dtype: str, n: int = CPU_PEAK_MATMUL_SIZE, threads: int = 0
+) -> float:
     """``matmul_flops``, the device's practical peak, cached per process (``threads`` keys the
     cache on torch's thread count)."""
     return matmul_flops(device_str, dtype, n)
@@ -46,7 +46,9 @@ def device_peak_flops(device: torch.device, dtype: str) -> tuple[float, str]:
     if device.type == "cuda":
         gpu = gpu_for_device_name(torch.cuda.get_device_name(device))
         if gpu is not None:
-            return float(gpu.peak_flops(dtype)), f"{gpu.name} datasheet ({'fp32' if dtype == 'fp32' else 'bf16/fp16 dense'})"
+            return float(
+                gpu.peak_flops(dtype)
+            ), f"{gpu.name} datasheet ({'fp32' if dtype == 'fp32' else 'bf16/fp16 dense'})"
         n = 4096
     else:
         n = CPU_PEAK_MATMUL_SIZE

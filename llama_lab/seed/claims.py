@@ -4,6 +4,7 @@ Every figure here comes from ``analysis`` (closed-form counts), the presets (pub
 configs) or a real forward pass of ``model``; nothing quotes the answer. A claim's verdict is
 True when the seed's statement holds for what the lab computes.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,7 +19,6 @@ from .. import analysis
 from ..config import PRESETS, ModelConfig, llama_ffn_hidden, seed_ffn_hidden
 from ..model import INIT_STD, build_model
 
-
 SEED_SOURCE = "seeds/000_c341ef436a02faef.txt"
 
 
@@ -28,12 +28,12 @@ LLAMA_7B = "llama-7b"
 @dataclass(frozen=True)
 class Claim:
     id: str
-    quote: str            # the seed's words (Chinese original)
-    claim_en: str         # what it states, in English
-    computed: str         # what the lab computes
-    verdict: bool         # True: the statement holds
-    explanation: str      # one line: why
-    section: str          # where in the seed
+    quote: str  # the seed's words (Chinese original)
+    claim_en: str  # what it states, in English
+    computed: str  # what the lab computes
+    verdict: bool  # True: the statement holds
+    explanation: str  # one line: why
+    section: str  # where in the seed
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,8 +65,9 @@ def total_norm_params(cfg: ModelConfig) -> int:
 
 def layernorm_extra_params(cfg: ModelConfig) -> int:
     """Parameters a LayerNorm version of ``cfg`` adds over its RMSNorm version (the β's)."""
-    return (total_norm_params(cfg.replace(norm_type="layernorm"))
-            - total_norm_params(cfg.replace(norm_type="rmsnorm")))
+    return total_norm_params(cfg.replace(norm_type="layernorm")) - total_norm_params(
+        cfg.replace(norm_type="rmsnorm")
+    )
 
 
 def _within(value: float, target: float, rel: float) -> bool:
@@ -74,8 +75,9 @@ def _within(value: float, target: float, rel: float) -> bool:
 
 
 @lru_cache(maxsize=4)
-def initial_loss(preset: str = "seed-demo", batch: int = 2, seq_len: int = 16,
-                 seed: int = 0) -> tuple[float, float]:
+def initial_loss(
+    preset: str = "seed-demo", batch: int = 2, seq_len: int = 16, seed: int = 0
+) -> tuple[float, float]:
     """(loss, logit variance) of the freshly initialised model on uniform random tokens, scored
     as the seed's demo does: next-token cross-entropy over the first T-1 positions."""
     cfg = PRESETS[preset]
@@ -83,7 +85,7 @@ def initial_loss(preset: str = "seed-demo", batch: int = 2, seq_len: int = 16,
     generator = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=generator)  # (B, T)
     with torch.no_grad():
-        logits = model(tokens)                                                    # (B, T, V)
+        logits = model(tokens)  # (B, T, V)
     loss = F.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1))
     return float(loss), float(logits.float().var())
 
@@ -102,23 +104,31 @@ def _norm_claims() -> list[Claim]:
     per_layer = saved - layernorm_extra_params(llama.replace(n_layers=L - 1))
     final = saved - L * per_layer
     total = _params(llama).total
-    one_block = llama.replace(n_layers=1, final_norm=False)                # two norms
+    one_block = llama.replace(n_layers=1, final_norm=False)  # two norms
     one_ln = total_norm_params(one_block.replace(norm_type="layernorm")) // 2
     one_rms = total_norm_params(one_block) // 2
     claimed = 131_000
     return [
-        Claim("norm-params", "LayerNorm 参数 2d（γ, β）| RMSNorm 参数 d（只有 γ）",
-              "A LayerNorm has 2d parameters (γ, β); an RMSNorm has d (γ only).",
-              f"at d = {d}: LayerNorm {one_ln:,}, RMSNorm {one_rms:,}",
-              (one_ln, one_rms) == (2 * d, d),
-              f"LayerNorm's bias β ({one_ln - one_rms:,}) is the difference.", "四 (table)"),
-        Claim("rmsnorm-savings", "参数：每层省 4096，共省 131K（占总量 0.02%，微不足道）",
-              "On LLaMA-7B, RMSNorm saves 4096 parameters per layer, 131K in all (0.02%).",
-              f"{per_layer:,} per layer, {saved:,} in all = {saved / total:.4%} of {total:,}",
-              per_layer == d and _within(saved, claimed, 0.05),
-              f"Two norms per block ({per_layer // 2:,} β each) plus the final norm: "
-              f"{L}·{per_layer:,} + {final:,} = {saved:,}. Even 131K would be "
-              f"{claimed / total:.4%}, not 0.02%.", "四"),
+        Claim(
+            "norm-params",
+            "LayerNorm 参数 2d（γ, β）| RMSNorm 参数 d（只有 γ）",
+            "A LayerNorm has 2d parameters (γ, β); an RMSNorm has d (γ only).",
+            f"at d = {d}: LayerNorm {one_ln:,}, RMSNorm {one_rms:,}",
+            (one_ln, one_rms) == (2 * d, d),
+            f"LayerNorm's bias β ({one_ln - one_rms:,}) is the difference.",
+            "四 (table)",
+        ),
+        Claim(
+            "rmsnorm-savings",
+            "参数：每层省 4096，共省 131K（占总量 0.02%，微不足道）",
+            "On LLaMA-7B, RMSNorm saves 4096 parameters per layer, 131K in all (0.02%).",
+            f"{per_layer:,} per layer, {saved:,} in all = {saved / total:.4%} of {total:,}",
+            per_layer == d and _within(saved, claimed, 0.05),
+            f"Two norms per block ({per_layer // 2:,} β each) plus the final norm: "
+            f"{L}·{per_layer:,} + {final:,} = {saved:,}. Even 131K would be "
+            f"{claimed / total:.4%}, not 0.02%.",
+            "四",
+        ),
     ]
 
 
@@ -134,49 +144,77 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
     ffn_released = ffn_params_per_layer(llama)
     ffn_swiglu_4d = ffn_params_per_layer(llama.replace(ffn_hidden=4 * d))
     return [
-        Claim("llama7b-intermediate",
-              "LLaMA 用的就是这个：intermediate_size = 8192 而 hidden_size = 4096",
-              "LLaMA(-7B) uses intermediate_size 8192 with hidden_size 4096.",
-              f"released config.json: intermediate_size {released:,}; Meta's rule "
-              f"256·⌈(⅔·4·{d})/256⌉ = {meta_rule:,}", released == 8192,
-              f"The released LLaMA-7B uses {released:,} (⅔·4d rounded up to a multiple of 256).",
-              "五 5.3"),
-        Claim("llama7b-ratio", "比例是 2.0 而不是 4.0",
-              "LLaMA's FFN ratio intermediate/hidden is 2.0.",
-              f"{released:,} / {d:,} = {released / d:g}", released / d == 2.0,
-              f"{released / d:g} ≈ 8/3 = {8 / 3:.4f}: LLaMA follows the 8/3·d rule.",
-              "五 5.3, 十 Q2"),
-        Claim("ffn-4d-params", "FFN(4d) | 16384 | 3 × d²",
-              "A ReLU FFN with a 4d hidden layer has 3·d² parameters.",
-              f"{ffn_4d:,} per layer = {ffn_4d / d2:g}·d² (d = {d})", ffn_4d == 3 * d2,
-              f"Two matrices, d×4d and 4d×d: {ffn_4d / d2:g}·d².", "五 5.3 (table)"),
-        Claim("swiglu-8-3", "SwiGLU(8/3 d) | 10923 | 3 × d × (8/3)d = 8d²",
-              "SwiGLU with 8/3·d = 10923 at d=4096 has 8·d² parameters, as many as the 4d FFN.",
-              f"8/3·{d} = {8 * d / 3:.2f} → {width_8_3:,}; {ffn_8_3:,} per layer = "
-              f"{ffn_8_3 / d2:.4f}·d²", width_8_3 == 10923 and _within(ffn_8_3, 8 * d2, 1e-3),
-              f"Three d×h matrices: 3·d·h = 8·d² at h = 8/3·d (rounding adds "
-              f"{ffn_8_3 - 8 * d2:,}). The seed's own code floors to a multiple of 64: "
-              f"{seed_ffn_hidden(d, multiple_of=64):,}.", "五 5.3 (table)"),
-        Claim("llama-ffn-100m", "LLaMA | 8192 | 3 × 4096 × 8192 = 100M",
-              "At width 8192 the SwiGLU FFN has 3×4096×8192 ≈ 100M parameters per layer.",
-              f"{ffn_8192:,} per layer at 8192; {ffn_released:,} at the released {released:,}",
-              _within(ffn_8192, 100e6, 0.05),
-              f"The arithmetic holds ({ffn_8192 / 1e6:.1f}M), but the released width gives "
-              f"{ffn_released / 1e6:.1f}M per layer.", "五 5.3 (table)"),
+        Claim(
+            "llama7b-intermediate",
+            "LLaMA 用的就是这个：intermediate_size = 8192 而 hidden_size = 4096",
+            "LLaMA(-7B) uses intermediate_size 8192 with hidden_size 4096.",
+            f"released config.json: intermediate_size {released:,}; Meta's rule "
+            f"256·⌈(⅔·4·{d})/256⌉ = {meta_rule:,}",
+            released == 8192,
+            f"The released LLaMA-7B uses {released:,} (⅔·4d rounded up to a multiple of 256).",
+            "五 5.3",
+        ),
+        Claim(
+            "llama7b-ratio",
+            "比例是 2.0 而不是 4.0",
+            "LLaMA's FFN ratio intermediate/hidden is 2.0.",
+            f"{released:,} / {d:,} = {released / d:g}",
+            released / d == 2.0,
+            f"{released / d:g} ≈ 8/3 = {8 / 3:.4f}: LLaMA follows the 8/3·d rule.",
+            "五 5.3, 十 Q2",
+        ),
+        Claim(
+            "ffn-4d-params",
+            "FFN(4d) | 16384 | 3 × d²",
+            "A ReLU FFN with a 4d hidden layer has 3·d² parameters.",
+            f"{ffn_4d:,} per layer = {ffn_4d / d2:g}·d² (d = {d})",
+            ffn_4d == 3 * d2,
+            f"Two matrices, d×4d and 4d×d: {ffn_4d / d2:g}·d².",
+            "五 5.3 (table)",
+        ),
+        Claim(
+            "swiglu-8-3",
+            "SwiGLU(8/3 d) | 10923 | 3 × d × (8/3)d = 8d²",
+            "SwiGLU with 8/3·d = 10923 at d=4096 has 8·d² parameters, as many as the 4d FFN.",
+            f"8/3·{d} = {8 * d / 3:.2f} → {width_8_3:,}; {ffn_8_3:,} per layer = {ffn_8_3 / d2:.4f}·d²",
+            width_8_3 == 10923 and _within(ffn_8_3, 8 * d2, 1e-3),
+            f"Three d×h matrices: 3·d·h = 8·d² at h = 8/3·d (rounding adds "
+            f"{ffn_8_3 - 8 * d2:,}). The seed's own code floors to a multiple of 64: "
+            f"{seed_ffn_hidden(d, multiple_of=64):,}.",
+            "五 5.3 (table)",
+        ),
+        Claim(
+            "llama-ffn-100m",
+            "LLaMA | 8192 | 3 × 4096 × 8192 = 100M",
+            "At width 8192 the SwiGLU FFN has 3×4096×8192 ≈ 100M parameters per layer.",
+            f"{ffn_8192:,} per layer at 8192; {ffn_released:,} at the released {released:,}",
+            _within(ffn_8192, 100e6, 0.05),
+            f"The arithmetic holds ({ffn_8192 / 1e6:.1f}M), but the released width gives "
+            f"{ffn_released / 1e6:.1f}M per layer.",
+            "五 5.3 (table)",
+        ),
     ], [
-        Claim("swiglu-at-4d", "如果保持原来的 4d，参数量会变成 3 × d × 4d = 12d²，比原来多 50%",
-              "SwiGLU at width 4d would have 12·d², 50% more than the 4d ReLU FFN.",
-              f"{ffn_swiglu_4d:,} per layer = {ffn_swiglu_4d / d2:g}·d², "
-              f"{ffn_swiglu_4d / ffn_4d:g}× the ReLU FFN",
-              ffn_swiglu_4d == 12 * d2 and 2 * ffn_swiglu_4d == 3 * ffn_4d,
-              "Three d×4d matrices against two.", "十 Q2"),
-        Claim("llama-below-2017",
-              "intermediate_size=8192，比例是 2.0（不是 2.67）。这实际上让参数量略低于原始 Transformer",
-              "LLaMA's narrower FFN gives it slightly fewer FFN parameters than the 2017 4d FFN.",
-              f"released SwiGLU({released:,}): {ffn_released:,} per layer vs ReLU(4d): "
-              f"{ffn_4d:,} ({ffn_released / ffn_4d - 1:+.2%})", ffn_released < ffn_4d,
-              f"With the released width the FFN is {ffn_released / ffn_4d - 1:.2%} larger than "
-              f"the 4d FFN, not smaller.", "十 Q2"),
+        Claim(
+            "swiglu-at-4d",
+            "如果保持原来的 4d，参数量会变成 3 × d × 4d = 12d²，比原来多 50%",
+            "SwiGLU at width 4d would have 12·d², 50% more than the 4d ReLU FFN.",
+            f"{ffn_swiglu_4d:,} per layer = {ffn_swiglu_4d / d2:g}·d², "
+            f"{ffn_swiglu_4d / ffn_4d:g}× the ReLU FFN",
+            ffn_swiglu_4d == 12 * d2 and 2 * ffn_swiglu_4d == 3 * ffn_4d,
+            "Three d×4d matrices against two.",
+            "十 Q2",
+        ),
+        Claim(
+            "llama-below-2017",
+            "intermediate_size=8192，比例是 2.0（不是 2.67）。这实际上让参数量略低于原始 Transformer",
+            "LLaMA's narrower FFN gives it slightly fewer FFN parameters than the 2017 4d FFN.",
+            f"released SwiGLU({released:,}): {ffn_released:,} per layer vs ReLU(4d): "
+            f"{ffn_4d:,} ({ffn_released / ffn_4d - 1:+.2%})",
+            ffn_released < ffn_4d,
+            f"With the released width the FFN is {ffn_released / ffn_4d - 1:.2%} larger than "
+            f"the 4d FFN, not smaller.",
+            "十 Q2",
+        ),
     ]
 
 
@@ -187,12 +225,18 @@ def _attention_claims() -> list[Claim]:
     llama3_gqa = all(kinds[n] == "GQA" for n in names[3:])
     seventy = PRESETS["llama-2-70b"]
     return [
-        Claim("llama2-mqa", "LLaMA2 用 MQA，LLaMA3 用 GQA。",
-              "LLaMA-2 uses MQA; LLaMA-3 uses GQA.",
-              "; ".join(f"{n}: {kinds[n]} ({PRESETS[n].n_heads} q / {PRESETS[n].n_kv_heads} kv)"
-                        for n in names), llama2_mqa and llama3_gqa,
-              f"No LLaMA-2 uses MQA: 7B and 13B use MHA, 70B uses GQA with "
-              f"{seventy.n_kv_heads} KV heads. LLaMA-3 does use GQA.", "六"),
+        Claim(
+            "llama2-mqa",
+            "LLaMA2 用 MQA，LLaMA3 用 GQA。",
+            "LLaMA-2 uses MQA; LLaMA-3 uses GQA.",
+            "; ".join(
+                f"{n}: {kinds[n]} ({PRESETS[n].n_heads} q / {PRESETS[n].n_kv_heads} kv)" for n in names
+            ),
+            llama2_mqa and llama3_gqa,
+            f"No LLaMA-2 uses MQA: 7B and 13B use MHA, 70B uses GQA with "
+            f"{seventy.n_kv_heads} KV heads. LLaMA-3 does use GQA.",
+            "六",
+        ),
     ]
 
 
@@ -206,38 +250,60 @@ def _demo_claims() -> list[Claim]:
     kv_per_layer = saved // demo.n_layers
     demo_kv_dim = demo.n_kv_heads * demo.head_dim
     return [
-        Claim("demo-params", "总参数: 43,780,608",
-              "The demo model (vocab 32000, d 512, 4 layers, 8 heads, 2 KV heads, FFN 1365) has "
-              "43,780,608 parameters.", f"{n_demo:,}", n_demo == 43_780_608,
-              f"Embedding {by['embedding']:,} + blocks {body_demo:,} + untied head "
-              f"{by['lm_head']:,}.", "八 (demo output)"),
-        Claim("demo-mha-twin", "MHA: 45,353,472 参数 / GQA: 43,780,608 参数 / 省 1,572,864 参数",
-              "The MHA twin has 45,353,472 parameters; GQA saves 1,572,864.",
-              f"MHA {n_mha:,}; GQA {n_demo:,}; saved {saved:,}",
-              (n_mha, saved) == (45_353_472, 1_572_864),
-              f"k_proj and v_proj shrink from {demo.d_model}×{demo.d_model} to "
-              f"{demo.d_model}×{demo_kv_dim}: {kv_per_layer:,} per layer × {demo.n_layers}.",
-              "八 (GQA vs MHA)"),
-        Claim("demo-body", "4 层模型的主体（不含 embedding）只有约 1.1M",
-              "Without embeddings the 4-layer model has only about 1.1M parameters.",
-              f"{body_demo:,} (≈ {body_demo / 1e6:.1f}M)", _within(body_demo, 1.1e6, 0.1),
-              f"{n_demo:,} − {embeddings:,} (two embeddings) = {body_demo:,}: "
-              f"{body_demo / 1.1e6:.0f}× the claim.", "八 (notes on the numbers)"),
-        Claim("demo-embeddings", "32000 × 512 = 16.4M，两个 embedding 32.8M",
-              "Each embedding matrix (input, and the untied lm_head) is 16.4M; the two are 32.8M, "
-              "most of the model.",
-              f"{by['embedding']:,} + {by['lm_head']:,} = {embeddings:,} "
-              f"({embeddings / n_demo:.1%} of all parameters)",
-              round(by["embedding"] / 1e5) == 164 and round(embeddings / 1e5) == 328
-              and embeddings > n_demo / 2,
-              "Two vocab×d matrices; they dominate a model this small.",
-              "八 (notes on the numbers)"),
-        Claim("gqa-share", "GQA 省了 157 万参数（占 transformer 部分的约 3.5%）",
-              "The GQA saving is about 3.5% of the transformer part (the blocks).",
-              f"{saved / n_mha:.2%} of the whole MHA model; {saved / body_mha:.2%} of its blocks "
-              f"({body_mha:,} parameters without embeddings)", _within(saved / body_mha, 0.035, 0.15),
-              f"3.5% is the share of the whole model; of the transformer blocks the saving is "
-              f"{saved / body_mha:.1%}.", "八 (GQA vs MHA)"),
+        Claim(
+            "demo-params",
+            "总参数: 43,780,608",
+            "The demo model (vocab 32000, d 512, 4 layers, 8 heads, 2 KV heads, FFN 1365) has "
+            "43,780,608 parameters.",
+            f"{n_demo:,}",
+            n_demo == 43_780_608,
+            f"Embedding {by['embedding']:,} + blocks {body_demo:,} + untied head {by['lm_head']:,}.",
+            "八 (demo output)",
+        ),
+        Claim(
+            "demo-mha-twin",
+            "MHA: 45,353,472 参数 / GQA: 43,780,608 参数 / 省 1,572,864 参数",
+            "The MHA twin has 45,353,472 parameters; GQA saves 1,572,864.",
+            f"MHA {n_mha:,}; GQA {n_demo:,}; saved {saved:,}",
+            (n_mha, saved) == (45_353_472, 1_572_864),
+            f"k_proj and v_proj shrink from {demo.d_model}×{demo.d_model} to "
+            f"{demo.d_model}×{demo_kv_dim}: {kv_per_layer:,} per layer × {demo.n_layers}.",
+            "八 (GQA vs MHA)",
+        ),
+        Claim(
+            "demo-body",
+            "4 层模型的主体（不含 embedding）只有约 1.1M",
+            "Without embeddings the 4-layer model has only about 1.1M parameters.",
+            f"{body_demo:,} (≈ {body_demo / 1e6:.1f}M)",
+            _within(body_demo, 1.1e6, 0.1),
+            f"{n_demo:,} − {embeddings:,} (two embeddings) = {body_demo:,}: "
+            f"{body_demo / 1.1e6:.0f}× the claim.",
+            "八 (notes on the numbers)",
+        ),
+        Claim(
+            "demo-embeddings",
+            "32000 × 512 = 16.4M，两个 embedding 32.8M",
+            "Each embedding matrix (input, and the untied lm_head) is 16.4M; the two are 32.8M, "
+            "most of the model.",
+            f"{by['embedding']:,} + {by['lm_head']:,} = {embeddings:,} "
+            f"({embeddings / n_demo:.1%} of all parameters)",
+            round(by["embedding"] / 1e5) == 164
+            and round(embeddings / 1e5) == 328
+            and embeddings > n_demo / 2,
+            "Two vocab×d matrices; they dominate a model this small.",
+            "八 (notes on the numbers)",
+        ),
+        Claim(
+            "gqa-share",
+            "GQA 省了 157 万参数（占 transformer 部分的约 3.5%）",
+            "The GQA saving is about 3.5% of the transformer part (the blocks).",
+            f"{saved / n_mha:.2%} of the whole MHA model; {saved / body_mha:.2%} of its blocks "
+            f"({body_mha:,} parameters without embeddings)",
+            _within(saved / body_mha, 0.035, 0.15),
+            f"3.5% is the share of the whole model; of the transformer blocks the saving is "
+            f"{saved / body_mha:.1%}.",
+            "八 (GQA vs MHA)",
+        ),
         _initial_loss_claim(),
     ]
 
@@ -249,13 +315,16 @@ def _initial_loss_claim() -> Claim:
     holds = abs(uniform - 10.37) < 0.005 and loss > uniform and abs(loss - 10.50) <= 0.1
     return Claim(
         "initial-loss",
-        "初始 loss = 10.50。理论上 ln(32000) = 10.37 ——我们的 loss 略高于均匀分布，因为用了 std=0.02 的初始化",
+        "初始 loss = 10.50。理论上 ln(32000) = 10.37 ——"
+        "我们的 loss 略高于均匀分布，因为用了 std=0.02 的初始化",
         "The freshly initialised demo model's loss is ≈ 10.50, a little above ln(32000) = 10.37 "
         "because of the N(0, 0.02) init.",
         f"loss {loss:.4f} (weights and tokens seed 0, B=2, T=16); ln({vocab}) = {uniform:.4f}",
         holds,
         f"Random logits of variance {logit_var:.3f} (unit-RMS final hidden state × N(0, 0.02²) "
-        f"weights) add ≈ variance/2 = {logit_var / 2:.3f} to ln V.", "八 (demo output)")
+        f"weights) add ≈ variance/2 = {logit_var / 2:.3f} to ln V.",
+        "八 (demo output)",
+    )
 
 
 def _kv_claims() -> list[Claim]:
@@ -264,27 +333,39 @@ def _kv_claims() -> list[Claim]:
     kv_mha = analysis.kv_cache_bytes_per_token(seventy.replace(n_kv_heads=seventy.n_heads))
     demo, mha = PRESETS["seed-demo"], PRESETS["seed-demo-mha"]
     short, long = demo.max_seq_len // 2, demo.max_seq_len
-    saved = {t: analysis.kv_cache(mha, t).bytes - analysis.kv_cache(demo, t).bytes
-             for t in (short, long)}
+    saved = {t: analysis.kv_cache(mha, t).bytes - analysis.kv_cache(demo, t).bytes for t in (short, long)}
     llama1, llama2 = PRESETS["llama-7b"], PRESETS["llama-2-7b"]
     return [
-        Claim("kv-saving-linear", "KV cache 的节省与序列长度成正比",
-              "GQA's KV-cache saving grows in proportion to the sequence length.",
-              f"demo vs its MHA twin, bf16: {saved[short]:,} bytes saved at T={short}, "
-              f"{saved[long]:,} at T={long}", saved[long] * short == saved[short] * long,
-              "The cache holds K and V of every token, so a per-token saving scales with T.",
-              "八"),
-        Claim("llama2-context", "上下文 4K | LLaMA 是 2K",
-              "LLaMA-2 has a 4K context, LLaMA(-1) 2K.",
-              f"max_position_embeddings: LLaMA-7B {llama1.max_seq_len:,}, LLaMA-2-7B "
-              f"{llama2.max_seq_len:,}", (llama1.max_seq_len, llama2.max_seq_len) == (2048, 4096),
-              "As in the released config.json files.", "九"),
-        Claim("llama2-70b-kv", "GQA（70B 用）| KV cache 减半",
-              "GQA halves LLaMA-2-70B's KV cache.",
-              f"bf16: {kv_gqa:,} bytes/token with {seventy.n_kv_heads} KV heads vs {kv_mha:,} "
-              f"with {seventy.n_heads} (MHA): {kv_mha / kv_gqa:g}× smaller", kv_mha == 2 * kv_gqa,
-              f"{seventy.n_heads} query heads share {seventy.n_kv_heads} KV heads: the cache is "
-              f"{kv_mha / kv_gqa:g}× smaller, not 2×.", "九"),
+        Claim(
+            "kv-saving-linear",
+            "KV cache 的节省与序列长度成正比",
+            "GQA's KV-cache saving grows in proportion to the sequence length.",
+            f"demo vs its MHA twin, bf16: {saved[short]:,} bytes saved at T={short}, "
+            f"{saved[long]:,} at T={long}",
+            saved[long] * short == saved[short] * long,
+            "The cache holds K and V of every token, so a per-token saving scales with T.",
+            "八",
+        ),
+        Claim(
+            "llama2-context",
+            "上下文 4K | LLaMA 是 2K",
+            "LLaMA-2 has a 4K context, LLaMA(-1) 2K.",
+            f"max_position_embeddings: LLaMA-7B {llama1.max_seq_len:,}, LLaMA-2-7B {llama2.max_seq_len:,}",
+            (llama1.max_seq_len, llama2.max_seq_len) == (2048, 4096),
+            "As in the released config.json files.",
+            "九",
+        ),
+        Claim(
+            "llama2-70b-kv",
+            "GQA（70B 用）| KV cache 减半",
+            "GQA halves LLaMA-2-70B's KV cache.",
+            f"bf16: {kv_gqa:,} bytes/token with {seventy.n_kv_heads} KV heads vs {kv_mha:,} "
+            f"with {seventy.n_heads} (MHA): {kv_mha / kv_gqa:g}× smaller",
+            kv_mha == 2 * kv_gqa,
+            f"{seventy.n_heads} query heads share {seventy.n_kv_heads} KV heads: the cache is "
+            f"{kv_mha / kv_gqa:g}× smaller, not 2×.",
+            "九",
+        ),
     ]
 
 
@@ -293,24 +374,31 @@ def _bias_claim() -> Claim:
     linear_biases = _params(t2017).total - _params(t2017.replace(bias=False)).total
     betas = layernorm_extra_params(t2017.replace(norm_type="rmsnorm"))
     return Claim(
-        "bias-2017", "归一化 | 无 bias | 无 bias",
+        "bias-2017",
+        "归一化 | 无 bias | 无 bias",
         "Like LLaMA, the original Transformer uses no biases.",
-        f"2017 recipe at the demo size: {linear_biases:,} linear-layer biases + {betas:,} "
-        f"LayerNorm β", linear_biases + betas == 0,
+        f"2017 recipe at the demo size: {linear_biases:,} linear-layer biases + {betas:,} LayerNorm β",
+        linear_biases + betas == 0,
         "The 2017 FFN is ReLU(xW₁ + b₁)W₂ + b₂ (the seed's own formula in 5.1) and LayerNorm "
-        "has β; LLaMA drops both.", "七 (table)")
+        "has β; LLaMA drops both.",
+        "七 (table)",
+    )
 
 
 def _init_claim() -> Claim:
     big, small = PRESETS[LLAMA_7B].d_model, PRESETS["seed-demo"].d_model
     xavier_big, xavier_small = xavier_uniform_std(big, big), xavier_uniform_std(small, small)
     return Claim(
-        "init-vs-xavier", "0.02 这个数字……经验值，比 Xavier 略大一点",
+        "init-vs-xavier",
+        "0.02 这个数字……经验值，比 Xavier 略大一点",
         "N(0, 0.02) is slightly larger than Xavier init.",
         f"Xavier-uniform std of a d×d weight: {xavier_big:.4f} at d={big} (LLaMA-7B), "
-        f"{xavier_small:.4f} at d={small} (the demo)", xavier_big < INIT_STD,
+        f"{xavier_small:.4f} at d={small} (the demo)",
+        xavier_big < INIT_STD,
         f"True at LLaMA-7B's width, but Xavier's std falls as 1/√d: at d={small} it is "
-        f"{xavier_small / INIT_STD:.1f}× 0.02.", "十 Q4")
+        f"{xavier_small / INIT_STD:.1f}× 0.02.",
+        "十 Q4",
+    )
 
 
 WARMUP_QUOTE = "warmup | 必需（通常 4000 步）| 可选"
@@ -321,20 +409,37 @@ def warmup_claim(contrast) -> Claim:
     ``experiments.WarmupContrast`` (its verdict, seed by seed)."""
     v = contrast.verdict()
     return Claim(
-        "warmup-post-pre", WARMUP_QUOTE,
+        "warmup-post-pre",
+        WARMUP_QUOTE,
         "Post-LN needs learning-rate warmup; Pre-LN trains without it.",
-        contrast.verdict_text(), bool(v["holds"]),
-        ("Measured on the built-in text: "
-         + (f"warmup lowered Post-LN's final validation loss by a median "
-            f"{v['warmup_gain_nats_median']:.3g} nats, and Pre-LN without warmup did at least as "
-            f"well as Post-LN with it." if v["holds"] else
-            "at these settings the runs do not show both halves of the row (see the counts).")
-         + " Xiong et al. 2020 trace it to Post-LN's large last-layer gradients at "
-           "initialisation (Gradient norms page)."), "三 3.3 (实证)")
+        contrast.verdict_text(),
+        bool(v["holds"]),
+        (
+            "Measured on the built-in text: "
+            + (
+                f"warmup lowered Post-LN's final validation loss by a median "
+                f"{v['warmup_gain_nats_median']:.3g} nats, and Pre-LN without warmup did at least as "
+                f"well as Post-LN with it."
+                if v["holds"]
+                else "at these settings the runs do not show both halves of the row (see the counts)."
+            )
+            + " Xiong et al. 2020 trace it to Post-LN's large last-layer gradients at "
+            "initialisation (Gradient norms page)."
+        ),
+        "三 3.3 (实证)",
+    )
 
 
 def seed_claims() -> list[Claim]:
     """Every claim the lab checks, in the seed's order."""
     ffn_table, ffn_q2 = _ffn_claims()
-    return [*_norm_claims(), *ffn_table, *_attention_claims(), _bias_claim(), *_demo_claims(),
-            *_kv_claims(), *ffn_q2, _init_claim()]
+    return [
+        *_norm_claims(),
+        *ffn_table,
+        *_attention_claims(),
+        _bias_claim(),
+        *_demo_claims(),
+        *_kv_claims(),
+        *ffn_q2,
+        _init_claim(),
+    ]

@@ -1,6 +1,7 @@
 """What a live run may use: sizes, the memory a training step needs (the guard's estimate), and
 the CPU's FLOP budget that keeps the app interactive.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,12 +17,11 @@ from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
 from .data import TokenData, check_vocab, get_batch
 
-
 # Upper bounds of a training run's knobs (both front ends): far above any sensible value, low
 # enough that a typo (--steps 10**18, --lr 1e38, --seed 10**20) is refused with the rule.
 MAX_STEPS = 1_000_000
 MAX_SEED = 2**31 - 1
-MAX_SEEDS = 32                # seeds one measurement repeats over
+MAX_SEEDS = 32  # seeds one measurement repeats over
 MAX_LR = 10.0
 
 
@@ -47,8 +47,9 @@ def check_sizes(cfg: ModelConfig, seq_len: int, batch: int) -> None:
         raise ExperimentError(f"seq_len={seq_len} exceeds the config's max_seq_len={cfg.max_seq_len}")
 
 
-def training_bytes_needed(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
-                          optimizer: bool = True) -> int:
+def training_bytes_needed(
+    cfg: ModelConfig, seq_len: int, batch: int, dtype: str, optimizer: bool = True
+) -> int:
     """The guard's estimate: the peak of one step of our training loop (fp32 weights, AdamW,
     autocast for bf16/fp16), the larger of its two high points (``training_peak``)."""
     return max(training_peak(cfg, seq_len, batch, dtype, optimizer).values())
@@ -61,8 +62,9 @@ def training_bytes_needed(cfg: ModelConfig, seq_len: int, batch: int, dtype: str
 ALLOCATOR_RETENTION = 0.4
 
 
-def training_peak(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
-                  optimizer: bool = True) -> dict[str, int]:
+def training_peak(
+    cfg: ModelConfig, seq_len: int, batch: int, dtype: str, optimizer: bool = True
+) -> dict[str, int]:
     """Bytes alive at the two high points of a training step, each written out:
 
     - ``backward_at_loss``: weights (fp32, 4 B/param), the AdamW moments m and v (8 B/param,
@@ -90,21 +92,22 @@ def training_peak(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     half = dtype != "fp32"
     moments = 8 * P if optimizer else 0
     casts = analysis.weight_bytes(cfg, dtype) if half else 0
-    chunk = min(N, chunk_rows(V)) * V                  # one chunk of the loss's logits
+    chunk = min(N, chunk_rows(V)) * V  # one chunk of the loss's logits
     loss_half = 2 * 2 * chunk if half else 0
     saved = analysis.activation_bytes(cfg, seq_len, batch, "fp32")
     draw = 4 * analysis.largest_parameter(cfg)
     retained = ALLOCATOR_RETENTION * saved
-    kept = 4 * chunk                                   # the loss's kept float32 logits buffer
-    peaks = {"backward_at_loss": draw + 4 * P + moments + casts + saved + kept
-             + max(loss_half, 4 * P) + retained,
-             "optimizer_update": draw + 4 * P + 4 * P + moments + kept
-             + (draw if optimizer else 0)}
+    kept = 4 * chunk  # the loss's kept float32 logits buffer
+    peaks = {
+        "backward_at_loss": draw + 4 * P + moments + casts + saved + kept + max(loss_half, 4 * P) + retained,
+        "optimizer_update": draw + 4 * P + 4 * P + moments + kept + (draw if optimizer else 0),
+    }
     return {name: int(value) for name, value in peaks.items()}
 
 
-def random_batch(cfg: ModelConfig, seq_len: int, batch: int, seed: int,
-                  data: TokenData | None) -> tuple[torch.Tensor, torch.Tensor]:
+def random_batch(
+    cfg: ModelConfig, seq_len: int, batch: int, seed: int, data: TokenData | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One (inputs, targets) batch, (B, T) each: from ``data`` or uniform random ids."""
     generator = torch.Generator().manual_seed(seed)
     if data is None:
@@ -114,7 +117,7 @@ def random_batch(cfg: ModelConfig, seq_len: int, batch: int, seed: int,
     return get_batch(data.train, batch, seq_len, generator)
 
 
-CPU_FLOP_BUDGET = 3e12   # ≈ a minute on two busy cores at ~50 GFLOP/s: live runs stay interactive
+CPU_FLOP_BUDGET = 3e12  # ≈ a minute on two busy cores at ~50 GFLOP/s: live runs stay interactive
 
 
 def check_cpu_budget(flops: float, device: str, what: str, hint: str) -> None:
@@ -122,17 +125,25 @@ def check_cpu_budget(flops: float, device: str, what: str, hint: str) -> None:
     if pick_device(device).type == "cpu" and flops > CPU_FLOP_BUDGET:
         raise ExperimentError(
             f"{what} needs about {flops / 1e12:.1f} TFLOP; live runs on the CPU are limited to "
-            f"{CPU_FLOP_BUDGET / 1e12:.0f} TFLOP (about a minute); {hint}")
+            f"{CPU_FLOP_BUDGET / 1e12:.0f} TFLOP (about a minute); {hint}"
+        )
 
 
-def guard(run_cfg: ModelConfig, seq_len: int, batch: int, device: str, *, passes: float,
-          what: str, hint: str, dtype: str = "fp32") -> None:
+def guard(
+    run_cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    device: str,
+    *,
+    passes: float,
+    what: str,
+    hint: str,
+    dtype: str = "fp32",
+) -> None:
     """experiments' memory guard (a training step of ``run_cfg`` at B × T in ``dtype``), then
     the CPU budget for ``passes`` training steps (3 × forward FLOPs each)."""
-    check_memory(training_bytes_needed(run_cfg, seq_len, batch, dtype),
-                             pick_device(device), what)
-    check_cpu_budget(passes * analysis.count_flops(run_cfg, seq_len, batch).training_step,
-                     device, what, hint)
+    check_memory(training_bytes_needed(run_cfg, seq_len, batch, dtype), pick_device(device), what)
+    check_cpu_budget(passes * analysis.count_flops(run_cfg, seq_len, batch).training_step, device, what, hint)
 
 
 # A live pass starts at most this long and this wide (the sidebar's T and B, capped).

@@ -10,6 +10,7 @@ prints): it ships with every CPython, so the lab trains on real prose and code o
 values are joined in sorted-key order (~460 KB) so the corpus, and therefore the split, is the
 same on every run of a given Python.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,17 +23,18 @@ import torch
 from ..config.files import read_bounded
 from ..errors import DataError
 
-BYTE_VOCAB = 256                  # one token per UTF-8 byte value
-VAL_FRACTION = 0.1                # the last 10 % of every corpus is the validation split
-MAX_USER_BYTES = 20_000_000       # 20 MB: a few seconds to tokenise, ~160 MB as int64 tokens
-MIN_USER_BYTES = 1_000            # below this, train and val windows would overlap the whole text
+BYTE_VOCAB = 256  # one token per UTF-8 byte value
+VAL_FRACTION = 0.1  # the last 10 % of every corpus is the validation split
+MAX_USER_BYTES = 20_000_000  # 20 MB: a few seconds to tokenise, ~160 MB as int64 tokens
+MIN_USER_BYTES = 1_000  # below this, train and val windows would overlap the whole text
 
 
 @dataclass(frozen=True, eq=False)
 class TokenData:
     """A tokenised corpus split once into a training and a validation part (1-D int64)."""
-    train: torch.Tensor           # (N_train,)
-    val: torch.Tensor             # (N_val,)
+
+    train: torch.Tensor  # (N_train,)
+    val: torch.Tensor  # (N_val,)
     vocab_size: int = BYTE_VOCAB
     source: str = "builtin"
 
@@ -45,14 +47,19 @@ class TokenData:
         return int(max(self.train.max().item(), self.val.max().item()))
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "vocab_size": self.vocab_size,
-                "train_tokens": self.train.numel(), "val_tokens": self.val.numel()}
+        return {
+            "source": self.source,
+            "vocab_size": self.vocab_size,
+            "train_tokens": self.train.numel(),
+            "val_tokens": self.val.numel(),
+        }
 
 
 @functools.lru_cache(maxsize=1)
 def builtin_corpus() -> bytes:
     """The pydoc help topics, UTF-8 encoded, values joined in sorted-key order."""
     from pydoc_data.topics import topics
+
     return "\n".join(topics[key] for key in sorted(topics)).encode("utf-8")
 
 
@@ -69,7 +76,9 @@ def decode_tokens(tokens: torch.Tensor) -> str:
     return bytes(tokens.to(torch.uint8).tolist()).decode("utf-8", errors="replace")
 
 
-def split_tokens(tokens: torch.Tensor, val_fraction: float = VAL_FRACTION) -> tuple[torch.Tensor, torch.Tensor]:
+def split_tokens(
+    tokens: torch.Tensor, val_fraction: float = VAL_FRACTION
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A fixed split: the first (1 - val_fraction) of the tokens train, the rest validate."""
     n_val = max(1, int(round(tokens.numel() * val_fraction)))
     return tokens[:-n_val], tokens[-n_val:]
@@ -94,18 +103,23 @@ def load_user_text(raw: bytes, max_bytes: int = MAX_USER_BYTES, name: str = "use
     if len(raw) > max_bytes:
         raise DataError(f"{name} is {len(raw):,} bytes; the limit is {max_bytes:,} bytes")
     if len(raw) < MIN_USER_BYTES:
-        raise DataError(f"{name} is {len(raw):,} bytes; at least {MIN_USER_BYTES:,} are needed "
-                        f"for separate training and validation parts")
+        raise DataError(
+            f"{name} is {len(raw):,} bytes; at least {MIN_USER_BYTES:,} are needed "
+            f"for separate training and validation parts"
+        )
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DataError(f"{name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
-                        f"{exc.start} cannot be decoded (save the file as UTF-8)") from None
+        raise DataError(
+            f"{name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} cannot be decoded (save the file as UTF-8)"
+        ) from None
     return make_token_data(encode_text(bytes(raw)), BYTE_VOCAB, name)
 
 
-def load_text_file(path: str | Path, max_bytes: int = MAX_USER_BYTES,
-                   what: str = "training text") -> TokenData:
+def load_text_file(
+    path: str | Path, max_bytes: int = MAX_USER_BYTES, what: str = "training text"
+) -> TokenData:
     """Tokenise a UTF-8 text file a person named (CLI ``--data``): only a regular file is read
     (a FIFO, device or folder is refused by name, never opened blocking), at most ``max_bytes``;
     ``what`` names the file in messages ("--data '/x' is a FIFO, not a regular file")."""
@@ -124,28 +138,34 @@ def random_tokens(vocab: int, n: int, seed: int = 0) -> TokenData:
 def check_vocab(data: TokenData, vocab_size: int) -> None:
     """Refuse data whose token ids a model with ``vocab_size`` embeddings cannot look up."""
     if data.max_token_id >= vocab_size:
-        raise DataError(f"the data ({data.source}) has token id {data.max_token_id} but the "
-                        f"config's vocab_size={vocab_size}; byte-level text needs vocab_size ≥ "
-                        f"{BYTE_VOCAB} (set vocab_size={BYTE_VOCAB})")
+        raise DataError(
+            f"the data ({data.source}) has token id {data.max_token_id} but the "
+            f"config's vocab_size={vocab_size}; byte-level text needs vocab_size ≥ "
+            f"{BYTE_VOCAB} (set vocab_size={BYTE_VOCAB})"
+        )
 
 
 def check_length(tokens: torch.Tensor, seq_len: int, what: str = "data") -> None:
     if tokens.numel() < seq_len + 1:
-        raise DataError(f"the {what} has {tokens.numel():,} tokens; a window of seq_len={seq_len} "
-                        f"needs at least {seq_len + 1}")
+        raise DataError(
+            f"the {what} has {tokens.numel():,} tokens; a window of seq_len={seq_len} "
+            f"needs at least {seq_len + 1}"
+        )
 
 
-def get_batch(tokens: torch.Tensor, batch: int, seq_len: int,
-              generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def get_batch(
+    tokens: torch.Tensor, batch: int, seq_len: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random windows of seq_len + 1 tokens: inputs (B, T) and next-token targets (B, T)."""
     check_length(tokens, seq_len)
     starts = torch.randint(0, tokens.numel() - seq_len, (batch,), generator=generator)
-    windows = torch.stack([tokens[s: s + seq_len + 1] for s in starts.tolist()])   # (B, T+1)
+    windows = torch.stack([tokens[s : s + seq_len + 1] for s in starts.tolist()])  # (B, T+1)
     return windows[:, :-1], windows[:, 1:]
 
 
-def batches(data: torch.Tensor | TokenData, batch: int, seq_len: int,
-            generator: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def batches(
+    data: torch.Tensor | TokenData, batch: int, seq_len: int, generator: torch.Generator
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless (inputs, targets) batches; a TokenData draws from its training split."""
     tokens = data.train if isinstance(data, TokenData) else data
     check_length(tokens, seq_len, "training split" if isinstance(data, TokenData) else "data")

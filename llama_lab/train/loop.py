@@ -3,6 +3,7 @@ and per block), validation loss, and divergence reported (step, reason, hint) in
 raised. ``iter_train`` yields one JSON-ready dict per step and returns the ``TrainRun``;
 ``train`` runs it to the end. The run's knobs travel as one ``TrainSettings``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,7 @@ from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory, pages_kept
 from ..runtime.precision import Precision, make_precision
 from ..units import Progress, json_float, plain_fields, settings_from
-from .budgets import (MAX_LR, MAX_SEED, MAX_STEPS, check_count, check_real, check_sizes,
-                      training_bytes_needed)
+from .budgets import MAX_LR, MAX_SEED, MAX_STEPS, check_count, check_real, check_sizes, training_bytes_needed
 from .data import TokenData, check_length, check_vocab, get_batch, load_builtin
 from .divergence import divergence_hint, divergence_reason
 from .measure import LogitStats, layer_grad_norms, logit_stats
@@ -30,10 +30,10 @@ from .schedules import lr_at
 from .step import Trainee, make_optimizer, next_token_loss, training_step
 
 
-
 @dataclass(frozen=True)
 class TrainSettings:
     """Everything a training run is run with, besides the config and the data."""
+
     steps: int
     lr: float
     warmup_steps: int = 0
@@ -43,12 +43,12 @@ class TrainSettings:
     seed: int = 0
     grad_clip: float | None = None
     weight_decay: float = 0.1
-    eval_every: int | None = None       # None: 10 evaluations per run
+    eval_every: int | None = None  # None: 10 evaluations per run
     eval_batches: int = 4
     device: str = "auto"
     dtype: str = "fp32"
-    spike_factor: float = 3.0           # a loss above this × the lowest so far has diverged
-    min_lr_ratio: float = 0.1           # the decay ends at this × lr
+    spike_factor: float = 3.0  # a loss above this × the lowest so far has diverged
+    min_lr_ratio: float = 0.1  # the decay ends at this × lr
 
     @classmethod
     def of(cls, **options: Any) -> "TrainSettings":
@@ -62,32 +62,37 @@ class TrainSettings:
         check_real("lr", self.lr, 0.0, MAX_LR)
         if self.grad_clip is not None:
             check_real("grad_clip", self.grad_clip, 0.0, 1e6)
-        self.lr_at(0)                                          # checks the schedule's name
+        self.lr_at(0)  # checks the schedule's name
 
     def lr_at(self, step: int) -> float:
-        return lr_at(step, base_lr=self.lr, warmup_steps=self.warmup_steps,
-                     total_steps=self.steps, schedule=self.schedule,
-                     min_lr_ratio=self.min_lr_ratio)
+        return lr_at(
+            step,
+            base_lr=self.lr,
+            warmup_steps=self.warmup_steps,
+            total_steps=self.steps,
+            schedule=self.schedule,
+            min_lr_ratio=self.min_lr_ratio,
+        )
 
 
 @dataclass(frozen=True)
 class TrainRun:
     label: str
     config: dict
-    settings: dict                        # lr, warmup, schedule, clip, sizes, seed, device, dtype, data
+    settings: dict  # lr, warmup, schedule, clip, sizes, seed, device, dtype, data
     n_params: int
     steps_run: int
-    loss: list                            # per step, the batch's loss before the update
-    lr: list                              # per step, the learning rate of the update
-    grad_norm: list                       # per step, total gradient norm before clipping
-    layer_grad_norm: list                 # per step, per block (for heatmaps)
-    val_step: list                        # updates done when the validation loss was taken
+    loss: list  # per step, the batch's loss before the update
+    lr: list  # per step, the learning rate of the update
+    grad_norm: list  # per step, total gradient norm before clipping
+    layer_grad_norm: list  # per step, per block (for heatmaps)
+    val_step: list  # updates done when the validation loss was taken
     val_loss: list
     diverged: bool
     divergence_step: int | None
     divergence_reason: str | None
     hint: str | None
-    logits: LogitStats                    # after training, on a validation batch
+    logits: LogitStats  # after training, on a validation batch
     logits_without_final_norm: LogitStats
     wall_s: float
     tokens_per_s: float
@@ -102,15 +107,22 @@ class TrainRun:
         return self.val_loss[-1] if self.val_loss else None
 
     def summary(self) -> dict:
-        return {"label": self.label, "steps_run": self.steps_run,
-                "first_loss": json_float(self.loss[0]) if self.loss else None,
-                "final_loss": json_float(self.final_loss),
-                "initial_val_loss": json_float(self.val_loss[0]) if self.val_loss else None,
-                "final_val_loss": json_float(self.final_val_loss),
-                "diverged": self.diverged, "divergence_step": self.divergence_step,
-                "divergence_reason": self.divergence_reason, "hint": self.hint,
-                "n_params": self.n_params, "wall_s": self.wall_s,
-                "tokens_per_s": self.tokens_per_s, "achieved_tflops": self.achieved_tflops}
+        return {
+            "label": self.label,
+            "steps_run": self.steps_run,
+            "first_loss": json_float(self.loss[0]) if self.loss else None,
+            "final_loss": json_float(self.final_loss),
+            "initial_val_loss": json_float(self.val_loss[0]) if self.val_loss else None,
+            "final_val_loss": json_float(self.final_val_loss),
+            "diverged": self.diverged,
+            "divergence_step": self.divergence_step,
+            "divergence_reason": self.divergence_reason,
+            "hint": self.hint,
+            "n_params": self.n_params,
+            "wall_s": self.wall_s,
+            "tokens_per_s": self.tokens_per_s,
+            "achieved_tflops": self.achieved_tflops,
+        }
 
     def to_dict(self) -> dict:
         return plain_fields(self)
@@ -118,10 +130,17 @@ class TrainRun:
     def to_frame(self):
         """One row per step: step, loss, lr, grad_norm, val_loss (where taken)."""
         import pandas as pd
+
         val = dict(zip(self.val_step, self.val_loss))
-        return pd.DataFrame({"step": range(self.steps_run), "loss": self.loss, "lr": self.lr,
-                             "grad_norm": self.grad_norm,
-                             "val_loss_after": [val.get(s + 1) for s in range(self.steps_run)]})
+        return pd.DataFrame(
+            {
+                "step": range(self.steps_run),
+                "loss": self.loss,
+                "lr": self.lr,
+                "grad_norm": self.grad_norm,
+                "val_loss_after": [val.get(s + 1) for s in range(self.steps_run)],
+            }
+        )
 
 
 @torch.no_grad()
@@ -143,6 +162,7 @@ def _batches(tokens: torch.Tensor, batch: int, seq_len: int, seed: int):
 @dataclass
 class _Run:
     """The state of a run in progress: what it trains and everything it records."""
+
     model: CausalLM
     trainee: Trainee
     train_stream: Any
@@ -166,14 +186,17 @@ def _start(cfg: ModelConfig, s: TrainSettings, data: TokenData) -> _Run:
     optimizer and the batch streams, and take the initial validation loss."""
     dev = pick_device(s.device)
     precision = make_precision(s.dtype, dev)
-    check_memory(training_bytes_needed(cfg, s.seq_len, s.batch, s.dtype), dev,
-                 f"training this model (B={s.batch}, T={s.seq_len}, {s.dtype})")
+    check_memory(
+        training_bytes_needed(cfg, s.seq_len, s.batch, s.dtype),
+        dev,
+        f"training this model (B={s.batch}, T={s.seq_len}, {s.dtype})",
+    )
     torch.manual_seed(s.seed)
     model = build_model(cfg, device=dev, seed=s.seed)
-    trainee = Trainee(model, make_optimizer(model, s.lr, s.weight_decay), precision,
-                      precision.grad_scaler())
-    train_stream = (tuple(t.to(dev) for t in pair)
-                    for pair in _batches(data.train, s.batch, s.seq_len, s.seed))
+    trainee = Trainee(model, make_optimizer(model, s.lr, s.weight_decay), precision, precision.grad_scaler())
+    train_stream = (
+        tuple(t.to(dev) for t in pair) for pair in _batches(data.train, s.batch, s.seq_len, s.seed)
+    )
     val_stream = _batches(data.val, s.batch, s.seq_len, s.seed + 1)
     val_batches = [tuple(t.to(dev) for t in next(val_stream)) for _ in range(s.eval_batches)]
     run = _Run(model, trainee, train_stream, val_batches, s.eval_every or max(1, s.steps // 10), dev)
@@ -190,20 +213,36 @@ def _step(run: _Run, s: TrainSettings, step: int) -> dict:
     inputs, targets = next(run.train_stream)
     layers: list[float] = []
     loss, grad_norm, times = training_step(
-        run.trainee, inputs, targets, grad_clip=s.grad_clip,
-        step_before_update=lambda: layers.extend(layer_grad_norms(run.model)))
+        run.trainee,
+        inputs,
+        targets,
+        grad_clip=s.grad_clip,
+        step_before_update=lambda: layers.extend(layer_grad_norms(run.model)),
+    )
     run.compute_s += times.total_s
     run.loss.append(loss)
     run.lr.append(step_lr)
     run.grad_norm.append(grad_norm)
     run.layers.append(layers)
-    run.reason = divergence_reason(loss, grad_norm, step, run.running_min, s.spike_factor,
-                                   loss_scaling=run.trainee.scaler is not None, lr=step_lr,
-                                   dtype=s.dtype)
+    run.reason = divergence_reason(
+        loss,
+        grad_norm,
+        step,
+        run.running_min,
+        s.spike_factor,
+        loss_scaling=run.trainee.scaler is not None,
+        lr=step_lr,
+        dtype=s.dtype,
+    )
     run.running_min = loss if run.running_min is None else min(run.running_min, loss)
-    record = {"step": step, "loss": json_float(loss), "lr": step_lr,
-              "grad_norm": json_float(grad_norm), "step_ms": 1e3 * times.total_s,
-              "layer_grad_norm": [json_float(x) for x in layers]}
+    record = {
+        "step": step,
+        "loss": json_float(loss),
+        "lr": step_lr,
+        "grad_norm": json_float(grad_norm),
+        "step_ms": 1e3 * times.total_s,
+        "layer_grad_norm": [json_float(x) for x in layers],
+    }
     if run.reason is None and ((step + 1) % run.eval_every == 0 or step + 1 == s.steps):
         run.val_step.append(step + 1)
         run.val_loss.append(evaluate(run.model, run.val_batches, run.trainee.precision))
@@ -214,37 +253,67 @@ def _step(run: _Run, s: TrainSettings, step: int) -> dict:
     return record
 
 
-def _finish(cfg: ModelConfig, s: TrainSettings, run: _Run, data: TokenData, label: str | None,
-            start: float) -> TrainRun:
+def _finish(
+    cfg: ModelConfig, s: TrainSettings, run: _Run, data: TokenData, label: str | None, start: float
+) -> TrainRun:
     stats_with, stats_without = logit_stats(run.model, run.val_batches[0][0], run.trainee.precision)
     wall_s = time.perf_counter() - start
     steps_run = len(run.loss)
-    settings = {"steps": s.steps, "lr": s.lr, "warmup_steps": s.warmup_steps,
-                "schedule": s.schedule, "grad_clip": s.grad_clip,
-                "weight_decay": s.weight_decay, "seq_len": s.seq_len, "batch": s.batch,
-                "seed": s.seed, "device": str(run.device), "dtype": s.dtype,
-                "data": data.source, "eval_every": run.eval_every,
-                "eval_batches": s.eval_batches, "spike_factor": s.spike_factor,
-                "min_lr_ratio": s.min_lr_ratio}
+    settings = {
+        "steps": s.steps,
+        "lr": s.lr,
+        "warmup_steps": s.warmup_steps,
+        "schedule": s.schedule,
+        "grad_clip": s.grad_clip,
+        "weight_decay": s.weight_decay,
+        "seq_len": s.seq_len,
+        "batch": s.batch,
+        "seed": s.seed,
+        "device": str(run.device),
+        "dtype": s.dtype,
+        "data": data.source,
+        "eval_every": run.eval_every,
+        "eval_batches": s.eval_batches,
+        "spike_factor": s.spike_factor,
+        "min_lr_ratio": s.min_lr_ratio,
+    }
     diverged = run.diverged_at is not None
     flops_per_step = count_flops(cfg, s.seq_len, s.batch).training_step
     return TrainRun(
         label=label or f"{cfg.norm_position}-LN lr={s.lr:g} warmup={s.warmup_steps} {s.schedule}",
-        config=cfg.to_dict(), settings=settings,
-        n_params=sum(p.numel() for p in run.model.parameters()), steps_run=steps_run,
-        loss=run.loss, lr=run.lr, grad_norm=run.grad_norm, layer_grad_norm=run.layers,
-        val_step=run.val_step, val_loss=run.val_loss, diverged=diverged,
-        divergence_step=run.diverged_at, divergence_reason=run.reason,
+        config=cfg.to_dict(),
+        settings=settings,
+        n_params=sum(p.numel() for p in run.model.parameters()),
+        steps_run=steps_run,
+        loss=run.loss,
+        lr=run.lr,
+        grad_norm=run.grad_norm,
+        layer_grad_norm=run.layers,
+        val_step=run.val_step,
+        val_loss=run.val_loss,
+        diverged=diverged,
+        divergence_step=run.diverged_at,
+        divergence_reason=run.reason,
         hint=divergence_hint(cfg, s.lr, s.warmup_steps, s.grad_clip, s.dtype) if diverged else None,
-        logits=stats_with, logits_without_final_norm=stats_without, wall_s=wall_s,
+        logits=stats_with,
+        logits_without_final_norm=stats_without,
+        wall_s=wall_s,
         tokens_per_s=steps_run * s.batch * s.seq_len / run.compute_s,
-        achieved_tflops=steps_run * flops_per_step / run.compute_s / 1e12)
+        achieved_tflops=steps_run * flops_per_step / run.compute_s / 1e12,
+    )
 
 
-def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | None = None,
-               label: str | None = None, progress: Progress | None = None,
-               keep_model: list | None = None,
-               **options: Any) -> Generator[dict, None, TrainRun]:
+def iter_train(
+    cfg: ModelConfig,
+    steps: int,
+    lr: float,
+    *,
+    data: TokenData | None = None,
+    label: str | None = None,
+    progress: Progress | None = None,
+    keep_model: list | None = None,
+    **options: Any,
+) -> Generator[dict, None, TrainRun]:
     """Train, yielding one JSON-ready dict per step; the generator returns the TrainRun (and
     appends the trained model to ``keep_model`` when given). ``options`` are the other
     ``TrainSettings`` fields. A divergence ends the run early with the step, the reason and a
@@ -258,24 +327,31 @@ def iter_train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | Non
     run = _start(cfg, s, data)
     if keep_model is not None:
         keep_model.append(run.model)
-    start = time.perf_counter()                    # wall_s: the steps and the final statistics
+    start = time.perf_counter()  # wall_s: the steps and the final statistics
     with ExitStack() as kept:
         for step in range(s.steps):
             record = _step(run, s, step)
-            if step == 0:       # AdamW's state exists now: later steps reuse the last one's pages
+            if step == 0:  # AdamW's state exists now: later steps reuse the last one's pages
                 kept.enter_context(pages_kept(run.trainee.precision.device))
             if progress:
-                progress((step + 1) / s.steps,
-                         f"step {step + 1}/{s.steps}, loss {run.loss[-1]:.4g}")
+                progress((step + 1) / s.steps, f"step {step + 1}/{s.steps}, loss {run.loss[-1]:.4g}")
             yield record
             if run.reason is not None:
                 break
     return _finish(cfg, s, run, data, label, start)
 
 
-def train(cfg: ModelConfig, steps: int, lr: float, *, data: TokenData | None = None,
-          on_step: Callable[[dict], None] | None = None, label: str | None = None,
-          progress: Progress | None = None, **options: Any) -> TrainRun:
+def train(
+    cfg: ModelConfig,
+    steps: int,
+    lr: float,
+    *,
+    data: TokenData | None = None,
+    on_step: Callable[[dict], None] | None = None,
+    label: str | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> TrainRun:
     """``iter_train`` run to the end, each step's dict passed to ``on_step`` (``options`` may
     hold ``keep_model``)."""
     loop = iter_train(cfg, steps, lr, data=data, label=label, progress=progress, **options)

@@ -1,6 +1,7 @@
 """What a run measures besides time: logits statistics, the bytes autograd saves for backward,
 and the bytes the weights, gradients and optimizer state really hold.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ from ..units import plain_fields
 class LogitStats:
     std: float
     max_abs: float
-    max_prob_mean: float        # mean over tokens of the softmax's largest probability
-    entropy_mean: float         # nats; ln(V) = uniform, 0 = saturated softmax
+    max_prob_mean: float  # mean over tokens of the softmax's largest probability
+    entropy_mean: float  # nats; ln(V) = uniform, 0 = saturated softmax
 
     @classmethod
     def of(cls, logits: torch.Tensor) -> "LogitStats":
@@ -44,8 +45,9 @@ class LogitStats:
             entropy += -(probs * log_probs).sum(-1).sum(dtype=torch.float64).item()
             rows += x.shape[0]
         variance = max(0.0, (squares - total * total / n) / (n - 1)) if n > 1 else 0.0
-        return cls(std=variance ** 0.5, max_abs=max_abs, max_prob_mean=max_prob / rows,
-                   entropy_mean=entropy / rows)
+        return cls(
+            std=variance**0.5, max_abs=max_abs, max_prob_mean=max_prob / rows, entropy_mean=entropy / rows
+        )
 
     def to_dict(self) -> dict:
         return plain_fields(self)
@@ -55,23 +57,32 @@ def row_chunks(rows: torch.Tensor, vocab: int) -> Iterator[torch.Tensor]:
     """``rows`` (N, ·) a chunk at a time, as many rows as the loss takes at once for a
     vocabulary of ``vocab`` (``model.loss.chunk_rows``: 64 MiB of float32 logits)."""
     step = chunk_rows(max(1, vocab))
-    return (rows[start:start + step] for start in range(0, rows.shape[0], step))
+    return (rows[start : start + step] for start in range(0, rows.shape[0], step))
 
 
 @torch.no_grad()
 def logit_stats(model: CausalLM, inputs: torch.Tensor, precision: Precision) -> tuple[LogitStats, LogitStats]:
     """(with the final norm, without it) on the same inputs; no graph is kept, and the LM head
     runs a chunk of rows at a time (never the B·T·V logits)."""
+
     def stats(hidden: torch.Tensor) -> LogitStats:
         hidden = hidden.reshape(-1, hidden.shape[-1])
         chunks = row_chunks(hidden, model.cfg.vocab_size)
         return LogitStats.of_chunks(model.lm_head(h) for h in chunks)
+
     with precision.autocast():
         return stats(model.model(inputs)), stats(model.model(inputs, final_norm=False))
 
 
-_CAST_OR_VIEW = {"ToCopyBackward0", "TBackward0", "ViewBackward0", "TransposeBackward0",
-                 "PermuteBackward0", "ExpandBackward0", "UnsafeViewBackward0"}
+_CAST_OR_VIEW = {
+    "ToCopyBackward0",
+    "TBackward0",
+    "ViewBackward0",
+    "TransposeBackward0",
+    "PermuteBackward0",
+    "ExpandBackward0",
+    "UnsafeViewBackward0",
+}
 
 
 def _parameter_behind(tensor: torch.Tensor, params: set[int]) -> bool:
@@ -100,7 +111,7 @@ class SavedTensorMeter:
         self._param_ids = {id(p) for p in params}
         self._activations: dict[int, int] = {}
         self._weight_casts: dict[int, int] = {}
-        self._alive: list[torch.Tensor] = []       # keeps each storage's address unique until exit
+        self._alive: list[torch.Tensor] = []  # keeps each storage's address unique until exit
 
     def _pack(self, tensor: torch.Tensor) -> int:
         """Count ``tensor``'s storage; the graph keeps only its address. (Returning the tensor
@@ -155,9 +166,11 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None)
     if optimizer is not None:
         for state in optimizer.state.values():
             optimizer_tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-    return {"weights": tensor_bytes(params),
-            "gradients": tensor_bytes(p.grad for p in params if p.grad is not None),
-            "optimizer": tensor_bytes(optimizer_tensors)}
+    return {
+        "weights": tensor_bytes(params),
+        "gradients": tensor_bytes(p.grad for p in params if p.grad is not None),
+        "optimizer": tensor_bytes(optimizer_tensors),
+    }
 
 
 # ---- gradient norms -------------------------------------------------------------------------
@@ -174,5 +187,9 @@ def norm_of(tensors: Iterable[torch.Tensor]) -> float:
 def layer_grad_norms(model: CausalLM) -> list[float]:
     """‖∇θ_l‖ over every parameter of block l (index 0 = nearest the input); one device sync."""
     device = model.lm_head.weight.device
-    return torch.stack([norm_tensor((p.grad for p in layer.parameters() if p.grad is not None), device)
-                        for layer in model.model.layers]).tolist()
+    return torch.stack(
+        [
+            norm_tensor((p.grad for p in layer.parameters() if p.grad is not None), device)
+            for layer in model.model.layers
+        ]
+    ).tolist()

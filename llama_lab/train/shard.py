@@ -10,6 +10,7 @@ together by a TCPStore the parent serves on a free port; they report JSON lines 
 Whatever raises in the parent — a failed or silent rank, the time limit, KeyboardInterrupt, the
 progress callback (the app's Stop button) — kills every rank before it propagates.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,18 +39,17 @@ from ..errors import ExperimentError
 from ..model import build_model
 from ..runtime.memory import check_memory
 from ..units import Progress, plain_fields, settings_from
-from .budgets import MAX_SEED, check_count, check_cpu_budget, check_real, check_sizes, \
-    training_bytes_needed
+from .budgets import MAX_SEED, check_count, check_cpu_budget, check_real, check_sizes, training_bytes_needed
 from .measure import _CAST_OR_VIEW
 
 HOST = "127.0.0.1"
 BACKEND = "gloo"
-MARK = "@@shard "                 # the prefix of a rank's report lines on its stdout
+MARK = "@@shard "  # the prefix of a rank's report lines on its stdout
 MAX_SHARD_STEPS, MAX_SHARD_BATCH = 50, 64
-GRACE_S = 10.0                    # after its report a rank has this long to exit
+GRACE_S = 10.0  # after its report a rank has this long to exit
 PROGRESS_EVERY_S = 0.25
 _CHILD = "from llama_lab.train.shard import child_main; child_main()"
-FAULT_ENV = "LLAMA_LAB_SHARD_FAULT"    # tests: "<rank>:raise" / "<rank>:exit" after its 1st step
+FAULT_ENV = "LLAMA_LAB_SHARD_FAULT"  # tests: "<rank>:raise" / "<rank>:exit" after its 1st step
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class ShardSettings:
     β = (0.9, 0.95), weight decay 0.1 on matrices, no clipping); ``batch`` sequences of
     ``seq_len`` + 1 tokens per data-parallel rank (tensor-parallel ranks share theirs);
     ``tp``: the tensor-parallel size of 'fsdp+tp' (default 2); ``timeout_s``: the whole run."""
+
     ranks: int
     strategy: str
     steps: int = 2
@@ -73,6 +74,7 @@ class ShardSettings:
 class RankReport:
     """One rank: measured and predicted bytes (``analysis.shards.BYTE_FIELDS``), its losses,
     and the tensors it saved for backward (label, local shape, dtype, bytes) for diagnosis."""
+
     rank: int
     dp_rank: int
     tp_rank: int
@@ -96,13 +98,13 @@ class ShardResult:
     batch: int
     seed: int
     ranks: tuple[RankReport, ...]
-    max_rel_error: float                 # params, grads, optimizer: |measured − predicted| / predicted
+    max_rel_error: float  # params, grads, optimizer: |measured − predicted| / predicted
     activation_max_rel_error: float | None
     loss_single: tuple[float, ...]
     loss_sharded: tuple[float, ...]
     max_loss_diff: float
     max_loss_rel_diff: float
-    logits_max_diff: float               # rank 0's first logits against the single model's
+    logits_max_diff: float  # rank 0's first logits against the single model's
     backend: str
     wall_s: float
 
@@ -115,16 +117,17 @@ def batch_ids(cfg: ModelConfig, settings: ShardSettings, dp_rank: int, step: int
     """Data-parallel rank ``dp_rank``'s tokens (batch, seq_len + 1) at ``step``: uniform ids
     from a generator seeded by (seed, step, dp_rank)."""
     generator = torch.Generator().manual_seed((settings.seed * 1009 + step) * 1009 + dp_rank)
-    return torch.randint(0, cfg.vocab_size, (settings.batch, settings.seq_len + 1),
-                         generator=generator)
+    return torch.randint(0, cfg.vocab_size, (settings.batch, settings.seq_len + 1), generator=generator)
 
 
 def shard_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
     """AdamW as ``step.make_optimizer`` (β = (0.9, 0.95), decay 0.1 on matrices only) but the
     per-parameter loop (``foreach=False``), which DTensors and plain tensors run alike."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
 
 
@@ -132,6 +135,7 @@ def shard_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
 def _local(tensor: torch.Tensor) -> torch.Tensor:
     from torch.distributed._functional_collectives import AsyncCollectiveTensor
     from torch.distributed.tensor import DTensor
+
     if isinstance(tensor, DTensor):
         tensor = tensor._local_tensor
     return tensor.wait() if isinstance(tensor, AsyncCollectiveTensor) else tensor
@@ -161,7 +165,7 @@ class LocalSavedMeter:
 
     def __init__(self, model: torch.nn.Module):
         self.model, self.sizes = model, {}
-        self.saved: list[tuple[str, tuple[int, ...], str, int]] = []     # label, shape, dtype, bytes
+        self.saved: list[tuple[str, tuple[int, ...], str, int]] = []  # label, shape, dtype, bytes
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -186,7 +190,7 @@ class LocalSavedMeter:
         return self._hooks.__exit__(*exc)
 
 
-def _elements_bytes(tensors) -> int:        # a view of FSDP2's flat gradient buffer: its own size
+def _elements_bytes(tensors) -> int:  # a view of FSDP2's flat gradient buffer: its own size
     return sum(t.numel() * t.element_size() for t in map(_local, tensors))
 
 
@@ -194,11 +198,14 @@ def held_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict
     """Local bytes of the parameters, their gradients and AdamW's exp_avg and exp_avg_sq (its
     ``step`` counters are not counted)."""
     params = list(model.parameters())
-    moments = [state[key] for state in optimizer.state.values()
-               for key in ("exp_avg", "exp_avg_sq") if key in state]
-    return {"params_bytes": _elements_bytes(params),
-            "grads_bytes": _elements_bytes(p.grad for p in params if p.grad is not None),
-            "optimizer_bytes": _elements_bytes(moments)}
+    moments = [
+        state[key] for state in optimizer.state.values() for key in ("exp_avg", "exp_avg_sq") if key in state
+    ]
+    return {
+        "params_bytes": _elements_bytes(params),
+        "grads_bytes": _elements_bytes(p.grad for p in params if p.grad is not None),
+        "optimizer_bytes": _elements_bytes(moments),
+    }
 
 
 def _send(kind: str, **fields) -> None:
@@ -217,7 +224,8 @@ def _fault(rank: int) -> None:
 def train_rank(cfg: ModelConfig, settings: ShardSettings, rank: int, out_dir: str) -> dict:
     """This rank's run (the process group is up): build, parallelize, the first logits (rank 0
     keeps them), the steps; returns its report."""
-    from .tensor_parallel import parallelize        # DTensor and FSDP2: only the ranks load them
+    from .tensor_parallel import parallelize  # DTensor and FSDP2: only the ranks load them
+
     start = time.perf_counter()
     dp, tp = check_shard_layout(cfg, settings.strategy, settings.ranks, settings.tp)
     dp_rank, tp_rank = divmod(rank, tp)
@@ -243,13 +251,19 @@ def train_rank(cfg: ModelConfig, settings: ShardSettings, rank: int, out_dir: st
             held = held_bytes(model, optimizer)
         optimizer.zero_grad(set_to_none=True)
         mean = _local(loss).detach().clone()
-        dist.all_reduce(mean)                               # tp copies are equal: the dp mean
+        dist.all_reduce(mean)  # tp copies are equal: the dp mean
         losses.append(mean.item() / settings.ranks)
         _send("step", rank=rank, step=step + 1, loss=losses[-1])
         _fault(rank)
-    return {"rank": rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
-            "measured": {**held, "activation_bytes": meter.bytes}, "losses": losses,
-            "saved": meter.saved, "wall_s": time.perf_counter() - start}
+    return {
+        "rank": rank,
+        "dp_rank": dp_rank,
+        "tp_rank": tp_rank,
+        "measured": {**held, "activation_bytes": meter.bytes},
+        "losses": losses,
+        "saved": meter.saved,
+        "wall_s": time.perf_counter() - start,
+    }
 
 
 def child_main() -> None:
@@ -264,10 +278,9 @@ def child_main() -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // settings.ranks))
         timeout = timedelta(seconds=settings.timeout_s)
         store = dist.TCPStore(HOST, job["port"], is_master=False, timeout=timeout)
-        dist.init_process_group(BACKEND, store=store, rank=rank, world_size=settings.ranks,
-                                timeout=timeout)
+        dist.init_process_group(BACKEND, store=store, rank=rank, world_size=settings.ranks, timeout=timeout)
         _send("result", **train_rank(job["cfg"], settings, rank, job["out_dir"]))
-    except BaseException as exc:        # noqa: BLE001 - reported to the parent, which raises
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         where = traceback.extract_tb(exc.__traceback__)[-1:]
         at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
         _send("error", rank=rank, text=f"{type(exc).__name__}: {exc}{at}")
@@ -298,12 +311,14 @@ def _guard(cfg: ModelConfig, settings: ShardSettings, dp: int) -> None:
     """Every rank builds the whole model before it shards it, and the parent trains one copy
     on the global batch: memory for all of them, and the CPU budget for both runs."""
     what = f"{settings.ranks} ranks of {settings.strategy}"
-    need = (settings.ranks * training_bytes_needed(cfg, settings.seq_len, settings.batch, "fp32")
-            + training_bytes_needed(cfg, settings.seq_len, dp * settings.batch, "fp32"))
+    need = settings.ranks * training_bytes_needed(
+        cfg, settings.seq_len, settings.batch, "fp32"
+    ) + training_bytes_needed(cfg, settings.seq_len, dp * settings.batch, "fp32")
     check_memory(need, "cpu", what)
     flops = analysis.count_flops(cfg, settings.seq_len, dp * settings.batch).training_step
-    check_cpu_budget(2 * settings.steps * flops, "cpu", what, "use fewer steps, a smaller "
-                     "batch, sequence or model")
+    check_cpu_budget(
+        2 * settings.steps * flops, "cpu", what, "use fewer steps, a smaller batch, sequence or model"
+    )
 
 
 class _Ranks:
@@ -316,15 +331,23 @@ class _Ranks:
         self.results, self.errors, self.ready, self.ended, self.last = {}, {}, set(), set(), ""
         self.steps = {r: 0 for r in range(settings.ranks)}
         root = str(Path(__file__).resolve().parents[2])
-        self.env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // settings.ranks)),
-                    "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self.env = {
+            **os.environ,
+            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // settings.ranks)),
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        }
 
     def start(self) -> None:
         for rank in range(self.settings.ranks):
             with open(self.dir / f"stderr-{rank}.txt", "wb") as err:
-                proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(self.job_path), str(rank)],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                                        env=self.env, start_new_session=True)
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _CHILD, str(self.job_path), str(rank)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    env=self.env,
+                    start_new_session=True,
+                )
             self.procs.append(proc)
             threading.Thread(target=self._read, args=(rank, proc.stdout), daemon=True).start()
 
@@ -332,9 +355,9 @@ class _Ranks:
         for raw in stream:
             line = raw.decode("utf-8", "replace")
             if line.startswith(MARK):
-                with suppress(json.JSONDecodeError):      # a line cut short by a kill
-                    self.queue.put((rank, json.loads(line[len(MARK):])))
-        self.queue.put((rank, None))                          # end of its output: it exited
+                with suppress(json.JSONDecodeError):  # a line cut short by a kill
+                    self.queue.put((rank, json.loads(line[len(MARK) :])))
+        self.queue.put((rank, None))  # end of its output: it exited
 
     def take(self, rank: int, message: dict | None) -> None:
         if message is None:
@@ -348,8 +371,10 @@ class _Ranks:
             self.last = f"rank {rank}/{self.settings.ranks}: model built and sharded"
         elif message["kind"] == "step":
             self.steps[rank] = message["step"]
-            self.last = (f"rank {rank}/{self.settings.ranks}: step {message['step']}/"
-                         f"{self.settings.steps}, loss {message['loss']:.4f}")
+            self.last = (
+                f"rank {rank}/{self.settings.ranks}: step {message['step']}/"
+                f"{self.settings.steps}, loss {message['loss']:.4f}"
+            )
 
     def check(self) -> None:
         """Raise (ExperimentError, naming the rank) when a rank failed or died unreported."""
@@ -358,8 +383,10 @@ class _Ranks:
         for rank in sorted(self.ended - set(self.results)):
             code = self.procs[rank].wait()
             tail = (self.dir / f"stderr-{rank}.txt").read_text("utf-8", "replace")[-800:]
-            raise ExperimentError(f"rank {rank} of {self.settings.ranks} exited (code {code}) "
-                                  f"before reporting: {' '.join(tail.split()) or 'no output'}")
+            raise ExperimentError(
+                f"rank {rank} of {self.settings.ranks} exited (code {code}) "
+                f"before reporting: {' '.join(tail.split()) or 'no output'}"
+            )
 
     def fraction(self) -> float:
         units = self.settings.ranks * (self.settings.steps + 1)
@@ -368,7 +395,7 @@ class _Ranks:
     def kill(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
-                with suppress(ProcessLookupError):        # its own session: it and anything it began
+                with suppress(ProcessLookupError):  # its own session: it and anything it began
                     os.killpg(proc.pid, signal.SIGKILL)
         for proc in self.procs:
             proc.wait()
@@ -391,11 +418,14 @@ def _watch(ranks: _Ranks, progress: Progress | None) -> None:
             raise ExperimentError(
                 f"the {settings.strategy} run passed its time limit of {settings.timeout_s:g} s: "
                 f"rank(s) {', '.join(map(str, waiting))} did not finish (at step "
-                f"{', '.join(str(ranks.steps[r]) for r in waiting)} of {settings.steps})")
+                f"{', '.join(str(ranks.steps[r]) for r in waiting)} of {settings.steps})"
+            )
         if progress is not None and now - last_call >= PROGRESS_EVERY_S:
             last_call = now
-            progress(ranks.fraction(), ranks.last or f"starting {settings.ranks} {BACKEND} "
-                     f"processes ({now - start:.0f} s)")
+            progress(
+                ranks.fraction(),
+                ranks.last or f"starting {settings.ranks} {BACKEND} processes ({now - start:.0f} s)",
+            )
     end = time.monotonic() + GRACE_S
     while any(p.poll() is None for p in ranks.procs) and time.monotonic() < end:
         time.sleep(0.05)
@@ -421,8 +451,9 @@ def launch(cfg: ModelConfig, settings: ShardSettings, progress: Progress | None)
     return ranks.results, logits
 
 
-def reference_run(cfg: ModelConfig, settings: ShardSettings, dp: int,
-                  progress: Progress | None = None) -> tuple[list[float], torch.Tensor]:
+def reference_run(
+    cfg: ModelConfig, settings: ShardSettings, dp: int, progress: Progress | None = None
+) -> tuple[list[float], torch.Tensor]:
     """The same steps in this process on the global batch (the dp ranks' batches one after
     another): (losses, the first logits of data-parallel rank 0's batch)."""
     if progress is not None:
@@ -440,8 +471,10 @@ def reference_run(cfg: ModelConfig, settings: ShardSettings, dp: int,
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
         if progress is not None:
-            progress(0.9 + 0.1 * (step + 1) / settings.steps, f"single-process reference: "
-                     f"step {step + 1}/{settings.steps}, loss {losses[-1]:.4f}")
+            progress(
+                0.9 + 0.1 * (step + 1) / settings.steps,
+                f"single-process reference: step {step + 1}/{settings.steps}, loss {losses[-1]:.4f}",
+            )
     return losses, logits
 
 
@@ -451,14 +484,23 @@ def _rel(measured: float, predicted: float | None) -> float | None:
     return abs(measured - predicted) / predicted if predicted else float("inf")
 
 
-def _reports(cfg: ModelConfig, settings: ShardSettings, dp: int, tp: int,
-             results: dict) -> tuple[RankReport, ...]:
+def _reports(
+    cfg: ModelConfig, settings: ShardSettings, dp: int, tp: int, results: dict
+) -> tuple[RankReport, ...]:
     predicted = rank_shards(cfg, settings.strategy, dp, tp, settings.seq_len, settings.batch)
-    return tuple(RankReport(rank=r, dp_rank=results[r]["dp_rank"], tp_rank=results[r]["tp_rank"],
-                            measured=results[r]["measured"], predicted=predicted[r].figures(),
-                            losses=tuple(results[r]["losses"]), wall_s=results[r]["wall_s"],
-                            saved=tuple(tuple(s) for s in results[r]["saved"]))
-                 for r in range(settings.ranks))
+    return tuple(
+        RankReport(
+            rank=r,
+            dp_rank=results[r]["dp_rank"],
+            tp_rank=results[r]["tp_rank"],
+            measured=results[r]["measured"],
+            predicted=predicted[r].figures(),
+            losses=tuple(results[r]["losses"]),
+            wall_s=results[r]["wall_s"],
+            saved=tuple(tuple(s) for s in results[r]["saved"]),
+        )
+        for r in range(settings.ranks)
+    )
 
 
 def run_settings(cfg: ModelConfig, settings: ShardSettings, progress: Progress | None = None) -> ShardResult:
@@ -474,21 +516,32 @@ def run_settings(cfg: ModelConfig, settings: ShardSettings, progress: Progress |
     sharded = ranks[0].losses
     diffs = [abs(a - b) for a, b in zip(single, sharded)]
     return ShardResult(
-        strategy=settings.strategy, dp=dp, tp=tp, steps=settings.steps, seq_len=settings.seq_len,
-        batch=settings.batch, seed=settings.seed, ranks=ranks, max_rel_error=max(errors),
+        strategy=settings.strategy,
+        dp=dp,
+        tp=tp,
+        steps=settings.steps,
+        seq_len=settings.seq_len,
+        batch=settings.batch,
+        seed=settings.seed,
+        ranks=ranks,
+        max_rel_error=max(errors),
         activation_max_rel_error=None if None in activation else max(activation),
-        loss_single=tuple(single), loss_sharded=sharded, max_loss_diff=max(diffs),
+        loss_single=tuple(single),
+        loss_sharded=sharded,
+        max_loss_diff=max(diffs),
         max_loss_rel_diff=max(d / abs(s) for d, s in zip(diffs, single)),
-        logits_max_diff=(logits - single_logits).abs().max().item(), backend=BACKEND,
-        wall_s=time.perf_counter() - start)
+        logits_max_diff=(logits - single_logits).abs().max().item(),
+        backend=BACKEND,
+        wall_s=time.perf_counter() - start,
+    )
 
 
-def run_shard(cfg: ModelConfig, ranks: int, strategy: str, *, progress: Progress | None = None,
-              **options) -> ShardResult:
+def run_shard(
+    cfg: ModelConfig, ranks: int, strategy: str, *, progress: Progress | None = None, **options
+) -> ShardResult:
     """``steps`` AdamW steps of ``cfg`` on ``ranks`` local gloo processes under ``strategy``
     ('fsdp', 'tp', 'fsdp+tp'), each rank's measured bytes beside the prediction, the losses
     beside a single-process run. ``options``: the other ``ShardSettings`` fields (steps,
     seq_len, batch, seed, tp, lr, timeout_s). Refusals are LabErrors naming the rule."""
-    settings = settings_from(ShardSettings, {"ranks": ranks, "strategy": strategy, **options},
-                             "run_shard")
+    settings = settings_from(ShardSettings, {"ranks": ranks, "strategy": strategy, **options}, "run_shard")
     return run_settings(cfg, settings, progress)

@@ -1,4 +1,5 @@
 """One training step, timed phase by phase: forward (with the loss), backward, (clip), AdamW."""
+
 from __future__ import annotations
 
 import time
@@ -28,6 +29,7 @@ class StepTimes:
 class Trainee:
     """What a training step updates: the module that runs (maybe compiled), its optimizer, the
     precision and fp16's GradScaler (None otherwise)."""
+
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     precision: Precision
@@ -45,10 +47,8 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.1)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    fused = bool(params) and all(p.device.type in ("cpu", "cuda") and p.dtype in FUSED_DTYPES
-                                 for p in params)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = bool(params) and all(p.device.type in ("cpu", "cuda") and p.dtype in FUSED_DTYPES for p in params)
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
 
 
@@ -83,10 +83,15 @@ def _update(trainee: Trainee, grad_clip: float | None) -> None:
     trainee.optimizer.zero_grad(set_to_none=True)
 
 
-def training_step(trainee: Trainee, inputs: torch.Tensor, targets: torch.Tensor, *,
-                  grad_clip: float | None = None,
-                  step_before_update: Callable[[], None] | None = None,
-                  measure_grad_norm: bool = True) -> tuple[float, float | None, StepTimes]:
+def training_step(
+    trainee: Trainee,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    grad_clip: float | None = None,
+    step_before_update: Callable[[], None] | None = None,
+    measure_grad_norm: bool = True,
+) -> tuple[float, float | None, StepTimes]:
     """Forward (with the loss), backward, (clip), AdamW; returns (loss, total gradient norm
     before clipping or None, times). The phases are timed with the device synchronised between
     them; the gradient norm, when asked for, is timed with the optimizer."""
@@ -108,5 +113,8 @@ def training_step(trainee: Trainee, inputs: torch.Tensor, targets: torch.Tensor,
     _update(trainee, grad_clip)
     sync(device)
     t3 = time.perf_counter()
-    return (loss.item(), grad_norm.item() if grad_norm is not None else None,
-            StepTimes(t1 - t0, t2 - t1, t3 - t2))
+    return (
+        loss.item(),
+        grad_norm.item() if grad_norm is not None else None,
+        StepTimes(t1 - t0, t2 - t1, t3 - t2),
+    )

@@ -16,6 +16,7 @@ FSDP2 (``parallelize``) then shards every block and the root over the data-paral
 its own or over the tp sub-mesh of a 2-D (dp, tp) mesh. The layout is the one
 ``llama_lab.analysis.shards`` predicts by parameter name.
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -26,8 +27,13 @@ import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
-from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, RowwiseParallel,
-                                               loss_parallel, parallelize_module)
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    ParallelStyle,
+    RowwiseParallel,
+    loss_parallel,
+    parallelize_module,
+)
 
 from ..analysis.shards import check_tensor_parallel
 from ..config import ModelConfig
@@ -63,8 +69,9 @@ class HeadNorm(ParallelStyle):
 
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
         for key, param in list(module.named_parameters(recurse=False)):
-            replica = distribute_tensor(param.detach(), device_mesh, [Replicate()],
-                                        src_data_rank=self.src_data_rank)
+            replica = distribute_tensor(
+                param.detach(), device_mesh, [Replicate()], src_data_rank=self.src_data_rank
+            )
             module.register_parameter(key, nn.Parameter(replica, requires_grad=param.requires_grad))
 
         def to_dtensor(_module, inputs):
@@ -103,11 +110,15 @@ def apply_tensor_parallel(model: CausalLM, mesh: DeviceMesh) -> CausalLM:
         parallelize_module(layer, mesh, block_plan(cfg, i))
         layer.self_attn.n_heads = cfg.n_heads // tp
         layer.self_attn.n_kv_heads = cfg.n_kv_heads // tp
-    parallelize_module(model, mesh, {
-        "model.embed_tokens": _without_copy(RowwiseParallel(input_layouts=Replicate())),
-        "lm_head": _without_copy(ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)),
-    })
-    if cfg.tie_embeddings:                       # one (V/tp, C) shard read by both
+    parallelize_module(
+        model,
+        mesh,
+        {
+            "model.embed_tokens": _without_copy(RowwiseParallel(input_layouts=Replicate())),
+            "lm_head": _without_copy(ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)),
+        },
+    )
+    if cfg.tie_embeddings:  # one (V/tp, C) shard read by both
         model.lm_head.weight = model.model.embed_tokens.weight
     for param in model.parameters():
         if isinstance(param, DTensor):
@@ -127,7 +138,7 @@ def tensor_parallel_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
     (B, T, V) Shard(-1): each rank's log-softmax over its V/tp columns, the maxima and sums
     all-reduced. Call it, and run its backward, under ``loss_parallel()`` (one context: they
     do not nest)."""
-    logits = model(ids[:, :-1].contiguous())          # the embedding saves its own (B, T) ids
+    logits = model(ids[:, :-1].contiguous())  # the embedding saves its own (B, T) ids
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
@@ -136,6 +147,7 @@ def parallelize(model: CausalLM, strategy: str, dp: int, tp: int):
     block, then the root, over dp ranks; 'tp': this plan over tp ranks; 'fsdp+tp': this plan on
     the tp sub-mesh of a (dp, tp) mesh, then FSDP2 on its dp sub-mesh. Returns (the loss of
     (model, ids (B, T+1)), the context the loss and its backward run in)."""
+
     def shard_fully(dp_mesh) -> None:
         for layer in model.model.layers:
             fully_shard(layer, mesh=dp_mesh)
@@ -143,7 +155,7 @@ def parallelize(model: CausalLM, strategy: str, dp: int, tp: int):
 
     if strategy == "fsdp":
         shard_fully(init_device_mesh("cpu", (dp,), mesh_dim_names=("dp",)))
-        register_fsdp_forward_method(model, "loss_on")       # the chunked head reads lm_head.weight
+        register_fsdp_forward_method(model, "loss_on")  # the chunked head reads lm_head.weight
         return (lambda m, ids: m.loss_on(ids[:, :-1].contiguous(), ids[:, 1:])), nullcontext
     if strategy == "tp":
         apply_tensor_parallel(model, init_device_mesh("cpu", (tp,), mesh_dim_names=("tp",)))

@@ -1,6 +1,7 @@
 """Cached wrappers around the package (``st.cache_data`` keyed on the frozen config and plain
 arguments; never a global read inside), and the one way pages show a table.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,7 +20,7 @@ from ..figures import kv, rooflines
 from ..figures.common import column_label, display_frame, table_styler
 from ..runtime.hardware import GPU
 
-MAX_STYLED_CELLS = 100_000       # larger tables are shown unstyled (pandas' Styler limit, speed)
+MAX_STYLED_CELLS = 100_000  # larger tables are shown unstyled (pandas' Styler limit, speed)
 
 
 def show_table(frame: pd.DataFrame | Mapping[str, Any], **kwargs: Any) -> None:
@@ -68,20 +69,27 @@ def kv_report(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> analysi
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def kv_fit(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, weights: str,
-           kv_dtype: str) -> pd.DataFrame:
+def kv_fit(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, weights: str, kv_dtype: str) -> pd.DataFrame:
     return kv.kv_fit_frame(cfg, gpu, seq_len, batch, weights, kv_dtype)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def kv_memory_curve(cfg: ModelConfig, context_lens: tuple[int, ...], batch: int,
-                    weights: str, kv_dtype: str) -> pd.DataFrame:
+def kv_memory_curve(
+    cfg: ModelConfig, context_lens: tuple[int, ...], batch: int, weights: str, kv_dtype: str
+) -> pd.DataFrame:
     return kv.kv_memory_curve_frame(cfg, context_lens, batch, weights, kv_dtype)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def roofline_points(cfg: ModelConfig, gpu: GPU, batches: tuple[int, ...], context_len: int,
-                    dtype: str, weights: str, kv_dtype: str) -> pd.DataFrame:
+def roofline_points(
+    cfg: ModelConfig,
+    gpu: GPU,
+    batches: tuple[int, ...],
+    context_len: int,
+    dtype: str,
+    weights: str,
+    kv_dtype: str,
+) -> pd.DataFrame:
     return rooflines.roofline_points(cfg, gpu, batches, context_len, dtype, weights, kv_dtype)
 
 
@@ -108,8 +116,7 @@ def seed_claims() -> list:
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def architecture(cfg: ModelConfig, seq_len: int, batch: int,
-                 dtype: str) -> seed.ArchitectureComparison:
+def architecture(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> seed.ArchitectureComparison:
     return seed.architecture_comparison(cfg, seq_len, batch, dtype)
 
 
@@ -119,6 +126,7 @@ def measured(max_entries: int) -> Callable:
     that records the progress bar's updates made inside the function and cannot replay them on
     a hit (the bar belongs to the run that drew it). Two sessions missing at once both measure;
     the second result replaces the first, equal to it."""
+
     def decorate(fn: Callable) -> Callable:
         cache: OrderedDict = OrderedDict()
         lock = threading.Lock()
@@ -135,57 +143,96 @@ def measured(max_entries: int) -> Callable:
                 while len(cache) > max_entries:
                     cache.popitem(last=False)
             return value
+
         def holds(*args: Any) -> bool:
             """Whether a call with ``args`` would be answered from the cache."""
             with lock:
                 return args in cache
+
         wrapper.clear, wrapper.holds = cache.clear, holds
         return wrapper
+
     return decorate
 
 
 @measured(max_entries=16)
-def ablation_runs(kind: str, train_cfg: ModelConfig, steps: int, lr: float, warmup_steps: int,
-                  seq_len: int, batch: int, _progress: Callable[[float, str], None] | None = None
-                  ) -> experiments.RunComparison:
+def ablation_runs(
+    kind: str,
+    train_cfg: ModelConfig,
+    steps: int,
+    lr: float,
+    warmup_steps: int,
+    seq_len: int,
+    batch: int,
+    _progress: Callable[[float, str], None] | None = None,
+) -> experiments.RunComparison:
     """Short training runs of one contrast of the seed's table (same data, seed and batches).
     ``_progress`` is not part of the cache key."""
     specs = experiments.ablation_specs(kind, train_cfg, lr, warmup_steps)
-    return experiments.compare_runs(specs, steps, seq_len=seq_len, batch=batch, device="cpu",
-                                    progress=_progress)
+    return experiments.compare_runs(
+        specs, steps, seq_len=seq_len, batch=batch, device="cpu", progress=_progress
+    )
 
 
 def _text(source: str):
     """The measurement's data: the built-in text, or None for random token ids."""
     from ..train.data import load_builtin
+
     return load_builtin() if source == "builtin" else None
 
 
 @measured(max_entries=32)
-def gradnorms_measured(cfg: ModelConfig, seq_len: int, batch: int, seeds: tuple[int, ...],
-                       source: str, device: str, _progress: Callable[[float, str], None] | None = None
-                       ) -> experiments.GradNormSeeds:
+def gradnorms_measured(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    seeds: tuple[int, ...],
+    source: str,
+    device: str,
+    _progress: Callable[[float, str], None] | None = None,
+) -> experiments.GradNormSeeds:
     """Post-LN vs Pre-LN at initialisation over ``seeds`` (cached per config and settings, for
     every session)."""
-    return experiments.gradnorms_over_seeds(cfg, seq_len, batch, seeds, _text(source), device,
-                                            _progress)
+    return experiments.gradnorms_over_seeds(cfg, seq_len, batch, seeds, _text(source), device, _progress)
 
 
 @measured(max_entries=32)
-def depth_measured(cfg: ModelConfig, depths: tuple[int, ...], seq_len: int, batch: int,
-                   seeds: tuple[int, ...], source: str, device: str,
-                   _progress: Callable[[float, str], None] | None = None) -> experiments.DepthSweep:
-    return experiments.depth_sweep(cfg, depths, seq_len, batch, seeds, _text(source), device,
-                                   _progress)
+def depth_measured(
+    cfg: ModelConfig,
+    depths: tuple[int, ...],
+    seq_len: int,
+    batch: int,
+    seeds: tuple[int, ...],
+    source: str,
+    device: str,
+    _progress: Callable[[float, str], None] | None = None,
+) -> experiments.DepthSweep:
+    return experiments.depth_sweep(cfg, depths, seq_len, batch, seeds, _text(source), device, _progress)
 
 
 @measured(max_entries=16)
-def warmup_measured(cfg: ModelConfig, steps: int, lr: float, warmup_steps: int,
-                    seeds: tuple[int, ...], shape: tuple[int, int], device: str,
-                    _progress: Callable[[float, str], None] | None = None):
+def warmup_measured(
+    cfg: ModelConfig,
+    steps: int,
+    lr: float,
+    warmup_steps: int,
+    seeds: tuple[int, ...],
+    shape: tuple[int, int],
+    device: str,
+    _progress: Callable[[float, str], None] | None = None,
+):
     """The warmup contrast on the built-in text at ``shape`` = (T, B), cached like
     ``gradnorms_measured``."""
     seq_len, batch = shape
-    return experiments.warmup_contrast(cfg, steps, lr, warmup_steps, seeds, _text("builtin"),
-                                       progress=_progress, seq_len=seq_len, batch=batch,
-                                       device=device)
+    return experiments.warmup_contrast(
+        cfg,
+        steps,
+        lr,
+        warmup_steps,
+        seeds,
+        _text("builtin"),
+        progress=_progress,
+        seq_len=seq_len,
+        batch=batch,
+        device=device,
+    )

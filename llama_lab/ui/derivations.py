@@ -1,6 +1,7 @@
 """Every headline number opens its derivation: the metric, and beside it a popover with the
 formula, the formula with the config's values put in and what it evaluates to, the counting
 convention — a choice where conventions differ, each with its own value — and the source."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,9 +31,11 @@ def show_derivation(d: Derivation, key: str) -> None:
     st.latex(chosen.formula)
     # our own arithmetic (numbers, names, · + − ÷ ( )): nothing Markdown would read as markup
     st.markdown(f"= {chosen.substituted()} = **{_number(chosen.evaluate())}**")
-    lines = [f"- {escape_markdown(name)} = {_number(value)}"
-             + (f" ({escape_markdown(chosen.describe(name))})" if chosen.describe(name) else "")
-             for name, value in chosen.terms.items()]
+    lines = [
+        f"- {escape_markdown(name)} = {_number(value)}"
+        + (f" ({escape_markdown(chosen.describe(name))})" if chosen.describe(name) else "")
+        for name, value in chosen.terms.items()
+    ]
     st.markdown("\n".join(lines))
     if chosen.convention:
         st.caption("Convention: " + escape_markdown(chosen.convention))

@@ -1,6 +1,7 @@
 """The Inference systems page's three sections — quantisation, FlashAttention, speculative
 decoding — each with its formulas written out with the sidebar model's numbers and its live
 measurement (under the job slot, cached per process, stoppable)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -27,8 +28,9 @@ def _quantized(preset: str, dtype: str, _progress=None):
 
 @measured(max_entries=8)
 def _speculated(target: str, draft: str, gamma: int, new_tokens: int, _progress=None):
-    return speculative_run(target, draft, gamma, new_tokens, SPECULATIVE_DEFAULTS["steps"],
-                           device="cpu", progress=_progress)
+    return speculative_run(
+        target, draft, gamma, new_tokens, SPECULATIVE_DEFAULTS["steps"], device="cpu", progress=_progress
+    )
 
 
 @measured(max_entries=8)
@@ -36,14 +38,21 @@ def _flash_swept(cfg: ModelConfig, dtype: str, gpu: str, _progress=None):
     return experiments.flash.flash_sweep(cfg, FLASH_SEQ_LENS, 1, dtype, "auto", gpu, _progress)
 
 
-def _live(kind: str, button: str, prefix: str, config: ModelConfig | None, settings: dict,
-          work) -> None:
+def _live(kind: str, button: str, prefix: str, config: ModelConfig | None, settings: dict, work) -> None:
     """A live run on its button (measure_on_view, never on view: these take seconds)."""
-    measure_on_view(kind, config, settings, work, auto=False, button=button, prefix=prefix,
-                    not_on_view="Not measured in this session yet.")
+    measure_on_view(
+        kind,
+        config,
+        settings,
+        work,
+        auto=False,
+        button=button,
+        prefix=prefix,
+        not_on_view="Not measured in this session yet.",
+    )
 
 
-GROUP_CHOICES = (-1, 0, 32, 64, 128, 256)     # inputs per scale (-1: per tensor, 0: per row)
+GROUP_CHOICES = (-1, 0, 32, 64, 128, 256)  # inputs per scale (-1: per tensor, 0: per row)
 
 
 def _group_label(group: int) -> str:
@@ -58,52 +67,82 @@ def _weight_options(weights: str, prefix: str) -> WeightQuant:
         return base
     with st.expander(f"{weights} options: group size, scales, what stays in 16 bits"):
         cols = st.columns(3)
-        group = cols[0].selectbox("scales", GROUP_CHOICES, GROUP_CHOICES.index(base.group_size)
-                                  if base.group_size in GROUP_CHOICES else 0,
-                                  format_func=_group_label, key=f"{prefix}group.{weights}")
-        scale = cols[1].selectbox("scale dtype", SCALE_DTYPES,
-                                  SCALE_DTYPES.index(base.scale_dtype), key=f"{prefix}scale.{weights}")
-        zero = cols[2].toggle("zero points (asymmetric)", key=prefix + "zero",
-                              disabled=weights == "fp8")
+        group = cols[0].selectbox(
+            "scales",
+            GROUP_CHOICES,
+            GROUP_CHOICES.index(base.group_size) if base.group_size in GROUP_CHOICES else 0,
+            format_func=_group_label,
+            key=f"{prefix}group.{weights}",
+        )
+        scale = cols[1].selectbox(
+            "scale dtype", SCALE_DTYPES, SCALE_DTYPES.index(base.scale_dtype), key=f"{prefix}scale.{weights}"
+        )
+        zero = cols[2].toggle("zero points (asymmetric)", key=prefix + "zero", disabled=weights == "fp8")
         keep = st.multiselect("kept in bf16", KEEP_CHOICES, list(base.keep), key=prefix + "keep")
     return WeightQuant.of(weights, group, scale, zero and weights != "fp8", tuple(keep))
 
 
-def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str,
-                         formats: tuple[str, str]) -> None:
+def quantisation_section(
+    cfg: ModelConfig, preset: str, gpu: str, prefix: str, formats: tuple[str, str]
+) -> None:
     """``formats``: the sidebar's weight and KV-cache formats."""
     st.subheader("Quantisation: every byte of the stored formats")
     w, k = formats
-    st.caption(f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; the "
-               f"options below apply on this page (the other pages use the format's usual "
-               f"group size and scales).")
+    st.caption(
+        f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; the "
+        f"options below apply on this page (the other pages use the format's usual "
+        f"group size and scales)."
+    )
     quant = _weight_options(w, prefix)
     stored = analysis.weights_bytes(cfg, quant)
     cols = st.columns(3)
-    derived_metric(cols[0], f"weights at {w}", human_bytes(stored.total),
-                   derive.weights_stored(cfg, quant), prefix + "d.weights",
-                   delta=f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}",
-                   delta_color="off")
-    derived_metric(cols[1], f"KV cache at {k}",
-                   f"{analysis.kv_cache_bytes_per_token(cfg, k):,} B/token",
-                   derive.kv_bytes_per_token(cfg, k), prefix + "d.kv")
-    derived_metric(cols[2], f"longest context on {gpu} (B=1)",
-                   f"{analysis.max_context_that_fits(cfg, gpu, 1, quant, k):,}",
-                   derive.longest_context(cfg, gpu, 1, quant, k), prefix + "d.context")
+    derived_metric(
+        cols[0],
+        f"weights at {w}",
+        human_bytes(stored.total),
+        derive.weights_stored(cfg, quant),
+        prefix + "d.weights",
+        delta=f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}",
+        delta_color="off",
+    )
+    derived_metric(
+        cols[1],
+        f"KV cache at {k}",
+        f"{analysis.kv_cache_bytes_per_token(cfg, k):,} B/token",
+        derive.kv_bytes_per_token(cfg, k),
+        prefix + "d.kv",
+    )
+    derived_metric(
+        cols[2],
+        f"longest context on {gpu} (B=1)",
+        f"{analysis.max_context_that_fits(cfg, gpu, 1, quant, k):,}",
+        derive.longest_context(cfg, gpu, 1, quant, k),
+        prefix + "d.context",
+    )
     if quant.quantised:
-        st.latex(rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{w} data}}}}"
-                 rf" + \underbrace{{{stored.scales + stored.zero_points:,}}}_{{\text{{"
-                 rf"{quant.scale_dtype} scales{' + zero points' if quant.zero_point else ''}, "
-                 rf"{_group_label(quant.group_size)}}}}} + \underbrace{{{stored.kept:,}}}_"
-                 rf"{{\text{{kept in bf16}}}}")
+        st.latex(
+            rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{w} data}}}}"
+            rf" + \underbrace{{{stored.scales + stored.zero_points:,}}}_{{\text{{"
+            rf"{quant.scale_dtype} scales{' + zero points' if quant.zero_point else ''}, "
+            rf"{_group_label(quant.group_size)}}}}} + \underbrace{{{stored.kept:,}}}_"
+            rf"{{\text{{kept in bf16}}}}"
+        )
         st.caption(f"Kept in bf16: {', '.join(quant.keep) or 'nothing'} and every bias.")
     head = analysis.kv_head_bytes(k, cfg.head_dim)
-    st.latex(rf"\text{{KV bytes/token}} = 2 \cdot L \cdot G \cdot {head} = 2 \cdot {cfg.n_layers}"
-             rf" \cdot {cfg.n_kv_heads} \cdot {head} = {analysis.kv_cache_bytes_per_token(cfg, k):,}")
+    st.latex(
+        rf"\text{{KV bytes/token}} = 2 \cdot L \cdot G \cdot {head} = 2 \cdot {cfg.n_layers}"
+        rf" \cdot {cfg.n_kv_heads} \cdot {head} = {analysis.kv_cache_bytes_per_token(cfg, k):,}"
+    )
+
     def row(label: str, weights, kv: str) -> dict:
-        return {"weights": label, "kv_cache": kv, "weights_bytes": analysis.weight_bytes(cfg, weights),
-                "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, kv),
-                f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1, weights, kv)}
+        return {
+            "weights": label,
+            "kv_cache": kv,
+            "weights_bytes": analysis.weight_bytes(cfg, weights),
+            "kv_bytes_per_token": analysis.kv_cache_bytes_per_token(cfg, kv),
+            f"longest_context_on_{gpu}": analysis.max_context_that_fits(cfg, gpu, 1, weights, kv),
+        }
+
     rows = [row(wd, wd, kd) for wd, kd in (("bf16", "bf16"), ("int8", "int8"), ("int4", "fp8"))]
     show_table(pd.DataFrame(rows + [row(f"{w} (this page)", quant, k)]), width="stretch")
     _quantize_live(preset, w if w in ("int8", "int4") else "int8", prefix)
@@ -111,40 +150,74 @@ def quantisation_section(cfg: ModelConfig, preset: str, gpu: str, prefix: str,
 
 def _quantize_live(preset: str, live: str, prefix: str) -> None:
     q = QUANT_DEFAULTS
-    st.markdown(f"**Live**: the live copy of {preset}'s recipe (d={q['d_model']}, "
-                f"{q['n_layers']} blocks), trained {q['steps']} steps on the built-in text, its "
-                f"linear layers stored as real {live} tensors; bytes measured against the "
-                f"prediction, the logits and the loss against fp32 and bf16.")
-    _live("quantize", "Quantise the live copy", prefix, None,
-          {"preset": preset, "dtype": live},
-          lambda progress: _quantized(preset, live, _progress=progress))
+    st.markdown(
+        f"**Live**: the live copy of {preset}'s recipe (d={q['d_model']}, "
+        f"{q['n_layers']} blocks), trained {q['steps']} steps on the built-in text, its "
+        f"linear layers stored as real {live} tensors; bytes measured against the "
+        f"prediction, the logits and the loss against fp32 and bf16."
+    )
+    _live(
+        "quantize",
+        "Quantise the live copy",
+        prefix,
+        None,
+        {"preset": preset, "dtype": live},
+        lambda progress: _quantized(preset, live, _progress=progress),
+    )
 
 
 def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: str) -> None:
     st.subheader("FlashAttention: what attention keeps and moves")
     dtype = training_dtype(dtype)
     r = analysis.attention_memory(cfg, seq_len, 1, dtype, gpu)
-    st.latex(rf"\text{{naive/layer}} = b\,H\,(3TD + T^2) + T^2 = {r.naive_layer_bytes:,}"
-             rf"\qquad \text{{fused/layer}} = b\,T D\,(2H + 2G) + 4 H T = {r.flash_layer_bytes:,}")
+    st.latex(
+        rf"\text{{naive/layer}} = b\,H\,(3TD + T^2) + T^2 = {r.naive_layer_bytes:,}"
+        rf"\qquad \text{{fused/layer}} = b\,T D\,(2H + 2G) + 4 H T = {r.flash_layer_bytes:,}"
+    )
     cols = st.columns(4)
-    derived_metric(cols[0], f"kept, naive (T={seq_len:,})", human_bytes(r.naive_bytes),
-                   derive.attention_kept(cfg, seq_len, 1, dtype, "naive"), prefix + "d.naive")
-    derived_metric(cols[1], "kept, fused", human_bytes(r.flash_bytes),
-                   derive.attention_kept(cfg, seq_len, 1, dtype, "flash"), prefix + "d.flash")
-    derived_metric(cols[2], "HBM traffic, naive ÷ fused",
-                   f"{r.naive_hbm_bytes / r.flash_hbm_bytes:.3g}×",
-                   derive.hbm_ratio(cfg, seq_len, 1, dtype, gpu), prefix + "d.hbm",
-                   help=f"Dao et al. 2022, Thm 2: SRAM M = {r.sram_bytes:,} bytes on {gpu} "
-                        f"(B_c = {r.block_cols}, B_r = {r.block_rows})")
-    cols[3].metric("naive stops fitting at", f"T = {r.naive_fits_up_to:,}",
-                   f"fused: {r.flash_fits_up_to:,}", delta_color="off")
-    st.plotly_chart(fit_figure(cfg, 1, dtype, gpu, max(seq_len, r.flash_fits_up_to)),
-                    key=prefix + "fit")
-    st.markdown(f"**Live**: one attention layer with this model's heads ({cfg.n_heads} / "
-                f"{cfg.n_kv_heads} KV, head_dim {cfg.head_dim}), T = "
-                f"{', '.join(map(str, FLASH_SEQ_LENS))}, naive against fused.")
-    _live("flash", "Run the T sweep", prefix, cfg, {"dtype": dtype, "gpu": gpu},
-          lambda progress: _flash_swept(cfg, dtype, gpu, _progress=progress))
+    derived_metric(
+        cols[0],
+        f"kept, naive (T={seq_len:,})",
+        human_bytes(r.naive_bytes),
+        derive.attention_kept(cfg, seq_len, 1, dtype, "naive"),
+        prefix + "d.naive",
+    )
+    derived_metric(
+        cols[1],
+        "kept, fused",
+        human_bytes(r.flash_bytes),
+        derive.attention_kept(cfg, seq_len, 1, dtype, "flash"),
+        prefix + "d.flash",
+    )
+    derived_metric(
+        cols[2],
+        "HBM traffic, naive ÷ fused",
+        f"{r.naive_hbm_bytes / r.flash_hbm_bytes:.3g}×",
+        derive.hbm_ratio(cfg, seq_len, 1, dtype, gpu),
+        prefix + "d.hbm",
+        help=f"Dao et al. 2022, Thm 2: SRAM M = {r.sram_bytes:,} bytes on {gpu} "
+        f"(B_c = {r.block_cols}, B_r = {r.block_rows})",
+    )
+    cols[3].metric(
+        "naive stops fitting at",
+        f"T = {r.naive_fits_up_to:,}",
+        f"fused: {r.flash_fits_up_to:,}",
+        delta_color="off",
+    )
+    st.plotly_chart(fit_figure(cfg, 1, dtype, gpu, max(seq_len, r.flash_fits_up_to)), key=prefix + "fit")
+    st.markdown(
+        f"**Live**: one attention layer with this model's heads ({cfg.n_heads} / "
+        f"{cfg.n_kv_heads} KV, head_dim {cfg.head_dim}), T = "
+        f"{', '.join(map(str, FLASH_SEQ_LENS))}, naive against fused."
+    )
+    _live(
+        "flash",
+        "Run the T sweep",
+        prefix,
+        cfg,
+        {"dtype": dtype, "gpu": gpu},
+        lambda progress: _flash_swept(cfg, dtype, gpu, _progress=progress),
+    )
 
 
 def speculative_section(prefix: str) -> None:
@@ -152,16 +225,26 @@ def speculative_section(prefix: str) -> None:
     cols = st.columns(3)
     alpha = cols[0].slider("acceptance rate α", 0.0, 1.0, 0.8, 0.01, key=prefix + "alpha")
     gamma = cols[1].slider("draft length γ", 1, 16, 4, key=prefix + "gamma")
-    c = cols[2].slider("cost ratio c (draft ÷ target step)", 0.0, 1.0, 0.05, 0.01,
-                       key=prefix + "c")
+    c = cols[2].slider("cost ratio c (draft ÷ target step)", 0.0, 1.0, 0.05, 0.01, key=prefix + "c")
     s = analysis.speculation(alpha, gamma, c)
-    st.latex(rf"E = \frac{{1-\alpha^{{\gamma+1}}}}{{1-\alpha}} = "
-             rf"{s.expected_tokens_per_step:.3f}\qquad \text{{speedup}} = "
-             rf"\frac{{E}}{{\gamma c + 1}} = {s.speedup:.3f}\qquad \gamma^* = {s.best_gamma}"
-             rf"\;({s.best_speedup:.3f}\times)")
-    st.markdown(f"**Live**: a {SPECULATIVE_DEFAULTS['target_layers']}-block target and a "
-                f"{SPECULATIVE_DEFAULTS['draft_layers']}-block draft trained on the built-in "
-                f"text, greedy decoding with both KV caches; an untrained draft beside it.")
-    _live("speculative", "Decode speculatively", prefix, None, {"gamma": gamma},
-          lambda progress: _speculated("seed-demo", "seed-demo", gamma,
-                                       SPECULATIVE_DEFAULTS["new_tokens"], _progress=progress))
+    st.latex(
+        rf"E = \frac{{1-\alpha^{{\gamma+1}}}}{{1-\alpha}} = "
+        rf"{s.expected_tokens_per_step:.3f}\qquad \text{{speedup}} = "
+        rf"\frac{{E}}{{\gamma c + 1}} = {s.speedup:.3f}\qquad \gamma^* = {s.best_gamma}"
+        rf"\;({s.best_speedup:.3f}\times)"
+    )
+    st.markdown(
+        f"**Live**: a {SPECULATIVE_DEFAULTS['target_layers']}-block target and a "
+        f"{SPECULATIVE_DEFAULTS['draft_layers']}-block draft trained on the built-in "
+        f"text, greedy decoding with both KV caches; an untrained draft beside it."
+    )
+    _live(
+        "speculative",
+        "Decode speculatively",
+        prefix,
+        None,
+        {"gamma": gamma},
+        lambda progress: _speculated(
+            "seed-demo", "seed-demo", gamma, SPECULATIVE_DEFAULTS["new_tokens"], _progress=progress
+        ),
+    )

@@ -1,13 +1,21 @@
 """The Inside the model page's sections: the small model of the sidebar's recipe (trained once
 per config under the job slot, stoppable, cached for every session; or untrained), one forward
 pass of the text the user types, and each view of it."""
+
 from __future__ import annotations
 
 import streamlit as st
 
-from ..config import ModelConfig, arrangement as config_arrangement
-from ..experiments.inside import (DEFAULT_TEXT, INSIDE_DEFAULTS, inside_config, inside_model,
-                                  text_tokens, trace)
+from ..config import ModelConfig
+from ..config import arrangement as config_arrangement
+from ..experiments.inside import (
+    DEFAULT_TEXT,
+    INSIDE_DEFAULTS,
+    inside_config,
+    inside_model,
+    text_tokens,
+    trace,
+)
 from ..figures import inside as fig
 from .cached import measured, show_table
 from .runs import run_with_status
@@ -32,15 +40,27 @@ def _traced(model, text: str, _progress=None):
 def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str]:
     """The page's controls: which arrangement, trained or not, and the text."""
     cols = st.columns([2, 2, 5])
-    arrangement = cols[0].radio("norm position", list(ARRANGEMENTS), format_func=ARRANGEMENTS.get,
-                                key=prefix + "arrangement", horizontal=True)
-    trained = cols[1].radio("weights", ("trained", "untrained"), key=prefix + "weights",
-                            horizontal=True,
-                            help=f"trained: {INSIDE_DEFAULTS['steps']} AdamW steps on the built-in "
-                                 f"text (once per recipe, shared by every session)")
+    arrangement = cols[0].radio(
+        "norm position",
+        list(ARRANGEMENTS),
+        format_func=ARRANGEMENTS.get,
+        key=prefix + "arrangement",
+        horizontal=True,
+    )
+    trained = cols[1].radio(
+        "weights",
+        ("trained", "untrained"),
+        key=prefix + "weights",
+        horizontal=True,
+        help=f"trained: {INSIDE_DEFAULTS['steps']} AdamW steps on the built-in "
+        f"text (once per recipe, shared by every session)",
+    )
     _state().setdefault(prefix + "text", DEFAULT_TEXT)
-    text = cols[2].text_input(f"text (at most {INSIDE_DEFAULTS['max_text']} bytes)",
-                              key=prefix + "text", max_chars=INSIDE_DEFAULTS["max_text"])
+    text = cols[2].text_input(
+        f"text (at most {INSIDE_DEFAULTS['max_text']} bytes)",
+        key=prefix + "text",
+        max_chars=INSIDE_DEFAULTS["max_text"],
+    )
     # the toggle's arms as on the Gradient norms page: Pre-LN with a final norm, Post-LN without
     cfg = base if arrangement == "sidebar" else config_arrangement(base, arrangement)
     cfg = inside_config(cfg)
@@ -51,16 +71,17 @@ def forward_trace(cfg: ModelConfig, steps: int, text: str):
     """The trace of ``text`` through the (cached) model; the training runs here on the first
     view of a recipe, under the job slot and stoppable. None when refused or stopped."""
     try:
-        text_tokens(text, cfg)                   # refused here, with its rule, before training
+        text_tokens(text, cfg)  # refused here, with its rule, before training
     except ValueError as exc:
         show_error(str(exc))
         return None
     if _model.holds(cfg, steps):
         model = _model(cfg, steps)
     else:
-        model = run_with_status(f"Training the small model ({steps} steps)" if steps
-                                else "Building the untrained model",
-                                lambda progress: _model(cfg, steps, _progress=progress))
+        model = run_with_status(
+            f"Training the small model ({steps} steps)" if steps else "Building the untrained model",
+            lambda progress: _model(cfg, steps, _progress=progress),
+        )
         if model is None:
             return None
     return _traced(model, text)
@@ -69,14 +90,18 @@ def forward_trace(cfg: ModelConfig, steps: int, text: str):
 def attention_section(t, prefix: str) -> None:
     cfg = t.config
     st.subheader("Attention maps")
-    st.caption(f"{cfg['n_heads']} query heads, {cfg['n_kv_heads']} KV heads: each KV head serves "
-               f"{cfg['n_heads'] // cfg['n_kv_heads']} query heads, titled by it. Each row is "
-               f"one query's softmax over the keys it may see (rows sum to 1).")
+    st.caption(
+        f"{cfg['n_heads']} query heads, {cfg['n_kv_heads']} KV heads: each KV head serves "
+        f"{cfg['n_heads'] // cfg['n_kv_heads']} query heads, titled by it. Each row is "
+        f"one query's softmax over the keys it may see (rows sum to 1)."
+    )
     layer = st.select_slider("block", list(range(len(t.layers))), key=prefix + "block")
     st.plotly_chart(fig.attention_figure(t, layer), key=prefix + "attention")
     error = max(layer.max_attention_error for layer in t.layers)
-    st.caption(f"Recomputed from each block's own q and k (the fused kernel does not return its "
-               f"weights); o_proj(weights · v) matches the block's own output to {error:.1e}.")
+    st.caption(
+        f"Recomputed from each block's own q and k (the fused kernel does not return its "
+        f"weights); o_proj(weights · v) matches the block's own output to {error:.1e}."
+    )
 
 
 def positions_section(t, prefix: str) -> None:
@@ -84,17 +109,22 @@ def positions_section(t, prefix: str) -> None:
     if t.rope is not None:
         r = t.rope
         st.plotly_chart(fig.rope_figure(r), key=prefix + "rope")
-        st.caption(f"Each pair (x_i, x_i+D/2) of q turns by θ_i = θ^(−2i/D) per position "
-                   f"(θ = {t.config['rope_theta']:g}); q_m·k_n then depends on m − n only: at a "
-                   f"fixed offset the score spreads by {r['max_spread']:.1e} over positions, for "
-                   f"scores of size {r['score_scale']:.2f} (float32 rounding).")
+        st.caption(
+            f"Each pair (x_i, x_i+D/2) of q turns by θ_i = θ^(−2i/D) per position "
+            f"(θ = {t.config['rope_theta']:g}); q_m·k_n then depends on m − n only: at a "
+            f"fixed offset the score spreads by {r['max_spread']:.1e} over positions, for "
+            f"scores of size {r['score_scale']:.2f} (float32 rounding)."
+        )
     st.plotly_chart(fig.offset_figure(t.positions), key=prefix + "offset")
-    spreads = "; ".join(f"{name}: spread {found['spread']:.3g} of {found['scale']:.3g}"
-                        for name, found in t.positions.items())
-    st.caption(f"The text's first two tokens, one apart, placed at every position and scored "
-               f"by block 0's own projections — {spreads}. Added to the input, positions pass "
-               f"through the norm and the projections, so the score depends on where the pair "
-               f"stands, not only on how far apart it is.")
+    spreads = "; ".join(
+        f"{name}: spread {found['spread']:.3g} of {found['scale']:.3g}" for name, found in t.positions.items()
+    )
+    st.caption(
+        f"The text's first two tokens, one apart, placed at every position and scored "
+        f"by block 0's own projections — {spreads}. Added to the input, positions pass "
+        f"through the norm and the projections, so the score depends on where the pair "
+        f"stands, not only on how far apart it is."
+    )
 
 
 def stream_section(t, arrangement: str, prefix: str) -> None:
@@ -104,20 +134,26 @@ def stream_section(t, arrangement: str, prefix: str) -> None:
     last = float(t.layers[-1].residual_out_rms.median())
     norm = t.config["norm_type"]
     out = t.layers[0].norm_out
-    st.caption(f"{'Pre-LN' if arrangement == 'pre' else 'Post-LN'}: the stream's median RMS goes "
-               f"from {first:.3g} into block 0 to {last:.3g} out of the last block "
-               f"({last / first:.2f}×); "
-               + ("Pre-LN only ever adds to it, and each sublayer reads a normalised copy."
-                  if arrangement == "pre" else
-                  "Post-LN renormalises it after every sublayer.")
-               + f" The table: what each block's first {norm} does to its input (|mean| over d, "
-               f"std and RMS, averaged over the tokens) — here to |mean| {out['mean']:.2g}, std "
-               f"{out['std']:.3g}, RMS {out['rms']:.3g} in block 0: "
-               + ("LayerNorm centres (mean 0) and scales (std 1), times its γ and β."
-                  if norm == "layernorm" else
-                  "RMSNorm only scales (RMS 1, times its γ) and leaves the mean.")
-               + " gates_closed_share: the share of SwiGLU gate inputs below 0, where SiLU "
-               "passes at most 0.28 of the up projection.")
+    st.caption(
+        f"{'Pre-LN' if arrangement == 'pre' else 'Post-LN'}: the stream's median RMS goes "
+        f"from {first:.3g} into block 0 to {last:.3g} out of the last block "
+        f"({last / first:.2f}×); "
+        + (
+            "Pre-LN only ever adds to it, and each sublayer reads a normalised copy."
+            if arrangement == "pre"
+            else "Post-LN renormalises it after every sublayer."
+        )
+        + f" The table: what each block's first {norm} does to its input (|mean| over d, "
+        f"std and RMS, averaged over the tokens) — here to |mean| {out['mean']:.2g}, std "
+        f"{out['std']:.3g}, RMS {out['rms']:.3g} in block 0: "
+        + (
+            "LayerNorm centres (mean 0) and scales (std 1), times its γ and β."
+            if norm == "layernorm"
+            else "RMSNorm only scales (RMS 1, times its γ) and leaves the mean."
+        )
+        + " gates_closed_share: the share of SwiGLU gate inputs below 0, where SiLU "
+        "passes at most 0.28 of the up projection."
+    )
     show_table(fig.norm_frame(t), width="stretch")
 
 

@@ -1,6 +1,7 @@
 """Live runs from a page: the job slot with a visible waiting state, progress inside st.status,
 refusals shown with st.error, and where results are kept and drawn (each kind's panel).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -15,9 +16,9 @@ from ..errors import ExperimentError, LabError
 from ..experiments import KINDS, ExperimentEntry
 from ..runtime import jobs
 from ..runtime.memory import allocation_failures_refused
-from ..units import Progress, escape_markdown
 from ..train.budgets import CPU_FLOP_BUDGET
 from ..train.data import TokenData, load_builtin, load_user_text
+from ..units import Progress, escape_markdown
 from .state import EXPERIMENT_KEYS, _state
 
 
@@ -30,8 +31,11 @@ def exclusive_run(what: str) -> Iterator[None]:
     notice = st.empty()
 
     def on_wait(n_running: int, waited_s: float) -> None:
-        notice.info(f"⏳ Waiting {waited_s:.0f} s: {n_running} other run(s) are using this "
-                    f"machine; {escape_markdown(what)} starts as soon as they finish.")
+        notice.info(
+            f"⏳ Waiting {waited_s:.0f} s: {n_running} other run(s) are using this "
+            f"machine; {escape_markdown(what)} starts as soon as they finish."
+        )
+
     try:
         with jobs.LIMITER.slot(on_wait=on_wait):
             notice.empty()
@@ -40,12 +44,12 @@ def exclusive_run(what: str) -> Iterator[None]:
         notice.empty()
 
 
+STOPPED_TEXT = "This run was stopped or refused"
+BEYOND_VIEW_TEXT = "This size is beyond what the page measures on view (a few seconds on a CPU)"
 STALE_NOTE = "These results are from earlier choices; run again to update them."
 
 
 Result = TypeVar("Result")
-
-
 
 
 def set_defaults(prefix: str, **values: Any) -> None:
@@ -74,11 +78,11 @@ def progress_bar(bar: Any, min_interval_s: float = 0.1) -> Progress:
         if 0.02 <= fraction < 1.0 and elapsed >= 1.0:
             timing += f", about {_duration(elapsed * (1 - fraction) / fraction)} left"
         bar.progress(fraction, text=f"{escape_markdown(text)} · {timing}")
+
     return progress
 
 
-def run_with_status(label: str, work: Callable[[Progress], Result],
-                    what: str | None = None) -> Result | None:
+def run_with_status(label: str, work: Callable[[Progress], Result], what: str | None = None) -> Result | None:
     """Run ``work(progress)`` in this process's experiment slot (``exclusive_run``), inside
     st.status with a progress bar (step, time elapsed, time left). A refusal — a guard, a bad
     input, no slot free, memory running out part-way — gives None and is shown at once below
@@ -100,8 +104,9 @@ def run_with_status(label: str, work: Callable[[Progress], Result],
     return result
 
 
-def keep_experiment(kind: str, result: Any, config: ModelConfig, settings: Mapping[str, Any],
-                    *also_under: str) -> ExperimentEntry:
+def keep_experiment(
+    kind: str, result: Any, config: ModelConfig, settings: Mapping[str, Any], *also_under: str
+) -> ExperimentEntry:
     """Store a result where the Report page collects it (and under the keys ``also_under``)."""
     entry = ExperimentEntry(kind, result, config, dict(settings))
     for key in (EXPERIMENT_KEYS[kind], *also_under):
@@ -115,15 +120,14 @@ def session_experiments() -> dict[str, ExperimentEntry]:
     return {kind: state[key] for kind, key in EXPERIMENT_KEYS.items() if key in state}
 
 
-def is_stale(entry: ExperimentEntry, config: ModelConfig,
-             settings: Mapping[str, Any]) -> bool:
+def is_stale(entry: ExperimentEntry, config: ModelConfig, settings: Mapping[str, Any]) -> bool:
     """Whether ``entry`` ran on another config, or with other values of ``settings``' keys."""
-    return entry.config != config or any(entry.settings.get(name) != value
-                                         for name, value in settings.items())
+    return entry.config != config or any(
+        entry.settings.get(name) != value for name, value in settings.items()
+    )
 
 
-def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any],
-                    prefix: str) -> None:
+def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any], prefix: str) -> None:
     """Draw the result stored under ``key``, if any, after a note when it is stale for the
     current ``config`` and ``settings``; ``prefix`` starts the keys of its charts."""
     entry = _state().get(key)
@@ -135,9 +139,17 @@ def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any],
     panel.show(entry, prefix)
 
 
-def measure_on_view(kind: str, config: ModelConfig, settings: Mapping[str, Any],
-                    work: Callable[[Progress], Any], *, auto: bool, button: str,
-                    prefix: str, not_on_view: str | None = None) -> None:
+def measure_on_view(
+    kind: str,
+    config: ModelConfig,
+    settings: Mapping[str, Any],
+    work: Callable[[Progress], Any],
+    *,
+    auto: bool,
+    button: str,
+    prefix: str,
+    not_on_view: str | None = None,
+) -> None:
     """A measurement a page shows without a click: run ``work`` (under the job slot, with its
     progress bar, stoppable) when this session holds no result for ``config`` and ``settings``
     and ``auto`` says the run is small — once per choice of them: one that was refused or
@@ -150,25 +162,29 @@ def measure_on_view(kind: str, config: ModelConfig, settings: Mapping[str, Any],
     tried_key = prefix + "tried_on_view." + kind
     choice = (config, tuple(sorted((k, repr(v)) for k, v in settings.items())))
     tried = _state().get(tried_key) == choice
-    clicked = st.button(button, type="primary" if not fresh else "secondary",
-                        key=prefix + "run_" + kind)
+    clicked = st.button(button, type="primary" if not fresh else "secondary", key=prefix + "run_" + kind)
     if clicked or (auto and not fresh and not tried):
-        _state()[tried_key] = choice                  # set before: a Stop ends the script here
+        _state()[tried_key] = choice  # set before: a Stop ends the script here
         result = run_with_status(button, work)
         if result is not None:
             keep_experiment(kind, result, config, settings)
     elif not fresh:
-        st.caption(not_on_view or (
-            f"{'This run was stopped or refused' if tried else 'This size is beyond what the page measures on view (a few seconds on a CPU)'};"
-            f" press “{button}”."))
+        st.caption(not_on_view or (f"{STOPPED_TEXT if tried else BEYOND_VIEW_TEXT}; press “{button}”."))
     show_experiment(key, config, settings, prefix)
 
 
 def text_choice(prefix: str) -> tuple[str, Any]:
     """The training text's radio (built-in or upload) and, for an upload, the file widget."""
-    source = st.radio("text", ("builtin", "upload"), horizontal=True, key=prefix + "source",
-                      format_func={"builtin": "built-in corpus (Python's help topics, ~460 KB)",
-                                   "upload": "upload a UTF-8 text file"}.get)
+    source = st.radio(
+        "text",
+        ("builtin", "upload"),
+        horizontal=True,
+        key=prefix + "source",
+        format_func={
+            "builtin": "built-in corpus (Python's help topics, ~460 KB)",
+            "upload": "upload a UTF-8 text file",
+        }.get,
+    )
     upload = st.file_uploader("UTF-8 text", key=prefix + "upload") if source == "upload" else None
     return source, upload
 
@@ -182,28 +198,32 @@ def text_source(source: str, upload: Any) -> TokenData:
     return load_user_text(upload.getvalue(), name=upload.name)
 
 
-def live_run_note(cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = False,
-                  whose: str = "the sidebar's") -> str:
+def live_run_note(
+    cfg: ModelConfig, run_cfg: ModelConfig, both_arms: bool = False, whose: str = "the sidebar's"
+) -> str:
     """What a page's live runs use: the scaled-down model and ``whose`` recipe (``cfg``'s);
     with ``both_arms``, how the Post-LN and Pre-LN arms of it differ."""
-    note = (f"Live runs use **d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_cfg.n_heads} "
-            f"heads / {run_cfg.n_kv_heads} KV, FFN {ffn_label(run_cfg)}, vocab "
-            f"{run_cfg.vocab_size}** (byte-level: one token per UTF-8 byte) with {whose} "
-            f"recipe ({cfg.norm_type}, {cfg.pos_encoding} positions, {cfg.ffn_type}, "
-            f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init"
-            f"{', embeddings × √d' if cfg.embed_scale else ''}).")
+    note = (
+        f"Live runs use **d={run_cfg.d_model}, {run_cfg.n_layers} blocks, {run_cfg.n_heads} "
+        f"heads / {run_cfg.n_kv_heads} KV, FFN {ffn_label(run_cfg)}, vocab "
+        f"{run_cfg.vocab_size}** (byte-level: one token per UTF-8 byte) with {whose} "
+        f"recipe ({cfg.norm_type}, {cfg.pos_encoding} positions, {cfg.ffn_type}, "
+        f"{'biases' if cfg.bias else 'no biases'}, {cfg.init} init"
+        f"{', embeddings × √d' if cfg.embed_scale else ''})."
+    )
     if both_arms:
-        note += (" Both arrangements share the weights; they differ in norm_position and, as in "
-                 f"Xiong et al. 2020 and LLaMA, in the final norm whatever {whose} "
-                 f"final_norm ({'on' if cfg.final_norm else 'off'}): the Pre-LN arm always "
-                 "normalises before lm_head; the Post-LN arm, whose last block already ends "
-                 "with a norm, gets none on top of it (no LN(LN(x))).")
+        note += (
+            " Both arrangements share the weights; they differ in norm_position and, as in "
+            f"Xiong et al. 2020 and LLaMA, in the final norm whatever {whose} "
+            f"final_norm ({'on' if cfg.final_norm else 'off'}): the Pre-LN arm always "
+            "normalises before lm_head; the Post-LN arm, whose last block already ends "
+            "with a norm, gets none on top of it (no LN(LN(x)))."
+        )
     return note + f" On the CPU a run is limited to {CPU_FLOP_BUDGET / 1e12:.0f} TFLOP."
-
 
 
 def ffn_label(cfg: ModelConfig) -> str:
     """The FFN in a few words: its width, or the experts and the top-k."""
     if cfg.is_moe:
-        return (f"{cfg.n_experts} experts of {cfg.expert_ffn_hidden}, top-{cfg.experts_per_token}")
+        return f"{cfg.n_experts} experts of {cfg.expert_ffn_hidden}, top-{cfg.experts_per_token}"
     return str(cfg.ffn_hidden)

@@ -1,5 +1,5 @@
-"""The sidebar config builder shared by every page, and the page chrome (``setup_page``).
-"""
+"""The sidebar config builder shared by every page, and the page chrome (``setup_page``)."""
+
 from __future__ import annotations
 
 import json
@@ -12,16 +12,49 @@ from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError
 from ..config.grids import divisors
 from ..errors import LabError
 from ..units import escape_markdown
-from .state import (AS_DTYPE, BUILDER_KEYS, CONFIG_FIELDS, KEY_BATCH, KEY_BUILDER,
-                    KEY_CONFIG_ERROR, KEY_DTYPE, KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER,
-                    KEY_FFN_RULE, KEY_KV_DTYPE, KEY_LAST_CHANGED, KEY_LINK_ERRORS, KEY_MODEL_BASE,
-                    KEY_MODEL_NAME, KEY_PRESET, KEY_SEQ_LEN, KEY_SEQ_NOTE, KEY_UPLOAD,
-                    KEY_UPLOAD_ERROR, KEY_UPLOAD_NOTES, KEY_WEIGHT_DTYPE, LINK_NOTE,
-                    WIDGET_PREFIX, Selection, _init_state, _on_change, _on_preset, _on_upload,
-                    _state, _sync_query_params, config_from_values, dtype_names,
-                    error_field, field_key, kv_dtype_names, kv_label, stored_format,
-                    weight_dtype_names, widget_value)
 from .sliders import field_options, slider_beside, workload_options
+from .state import (
+    AS_DTYPE,
+    BUILDER_KEYS,
+    CONFIG_FIELDS,
+    KEY_BATCH,
+    KEY_BUILDER,
+    KEY_CONFIG_ERROR,
+    KEY_DTYPE,
+    KEY_FFN_MULTIPLE_OF,
+    KEY_FFN_MULTIPLIER,
+    KEY_FFN_RULE,
+    KEY_KV_DTYPE,
+    KEY_LAST_CHANGED,
+    KEY_LINK_ERRORS,
+    KEY_MODEL_BASE,
+    KEY_MODEL_NAME,
+    KEY_PRESET,
+    KEY_SEQ_LEN,
+    KEY_SEQ_NOTE,
+    KEY_UPLOAD,
+    KEY_UPLOAD_ERROR,
+    KEY_UPLOAD_NOTES,
+    KEY_WEIGHT_DTYPE,
+    LINK_NOTE,
+    WIDGET_PREFIX,
+    Selection,
+    _init_state,
+    _on_change,
+    _on_preset,
+    _on_upload,
+    _state,
+    _sync_query_params,
+    config_from_values,
+    dtype_names,
+    error_field,
+    field_key,
+    kv_dtype_names,
+    kv_label,
+    stored_format,
+    weight_dtype_names,
+    widget_value,
+)
 from .widgets import show_error, show_warning
 
 
@@ -48,10 +81,16 @@ def sidebar_config() -> Selection | None:
     state[KEY_BUILDER] = {key: state[key] for key in BUILDER_KEYS}
     if cfg is None:
         return None
-    selection = Selection(cfg, state[KEY_SEQ_LEN], state[KEY_BATCH], state[KEY_DTYPE],
-                          state[KEY_PRESET], state.get(KEY_MODEL_NAME),
-                          stored_format(state[KEY_WEIGHT_DTYPE]),
-                          stored_format(state[KEY_KV_DTYPE]))
+    selection = Selection(
+        cfg,
+        state[KEY_SEQ_LEN],
+        state[KEY_BATCH],
+        state[KEY_DTYPE],
+        state[KEY_PRESET],
+        state.get(KEY_MODEL_NAME),
+        stored_format(state[KEY_WEIGHT_DTYPE]),
+        stored_format(state[KEY_KV_DTYPE]),
+    )
     _sync_query_params(selection.query())
     return selection
 
@@ -65,8 +104,13 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     st.header("🦙 Model")
     for message in state[KEY_LINK_ERRORS]:
         show_error(message)
-    st.selectbox("Preset", list(PRESETS), key=KEY_PRESET, on_change=_on_preset,
-                 help="Loads a published config; the fields below then edit it.")
+    st.selectbox(
+        "Preset",
+        list(PRESETS),
+        key=KEY_PRESET,
+        on_change=_on_preset,
+        help="Loads a published config; the fields below then edit it.",
+    )
     _draw_model_name(values)
     for note in state[KEY_UPLOAD_NOTES]:
         show_warning(note)
@@ -94,73 +138,144 @@ def _draw_model_name(values: dict[str, Any]) -> None:
     state = _state()
     name, base = state.get(KEY_MODEL_NAME), state.get(KEY_MODEL_BASE)
     if name and base:
-        edited = [field for field in CONFIG_FIELDS
-                  if values[field_key(field)] != base[field_key(field)]]
-        st.caption((f"Edited from {escape_markdown(name)}: {', '.join(edited)}" if edited
-                    else f"Model: {escape_markdown(name)}") + " (uploaded, not a preset)")
+        edited = [field for field in CONFIG_FIELDS if values[field_key(field)] != base[field_key(field)]]
+        st.caption(
+            (
+                f"Edited from {escape_markdown(name)}: {', '.join(edited)}"
+                if edited
+                else f"Model: {escape_markdown(name)}"
+            )
+            + " (uploaded, not a preset)"
+        )
         return
     preset = PRESETS[values[KEY_PRESET]]
-    edited = [field for field in CONFIG_FIELDS
-              if values[field_key(field)] != widget_value(preset, field)]
+    edited = [field for field in CONFIG_FIELDS if values[field_key(field)] != widget_value(preset, field)]
     if edited:
         st.caption(f"Edited from {values[KEY_PRESET]}: {', '.join(edited)}")
 
 
-SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
-                "max_seq_len"}
-RECIPE_FIELDS = set(CHOICES) | {"bias", "final_norm", "tie_embeddings", "embed_scale",
-                                "rope_theta", "norm_eps"}
-FAMILY_FIELDS = {"head_dim", "qkv_bias", "o_bias", "mlp_bias", "qk_norm", "sliding_window",
-                 "local_layers", "n_experts", "experts_per_token", "expert_ffn_hidden",
-                 "moe_layers", "moe_renormalize"}
+SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len"}
+RECIPE_FIELDS = set(CHOICES) | {
+    "bias",
+    "final_norm",
+    "tie_embeddings",
+    "embed_scale",
+    "rope_theta",
+    "norm_eps",
+}
+FAMILY_FIELDS = {
+    "head_dim",
+    "qkv_bias",
+    "o_bias",
+    "mlp_bias",
+    "qk_norm",
+    "sliding_window",
+    "local_layers",
+    "n_experts",
+    "experts_per_token",
+    "expert_ffn_hidden",
+    "moe_layers",
+    "moe_renormalize",
+}
 FOLLOW = {None: "follows 'biases in linear layers'", True: "on", False: "off"}
-LAYER_SET_HELP = ("'all', 'none', 'from:K' (block K on), 'every:N' (every N-th block) or a "
-                  "list such as '0,2,5'")
+LAYER_SET_HELP = (
+    "'all', 'none', 'from:K' (block K on), 'every:N' (every N-th block) or a list such as '0,2,5'"
+)
 
 
 def _draw_family(after) -> None:
-    _int_input("head_dim", "head_dim (0 = d_model / n_heads)", minimum=0,
-               help="Qwen3 and Mistral-Nemo set 128 whatever d_model / n_heads is.")
+    _int_input(
+        "head_dim",
+        "head_dim (0 = d_model / n_heads)",
+        minimum=0,
+        help="Qwen3 and Mistral-Nemo set 128 whatever d_model / n_heads is.",
+    )
     after("head_dim")
-    for name, label in (("qkv_bias", "q/k/v biases"), ("o_bias", "output-projection bias"),
-                        ("mlp_bias", "FFN biases")):
-        st.selectbox(label, list(FOLLOW), format_func=FOLLOW.get, key=field_key(name),
-                     on_change=_on_change, args=(name,))
+    for name, label in (
+        ("qkv_bias", "q/k/v biases"),
+        ("o_bias", "output-projection bias"),
+        ("mlp_bias", "FFN biases"),
+    ):
+        st.selectbox(
+            label,
+            list(FOLLOW),
+            format_func=FOLLOW.get,
+            key=field_key(name),
+            on_change=_on_change,
+            args=(name,),
+        )
         after(name)
-    st.toggle("QK-norm (RMSNorm on q and k per head)", key=field_key("qk_norm"),
-              on_change=_on_change, args=("qk_norm",))
-    _int_input("sliding_window", "sliding window W (0 = none)", minimum=0,
-               help="Mistral: a local layer's query sees only its last W keys, and its KV "
-                    "cache holds at most W tokens.")
+    st.toggle(
+        "QK-norm (RMSNorm on q and k per head)",
+        key=field_key("qk_norm"),
+        on_change=_on_change,
+        args=("qk_norm",),
+    )
+    _int_input(
+        "sliding_window",
+        "sliding window W (0 = none)",
+        minimum=0,
+        help="Mistral: a local layer's query sees only its last W keys, and its KV "
+        "cache holds at most W tokens.",
+    )
     after("sliding_window")
-    st.text_input("layers with the window", key=field_key("local_layers"), help=LAYER_SET_HELP,
-                  on_change=_on_change, args=("local_layers",))
+    st.text_input(
+        "layers with the window",
+        key=field_key("local_layers"),
+        help=LAYER_SET_HELP,
+        on_change=_on_change,
+        args=("local_layers",),
+    )
     after("local_layers")
-    _int_input("n_experts", "experts E (0 = dense FFN)", minimum=0,
-               help="Mixtral / Qwen3-MoE: a router sends each token to k of E expert FFNs.")
+    _int_input(
+        "n_experts",
+        "experts E (0 = dense FFN)",
+        minimum=0,
+        help="Mixtral / Qwen3-MoE: a router sends each token to k of E expert FFNs.",
+    )
     after("n_experts")
     _int_input("experts_per_token", "experts per token k", minimum=0)
     after("experts_per_token")
     _int_input("expert_ffn_hidden", "expert width (0 = ffn_hidden)", minimum=0)
     after("expert_ffn_hidden")
-    st.text_input("sparse layers", key=field_key("moe_layers"), help=LAYER_SET_HELP,
-                  on_change=_on_change, args=("moe_layers",))
+    st.text_input(
+        "sparse layers",
+        key=field_key("moe_layers"),
+        help=LAYER_SET_HELP,
+        on_change=_on_change,
+        args=("moe_layers",),
+    )
     after("moe_layers")
-    st.toggle("renormalise the top-k router probabilities", key=field_key("moe_renormalize"),
-              on_change=_on_change, args=("moe_renormalize",))
+    st.toggle(
+        "renormalise the top-k router probabilities",
+        key=field_key("moe_renormalize"),
+        on_change=_on_change,
+        args=("moe_renormalize",),
+    )
 
 
 def _draw_shape(values: dict[str, Any], after) -> None:
-    def shape(name: str, label: str, help: str | None = None, *, minimum: int = 1,
-              disabled: bool = False) -> None:
-        slider_beside(field_key(name), label, field_options(name, values),
-                      lambda text, shown: _int_input(name, text, minimum=minimum,
-                                                     disabled=disabled, label_visibility=shown),
-                      name, disabled=disabled, help=help)
+    def shape(
+        name: str, label: str, help: str | None = None, *, minimum: int = 1, disabled: bool = False
+    ) -> None:
+        slider_beside(
+            field_key(name),
+            label,
+            field_options(name, values),
+            lambda text, shown: _int_input(
+                name, text, minimum=minimum, disabled=disabled, label_visibility=shown
+            ),
+            name,
+            disabled=disabled,
+            help=help,
+        )
         after(name)
 
-    shape("d_model", "d_model (hidden size d)",
-          "Multiples of n_heads (×2 with RoPE: an even head_dim), log-spaced.")
+    shape(
+        "d_model",
+        "d_model (hidden size d)",
+        "Multiples of n_heads (×2 with RoPE: an even head_dim), log-spaced.",
+    )
     shape("n_layers", "n_layers (blocks)")
     shape("n_heads", "n_heads (query heads)", "Divisors of d_model; head_dim = d_model / n_heads.")
     n_heads = values[field_key("n_heads")]
@@ -170,98 +285,196 @@ def _draw_shape(values: dict[str, Any], after) -> None:
         options = sorted(options + [current_kv])
 
     def kv_entry(text: str, shown: str) -> None:
-        st.selectbox(text, options, key=field_key("n_kv_heads"), label_visibility=shown,
-                     format_func=lambda kv: kv_label(n_heads, kv), on_change=_on_change,
-                     args=("n_kv_heads",),
-                     help="Only divisors of n_heads: each KV head serves n_heads/n_kv_heads "
-                          "query heads. MHA = n_heads, MQA = 1, GQA in between.")
-    slider_beside(field_key("n_kv_heads"), "n_kv_heads (key/value heads)", options, kv_entry,
-                  "n_kv_heads")
+        st.selectbox(
+            text,
+            options,
+            key=field_key("n_kv_heads"),
+            label_visibility=shown,
+            format_func=lambda kv: kv_label(n_heads, kv),
+            on_change=_on_change,
+            args=("n_kv_heads",),
+            help="Only divisors of n_heads: each KV head serves n_heads/n_kv_heads "
+            "query heads. MHA = n_heads, MQA = 1, GQA in between.",
+        )
+
+    slider_beside(field_key("n_kv_heads"), "n_kv_heads (key/value heads)", options, kv_entry, "n_kv_heads")
     after("n_kv_heads")
-    st.radio("FFN width rule", list(FFN_RULES), key=KEY_FFN_RULE, format_func=FFN_RULES.get,
-             on_change=_on_change, args=("ffn_hidden",))
+    st.radio(
+        "FFN width rule",
+        list(FFN_RULES),
+        key=KEY_FFN_RULE,
+        format_func=FFN_RULES.get,
+        on_change=_on_change,
+        args=("ffn_hidden",),
+    )
     rule = values[KEY_FFN_RULE]
     if rule in ("seed", "meta"):
-        st.number_input("round to a multiple of", min_value=1, max_value=65536, step=1,
-                        key=KEY_FFN_MULTIPLE_OF, on_change=_on_change, args=("ffn_hidden",))
+        st.number_input(
+            "round to a multiple of",
+            min_value=1,
+            max_value=65536,
+            step=1,
+            key=KEY_FFN_MULTIPLE_OF,
+            on_change=_on_change,
+            args=("ffn_hidden",),
+        )
     if rule == "meta":
-        st.number_input("ffn_dim_multiplier (0 = none)", min_value=0.0, max_value=8.0,
-                        step=0.1, key=KEY_FFN_MULTIPLIER, on_change=_on_change,
-                        args=("ffn_hidden",))
-    shape("ffn_hidden", "ffn_hidden (FFN inner size)", "Set by the rule above; choose "
-          "'manual' to set it.", minimum=0, disabled=rule != "manual")
-    shape("vocab_size", "vocab_size", "Log-spaced, with the published tokenizers' sizes.",
-          minimum=2)
+        st.number_input(
+            "ffn_dim_multiplier (0 = none)",
+            min_value=0.0,
+            max_value=8.0,
+            step=0.1,
+            key=KEY_FFN_MULTIPLIER,
+            on_change=_on_change,
+            args=("ffn_hidden",),
+        )
+    shape(
+        "ffn_hidden",
+        "ffn_hidden (FFN inner size)",
+        "Set by the rule above; choose 'manual' to set it.",
+        minimum=0,
+        disabled=rule != "manual",
+    )
+    shape("vocab_size", "vocab_size", "Log-spaced, with the published tokenizers' sizes.", minimum=2)
     shape("max_seq_len", "max_seq_len", "Powers of two.")
 
 
 def _draw_recipe(values: dict[str, Any], after) -> None:
-    for name, label in (("norm_position", "norm position"), ("norm_type", "norm type"),
-                        ("pos_encoding", "positions"), ("ffn_type", "FFN type"),
-                        ("init", "init")):
-        st.selectbox(label, CHOICES[name], key=field_key(name), on_change=_on_change,
-                     args=(name,))
+    for name, label in (
+        ("norm_position", "norm position"),
+        ("norm_type", "norm type"),
+        ("pos_encoding", "positions"),
+        ("ffn_type", "FFN type"),
+        ("init", "init"),
+    ):
+        st.selectbox(label, CHOICES[name], key=field_key(name), on_change=_on_change, args=(name,))
         after(name)
-    for name, label in (("bias", "biases in linear layers"), ("final_norm", "final norm"),
-                        ("tie_embeddings", "tie lm_head to the embedding"),
-                        ("embed_scale", "embeddings × √d (2017 §3.4)")):
+    for name, label in (
+        ("bias", "biases in linear layers"),
+        ("final_norm", "final norm"),
+        ("tie_embeddings", "tie lm_head to the embedding"),
+        ("embed_scale", "embeddings × √d (2017 §3.4)"),
+    ):
         st.toggle(label, key=field_key(name), on_change=_on_change, args=(name,))
         after(name)
-    st.number_input("rope_theta (RoPE base)", min_value=0.0, step=10000.0, format="%.1f",
-                    key=field_key("rope_theta"), on_change=_on_change, args=("rope_theta",),
-                    disabled=values[field_key("pos_encoding")] != "rope")
+    st.number_input(
+        "rope_theta (RoPE base)",
+        min_value=0.0,
+        step=10000.0,
+        format="%.1f",
+        key=field_key("rope_theta"),
+        on_change=_on_change,
+        args=("rope_theta",),
+        disabled=values[field_key("pos_encoding")] != "rope",
+    )
     after("rope_theta")
-    st.number_input("norm_eps", min_value=0.0, max_value=1.0, step=1e-6, format="%.1e",
-                    key=field_key("norm_eps"), on_change=_on_change, args=("norm_eps",))
+    st.number_input(
+        "norm_eps",
+        min_value=0.0,
+        max_value=1.0,
+        step=1e-6,
+        format="%.1e",
+        key=field_key("norm_eps"),
+        on_change=_on_change,
+        args=("norm_eps",),
+    )
     after("norm_eps")
 
 
 def _draw_workload(values: dict[str, Any]) -> None:
     st.subheader("Workload")
     max_seq = max(1, values[field_key("max_seq_len")])
-    slider_beside(KEY_SEQ_LEN, "sequence length T",
-                  workload_options("seq_len", values[KEY_SEQ_LEN], max_seq),
-                  lambda text, shown: st.number_input(
-                      text, min_value=1, max_value=max_seq, step=1, key=KEY_SEQ_LEN,
-                      on_change=_on_change, label_visibility=shown),
-                  help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len); "
-                       "powers of two.")
+    slider_beside(
+        KEY_SEQ_LEN,
+        "sequence length T",
+        workload_options("seq_len", values[KEY_SEQ_LEN], max_seq),
+        lambda text, shown: st.number_input(
+            text,
+            min_value=1,
+            max_value=max_seq,
+            step=1,
+            key=KEY_SEQ_LEN,
+            on_change=_on_change,
+            label_visibility=shown,
+        ),
+        help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len); powers of two.",
+    )
     note = _state().get(KEY_SEQ_NOTE)
     if note and note[0] == values[KEY_SEQ_LEN]:
         st.caption("⚠️ " + note[1])
     else:
         _state()[KEY_SEQ_NOTE] = None
-    slider_beside(KEY_BATCH, "batch B", workload_options("batch", values[KEY_BATCH], MAX_BATCH),
-                  lambda text, shown: st.number_input(
-                      text, min_value=1, max_value=MAX_BATCH, step=1, key=KEY_BATCH,
-                      on_change=_on_change, label_visibility=shown),
-                  help="Sequences per batch; powers of two.")
-    st.selectbox("dtype (compute)", dtype_names(), key=KEY_DTYPE, on_change=_on_change,
-                 help="What the matmuls and activations use; the weights and the KV cache are "
-                      "stored at it unless set below.")
+    slider_beside(
+        KEY_BATCH,
+        "batch B",
+        workload_options("batch", values[KEY_BATCH], MAX_BATCH),
+        lambda text, shown: st.number_input(
+            text,
+            min_value=1,
+            max_value=MAX_BATCH,
+            step=1,
+            key=KEY_BATCH,
+            on_change=_on_change,
+            label_visibility=shown,
+        ),
+        help="Sequences per batch; powers of two.",
+    )
+    st.selectbox(
+        "dtype (compute)",
+        dtype_names(),
+        key=KEY_DTYPE,
+        on_change=_on_change,
+        help="What the matmuls and activations use; the weights and the KV cache are "
+        "stored at it unless set below.",
+    )
     dtype = values[KEY_DTYPE]
 
     def stored(value: str) -> str:
         return f"as dtype ({dtype})" if value == AS_DTYPE else value
 
-    st.selectbox("weights stored as", weight_dtype_names(), key=KEY_WEIGHT_DTYPE,
-                 format_func=stored, on_change=_on_change,
-                 help="int4 in groups of 128 inputs, int8 per output row, fp8 per tensor, each "
-                      "with its scales; embeddings, lm_head, norms and the router stay in bf16 "
-                      "(the Inference systems page changes these).")
-    st.selectbox("KV cache stored as", kv_dtype_names(), key=KEY_KV_DTYPE, format_func=stored,
-                 on_change=_on_change,
-                 help="int8 and int4 keep an fp16 scale per token and KV head.")
+    st.selectbox(
+        "weights stored as",
+        weight_dtype_names(),
+        key=KEY_WEIGHT_DTYPE,
+        format_func=stored,
+        on_change=_on_change,
+        help="int4 in groups of 128 inputs, int8 per output row, fp8 per tensor, each "
+        "with its scales; embeddings, lm_head, norms and the router stay in bf16 "
+        "(the Inference systems page changes these).",
+    )
+    st.selectbox(
+        "KV cache stored as",
+        kv_dtype_names(),
+        key=KEY_KV_DTYPE,
+        format_func=stored,
+        on_change=_on_change,
+        help="int8 and int4 keep an fp16 scale per token and KV head.",
+    )
 
 
-def _int_input(name: str, label: str, *, step: int = 1, minimum: int = 1,
-               disabled: bool = False, help: str | None = None,
-               label_visibility: str = "visible") -> None:
+def _int_input(
+    name: str,
+    label: str,
+    *,
+    step: int = 1,
+    minimum: int = 1,
+    disabled: bool = False,
+    help: str | None = None,
+    label_visibility: str = "visible",
+) -> None:
     """No upper bound on the widget: ModelConfig refuses sizes beyond LIMITS with a message,
     shown next to the field, instead of the widget clamping silently."""
-    st.number_input(label, min_value=minimum, step=step, key=field_key(name),
-                    on_change=_on_change, args=(name,), disabled=disabled, help=help,
-                    label_visibility=label_visibility)
+    st.number_input(
+        label,
+        min_value=minimum,
+        step=step,
+        key=field_key(name),
+        on_change=_on_change,
+        args=(name,),
+        disabled=disabled,
+        help=help,
+        label_visibility=label_visibility,
+    )
 
 
 def _draw_upload_only() -> None:
@@ -270,8 +483,12 @@ def _draw_upload_only() -> None:
 
 
 def _draw_uploader() -> None:
-    st.file_uploader("Upload a config.json (Hugging Face or LLaMA Lab)", type=["json"],
-                     key=KEY_UPLOAD, on_change=_on_upload)
+    st.file_uploader(
+        "Upload a config.json (Hugging Face or LLaMA Lab)",
+        type=["json"],
+        key=KEY_UPLOAD,
+        on_change=_on_upload,
+    )
     upload_error = _state().get(KEY_UPLOAD_ERROR)
     if upload_error:
         show_error(upload_error)
@@ -282,9 +499,14 @@ def _draw_load_save(cfg: ModelConfig) -> None:
         _draw_uploader()
         downloads, hf_refusal = config_downloads(cfg)
         for item in downloads:
-            st.download_button(item.label, data=item.data, file_name=item.file_name,
-                               mime=item.mime, on_click="ignore",
-                               key=WIDGET_PREFIX + item.file_name)
+            st.download_button(
+                item.label,
+                data=item.data,
+                file_name=item.file_name,
+                mime=item.mime,
+                on_click="ignore",
+                key=WIDGET_PREFIX + item.file_name,
+            )
         if hf_refusal:
             st.caption("No HF config.json: " + escape_markdown(hf_refusal))
 
@@ -300,14 +522,16 @@ class Download:
 def config_downloads(cfg: ModelConfig) -> tuple[list[Download], str | None]:
     """The current config as our JSON and, for LLaMA-style configs, as a HF config.json; the
     second item says why the HF file is not offered."""
-    ours = Download("Config (LLaMA Lab JSON)", "llama_lab_config.json",
-                    json.dumps(cfg.to_dict(), indent=2).encode("utf-8"))
+    ours = Download(
+        "Config (LLaMA Lab JSON)",
+        "llama_lab_config.json",
+        json.dumps(cfg.to_dict(), indent=2).encode("utf-8"),
+    )
     try:
         hf = cfg.to_hf_config()
     except ConfigError as exc:
         return [ours], str(exc)
-    return [ours, Download("HF config.json", "config.json",
-                           json.dumps(hf, indent=2).encode("utf-8"))], None
+    return [ours, Download("HF config.json", "config.json", json.dumps(hf, indent=2).encode("utf-8"))], None
 
 
 def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selection | None:
@@ -318,8 +542,10 @@ def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selectio
     st.title(title)
     st.markdown(intro)
     if selection is None and needs_config:
-        show_error(f"The configuration breaks a rule: {config_error()}. "
-                   f"Fix it in the sidebar (the field is marked there).")
+        show_error(
+            f"The configuration breaks a rule: {config_error()}. "
+            f"Fix it in the sidebar (the field is marked there)."
+        )
         st.caption(LINK_NOTE)
         st.stop()
     return selection

@@ -9,6 +9,7 @@ rewritten to the preset plus the fields that differ from it (and an uploaded mod
 a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<name>``
 (``widgets.link_widgets``).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,16 +19,23 @@ from typing import Any
 
 import streamlit as st
 
+from ..analysis.common import TRAINING_DTYPES
+from ..analysis.quant import KV_DTYPES, WEIGHT_DTYPES
+from ..config import (
+    MAX_BATCH,
+    PRESETS,
+    ConfigError,
+    ModelConfig,
+    coerce_field,
+    detect_ffn_rule,
+    ffn_from_rule,
+    parse_config_json,
+)
 from ..config.model_config import DERIVED
-from ..config import (MAX_BATCH, PRESETS, ConfigError, ModelConfig, coerce_field, detect_ffn_rule,
-                      ffn_from_rule, parse_config_json)
 from ..errors import LabError
 from ..experiments import KINDS
-from ..analysis.quant import KV_DTYPES, WEIGHT_DTYPES
-from ..analysis.common import TRAINING_DTYPES
 from ..runtime.hardware import DTYPE_BYTES
 from ..units import strip_control
-
 
 DEFAULT_PRESET = "seed-demo"
 
@@ -36,10 +44,10 @@ CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))
 
 
 # ---- session-state keys ------------------------------------------------------------------------
-KEY_BUILDER = "llama_lab.builder"            # dict: every builder value; survives page switches
+KEY_BUILDER = "llama_lab.builder"  # dict: every builder value; survives page switches
 
 
-KEY_LINK_ERRORS = "llama_lab.link_errors"    # list[str]: bad URL values (cleared on any change)
+KEY_LINK_ERRORS = "llama_lab.link_errors"  # list[str]: bad URL values (cleared on any change)
 
 
 KEY_UPLOAD_NOTES = "llama_lab.upload_notes"  # list[str]: what an uploaded config.json lost
@@ -54,13 +62,13 @@ KEY_CONFIG_ERROR = "llama_lab.config_error"  # str | None: the rule the current 
 KEY_LAST_CHANGED = "llama_lab.last_changed"  # str | None: the config field edited last
 
 
-KEY_MODEL_NAME = "llama_lab.model_name"      # str | None: an uploaded (or linked) model's name
+KEY_MODEL_NAME = "llama_lab.model_name"  # str | None: an uploaded (or linked) model's name
 
 
-KEY_MODEL_BASE = "llama_lab.model_base"      # dict | None: its builder values (what "edited" means)
+KEY_MODEL_BASE = "llama_lab.model_base"  # dict | None: its builder values (what "edited" means)
 
 
-KEY_SEQ_NOTE = "llama_lab.seq_note"          # (T, why) | None: T was moved within max_seq_len
+KEY_SEQ_NOTE = "llama_lab.seq_note"  # (T, why) | None: T was moved within max_seq_len
 
 
 # This session's experiment results, one ExperimentEntry per kind of the experiment registry:
@@ -68,8 +76,8 @@ KEY_SEQ_NOTE = "llama_lab.seq_note"          # (T, why) | None: T was moved with
 EXPERIMENT_KEYS: dict[str, str] = {name: kind.state_key for name, kind in KINDS.items()}
 KEY_GRADNORMS = EXPERIMENT_KEYS["gradnorms"]
 KEY_DEPTH_SWEEP = EXPERIMENT_KEYS["depth_sweep"]
-KEY_TRAINING = EXPERIMENT_KEYS["training"]        # Post-LN / Pre-LN × warmup (Gradient norms)
-KEY_ABLATION = EXPERIMENT_KEYS["ablation"]        # a contrast of the seed's table (Architecture)
+KEY_TRAINING = EXPERIMENT_KEYS["training"]  # Post-LN / Pre-LN × warmup (Gradient norms)
+KEY_ABLATION = EXPERIMENT_KEYS["ablation"]  # a contrast of the seed's table (Architecture)
 KEY_LIVE_PASS = EXPERIMENT_KEYS["live_pass"]
 KEY_DECODE = EXPERIMENT_KEYS["decode"]
 
@@ -98,14 +106,14 @@ KEY_BATCH = WIDGET_PREFIX + "batch"
 KEY_DTYPE = WIDGET_PREFIX + "dtype"
 
 
-KEY_WEIGHT_DTYPE = WIDGET_PREFIX + "weight_dtype"   # AS_DTYPE: the weights are stored at KEY_DTYPE
+KEY_WEIGHT_DTYPE = WIDGET_PREFIX + "weight_dtype"  # AS_DTYPE: the weights are stored at KEY_DTYPE
 
 
-KEY_KV_DTYPE = WIDGET_PREFIX + "kv_dtype"           # AS_DTYPE: the KV cache is stored at KEY_DTYPE
+KEY_KV_DTYPE = WIDGET_PREFIX + "kv_dtype"  # AS_DTYPE: the KV cache is stored at KEY_DTYPE
 
 
-AS_DTYPE = "as dtype"     # a stored format that follows the dtype (not None: a selectbox shows
-                          # None as no choice at all)
+AS_DTYPE = "as dtype"  # a stored format that follows the dtype (not None: a selectbox shows
+# None as no choice at all)
 
 
 KEY_UPLOAD = WIDGET_PREFIX + "upload"
@@ -116,20 +124,37 @@ def field_key(name: str) -> str:
     return WIDGET_PREFIX + name
 
 
-BUILDER_KEYS: tuple[str, ...] = (KEY_PRESET, *map(field_key, CONFIG_FIELDS), KEY_FFN_RULE,
-                                 KEY_FFN_MULTIPLE_OF, KEY_FFN_MULTIPLIER, KEY_SEQ_LEN,
-                                 KEY_BATCH, KEY_DTYPE, KEY_WEIGHT_DTYPE, KEY_KV_DTYPE)
+BUILDER_KEYS: tuple[str, ...] = (
+    KEY_PRESET,
+    *map(field_key, CONFIG_FIELDS),
+    KEY_FFN_RULE,
+    KEY_FFN_MULTIPLE_OF,
+    KEY_FFN_MULTIPLIER,
+    KEY_SEQ_LEN,
+    KEY_BATCH,
+    KEY_DTYPE,
+    KEY_WEIGHT_DTYPE,
+    KEY_KV_DTYPE,
+)
 
 
 # URL query keys besides the preset and the config fields.
 QUERY_PRESET, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE = "preset", "seq", "batch", "dtype"
-QUERY_WEIGHTS, QUERY_KV = "weights", "kv"    # the stored formats, when they differ from dtype
-QUERY_NAME = "name"                          # an uploaded model's name (shown, never parsed)
-QUERY_KEYS: tuple[str, ...] = (QUERY_PRESET, *CONFIG_FIELDS, QUERY_SEQ, QUERY_BATCH, QUERY_DTYPE,
-                               QUERY_WEIGHTS, QUERY_KV, QUERY_NAME)
+QUERY_WEIGHTS, QUERY_KV = "weights", "kv"  # the stored formats, when they differ from dtype
+QUERY_NAME = "name"  # an uploaded model's name (shown, never parsed)
+QUERY_KEYS: tuple[str, ...] = (
+    QUERY_PRESET,
+    *CONFIG_FIELDS,
+    QUERY_SEQ,
+    QUERY_BATCH,
+    QUERY_DTYPE,
+    QUERY_WEIGHTS,
+    QUERY_KV,
+    QUERY_NAME,
+)
 
 
-MAX_NAME = 120                               # characters of a model name kept
+MAX_NAME = 120  # characters of a model name kept
 
 
 DEFAULT_DTYPE = "bf16"
@@ -144,12 +169,13 @@ class Selection:
     """The sidebar's current, valid choice: a config and the workload it is analysed at —
     ``dtype`` computes (activations, training), the weights and the KV cache are stored at
     ``weight_dtype`` / ``kv_dtype`` (None: at ``dtype``)."""
+
     cfg: ModelConfig
     seq_len: int
     batch: int
     dtype: str
     preset: str
-    name: str | None = None       # an uploaded model's name (None: the preset, maybe edited)
+    name: str | None = None  # an uploaded model's name (None: the preset, maybe edited)
     weight_dtype: str | None = None
     kv_dtype: str | None = None
 
@@ -162,8 +188,16 @@ class Selection:
         return self.kv_dtype or self.dtype
 
     def query(self) -> dict[str, str]:
-        return query_for(self.preset, self.cfg, self.seq_len, self.batch, self.dtype, self.name,
-                         weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype)
+        return query_for(
+            self.preset,
+            self.cfg,
+            self.seq_len,
+            self.batch,
+            self.dtype,
+            self.name,
+            weight_dtype=self.weight_dtype,
+            kv_dtype=self.kv_dtype,
+        )
 
 
 def dtype_names() -> list[str]:
@@ -188,7 +222,6 @@ def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
 
 
-
 def kv_label(n_heads: int, n_kv_heads: int) -> str:
     """Label of one n_kv_heads choice, e.g. ``2 · GQA (4 query heads per KV head)``."""
     if n_heads % n_kv_heads:
@@ -206,19 +239,30 @@ def _query_text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def query_for(preset: str, cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
-              model: str | None = None, *, weight_dtype: str | None = None,
-              kv_dtype: str | None = None) -> dict[str, str]:
+def query_for(
+    preset: str,
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str,
+    model: str | None = None,
+    *,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+) -> dict[str, str]:
     """The URL query that reproduces this view: the preset, the fields that differ from it, the
     workload, and an uploaded model's name."""
     base = PRESETS[preset]
     query = {QUERY_PRESET: preset}
-    plain = {name: getattr(cfg, name) for name in CONFIG_FIELDS
-             if name not in DERIVED and getattr(cfg, name) != getattr(base, name)}
+    plain = {
+        name: getattr(cfg, name)
+        for name in CONFIG_FIELDS
+        if name not in DERIVED and getattr(cfg, name) != getattr(base, name)
+    }
     try:
-        rebuilt = base.replace(**plain)      # derived fields follow their rule there ...
+        rebuilt = base.replace(**plain)  # derived fields follow their rule there ...
     except ConfigError:
-        rebuilt = base                       # ... unless only cfg's own values make it valid
+        rebuilt = base  # ... unless only cfg's own values make it valid
     for name in CONFIG_FIELDS:
         if name in plain or (name in DERIVED and getattr(cfg, name) != getattr(rebuilt, name)):
             query[name] = _query_text(getattr(cfg, name))
@@ -237,8 +281,9 @@ def model_name(raw: str | None) -> tuple[str | None, list[str]]:
     name = strip_control(raw or "").strip()
     if len(name) <= MAX_NAME:
         return name or None, []
-    return name[:MAX_NAME] + "…", [f"Link: name is {len(name):,} characters long; the first "
-                                   f"{MAX_NAME} are shown."]
+    return name[:MAX_NAME] + "…", [
+        f"Link: name is {len(name):,} characters long; the first {MAX_NAME} are shown."
+    ]
 
 
 def _positive_int(name: str, raw: str, upper: int) -> int:
@@ -268,12 +313,13 @@ def values_from_query(query: dict[str, str]) -> tuple[dict[str, Any], list[str]]
             errors.append(f"Link: {exc}. Showing preset {preset!r} instead.")
             cfg = PRESETS[preset]
     values = values_for_config(preset, cfg)
-    workload = ((QUERY_SEQ, KEY_SEQ_LEN, lambda raw: _positive_int("seq", raw, cfg.max_seq_len)),
-                (QUERY_BATCH, KEY_BATCH, lambda raw: _positive_int("batch", raw, MAX_BATCH)),
-                (QUERY_DTYPE, KEY_DTYPE, _checked_dtype),
-                (QUERY_WEIGHTS, KEY_WEIGHT_DTYPE, lambda raw: _checked_format("weights", raw,
-                                                                             WEIGHT_DTYPES)),
-                (QUERY_KV, KEY_KV_DTYPE, lambda raw: _checked_format("kv", raw, KV_DTYPES)))
+    workload = (
+        (QUERY_SEQ, KEY_SEQ_LEN, lambda raw: _positive_int("seq", raw, cfg.max_seq_len)),
+        (QUERY_BATCH, KEY_BATCH, lambda raw: _positive_int("batch", raw, MAX_BATCH)),
+        (QUERY_DTYPE, KEY_DTYPE, _checked_dtype),
+        (QUERY_WEIGHTS, KEY_WEIGHT_DTYPE, lambda raw: _checked_format("weights", raw, WEIGHT_DTYPES)),
+        (QUERY_KV, KEY_KV_DTYPE, lambda raw: _checked_format("kv", raw, KV_DTYPES)),
+    )
     for query_key, state_key, parse in workload:
         if query_key in query:
             try:
@@ -298,8 +344,9 @@ def _link_config_holds(query: dict[str, str]) -> bool:
     """Whether a URL's preset and config fields were taken (not fallen back from)."""
     preset = query.get(QUERY_PRESET, DEFAULT_PRESET)
     try:
-        PRESETS[preset].replace(**{name: coerce_field(name, query[name])
-                                   for name in CONFIG_FIELDS if name in query})
+        PRESETS[preset].replace(
+            **{name: coerce_field(name, query[name]) for name in CONFIG_FIELDS if name in query}
+        )
     except (KeyError, ConfigError):
         return False
     return True
@@ -317,16 +364,29 @@ def _checked_format(name: str, raw: str, allowed: tuple[str, ...]) -> str:
     return raw
 
 
-def values_for_config(preset: str, cfg: ModelConfig, *, seq_len: int | None = None,
-                      batch: int = 1, dtype: str = DEFAULT_DTYPE,
-                      stored: tuple[str, str] = (AS_DTYPE, AS_DTYPE)) -> dict[str, Any]:
+def values_for_config(
+    preset: str,
+    cfg: ModelConfig,
+    *,
+    seq_len: int | None = None,
+    batch: int = 1,
+    dtype: str = DEFAULT_DTYPE,
+    stored: tuple[str, str] = (AS_DTYPE, AS_DTYPE),
+) -> dict[str, Any]:
     """Every builder value (keyed by session-state key) for ``cfg``; ``stored``: the weights'
     and the KV cache's formats (AS_DTYPE: at dtype)."""
     rule, multiple_of, multiplier = detect_ffn_rule(cfg)
-    values = {KEY_PRESET: preset, KEY_FFN_RULE: rule, KEY_FFN_MULTIPLE_OF: multiple_of,
-              KEY_FFN_MULTIPLIER: multiplier, KEY_BATCH: batch, KEY_DTYPE: dtype,
-              KEY_WEIGHT_DTYPE: stored[0], KEY_KV_DTYPE: stored[1],
-              KEY_SEQ_LEN: min(seq_len or cfg.max_seq_len, cfg.max_seq_len)}
+    values = {
+        KEY_PRESET: preset,
+        KEY_FFN_RULE: rule,
+        KEY_FFN_MULTIPLE_OF: multiple_of,
+        KEY_FFN_MULTIPLIER: multiplier,
+        KEY_BATCH: batch,
+        KEY_DTYPE: dtype,
+        KEY_WEIGHT_DTYPE: stored[0],
+        KEY_KV_DTYPE: stored[1],
+        KEY_SEQ_LEN: min(seq_len or cfg.max_seq_len, cfg.max_seq_len),
+    }
     values.update({field_key(name): widget_value(cfg, name) for name in CONFIG_FIELDS})
     return values
 
@@ -356,7 +416,7 @@ def config_from_values(values: dict[str, Any]) -> ModelConfig:
 _WORD = re.compile(r"[a-z_]+")
 
 
-_ERROR_FIELD_ALIASES = {"head_dim": "n_heads"}    # head_dim = d_model / n_heads
+_ERROR_FIELD_ALIASES = {"head_dim": "n_heads"}  # head_dim = d_model / n_heads
 
 
 def error_field(message: str, prefer: str | None = None) -> str | None:
@@ -381,7 +441,7 @@ def _init_state() -> None:
         query = dict(st.query_params.to_dict())
         values, errors = values_from_query(query)
         name, name_errors = model_name(query.get(QUERY_NAME))
-        name = name if _link_config_holds(query) else None    # it named the link's config
+        name = name if _link_config_holds(query) else None  # it named the link's config
         state[KEY_BUILDER] = values
         state[KEY_LINK_ERRORS] = errors + name_errors
         state[KEY_UPLOAD_NOTES] = []
@@ -395,14 +455,20 @@ def _init_state() -> None:
 
 def _apply_derived(state: Any) -> None:
     """The FFN width follows its rule; the sequence length stays within max_seq_len."""
-    width = ffn_from_rule(state[KEY_FFN_RULE], state[field_key("d_model")],
-                          state[KEY_FFN_MULTIPLE_OF], state[KEY_FFN_MULTIPLIER] or None)
+    width = ffn_from_rule(
+        state[KEY_FFN_RULE],
+        state[field_key("d_model")],
+        state[KEY_FFN_MULTIPLE_OF],
+        state[KEY_FFN_MULTIPLIER] or None,
+    )
     if width is not None:
         state[field_key("ffn_hidden")] = width
     seq_len, max_seq = state[KEY_SEQ_LEN], max(1, state[field_key("max_seq_len")])
     if seq_len > max_seq:
-        state[KEY_SEQ_NOTE] = (max_seq, f"T={seq_len:,} is above max_seq_len={max_seq:,}; "
-                                        f"T is now {max_seq:,}.")
+        state[KEY_SEQ_NOTE] = (
+            max_seq,
+            f"T={seq_len:,} is above max_seq_len={max_seq:,}; T is now {max_seq:,}.",
+        )
     state[KEY_SEQ_LEN] = max(1, min(seq_len, max_seq))
 
 
@@ -428,8 +494,11 @@ def _stored(state: Any) -> tuple[str, str]:
 def _on_preset() -> None:
     state = _state()
     preset = state[KEY_PRESET]
-    _load_values(values_for_config(preset, PRESETS[preset], batch=state[KEY_BATCH],
-                                   dtype=state[KEY_DTYPE], stored=_stored(state)))
+    _load_values(
+        values_for_config(
+            preset, PRESETS[preset], batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
+        )
+    )
     state[KEY_LINK_ERRORS], state[KEY_UPLOAD_NOTES], state[KEY_UPLOAD_ERROR] = [], [], None
     state[KEY_LAST_CHANGED] = state[KEY_MODEL_NAME] = state[KEY_MODEL_BASE] = None
     state[KEY_SEQ_NOTE] = None
@@ -450,8 +519,9 @@ def _on_upload() -> None:
     except LabError as exc:
         state[KEY_UPLOAD_ERROR] = f"{uploaded.name}: {exc}"
         return
-    values = values_for_config(state[KEY_PRESET], cfg, batch=state[KEY_BATCH],
-                               dtype=state[KEY_DTYPE], stored=_stored(state))   # T: max_seq_len
+    values = values_for_config(
+        state[KEY_PRESET], cfg, batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
+    )  # T: max_seq_len
     _load_values(values)
     state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None

@@ -6,6 +6,7 @@ link, an image the browser fetches, or formatting. Page-level widgets: mirrored 
 kept within their bounds with a note naming the bound (``bounded_number``, ``keep_choice``).
 And the box that sets a page's live-run sizes apart from the sidebar (``live_size_box``).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -41,25 +42,25 @@ def show_caption(message: Any, where: Any = None) -> None:
 
 
 # ---- page-level widgets in the URL --------------------------------------------------------------
-LINKED_PAGES = ("kv", "live", "grad")      # the pages whose own widgets the URL keeps
+LINKED_PAGES = ("kv", "live", "grad")  # the pages whose own widgets the URL keeps
 
 
-KEY_PAGE_VALUES = "llama_lab.page_values"      # dict: URL key → value (this session's choices)
+KEY_PAGE_VALUES = "llama_lab.page_values"  # dict: URL key → value (this session's choices)
 
 
-KEY_PAGE_LINKS_READ = "llama_lab.page_links_read"   # set: pages whose URL values were read
+KEY_PAGE_LINKS_READ = "llama_lab.page_links_read"  # set: pages whose URL values were read
 
 
-KEY_PAGE_NOTES = "llama_lab.page_link_notes"   # dict: page → (values read, messages)
+KEY_PAGE_NOTES = "llama_lab.page_link_notes"  # dict: page → (values read, messages)
 
 
-KEY_LINKED = "llama_lab.linked_keys"           # dict: widget key → (URL key, default), this page
+KEY_LINKED = "llama_lab.linked_keys"  # dict: widget key → (URL key, default), this page
 
 
-KEY_BOUND_NOTES = "llama_lab.bound_notes"      # dict: widget key → (value, why it was moved)
+KEY_BOUND_NOTES = "llama_lab.bound_notes"  # dict: widget key → (value, why it was moved)
 
 
-MAX_SHOWN = 40                                 # characters of a URL value quoted in a message
+MAX_SHOWN = 40  # characters of a URL value quoted in a message
 
 
 def _quoted(raw: str) -> str:
@@ -71,6 +72,7 @@ class Link:
     """A page widget (session-state key ``prefix + name``) mirrored in the URL as
     ``page.name``. ``read(url_key, text)`` gives the value and a note (or None) when it had to
     be moved within bounds; a LabError when it is refused (the message names the rule)."""
+
     name: str
     default: Any
     read: Callable[[str, str], tuple[Any, str | None]]
@@ -84,14 +86,15 @@ def choice_link(name: str, options: Sequence[Any], default: Any) -> Link:
         for option in options:
             if str(option) == raw:
                 return option, None
-        raise ConfigError(f"{key}={_quoted(raw)} must be one of "
-                          f"{', '.join(map(str, options))}")
+        raise ConfigError(f"{key}={_quoted(raw)} must be one of {', '.join(map(str, options))}")
+
     return Link(name, default, read)
 
 
 def int_link(name: str, default: int, lower: int, upper: int) -> Link:
     """A number input whose URL text must be an integer; beyond [lower, upper] it is clamped
     to the bound it passes, with a note naming it."""
+
     def read(key: str, raw: str) -> tuple[Any, str | None]:
         try:
             value = int(raw.strip().replace("_", ""))
@@ -102,6 +105,7 @@ def int_link(name: str, default: int, lower: int, upper: int) -> Link:
         bound = upper if value > upper else lower
         side = "above the maximum" if value > upper else "below the minimum"
         return bound, f"Link: {key}={_quoted(raw)} is {side} {bound:,}; using {bound:,}."
+
     return Link(name, default, read)
 
 
@@ -125,8 +129,7 @@ def link_widgets(page: str, prefix: str, links: Sequence[Link]) -> None:
     if first:
         state[KEY_PAGE_LINKS_READ].add(page)
         notes[page] = (current, messages)
-    state[KEY_LINKED] = {prefix + link.name: (keys[prefix + link.name], link.default)
-                         for link in links}
+    state[KEY_LINKED] = {prefix + link.name: (keys[prefix + link.name], link.default) for link in links}
     for key in keys:
         remember(key)
     for url_key in list(st.query_params.to_dict()):
@@ -185,7 +188,7 @@ def _moved(key: str, value: Any, note: str) -> None:
     state[key] = value
     state.setdefault(KEY_BOUND_NOTES, {})[key] = (value, note)
     remember(key)
-    url_key = state.get(KEY_LINKED, {}).get(key, (None,))[0]   # the link's notes stay shown
+    url_key = state.get(KEY_LINKED, {}).get(key, (None,))[0]  # the link's notes stay shown
     read_values = state.get(KEY_PAGE_NOTES, {}).get(str(url_key).split(".")[0], ({}, []))[0]
     if key in read_values:
         read_values[key] = value
@@ -227,8 +230,9 @@ def bound_note(key: str, where: Any = None) -> None:
         del notes[key]
 
 
-def bounded_number(label: str, lower: Any, upper: Any, key: str, where: Any = None,
-                   why: str = "", **kwargs: Any) -> Any:
+def bounded_number(
+    label: str, lower: Any, upper: Any, key: str, where: Any = None, why: str = "", **kwargs: Any
+) -> Any:
     """``st.number_input(label, lower, upper, key=key)`` (in ``where``, e.g. a column) after
     ``keep_within``, with its note under the widget."""
     keep_within(key, lower, upper, label, why)
@@ -246,7 +250,9 @@ def live_size_box() -> Iterator[None]:
     """A bordered box headed ``LIVE_SIZE_HEADING`` for a page's live-run widgets, so they are
     not mistaken for the sidebar's model and workload."""
     with st.container(border=True):
-        st.subheader(LIVE_SIZE_HEADING,
-                     help="These sizes apply to this page's live runs only; the sidebar's "
-                          "model and workload stay as they are (its recipe is used).")
+        st.subheader(
+            LIVE_SIZE_HEADING,
+            help="These sizes apply to this page's live runs only; the sidebar's "
+            "model and workload stay as they are (its recipe is used).",
+        )
         yield

@@ -1,5 +1,5 @@
-"""KV-cache decoding: ms per token and cache bytes of MHA / GQA / MQA.
-"""
+"""KV-cache decoding: ms per token and cache bytes of MHA / GQA / MQA."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -16,17 +16,22 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     longest = frame[frame.context_len == frame.context_len.max()]
     cols = st.columns(len(longest))
     for col, row in zip(cols, longest.itertuples()):
-        col.metric(f"{row.variant.upper()} · {row.n_kv_heads} KV head"
-                   f"{'s' if row.n_kv_heads > 1 else ''}",
-                   f"{row.ms_per_token:.2f} ms/token",
-                   f"cache {human_bytes(row.cache_bytes_measured)}", delta_color="off")
+        col.metric(
+            f"{row.variant.upper()} · {row.n_kv_heads} KV head{'s' if row.n_kv_heads > 1 else ''}",
+            f"{row.ms_per_token:.2f} ms/token",
+            f"cache {human_bytes(row.cache_bytes_measured)}",
+            delta_color="off",
+        )
     if bench.bytes_agree:
         st.success("Measured cache bytes equal the prediction 2·L·G·D·b·B·tokens for every row.")
     else:
-        st.error("Measured cache bytes differ from analysis.kv_cache_bytes_per_token × B × "
-                 "tokens; see the table.")
+        st.error(
+            "Measured cache bytes differ from analysis.kv_cache_bytes_per_token × B × tokens; see the table."
+        )
     st.plotly_chart(decode_figure(bench), key=prefix + "chart_decode")
     show_table(frame, width="stretch")
-    st.caption("On a GPU decoding one token is memory-bound: its time follows the bytes read "
-               "(weights + cache), which is where fewer KV heads pay off at long context and "
-               "large batch. At small sizes on a CPU, fixed per-call overheads dominate.")
+    st.caption(
+        "On a GPU decoding one token is memory-bound: its time follows the bytes read "
+        "(weights + cache), which is where fewer KV heads pay off at long context and "
+        "large batch. At small sizes on a CPU, fixed per-call overheads dominate."
+    )

@@ -1,16 +1,16 @@
 """Post-LN vs Pre-LN gradient norms: the two arms' loss and residual ratio, the profile, the
 per-group table.
 """
+
 from __future__ import annotations
 
 import streamlit as st
 
+from ...analysis import derive
 from ...experiments import ExperimentEntry
 from ...experiments.explain import explain_profile
-from ...experiments.gradient_norms import (gradnorm_profile, gradnorm_summary, group_table,
-                                           seed_table)
+from ...experiments.gradient_norms import gradnorm_profile, gradnorm_summary, group_table, seed_table
 from ...figures.common import ARRANGEMENT_LABELS
-from ...analysis import derive
 from ..cached import show_table
 from ..derivations import derived_metric
 
@@ -20,13 +20,17 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     ratios = result.last_ratio_by_seed()
     ratio = result.last_ratio()
     cols = st.columns(4)
-    derived_metric(cols[0], "Post ÷ Pre, last block", f"{ratio:.3g}",
-                   derive.seed_median_ratio(ratios, ratio, "the last block's FFN output "
-                                                           "projection ‖∇W_down‖"),
-                   prefix + "d.ratio",
-                   delta=f"{sum(r > 1 for r in ratios)} of {len(ratios)} seeds above 1",
-                   delta_color="off", help="Post-LN's last-block FFN output-projection gradient norm ‖∇W_down‖ "
-                   "over Pre-LN's: the median of the seeds' ratios (Xiong et al. 2020, Thm 1)")
+    derived_metric(
+        cols[0],
+        "Post ÷ Pre, last block",
+        f"{ratio:.3g}",
+        derive.seed_median_ratio(ratios, ratio, "the last block's FFN output projection ‖∇W_down‖"),
+        prefix + "d.ratio",
+        delta=f"{sum(r > 1 for r in ratios)} of {len(ratios)} seeds above 1",
+        delta_color="off",
+        help="Post-LN's last-block FFN output-projection gradient norm ‖∇W_down‖ "
+        "over Pre-LN's: the median of the seeds' ratios (Xiong et al. 2020, Thm 1)",
+    )
     cols[1].metric("Ratio's range over seeds", f"{min(ratios):.2g}–{max(ratios):.2g}")
     for col, arm in zip(cols[2:], (result.post, result.pre)):
         col.metric(f"{ARRANGEMENT_LABELS[arm.norm_position]} loss (median)", f"{arm.loss:.4f}")
@@ -43,17 +47,25 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
 
 def explain_norm_positions() -> None:
     """The Post-LN and Pre-LN Jacobians and Xiong et al.'s bound, as the page opens."""
-    st.latex(r"\text{Post-LN: } x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big) \;\Rightarrow\; "
-             r"\frac{\partial x_{l+1}}{\partial x_l} = \mathrm{LN}'\big(x_l + F(x_l)\big)"
-             r"\,\big(I + F'(x_l)\big)")
-    st.latex(r"\text{Pre-LN: } x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big) \;\Rightarrow\; "
-             r"\frac{\partial x_{l+1}}{\partial x_l} = I + F'\big(\mathrm{LN}(x_l)\big)\,"
-             r"\mathrm{LN}'(x_l)")
-    st.caption("The seed writes the Pre-LN Jacobian as I + F′(LN(xₗ)); the chain rule adds the "
-               "factor LN′(xₗ) inside the branch, but the identity term — the point — is exact. "
-               "Xiong et al. 2020 (Theorem 1) bound the last FFN's weight gradient at "
-               "initialisation:")
-    st.latex(r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
-             r"\mathcal{O}\big(d\sqrt{\ln d}\big)\;\text{(Post-LN)} \qquad "
-             r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
-             r"\mathcal{O}\Big(d\sqrt{\ln d / L}\Big)\;\text{(Pre-LN)}")
+    st.latex(
+        r"\text{Post-LN: } x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big) \;\Rightarrow\; "
+        r"\frac{\partial x_{l+1}}{\partial x_l} = \mathrm{LN}'\big(x_l + F(x_l)\big)"
+        r"\,\big(I + F'(x_l)\big)"
+    )
+    st.latex(
+        r"\text{Pre-LN: } x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big) \;\Rightarrow\; "
+        r"\frac{\partial x_{l+1}}{\partial x_l} = I + F'\big(\mathrm{LN}(x_l)\big)\,"
+        r"\mathrm{LN}'(x_l)"
+    )
+    st.caption(
+        "The seed writes the Pre-LN Jacobian as I + F′(LN(xₗ)); the chain rule adds the "
+        "factor LN′(xₗ) inside the branch, but the identity term — the point — is exact. "
+        "Xiong et al. 2020 (Theorem 1) bound the last FFN's weight gradient at "
+        "initialisation:"
+    )
+    st.latex(
+        r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
+        r"\mathcal{O}\big(d\sqrt{\ln d}\big)\;\text{(Post-LN)} \qquad "
+        r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
+        r"\mathcal{O}\Big(d\sqrt{\ln d / L}\Big)\;\text{(Pre-LN)}"
+    )
