@@ -24,6 +24,7 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 # ==== parameters ===============================================================================
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_closed_form_equals_meta_module(name):
     cfg = PRESETS[name]
@@ -237,7 +238,7 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
             positions, rope = torch.arange(T), None
             x = body.embed_tokens(ids)
             if cfg.pos_encoding == "rope":
-                rope = rope_cos_sin(positions, body.rope_inv_freq)
+                rope = rope_cos_sin(positions, body.position_tables.inv_freq)
             elif cfg.pos_encoding == "learned":
                 x = x + body.embed_positions(positions)
             elif cfg.pos_encoding == "sinusoidal":
@@ -551,6 +552,7 @@ def test_hardware_tables():
     assert gpu_for_device_name("NVIDIA H100 PCIe") is None
 
 
+@pytest.mark.slow
 def test_importing_analysis_does_not_import_streamlit():
     code = (
         "import sys, llama_lab.analysis, llama_lab.analysis.cross_check, llama_lab.runtime.hardware; "

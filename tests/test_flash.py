@@ -8,7 +8,7 @@ import torch
 from llama_lab import analysis
 from llama_lab.analysis.flash import hbm_elements, longest_fitting
 from llama_lab.config import PRESETS
-from llama_lab.model import SDPA_HAS_GQA, reference_attention
+from llama_lab.model import reference_attention
 from llama_lab.model.attention import causal_attention
 from llama_lab.runtime.hardware import GPUS
 
@@ -51,7 +51,7 @@ def test_naive_grows_with_t_squared_and_fused_with_t():
     assert 3.8 < b.naive_bytes / a.naive_bytes < 4.0
     # LLaMA-3-8B at T=8192, one layer, bf16: P is 32 · 8192² · 2 bytes
     assert b.naive_layer_bytes == 2 * 32 * (3 * 8192 * 128 + 8192**2) + 8192**2
-    assert b.flash_layer_bytes == 2 * 8192 * 128 * (2 * 32 + 2 * (8 if SDPA_HAS_GQA else 32)) + 4 * 32 * 8192
+    assert b.flash_layer_bytes == 2 * 8192 * 128 * (2 * 32 + 2 * 8) + 4 * 32 * 8192
 
 
 def test_hbm_traffic_by_hand():

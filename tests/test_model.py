@@ -61,6 +61,7 @@ def test_seed_demo_initial_loss_near_ln_vocab():
     assert loss > math.log(32000) - 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_builds_on_meta(name):
     cfg = PRESETS[name]
@@ -244,13 +245,11 @@ def test_sinusoidal_table_matches_paper():
 
 
 @pytest.mark.parametrize("n_rep", [1, 4])
-def test_fused_attention_equals_reference_with_and_without_gqa_kernel(n_rep, monkeypatch):
+def test_fused_attention_equals_reference_with_and_without_gqa(n_rep):
     q = torch.randn(2, 4, 9, 8)
     k = torch.randn(2, 4 // n_rep, 9, 8)
     v = torch.randn(2, 4 // n_rep, 9, 8)
     ref, weights = reference_attention(q, k, v, n_rep)
-    torch.testing.assert_close(model_mod.causal_attention(q, k, v, n_rep), ref, rtol=1e-5, atol=1e-5)
-    monkeypatch.setattr(model_mod.attention, "SDPA_HAS_GQA", False)
     torch.testing.assert_close(model_mod.causal_attention(q, k, v, n_rep), ref, rtol=1e-5, atol=1e-5)
     assert torch.all(weights.triu(1) == 0)
 
@@ -319,7 +318,7 @@ def test_build_model_rejects_non_config():
 
 def test_rope_frequencies_stay_float32_under_bf16():
     m = build_model(PRESETS["debug"], dtype=torch.bfloat16)
-    freqs = m.model.rope_inv_freq
+    freqs = m.model.position_tables.inv_freq
     assert freqs.dtype == torch.float32
     torch.testing.assert_close(freqs, model_mod.rope_inv_freq(16, 10000.0))
 

@@ -181,3 +181,28 @@ def test_the_kv_pages_dtype_axis_and_the_reports_formats():
     assert formats.loc["bf16", "bytes"] == 2 * analysis.count_params(cfg).total
     assert formats.loc["int4", "bytes"] == weights_bytes(cfg, "int4").total
     assert formats.loc["int4", "group_size"] == 128 and formats["scales"]["bf16"] == 0
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int4", "fp8"])
+def test_a_quant_linear_computes_from_its_buffers_after_a_move_or_a_load(dtype):
+    """The layer reads its registered buffers: after ``load_state_dict`` it computes with the
+    loaded tensors, after ``.to(float64)`` in float64, on the meta device with meta tensors."""
+    from llama_lab.model.quant import QuantLinear
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.nn.Linear(16, 8), torch.nn.Linear(16, 8)
+    with torch.no_grad():
+        a.weight.copy_(torch.randn(8, 16, generator=g))
+        b.weight.copy_(torch.randn(8, 16, generator=g))
+    qa, qb = (
+        QuantLinear(a, dtype, 8, zero_point=dtype == "int4"),
+        QuantLinear(b, dtype, 8, zero_point=dtype == "int4"),
+    )
+    x = torch.randn(3, 16, generator=g)
+    qa.load_state_dict(qb.state_dict())
+    torch.testing.assert_close(qa(x), qb(x))
+    wide = qa.to(torch.float64)
+    out = wide(x.double())
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, qb(x).double(), rtol=1e-5, atol=1e-5)
+    assert qa.to("meta")(x.to("meta")).is_meta

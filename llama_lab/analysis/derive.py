@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from ..config import ModelConfig
-from ..model import SDPA_HAS_GQA
 from ..runtime.hardware import DTYPE_BYTES
 from .common import STATS_BYTES, checked_gpu
 from .flash import attention_memory
@@ -462,7 +461,7 @@ def attention_kept(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, path:
             "saved-tensor hooks on reference_attention agree (test_flash)",
             "Q, K, V at H heads and the T×T probabilities at b bytes, plus the bool mask",
         )
-    terms.update(G=s.G if SDPA_HAS_GQA else s.H, s_stat=STATS_BYTES)
+    terms.update(G=s.G, s_stat=STATS_BYTES)
     return Derivation(
         "Kept for backward, fused",
         r"L\,\big(b\,B T D\,(2H + 2G) + s\,B H T\big)",

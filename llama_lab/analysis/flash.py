@@ -23,7 +23,6 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..config import ModelConfig
-from ..model import SDPA_HAS_GQA
 from ..runtime.hardware import GPU
 from .common import STATS_BYTES, check_seq, checked_dtype_bytes, checked_gpu, first_true
 from .quant import weights_bytes
@@ -40,7 +39,7 @@ def naive_layer_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) ->
 def flash_layer_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> int:
     """What the fused kernel keeps for one layer's backward."""
     b, s, T = checked_dtype_bytes(dtype), Shapes.of(cfg), seq_len
-    kv_heads = s.G if SDPA_HAS_GQA else s.H
+    kv_heads = s.G  # SDPA with enable_gqa keeps the KV heads as they are
     elements = batch * T * s.D * (2 * s.H + 2 * kv_heads)  # Q, O; K, V
     return math.ceil(elements * b) + STATS_BYTES * batch * s.H * T
 

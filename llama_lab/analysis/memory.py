@@ -11,7 +11,6 @@ import pandas as pd
 
 from ..config import ModelConfig
 from ..errors import AnalysisError
-from ..model import SDPA_HAS_GQA
 from ..runtime.hardware import DTYPE_BYTES
 from .common import (
     INT64_BYTES,
@@ -81,8 +80,8 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     SwiGLU: the gate/up output and the product (3·F per token); ReLU its output; GELU input
     and output. Sparse: the router's float32 softmax (E per token), top-k indices (int64), the
     renormalisation's weights and sum (float32), and per (token, expert) slot the gathered
-    input, gate/up (2·Fe), silu and the product (2·Fe), the expert's output and its weighted
-    copy (2·C), the weight and two int64 indices."""
+    input, gate/up (2·Fe) and the product (Fe: ``kernels.swiglu`` recomputes silu), the expert's
+    output and its weighted copy (2·C), the weight and two int64 indices."""
     s = Shapes.of(cfg)
     if not sparse:
         F = s.F // tp
@@ -92,7 +91,7 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots
     if cfg.moe_renormalize:
         router += STATS_BYTES * (slots + tokens)
-    per_slot = nbytes(3 * s.C + 4 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
+    per_slot = nbytes(3 * s.C + 3 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
     return router + slots * per_slot
 
 
@@ -120,7 +119,7 @@ def _block_saved(
     s = Shapes.of(cfg)
     N, C, D = B * T, s.C, s.D
     H, G = s.H // tp, local_kv_heads(cfg, tp)
-    kv_heads_saved = G if (SDPA_HAS_GQA or G == H) else H  # old torch repeats K/V
+    kv_heads_saved = G  # SDPA broadcasts the KV heads (enable_gqa): K and V saved as G heads
     rope = cfg.pos_encoding == "rope"
     window = cfg.window_of(layer)
     n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors

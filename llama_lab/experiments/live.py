@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ class LiveSettings:
     compile: bool = False  # torch.compile (CUDA only)
     iters: int = 1  # timed steps after the warm-up step
     lr: float = 3e-4
+    keep_pages: bool = False  # runtime.memory.pages_kept around the timed steps (off: the defaults)
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ def live_pass(
     }
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    with pages_kept(dev):  # after the warm-up made AdamW's state: reuse the last step's pages
+    with pages_kept(dev) if s.keep_pages else nullcontext():  # asked for: reuse the last step's pages
         times, last_loss = _timed_steps(trainee, inputs, targets, s.iters, progress)
     rss.stop()
     peak_memory, peak_source = _peak_memory(dev, memory, rss)

@@ -2,15 +2,17 @@
 
 ``build_model(cfg, device=None, dtype=None)`` returns a ``CausalLM`` whose state-dict keys are
 those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half convention.
-Parts: ``norms``, ``positions``, ``fused``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``,
+Parts: ``kernels`` (the two custom autograd Functions beside their references), ``norms``,
+``positions``, ``fused``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``,
 ``init``, ``checkpoint``.
 """
 
-from .attention import SDPA_HAS_GQA, Attention, attention_mask, causal_attention, reference_attention
+from .attention import Attention, attention_mask, causal_attention, reference_attention
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import CausalLM, DecoderBody, DecoderLayer
 from .fused import FusedLinear, keep_part_keys, part_tensors
 from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
+from .kernels import rms_norm, rms_norm_reference, swiglu, swiglu_reference
 from .kv_cache import KVCache
 from .mlp import MLP, Experts, SparseMoE
 from .norms import RMSNorm, make_norm
@@ -29,7 +31,6 @@ __all__ = [
     "MLP",
     "PositionTables",
     "RMSNorm",
-    "SDPA_HAS_GQA",
     "SparseMoE",
     "apply_rope",
     "attention_mask",
@@ -42,8 +43,12 @@ __all__ = [
     "make_norm",
     "part_tensors",
     "reference_attention",
+    "rms_norm",
+    "rms_norm_reference",
     "rope_cos_sin",
     "rope_inv_freq",
     "rotate_half",
     "sinusoidal_table",
+    "swiglu",
+    "swiglu_reference",
 ]

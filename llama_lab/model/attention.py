@@ -18,19 +18,6 @@ from .norms import RMSNorm
 from .positions import apply_rope
 
 
-def _sdpa_supports_gqa() -> bool:
-    """Since torch 2.5 SDPA broadcasts KV heads itself (no repeated K/V tensor in memory)."""
-    q, kv = torch.zeros(1, 2, 1, 2), torch.zeros(1, 1, 1, 2)
-    try:
-        F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
-    except TypeError:
-        return False
-    return True
-
-
-SDPA_HAS_GQA = _sdpa_supports_gqa()
-
-
 def attention_mask(T: int, S: int, window: int | None, device) -> torch.Tensor:
     """(T, S) bool: the T new queries are the last T of S positions; a query sees the keys at or
     before it and, with a window W, only the last W of them (transformers' kv > q - W)."""
@@ -55,11 +42,11 @@ def causal_attention(
         mask, is_causal = None, False  # one new token sees everything cached
     else:  # after a cache, or a window: explicit
         mask, is_causal = attention_mask(T, S, window, q.device), False
-    if n_rep > 1 and SDPA_HAS_GQA:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
-    if n_rep > 1:
-        k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+    # SDPA broadcasts the KV heads itself (torch ≥ 2.5): no repeated K/V tensor is made or saved.
+    # MHA calls it without the flag (on the CPU an explicit enable_gqa=False takes another path)
+    if n_rep == 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
 
 
 def reference_attention(q, k, v, n_rep: int, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

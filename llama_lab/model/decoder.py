@@ -13,12 +13,11 @@ import torch.nn as nn
 
 from ..config import ModelConfig
 from .attention import Attention
-from .grad_buffers import TokenEmbedding
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
 from .mlp import MLP, SparseMoE
 from .norms import make_norm
-from .positions import PositionTables, rope_inv_freq
+from .positions import PositionTables
 
 
 class DecoderLayer(nn.Module):
@@ -31,7 +30,7 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = make_norm(cfg)  # the FFN sublayer's norm
 
     def forward(self, x, rope=None, cache=None):
-        if self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l))
+        if self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l)) · LN'(x_l)
             x = x + self.self_attn(self.input_layernorm(x), rope, cache)
             x = x + self.mlp(self.post_attention_layernorm(x))
         else:  # Post-LN: the norm sits on the residual path
@@ -46,18 +45,13 @@ class DecoderBody(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed_tokens = TokenEmbedding(cfg.vocab_size, cfg.d_model)
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.pos_encoding == "learned":
             self.embed_positions = nn.Embedding(cfg.max_seq_len, cfg.d_model)
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.n_layers))
         if cfg.final_norm:
             self.norm = make_norm(cfg)
         self.position_tables = PositionTables(cfg)
-
-    @property
-    def rope_inv_freq(self) -> torch.Tensor:
-        """RoPE frequencies, always float32 (a buffer would be rounded by ``model.to(bf16)``)."""
-        return rope_inv_freq(self.cfg.head_dim, self.cfg.rope_theta).to(self.embed_tokens.weight.device)
 
     def forward(self, input_ids, cache: KVCache | None = None, final_norm: bool = True):
         B, T = input_ids.shape

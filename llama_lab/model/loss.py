@@ -9,22 +9,13 @@ What it keeps for backward: the gradient of the hidden states (N × C, the hidde
 dtype) and of the weight (V × C, the weight's dtype) — not the N × V logits and
 log-probabilities of ``F.cross_entropy``.
 
-On the CPU the chunk's logits go into one buffer per thread and dtype that is kept between
-calls (``logits_buffer``, at most one chunk: ~64 MiB): a fresh 64 MiB tensor is a fresh
-``mmap`` under glibc's defaults, and faulting its pages in cost a fifth of the LM head's
-forward GEMM on seed-demo (benchmarks/bench_vs_transformers.py). CUDA's caching allocator
-reuses its blocks anyway. The head weight's gradient goes into the weight's kept buffer
-(``model.grad_buffers``) for the same reason. The 1/N of the mean is applied to the N × C
-hidden states and gradient, not to the N × V probabilities.
+The 1/N of the mean is applied to the N × C hidden states and gradient, not to the N × V
+probabilities.
 """
 
 from __future__ import annotations
 
-import threading
-
 import torch
-
-from .grad_buffers import gradient_buffer
 
 LOGIT_CHUNK_BYTES = 64 * 2**20  # the float32 logits of one chunk: at most this many bytes
 MIN_CHUNK_ROWS = 64  # ... but never fewer rows than this (GEMM efficiency)
@@ -33,28 +24,6 @@ MIN_CHUNK_ROWS = 64  # ... but never fewer rows than this (GEMM efficiency)
 def chunk_rows(vocab_size: int) -> int:
     """Rows of one chunk: LOGIT_CHUNK_BYTES of float32 logits, at least MIN_CHUNK_ROWS."""
     return max(MIN_CHUNK_ROWS, LOGIT_CHUNK_BYTES // (4 * vocab_size))
-
-
-_BUFFERS = threading.local()  # per thread: Streamlit sessions run on their own threads
-
-
-def logits_buffer(rows: int, vocab: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A (rows, vocab) tensor for one chunk's logits. On the CPU a view of this thread's kept
-    buffer for ``dtype`` (grown to the largest chunk asked; freed with the thread, or by
-    ``release_logits_buffers``); elsewhere a new tensor."""
-    if device.type != "cpu":
-        return torch.empty(rows, vocab, dtype=dtype, device=device)
-    buffers = _BUFFERS.__dict__.setdefault("by_dtype", {})
-    buffer = buffers.get(dtype)
-    if buffer is None or buffer.numel() < rows * vocab:
-        buffers.pop(dtype, None)  # the old one freed before the new one
-        buffer = buffers[dtype] = torch.empty(rows * vocab, dtype=dtype)
-    return buffer[: rows * vocab].view(rows, vocab)
-
-
-def release_logits_buffers() -> None:
-    """Free this thread's kept logits buffers."""
-    _BUFFERS.__dict__.pop("by_dtype", None)
 
 
 def _row_losses(
@@ -93,7 +62,7 @@ def _chunked(
         # the CPU's 16-bit GEMM is ~25× slower with a row-major (V, C) right operand and the
         # long V as the inner dimension than with a transposed view of a (C, V) copy
         weight_nt = weight.t().contiguous().t()
-    buffer = logits_buffer(min(rows, N), V, float_dtype, hidden.device)
+    buffer = torch.empty(min(rows, N), V, dtype=float_dtype, device=hidden.device)  # one chunk's logits
     for start in range(0, N, rows):
         h, t = hidden[start : start + rows], targets[start : start + rows]
         logits = buffer[: h.shape[0]]  # (n, V)
@@ -114,8 +83,8 @@ def _chunked(
             torch.matmul(probs, weight_nt, out=grad_hidden[start : start + rows]).div_(N)
         if grad_w:
             h = h / N
-            if grad_weight is None:  # the weight's kept buffer (model.grad_buffers)
-                grad_weight = torch.mm(probs.t(), h, out=gradient_buffer(weight))
+            if grad_weight is None:
+                grad_weight = probs.t() @ h  # (V, C)
             else:
                 grad_weight.addmm_(probs.t(), h)
     return total / N, grad_hidden, grad_weight

@@ -8,15 +8,16 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 
 from ..config import ModelConfig
 from .fused import FusedLinear, keep_part_keys
+from .kernels import swiglu
 
 
 class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) ⊙ up(x)), gate and up in one GEMM (checkpoints keep
-    gate_proj and up_proj); ReLU/GELU: down(act(up(x)))."""
+    gate_proj and up_proj; ``kernels.swiglu`` keeps only their output for backward);
+    ReLU/GELU: down(act(up(x)))."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -32,40 +33,8 @@ class MLP(nn.Module):
 
     def forward(self, x):
         if self.gated:
-            gate_up = self.gate_up_proj(x)  # (..., 2F)
-            if (
-                torch.is_grad_enabled()
-                and gate_up.requires_grad
-                and type(gate_up) is torch.Tensor
-                and not torch.compiler.is_compiling()
-            ):
-                return self.down_proj(_SwiGLU.apply(gate_up))
-            gate, up = self.gate_up_proj.split(gate_up)
-            return self.down_proj(self.act(gate) * up)
+            return self.down_proj(swiglu(self.gate_up_proj(x)))  # gate/up: (..., 2F)
         return self.down_proj(self.act(self.up_proj(x)))
-
-
-class _SwiGLU(torch.autograd.Function):
-    """silu(gate) ⊙ up of the fused gate/up output (..., 2F), saving only that output (the
-    composite also keeps silu(gate), F per token more); backward writes both gradients into
-    one (..., 2F) tensor, the fused GEMM's gradient, instead of concatenating them."""
-
-    @staticmethod
-    def forward(ctx, gate_up: torch.Tensor) -> torch.Tensor:
-        width = gate_up.shape[-1] // 2
-        ctx.save_for_backward(gate_up)
-        return F.silu(gate_up[..., :width]) * gate_up[..., width:]
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h: torch.Tensor):
-        (gate_up,) = ctx.saved_tensors
-        width = gate_up.shape[-1] // 2
-        gate, up = gate_up[..., :width], gate_up[..., width:]
-        grad = torch.empty_like(gate_up)
-        torch.mul(grad_h, F.silu(gate), out=grad[..., width:])  # d up = dh · silu(g)
-        torch.ops.aten.silu_backward.grad_input(grad_h * up, gate, grad_input=grad[..., :width])
-        return grad
 
 
 class Experts(nn.Module):
@@ -84,8 +53,8 @@ class Experts(nn.Module):
             return self._meta_forward(x, weights)
         for e in torch.unique(experts).tolist():  # only the experts some token chose
             token, slot = torch.where(experts == e)
-            gate, up = F.linear(x[token], self.gate_up_proj[e]).chunk(2, dim=-1)  # (n_e, F) each
-            y = F.linear(F.silu(gate) * up, self.down_proj[e])  # (n_e, C)
+            gate_up = F.linear(x[token], self.gate_up_proj[e])  # (n_e, 2F)
+            y = F.linear(swiglu(gate_up), self.down_proj[e])  # (n_e, C)
             out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
         return out
 
@@ -98,8 +67,8 @@ class Experts(nn.Module):
         outputs = []
         for e in range(E):
             n = slots // E + (e < slots % E)
-            gate, up = F.linear(x.new_empty(n, x.shape[1]), self.gate_up_proj[e]).chunk(2, dim=-1)
-            outputs.append(F.linear(F.silu(gate) * up, self.down_proj[e]))  # (n, C)
+            gate_up = F.linear(x.new_empty(n, x.shape[1]), self.gate_up_proj[e])  # (n, 2F)
+            outputs.append(F.linear(swiglu(gate_up), self.down_proj[e]))  # (n, C)
         return (torch.cat(outputs).view(N, k, -1) * weights[..., None]).sum(dim=1)
 
 

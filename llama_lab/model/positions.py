@@ -60,11 +60,15 @@ class PositionTables:
         with torch.inference_mode(False), torch.no_grad():
             return self._tables_for(n, device)
 
+    @property
+    def inv_freq(self) -> torch.Tensor:
+        """RoPE's frequencies θ_i of this model (float32, on the CPU)."""
+        return rope_inv_freq(self.cfg.head_dim, self.cfg.rope_theta)
+
     def _tables_for(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
         cfg = self.cfg
         if cfg.pos_encoding == "rope":
-            inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta).to(device)
-            return rope_cos_sin(torch.arange(n, device=device), inv_freq)
+            return rope_cos_sin(torch.arange(n, device=device), self.inv_freq.to(device))
         return (sinusoidal_table(n, cfg.d_model, device=device),)
 
     def get(self, end: int, device: torch.device) -> tuple[torch.Tensor, ...]:

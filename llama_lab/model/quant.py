@@ -129,7 +129,8 @@ def dequantize(q: QTensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 class QuantLinear(nn.Module):
     """A linear layer whose weight is stored quantised (buffers: data, scales, zero points);
-    the bias, if any, stays in the layer's dtype. Forward: x · dequant(W)ᵀ + b. A fused
+    the bias, if any, stays in the layer's dtype. Forward: x · dequant(W)ᵀ + b, read from the
+    registered buffers (so ``.to()``, a device move and ``load_state_dict`` reach it). A fused
     projection (q/k/v, gate/up) is quantised part by part, as ``analysis.quant`` counts the
     separate tensors (a per-tensor scale is each part's own), and still runs one GEMM."""
 
@@ -145,15 +146,29 @@ class QuantLinear(nn.Module):
         fused = isinstance(linear, FusedLinear)
         weights = list(linear.pieces(linear.weight).values()) if fused else [linear.weight]
         self.sizes = [w.shape[0] for w in weights]
-        self.qs = [quantize(w, dtype, group_size, scale_dtype, zero_point) for w in weights]
-        for i, q in enumerate(self.qs):
-            tag = str(i) if fused else ""
+        self.dtype, self.group_size, self.in_features = dtype, group_size, linear.in_features
+        self.tags = [str(i) if fused else "" for i in range(len(weights))]
+        for tag, w in zip(self.tags, weights):
+            q = quantize(w, dtype, group_size, scale_dtype, zero_point)
             self.register_buffer(f"qdata{tag}", q.data)
             self.register_buffer(f"qscales{tag}", q.scales)
-            if q.zeros is not None:
-                self.register_buffer(f"qzeros{tag}", q.zeros)
+            self.register_buffer(f"qzeros{tag}", q.zeros)  # None: not in the state dict
         self.bias = linear.bias
-        self.compute_dtype = linear.weight.dtype
+
+    @property
+    def qs(self) -> list[QTensor]:
+        """Each part's quantised matrix, made of the module's current buffers."""
+        return [
+            QTensor(
+                self.dtype,
+                (rows, self.in_features),
+                self.group_size,
+                getattr(self, f"qdata{tag}"),
+                getattr(self, f"qscales{tag}"),
+                getattr(self, f"qzeros{tag}"),
+            )
+            for tag, rows in zip(self.tags, self.sizes)
+        ]
 
     def split(self, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The parts' outputs, as ``FusedLinear.split``."""

@@ -255,7 +255,12 @@ def pages_kept(device: torch.device | str = "cpu") -> Iterator[None]:
     large tensors come from the heap instead of fresh ``mmap``s, so a step reuses the pages
     the last one freed rather than faulting in new ones (on seed-demo's training step the
     page faults were ~16 % of its time; benchmarks/bench_mfu.py). Afterwards the defaults come
-    back and ``malloc_trim`` returns the free pages to the system. A no-op elsewhere."""
+    back and ``malloc_trim`` returns the free pages to the system. A no-op elsewhere.
+
+    This is the package's one allocator seam, and it changes process-wide state (every thread
+    of a running server allocates under it), so nothing turns it on by default: the benchmarks
+    do, and a run does when asked (``LiveSettings.keep_pages``, ``TrainSettings.keep_pages``).
+    The model code never touches the allocator."""
     libc = _glibc() if torch.device(device).type == "cpu" else None
     if libc is None:
         yield

@@ -71,15 +71,15 @@ def training_peak(
       from the second step on), autocast's 16-bit weight copies (bf16/fp16 only), every tensor
       saved for backward (``analysis.activation_bytes`` in fp32, an upper bound for autocast's
       mix; the model's own chunked loss saves the gradients of the hidden states and of the
-      head's weight, never the B·T·V logits), one chunk's float32 logits (the loss keeps that
-      buffer between steps: ``model.loss.logits_buffer``), plus the larger of the loss's 16-bit
+      head's weight, never the B·T·V logits), one chunk's float32 logits (alive while the loss
+      runs), plus the larger of the loss's 16-bit
       transients under autocast (its 16-bit logits and probabilities) and the parameters'
       gradients (4 B/param): backward frees the activations while the gradients grow, but the
       CPU's allocator keeps the freed pages, so both are counted — and on top,
       ``ALLOCATOR_RETENTION`` of the saved bytes for backward's own temporaries, which take
       fresh pages too;
-    - ``optimizer_update``: weights, gradients (4 B/param), moments and the kept logits
-      buffer. The fused AdamW (``train.step.make_optimizer``) allocates no temporaries; the
+    - ``optimizer_update``: weights, gradients (4 B/param) and moments. The fused AdamW
+      (``train.step.make_optimizer``) allocates no temporaries; the
       resident memory measured at B = T = 1 on seed-demo sits 46 MB (6 %) above these states,
       so one largest parameter's float32 size is added as an allowance (allocator and
       interpreter).
@@ -97,10 +97,17 @@ def training_peak(
     saved = analysis.activation_bytes(cfg, seq_len, batch, "fp32")
     draw = 4 * analysis.largest_parameter(cfg)
     retained = ALLOCATOR_RETENTION * saved
-    kept = 4 * chunk  # the loss's kept float32 logits buffer
+    logits = 4 * chunk  # one chunk of the loss's float32 logits
     peaks = {
-        "backward_at_loss": draw + 4 * P + moments + casts + saved + kept + max(loss_half, 4 * P) + retained,
-        "optimizer_update": draw + 4 * P + 4 * P + moments + kept + (draw if optimizer else 0),
+        "backward_at_loss": draw
+        + 4 * P
+        + moments
+        + casts
+        + saved
+        + logits
+        + max(loss_half, 4 * P)
+        + retained,
+        "optimizer_update": draw + 4 * P + 4 * P + moments + (draw if optimizer else 0),
     }
     return {name: int(value) for name, value in peaks.items()}
 

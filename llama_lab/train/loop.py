@@ -49,6 +49,7 @@ class TrainSettings:
     dtype: str = "fp32"
     spike_factor: float = 3.0  # a loss above this × the lowest so far has diverged
     min_lr_ratio: float = 0.1  # the decay ends at this × lr
+    keep_pages: bool = False  # runtime.memory.pages_kept from the second step on (off: the defaults)
 
     @classmethod
     def of(cls, **options: Any) -> "TrainSettings":
@@ -331,7 +332,7 @@ def iter_train(
     with ExitStack() as kept:
         for step in range(s.steps):
             record = _step(run, s, step)
-            if step == 0:  # AdamW's state exists now: later steps reuse the last one's pages
+            if step == 0 and s.keep_pages:  # AdamW's state exists now: reuse the last step's pages
                 kept.enter_context(pages_kept(run.trainee.precision.device))
             if progress:
                 progress((step + 1) / s.steps, f"step {step + 1}/{s.steps}, loss {run.loss[-1]:.4g}")

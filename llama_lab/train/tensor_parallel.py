@@ -10,7 +10,7 @@ row-parallel. ``embed_tokens`` is vocabulary-parallel (torch's ``RowwiseParallel
 embedding: rows Shard(0), the lookups masked and all-reduced), ``lm_head`` column-parallel with
 Shard(-1) logits, for ``loss_parallel``'s vocabulary-parallel cross-entropy. Norms are
 replicated; QK-norms (per head) see only the local heads, so their weights are replicated
-DTensors whose gradients are summed over the group.
+DTensors applied to the local heads, their gradients summed over the group (``HeadNorm``).
 
 FSDP2 (``parallelize``) then shards every block and the root over the data-parallel ranks, on
 its own or over the tp sub-mesh of a 2-D (dp, tp) mesh. The layout is the one
@@ -22,6 +22,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -37,7 +38,7 @@ from torch.distributed.tensor.parallel import (
 
 from ..analysis.shards import check_tensor_parallel
 from ..config import ModelConfig
-from ..model import CausalLM, FusedLinear
+from ..model import CausalLM, FusedLinear, rms_norm
 
 
 def interleave_parts(fused: FusedLinear, tensor: torch.Tensor, tp: int) -> torch.Tensor:
@@ -62,10 +63,27 @@ class FusedColwiseParallel(ColwiseParallel):
         module.parts = tuple((part, rows // tp) for part, rows in module.parts)
 
 
+class _SumGradOverGroup(torch.autograd.Function):
+    """Identity forward; backward sums the gradient over the tensor-parallel group (Megatron's
+    "copy to the tensor-parallel region", f in Shoeybi et al.): a replicated weight applied to
+    the local heads only gets a partial gradient on each rank."""
+
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, group) -> torch.Tensor:
+        ctx.group = group
+        return weight.view_as(weight)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
 class HeadNorm(ParallelStyle):
-    """A per-head norm (QK-norm) on the local heads: the weight a replicated DTensor, the input
-    (B, T, heads, D) read as Shard(2) of all heads, so the weight's gradient is summed over the
-    group; the output goes back to the local tensor."""
+    """A per-head norm (QK-norm) on the local heads: the input is the local (B, T, heads/tp, D)
+    slice, the weight a replicated DTensor whose local copy is applied and whose gradient is
+    summed over the group (``_SumGradOverGroup``)."""
 
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
         for key, param in list(module.named_parameters(recurse=False)):
@@ -73,12 +91,13 @@ class HeadNorm(ParallelStyle):
                 param.detach(), device_mesh, [Replicate()], src_data_rank=self.src_data_rank
             )
             module.register_parameter(key, nn.Parameter(replica, requires_grad=param.requires_grad))
+        group = device_mesh.get_group()
 
-        def to_dtensor(_module, inputs):
-            return (DTensor.from_local(inputs[0], device_mesh, [Shard(2)], run_check=False),)
+        def local_norm(x: torch.Tensor) -> torch.Tensor:
+            weight = _SumGradOverGroup.apply(module.weight.to_local(), group)
+            return rms_norm(x, weight, module.eps)
 
-        module.register_forward_pre_hook(to_dtensor)
-        module.register_forward_hook(lambda _module, _inputs, output: output.to_local())
+        module.forward = local_norm
         return module
 
 
