@@ -72,6 +72,7 @@ def assert_inert(at: AppTest, *echoed: str) -> None:
         assert any(ui.escape_markdown(value) in text for text in texts), (value, texts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_hostile_sidebar_links_are_shown_escaped_on_every_page(page):
     at = open_page(ROOT / page, SIDEBAR_QUERY, timeout=180)
@@ -145,6 +146,7 @@ def test_hostile_uploads_are_shown_escaped(case):
     assert_inert(at, *echoed)
 
 
+@pytest.mark.slow
 def test_an_uploaded_models_hostile_name_is_escaped_in_the_title_and_on_every_page():
     at = upload(open_page(ROOT / "app.py"), "config.json", json.dumps({**HF, "_name_or_path": LINK}).encode())
     assert_inert(at, LINK)
@@ -155,6 +157,7 @@ def test_an_uploaded_models_hostile_name_is_escaped_in_the_title_and_on_every_pa
         assert_inert(at, LINK)
 
 
+@pytest.mark.slow
 def test_a_hostile_training_file_name_is_escaped_in_the_results():
     p = "llama_lab.page3."
     at = open_page(ROOT / "pages" / "3_Gradient_norms.py", {"preset": "debug"})

@@ -114,6 +114,7 @@ def test_no_import_cycles():
             visit(name, [name])
 
 
+@pytest.mark.slow
 def test_only_the_ui_subpackage_imports_streamlit():
     for name, path in MODULES.items():
         if name.startswith("llama_lab.ui"):

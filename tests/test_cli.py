@@ -82,6 +82,7 @@ def test_malformed_config_file(capsys, tmp_path):
     assert code == 2 and "not valid JSON" in err
 
 
+@pytest.mark.slow
 def test_subprocess_error_has_no_traceback():
     proc = subprocess.run(
         [sys.executable, "-m", "llama_lab", "analyze", "--set", "d_model=0"],

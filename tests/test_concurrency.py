@@ -1,3 +1,4 @@
+import pytest
 """Issue 6: several browser sessions running experiments at once each get their own results,
 and the live runs take turns (one job slot per process) instead of oversubscribing the cores."""
 
@@ -50,6 +51,7 @@ def session(at: AppTest, seed: int, results: dict, errors: list) -> None:
         errors.append(traceback.format_exc())
 
 
+@pytest.mark.slow
 def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
     peak, lock = [0], threading.Lock()
     original = experiments.gradnorms_over_seeds
@@ -120,6 +122,7 @@ def _mixed_sessions() -> dict:
     }
 
 
+@pytest.mark.slow
 def test_parallel_sessions_of_every_kind_take_turns_and_each_keeps_its_result():
     """The load test: six sessions, one per experiment kind, press their buttons at once. At
     most one run holds the machine at any moment, every session ends with its own kind's

@@ -248,6 +248,7 @@ def test_hub_per_expert_checkpoints_load(tmp_path, layout):
         torch.testing.assert_close(loaded.model(ids), model(ids), rtol=0, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b", "mistral-7b"])
 def test_the_live_experiments_run_on_each_familys_small_copy(name):
     from llama_lab import experiments

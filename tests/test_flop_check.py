@@ -9,6 +9,7 @@ from llama_lab.analysis.cross_check import fvcore_check, sdpa_macs
 from llama_lab.config import PRESETS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_fvcore_agrees_with_closed_form_at_2048(name):
     # Every preset at T=2048: models beyond 2 layers are traced at 1 and 2 layers and
@@ -24,6 +25,7 @@ def test_fvcore_agrees_with_closed_form_at_2048(name):
     json.dumps(check.to_dict())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["debug", "seed-demo", "transformer-2017", "tinyllama-1.1b"])
 def test_scaled_equals_full(name):
     full = fvcore_check(PRESETS[name], 256, batch=2, method="full")

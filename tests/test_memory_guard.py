@@ -70,6 +70,7 @@ def _run(code: str, timeout: int = 240) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_rlimit_as_is_honoured_by_the_guard_and_the_cli():
     """Under `ulimit -v` (RLIMIT_AS) a run that would not fit the address space left is
     refused by name, before it allocates — in the API and the CLI."""
@@ -105,6 +106,7 @@ PEAK_SCRIPT = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("T,B,dtype", [(128, 16, "fp32"), (128, 4, "bf16")])
 def test_the_estimate_is_within_15_percent_of_the_measured_peak(T, B, dtype):
     """The live pass of the seed's demo model (43.8 M parameters) in a fresh process: the
@@ -118,6 +120,7 @@ def test_the_estimate_is_within_15_percent_of_the_measured_peak(T, B, dtype):
     assert 0.85 <= ratio <= 1.15, (r, ratio)
 
 
+@pytest.mark.slow
 def test_at_tiny_batches_the_estimate_still_covers_the_peak():
     out = _run(PEAK_SCRIPT.format(T=1, B=1, dtype="fp32"))
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -189,6 +192,7 @@ PAGES_SCRIPT = """
 """
 
 
+@pytest.mark.slow
 def test_pages_kept_takes_large_tensors_from_the_heap_and_restores_the_defaults():
     """glibc: a 64 MiB tensor is an mmap of its own by default (returned, and faulted in
     afresh, every time); inside ``pages_kept`` it comes from the heap; afterwards from mmap."""

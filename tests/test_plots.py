@@ -237,6 +237,7 @@ def test_every_axis_grows_its_margin_and_the_legend_sits_below_the_x_title():
         assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
 
 
+@pytest.mark.slow
 def test_plots_do_not_import_streamlit():
     import subprocess
     import sys

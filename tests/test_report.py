@@ -88,6 +88,7 @@ def html(full):
     return report.render(full, "html")
 
 
+@pytest.mark.slow
 def test_html_inlines_plotly_once_and_opens_offline(full, html):
     library = get_plotlyjs()
     assert html.count(library[:300]) == 1 and library[-300:] in html  # whole bundle, once
@@ -238,6 +239,7 @@ def test_refusals_name_the_rule(results):
     assert report.experiment_state_key("decode") == "llama_lab.experiment.decode"
 
 
+@pytest.mark.slow
 def test_cli_report_writes_html(tmp_path):
     out = tmp_path / "report.html"
     done = subprocess.run(
@@ -309,6 +311,7 @@ def test_cli_report_stores_the_weights_and_the_cache_apart(tmp_path):
     assert "weights int4, KV cache fp8" in loaded["title"]
 
 
+@pytest.mark.slow
 def test_report_and_experiment_plots_do_not_import_streamlit():
     code = "import sys, llama_lab.report, llama_lab.experiments; print('streamlit' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

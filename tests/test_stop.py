@@ -98,6 +98,7 @@ def started_gradnorms(monkeypatch) -> list:
     return starts
 
 
+@pytest.mark.slow
 def test_stop_or_a_closed_tab_frees_the_slot_for_a_waiting_session(monkeypatch, runners):
     _, asked = runners
     starts = started_gradnorms(monkeypatch)
@@ -124,6 +125,7 @@ def test_stop_or_a_closed_tab_frees_the_slot_for_a_waiting_session(monkeypatch, 
     assert jobs.LIMITER.running == 0 and jobs.LIMITER.waiting == 0
 
 
+@pytest.mark.slow
 def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
     made, _ = runners
     starts = started_gradnorms(monkeypatch)
@@ -192,6 +194,7 @@ def test_every_long_run_reports_each_step_with_its_count():
     assert any(text.startswith("depth L=2 (2/2): seed 0 (1/1): pre-LN") for _, text in seen)
 
 
+@pytest.mark.slow
 def test_the_progress_bar_shows_elapsed_and_time_left():
     from llama_lab.ui.runs import progress_bar
 
