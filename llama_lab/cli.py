@@ -1,4 +1,5 @@
-"""``python -m llama_lab``: the SPEC's command line. Errors: one line on stderr, exit status 2."""
+"""``python -m llama_lab``: the public command line (names and JSON keys other programs rely on).
+Errors: one line on stderr, exit status 2."""
 
 from __future__ import annotations
 

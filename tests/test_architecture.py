@@ -209,3 +209,20 @@ def test_every_refusal_is_a_lab_error():
     from llama_lab.cli import CliError
 
     assert issubclass(CliError, errors.LabError)
+
+
+@pytest.mark.slow
+def test_importing_the_analysis_runs_no_torch_kernel():
+    """The closed-form counts do not depend on what the installed torch can do: importing
+    ``llama_lab.analysis`` (and the model it counts) records no aten operator in the profiler."""
+    code = (
+        "import sys, torch\n"
+        "from torch.profiler import profile, ProfilerActivity\n"
+        "with profile(activities=[ProfilerActivity.CPU]) as prof:\n"
+        "    import llama_lab.analysis, llama_lab.model\n"
+        "ops = sorted({e.name for e in prof.events() if e.name.startswith('aten::')})\n"
+        "print(ops)\n"
+        "sys.exit(bool(ops))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=300, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,7 +1,7 @@
 """Where a decoder's parameters, FLOPs and memory go: closed-form counts, each written once with
 its factors commented (``params``, ``flops``, ``kv``, ``memory``, ``rooflines``), the same
 parameter count read from the module on the meta device, the fvcore cross-check
-(``cross_check``) and SPEC's ``analyze`` view (``summary``). Sizes come from ``shapes.Shapes``.
+(``cross_check``) and the ``analyze`` view (``summary``). Sizes come from ``shapes.Shapes``.
 
 Symbols: V vocab, C = d_model, L layers, H query heads, G KV heads, D head dim, F ffn_hidden,
 B batch, T new tokens per sequence, S keys attended (cached + new), b bytes per element.

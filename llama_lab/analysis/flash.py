@@ -94,7 +94,7 @@ def longest_fitting(cfg: ModelConfig, batch: int, dtype: str, gpu: GPU, layer_by
 def attention_memory(
     cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16", gpu: GPU | str = "H100 80GB"
 ) -> AttentionMemory:
-    """SPEC ``analyze``'s ``attention_memory``: kept bytes and HBM traffic, naive and fused."""
+    """``analyze --json``'s ``attention_memory``: kept bytes and HBM traffic, naive and fused."""
     check_seq(seq_len, batch)
     b = checked_dtype_bytes(dtype, allowed=("fp32", "bf16", "fp16"))
     gpu = checked_gpu(gpu)

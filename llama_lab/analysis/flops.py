@@ -31,7 +31,7 @@ ELEMENTWISE_FLOPS_PER_ELEMENT = {
 
 FLOP_CONVENTIONS = [
     "FLOPs = 2 per multiply-add: a (m×k)·(k×n) matmul costs 2·m·k·n.",
-    "forward = matmul FLOPs only (SPEC flops.forward): attention projections + attention scores "
+    "forward = matmul FLOPs only (the JSON key flops.forward): attention projections + attention scores "
     "+ FFN + lm_head. Norms, softmax, RoPE, activations, bias and residual adds are listed in "
     "'elementwise' (per-element constants in 'elementwise_constants') and are NOT in forward.",
     "attention scores = QKᵀ and AV over the full T×T: 4·B·T²·H·D per layer (2 for QKᵀ, 2 for AV); "

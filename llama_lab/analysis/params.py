@@ -71,7 +71,7 @@ class ParamCount:
     active: int = 0  # used per token: total less the experts a token is not routed to
 
     def spec_by_component(self) -> dict:
-        """SPEC's view: a learned positional table is counted under ``embedding``."""
+        """The `analyze` view: a learned positional table is counted under ``embedding``."""
         parts = dict(self.by_component)
         parts["embedding"] += parts.pop("positional")
         return parts

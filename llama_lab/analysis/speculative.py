@@ -67,7 +67,7 @@ class Speculation:
 
 
 def speculation(alpha: float, gamma: int, cost_ratio: float) -> Speculation:
-    """SPEC ``speculate``: E and the speedup at γ, and the best γ for this α and c."""
+    """``speculate``: E and the speedup at γ, and the best γ for this α and c."""
     _check(alpha, gamma, cost_ratio)
     gains = {g: speedup(alpha, g, cost_ratio) for g in range(1, MAX_GAMMA + 1)}
     best = max(gains, key=lambda g: (gains[g], -g))

@@ -1,4 +1,4 @@
-"""SPEC's ``analyze --json`` object, and the CLI's plain-text table of it."""
+"""The ``analyze --json`` object, and the CLI's plain-text table of it."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def analyze(
     weights: "WeightQuant | str | None" = None,
     kv_dtype: str | None = None,
 ) -> dict:
-    """SPEC's ``analyze --json`` object (plain JSON types), plus extra keys. ``weights`` (a
+    """The ``analyze --json`` object (plain JSON types), plus extra keys. ``weights`` (a
     format or its name) and ``kv_dtype`` default to ``dtype``."""
     check_seq(seq_len, batch)
     checked_dtype_bytes(dtype)

@@ -90,7 +90,7 @@ class GradNorms:
     last_norm_input_rms: float
 
     def to_dict(self) -> dict:
-        """SPEC ``gradnorms``: loss and the per-layer lists (the arm is the key above it)."""
+        """The ``gradnorms --json`` shape: loss and the per-layer lists (the arm is the key above it)."""
         return plain_fields(self, exclude=("norm_position",))
 
 
@@ -164,7 +164,7 @@ class GradNormComparison:
     seed: int
 
     def to_dict(self) -> dict:
-        """SPEC ``gradnorms``: {"post": R, "pre": R}."""
+        """The ``gradnorms --json`` shape: {"post": R, "pre": R}."""
         return {"post": self.post.to_dict(), "pre": self.pre.to_dict()}
 
 
@@ -283,7 +283,7 @@ class GradNormSeeds:
         return math.nan if median is None else median
 
     def to_dict(self, by_seed: bool | None = None) -> dict:
-        """SPEC ``gradnorms``: without ``by_seed`` (default: only for several seeds) exactly
+        """The ``gradnorms --json`` shape: without ``by_seed`` (default: only for several seeds) exactly
         as ``GradNormComparison``; with it each list the median, with its ``<name>_by_seed``
         twin (and ``loss_by_seed``, ``seeds``)."""
         if not (len(self.runs) > 1 if by_seed is None else by_seed):
@@ -346,7 +346,7 @@ GRADNORM_METRICS = {  # field of GradNorms → axis title
 
 
 def gradnorm_profile(result: GradNormSeeds) -> go.Figure:
-    """The three per-layer norms of SPEC's ``gradnorms``, Post-LN vs Pre-LN, log y: the median
+    """The three per-layer norms of ``gradnorms --json``, Post-LN vs Pre-LN, log y: the median
     over seeds with the min–max band."""
     fig = make_subplots(
         rows=1, cols=3, subplot_titles=list(GRADNORM_METRICS.values()), horizontal_spacing=0.07

@@ -2,7 +2,7 @@
 the initial loss beside ln(V), achieved TFLOP/s and MFU, peak memory, the activation memory
 measured from the tensors autograd saves vs ``analysis.activation_bytes``, and logits
 statistics with and without the final norm (the seed's "forgot the final norm" bug). Also
-SPEC's ``bench`` JSON.
+the ``bench --json`` object.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class LivePass:
     peak_flops_source: str
     mfu: float
     achieved_tflops_causal: float  # counting the causal half of the attention scores (what
-    mfu_causal: float  # SDPA with is_causal computes); the SPEC figure counts T×T
+    mfu_causal: float  # SDPA with is_causal computes); the reported figure counts T×T
     peak_memory_bytes: int
     peak_memory_source: str
     memory_breakdown: dict  # weights, gradients, optimizer, weight_casts, activations
@@ -254,7 +254,7 @@ def bench(
     compile: bool = False,
     seed: int = 0,
 ) -> dict:
-    """SPEC ``bench``: forward + backward + AdamW, ``steps`` timed steps after one warm-up."""
+    """``bench``: forward + backward + AdamW, ``steps`` timed steps after one warm-up."""
     seq_len = seq_len or min(128, cfg.max_seq_len)
     result = live_pass(
         cfg, seq_len, batch, device=device, dtype=dtype, seed=seed, compile=compile, iters=steps
@@ -334,7 +334,7 @@ def has_causal_mfu(live: LivePass) -> bool:
 
 
 CAUSAL_MFU_NOTE = (
-    "MFU counts the attention scores over the full T×T (SPEC, PaLM); SDPA with "
+    "MFU counts the attention scores over the full T×T (as PaLM); SDPA with "
     "is_causal=True computes only about half of them, so “causal” counts that "
     "half (analysis.count_flops(...).forward_causal)."
 )
