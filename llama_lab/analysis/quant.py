@@ -281,9 +281,3 @@ def kv_scale_bytes(kv_dtype: str) -> int:
     if kv_dtype not in KV_DTYPES:
         raise AnalysisError(f"KV dtype={kv_dtype!r} must be one of {', '.join(KV_DTYPES)}")
     return int(DTYPE_BYTES[KV_SCALE_DTYPE]) if kv_dtype in ("int8", "int4") else 0
-
-
-def kv_fixed_scale_bytes(cfg: ModelConfig, kv_dtype: str) -> int:
-    """fp8 KV keeps one fp32 scale for K and one for V per layer (as vLLM's k_scale and
-    v_scale), whatever the number of tokens."""
-    return 2 * cfg.n_layers * 4 if kv_dtype == "fp8" else 0
