@@ -3,17 +3,20 @@ matrix-multiply peak measured in the same process: the step's FLOP rate divided 
 square fp32 matmul (2048² by default), the two alternated so both see the same machine.
 
     python benchmarks/bench_mfu.py [--preset seed-demo] [--seq-len 128] [--batch 4]
-        [--rounds 7] [--matmul 2048] [--device auto|cpu|cuda] [--dtype fp32|bf16]
+        [--rounds 7] [--matmul 2048] [--device auto|cpu|cuda] [--dtype fp32|bf16] [--pages-kept]
 
 FLOPs per step: ``analysis.count_flops(cfg, T, B).training_step`` (forward + backward, 2 per
 multiply-add, attention scores over the full T×T). The matmul's rate is 2·n³ over its best
 time of a few repetitions each round. On a GPU the datasheet peak is printed beside it.
+``--pages-kept`` runs the steps under ``runtime.memory.pages_kept`` (glibc keeps freed pages);
+without it, the allocator's defaults, as the live pass and the training loop run by default.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from contextlib import nullcontext
 
 from llama_lab import analysis
 from llama_lab.config import get_preset
@@ -36,6 +39,7 @@ def main(argv=None) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--n-layers", type=int, help="override the preset's depth")
+    parser.add_argument("--pages-kept", action="store_true", help="steps under runtime.memory.pages_kept")
     args = parser.parse_args(argv)
     device = pick_device(args.device)
     cfg = get_preset(args.preset)
@@ -47,7 +51,7 @@ def main(argv=None) -> None:
     inputs, targets = (t.to(device) for t in random_batch(cfg, args.seq_len, args.batch, 0, None))
     flops = analysis.count_flops(cfg, args.seq_len, args.batch).training_step
     steps, rates = [], []
-    with pages_kept(device):  # as the live pass and the training loop run
+    with pages_kept(device) if args.pages_kept else nullcontext():
         training_step(trainee, inputs, targets, measure_grad_norm=False)  # warm-up
         matmul_flops(device, args.dtype, args.matmul, reps=3)
         for _ in range(args.rounds):  # alternated
