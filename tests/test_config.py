@@ -240,3 +240,19 @@ def test_hf_v5_rope_parameters():
         }
     )
     assert any("rope_scaling" in n and "llama3" in n for n in notes)
+
+
+def test_overrides_coerce_by_the_fields_own_types():
+    """The override parser reads ModelConfig's resolved annotations, not their text: ints,
+    floats, bools and choices, the derived fields' "auto", and a choice whose value is "none"."""
+    from llama_lab.config import parse_override
+
+    assert parse_override("n_layers=12") == ("n_layers", 12)
+    assert parse_override("rope_theta=5e5") == ("rope_theta", 500000.0)
+    assert parse_override("bias=on") == ("bias", True)
+    assert parse_override("norm_type=layernorm") == ("norm_type", "layernorm")
+    assert parse_override("pos_encoding=none") == ("pos_encoding", "none")
+    assert parse_override("head_dim=auto") == ("head_dim", None)
+    assert PRESETS["debug"].replace(pos_encoding="none").pos_encoding == "none"
+    with pytest.raises(ConfigError, match="n_layers= is empty"):
+        parse_override("n_layers=")

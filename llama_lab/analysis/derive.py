@@ -119,7 +119,7 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
 def params_total(cfg: ModelConfig) -> Derivation:
     p = count_params(cfg)
     n_sparse = sum(cfg.moe_layer_flags)
-    terms = {
+    terms: dict[str, float] = {
         "V": cfg.vocab_size,
         "C": cfg.d_model,
         "untied": int(not cfg.tie_embeddings),

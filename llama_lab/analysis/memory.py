@@ -184,7 +184,7 @@ def activation_estimate(
     s = Shapes.of(cfg)
     C, D, L = s.C, s.D, s.L
     rope = cfg.pos_encoding == "rope"
-    kinds = {}  # blocks come in few kinds: (window, sparse)
+    kinds: dict[tuple[int | None, bool], list[int]] = {}  # blocks come in few kinds: (window, sparse)
     for layer in range(L):
         key = (cfg.window_of(layer), cfg.moe_layer_flags[layer])
         kinds.setdefault(key, [layer, 0])[1] += 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from ..config import ModelConfig
@@ -424,7 +425,7 @@ def parallel_memory(
     )
 
 
-def _ranges(layers: list[int]) -> str:
+def _ranges(layers: Sequence[int]) -> str:
     """[0, 1, 2, 5, 6] → "0–2, 5–6"."""
     runs, start = [], None
     for i, layer in enumerate(layers):

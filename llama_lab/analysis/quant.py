@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import ModelConfig
 from ..errors import AnalysisError
@@ -243,7 +244,8 @@ class WeightBytes:
 def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> WeightBytes:
     """Every weight's bytes in ``weights``' format, quantisation scales included."""
     quant = as_weight_quant(weights)
-    rows, by_role = [], {}
+    rows: list[dict[str, Any]] = []
+    by_role: dict[str, int] = {}
     totals = {"quantised": 0, "scales": 0, "zero_points": 0, "kept": 0}
     for group in weight_tensors(cfg):
         parts = quant.tensor_bytes(group)

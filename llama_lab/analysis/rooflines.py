@@ -62,7 +62,7 @@ def _weight_bytes_read(cfg: ModelConfig, weights: WeightQuant, tokens: int) -> i
     rows gathered for ``tokens`` tokens; a tied lm_head reads the whole table."""
     s = Shapes.of(cfg)
     stored = weights_bytes(cfg, weights)
-    by_name = {}
+    by_name: dict[str, int] = {}
     for row in stored.by_tensor:
         by_name[row["tensor"]] = by_name.get(row["tensor"], 0) + row["bytes"]
     tables = by_name["embed_tokens"] + by_name.get("embed_positions", 0)

@@ -160,11 +160,17 @@ def _parse_constant(text: str) -> _Refused:
     return _Refused(text, "is not a finite number (NaN and Infinity are refused)")
 
 
+def _remember(seen: set[str], key: str) -> bool:
+    """Add ``key`` to ``seen``; False (so a generator's test goes on)."""
+    seen.add(key)
+    return False
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     data = dict(pairs)
     if len(data) != len(pairs):
         seen: set[str] = set()
-        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        twice = next(key for key, _ in pairs if key in seen or _remember(seen, key))
         raise ConfigError(f"key {shown(twice)} appears twice in one object; which one is meant is ambiguous")
     return data
 
@@ -188,7 +194,7 @@ def _check_text(text: str, path: tuple, is_key: bool) -> None:
 
 def _check_tree(data: Any) -> None:
     """Walk the parsed document once (breadth first: top-level keys before nested ones)."""
-    queue = deque([(data, ())])
+    queue: deque[tuple[Any, tuple[str | int, ...]]] = deque([(data, ())])
     while queue:
         value, path = queue.popleft()
         if len(path) > MAX_DEPTH:

@@ -421,7 +421,8 @@ def _experts(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
 
 def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     """The fields that set one family apart: biases, QK-norm, windows, experts."""
-    mt, out = family.model_type, {}
+    mt = family.model_type
+    out: dict[str, Any] = {}
     if mt == "llama":
         attention, mlp = _bool(data, family, "attention_bias"), _bool(data, family, "mlp_bias")
         out.update(qkv_bias=attention, o_bias=attention, mlp_bias=mlp)

@@ -16,7 +16,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 from ..errors import ConfigError
 from . import hf
@@ -90,18 +90,24 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-6  # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
     # ---- today's families (Mistral, Mixtral, Qwen) ------------------------------------------
-    head_dim: int | None = None  # None: d_model / n_heads; Qwen3 and Mistral-Nemo set 128
-    qkv_bias: bool | None = None  # None: follows bias; Qwen2 has q/k/v biases but no o_proj bias
-    o_bias: bool | None = None  # the attention output projection's bias
-    mlp_bias: bool | None = None  # the FFN's (or every expert's) biases
+    # The four fields below and expert_ffn_hidden accept None, which __post_init__ resolves by
+    # the rule in _DERIVED: every reader sees the type named here, hence the one ignore each.
+    head_dim: int = None  # type: ignore[assignment]  # None: d_model / n_heads; Qwen3 sets 128
+    qkv_bias: bool = None  # type: ignore[assignment]  # None: follows bias; Qwen2: q/k/v only
+    o_bias: bool = None  # type: ignore[assignment]  # the attention output projection's bias
+    mlp_bias: bool = None  # type: ignore[assignment]  # the FFN's (or every expert's) biases
     qk_norm: bool = False  # Qwen3: an RMSNorm over head_dim on q and on k, before RoPE
     sliding_window: int = 0  # Mistral: a local layer attends its last W tokens; 0: none
     local_layers: str = "all"  # which layers the window applies to (see _layer_set)
     n_experts: int = 0  # Mixtral / Qwen3-MoE: routed experts per sparse layer; 0: dense
     experts_per_token: int = 0  # top-k experts each token is routed to
-    expert_ffn_hidden: int | None = None  # an expert's FFN width; None: ffn_hidden
+    expert_ffn_hidden: int = None  # type: ignore[assignment]  # an expert's FFN width; None: ffn_hidden
     moe_layers: str = "all"  # which layers are sparse (the others keep the dense FFN)
     moe_renormalize: bool = True  # renormalise the top-k router probabilities (Mixtral: yes)
+
+    if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
+        _local_flags: ClassVar[tuple[bool, ...]]
+        _moe_flags: ClassVar[tuple[bool, ...]]
 
     def __post_init__(self) -> None:
         self._check_sizes()

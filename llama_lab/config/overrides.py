@@ -9,15 +9,18 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import fields
-from typing import Any
+from typing import Any, get_type_hints
 
 from ..errors import ConfigError
 from .files import MAX_INT_DIGITS, MAX_NUMBER_CHARS, UNPRINTABLE
 from .hf import shown
-from .model_config import ModelConfig
+from .model_config import DERIVED, ModelConfig
 
-_FIELD_TYPES = {f.name: str(f.type) for f in fields(ModelConfig)}
-_DERIVED_FIELDS = ", ".join(name for name, kind in _FIELD_TYPES.items() if kind.endswith(" | None"))
+# Each field's own type (int, float, bool or str: ModelConfig's annotations, resolved), and the
+# fields a rule derives when they are None (model_config.DERIVED): those also take "auto".
+_HINTS = get_type_hints(ModelConfig)
+_FIELD_TYPES: dict[str, type] = {f.name: _HINTS[f.name] for f in fields(ModelConfig)}
+_DERIVED_FIELDS = ", ".join(name for name in _FIELD_TYPES if name in DERIVED)
 MAX_VALUE_CHARS = 200  # the longest value: a layer list such as "0,3,5,…"
 _INT = re.compile(r"[+-]?[0-9][0-9_]*", re.ASCII)
 _FLOAT = re.compile(r"[+-]?([0-9][0-9_]*\.?[0-9_]*|\.[0-9][0-9_]*)([eE][+-]?[0-9]+)?", re.ASCII)
@@ -51,9 +54,9 @@ def _check_text(name: str, raw: str) -> None:
         )
 
 
-def _number(name: str, raw: str, kind: str) -> int | float:
+def _number(name: str, raw: str, kind: type) -> int | float:
     text = raw.strip()
-    if kind == "int":
+    if kind is int:
         if not _INT.fullmatch(text):
             raise ConfigError(f"{name}={raw!r} must be an integer")
         digits = sum(ch.isdigit() for ch in text)
@@ -81,18 +84,20 @@ def coerce_field(name: str, raw: str) -> Any:
     _check_text(name, raw)
     kind = _FIELD_TYPES[name]
     lowered = raw.strip().lower()
-    if kind.endswith(" | None"):
-        if lowered in ("auto", "none", "null", ""):
-            return None
-        kind = kind[: -len(" | None")]
-    elif lowered in ("none", "null", "nil", ""):
-        what = {"bool": "true or false", "str": "a string"}.get(kind, "a number")
+    if name in DERIVED and lowered in ("auto", "none", "null", ""):
+        return None
+    if not lowered:
+        what = {bool: "true or false", str: "a string"}.get(kind, "a number")
+        raise ConfigError(f"{name}= is empty; {what} is required (only {_DERIVED_FIELDS} take 'auto')")
+    # "none" is a value of some choices (pos_encoding); elsewhere it reads as a null
+    if lowered in ("null", "nil") or (lowered == "none" and kind is not str):
+        what = {bool: "true or false", str: "a string"}.get(kind, "a number")
         raise ConfigError(
             f"{name}={raw.strip()!r} is null; {what} is required (only {_DERIVED_FIELDS} take 'auto')"
         )
-    if kind in ("int", "float"):
+    if kind in (int, float):
         return _number(name, raw, kind)
-    if kind == "bool":
+    if kind is bool:
         if lowered in ("1", "true", "yes", "on"):
             return True
         if lowered in ("0", "false", "no", "off"):

@@ -4,13 +4,15 @@ comment each, with the parameter counts published for them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import ConfigError
 from .model_config import ModelConfig
 
-_LLAMA = dict(vocab_size=32000, norm_eps=1e-5, rope_theta=10000.0)
+_LLAMA: dict[str, Any] = dict(vocab_size=32000, norm_eps=1e-5, rope_theta=10000.0)
 
 
-_LLAMA3 = dict(vocab_size=128256, norm_eps=1e-5, rope_theta=500000.0)
+_LLAMA3: dict[str, Any] = dict(vocab_size=128256, norm_eps=1e-5, rope_theta=500000.0)
 
 
 PRESETS: dict[str, ModelConfig] = {

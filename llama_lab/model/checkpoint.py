@@ -83,7 +83,8 @@ def fuse_expert_layout(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict
     """A state dict with experts stored one tensor per expert and matrix, rewritten to
     ``mlp.gate.weight``, ``mlp.experts.gate_up_proj`` (E, 2F, C) = [gate; up] per expert and
     ``mlp.experts.down_proj`` (E, C, F); a fused state dict is returned as it is."""
-    out, parts = {}, {}
+    out: dict[str, torch.Tensor] = {}
+    parts: dict[str, dict[int, dict[str, torch.Tensor]]] = {}  # layer → expert → matrix
     for key, tensor in state.items():
         key = key.replace(".block_sparse_moe.", ".mlp.")
         pieces = key.split(".")

@@ -44,16 +44,18 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
             )
             for weight in parts:
                 _draw(weight, cfg.init, generator)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)  # an embedding has none
+            if isinstance(bias, torch.Tensor):
+                nn.init.zeros_(bias)
         elif isinstance(module, Experts) and not module.gate_up_proj.is_meta:
             for weight in (module.gate_up_proj, module.down_proj):  # each expert as a matrix
                 for e in range(weight.shape[0]):
                     _draw(weight[e], cfg.init, generator)
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
             nn.init.ones_(module.weight)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)  # LayerNorm's
+            if isinstance(bias, torch.Tensor):
+                nn.init.zeros_(bias)
 
 
 def build_model(cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0) -> CausalLM:

@@ -79,7 +79,7 @@ def _chunked(
         # 1/N applied to the narrow side: the N × C rows and gradient)
         probs[torch.arange(t.shape[0], device=t.device), t] -= 1.0
         probs = probs.to(hidden.dtype)
-        if grad_h:
+        if grad_hidden is not None:
             torch.matmul(probs, weight_nt, out=grad_hidden[start : start + rows]).div_(N)
         if grad_w:
             h = h / N

@@ -144,7 +144,11 @@ class QuantLinear(nn.Module):
     ):
         super().__init__()
         fused = isinstance(linear, FusedLinear)
-        weights = list(linear.pieces(linear.weight).values()) if fused else [linear.weight]
+        weights = (
+            list(linear.pieces(linear.weight).values())
+            if isinstance(linear, FusedLinear)
+            else [linear.weight]
+        )
         self.sizes = [w.shape[0] for w in weights]
         self.dtype, self.group_size, self.in_features = dtype, group_size, linear.in_features
         self.tags = [str(i) if fused else "" for i in range(len(weights))]

@@ -159,7 +159,7 @@ def check_memory(required_bytes: int, device: torch.device | str, what: str = "t
         source = ""
         if device.type == "cpu":
             found = cpu_free_bytes()
-            source = f", from {min(found, key=found.get)}" if found else ""
+            source = f", from {min(found, key=lambda name: found[name])}" if found else ""
         raise ExperimentError(
             f"{what} needs about {human_bytes(required_bytes)} on {device.type} but only "
             f"{human_bytes(free)} is free (limit {MEMORY_HEADROOM:.0%} of free{source}); use a "
