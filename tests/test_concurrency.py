@@ -1,4 +1,3 @@
-import pytest
 """Issue 6: several browser sessions running experiments at once each get their own results,
 and the live runs take turns (one job slot per process) instead of oversubscribing the cores."""
 
@@ -7,6 +6,7 @@ import time
 import traceback
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import experiments, ui

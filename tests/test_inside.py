@@ -3,6 +3,7 @@ reference_attention on the block's own q and k and reproduce its output, the log
 last block is the model's logits, RoPE's score depends only on the offset — and the page opens
 it for every kind of recipe."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,11 @@ def test_the_page_opens_a_forward_pass_and_follows_its_controls(monkeypatch):
     at = open_page(PAGE, {"preset": "seed-demo"}, timeout=180)
     assert not errors(at)
     assert len(at.get("plotly_chart")) == 6  # attention, rope, offset, residual, lens, final
-    assert any("q head 7 · KV head 1" in c.proto.spec for c in at.get("plotly_chart"))
+    # the chart JSON may escape "·" (plotly ≥ 7 writes \u00b7): read it decoded
+    assert any(
+        "q head 7 · KV head 1" in json.dumps(json.loads(c.proto.spec), ensure_ascii=False)
+        for c in at.get("plotly_chart")
+    )
     at.radio(key=P + "arrangement").set_value("post").run()
     at.radio(key=P + "weights").set_value("untrained").run()
     assert not at.exception and not errors(at)
