@@ -12,7 +12,17 @@ class LabError(ValueError):
 
 
 class ConfigError(LabError):
-    """An invalid configuration; the message names the field, the value and the rule."""
+    """An invalid configuration; the message names the field, the value and the rule.
+
+    ``field`` is the offending field's (or argument's) name where one is to blame, and
+    ``fields`` every field the rule ties together, ``field`` first (``d_model`` and ``n_heads``
+    for "d_model is not divisible by n_heads"), so a form can mark the one its user edited.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, also: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.field = field
+        self.fields: tuple[str, ...] = ((field,) if field else ()) + tuple(also)
 
 
 class AnalysisError(ConfigError):

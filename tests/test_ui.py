@@ -156,18 +156,30 @@ def test_kv_choices_are_the_divisors_of_n_heads_labelled_by_kind():
 def test_errors_point_at_a_builder_field(changes, field):
     with pytest.raises(ConfigError) as info:
         ModelConfig(**{**ModelConfig().to_dict(), **changes})
-    assert ui.error_field(str(info.value)) == field
+    assert info.value.field is not None
+    assert ui.error_field(info.value) == field
 
 
 def test_errors_are_shown_next_to_the_field_edited_last_when_the_rule_names_it():
-    message = "d_model=512 is not divisible by n_heads=7"
-    assert ui.error_field(message) == "d_model"
-    assert ui.error_field(message, prefer="n_heads") == "n_heads"
-    assert ui.error_field(message, prefer="vocab_size") == "d_model"  # not named: first
-    rope = "head_dim=9 (d_model/n_heads) must be even for pos_encoding='rope' (RoPE ...)"
-    assert ui.error_field(rope, prefer="pos_encoding") == "pos_encoding"
-    assert ui.error_field(rope, prefer="d_model") == "d_model"
-    assert ui.error_field("something else entirely") is None
+    with pytest.raises(ConfigError) as info:
+        ModelConfig(d_model=512, n_heads=7)
+    assert info.value.fields == ("d_model", "n_heads")
+    assert ui.error_field(info.value) == "d_model"
+    assert ui.error_field(info.value, prefer="n_heads") == "n_heads"
+    assert ui.error_field(info.value, prefer="vocab_size") == "d_model"  # not tied in: blamed
+    with pytest.raises(ConfigError) as info:
+        ModelConfig(d_model=72, n_heads=8)  # head_dim 9, odd under RoPE
+    assert ui.error_field(info.value, prefer="pos_encoding") == "pos_encoding"
+    assert ui.error_field(info.value, prefer="d_model") == "d_model"
+    assert ui.error_field(ConfigError("something else entirely")) is None
+
+
+def test_a_config_error_keeps_its_field_through_a_pickle():
+    import pickle
+
+    error = pickle.loads(pickle.dumps(ConfigError("n_layers=0 must be at least 1", field="n_layers")))
+    assert str(error) == "n_layers=0 must be at least 1"
+    assert (error.field, error.fields) == ("n_layers", ("n_layers",))
 
 
 def sidebar_order(at: AppTest) -> list[str]:

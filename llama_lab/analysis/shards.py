@@ -71,38 +71,48 @@ def check_tensor_parallel(cfg: ModelConfig, tp: int) -> None:
         value = getattr(cfg, field)
         if value % tp:
             raise ConfigError(
-                f"tp={tp} does not divide {field}={value}: tensor parallelism splits it into tp equal parts"
+                f"tp={tp} does not divide {field}={value}: tensor parallelism splits it into tp equal parts",
+                field="tp",
             )
 
 
 def check_shard_layout(cfg: ModelConfig, strategy: str, ranks: int, tp: int | None = None) -> tuple[int, int]:
     """(dp, tp) of ``ranks`` processes under ``strategy``; refuses what cannot run."""
     if strategy not in STRATEGIES:
-        raise AnalysisError(f"strategy={strategy!r} must be one of {', '.join(STRATEGIES)}")
+        raise AnalysisError(f"strategy={strategy!r} must be one of {', '.join(STRATEGIES)}", field="strategy")
     if isinstance(ranks, bool) or not isinstance(ranks, int) or not MIN_RANKS <= ranks <= MAX_RANKS:
-        raise AnalysisError(f"ranks={ranks!r} must be an integer from {MIN_RANKS} to {MAX_RANKS}")
+        raise AnalysisError(
+            f"ranks={ranks!r} must be an integer from {MIN_RANKS} to {MAX_RANKS}", field="ranks"
+        )
     if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
-        raise AnalysisError(f"tp={tp!r} must be a positive integer")
+        raise AnalysisError(f"tp={tp!r} must be a positive integer", field="tp")
     if strategy == "fsdp":
         if tp not in (None, 1):
             raise AnalysisError(
-                f"strategy='fsdp' has no tensor parallelism: tp={tp} must be omitted (use 'fsdp+tp')"
+                f"strategy='fsdp' has no tensor parallelism: tp={tp} must be omitted (use 'fsdp+tp')",
+                field="strategy",
             )
         return ranks, 1
     if strategy == "tp":
         if tp not in (None, ranks):
             raise AnalysisError(
                 f"strategy='tp' puts every rank in one tensor-parallel group: "
-                f"tp={tp} must equal ranks={ranks}"
+                f"tp={tp} must equal ranks={ranks}",
+                field="tp",
+                also=("ranks",),
             )
         check_tensor_parallel(cfg, ranks)
         return 1, ranks
     tp = DEFAULT_2D_TP if tp is None else tp
     if ranks < 4:
-        raise AnalysisError(f"strategy='fsdp+tp' needs ranks >= 4 (dp >= 2 and tp >= 2), got ranks={ranks}")
+        raise AnalysisError(
+            f"strategy='fsdp+tp' needs ranks >= 4 (dp >= 2 and tp >= 2), got ranks={ranks}", field="strategy"
+        )
     if tp < 2 or ranks % tp or ranks // tp < 2:
         raise AnalysisError(
-            f"strategy='fsdp+tp': tp={tp} must be >= 2 and divide ranks={ranks} leaving dp = ranks // tp >= 2"
+            f"strategy='fsdp+tp': tp={tp} must be >= 2 and divide ranks={ranks} "
+            f"leaving dp = ranks // tp >= 2",
+            field="strategy",
         )
     check_tensor_parallel(cfg, tp)
     return ranks // tp, tp
@@ -115,7 +125,7 @@ def tp_local_shape(cfg: ModelConfig, name: str, shape: tuple[int, ...], tp: int)
         return tuple(shape)
     dim = 1 if rule == "cols" else 0
     if shape[dim] % tp:
-        raise ConfigError(f"tp={tp} does not divide dim {dim} of {name} {tuple(shape)}")
+        raise ConfigError(f"tp={tp} does not divide dim {dim} of {name} {tuple(shape)}", field="tp")
     return tuple(n // tp if i == dim else n for i, n in enumerate(shape))
 
 
@@ -190,7 +200,8 @@ def rank_shards(
     want = check_shard_layout(cfg, strategy, ranks, None if strategy != "fsdp+tp" else tp)
     if want != (dp, tp):
         raise AnalysisError(
-            f"strategy={strategy!r} on {ranks} ranks is dp={want[0]}, tp={want[1]}, not dp={dp}, tp={tp}"
+            f"strategy={strategy!r} on {ranks} ranks is dp={want[0]}, tp={want[1]}, not dp={dp}, tp={tp}",
+            field="strategy",
         )
     activations = predicted_activation_bytes(cfg, seq_len, batch, strategy, tp)
     shards = []

@@ -2,6 +2,8 @@
 config's world (the init scale, the largest batch).
 """
 
+from typing import Literal, get_args
+
 # Upper bounds well beyond any published model, so a typo cannot hang or exhaust the machine.
 LIMITS = {
     "vocab_size": 4_194_304,
@@ -22,12 +24,19 @@ FAMILY_LIMITS = {
 }
 MINIMUMS = {"vocab_size": 2}
 
-CHOICES = {
-    "norm_position": ("pre", "post"),
-    "norm_type": ("rmsnorm", "layernorm"),
-    "pos_encoding": ("rope", "sinusoidal", "learned", "none"),
-    "ffn_type": ("swiglu", "relu", "gelu"),
-    "init": ("normal", "xavier"),
+# The choice fields' types (ModelConfig annotates its fields with them); CHOICES lists each
+# one's values, read off the type.
+NormPosition = Literal["pre", "post"]
+NormType = Literal["rmsnorm", "layernorm"]
+PosEncoding = Literal["rope", "sinusoidal", "learned", "none"]
+FfnType = Literal["swiglu", "relu", "gelu"]
+Init = Literal["normal", "xavier"]
+CHOICES: dict[str, tuple[str, ...]] = {
+    "norm_position": get_args(NormPosition),
+    "norm_type": get_args(NormType),
+    "pos_encoding": get_args(PosEncoding),
+    "ffn_type": get_args(FfnType),
+    "init": get_args(Init),
 }
 
 INIT_STD = 0.02  # init="normal": every matrix N(0, 0.02) (GPT-2 / LLaMA)

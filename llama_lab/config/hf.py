@@ -299,7 +299,8 @@ def _refuse_nulls(data: Mapping[str, Any], family: Family) -> None:
         if value is None and key in read:
             raise ConfigError(
                 f"{key} is null; {_KIND.get(key, 'a number')} is required "
-                f"(null is not a value {config_class} can use here)"
+                f"(null is not a value {config_class} can use here)",
+                field=key,
             )
 
 
@@ -307,7 +308,7 @@ def _bool(data: Mapping[str, Any], family: Family, key: str, default: bool = Fal
     value = _get(data, family, key)
     value = default if value is None else value
     if not isinstance(value, bool):
-        raise ConfigError(f"{key}={shown(value)} must be true or false")
+        raise ConfigError(f"{key}={shown(value)} must be true or false", field=key)
     return value
 
 
@@ -315,13 +316,14 @@ def check_int(name: str, value: Any, low: int, high: int) -> None:
     """``value`` is an integer in [low, high], else a ConfigError naming ``name`` and the rule
     (ModelConfig's fields and the counts the reader computes with)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name}={shown(value)} must be an integer")
+        raise ConfigError(f"{name}={shown(value)} must be an integer", field=name)
     if value < low:
-        raise ConfigError(f"{name}={shown(value)} must be at least {low}")
+        raise ConfigError(f"{name}={shown(value)} must be at least {low}", field=name)
     if value > high:
         raise ConfigError(
             f"{name}={shown(value)} exceeds the upper bound {high:,} (beyond any "
-            f"published model; probably a typo)"
+            f"published model; probably a typo)",
+            field=name,
         )
 
 
@@ -339,7 +341,7 @@ def _list(data: Mapping[str, Any], family: Family, key: str, item: type) -> list
         return None
     if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool) for v in value):
         kind = "strings" if item is str else "block indices (integers)"
-        raise ConfigError(f"{key}={shown(value)} must be a list of {kind}")
+        raise ConfigError(f"{key}={shown(value)} must be a list of {kind}", field=key)
     return value
 
 
@@ -368,7 +370,8 @@ def _common(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     if act is not None and act != "silu":
         raise ConfigError(
             f"hidden_act={shown(act)} is not modelled: LLaMA Lab's gated FFN is "
-            f"SwiGLU (SiLU gate), as every supported family's is"
+            f"SwiGLU (SiLU gate), as every supported family's is",
+            field="hidden_act",
         )
     return kwargs
 
@@ -384,7 +387,8 @@ def _qwen_windows(data: Mapping[str, Any], family: Family, n_layers: int) -> tup
         if unknown or len(layer_types) != n_layers:
             raise ConfigError(
                 f"layer_types must name 'full_attention' or 'sliding_attention' for "
-                f"each of the {n_layers} layers"
+                f"each of the {n_layers} layers",
+                field="layer_types",
             )
     elif _bool(data, family, "use_sliding_window") and window is not None:
         start = _count(data, family, "max_window_layers", 0, 1 << 62)
@@ -448,7 +452,9 @@ def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
         raise ConfigError(
             f"config.json key(s) {name_keys(unknown)} of "
             f"model_type={family.model_type!r} are not modelled and may change the "
-            f"model; LLaMA Lab refuses rather than count it wrong"
+            f"model; LLaMA Lab refuses rather than count it wrong",
+            field=unknown[0],
+            also=tuple(unknown[1:]),
         )
     notes = []
     for key in ("attention_dropout", "router_jitter_noise"):
@@ -469,7 +475,8 @@ def _family(data: Mapping[str, Any]) -> Family:
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise ConfigError(
             f"model_type={shown(model_type)} is not supported; LLaMA Lab models "
-            f"{', '.join(FAMILIES)} exactly and refuses the rest"
+            f"{', '.join(FAMILIES)} exactly and refuses the rest",
+            field="model_type",
         )
     return FAMILIES[model_type]
 
@@ -490,7 +497,7 @@ def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelCon
     kwargs.update(_family_fields(data, family, n_layers))
     for name, value in kwargs.items():
         if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it
-            raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)")
+            raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)", field=name)
     return model_config(**kwargs), cap_notes(notes)  # validates every value
 
 

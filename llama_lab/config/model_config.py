@@ -16,11 +16,21 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, get_origin, get_type_hints
 
 from ..errors import ConfigError
 from . import hf
-from .bounds import CHOICES, FAMILY_LIMITS, LIMITS, MINIMUMS
+from .bounds import (
+    CHOICES,
+    FAMILY_LIMITS,
+    LIMITS,
+    MINIMUMS,
+    FfnType,
+    Init,
+    NormPosition,
+    NormType,
+    PosEncoding,
+)
 
 _check_int = hf.check_int
 
@@ -30,7 +40,8 @@ def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
     later), "every:N" (blocks N-1, 2N-1, …: every N-th) or a comma list "0,3,5"."""
     if not isinstance(spec, str):
         raise ConfigError(
-            f"{name}={spec!r} must be a string such as 'all', 'none', 'from:28', 'every:2' or '0,3,5'"
+            f"{name}={spec!r} must be a string such as 'all', 'none', 'from:28', 'every:2' or '0,3,5'",
+            field=name,
         )
     text = spec.strip().replace(" ", "")
     if text in ("all", ""):
@@ -48,11 +59,12 @@ def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
     except ValueError:
         raise ConfigError(
             f"{name}={spec!r} must be 'all', 'none', 'from:K', 'every:N' (N ≥ 1) "
-            f"or a comma list of block indices"
+            f"or a comma list of block indices",
+            field=name,
         ) from None
     outside = sorted(i for i in chosen if not 0 <= i < n_layers)
     if outside:
-        raise ConfigError(f"{name}={spec!r} names block(s) {outside} outside 0..{n_layers - 1}")
+        raise ConfigError(f"{name}={spec!r} names block(s) {outside} outside 0..{n_layers - 1}", field=name)
     return tuple(i in chosen for i in range(n_layers))
 
 
@@ -78,15 +90,15 @@ class ModelConfig:
     n_kv_heads: int = 2  # 4 query heads share each KV head (GQA)
     ffn_hidden: int = 1365  # int(8/3 · 512): SwiGLU's three matrices ≈ a 4d ReLU FFN's two
     max_seq_len: int = 128
-    norm_position: str = "pre"  # "post" = the 2017 recipe: norm after the residual add
-    norm_type: str = "rmsnorm"
-    pos_encoding: str = "rope"
-    ffn_type: str = "swiglu"
+    norm_position: NormPosition = "pre"  # "post" = the 2017 recipe: norm after the residual add
+    norm_type: NormType = "rmsnorm"
+    pos_encoding: PosEncoding = "rope"
+    ffn_type: FfnType = "swiglu"
     bias: bool = False  # every linear layer (the 2017 recipe); the three below follow it
     final_norm: bool = True  # Pre-LN needs it: the last block's output is never normalised
     tie_embeddings: bool = False
     embed_scale: bool = False  # embeddings multiplied by √d_model (Vaswani et al. 2017, §3.4)
-    init: str = "normal"  # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
+    init: Init = "normal"  # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
     rope_theta: float = 10000.0
     norm_eps: float = 1e-6  # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
     # ---- today's families (Mistral, Mixtral, Qwen) ------------------------------------------
@@ -117,7 +129,9 @@ class ModelConfig:
             implied = " (d_model/n_heads)" if self.head_dim == self.d_model // self.n_heads else ""
             raise ConfigError(
                 f"head_dim={self.head_dim}{implied} must be even for "
-                f"pos_encoding='rope' (RoPE rotates pairs of dimensions)"
+                f"pos_encoding='rope' (RoPE rotates pairs of dimensions)",
+                field="head_dim",
+                also=(("n_heads", "d_model") if implied else ()) + ("pos_encoding",),
             )
 
     def _check_sizes(self) -> None:
@@ -127,29 +141,43 @@ class ModelConfig:
             if self.n_heads > self.d_model:
                 raise ConfigError(
                     f"n_heads={self.n_heads} exceeds d_model={self.d_model} "
-                    f"(each head needs at least one dimension)"
+                    f"(each head needs at least one dimension)",
+                    field="n_heads",
+                    also=("d_model",),
                 )
             if self.d_model % self.n_heads:
-                raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+                raise ConfigError(
+                    f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}",
+                    field="d_model",
+                    also=("n_heads",),
+                )
         if self.n_heads % self.n_kv_heads:
-            raise ConfigError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
+            raise ConfigError(
+                f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}",
+                field="n_heads",
+                also=("n_kv_heads",),
+            )
 
     def _check_choices_and_numbers(self) -> None:
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise ConfigError(f"{name}={value!r} must be one of {', '.join(map(repr, allowed))}")
+                raise ConfigError(
+                    f"{name}={value!r} must be one of {', '.join(map(repr, allowed))}", field=name
+                )
         for name in ("bias", "final_norm", "tie_embeddings", "embed_scale", "qk_norm", "moe_renormalize"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
         for name in ("rope_theta", "norm_eps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{name}={value!r} must be a number")
+                raise ConfigError(f"{name}={value!r} must be a number", field=name)
             if not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name}={value} must be a finite number > 0")
+                raise ConfigError(f"{name}={value} must be a finite number > 0", field=name)
             if name == "norm_eps" and value >= 1:
-                raise ConfigError(f"norm_eps={value} must be < 1 (it is a small stabiliser)")
+                raise ConfigError(
+                    f"norm_eps={value} must be < 1 (it is a small stabiliser)", field="norm_eps"
+                )
             object.__setattr__(self, name, float(value))
 
     def _resolve_and_check_family(self) -> None:
@@ -158,7 +186,7 @@ class ModelConfig:
                 object.__setattr__(self, name, derive(self))
         for name in ("qkv_bias", "o_bias", "mlp_bias"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
         _check_int("head_dim", self.head_dim, 1, FAMILY_LIMITS["head_dim"])
         _check_int("sliding_window", self.sliding_window, 0, FAMILY_LIMITS["sliding_window"])
         _check_int("n_experts", self.n_experts, 0, FAMILY_LIMITS["n_experts"])
@@ -168,7 +196,9 @@ class ModelConfig:
             if self.ffn_type != "swiglu":
                 raise ConfigError(
                     f"n_experts={self.n_experts} needs ffn_type='swiglu' (every "
-                    f"family with experts uses SwiGLU experts)"
+                    f"family with experts uses SwiGLU experts)",
+                    field="n_experts",
+                    also=("ffn_type",),
                 )
         else:
             _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
@@ -247,22 +277,25 @@ class ModelConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
         if not isinstance(data, Mapping):
             raise ConfigError(f"a config must be a JSON object, got {type(data).__name__}")
-        types = {f.name: str(f.type) for f in fields(cls)}
-        unknown = [key for key in data if key not in types]
+        unknown = [key for key in data if key not in FIELD_KINDS]
         if unknown:
             raise ConfigError(
-                f"unknown config field(s) {hf.name_keys(unknown)}; known fields: {', '.join(sorted(types))}"
+                f"unknown config field(s) {hf.name_keys(unknown)}; "
+                f"known fields: {', '.join(sorted(FIELD_KINDS))}",
+                field=unknown[0],
+                also=tuple(unknown[1:]),
             )
         for name, value in data.items():
-            if value is None and not types[name].endswith("| None"):
-                kind = {"bool": "true or false", "str": "a string"}.get(types[name], "a number")
+            if value is None and name not in DERIVED:
                 raise ConfigError(
-                    f"{name} is null; {kind} is required (only "
-                    f"{', '.join(n for n, t in types.items() if t.endswith('| None'))}"
-                    f" take null: follow their rule)"
+                    f"{name} is null; {kind_words(name)} is required (only "
+                    f"{', '.join(DERIVED)} take null: follow their rule)",
+                    field=name,
                 )
             if isinstance(value, int) and value.bit_length() > 64:  # before a message prints it
-                raise ConfigError(f"{name}={hf.shown(value)} is beyond any config (more than 64 bits)")
+                raise ConfigError(
+                    f"{name}={hf.shown(value)} is beyond any config (more than 64 bits)", field=name
+                )
         return cls(**dict(data))
 
     # ---- Hugging Face config.json (llama_lab.config.hf) -------------------------------------
@@ -276,3 +309,19 @@ class ModelConfig:
 
     def to_hf_config(self) -> dict:
         return hf.to_hf_config(self)
+
+
+def _plain(hint: Any) -> type:
+    """A choice field's Literal is text; every other field's annotation is its type."""
+    return str if get_origin(hint) is Literal else hint
+
+
+# Each field's value type (int, float, bool or str), from ModelConfig's resolved annotations:
+# what a file's, a URL's or a --set value is read as.
+_HINTS = get_type_hints(ModelConfig)
+FIELD_KINDS: dict[str, type] = {f.name: _plain(_HINTS[f.name]) for f in fields(ModelConfig)}
+
+
+def kind_words(name: str) -> str:
+    """What field ``name`` takes, in words: "true or false", "a string" or "a number"."""
+    return {bool: "true or false", str: "a string"}.get(FIELD_KINDS[name], "a number")

@@ -65,7 +65,7 @@ def regime_recipe(cfg: ModelConfig, regime: str) -> ModelConfig:
         return recipe_llama(ModelConfig())
     if regime == "sidebar":
         return cfg
-    raise ConfigError(f"regime={regime!r} must be one of {', '.join(map(repr, REGIMES))}")
+    raise ConfigError(f"regime={regime!r} must be one of {', '.join(map(repr, REGIMES))}", field="regime")
 
 
 # Size of the short training runs behind the table (byte-level data: vocab 256).

@@ -65,12 +65,13 @@ def sidebar_config() -> Selection | None:
     state = _state()
     values = {key: state[key] for key in BUILDER_KEYS}
     try:
-        cfg = config_from_values(values)
-        error = None
+        cfg, failure = config_from_values(values), None
     except LabError as exc:
-        cfg, error = None, str(exc)
+        cfg, failure = None, exc
+    error = None if failure is None else str(failure)
     state[KEY_CONFIG_ERROR] = error
-    bad_field = error_field(error, state.get(KEY_LAST_CHANGED)) if error else None
+    blamed = isinstance(failure, ConfigError)
+    bad_field = error_field(failure, state.get(KEY_LAST_CHANGED)) if blamed else None
 
     with st.sidebar:
         _draw_builder(values, error, bad_field)

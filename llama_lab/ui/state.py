@@ -13,7 +13,6 @@ a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<nam
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -290,9 +289,9 @@ def _positive_int(name: str, raw: str, upper: int) -> int:
     try:
         value = int(str(raw).replace("_", ""))
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} must be an integer") from None
+        raise ConfigError(f"{name}={raw!r} must be an integer", field=name) from None
     if not 1 <= value <= upper:
-        raise ConfigError(f"{name}={value} must be between 1 and {upper:,}")
+        raise ConfigError(f"{name}={value} must be between 1 and {upper:,}", field=name)
     return value
 
 
@@ -354,13 +353,13 @@ def _link_config_holds(query: dict[str, str]) -> bool:
 
 def _checked_dtype(raw: str) -> str:
     if raw not in DTYPE_BYTES:
-        raise ConfigError(f"dtype={raw!r} must be one of {', '.join(DTYPE_BYTES)}")
+        raise ConfigError(f"dtype={raw!r} must be one of {', '.join(DTYPE_BYTES)}", field="dtype")
     return raw
 
 
 def _checked_format(name: str, raw: str, allowed: tuple[str, ...]) -> str:
     if raw not in allowed:
-        raise ConfigError(f"{name}={raw!r} must be one of {', '.join(allowed)}")
+        raise ConfigError(f"{name}={raw!r} must be one of {', '.join(allowed)}", field=name)
     return raw
 
 
@@ -413,16 +412,13 @@ def config_from_values(values: dict[str, Any]) -> ModelConfig:
     return ModelConfig(**fields_)
 
 
-_WORD = re.compile(r"[a-z_]+")
-
-
 _ERROR_FIELD_ALIASES = {"head_dim": "n_heads"}  # head_dim = d_model / n_heads
 
 
-def error_field(message: str, prefer: str | None = None) -> str | None:
+def error_field(error: ConfigError, prefer: str | None = None) -> str | None:
     """The builder field to show a ConfigError next to: ``prefer`` (the field edited last) when
-    the message names it, else the first field the message names."""
-    named = [_ERROR_FIELD_ALIASES.get(word, word) for word in _WORD.findall(message)]
+    the broken rule ties it in (``error.fields``), else the field the error blames."""
+    named = [_ERROR_FIELD_ALIASES.get(name, name) for name in error.fields]
     named = [name for name in named if name in CONFIG_FIELDS]
     if prefer in named:
         return prefer
