@@ -30,13 +30,13 @@ import json, sys, time
 import torch
 from llama_lab.config import PRESETS
 from llama_lab.errors import ExperimentError
-from llama_lab.experiments import live_pass
+from llama_lab.experiments import LiveSettings, live_pass
 
 cfg = PRESETS["tinyllama-1.1b"]
 for compile in (False, True):
     start = time.perf_counter()
     try:
-        r = live_pass(cfg, 2048, 4, device="cuda", dtype="bf16", iters=5, compile=compile)
+        r = live_pass(cfg, 2048, 4, LiveSettings(device="cuda", dtype="bf16", iters=5, compile=compile))
     except (ExperimentError, RuntimeError) as exc:          # e.g. no Triton for torch.compile
         print(f"compile={compile}: failed: {str(exc).splitlines()[0]}")
         continue

@@ -17,6 +17,7 @@ import time
 from llama_lab.config import PRESETS, ModelConfig, live_config, regime_recipe
 from llama_lab.experiments import WARMUP_DEFAULTS as W
 from llama_lab.experiments import gradnorms_over_seeds, seed_list, warmup_contrast
+from llama_lab.train import TrainSettings
 from llama_lab.train.data import load_builtin
 
 
@@ -50,14 +51,16 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     contrast = warmup_contrast(
         small,
-        W["steps"],
-        W["lr"],
-        W["warmup_steps"],
+        TrainSettings(
+            steps=W["steps"],
+            lr=W["lr"],
+            warmup_steps=W["warmup_steps"],
+            seq_len=W["seq_len"],
+            batch=W["batch"],
+            device="cpu",
+        ),
         seeds,
         text,
-        seq_len=W["seq_len"],
-        batch=W["batch"],
-        device="cpu",
     )
     print(
         f"warmup contrast ({time.perf_counter() - start:.0f} s): "

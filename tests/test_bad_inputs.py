@@ -22,8 +22,9 @@ from llama_lab.analysis import analyze
 from llama_lab.cli import main
 from llama_lab.config import PRESETS, ConfigError, ModelConfig, parse_config_json
 from llama_lab.config.model_config import DERIVED
+from llama_lab.experiments import LiveSettings
 from llama_lab.model import build_model
-from llama_lab.train import data
+from llama_lab.train import TrainSettings, data
 
 HF = PRESETS["debug"].replace(norm_eps=1e-5).to_hf_config()
 
@@ -585,7 +586,7 @@ def test_memory_guard_refuses_oversized_live_run_without_allocating():
     from llama_lab.experiments import live_pass
 
     with pytest.raises(ExperimentError, match="free"):
-        live_pass(PRESETS["llama-3.1-405b"], seq_len=128, batch=1, device="cpu")
+        live_pass(PRESETS["llama-3.1-405b"], 128, 1, LiveSettings(device="cpu"))
 
 
 def test_decoding_past_max_seq_len_is_refused():
@@ -670,5 +671,8 @@ def test_training_settings_out_of_range_are_refused_with_the_rule(options, rule)
 
     settings = {"steps": 2, "lr": 1e-3, **options}
     with pytest.raises(ExperimentError) as info:
-        train(PRESETS["debug"], settings.pop("steps"), settings.pop("lr"), seq_len=8, batch=2, **settings)
+        train(
+            PRESETS["debug"],
+            TrainSettings(steps=settings.pop("steps"), lr=settings.pop("lr"), seq_len=8, batch=2, **settings),
+        )
     assert rule in str(info.value)

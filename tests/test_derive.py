@@ -10,6 +10,7 @@ import pytest
 from llama_lab import analysis
 from llama_lab.analysis import derive
 from llama_lab.config import PRESETS
+from llama_lab.experiments import LiveSettings
 from llama_lab.runtime.hardware import GPUS
 
 PRESET_NAMES = sorted(PRESETS)
@@ -132,7 +133,7 @@ def test_attentions_kept_bytes_by_their_formulas(name, dtype):
 def test_a_measured_runs_derivations_are_its_definitions():
     from llama_lab.experiments import live_pass
 
-    live = live_pass(PRESETS["debug"], 16, 2, device="cpu", dtype="fp32", iters=1)
+    live = live_pass(PRESETS["debug"], 16, 2, LiveSettings(device="cpu", dtype="fp32", iters=1))
     holds(derive.throughput(live.batch, live.seq_len, live.step_ms, live.tokens_per_s))
     holds(derive.achieved_flops(live.training_flops, live.step_ms, live.achieved_tflops * 1e12))
     m = derive.mfu(live.achieved_tflops * 1e12, live.peak_flops, live.peak_flops_source, sparse_quoted=False)

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 
@@ -9,6 +10,7 @@ from llama_lab import analysis, experiments
 from llama_lab.config import PRESETS
 from llama_lab.errors import ExperimentError
 from llama_lab.experiments import (
+    LiveSettings,
     ablation_specs,
     bench,
     compare_runs,
@@ -23,7 +25,7 @@ from llama_lab.model import build_model, rope_cos_sin
 from llama_lab.runtime import devices, memory
 from llama_lab.runtime.devices import pick_device
 from llama_lab.runtime.memory import check_memory
-from llama_lab.train import loop
+from llama_lab.train import TrainSettings, loop
 from llama_lab.train.budgets import ALLOCATOR_RETENTION, training_bytes_needed, training_peak
 from llama_lab.train.data import DataError, get_batch, load_builtin, random_tokens
 from llama_lab.train.divergence import divergence_reason
@@ -52,13 +54,13 @@ def test_pick_device_cuda_without_cuda_is_refused(monkeypatch):
 
 def test_fp16_on_cpu_and_compile_on_cpu_are_refused(debug_cfg):
     with pytest.raises(ExperimentError, match="fp16.*bf16"):
-        live_pass(debug_cfg, 8, 1, device="cpu", dtype="fp16")
+        live_pass(debug_cfg, 8, 1, LiveSettings(device="cpu", dtype="fp16"))
     with pytest.raises(ExperimentError, match="CUDA only"):
-        live_pass(debug_cfg, 8, 1, device="cpu", compile=True)
+        live_pass(debug_cfg, 8, 1, LiveSettings(device="cpu", compile=True))
     with pytest.raises(ExperimentError, match="dtype='int8'"):
-        live_pass(debug_cfg, 8, 1, device="cpu", dtype="int8")
+        live_pass(debug_cfg, 8, 1, LiveSettings(device="cpu", dtype="int8"))
     with pytest.raises(ExperimentError, match="max_seq_len=64"):
-        live_pass(debug_cfg, 65, 1, device="cpu")
+        live_pass(debug_cfg, 65, 1, LiveSettings(device="cpu"))
 
 
 def _rss_bytes() -> int:
@@ -74,16 +76,12 @@ def test_memory_guard_refuses_405b_before_building(monkeypatch):
         monkeypatch.setattr(module, "build_model", never)
     rss = _rss_bytes()
     with pytest.raises(ExperimentError, match=r"needs about .*TiB on cpu but only .* is free"):
-        live_pass(PRESETS["llama-3.1-405b"], 16, 1, device="cpu")
+        live_pass(PRESETS["llama-3.1-405b"], 16, 1, LiveSettings(device="cpu"))
     with pytest.raises(ExperimentError, match="needs about"):
         train(
             PRESETS["llama-3.1-405b"],
-            1,
-            1e-3,
+            TrainSettings(steps=1, lr=1e-3, seq_len=16, batch=1, device="cpu"),
             data=random_tokens(128256, 1000),
-            seq_len=16,
-            batch=1,
-            device="cpu",
         )
     with pytest.raises(ExperimentError, match="needs about"):
         decode_benchmark(PRESETS["llama-3.1-405b"], (16,), device="cpu", dtype="bf16")
@@ -106,7 +104,7 @@ def test_check_memory_threshold_and_meminfo_fallback(monkeypatch):
 
 # ---- live pass ----------------------------------------------------------------------------------
 def test_live_pass_debug_fp32(debug_cfg):
-    result = live_pass(debug_cfg, 32, 2, device="cpu", iters=2)
+    result = live_pass(debug_cfg, 32, 2, LiveSettings(device="cpu", iters=2))
     d = result.to_dict()
     strict_json(d)
     for key in (
@@ -148,12 +146,14 @@ def test_live_pass_debug_fp32(debug_cfg):
 
 
 def test_live_pass_bf16_autocast_on_cpu(debug_cfg):
-    result = live_pass(debug_cfg, 32, 2, device="cpu", dtype="bf16")
+    result = live_pass(debug_cfg, 32, 2, LiveSettings(device="cpu", dtype="bf16"))
     assert math.isfinite(result.initial_loss) and abs(result.initial_loss - math.log(256)) < 0.1
-    # autocast keeps norms, the residual stream and the loss in fp32: more than an all-bf16
-    # model saves, less than an all-fp32 one
+    # autocast keeps the residual stream (every norm's input) in fp32: more than an all-bf16
+    # model saves, less than an all-fp32 one, and what autocast_activation_bytes predicts
     fp32 = analysis.activation_bytes(debug_cfg, 32, 2, "fp32")
-    assert result.activation_bytes_estimated < result.activation_bytes_measured < fp32
+    bf16 = analysis.activation_bytes(debug_cfg, 32, 2, "bf16")
+    assert bf16 < result.activation_bytes_estimated < fp32
+    assert result.activation_bytes_measured == pytest.approx(result.activation_bytes_estimated, rel=1e-3)
     assert result.memory_breakdown["weight_casts"] > 0  # bf16 copies of weights
 
 
@@ -324,17 +324,19 @@ def test_training_lowers_loss_on_builtin_corpus(debug_cfg):
     records = []
     run = train(
         debug_cfg,
-        steps=40,
-        lr=3e-3,
-        warmup_steps=4,
-        schedule="cosine",
+        TrainSettings(
+            steps=40,
+            lr=3e-3,
+            warmup_steps=4,
+            schedule="cosine",
+            seq_len=32,
+            batch=8,
+            seed=0,
+            device="cpu",
+            eval_every=20,
+        ),
         data=load_builtin(),
-        seq_len=32,
-        batch=8,
-        seed=0,
         on_step=records.append,
-        device="cpu",
-        eval_every=20,
     )
     assert not run.diverged and run.steps_run == 40 and len(records) == 40
     assert run.val_step == [0, 20, 40]
@@ -352,18 +354,11 @@ def test_training_lowers_loss_on_builtin_corpus(debug_cfg):
 
 
 def test_runs_are_reproducible_and_iter_train_yields_json_lines(debug_cfg):
-    kwargs = dict(
-        steps=3,
-        lr=1e-3,
-        warmup_steps=1,
-        schedule="linear",
-        data=load_builtin(),
-        seq_len=16,
-        batch=2,
-        seed=7,
-        device="cpu",
+    settings = TrainSettings(
+        steps=3, lr=1e-3, warmup_steps=1, schedule="linear", seq_len=16, batch=2, seed=7, device="cpu"
     )
-    loop = iter_train(debug_cfg, **kwargs)
+    text = load_builtin()
+    loop = iter_train(debug_cfg, settings, data=text)
     lines = []
     while True:
         try:
@@ -372,9 +367,9 @@ def test_runs_are_reproducible_and_iter_train_yields_json_lines(debug_cfg):
             first = finished.value
             break
     assert len(lines) == 3 and json.loads(lines[0])["step"] == 0
-    again = train(debug_cfg, **kwargs)
+    again = train(debug_cfg, settings, data=text)
     assert first.loss == again.loss and first.val_loss == again.val_loss
-    assert train(debug_cfg, **{**kwargs, "seed": 8}).loss != first.loss
+    assert train(debug_cfg, dataclasses.replace(settings, seed=8), data=text).loss != first.loss
     a, b = gradnorms(debug_cfg, 8, 1, seed=2), gradnorms(debug_cfg, 8, 1, seed=2)
     assert a.to_dict() == b.to_dict()
 
@@ -382,14 +377,10 @@ def test_runs_are_reproducible_and_iter_train_yields_json_lines(debug_cfg):
 def test_divergence_is_reported_not_raised(debug_cfg):
     run = train(
         debug_cfg,
-        steps=20,
-        lr=10.0,
-        warmup_steps=0,
-        schedule="constant",
+        TrainSettings(
+            steps=20, lr=10.0, warmup_steps=0, schedule="constant", seq_len=16, batch=4, device="cpu"
+        ),
         data=load_builtin(),
-        seq_len=16,
-        batch=4,
-        device="cpu",
     )
     assert run.diverged and run.divergence_step is not None and run.steps_run < 20
     assert run.steps_run == run.divergence_step + 1
@@ -400,7 +391,11 @@ def test_divergence_is_reported_not_raised(debug_cfg):
 
 def test_training_refuses_data_beyond_vocab(debug_cfg):
     with pytest.raises(DataError, match="token id 226 but the config's vocab_size=100"):
-        train(debug_cfg.replace(vocab_size=100), 2, 1e-3, data=load_builtin(), seq_len=8, batch=2)
+        train(
+            debug_cfg.replace(vocab_size=100),
+            TrainSettings(steps=2, lr=1e-3, seq_len=8, batch=2),
+            data=load_builtin(),
+        )
 
 
 def test_compare_runs_share_batches(debug_cfg):
@@ -411,7 +406,9 @@ def test_compare_runs_share_batches(debug_cfg):
         "Pre-LN, no warmup",
         "Pre-LN, warmup 2",
     ]
-    result = compare_runs(specs, steps=3, data=load_builtin(), seq_len=16, batch=2, device="cpu")
+    result = compare_runs(
+        specs, TrainSettings(steps=3, seq_len=16, batch=2, device="cpu"), data=load_builtin()
+    )
     runs = result.runs
     # step 0 sees the same weights and batch: the loss does not depend on the learning rate
     assert runs["Post-LN, no warmup"].loss[0] == runs["Post-LN, warmup 2"].loss[0]
@@ -482,7 +479,7 @@ def test_decode_bf16_bytes_agree(debug_cfg):
 # ---- CUDA (skipped without a GPU) ---------------------------------------------------------------
 @needs_cuda
 def test_cuda_live_pass_bf16(debug_cfg):
-    result = live_pass(debug_cfg, 32, 4, device="cuda", dtype="bf16", iters=3)
+    result = live_pass(debug_cfg, 32, 4, LiveSettings(device="cuda", dtype="bf16", iters=3))
     assert result.device.startswith("cuda") and result.peak_memory_source == "CUDA allocator peak"
     assert abs(result.initial_loss - math.log(256)) < 0.1
     assert result.peak_memory_bytes > result.memory_breakdown["weights"]
@@ -493,14 +490,8 @@ def test_cuda_live_pass_bf16(debug_cfg):
 def test_cuda_fp16_training_with_loss_scaling(debug_cfg):
     run = train(
         debug_cfg,
-        steps=10,
-        lr=3e-3,
-        warmup_steps=2,
+        TrainSettings(steps=10, lr=3e-3, warmup_steps=2, seq_len=32, batch=8, device="cuda", dtype="fp16"),
         data=load_builtin(),
-        seq_len=32,
-        batch=8,
-        device="cuda",
-        dtype="fp16",
     )
     assert not run.diverged and run.loss[-1] < run.loss[0]
 
@@ -526,8 +517,8 @@ def test_guard_counts_what_autocast_really_keeps():
     # saved activations (the chunked loss's two gradients among them) + one loss chunk's fp32
     # logits (alive while the loss runs) + the larger of the chunk's 16-bit logits
     # and probabilities under autocast and the gradients 4Ψ + the allocator's retention (0.4 of
-    # the saved bytes); the update: weights, grads 4Ψ, AdamW's moments (fused: no
-    # temporaries) and one largest parameter's allowance.
+    # the saved bytes); the update: weights, grads 4Ψ, AdamW's moments (fused: no temporaries)
+    # and one largest parameter's allowance.
     # Both add the largest parameter's fp32 draw buffer.
     cfg = PRESETS["debug"]
     n, N, V = 123_712, 32, cfg.vocab_size
@@ -541,7 +532,11 @@ def test_guard_counts_what_autocast_really_keeps():
     assert N * V * (2 + 2) < 4 * n
     chunk = 4 * N * V
     assert fp32["backward_at_loss"] == int(draw + 12 * n + activations + chunk + 4 * n + 0.4 * activations)
-    assert bf16["backward_at_loss"] == int(draw + 14 * n + activations + chunk + 4 * n + 0.4 * activations)
+    # under autocast the saved tensors are 16-bit but for every norm's input (the float32
+    # residual stream): 2 per block and the final norm, N·C elements each, 2 bytes more
+    extra = (2 * cfg.n_layers + 1) * N * cfg.d_model * 2
+    mixed = analysis.activation_bytes(cfg, 16, 2, dtype="bf16") + extra
+    assert bf16["backward_at_loss"] == int(draw + 14 * n + mixed + chunk + 4 * n + 0.4 * mixed)
     big = training_peak(cfg, 1024, 8, "fp32")  # 8,192 rows: a chunk of 8 MiB
     big_saved = analysis.activation_bytes(cfg, 1024, 8, "fp32")
     assert big["backward_at_loss"] == int(
@@ -555,7 +550,7 @@ def test_guard_counts_what_autocast_really_keeps():
 
 def test_causal_mfu_counts_half_the_scores():
     cfg = PRESETS["debug"]
-    result = experiments.live_pass(cfg, seq_len=32, batch=2, device="cpu", iters=1)
+    result = experiments.live_pass(cfg, 32, 2, LiveSettings(device="cpu", iters=1))
     flops = analysis.count_flops(cfg, 32, 2)
     assert result.mfu_causal / result.mfu == pytest.approx(flops.forward_causal / flops.forward)
     assert result.mfu_causal < result.mfu

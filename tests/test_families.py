@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from llama_lab import analysis
 from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig, read_hf_config
 from llama_lab.config.hf import FAMILIES
+from llama_lab.experiments import LiveSettings
 from llama_lab.model import build_model
 
 transformers = pytest.importorskip("transformers")
@@ -258,6 +259,6 @@ def test_the_live_experiments_run_on_each_familys_small_copy(name):
     assert (cfg.n_experts, cfg.qk_norm) == (PRESETS[name].n_experts, PRESETS[name].qk_norm)
     grads = experiments.gradnorms(cfg, 16, 2)
     assert all(x > 0 for x in grads.post.ffn_out_grad_norm + grads.pre.ffn_out_grad_norm)
-    live = experiments.live_pass(cfg, 16, 2, device="cpu")
+    live = experiments.live_pass(cfg, 16, 2, LiveSettings(device="cpu"))
     assert abs(live.activation_ratio - 1) < 1e-3  # saved tensors as predicted
     assert experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu").bytes_agree

@@ -14,6 +14,7 @@ import torch
 from llama_lab import experiments
 from llama_lab.config import PRESETS
 from llama_lab.errors import ExperimentError
+from llama_lab.experiments import LiveSettings
 from llama_lab.runtime import memory
 from llama_lab.train.budgets import training_bytes_needed
 
@@ -100,7 +101,7 @@ PEAK_SCRIPT = """
     torch.set_num_threads(2)
     cfg = PRESETS["seed-demo"]
     T, B, dtype = {T}, {B}, "{dtype}"
-    r = experiments.live_pass(cfg, T, B, device="cpu", dtype=dtype, iters=2)
+    r = experiments.live_pass(cfg, T, B, experiments.LiveSettings(device="cpu", dtype=dtype, iters=2))
     print(json.dumps({{"measured": r.peak_memory_bytes, "source": r.peak_memory_source,
                       "estimate": training_bytes_needed(cfg, T, B, dtype)}}))
 """
@@ -163,7 +164,7 @@ def test_the_guard_refuses_what_would_not_fit_before_building(monkeypatch):
     built = []
     monkeypatch.setattr(experiments.live, "build_model", lambda *a, **k: built.append(1))
     with pytest.raises(ExperimentError, match="needs about"):
-        experiments.live_pass(cfg, 128, 4, device="cpu", iters=1)
+        experiments.live_pass(cfg, 128, 4, LiveSettings(device="cpu", iters=1))
     assert not built
 
 

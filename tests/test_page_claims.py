@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
 from llama_lab.seed import claims as seed_claims_mod
+from llama_lab.train import TrainSettings
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "6_Seed_claims.py")
 
@@ -54,15 +55,11 @@ def tiny_warmup(steps: int = 3):
 
     return experiments.warmup_contrast(
         PRESETS["debug"],
-        steps,
-        3e-3,
-        1,
+        TrainSettings(
+            steps=steps, lr=3e-3, warmup_steps=1, seq_len=16, batch=2, device="cpu", eval_batches=1
+        ),
         (0, 1),
         data=load_builtin(),
-        seq_len=16,
-        batch=2,
-        device="cpu",
-        eval_batches=1,
     )
 
 

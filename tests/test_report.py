@@ -16,8 +16,9 @@ from plotly.offline import get_plotlyjs
 
 from llama_lab import analysis, cli, experiments, report
 from llama_lab.config import PRESETS
-from llama_lab.experiments import speculative
+from llama_lab.experiments import LiveSettings, speculative
 from llama_lab.seed import claims as seed_claims_mod
+from llama_lab.train import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 T, B = 32, 2
@@ -39,36 +40,24 @@ def results():
         "depth_sweep": experiments.depth_sweep(cfg, (1, 2), 16, 2, seeds=(0, 1)),
         "training": experiments.compare_runs_over_seeds(
             experiments.norm_position_specs(cfg, 3e-3, 1),
-            2,
+            TrainSettings(steps=2, seq_len=16, batch=2, device="cpu", eval_batches=1),
             (0, 1),
             data=data.load_builtin(),
-            seq_len=16,
-            batch=2,
-            device="cpu",
-            eval_batches=1,
         ),
         "warmup": experiments.warmup_contrast(
             cfg,
-            2,
-            3e-3,
-            1,
+            TrainSettings(
+                steps=2, lr=3e-3, warmup_steps=1, seq_len=16, batch=2, device="cpu", eval_batches=1
+            ),
             (0, 1),
             data=data.load_builtin(),
-            seq_len=16,
-            batch=2,
-            device="cpu",
-            eval_batches=1,
         ),
         "ablation": experiments.compare_runs(
             experiments.ablation_specs("norm_type", cfg, 3e-3, 1),
-            2,
+            TrainSettings(steps=2, seq_len=16, batch=2, device="cpu", eval_batches=1),
             data=data.load_builtin(),
-            seq_len=16,
-            batch=2,
-            device="cpu",
-            eval_batches=1,
         ),
-        "live_pass": experiments.live_pass(cfg, 16, 2, device="cpu"),
+        "live_pass": experiments.live_pass(cfg, 16, 2, LiveSettings(device="cpu")),
         "decode": experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu"),
         "speculative": speculative.speculative_run(steps=0, new_tokens=4, gamma=2),
         "quantize": experiments.quantize.quantize_run("debug", "int4", steps=0, device="cpu"),

@@ -14,6 +14,7 @@ from llama_lab import experiments, report
 from llama_lab.config import PRESETS
 from llama_lab.figures.common import Table
 from llama_lab.report import ExperimentEntry
+from llama_lab.train import TrainSettings
 
 SCRIPT = "<script>alert(1)</script>"
 LINK = "[x](http://evil)"
@@ -38,7 +39,9 @@ def hostile():
     ]
     training = ExperimentEntry(
         "training",
-        experiments.compare_runs_over_seeds(specs, 1, seq_len=8, batch=1, device="cpu", eval_batches=1),
+        experiments.compare_runs_over_seeds(
+            specs, TrainSettings(steps=1, seq_len=8, batch=1, device="cpu", eval_batches=1)
+        ),
         cfg,
         {"file": PAYLOAD},
     )

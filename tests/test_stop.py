@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest, local_script_runner
 from llama_lab import experiments, ui
 from llama_lab.config import PRESETS
 from llama_lab.runtime import jobs
+from llama_lab.train import TrainSettings
 from llama_lab.train.data import random_tokens
 from llama_lab.units import escape_markdown
 
@@ -161,9 +162,7 @@ def test_every_long_run_reports_each_step_with_its_count():
     seen = []
     comparison = experiments.compare_runs(
         experiments.norm_position_specs(cfg, 1e-3, 2),
-        5,
-        seq_len=16,
-        batch=2,
+        TrainSettings(steps=5, seq_len=16, batch=2),
         data=random_tokens(cfg.vocab_size, 5000),
         progress=lambda f, text: seen.append((f, text)),
     )

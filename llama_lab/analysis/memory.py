@@ -235,6 +235,17 @@ def activation_bytes(
     ).total_bytes
 
 
+def autocast_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> int:
+    """What the live model saves for backward under ``torch.autocast`` to ``dtype`` (fp32
+    weights, mixed precision): ``activation_bytes`` in ``dtype``, except that the residual
+    stream stays float32, so every norm's input (two per block, the final norm) is saved in
+    4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself."""
+    exact = activation_bytes(cfg, seq_len, batch, dtype)
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    norm_inputs = 2 * cfg.n_layers + (1 if cfg.final_norm else 0)
+    return exact + norm_inputs * nbytes(batch * seq_len * cfg.d_model, 4 - b)
+
+
 def inference_activation_bytes(
     cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "bf16", last_only: bool = False
 ) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ..config import ModelConfig, recipe_2017, recipe_llama, seed_ffn_hidden
 from ..errors import ExperimentError
+from ..train.loop import TrainSettings
+from ..units import Progress
 from .registry import ExperimentKind, register
 from .training import RunComparison, RunSpec, compare_runs, norm_position_specs, run_figures, run_tables
 
@@ -65,10 +67,12 @@ CONTRAST_SETTINGS = {"lr": 3e-3, "warmup_steps": 10, "seq_len": 64, "batch": 8}
 
 
 def ablation_runs(
-    kind: str, cfg: ModelConfig, steps: int, lr: float, warmup_steps: int, **options
+    kind: str, cfg: ModelConfig, settings: TrainSettings, *, progress: Progress | None = None
 ) -> RunComparison:
-    """Train the two (or four) arms of one contrast; ``options`` as ``compare_runs``."""
-    return compare_runs(ablation_specs(kind, cfg, lr, warmup_steps), steps, **options)
+    """Train the two (or four) arms of one contrast (``settings`` as ``compare_runs``; its lr
+    and warmup_steps set every arm's)."""
+    specs = ablation_specs(kind, cfg, settings.lr, settings.warmup_steps)
+    return compare_runs(specs, settings, progress=progress)
 
 
 KIND = register(

@@ -28,7 +28,7 @@ from ..model import (
 from ..model.mlp import SparseMoE
 from ..runtime.devices import pick_device
 from ..train.data import TokenData, decode_tokens, encode_text, load_builtin
-from ..train.loop import train
+from ..train.loop import TrainSettings, train
 from ..units import Progress
 
 # The model the page opens: the sidebar's recipe at d=64, 4 blocks, byte-level vocabulary,
@@ -61,16 +61,18 @@ def inside_model(
     kept: list = []
     train(
         cfg,
-        steps,
-        _D["lr"],
+        TrainSettings(
+            steps=steps,
+            lr=_D["lr"],
+            seq_len=_D["seq_len"],
+            batch=_D["batch"],
+            seed=0,
+            device=device,
+            eval_batches=1,
+        ),
         data=data or load_builtin(),
-        seq_len=_D["seq_len"],
-        batch=_D["batch"],
-        seed=0,
-        device=device,
         keep_model=kept,
         progress=progress,
-        eval_batches=1,
     )
     return kept[0].eval()
 

@@ -12,7 +12,6 @@ import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -27,11 +26,20 @@ from ..runtime.devices import device_name, pick_device
 from ..runtime.memory import RssPeak, check_memory, pages_kept
 from ..runtime.peak import device_peak_flops
 from ..runtime.precision import Precision, make_precision
-from ..train.budgets import check_sizes, random_batch, training_bytes_needed
+from ..train.budgets import (
+    MAX_LR,
+    MAX_SEED,
+    MAX_STEPS,
+    check_count,
+    check_real,
+    check_sizes,
+    random_batch,
+    training_bytes_needed,
+)
 from ..train.data import TokenData
 from ..train.measure import LogitStats, SavedTensorMeter, logit_stats, state_bytes
 from ..train.step import StepTimes, Trainee, make_optimizer, step_loss, training_step
-from ..units import Progress, human_bytes, plain_fields, settings_from
+from ..units import Progress, human_bytes, plain_fields
 from .registry import ExperimentKind, register
 
 
@@ -44,6 +52,22 @@ class LiveSettings:
     iters: int = 1  # timed steps after the warm-up step
     lr: float = 3e-4
     keep_pages: bool = False  # runtime.memory.pages_kept around the timed steps (off: the defaults)
+
+    def check(self, cfg: ModelConfig, seq_len: int, batch: int, dev: torch.device) -> int:
+        """Refuse a run that cannot start, before anything is allocated; the guard's estimate."""
+        make_precision(self.dtype, dev)
+        check_sizes(cfg, seq_len, batch)
+        check_count("iters", self.iters, 1, MAX_STEPS)
+        check_count("seed", self.seed, 0, MAX_SEED)
+        check_real("lr", self.lr, 0.0, MAX_LR)
+        if self.compile and dev.type != "cuda":
+            raise ExperimentError(
+                "compile=True is offered on CUDA only (torch.compile's CPU "
+                "backend needs a C++ toolchain and says little about GPU speed)"
+            )
+        required = training_bytes_needed(cfg, seq_len, batch, self.dtype)
+        check_memory(required, dev, f"a training step of this model (B={batch}, T={seq_len}, {self.dtype})")
+        return required
 
 
 @dataclass(frozen=True)
@@ -76,9 +100,8 @@ class LivePass:
     peak_memory_source: str
     memory_breakdown: dict  # weights, gradients, optimizer, weight_casts, activations
     activation_bytes_measured: int  # saved-for-backward tensors, each storage once
-    activation_bytes_estimated: int  # analysis.activation_bytes: every tensor in `dtype`;
-    # autocast keeps norms, residuals and the loss in fp32,
-    # so bf16/fp16 runs measure more (fp32: equal)
+    activation_bytes_estimated: int  # analysis.autocast_activation_bytes: `dtype` but for the
+    # float32 residual stream autocast keeps (fp32: analysis.activation_bytes)
     estimated_training_bytes: int  # what the memory guard checked
     logits: LogitStats  # with the final norm, initial weights
     logits_without_final_norm: LogitStats
@@ -89,22 +112,6 @@ class LivePass:
 
     def to_dict(self) -> dict:
         return plain_fields(self) | {"activation_ratio": self.activation_ratio}
-
-
-def _check(cfg: ModelConfig, seq_len: int, batch: int, s: LiveSettings, dev: torch.device) -> int:
-    """Refuse a run that cannot start, before anything is allocated; the guard's estimate."""
-    make_precision(s.dtype, dev)
-    check_sizes(cfg, seq_len, batch)
-    if s.iters < 1:
-        raise ExperimentError(f"iters={s.iters} must be at least 1")
-    if s.compile and dev.type != "cuda":
-        raise ExperimentError(
-            "compile=True is offered on CUDA only (torch.compile's CPU "
-            "backend needs a C++ toolchain and says little about GPU speed)"
-        )
-    required = training_bytes_needed(cfg, seq_len, batch, s.dtype)
-    check_memory(required, dev, f"a training step of this model (B={batch}, T={seq_len}, {s.dtype})")
-    return required
 
 
 def _saved_for_backward(model, inputs, targets, precision: Precision) -> SavedTensorMeter:
@@ -151,17 +158,16 @@ def live_pass(
     cfg: ModelConfig,
     seq_len: int,
     batch: int,
+    settings: LiveSettings | None = None,
     *,
     data: TokenData | None = None,
     progress: Progress | None = None,
-    **options: Any,
 ) -> LivePass:
     """A warm-up training step at the initial weights (loss, logits statistics, saved-tensor
-    bytes) and ``iters`` timed steps (per-phase medians). ``options``: the ``LiveSettings``
-    fields (device, dtype, seed, compile, iters, lr)."""
-    s = settings_from(LiveSettings, options, "live pass")
+    bytes) and ``settings.iters`` timed steps (per-phase medians)."""
+    s = settings or LiveSettings()
     dev = pick_device(s.device)
-    required = _check(cfg, seq_len, batch, s, dev)
+    required = s.check(cfg, seq_len, batch, dev)
     if progress:
         progress(0.0, "building the model")
     precision = make_precision(s.dtype, dev)
@@ -237,7 +243,7 @@ def live_pass(
         peak_memory_source=peak_source,
         memory_breakdown=memory,
         activation_bytes_measured=meter.bytes,
-        activation_bytes_estimated=int(analysis.activation_bytes(cfg, seq_len, batch, dtype=s.dtype)),
+        activation_bytes_estimated=analysis.autocast_activation_bytes(cfg, seq_len, batch, s.dtype),
         estimated_training_bytes=required,
         logits=stats_with,
         logits_without_final_norm=stats_without,
@@ -256,9 +262,8 @@ def bench(
 ) -> dict:
     """``bench``: forward + backward + AdamW, ``steps`` timed steps after one warm-up."""
     seq_len = seq_len or min(128, cfg.max_seq_len)
-    result = live_pass(
-        cfg, seq_len, batch, device=device, dtype=dtype, seed=seed, compile=compile, iters=steps
-    )
+    settings = LiveSettings(device=device, dtype=dtype, seed=seed, compile=compile, iters=steps)
+    result = live_pass(cfg, seq_len, batch, settings)
     return {
         "tokens_per_s": result.tokens_per_s,
         "step_ms": result.step_ms,
@@ -370,7 +375,11 @@ def live_summary(live: LivePass) -> pd.DataFrame:
         (peak_memory_label(live), live.peak_memory_bytes, "bytes"),
         ("peak memory source", live.peak_memory_source, ""),
         ("activations measured (saved for backward)", live.activation_bytes_measured, "bytes"),
-        ("activations predicted (analysis.activation_bytes)", live.activation_bytes_estimated, "bytes"),
+        (
+            "activations predicted (analysis.autocast_activation_bytes)",
+            live.activation_bytes_estimated,
+            "bytes",
+        ),
         ("measured / predicted activations", live.activation_ratio, "ratio"),
         ("memory guard estimate (analysis.training_memory)", live.estimated_training_bytes, "bytes"),
     ]

@@ -24,7 +24,7 @@ from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure
 from ..model import CausalLM, KVCache, build_model
 from ..runtime.devices import pick_device
 from ..train.data import TokenData, decode_tokens, load_builtin
-from ..train.loop import train
+from ..train.loop import TrainSettings, train
 from ..units import Progress, sub_progress
 from .registry import ExperimentKind, register
 
@@ -73,16 +73,18 @@ def trained(
     kept: list = []
     train(
         cfg,
-        steps,
-        D["lr"],
+        TrainSettings(
+            steps=steps,
+            lr=D["lr"],
+            seq_len=D["seq_len"],
+            batch=D["batch"],
+            seed=seed,
+            device=device,
+            eval_batches=1,
+        ),
         data=data,
-        seq_len=D["seq_len"],
-        batch=D["batch"],
-        seed=seed,
-        device=device,
         keep_model=kept,
         progress=progress,
-        eval_batches=1,
     )
     return kept[0].eval()
 

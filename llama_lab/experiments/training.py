@@ -5,7 +5,7 @@ without and with warmup, on the Gradient norms page), with their figures and tab
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
@@ -25,7 +25,7 @@ from ..figures.common import (
     logits_table,
 )
 from ..train.data import TokenData
-from ..train.loop import train
+from ..train.loop import TrainSettings, train
 from ..units import Progress, sub_progress
 from .registry import ExperimentKind, register
 from .seeds import band, median_list, median_of, over_seeds
@@ -68,15 +68,15 @@ class RunComparison:
 
 def compare_runs(
     specs: Sequence[RunSpec],
-    steps: int,
+    settings: TrainSettings,
     *,
     data: TokenData | None = None,
     on_step: Callable[[str, dict], None] | None = None,
     progress: Progress | None = None,
-    **options: Any,
 ) -> RunComparison:
-    """Train every spec on the same data with the same seed (so the same batch at each step);
-    ``options`` are the shared ``TrainSettings`` fields (seq_len, batch, seed, device, ...)."""
+    """Train every spec on the same data with the same seed (so the same batch at each step):
+    ``settings`` are shared (steps, seq_len, batch, seed, device, ...), each spec's lr,
+    warmup_steps, schedule and grad_clip replace the settings' own."""
     labels = [spec.label for spec in specs]
     if len(set(labels)) != len(labels):
         raise ExperimentError(f"run labels must differ, got {labels}")
@@ -86,19 +86,14 @@ def compare_runs(
         if part:
             part(0.0, "building the model")
         callback = (lambda record, label=spec.label: on_step(label, record)) if on_step else None
-        runs[spec.label] = train(
-            spec.cfg,
-            steps,
-            spec.lr,
-            data=data,
-            on_step=callback,
-            label=spec.label,
+        own = replace(
+            settings,
+            lr=spec.lr,
             warmup_steps=spec.warmup_steps,
             schedule=spec.schedule,
             grad_clip=spec.grad_clip,
-            progress=part,
-            **options,
         )
+        runs[spec.label] = train(spec.cfg, own, data=data, on_step=callback, label=spec.label, progress=part)
     if progress:
         progress(1.0, "done")
     return RunComparison(runs=runs)
@@ -160,15 +155,17 @@ class SeedRuns:
 
 def compare_runs_over_seeds(
     specs: Sequence[RunSpec],
-    steps: int,
+    settings: TrainSettings,
     seeds: Sequence[int] = (0,),
     *,
+    data: TokenData | None = None,
     progress: Progress | None = None,
-    **options: Any,
 ) -> SeedRuns:
-    """``compare_runs`` once per seed (``options`` as there, without ``seed``)."""
+    """``compare_runs`` once per seed (each seed replaces ``settings.seed``)."""
     seeds, comparisons = over_seeds(
-        seeds, progress, lambda seed, part: compare_runs(specs, steps, seed=seed, progress=part, **options)
+        seeds,
+        progress,
+        lambda seed, part: compare_runs(specs, replace(settings, seed=seed), data=data, progress=part),
     )
     return SeedRuns(comparisons=comparisons, seeds=seeds)
 

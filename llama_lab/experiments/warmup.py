@@ -15,6 +15,7 @@ import pandas as pd
 from ..config import ModelConfig, arrangement
 from ..figures.common import Figure, Table
 from ..train.data import TokenData
+from ..train.loop import TrainSettings
 from ..units import Progress, plain, significant
 from .registry import ExperimentKind, register
 from .seeds import median_of
@@ -128,20 +129,18 @@ class WarmupContrast:
 
 def warmup_contrast(
     cfg: ModelConfig,
-    steps: int,
-    lr: float,
-    warmup_steps: int,
+    settings: TrainSettings,
     seeds: Sequence[int] = (0,),
     data: TokenData | None = None,
     progress: Progress | None = None,
-    **options: Any,
 ) -> WarmupContrast:
-    """The three arms on the same data, once per seed (``options``: seq_len, batch, device,
-    schedule's peers as ``compare_runs``)."""
+    """The three arms on the same data, once per seed: ``settings.lr`` is the peak learning
+    rate and ``settings.warmup_steps`` the warmed arm's warmup."""
+    s = settings
     runs = compare_runs_over_seeds(
-        warmup_specs(cfg, lr, warmup_steps), steps, seeds, data=data, progress=progress, **options
+        warmup_specs(cfg, s.lr, s.warmup_steps), s, seeds, data=data, progress=progress
     )
-    return WarmupContrast(runs=runs, lr=lr, warmup_steps=warmup_steps, steps=steps)
+    return WarmupContrast(runs=runs, lr=s.lr, warmup_steps=s.warmup_steps, steps=s.steps)
 
 
 def tables(result: WarmupContrast, section: str, config: ModelConfig | None = None) -> list[Table]:

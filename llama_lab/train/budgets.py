@@ -69,10 +69,10 @@ def training_peak(
 
     - ``backward_at_loss``: weights (fp32, 4 B/param), the AdamW moments m and v (8 B/param,
       from the second step on), autocast's 16-bit weight copies (bf16/fp16 only), every tensor
-      saved for backward (``analysis.activation_bytes`` in fp32, an upper bound for autocast's
-      mix; the model's own chunked loss saves the gradients of the hidden states and of the
-      head's weight, never the B·T·V logits), one chunk's float32 logits (alive while the loss
-      runs), plus the larger of the loss's 16-bit
+      saved for backward (``analysis.autocast_activation_bytes``: 16-bit under autocast but
+      for the float32 residual stream; the model's own chunked loss saves the gradients of
+      the hidden states and of the head's weight, never the B·T·V logits), one chunk's
+      float32 logits (alive while the loss runs), plus the larger of the loss's 16-bit
       transients under autocast (its 16-bit logits and probabilities) and the parameters'
       gradients (4 B/param): backward frees the activations while the gradients grow, but the
       CPU's allocator keeps the freed pages, so both are counted — and on top,
@@ -94,7 +94,7 @@ def training_peak(
     casts = analysis.weight_bytes(cfg, dtype) if half else 0
     chunk = min(N, chunk_rows(V)) * V  # one chunk of the loss's logits
     loss_half = 2 * 2 * chunk if half else 0
-    saved = analysis.activation_bytes(cfg, seq_len, batch, "fp32")
+    saved = analysis.autocast_activation_bytes(cfg, seq_len, batch, dtype)
     draw = 4 * analysis.largest_parameter(cfg)
     retained = ALLOCATOR_RETENTION * saved
     logits = 4 * chunk  # one chunk of the loss's float32 logits

@@ -21,7 +21,7 @@ from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory, pages_kept
 from ..runtime.precision import Precision, make_precision
-from ..units import Progress, json_float, plain_fields, settings_from
+from ..units import Progress, json_float, plain_fields
 from .budgets import MAX_LR, MAX_SEED, MAX_STEPS, check_count, check_real, check_sizes, training_bytes_needed
 from .data import TokenData, check_length, check_vocab, get_batch, load_builtin
 from .divergence import divergence_hint, divergence_reason
@@ -35,7 +35,7 @@ class TrainSettings:
     """Everything a training run is run with, besides the config and the data."""
 
     steps: int
-    lr: float
+    lr: float = 3e-4  # the peak learning rate (a comparison's RunSpec sets its own)
     warmup_steps: int = 0
     schedule: str = "cosine"
     seq_len: int = 64
@@ -50,10 +50,6 @@ class TrainSettings:
     spike_factor: float = 3.0  # a loss above this × the lowest so far has diverged
     min_lr_ratio: float = 0.1  # the decay ends at this × lr
     keep_pages: bool = False  # runtime.memory.pages_kept from the second step on (off: the defaults)
-
-    @classmethod
-    def of(cls, **options: Any) -> "TrainSettings":
-        return settings_from(cls, options, "training")
 
     def check(self, cfg: ModelConfig) -> None:
         check_sizes(cfg, self.seq_len, self.batch)
@@ -306,20 +302,17 @@ def _finish(
 
 def iter_train(
     cfg: ModelConfig,
-    steps: int,
-    lr: float,
+    settings: TrainSettings,
     *,
     data: TokenData | None = None,
     label: str | None = None,
     progress: Progress | None = None,
     keep_model: list | None = None,
-    **options: Any,
 ) -> Generator[dict, None, TrainRun]:
     """Train, yielding one JSON-ready dict per step; the generator returns the TrainRun (and
-    appends the trained model to ``keep_model`` when given). ``options`` are the other
-    ``TrainSettings`` fields. A divergence ends the run early with the step, the reason and a
-    hint — never raises."""
-    s = TrainSettings.of(steps=steps, lr=lr, **options)
+    appends the trained model to ``keep_model`` when given). A divergence ends the run early
+    with the step, the reason and a hint — never raises."""
+    s = settings
     s.check(cfg)
     data = data if data is not None else load_builtin()
     check_vocab(data, cfg.vocab_size)
@@ -344,18 +337,16 @@ def iter_train(
 
 def train(
     cfg: ModelConfig,
-    steps: int,
-    lr: float,
+    settings: TrainSettings,
     *,
     data: TokenData | None = None,
     on_step: Callable[[dict], None] | None = None,
     label: str | None = None,
     progress: Progress | None = None,
-    **options: Any,
+    keep_model: list | None = None,
 ) -> TrainRun:
-    """``iter_train`` run to the end, each step's dict passed to ``on_step`` (``options`` may
-    hold ``keep_model``)."""
-    loop = iter_train(cfg, steps, lr, data=data, label=label, progress=progress, **options)
+    """``iter_train`` run to the end, each step's dict passed to ``on_step``."""
+    loop = iter_train(cfg, settings, data=data, label=label, progress=progress, keep_model=keep_model)
     while True:
         try:
             record = next(loop)
