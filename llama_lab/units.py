@@ -158,16 +158,6 @@ def plain_fields(obj: Any, exclude: Sequence[str] = ()) -> dict:
     return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name not in exclude}
 
 
-def settings_from(cls: type, options: dict, what: str) -> Any:
-    """``cls(**options)`` for a settings dataclass; an unknown name is a TypeError that names
-    the known ones (as a misspelt keyword argument would)."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise TypeError(f"unknown {what} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return cls(**options)
-
-
 # ---- untrusted text ------------------------------------------------------------------------------
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping them all
 # makes a user's string render as itself: no links, images, emphasis, HTML, `:color[…]`

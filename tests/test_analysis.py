@@ -40,6 +40,7 @@ def test_closed_form_equals_meta_module(name):
         assert closed.total == PUBLISHED_PARAMS[name]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_tied_embedding_counts_once(name):
     untied = PRESETS[name].replace(tie_embeddings=False)
@@ -287,6 +288,7 @@ ACTIVATION_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointed"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("extra", ACTIVATION_CASES, ids=lambda e: ",".join(e) or "llama")

@@ -81,6 +81,7 @@ def test_hostile_sidebar_links_are_shown_escaped_on_every_page(page):
     assert any(ui.escape_markdown(f"unknown preset {LINK!r}") in e for e in errors), errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_hostile_page_links_and_model_names_are_shown_escaped_on_every_page(page):
     at = open_page(ROOT / page, PAGE_QUERY, timeout=180)
@@ -139,6 +140,7 @@ UPLOADS = {  # what the file holds → the hostile strings the sidebar must show
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(UPLOADS))
 def test_hostile_uploads_are_shown_escaped(case):
     data, echoed = UPLOADS[case]

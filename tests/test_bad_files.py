@@ -179,6 +179,7 @@ def test_config_file_that_is_not_utf8(tmp_path, capsys):
     assert "is not UTF-8 text: byte 0xe9 at offset 16" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv_of,needle",
     [

@@ -274,6 +274,7 @@ def test_post_and_pre_share_everything_but_norm_placement(debug_cfg, monkeypatch
     assert len(gradient_norms.GradNormSeeds([result], [5], 16, 2, "random").to_frame()) == 4
 
 
+@pytest.mark.slow
 def test_depth_sweep_has_xiong_shape(debug_cfg):
     """Xiong et al. 2020, Thm 1: last FFN gradient ~ flat in L (Post-LN), ~ 1/√L (Pre-LN)."""
     sweep = depth_sweep(debug_cfg, depths=(2, 4, 8, 16), seq_len=16, batch=2, seeds=(0, 1), device="cpu")
@@ -320,6 +321,7 @@ def test_divergence_rules():
     assert divergence_reason(5.9, 1.0, 5, 2.0, 3.0) is None
 
 
+@pytest.mark.slow
 def test_training_lowers_loss_on_builtin_corpus(debug_cfg):
     records = []
     run = train(

@@ -80,6 +80,7 @@ def test_the_state_dict_keys_and_tensors_are_the_separate_layers(debug_cfg, reci
         assert torch.equal(sd[name], tensor), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_a_state_dict_round_trips_strictly_and_the_fused_key_loads_too(debug_cfg, recipe):
     cfg = debug_cfg.replace(**RECIPES[recipe])

@@ -27,6 +27,7 @@ def traced(preset: str, **changes):
     return model, ids, inside.trace(model, ids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "preset", ["seed-demo", "transformer-2017", "qwen3-8b", "mixtral-8x7b", "seed-demo-mha"]
 )
@@ -181,6 +182,7 @@ def test_the_page_shows_routing_for_a_mixture_and_no_rope_for_the_2017_recipe(mo
     assert not errors(at) and len(at.get("plotly_chart")) == charts
 
 
+@pytest.mark.slow
 def test_the_typed_text_reaches_the_figures_as_text_not_markup():
     from llama_lab.figures import inside as figures
 

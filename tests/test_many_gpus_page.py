@@ -3,6 +3,7 @@ refuse impossible layouts with the rule, and run the sharded measurement on its 
 
 from pathlib import Path
 
+import pytest
 from apptest_helpers import click, errors, metrics, open_page
 
 from llama_lab.analysis.layouts import serving_fits
@@ -52,6 +53,7 @@ def test_the_kv_page_answers_on_several_gpus():
     assert "No split of 8 × H100 80GB holds this model" in warned  # 811 GB > 640 GB
 
 
+@pytest.mark.slow
 def test_the_sharded_run_on_its_button():
     at = open_page(PAGE, {"preset": "debug"})
     assert "Not run in this session yet." in " ".join(c.value for c in at.caption)

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 from apptest_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
@@ -63,6 +64,7 @@ def test_invalid_config_stops_the_page_with_the_rule():
     assert len(at.dataframe) == 0 and len(at.table) == 0
 
 
+@pytest.mark.slow
 def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeypatch):
     seen, original = [], experiments.compare_runs
 

@@ -73,6 +73,7 @@ def test_the_page_measures_xiong_et_al_s_contrast_on_first_view():
     assert "its last-layer gradient is the larger here" in text
 
 
+@pytest.mark.slow
 def test_the_llama_init_view_explains_why_the_picture_differs():
     """N(0, 0.02) and RMSNorm: Pre-LN's final norm sees a small stream, so Pre-LN's gradients
     are the larger; the page says so with the measured numbers."""
@@ -86,6 +87,7 @@ def test_the_llama_init_view_explains_why_the_picture_differs():
     assert "rmsnorm" in at.info[0].value and "normal init" in at.info[0].value
 
 
+@pytest.mark.slow
 def test_measure_matches_experiments_on_the_same_config(monkeypatch):
     seen = holding_the_slot(monkeypatch, "gradnorms_over_seeds")
     at = tiny()
@@ -131,6 +133,7 @@ def test_training_runs_four_arms_per_seed_on_the_builtin_corpus(monkeypatch):
     assert any("vocab_size = 256" in m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_the_warmup_tab_trains_three_arms_and_gives_the_verdict(monkeypatch):
     seen = holding_the_slot(monkeypatch, "warmup_contrast")
     at = tiny()
@@ -163,6 +166,7 @@ def test_uploaded_text_trains_and_bad_text_is_refused():
     assert at.session_state[ui.KEY_TRAINING].settings["data"] == "notes.txt"
 
 
+@pytest.mark.slow
 def test_too_big_runs_are_refused_with_the_guards_message():
     at = tiny(batch=65_536, seq_len=8192)
     assert any("press “Measure gradient norms”" in c.value for c in at.caption)  # not on view

@@ -16,6 +16,7 @@ PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "8_Inference_systems.
 P = "llama_lab.page8."
 
 
+@pytest.mark.slow
 def test_the_page_counts_the_sidebar_model_and_runs_the_three_live_parts(monkeypatch):
     at = open_page(PAGE, {"preset": "debug", "weights": "int4", "kv": "fp8"}, timeout=180)
     assert not errors(at) and len(at.get("tab")) == 3

@@ -87,6 +87,7 @@ def test_live_pass_keeps_sizes_device_and_dtype_in_the_url():
     assert at.query_params["live.batch"] == "5" and at.query_params["live.dtype"] == "bf16"
 
 
+@pytest.mark.slow
 def test_gradient_norms_keeps_its_live_sizes_in_the_url():
     at = open_page(
         GRAD,
@@ -125,6 +126,7 @@ def test_page_choices_survive_a_page_switch_and_other_pages_keys_leave_the_url()
 
 
 # ---- out-of-range values say why ----------------------------------------------------------------
+@pytest.mark.slow
 def test_url_values_beyond_a_bound_are_clamped_with_a_note_naming_it():
     at = open_page(GRAD, {"grad.n_layers": "500", "grad.batch": "0"})
     assert at.number_input(key=P3 + "n_layers").value == 96
@@ -259,6 +261,7 @@ def test_live_run_sizes_sit_in_their_own_box(page, prefix, sizes):
     assert not any(key.startswith("llama_lab.w.") for key in keys_in(boxes[0]))
 
 
+@pytest.mark.slow
 def test_gradient_clipping_reaches_every_training_run(monkeypatch):
     seen = []
     original = experiments.compare_runs_over_seeds
@@ -299,6 +302,7 @@ def test_gradient_clipping_reaches_every_training_run(monkeypatch):
 LONGEST_METRIC = 14  # characters: fits a quarter of a 1280-px-wide page's main column
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "query",
     [

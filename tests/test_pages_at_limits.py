@@ -59,6 +59,7 @@ def test_the_sizes_are_the_largest_the_sidebar_accepts(name):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_every_page_renders_at_the_limits(page, name):
@@ -81,6 +82,7 @@ def test_every_page_renders_at_the_limits(page, name):
         ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_report_page_files_keep_the_exact_counts(name, stored):
     open_page(ROOT / "pages" / "7_Report.py", QUERIES[name], timeout=180)
@@ -97,6 +99,7 @@ def test_report_page_files_keep_the_exact_counts(name, stored):
     assert "| component |" in stored["llama_lab_report.md"].decode("utf-8")
 
 
+@pytest.mark.slow
 def test_report_renders_in_every_format_at_the_limits():
     cfg, seq_len, batch = config_of(AT_LIMITS)
     built = report.build_report(cfg, seq_len, batch)

@@ -91,6 +91,7 @@ def test_html_inlines_plotly_once_and_opens_offline(full, html):
     assert "from the test" in html
 
 
+@pytest.mark.slow
 def test_html_tables_show_formatted_numbers(full, html):
     total = analysis.count_params(PRESETS["debug"]).total
     assert f"{total:,}" in html

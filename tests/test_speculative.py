@@ -55,6 +55,7 @@ def test_the_formula_matches_a_simulation_of_iid_acceptance(alpha, gamma):
     assert total / steps == pytest.approx(expected_tokens_per_step(alpha, gamma), rel=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize("gamma", [1, 3, 5])
 def test_speculative_greedy_equals_the_targets_greedy(seed, gamma):
@@ -102,6 +103,7 @@ def test_the_cache_goes_back_and_refuses_what_it_cannot():
         window.truncate(8)
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_formula_and_a_live_run(capsys):
     assert main(["speculate", "--alpha", "0.8", "--gamma", "4", "--cost-ratio", "0.05", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)

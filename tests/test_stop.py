@@ -157,6 +157,7 @@ def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
     assert "llama_lab.page3.training" not in first.session_state  # the stopped run kept nothing
 
 
+@pytest.mark.slow
 def test_every_long_run_reports_each_step_with_its_count():
     cfg = PRESETS["debug"]
     seen = []
