@@ -39,15 +39,15 @@ class FvcoreCheck:
     seq_len: int
     batch: int
     method: str  # "full" or "scaled"
-    traced_layers: list  # layer counts of the models actually traced
+    traced_layers: list[int]  # layer counts of the models actually traced
     fvcore_flops: int  # fvcore's matmul multiply-adds × 2
     ours_flops: int  # count_flops(...).forward
     difference: int  # fvcore − ours
     relative_difference: float
-    fvcore_by_operator: dict  # matmul operator → FLOPs (× 2 applied)
-    fvcore_other_ops: dict  # fvcore's non-matmul counts, as it reports them
-    unsupported_ops: dict  # operators fvcore skipped → times seen
-    notes: list = field(default_factory=list)
+    fvcore_by_operator: dict[str, int]  # matmul operator → FLOPs (× 2 applied)
+    fvcore_other_ops: dict[str, int]  # fvcore's non-matmul counts, as it reports them
+    unsupported_ops: dict[str, int]  # operators fvcore skipped → times seen
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -33,7 +34,7 @@ _FUNCTIONS = {
 }
 
 
-def _evaluate(expression: str, terms: dict) -> float:
+def _evaluate(expression: str, terms: Mapping[str, float]) -> float:
     unknown = set(_NAME.findall(expression)) - set(terms) - set(_FUNCTIONS)
     if unknown:
         raise ValueError(f"expression names {sorted(unknown)} beyond its terms")
@@ -45,12 +46,13 @@ class Derivation:
     title: str
     formula: str  # LaTeX, in symbols
     expression: str  # Python arithmetic over ``terms``
-    terms: dict  # symbol → number (and what it is, in ``meaning``)
+    terms: Mapping[str, float]  # symbol → number (and what it is, in ``meaning``)
     value: float  # what the page shows (from the lab's counters)
     source: str
     convention: str = ""  # the counting convention this value follows
-    meaning: dict = field(default_factory=dict)  # symbol → words
-    alternatives: tuple = ()  # (label, Derivation): the same quantity by other conventions
+    meaning: dict[str, str] = field(default_factory=dict)  # symbol → words
+    # (label, Derivation): the same quantity by other conventions
+    alternatives: tuple[tuple[str, Derivation], ...] = ()
 
     def evaluate(self) -> float:
         """The expression computed from the terms (no names but the terms are allowed)."""

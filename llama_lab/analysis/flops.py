@@ -63,14 +63,14 @@ class FlopCount:
     per_token: float
     training_step: int  # 3 × forward
     training_per_token: float
-    by_component: dict  # attention_proj, attention_scores, ffn, lm_head
+    by_component: dict[str, int]  # attention_proj, attention_scores, ffn, lm_head
     attention_scores_causal: int
     forward_causal: int  # forward with the causal-effective scores
-    elementwise: dict  # norms, softmax, rope, activation, residual, bias, ... total
-    elementwise_constants: dict
+    elementwise: dict[str, int]  # norms, softmax, rope, activation, residual, bias, ... total
+    elementwise_constants: dict[str, int]  # ELEMENTWISE_FLOPS_PER_ELEMENT
     palm_params: int
     palm_training_per_token: int
-    conventions: list = field(default_factory=list)
+    conventions: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -9,6 +9,7 @@ recipe (a LLaMA block: RMSNorm, SwiGLU, RoPE, GQA), both with fused attention an
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TypedDict
 
 from ..config import ModelConfig
 from .common import STATS_BYTES
@@ -84,18 +85,47 @@ OUR_ROWS = (
 )
 
 
+class TheirTerm(TypedDict):
+    """One of their §4.1 terms at s=seq_len, b=batch, t=1."""
+
+    term: str
+    bytes: int
+    sbh: int  # its factor of s·b·h bytes
+    as2b: int  # and of a·s²·b bytes
+    replicated_under_tp: bool
+
+
+class OurRow(TypedDict):
+    row: str
+    gpt_recipe_bytes: int
+    this_config_bytes: int
+
+
+class VariantRow(TypedDict):
+    """One of their Table 2 variants."""
+
+    variant: str
+    korthikanti_bytes: int
+    ours_bytes: int
+
+
+class Difference(TypedDict):
+    reason: str
+    bytes: int
+
+
 @dataclass(frozen=True)
 class KorthikantiComparison:
     seq_len: int
     batch: int
     tp: int
-    terms: list  # their terms: name, bytes (s=seq_len, b=batch, t=1)
-    ours: list  # our rows: name, GPT recipe bytes, this config's bytes
+    terms: list[TheirTerm]  # their terms: name, bytes (s=seq_len, b=batch, t=1)
+    ours: list[OurRow]  # our rows: name, GPT recipe bytes, this config's bytes
     korthikanti_total: int  # 34sbh + 5as²b
     ours_gpt_total: int
     ours_total: int
-    variants: list  # Table 2: variant, theirs, ours (this config)
-    differences: list  # the reasons, with their bytes
+    variants: list[VariantRow]  # Table 2: variant, theirs, ours (this config)
+    differences: list[Difference]  # the reasons, with their bytes
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,12 +151,12 @@ def compare(cfg: ModelConfig, seq_len: int, batch: int = 1, tp: int = 8) -> Kort
     s, b = seq_len, batch
     h, a = Shapes.of(cfg).C, cfg.n_heads
     sbh, as2b = s * b * h, a * s * s * b
-    terms = [
+    terms: list[TheirTerm] = [
         {"term": name, "bytes": f * sbh + g * as2b, "sbh": f, "as2b": g, "replicated_under_tp": rep}
         for name, f, g, rep in TERMS
     ]
     gpt, own = _ours(gpt_recipe(cfg), s, b, 1, False), _ours(cfg, s, b, 1, False)
-    ours = [
+    ours: list[OurRow] = [
         {
             "row": name,
             "gpt_recipe_bytes": sum(gpt[k] for k in keys),
@@ -136,7 +166,7 @@ def compare(cfg: ModelConfig, seq_len: int, batch: int = 1, tp: int = 8) -> Kort
     ]
     theirs = 34 * sbh + 5 * as2b
     gpt_total = sum(gpt.values())
-    variants = [
+    variants: list[VariantRow] = [
         {
             "variant": v,
             "korthikanti_bytes": round(korthikanti_layer_bytes(s, b, h, a, tp, v)),
@@ -144,7 +174,7 @@ def compare(cfg: ModelConfig, seq_len: int, batch: int = 1, tp: int = 8) -> Kort
         }
         for v in VARIANTS
     ]
-    differences = [
+    differences: list[Difference] = [
         {"reason": "no dropout: three masks (2sbh + as²b) are not kept", "bytes": -(2 * sbh + as2b)},
         {
             "reason": "fused attention (SDPA / FlashAttention): no softmax output nor its dropout "

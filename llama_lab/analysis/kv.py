@@ -69,9 +69,9 @@ class KVCacheReport:
     bytes_per_token: int  # all layers, K and V
     bytes_per_sequence: int  # × seq_len
     bytes: int  # × batch × seq_len
-    compare: dict  # mha/gqa/mqa → bytes_per_token
-    compare_kv_heads: dict  # mha/gqa/mqa → n_kv_heads used
-    by_dtype: dict  # dtype → bytes_per_token
+    compare: dict[str, int]  # mha/gqa/mqa → bytes_per_token
+    compare_kv_heads: dict[str, int]  # mha/gqa/mqa → n_kv_heads used
+    by_dtype: dict[str, int]  # dtype → bytes_per_token
     note: str
 
     def to_dict(self) -> dict:

@@ -36,9 +36,9 @@ class ActivationEstimate:
     batch: int
     checkpointing: bool
     per_layer: int  # bytes one block saves for backward
-    components: dict
+    components: dict[str, int]
     total_bytes: int
-    assumptions: list = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -306,13 +306,13 @@ class MemoryEstimate:
     dtype: str
     seq_len: int
     batch: int  # per GPU
-    components: dict  # bytes for one unsharded replica
+    components: dict[str, int]  # bytes for one unsharded replica
     total_bytes: int  # sum of components: what one GPU needs without sharding
     sharding: str
     n_gpus: int
-    per_gpu_components: dict
+    per_gpu_components: dict[str, int]
     per_gpu_bytes: int
-    notes: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -20,6 +20,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from ..config import ModelConfig
 from ..errors import AnalysisError
@@ -254,7 +255,7 @@ def stage_activations(
     B, T, t, sp = layout.micro_batch, seq_len, layout.tp, layout.sequence_parallel and layout.tp > 1
     N = B * T
     layers = _layers_of(cfg, layout, stage)
-    kinds: dict = {}  # blocks come in few kinds: (window, sparse)
+    kinds: dict[tuple[int | None, bool], list[int]] = {}  # blocks come in few kinds: (window, sparse)
     for i in layers:
         kinds.setdefault((cfg.window_of(i), cfg.moe_layer_flags[i]), [i, 0])[1] += 1
     saved = {key: _block_saved(cfg, first, B, T, b, dtype, t, sp) for key, (first, _) in kinds.items()}
@@ -339,10 +340,10 @@ class StageEstimate:
     grads_bytes: int
     optimizer_bytes: int
     activation_bytes: int  # in-flight micro-batches × per micro-batch + recomputed block
-    activation_per_micro_batch: dict
+    activation_per_micro_batch: dict[str, int]
     in_flight: float
     total_bytes: int
-    comm_bytes: dict
+    comm_bytes: dict[str, int]  # tp, pp, dp
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -350,16 +351,16 @@ class StageEstimate:
 
 @dataclass(frozen=True)
 class ParallelEstimate:
-    layout: dict
+    layout: dict[str, Any]  # Layout.to_dict()
     seq_len: int
     dtype: str
     global_batch: int  # sequences per step: dp × m × micro_batch
-    stages: list  # StageEstimate.to_dict() per stage
-    per_gpu: dict  # the stage with the largest total
+    stages: list[dict[str, Any]]  # StageEstimate.to_dict() per stage
+    per_gpu: dict[str, int]  # the stage with the largest total
     comm_bytes_per_step: int  # that stage's GPU: tp + pp + dp
-    comm_by_kind: dict
+    comm_by_kind: dict[str, int]
     bubble_fraction: float
-    notes: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def dp(self) -> int:

@@ -65,8 +65,8 @@ class ParamCount:
     total: int
     non_embedding: int  # total − token embedding − learned positions (Kaplan et al.)
     per_layer: int  # one decoder block (block 0)
-    by_component: dict  # COMPONENTS → int; a tied lm_head is 0; sums to total
-    detail: dict  # DETAIL_KEYS → int, summed over layers; sums to total
+    by_component: dict[str, int]  # COMPONENTS → int; a tied lm_head is 0; sums to total
+    detail: dict[str, int]  # DETAIL_KEYS → int, summed over layers; sums to total
     source: str  # "closed form" or "meta module"
     active: int = 0  # used per token: total less the experts a token is not routed to
 

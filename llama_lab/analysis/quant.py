@@ -116,7 +116,7 @@ class WeightQuant:
     group_size: int = -1
     scale_dtype: str = "fp16"
     zero_point: bool = False
-    keep: tuple = field(default=("embeddings", "lm_head", "norms", "router"))
+    keep: tuple[str, ...] = field(default=("embeddings", "lm_head", "norms", "router"))
     # the experts of a mixture are quantised by default (they are most of its bytes)
     keep_dtype: str = KEEP_DTYPE  # what the kept tensors and biases are stored in
 
@@ -219,14 +219,14 @@ def as_weight_quant(weights: "WeightQuant | str") -> WeightQuant:
 
 @dataclass(frozen=True)
 class WeightBytes:
-    quant: dict
+    quant: dict[str, Any]  # WeightQuant.to_dict()
     total: int
     quantised: int  # data of the quantised tensors
     scales: int
     zero_points: int
     kept: int  # tensors stored in 16 bits (or the float format itself)
-    by_role: dict  # role → bytes
-    by_tensor: list  # one row per tensor kind
+    by_role: dict[str, int]  # role → bytes
+    by_tensor: list[dict[str, Any]]  # one row per tensor kind
 
     def to_dict(self) -> dict:
         return {

@@ -46,7 +46,7 @@ class DecodeBench:
     dtype: str
     batch: int
     new_tokens: int
-    rows: list
+    rows: list[DecodeRow]
 
     @property
     def bytes_agree(self) -> bool:

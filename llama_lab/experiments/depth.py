@@ -59,16 +59,16 @@ def sqrt_reference(depths: Sequence[int], ratios: Sequence[float]) -> list[float
 
 @dataclass(frozen=True)
 class DepthSweep:
-    depths: list
-    seeds: list
-    post: list  # ‖∇W_down‖ of the last block, Post-LN, per depth (median of seeds)
-    pre: list
-    post_by_seed: list  # per depth, one value per seed
-    pre_by_seed: list
+    depths: list[int]
+    seeds: list[int]
+    post: list[float]  # ‖∇W_down‖ of the last block, Post-LN, per depth (median of seeds)
+    pre: list[float]
+    post_by_seed: list[list[float | None]]  # per depth, one value per seed
+    pre_by_seed: list[list[float | None]]
     post_slope: float  # log-log slope of the medians; Xiong et al. Thm 1: ≈ 0
     pre_slope: float  # ≈ -0.5 (1/√L)
-    ratio: list  # Post/Pre per depth: median of the seeds' ratios
-    ratio_by_seed: list
+    ratio: list[float]  # Post/Pre per depth: median of the seeds' ratios
+    ratio_by_seed: list[list[float]]
     ratio_slope: float  # ≈ +0.5 (√L)
     seq_len: int
     batch: int

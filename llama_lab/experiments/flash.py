@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -63,11 +63,11 @@ def _kept_and_time(path: str, q, k, v, n_rep: int, repeats: int = 3) -> tuple[in
 
 @dataclass(frozen=True)
 class FlashSweep:
-    config: dict
+    config: dict[str, Any]  # ModelConfig.to_dict()
     batch: int
     dtype: str
     device: str
-    rows: list  # per T and path: measured and predicted bytes, time
+    rows: list[dict[str, Any]]  # per T and path: measured and predicted bytes, time
     gpu: str
     naive_fits_up_to: int  # the whole model on the GPU, at its own shapes
     flash_fits_up_to: int

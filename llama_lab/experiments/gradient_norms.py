@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -74,19 +74,19 @@ def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
 class GradNorms:
     norm_position: str
     loss: float
-    layer_grad_norm: list  # per block, index 0 = nearest the input
-    ffn_out_grad_norm: list  # ‖∇W_down‖ per block
-    residual_grad_norm: list  # ‖∂L/∂x_l‖ at each block's input
-    group_grad_norm: dict  # group → per-block list
+    layer_grad_norm: Sequence[float | None]  # per block, index 0 = nearest the input
+    ffn_out_grad_norm: Sequence[float | None]  # ‖∇W_down‖ per block
+    residual_grad_norm: Sequence[float | None]  # ‖∂L/∂x_l‖ at each block's input
+    group_grad_norm: Mapping[str, Sequence[float | None]]  # group → per-block list
     embedding_grad_norm: float
     total_grad_norm: float
     # the forward pass: RMS of each block's input x_l and of its two branches' outputs, and of
     # the input of the last norm before lm_head (Pre-LN: the final norm's, the whole residual
     # stream; Post-LN: the last block's second norm's, x + FFN(x)): a norm divides the gradient
     # through it by that RMS
-    residual_rms: list
-    attn_out_rms: list
-    ffn_out_rms: list
+    residual_rms: Sequence[float | None]
+    attn_out_rms: Sequence[float | None]
+    ffn_out_rms: Sequence[float | None]
     last_norm_input_rms: float
 
     def to_dict(self) -> dict:
@@ -249,8 +249,8 @@ class GradNormSeeds:
     """Post-LN vs Pre-LN at initialisation, once per seed (weights and batch both follow the
     seed); ``post`` and ``pre`` are the medians."""
 
-    runs: list  # GradNormComparison per seed
-    seeds: list
+    runs: list[GradNormComparison]  # per seed
+    seeds: list[int]
     seq_len: int
     batch: int
     data: str  # "random token ids" or the text's name
@@ -392,7 +392,7 @@ def group_table(result: GradNormSeeds) -> pd.DataFrame:
     rows = []
     for arm in (result.post, result.pre):
         for group, values in arm.group_grad_norm.items():
-            row = {"norm_position": arm.norm_position, "group": group}
+            row: dict[str, Any] = {"norm_position": arm.norm_position, "group": group}
             row.update({f"block {i}": value for i, value in enumerate(values)})
             rows.append(row)
     return pd.DataFrame(rows)

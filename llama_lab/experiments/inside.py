@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 import torch
 
@@ -58,7 +59,7 @@ def inside_model(
     """``cfg`` trained ``steps`` AdamW steps on the built-in text (0: as initialised), eval mode."""
     if steps == 0:
         return build_model(cfg, device=pick_device(device), seed=0).eval()
-    kept: list = []
+    kept: list[CausalLM] = []
     train(
         cfg,
         TrainSettings(
@@ -88,36 +89,48 @@ def text_tokens(text: str, cfg: ModelConfig) -> torch.Tensor:
     return ids.view(1, -1)
 
 
+TopK = list[list[tuple[int, float]]]  # per position: the top k (token, probability)
+
+
+class OffsetScores(TypedDict):
+    """``offset_probe``'s result for one kind of positions."""
+
+    scores: list[float]  # the pair's score at each position m
+    spread: float  # max − min of the scores
+    scale: float  # the largest |score|
+
+
 @dataclass
 class LayerTrace:
     """One block of the forward pass (batch of one, T tokens)."""
 
     attention: torch.Tensor  # (H, T, T) softmax weights, rows sum to 1 over the keys
-    kv_head_of: list  # the KV head each query head reads (GQA/MQA groups)
+    kv_head_of: list[int]  # the KV head each query head reads (GQA/MQA groups)
     window: int | None  # a sliding-window layer's W
     residual_in_rms: torch.Tensor  # (T,) RMS of the block's input, per token
     residual_out_rms: torch.Tensor  # (T,) of its output
-    norm_in: dict  # the attention sublayer's norm: its input's mean/std/rms
-    norm_out: dict  # ... and its output's
+    norm_in: dict[str, float]  # the attention sublayer's norm: its input's mean/std/rms
+    norm_out: dict[str, float]  # ... and its output's
     attn_out_rms: float  # what the attention sublayer adds, RMS
     ffn_out_rms: float
     gate_closed_share: float | None  # SwiGLU: share of gate pre-activations below 0
     experts: torch.Tensor | None  # (T, k) a sparse block's chosen experts per token
-    lens: list  # per position: [(token, probability)] top-k after the block
+    lens: TopK  # per position: [(token, probability)] top-k after the block
     max_attention_error: float  # |o_proj(weights @ v) − the module's output|, max
 
 
 @dataclass
 class ForwardTrace:
-    config: dict
-    tokens: list
-    pieces: list  # each token as text (a byte, shown)
-    layers: list  # LayerTrace per block
-    final: list  # per position: top-k of the model's own next-token distribution
+    config: dict[str, Any]  # ModelConfig.to_dict()
+    tokens: list[int]
+    pieces: list[str]  # each token as text (a byte, shown)
+    layers: list[LayerTrace]  # per block
+    final: TopK  # per position: top-k of the model's own next-token distribution
     logits: torch.Tensor  # (T, V) the model's output
     lens_logits: torch.Tensor  # (L, T, V) the head applied after each block
-    rope: dict | None = None  # rope_probe on block 0 (RoPE models)
-    positions: dict = field(default_factory=dict)  # offset_probe: RoPE vs additive positions
+    rope: dict[str, Any] | None = None  # rope_probe on block 0 (RoPE models)
+    # offset_probe: RoPE vs additive positions, by kind
+    positions: dict[str, OffsetScores] = field(default_factory=dict)
 
 
 def _stats(x: torch.Tensor) -> dict:

@@ -12,6 +12,7 @@ import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -98,7 +99,7 @@ class LivePass:
     mfu_causal: float  # SDPA with is_causal computes); the reported figure counts T×T
     peak_memory_bytes: int
     peak_memory_source: str
-    memory_breakdown: dict  # weights, gradients, optimizer, weight_casts, activations
+    memory_breakdown: dict[str, int]  # weights, gradients, optimizer, weight_casts, activations
     activation_bytes_measured: int  # saved-for-backward tensors, each storage once
     activation_bytes_estimated: int  # analysis.autocast_activation_bytes: `dtype` but for the
     # float32 residual stream autocast keeps (fp32: analysis.activation_bytes)
@@ -423,7 +424,7 @@ def live_memory_table(live: LivePass, cfg: ModelConfig | None = None) -> pd.Data
         if cfg is not None
         else {"activations": live.activation_bytes_estimated}
     )
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "component": name,
             "measured_bytes": value,

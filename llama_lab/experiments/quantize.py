@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pandas as pd
 import torch
@@ -41,9 +42,9 @@ def held_bytes(model: torch.nn.Module) -> int:
 @dataclass(frozen=True)
 class QuantRun:
     preset: str
-    config: dict
+    config: dict[str, Any]  # ModelConfig.to_dict()
     weight_dtype: str
-    quant: dict
+    quant: dict[str, Any]  # WeightQuant.to_dict()
     measured_weight_bytes: int  # what the quantised model's tensors hold
     predicted_weight_bytes: int  # analysis.weights_bytes for the same model and format
     bf16_weight_bytes: int
@@ -53,7 +54,7 @@ class QuantRun:
     loss_fp: float  # fp32
     loss_bf16: float
     loss_quantized: float
-    decode_s: dict  # fp32 / bf16 / quantised: greedy decoding of new_tokens
+    decode_s: dict[str, float]  # fp32 / bf16 / quantised: greedy decoding of new_tokens
     new_tokens: int
 
     def to_dict(self) -> dict:

@@ -65,7 +65,7 @@ class ExperimentEntry:
     kind: str
     result: Any  # a KINDS[kind].result_type instance
     config: ModelConfig | None = None
-    settings: dict = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -70,7 +71,7 @@ def trained(
     """``cfg`` trained ``steps`` AdamW steps on ``data`` (0 steps: as initialised)."""
     if steps == 0:
         return build_model(cfg, device=pick_device(device), seed=seed).eval()
-    kept: list = []
+    kept: list[CausalLM] = []
     train(
         cfg,
         TrainSettings(
@@ -109,7 +110,7 @@ def greedy(model: CausalLM, prompt: torch.Tensor, new_tokens: int) -> list[int]:
 
 @dataclass
 class SpecCounts:
-    tokens: list
+    tokens: list[int]
     target_steps: int = 0  # the prefill and every verification
     drafted: int = 0
     accepted: int = 0
@@ -224,12 +225,12 @@ class DraftResult:
 
 @dataclass(frozen=True)
 class SpeculativeRun:
-    target: dict
-    draft: dict
+    target: dict[str, Any]  # ModelConfig.to_dict()
+    draft: dict[str, Any]
     gamma: int
     new_tokens: int
     greedy_s: float
-    results: list  # DraftResult: the trained draft, then the untrained one
+    results: list[DraftResult]  # the trained draft, then the untrained one
     prompt_text: str = ""  # the validation prompt, and what the target decodes after it
     target_text: str = ""
 

@@ -25,7 +25,7 @@ from ..figures.common import (
     logits_table,
 )
 from ..train.data import TokenData
-from ..train.loop import TrainSettings, train
+from ..train.loop import TrainRun, TrainSettings, train
 from ..units import Progress, sub_progress
 from .registry import ExperimentKind, register
 from .seeds import band, median_list, median_of, over_seeds
@@ -45,7 +45,7 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class RunComparison:
-    runs: dict  # label → TrainRun (same data, same batches, same seed)
+    runs: dict[str, TrainRun]  # label → run (same data, same batches, same seed)
 
     def by_label(self) -> dict[str, list]:
         """label → its runs (one here; one per seed in ``SeedRuns``)."""
@@ -103,8 +103,8 @@ def compare_runs(
 class SeedRuns:
     """One comparison per seed: the same arms, the weights and the batches following the seed."""
 
-    comparisons: list  # RunComparison per seed
-    seeds: list
+    comparisons: list[RunComparison]  # per seed
+    seeds: list[int]
 
     def by_label(self) -> dict[str, list]:
         return {label: [c.runs[label] for c in self.comparisons] for label in self.comparisons[0].runs}

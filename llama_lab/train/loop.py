@@ -75,16 +75,16 @@ class TrainSettings:
 @dataclass(frozen=True)
 class TrainRun:
     label: str
-    config: dict
-    settings: dict  # lr, warmup, schedule, clip, sizes, seed, device, dtype, data
+    config: dict[str, Any]  # ModelConfig.to_dict()
+    settings: dict[str, Any]  # lr, warmup, schedule, clip, sizes, seed, device, dtype, data
     n_params: int
     steps_run: int
-    loss: list  # per step, the batch's loss before the update
-    lr: list  # per step, the learning rate of the update
-    grad_norm: list  # per step, total gradient norm before clipping
-    layer_grad_norm: list  # per step, per block (for heatmaps)
-    val_step: list  # updates done when the validation loss was taken
-    val_loss: list
+    loss: list[float]  # per step, the batch's loss before the update
+    lr: list[float]  # per step, the learning rate of the update
+    grad_norm: list[float | None]  # per step, total gradient norm before clipping
+    layer_grad_norm: list[list[float]]  # per step, per block (for heatmaps)
+    val_step: list[int]  # updates done when the validation loss was taken
+    val_loss: list[float]
     diverged: bool
     divergence_step: int | None
     divergence_reason: str | None
@@ -162,16 +162,16 @@ class _Run:
 
     model: CausalLM
     trainee: Trainee
-    train_stream: Any
-    val_batches: list
+    train_stream: Generator[tuple[torch.Tensor, ...], None, None]  # (inputs, targets) batches
+    val_batches: list[tuple[torch.Tensor, ...]]  # (inputs, targets)
     eval_every: int
     device: torch.device
-    loss: list = dataclasses.field(default_factory=list)
-    lr: list = dataclasses.field(default_factory=list)
-    grad_norm: list = dataclasses.field(default_factory=list)
-    layers: list = dataclasses.field(default_factory=list)
-    val_step: list = dataclasses.field(default_factory=list)
-    val_loss: list = dataclasses.field(default_factory=list)
+    loss: list[float] = dataclasses.field(default_factory=list)
+    lr: list[float] = dataclasses.field(default_factory=list)
+    grad_norm: list[float | None] = dataclasses.field(default_factory=list)
+    layers: list[list[float]] = dataclasses.field(default_factory=list)
+    val_step: list[int] = dataclasses.field(default_factory=list)
+    val_loss: list[float] = dataclasses.field(default_factory=list)
     running_min: float | None = None
     reason: str | None = None
     diverged_at: int | None = None
