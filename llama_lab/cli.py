@@ -406,7 +406,7 @@ def cmd_bench(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .train import data as data_mod
-    from .train.loop import train
+    from .train.loop import TrainSettings, train
 
     # the steps, plus about ten evaluations of four forward passes (a third of a step each)
     check_budget(args, cfg, args.steps + 14, f"{args.steps} training steps")
@@ -431,15 +431,17 @@ def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
 
     run = train(
         cfg,
-        steps=args.steps,
-        lr=args.lr,
-        warmup_steps=args.warmup,
-        schedule=args.schedule,
-        grad_clip=args.grad_clip,
+        TrainSettings(
+            steps=args.steps,
+            lr=args.lr,
+            warmup_steps=args.warmup,
+            schedule=args.schedule,
+            grad_clip=args.grad_clip,
+            seq_len=args.seq_len,
+            batch=args.batch,
+            seed=args.seed,
+        ),
         data=data,
-        seq_len=args.seq_len,
-        batch=args.batch,
-        seed=args.seed,
         on_step=on_step,
     )
     summary = run.summary()
@@ -600,10 +602,9 @@ def cmd_parallel(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 
 def cmd_shard(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from .train.shard import run_shard
+    from .train.shard import ShardSettings, run_shard
 
-    r = run_shard(
-        cfg,
+    settings = ShardSettings(
         args.ranks,
         args.strategy,
         steps=args.steps,
@@ -612,6 +613,7 @@ def cmd_shard(args, cfg: ModelConfig, notes: list[str]) -> None:
         seed=args.seed,
         tp=args.tp,
     )
+    r = run_shard(cfg, settings)
     lines = [
         f"{args.strategy} on {args.ranks} gloo ranks: max relative error "
         f"{r.max_rel_error:.3g} (parameters, gradients, optimizer), activations "

@@ -1,10 +1,14 @@
 """Sharded training on local gloo processes (train.shard) against the exact per-rank prediction
-(analysis.shards): FSDP2, tensor parallel, both; the refusals; failures, stops and threads."""
+(analysis.shards): FSDP2, tensor parallel, both; the refusals; failures, stops and threads.
+Real gloo runs are the slow tier; the refusals and the prediction by hand are fast."""
 
 import dataclasses
+import functools
 import math
 import os
+import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -21,19 +25,27 @@ from llama_lab.analysis.shards import (
 )
 from llama_lab.config import PRESETS
 from llama_lab.errors import AnalysisError, ConfigError, ExperimentError, LabError
-from llama_lab.train.shard import FAULT_ENV, ShardSettings, check_settings, run_shard
+from llama_lab.train.shard import ShardSettings, launch, run_shard, train_rank
 
-gloo = pytest.mark.skipif(
+_gloo = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()),
     reason="torch.distributed with gloo is not available",
 )
+
+
+def gloo(test):
+    """A test on real gloo ranks: the slow tier (a few seconds each, the processes' start)."""
+    return pytest.mark.slow(_gloo(test))
+
+
 DEBUG = PRESETS["debug"]
 LOSS_RTOL = 1e-5
 BYTES = ("params_bytes", "grads_bytes", "optimizer_bytes")
 
 
 def _orphans() -> list[int]:
-    """Rank processes of this test process still alive (they are its children)."""
+    """Rank processes of this test process still alive: its children started by
+    multiprocessing's spawn (not its resource tracker, which lives as long as this process)."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
@@ -41,7 +53,7 @@ def _orphans() -> list[int]:
             ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if b"child_main" in cmd and ppid == os.getpid():
+        if b"spawn_main" in cmd and ppid == os.getpid():
             found.append(int(proc.name))
     return found
 
@@ -85,7 +97,9 @@ def _check_exact(result, ranks: int) -> None:
 def test_fsdp_two_ranks_exact_shards_and_the_single_process_loss():
     calls = []
     result = run_shard(
-        DEBUG, 2, "fsdp", steps=2, seq_len=32, batch=2, progress=lambda f, text: calls.append((f, text))
+        DEBUG,
+        ShardSettings(2, "fsdp", steps=2, seq_len=32, batch=2),
+        progress=lambda f, text: calls.append((f, text)),
     )
     _check_exact(result, 2)
     assert (result.dp, result.tp) == (2, 1)
@@ -104,7 +118,7 @@ def test_tensor_parallel_from_a_thread_exact_shards_logits_and_loss():
 
     def work():
         try:
-            out["result"] = run_shard(DEBUG, 2, "tp", steps=2)
+            out["result"] = run_shard(DEBUG, ShardSettings(2, "tp", steps=2))
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             out["error"] = exc
 
@@ -123,7 +137,7 @@ def test_tensor_parallel_from_a_thread_exact_shards_logits_and_loss():
 
 @gloo
 def test_fsdp_and_tensor_parallel_on_a_two_by_two_mesh():
-    result = run_shard(DEBUG, 4, "fsdp+tp", tp=2, steps=2)
+    result = run_shard(DEBUG, ShardSettings(4, "fsdp+tp", tp=2, steps=2))
     _check_exact(result, 4)
     assert (result.dp, result.tp) == (2, 2)
     assert [(r.dp_rank, r.tp_rank) for r in result.ranks] == [(0, 0), (0, 1), (1, 0), (1, 1)]
@@ -141,18 +155,35 @@ def test_fsdp_and_tensor_parallel_on_a_two_by_two_mesh():
     ],
 )
 def test_variants_of_the_recipe_shard_exactly(strategy, changes):
-    result = run_shard(dataclasses.replace(DEBUG, **changes), 2, strategy, steps=2)
+    result = run_shard(dataclasses.replace(DEBUG, **changes), ShardSettings(2, strategy, steps=2))
     _check_exact(result, 2)
     assert result.activation_max_rel_error <= 0.01  # reported; parameters not counted in it
 
 
+def failing_rank(mode: str, cfg, settings, rank: int, send) -> dict:
+    """``train_rank`` but rank 1 fails after its first step: raises, or exits without a word.
+    Module-level: the spawned ranks import it by name (this module is on their sys.path)."""
+
+    def send_then_fail(kind: str, **fields) -> None:
+        send(kind, **fields)
+        if rank == 1 and kind == "step":
+            if mode == "exit":
+                os._exit(3)
+            raise RuntimeError("failure injected by the test")
+
+    return train_rank(cfg, settings, rank, send_then_fail)
+
+
 @gloo
 @pytest.mark.parametrize("mode", ["raise", "exit"])
-def test_a_failing_rank_is_named_and_every_rank_is_killed(monkeypatch, mode):
-    monkeypatch.setenv(FAULT_ENV, f"1:{mode}")
+def test_a_failing_rank_is_named_and_every_rank_is_killed(mode):
+    settings = ShardSettings(2, "fsdp", steps=3, timeout_s=120)
     with pytest.raises(ExperimentError, match="rank 1 of 2") as caught:
-        run_shard(DEBUG, 2, "fsdp", steps=3, timeout_s=120)
-    assert ("failure injected" in str(caught.value)) == (mode == "raise")
+        launch(DEBUG, settings, entry=functools.partial(failing_rank, mode))
+    if mode == "raise":
+        assert "failed: RuntimeError: failure injected by the test (at test_shard.py:" in str(caught.value)
+    else:
+        assert "exited (code 3) before reporting" in str(caught.value)
     assert _orphans() == []
 
 
@@ -166,14 +197,14 @@ def test_a_raising_progress_callback_kills_every_rank(stop, when):
             raise stop("stopped")
 
     with pytest.raises(stop, match="stopped"):
-        run_shard(DEBUG, 2, "fsdp", steps=20, progress=progress)
+        run_shard(DEBUG, ShardSettings(2, "fsdp", steps=20), progress=progress)
     assert _orphans() == []
 
 
 @gloo
 def test_a_run_past_its_time_limit_is_stopped():
     with pytest.raises(ExperimentError, match="time limit of 1 s: rank\\(s\\) 0, 1 did not finish"):
-        run_shard(DEBUG, 2, "fsdp", timeout_s=1)
+        run_shard(DEBUG, ShardSettings(2, "fsdp", timeout_s=1))
     assert _orphans() == []
 
 
@@ -208,7 +239,7 @@ def test_layouts_that_cannot_run_are_refused(strategy, ranks, tp, cfg, match):
     with pytest.raises(ConfigError, match=match):
         check_shard_layout(cfg, strategy, ranks, tp)
     with pytest.raises(LabError, match=match):
-        run_shard(cfg, ranks, strategy, tp=tp)
+        run_shard(cfg, ShardSettings(ranks, strategy, tp=tp))
 
 
 def test_experts_are_not_split_by_tensor_parallelism():
@@ -232,12 +263,20 @@ def test_experts_are_not_split_by_tensor_parallelism():
 def test_run_settings_out_of_bounds_are_refused(field, value, match):
     settings = dataclasses.replace(ShardSettings(2, "fsdp"), **{field: value})
     with pytest.raises(ExperimentError, match=match):
-        check_settings(DEBUG, settings)
+        settings.check(DEBUG)
+    with pytest.raises(ExperimentError, match=match):
+        run_shard(DEBUG, settings)
 
 
-def test_an_unknown_option_names_the_known_ones():
-    with pytest.raises(TypeError, match="unknown run_shard option.*steps"):
-        run_shard(DEBUG, 2, "fsdp", step=3)
+def test_a_wrong_setting_name_or_type_is_a_type_error():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'step'"):
+        ShardSettings(2, "fsdp", step=3)
+    with pytest.raises(TypeError, match="run_shard needs a ShardSettings, got dict"):
+        run_shard(DEBUG, {"ranks": 2, "strategy": "fsdp"})
+    with pytest.raises(TypeError, match="positional argument"):
+        run_shard(DEBUG, 2, "fsdp")
+    with pytest.raises(TypeError, match="run_shard needs a ModelConfig, got str"):
+        run_shard("debug", ShardSettings(2, "fsdp"))
 
 
 # ---- the prediction by hand ------------------------------------------------------------------
@@ -275,3 +314,18 @@ def test_the_tensor_parallel_rule_of_each_parameter():
     assert [(s.rank, s.dp_rank, s.tp_rank) for s in shards] == [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)]
     with pytest.raises(AnalysisError, match="is dp=2, tp=1"):
         rank_shards(DEBUG, "fsdp", 1, 2)
+
+
+@gloo
+def test_a_rank_does_not_run_the_parents_main_script_again(tmp_path, monkeypatch):
+    # Under Streamlit, __main__ is the page script (a module with its __file__, no __spec__):
+    # a plain spawned process would run it again before its target; the ranks must not.
+    script = tmp_path / "page.py"
+    script.write_text("import pathlib\npathlib.Path(__file__).with_suffix('.ran').touch()\n")
+    page = types.ModuleType("__main__")
+    page.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", page)
+    result = run_shard(DEBUG, ShardSettings(2, "fsdp", steps=1))
+    assert len(result.ranks) == 2
+    assert not (tmp_path / "page.ran").exists()
+    assert sys.modules["__main__"] is page  # put back

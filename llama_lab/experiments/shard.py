@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from ..config import ModelConfig, small_training_config
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure
-from ..train.shard import ShardResult, run_shard
+from ..train.shard import ShardResult, ShardSettings, run_shard
 from ..units import Progress
 from .registry import ExperimentKind, register
 
@@ -47,7 +47,7 @@ def shard_config(cfg: ModelConfig) -> ShardModel:
 def shard_run(
     cfg: ModelConfig, ranks: int = 2, strategy: str = "fsdp", progress: Progress | None = None
 ) -> ShardResult:
-    return run_shard(cfg, ranks, strategy, progress=progress, **SHARD_DEFAULTS)
+    return run_shard(cfg, ShardSettings(ranks, strategy, **SHARD_DEFAULTS), progress=progress)
 
 
 def rank_frame(result: ShardResult) -> pd.DataFrame:

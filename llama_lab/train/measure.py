@@ -85,18 +85,24 @@ _CAST_OR_VIEW = {
 }
 
 
-def _parameter_behind(tensor: torch.Tensor, params: set[int]) -> bool:
-    """True when ``tensor`` is a parameter seen through casts and views only — autocast's
-    low-precision copy of a weight, say — by walking its autograd graph."""
+def parameter_behind(tensor: torch.Tensor, params: set[int] | None = None) -> bool:
+    """True when ``tensor`` is a parameter — a leaf that requires grad, one of ``params`` (their
+    ``id``) when given — or one seen through casts and views only (autocast's low-precision copy
+    of a weight, a transposed or reshaped one, a view of FSDP2's all-gathered parameter), found
+    by walking its autograd graph to the leaf's AccumulateGrad. ``SavedTensorMeter`` asks it of
+    its model's parameters, ``train.shard``'s meter of any leaf (FSDP2 swaps its parameters
+    while a block runs)."""
     fn = tensor.grad_fn
-    for _ in range(6):
-        if fn is None:
-            return False
+    if fn is None:
+        return tensor.requires_grad and (params is None or id(tensor) in params)
+    for _ in range(8):
         if type(fn).__name__ == "AccumulateGrad":
-            return id(fn.variable) in params
+            return params is None or id(fn.variable) in params
         if type(fn).__name__ not in _CAST_OR_VIEW or not fn.next_functions:
             return False
         fn = fn.next_functions[0][0]
+        if fn is None:
+            return False
     return False
 
 
@@ -121,7 +127,7 @@ class SavedTensorMeter:
         ptr = storage.data_ptr()
         if ptr in self._param_storages or ptr in self._activations or ptr in self._weight_casts:
             return ptr
-        if _parameter_behind(tensor, self._param_ids):
+        if parameter_behind(tensor, self._param_ids):
             self._weight_casts[ptr] = storage.nbytes()
         else:
             self._activations[ptr] = storage.nbytes()

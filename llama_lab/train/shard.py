@@ -5,32 +5,39 @@ reports the local bytes of its parameters, gradients and AdamW moments and the b
 saved in one forward with the loss, beside ``analysis.shards``' prediction; the parent runs the
 same steps in one process on the global batch and compares the losses.
 
-The ranks are ``python -c`` subprocesses in their own sessions (SIGINT ignored), brought
-together by a TCPStore the parent serves on a free port; they report JSON lines on stdout.
-Whatever raises in the parent — a failed or silent rank, the time limit, KeyboardInterrupt, the
-progress callback (the app's Stop button) — kills every rank before it propagates.
+The ranks are ``torch.multiprocessing`` processes (the spawn start method), each in its own
+session with SIGINT ignored and its output in a file, brought together by a TCPStore the parent
+serves on a free port; each reports on its own pipe. Whatever raises in the parent — a failed or
+silent rank, the time limit, KeyboardInterrupt, the progress callback (the app's Stop button) —
+kills every rank before it propagates. A rank runs ``launch``'s ``entry`` (``train_rank``):
+the seam where the tests make one fail. Unlike a plain spawned process, a rank does not import
+the parent's main module again (``_main_not_rerun``): not the app's page script under
+Streamlit, not a user's script that calls ``run_shard``.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.machinery
+import io
 import os
-import pickle
-import queue
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
-from contextlib import nullcontext, suppress
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing
 
 from .. import analysis
 from ..analysis.shards import BYTE_FIELDS, check_shard_layout, rank_shards
@@ -38,18 +45,15 @@ from ..config import ModelConfig
 from ..errors import ExperimentError
 from ..model import build_model
 from ..runtime.memory import check_memory
-from ..units import Progress, plain_fields, settings_from
+from ..units import Progress, plain_fields
 from .budgets import MAX_SEED, check_count, check_cpu_budget, check_real, check_sizes, training_bytes_needed
-from .measure import _CAST_OR_VIEW
+from .measure import parameter_behind
 
 HOST = "127.0.0.1"
 BACKEND = "gloo"
-MARK = "@@shard "  # the prefix of a rank's report lines on its stdout
 MAX_SHARD_STEPS, MAX_SHARD_BATCH = 50, 64
 GRACE_S = 10.0  # after its report a rank has this long to exit
 PROGRESS_EVERY_S = 0.25
-_CHILD = "from llama_lab.train.shard import child_main; child_main()"
-FAULT_ENV = "LLAMA_LAB_SHARD_FAULT"  # tests: "<rank>:raise" / "<rank>:exit" after its 1st step
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,20 @@ class ShardSettings:
     tp: int | None = None
     lr: float = 1e-3
     timeout_s: float = 300.0
+
+    def check(self, cfg: ModelConfig) -> tuple[int, int]:
+        """(dp, tp) of this run of ``cfg``, or the refusal (a LabError naming the rule) —
+        before any process starts."""
+        if not isinstance(cfg, ModelConfig):
+            raise TypeError(f"run_shard needs a ModelConfig, got {type(cfg).__name__}")
+        dp, tp = check_shard_layout(cfg, self.strategy, self.ranks, self.tp)
+        check_sizes(cfg, self.seq_len, self.batch)
+        check_count("steps", self.steps, 1, MAX_SHARD_STEPS)
+        check_count("batch", self.batch, 1, MAX_SHARD_BATCH)
+        check_count("seed", self.seed, 0, MAX_SEED)
+        check_real("lr", self.lr, 0.0, 1.0)
+        check_real("timeout_s", self.timeout_s, 0.0, 3600.0)
+        return dp, tp
 
 
 @dataclass(frozen=True)
@@ -141,21 +159,6 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.wait() if isinstance(tensor, AsyncCollectiveTensor) else tensor
 
 
-def _is_parameter(tensor: torch.Tensor) -> bool:
-    """A parameter (a leaf that requires grad: FSDP2's all-gathered ones too) or a view or cast
-    of one, found by walking the autograd graph to its AccumulateGrad."""
-    fn = tensor.grad_fn
-    if fn is None:
-        return tensor.requires_grad
-    for _ in range(8):
-        if fn is None or type(fn).__name__ == "AccumulateGrad":
-            return fn is not None
-        if type(fn).__name__ not in _CAST_OR_VIEW or not fn.next_functions:
-            return False
-        fn = fn.next_functions[0][0]
-    return False
-
-
 class LocalSavedMeter:
     """Bytes of the tensors autograd saves for backward on this rank, each storage once: a
     DTensor by its local tensor; parameters excluded — a tensor on the storage of one of
@@ -164,7 +167,7 @@ class LocalSavedMeter:
     ``measure.SavedTensorMeter`` the graph stays usable: the step backpropagates through it."""
 
     def __init__(self, model: torch.nn.Module):
-        self.model, self.sizes = model, {}
+        self.model, self.sizes = model, dict[int, int]()
         self.saved: list[tuple[str, tuple[int, ...], str, int]] = []  # label, shape, dtype, bytes
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
 
@@ -172,7 +175,7 @@ class LocalSavedMeter:
         local = _local(tensor)
         ptr, nbytes = local.untyped_storage().data_ptr(), local.untyped_storage().nbytes()
         params = {_local(p).untyped_storage().data_ptr() for p in self.model.parameters()}
-        if ptr not in self.sizes and ptr not in params and not _is_parameter(tensor):
+        if ptr not in self.sizes and ptr not in params and not parameter_behind(tensor):
             self.sizes[ptr] = nbytes
             label = type(tensor.grad_fn).__name__ if tensor.grad_fn is not None else "leaf"
             self.saved.append((label, tuple(local.shape), str(local.dtype)[6:], nbytes))
@@ -208,22 +211,13 @@ def held_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict
     }
 
 
-def _send(kind: str, **fields) -> None:
-    print(MARK + json.dumps({"kind": kind, **fields}), flush=True)
+Send = Callable[..., None]  # a rank's report: send(kind, **fields) to the parent
+RankEntry = Callable[[ModelConfig, ShardSettings, int, Send], dict]  # what a rank runs
 
 
-def _fault(rank: int) -> None:
-    """The failure a test asks of this rank (FAULT_ENV): an exception, or a silent exit."""
-    target, _, mode = os.environ.get(FAULT_ENV, "").partition(":")
-    if target == str(rank):
-        if mode == "exit":
-            os._exit(3)
-        raise RuntimeError(f"failure injected by {FAULT_ENV}")
-
-
-def train_rank(cfg: ModelConfig, settings: ShardSettings, rank: int, out_dir: str) -> dict:
+def train_rank(cfg: ModelConfig, settings: ShardSettings, rank: int, send: Send) -> dict:
     """This rank's run (the process group is up): build, parallelize, the first logits (rank 0
-    keeps them), the steps; returns its report."""
+    returns them, ``torch.save``d), the steps, each reported with ``send``; returns its report."""
     from .tensor_parallel import parallelize  # DTensor and FSDP2: only the ranks load them
 
     start = time.perf_counter()
@@ -236,9 +230,12 @@ def train_rank(cfg: ModelConfig, settings: ShardSettings, rank: int, out_dir: st
     with torch.no_grad():
         logits = model(batch_ids(cfg, settings, dp_rank, 0)[:, :-1])
         logits = logits.full_tensor() if hasattr(logits, "full_tensor") else logits
-    if rank == 0:
-        torch.save(logits, Path(out_dir) / "logits.pt")
-    _send("ready", rank=rank)
+    first: dict = {}
+    if rank == 0:  # bytes, not a tensor: a pickled tensor would point at this process's memory
+        buffer = io.BytesIO()
+        torch.save(logits, buffer)
+        first["logits"] = buffer.getvalue()
+    send("ready", rank=rank)
     losses, meter, held = [], LocalSavedMeter(model), {}
     for step in range(settings.steps):
         ids = batch_ids(cfg, settings, dp_rank, step)
@@ -253,8 +250,7 @@ def train_rank(cfg: ModelConfig, settings: ShardSettings, rank: int, out_dir: st
         mean = _local(loss).detach().clone()
         dist.all_reduce(mean)  # tp copies are equal: the dp mean
         losses.append(mean.item() / settings.ranks)
-        _send("step", rank=rank, step=step + 1, loss=losses[-1])
-        _fault(rank)
+        send("step", rank=rank, step=step + 1, loss=losses[-1])
     return {
         "rank": rank,
         "dp_rank": dp_rank,
@@ -263,50 +259,62 @@ def train_rank(cfg: ModelConfig, settings: ShardSettings, rank: int, out_dir: st
         "losses": losses,
         "saved": meter.saved,
         "wall_s": time.perf_counter() - start,
+        **first,
     }
 
 
-def child_main() -> None:
-    """A rank's process: ``python -c ... <job file> <rank>``; reports on stdout, never a
-    traceback on the terminal (SIGINT ignored: the parent kills its ranks)."""
+def _exit(code: int) -> None:
+    """End a rank at once (no interpreter teardown: gloo's threads), its output flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _rank_process(
+    entry: RankEntry,
+    cfg: ModelConfig,
+    settings: ShardSettings,
+    rank: int,
+    port: int,
+    conn: Connection,
+    log: str,
+) -> None:
+    """A rank's process (the target ``_Ranks.start`` spawns): SIGINT ignored (it started with
+    SIGINT blocked, see ``_sigint_blocked``: the parent kills its ranks), its own session, its
+    stdout and stderr to ``log``; reports on ``conn`` as dicts, never a traceback on the
+    terminal; ends with ``os._exit``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    job_path, rank = sys.argv[1], int(sys.argv[2])
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    os.setsid()
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    for std in (1, 2):
+        os.dup2(out, std)
+    os.close(out)
+
+    def send(kind: str, **fields) -> None:
+        conn.send({"kind": kind, **fields})
+
     try:
-        with open(job_path, "rb") as f:
-            job = pickle.load(f)
-        settings = job["settings"]
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // settings.ranks))
         timeout = timedelta(seconds=settings.timeout_s)
-        store = dist.TCPStore(HOST, job["port"], is_master=False, timeout=timeout)
+        store = dist.TCPStore(HOST, port, is_master=False, timeout=timeout)
         dist.init_process_group(BACKEND, store=store, rank=rank, world_size=settings.ranks, timeout=timeout)
-        _send("result", **train_rank(job["cfg"], settings, rank, job["out_dir"]))
+        send("result", **entry(cfg, settings, rank, send))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         where = traceback.extract_tb(exc.__traceback__)[-1:]
         at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
-        _send("error", rank=rank, text=f"{type(exc).__name__}: {exc}{at}")
-        os._exit(1)
+        with suppress(Exception):  # the parent may be gone
+            send("error", rank=rank, text=f"{type(exc).__name__}: {exc}{at}")
+        _exit(1)
     try:
         dist.barrier()
         dist.destroy_process_group()
     finally:
-        os._exit(0)
+        _exit(0)
 
 
 # ---- the parent ------------------------------------------------------------------------------
-def check_settings(cfg: ModelConfig, settings: ShardSettings) -> tuple[int, int]:
-    """(dp, tp), or the refusal (a LabError naming the rule) — before any process starts."""
-    if not isinstance(cfg, ModelConfig):
-        raise TypeError(f"run_shard needs a ModelConfig, got {type(cfg).__name__}")
-    dp, tp = check_shard_layout(cfg, settings.strategy, settings.ranks, settings.tp)
-    check_sizes(cfg, settings.seq_len, settings.batch)
-    check_count("steps", settings.steps, 1, MAX_SHARD_STEPS)
-    check_count("batch", settings.batch, 1, MAX_SHARD_BATCH)
-    check_count("seed", settings.seed, 0, MAX_SEED)
-    check_real("lr", settings.lr, 0.0, 1.0)
-    check_real("timeout_s", settings.timeout_s, 0.0, 3600.0)
-    return dp, tp
-
-
 def _guard(cfg: ModelConfig, settings: ShardSettings, dp: int) -> None:
     """Every rank builds the whole model before it shards it, and the parent trains one copy
     on the global batch: memory for all of them, and the CPU budget for both runs."""
@@ -321,72 +329,126 @@ def _guard(cfg: ModelConfig, settings: ShardSettings, dp: int) -> None:
     )
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while a rank starts: the rank inherits the mask, so a
+    Ctrl-C before it ignores SIGINT stays pending, then is dropped — no traceback of its.
+    (multiprocessing's resource tracker, which spawn starts with the first process, unblocks
+    SIGINT after its own start: started first.)"""
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """While a rank starts, the parent's ``__main__`` presents itself as ``llama_lab.__main__``.
+    A spawned process first imports the parent's main module again, by its path or by its
+    module name (``multiprocessing.spawn.get_preparation_data``); under Streamlit that is the
+    page script, which each rank would run once more without a session (seconds, and the app's
+    warnings on the server's stderr), and a user's script without the ``__main__`` guard would
+    start ranks of its own. A main module named ``<package>.__main__`` is never re-imported,
+    so the ranks import only what unpickling their target needs. The real one is put back
+    unless something (another Streamlit run) replaced it meanwhile."""
+    real = sys.modules["__main__"]
+    stand_in = types.ModuleType("__main__")
+    stand_in.__spec__ = importlib.machinery.ModuleSpec("llama_lab.__main__", None)
+    sys.modules["__main__"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("__main__") is stand_in:
+            sys.modules["__main__"] = real
+
+
 class _Ranks:
-    """The rank processes of one run: started, read (one thread per stdout), killed."""
+    """The rank processes of one run: started (spawned, each with its own pipe), read, killed.
+    The first failure to arrive (an error report, or a rank that ended unreported) is the run's:
+    the other ranks' errors are mostly its echoes (a peer gone from gloo)."""
 
-    def __init__(self, settings: ShardSettings, job_path: Path):
-        self.settings, self.job_path, self.dir = settings, job_path, job_path.parent
-        self.queue: queue.Queue = queue.Queue()
-        self.procs: list[subprocess.Popen] = []
-        self.results, self.errors, self.ready, self.ended, self.last = {}, {}, set(), set(), ""
+    def __init__(self, settings: ShardSettings, entry: RankEntry, log_dir: Path):
+        self.settings, self.entry, self.dir = settings, entry, log_dir
+        self.procs: list[BaseProcess] = []
+        self.conns: dict[Connection, int] = {}  # the read end of each rank's pipe, till its end
+        self.results: dict[int, dict] = {}
+        self.ready: set[int] = set()
+        self.failure: str | None = None
+        self.last = ""
         self.steps = {r: 0 for r in range(settings.ranks)}
-        root = str(Path(__file__).resolve().parents[2])
-        self.env = {
-            **os.environ,
-            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // settings.ranks)),
-            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-        }
 
-    def start(self) -> None:
+    def _log(self, rank: int) -> Path:
+        return self.dir / f"rank-{rank}.txt"
+
+    def start(self, cfg: ModelConfig, port: int) -> None:
+        context = torch.multiprocessing.get_context("spawn")
         for rank in range(self.settings.ranks):
-            with open(self.dir / f"stderr-{rank}.txt", "wb") as err:
-                proc = subprocess.Popen(
-                    [sys.executable, "-c", _CHILD, str(self.job_path), str(rank)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=err,
-                    env=self.env,
-                    start_new_session=True,
-                )
-            self.procs.append(proc)
-            threading.Thread(target=self._read, args=(rank, proc.stdout), daemon=True).start()
+            reader, writer = context.Pipe(duplex=False)
+            self.conns[reader] = rank
+            proc = context.Process(
+                target=_rank_process,
+                args=(self.entry, cfg, self.settings, rank, port, writer, str(self._log(rank))),
+                name=f"llama-lab-shard-rank-{rank}",
+                daemon=True,
+            )
+            try:
+                with _sigint_blocked(), _main_not_rerun():  # a Ctrl-C meanwhile lands once listed
+                    proc.start()
+                    self.procs.append(proc)
+            finally:
+                writer.close()  # the rank holds the only write end: its exit is our end of file
 
-    def _read(self, rank: int, stream) -> None:
-        for raw in stream:
-            line = raw.decode("utf-8", "replace")
-            if line.startswith(MARK):
-                with suppress(json.JSONDecodeError):  # a line cut short by a kill
-                    self.queue.put((rank, json.loads(line[len(MARK) :])))
-        self.queue.put((rank, None))  # end of its output: it exited
+    def poll(self, timeout: float) -> None:
+        """Take what the ranks sent within ``timeout`` s (a message, or the end of a pipe)."""
+        for conn in wait(list(self.conns), timeout):
+            assert isinstance(conn, Connection)
+            rank = self.conns[conn]
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):  # it exited (a message cut short by a kill too)
+                del self.conns[conn]
+                conn.close()
+                message = None
+            self.take(rank, message)
 
     def take(self, rank: int, message: dict | None) -> None:
+        n = self.settings.ranks
         if message is None:
-            self.ended.add(rank)
+            if rank not in self.results and self.failure is None:
+                self.failure = self._ended(rank)
         elif message["kind"] == "error":
-            self.errors[rank] = message["text"]
+            self.failure = self.failure or f"rank {rank} of {n} failed: {message['text']}"
         elif message["kind"] == "result":
             self.results[rank] = message
         elif message["kind"] == "ready":
             self.ready.add(rank)
-            self.last = f"rank {rank}/{self.settings.ranks}: model built and sharded"
+            self.last = f"rank {rank}/{n}: model built and sharded"
         elif message["kind"] == "step":
             self.steps[rank] = message["step"]
             self.last = (
-                f"rank {rank}/{self.settings.ranks}: step {message['step']}/"
-                f"{self.settings.steps}, loss {message['loss']:.4f}"
+                f"rank {rank}/{n}: step {message['step']}/{self.settings.steps}, loss {message['loss']:.4f}"
             )
+
+    def _ended(self, rank: int) -> str:
+        """Why ``rank`` ended unreported: its exit code and the end of its output."""
+        proc = self.procs[rank]
+        proc.join(GRACE_S)
+        try:
+            said = " ".join(self._log(rank).read_text("utf-8", "replace")[-800:].split()) or "no output"
+        except FileNotFoundError:  # before _rank_process ran: spawn's traceback is on our stderr
+            said = (
+                "it died while starting (see this process's stderr; a script that calls run_shard at "
+                "its top level needs the 'if __name__ == \"__main__\":' guard: spawned ranks import "
+                "the main module)"
+            )
+        return f"rank {rank} of {self.settings.ranks} exited (code {proc.exitcode}) before reporting: {said}"
 
     def check(self) -> None:
         """Raise (ExperimentError, naming the rank) when a rank failed or died unreported."""
-        for rank in sorted(self.errors):
-            raise ExperimentError(f"rank {rank} of {self.settings.ranks} failed: {self.errors[rank]}")
-        for rank in sorted(self.ended - set(self.results)):
-            code = self.procs[rank].wait()
-            tail = (self.dir / f"stderr-{rank}.txt").read_text("utf-8", "replace")[-800:]
-            raise ExperimentError(
-                f"rank {rank} of {self.settings.ranks} exited (code {code}) "
-                f"before reporting: {' '.join(tail.split()) or 'no output'}"
-            )
+        if self.failure is not None:
+            raise ExperimentError(self.failure)
 
     def fraction(self) -> float:
         units = self.settings.ranks * (self.settings.steps + 1)
@@ -394,12 +456,16 @@ class _Ranks:
 
     def kill(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
+            if proc.exitcode is None and proc.pid is not None:  # alive (not reaped: its pid is its)
                 with suppress(ProcessLookupError):  # its own session: it and anything it began
                     os.killpg(proc.pid, signal.SIGKILL)
+                proc.kill()  # (before its setsid there is no such session yet)
         for proc in self.procs:
-            proc.wait()
-            proc.stdout.close()
+            proc.join()
+            proc.close()
+        for conn in self.conns:
+            conn.close()
+        self.conns.clear()
 
 
 def _watch(ranks: _Ranks, progress: Progress | None) -> None:
@@ -407,10 +473,7 @@ def _watch(ranks: _Ranks, progress: Progress | None) -> None:
     settings, start = ranks.settings, time.monotonic()
     last_call = -1.0
     while len(ranks.results) < settings.ranks:
-        try:
-            ranks.take(*ranks.queue.get(timeout=0.1))
-        except queue.Empty:
-            pass
+        ranks.poll(0.1)
         ranks.check()
         now = time.monotonic()
         if now - start > settings.timeout_s:
@@ -427,27 +490,31 @@ def _watch(ranks: _Ranks, progress: Progress | None) -> None:
                 ranks.last or f"starting {settings.ranks} {BACKEND} processes ({now - start:.0f} s)",
             )
     end = time.monotonic() + GRACE_S
-    while any(p.poll() is None for p in ranks.procs) and time.monotonic() < end:
+    while any(p.is_alive() for p in ranks.procs) and time.monotonic() < end:
         time.sleep(0.05)
 
 
-def launch(cfg: ModelConfig, settings: ShardSettings, progress: Progress | None) -> tuple[dict, torch.Tensor]:
-    """Run the ranks: (their reports by rank, rank 0's first logits). Every rank is killed
-    before anything propagates."""
+def launch(
+    cfg: ModelConfig,
+    settings: ShardSettings,
+    progress: Progress | None = None,
+    *,
+    entry: RankEntry = train_rank,
+) -> tuple[dict, torch.Tensor]:
+    """Run ``entry`` on every rank (``train_rank``; a test passes a failing one — a module-level
+    function, as the spawned ranks import it by name): (their reports by rank, rank 0's first
+    logits). Every rank is killed before anything propagates."""
     with tempfile.TemporaryDirectory(prefix="llama-lab-shard-") as tmp:
         timeout = timedelta(seconds=settings.timeout_s)
         store = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=timeout)
-        job_path = Path(tmp) / "job.pkl"
-        with open(job_path, "wb") as f:
-            pickle.dump({"cfg": cfg, "settings": settings, "port": store.port, "out_dir": tmp}, f)
-        ranks = _Ranks(settings, job_path)
+        ranks = _Ranks(settings, entry, Path(tmp))
         try:
-            ranks.start()
+            ranks.start(cfg, store.port)
             _watch(ranks, progress)
         finally:
             ranks.kill()
             del store
-        logits = torch.load(Path(tmp) / "logits.pt", weights_only=True)
+    logits = torch.load(io.BytesIO(ranks.results[0]["logits"]), weights_only=True)
     return ranks.results, logits
 
 
@@ -503,10 +570,15 @@ def _reports(
     )
 
 
-def run_settings(cfg: ModelConfig, settings: ShardSettings, progress: Progress | None = None) -> ShardResult:
-    """``run_shard`` with its settings gathered."""
+def run_shard(cfg: ModelConfig, settings: ShardSettings, *, progress: Progress | None = None) -> ShardResult:
+    """``settings.steps`` AdamW steps of ``cfg`` on ``settings.ranks`` local gloo processes under
+    ``settings.strategy`` ('fsdp', 'tp', 'fsdp+tp'), each rank's measured bytes beside the
+    prediction, the losses beside a single-process run. Refusals (``ShardSettings.check``, the
+    memory and CPU budgets) are LabErrors naming the rule, before any process starts."""
+    if not isinstance(settings, ShardSettings):
+        raise TypeError(f"run_shard needs a ShardSettings, got {type(settings).__name__}")
     start = time.perf_counter()
-    dp, tp = check_settings(cfg, settings)
+    dp, tp = settings.check(cfg)
     _guard(cfg, settings, dp)
     results, logits = launch(cfg, settings, progress)
     single, single_logits = reference_run(cfg, settings, dp, progress)
@@ -534,14 +606,3 @@ def run_settings(cfg: ModelConfig, settings: ShardSettings, progress: Progress |
         backend=BACKEND,
         wall_s=time.perf_counter() - start,
     )
-
-
-def run_shard(
-    cfg: ModelConfig, ranks: int, strategy: str, *, progress: Progress | None = None, **options
-) -> ShardResult:
-    """``steps`` AdamW steps of ``cfg`` on ``ranks`` local gloo processes under ``strategy``
-    ('fsdp', 'tp', 'fsdp+tp'), each rank's measured bytes beside the prediction, the losses
-    beside a single-process run. ``options``: the other ``ShardSettings`` fields (steps,
-    seq_len, batch, seed, tp, lr, timeout_s). Refusals are LabErrors naming the rule."""
-    settings = settings_from(ShardSettings, {"ranks": ranks, "strategy": strategy, **options}, "run_shard")
-    return run_settings(cfg, settings, progress)
