@@ -26,7 +26,7 @@ with tab_layout:
     ui.layout_section(cfg, T, dtype, P)
 with tab_fit:
     st.subheader("Serving: the longest context and the largest batch per split")
-    gpu = st.selectbox("GPU", list(ui.GPUS), key=P + "serve_gpu")
+    gpu = ui.serving_gpu(P)
     ui.serving_section(cfg, gpu, selection.batch, T, weights, kv, P)
     st.subheader(f"Training: the layouts that fit, at T = {T:,}")
     ui.search_section(cfg, T, dtype, P)

@@ -4,8 +4,6 @@ sidebar's model and measured live."""
 import streamlit as st
 
 from llama_lab import ui
-from llama_lab.analysis import DEFAULT_GPU
-from llama_lab.runtime.hardware import GPUS
 
 P = "llama_lab.page8."
 
@@ -17,8 +15,7 @@ selection = ui.setup_page(
     "exactly for the sidebar's model and measured live on small models of its recipe.",
 )
 cfg, T, dtype = selection.cfg, selection.seq_len, selection.dtype
-ui.link_widgets("inf", P, [ui.choice_link("gpu", list(GPUS), DEFAULT_GPU)])
-gpu = st.selectbox("GPU", list(GPUS), key=P + "gpu")
+gpu = ui.inference_gpu(P)  # in the URL as inf.gpu
 
 tab_q, tab_f, tab_s = st.tabs(["Quantisation", "FlashAttention", "Speculative decoding"])
 with tab_q:

@@ -4,7 +4,6 @@ attention maps, RoPE, the residual stream, norms and gates, the logit lens, a mi
 import streamlit as st
 
 from llama_lab import ui
-from llama_lab.experiments.inside import INSIDE_DEFAULTS
 
 P = "llama_lab.page9."
 
@@ -16,15 +15,7 @@ selection = ui.setup_page(
     "forward pass.",
 )
 cfg, steps, text = ui.inside_choice(selection.cfg, P)
-st.markdown(
-    ui.live_run_note(selection.cfg, cfg)
-    + (
-        f" Trained {steps} AdamW steps (lr {INSIDE_DEFAULTS['lr']:g}, B = "
-        f"{INSIDE_DEFAULTS['batch']}, T = {INSIDE_DEFAULTS['seq_len']})."
-        if steps
-        else " Untrained: the weights as initialised."
-    )
-)
+ui.inside_note(selection.cfg, cfg, steps)
 trace = ui.forward_trace(cfg, steps, text)
 if trace is None:
     st.stop()

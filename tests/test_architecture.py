@@ -140,32 +140,7 @@ def test_only_the_ui_subpackage_imports_streamlit():
 PAGE_FILES = [ROOT / "app.py", ROOT / "home.py", *sorted((ROOT / "pages").glob("*.py"))]
 
 
-# Issue 25 §5 is not done for these yet: each still imports from a lower package. The mark is
-# strict, so a page that is moved over fails here until it leaves this list.
-STILL_IMPORTING_LOWER = {
-    "home.py",
-    "1_Parameters_and_FLOPs.py",
-    "2_KV_cache_and_attention.py",
-    "3_Gradient_norms.py",
-    "4_Live_pass.py",
-    "5_Architecture_comparison.py",
-    "6_Seed_claims.py",
-    "7_Report.py",
-    "8_Inference_systems.py",
-    "9_Inside_the_model.py",
-}
-
-
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="imports a lower package (issue 25 §5)"))
-        if p.name in STILL_IMPORTING_LOWER
-        else p
-        for p in PAGE_FILES
-    ],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("page", PAGE_FILES, ids=lambda p: p.name)
 def test_pages_import_only_the_ui_layer_and_streamlit(page):
     """Pages hold layout and widgets only: every rule, bound and number comes from the package
     through ``llama_lab.ui``."""

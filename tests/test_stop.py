@@ -33,9 +33,11 @@ FREED_WITHIN_S = 1.5  # "within about a second", with room for a loaded CI machi
 
 
 def long_training_session() -> AppTest:
-    """A session set up to train four runs of 2,000 steps (minutes of work)."""
+    """A session set up to train four runs of 2,000 steps over 8 seeds (64,000 steps: on an
+    idle machine a minute of work, far beyond the 6 s a test lets it run before its Stop)."""
     at = quick_session()
     at.number_input(key=P + "steps").set_value(2000)
+    at.number_input(key=P + "seeds").set_value(8)
     at.run()
     return at
 
@@ -144,7 +146,7 @@ def test_a_rerun_stops_the_run_and_frees_the_slot(monkeypatch, runners):
     thread = threading.Thread(target=run_first)
     thread.start()
     wait_until(lambda: jobs.LIMITER.running == 1 and made)
-    time.sleep(1.0)  # well into the 8,000 steps
+    time.sleep(1.0)  # well into the 64,000 steps
     asked_at = time.monotonic()
     made[0].request_rerun(RerunData(widget_states=WidgetStates()))  # the user changed a widget
     wait_until(lambda: jobs.LIMITER.running == 0, timeout_s=FREED_WITHIN_S + 1)

@@ -1,9 +1,12 @@
 """The Streamlit side of LLaMA Lab, and the only part of the package that imports Streamlit:
 the sidebar config builder shared by every page (``sidebar``), its session state and URL
 mirror (``state``), the list of pages (``pages``), cached wrappers around the package
-(``cached``), live runs from a page (``runs``) and one result panel per experiment kind
-(``panels``). Pages call ``setup_page`` (or ``sidebar_config``) first; both initialise the
-session state themselves, so any page also runs alone (``streamlit.testing.v1.AppTest``).
+(``cached``), live runs from a page (``runs``), one result panel per experiment kind
+(``panels``) and each page's sections (``home``, ``params``, ``kv``, ``gradient``, ``live``,
+``comparison``, ``claims``, ``report``, ``inference``, ``inside``, ``parallel``): a page is
+its outline — ``setup_page`` (or ``sidebar_config``) first, then one call per section — and
+imports nothing but this package and Streamlit. Both setup calls initialise the session state
+themselves, so any page also runs alone (``streamlit.testing.v1.AppTest``).
 """
 
 from ..analysis.quant import kv_scale_bytes
@@ -13,6 +16,7 @@ from ..config.grids import divisors
 from ..figures.common import sweep_lengths
 from ..runtime.devices import PAGE_DEVICES
 from ..runtime.hardware import GPUS
+from ..seed import SEED_SOURCE
 from ..train.budgets import CPU_FLOP_BUDGET, check_cpu_budget, guard, live_workload, runs_live_quickly
 from ..units import escape_markdown, human_bytes, human_count, human_params
 from .cached import (
@@ -34,20 +38,52 @@ from .cached import (
     show_table,
     warmup_measured,
 )
+from .claims import claims_section, recomputed_claims, warmup_for_claims
+from .comparison import comparison_tables, contrast_section
 from .derivations import derived_metric, show_derivation
-from .gradient import default_warmup, session_warmup, small_run, training_tab, warmup_tab
-from .inference import flash_section, quantisation_section, speculative_section
+from .gradient import (
+    GradientSetup,
+    default_warmup,
+    depth_tab,
+    gradient_setup,
+    init_tab,
+    session_warmup,
+    small_run,
+    training_tab,
+    warmup_tab,
+)
+from .home import current_model, page_links
+from .inference import flash_section, inference_gpu, quantisation_section, speculative_section
 from .inside import (
     attention_section,
     forward_trace,
     inside_choice,
+    inside_note,
     lens_section,
     positions_section,
     stream_section,
 )
+from .kv import kv_fit_section, kv_formulas, kv_gpu_choice, kv_gpus_section, kv_sharing, roofline_section
+from .live import decode_section, live_setup, training_step_section
 from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
 from .panels.gradnorms import explain_norm_positions
-from .parallel import korthikanti_section, layout_section, search_section, serving_section, shard_section
+from .parallel import (
+    korthikanti_section,
+    layout_section,
+    search_section,
+    serving_gpu,
+    serving_section,
+    shard_section,
+)
+from .params import (
+    block_section,
+    counting_conventions,
+    flops_sweep_section,
+    fvcore_section,
+    params_charts,
+    params_metrics,
+)
+from .report import built_report, report_downloads, report_experiments, report_gpu, report_summary
 from .runs import (
     STALE_NOTE,
     exclusive_run,
@@ -139,20 +175,29 @@ __all__ = [
     "architecture",
     "AS_DTYPE",
     "attention_section",
+    "block_section",
     "bound_note",
     "bounded_number",
     "BUILDER_KEYS",
+    "built_report",
     "check_cpu_budget",
     "choice_link",
+    "claims_section",
+    "comparison_tables",
     "config_downloads",
     "config_error",
     "CONFIG_FIELDS",
     "config_from_values",
+    "contrast_section",
+    "counting_conventions",
     "CPU_FLOP_BUDGET",
+    "current_model",
+    "decode_section",
     "DEFAULT_DTYPE",
     "DEFAULT_PRESET",
     "default_warmup",
     "depth_measured",
+    "depth_tab",
     "derived_metric",
     "detect_ffn_rule",
     "divisors",
@@ -171,10 +216,14 @@ __all__ = [
     "flash_section",
     "flop_count",
     "flops_sweep",
+    "flops_sweep_section",
     "forward_trace",
     "fvcore_check",
     "fvcore_or_error",
+    "fvcore_section",
     "GPUS",
+    "gradient_setup",
+    "GradientSetup",
     "gradnorms_measured",
     "guard",
     "HOME_ICON",
@@ -183,7 +232,10 @@ __all__ = [
     "human_bytes",
     "human_count",
     "human_params",
+    "inference_gpu",
+    "init_tab",
     "inside_choice",
+    "inside_note",
     "int_link",
     "is_stale",
     "keep_choice",
@@ -210,10 +262,15 @@ __all__ = [
     "korthikanti_section",
     "kv_dtype_names",
     "kv_fit",
+    "kv_fit_section",
+    "kv_formulas",
+    "kv_gpu_choice",
+    "kv_gpus_section",
     "kv_label",
     "kv_memory_curve",
     "kv_report",
     "kv_scale_bytes",
+    "kv_sharing",
     "layout_section",
     "lens_section",
     "Link",
@@ -221,6 +278,7 @@ __all__ = [
     "link_widgets",
     "live_config",
     "live_run_note",
+    "live_setup",
     "live_size_box",
     "LIVE_SIZE_HEADING",
     "live_workload",
@@ -229,8 +287,11 @@ __all__ = [
     "measure_on_view",
     "model_name",
     "PAGE_DEVICES",
+    "page_links",
     "PAGES",
     "param_count",
+    "params_charts",
+    "params_metrics",
     "positions_section",
     "quantisation_section",
     "QUERY_BATCH",
@@ -242,14 +303,22 @@ __all__ = [
     "QUERY_PRESET",
     "QUERY_SEQ",
     "QUERY_WEIGHTS",
+    "recomputed_claims",
     "remember",
+    "report_downloads",
+    "report_experiments",
+    "report_gpu",
+    "report_summary",
     "roofline_points",
+    "roofline_section",
     "run_with_status",
     "runs_live_quickly",
     "scores_crossover",
     "search_section",
     "seed_claims",
+    "SEED_SOURCE",
     "Selection",
+    "serving_gpu",
     "serving_section",
     "session_experiments",
     "session_warmup",
@@ -272,9 +341,11 @@ __all__ = [
     "sweep_lengths",
     "text_choice",
     "text_source",
+    "training_step_section",
     "training_tab",
     "values_for_config",
     "values_from_query",
+    "warmup_for_claims",
     "warmup_measured",
     "warmup_tab",
     "weight_dtype_names",

@@ -19,6 +19,7 @@ from ..errors import LabError
 from ..figures import kv, rooflines
 from ..figures.common import column_label, display_frame, table_styler
 from ..runtime.hardware import GPU
+from ..train.loop import TrainSettings
 
 MAX_STYLED_CELLS = 100_000  # larger tables are shown unstyled (pandas' Styler limit, speed)
 
@@ -168,10 +169,11 @@ def ablation_runs(
 ) -> experiments.RunComparison:
     """Short training runs of one contrast of the seed's table (same data, seed and batches).
     ``_progress`` is not part of the cache key."""
-    specs = experiments.ablation_specs(kind, train_cfg, lr, warmup_steps)
-    return experiments.compare_runs(
-        specs, steps, seq_len=seq_len, batch=batch, device="cpu", progress=_progress
+    settings = TrainSettings(
+        steps=steps, lr=lr, warmup_steps=warmup_steps, seq_len=seq_len, batch=batch, device="cpu"
     )
+    specs = experiments.ablation_specs(kind, train_cfg, lr, warmup_steps)
+    return experiments.compare_runs(specs, settings, progress=_progress)
 
 
 def _text(source: str):
@@ -224,15 +226,7 @@ def warmup_measured(
     """The warmup contrast on the built-in text at ``shape`` = (T, B), cached like
     ``gradnorms_measured``."""
     seq_len, batch = shape
-    return experiments.warmup_contrast(
-        cfg,
-        steps,
-        lr,
-        warmup_steps,
-        seeds,
-        _text("builtin"),
-        progress=_progress,
-        seq_len=seq_len,
-        batch=batch,
-        device=device,
+    settings = TrainSettings(
+        steps=steps, lr=lr, warmup_steps=warmup_steps, seq_len=seq_len, batch=batch, device=device
     )
+    return experiments.warmup_contrast(cfg, settings, seeds, _text("builtin"), progress=_progress)

@@ -1,31 +1,202 @@
-"""The Gradient norms page's heavier tabs: the warmup contrast (its widgets and run, and the
-seed claim it decides on the Seed claims page, both from the same cached measurement) and the
-training runs over seeds; and which measurements are small enough to run on view."""
+"""The Gradient norms page's sections: the live-run size (its widgets, the setting's recipe and
+the seeds), Post-LN vs Pre-LN at initialisation, the ratio against depth, the warmup contrast (its
+widgets and run, and the seed claim it decides on the Seed claims page, both from the same
+cached measurement) and the training runs over seeds; and which measurements are small enough
+to run on view."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import streamlit as st
 
 from .. import experiments
 from ..analysis import count_flops
-from ..config import ModelConfig, live_config, regime_recipe
+from ..config import MAX_BATCH, REGIMES, ModelConfig, live_config, regime_recipe
 from ..experiments import DEFAULT_SEEDS, WARMUP_DEFAULTS, WarmupContrast, norm_position_specs, seed_list
+from ..runtime.devices import PAGE_DEVICES
 from ..train.budgets import guard
+from ..train.loop import TrainSettings
 from ..train.schedules import SCHEDULES
-from .cached import warmup_measured
-from .runs import keep_experiment, measure_on_view, run_with_status, show_experiment, text_choice, text_source
+from .cached import depth_measured, gradnorms_measured, warmup_measured
+from .runs import (
+    keep_experiment,
+    live_run_note,
+    measure_on_view,
+    run_with_status,
+    set_defaults,
+    show_experiment,
+    text_choice,
+    text_source,
+)
 from .state import EXPERIMENT_KEYS, _state
+from .widgets import bounded_number, choice_link, int_link, link_widgets, live_size_box
 
 W = WARMUP_DEFAULTS
 AUTO_RUN_FLOPS = 1e11  # a page measures on view what stays under this (a few seconds on a CPU)
+HINT = "use fewer layers, steps, seeds or depths, a smaller width, batch or sequence, or a GPU"
 
 
 def small_run(cfg: ModelConfig, seq_len: int, batch: int, passes: float) -> bool:
     """Whether ``passes`` training steps of ``cfg`` are small enough to run on view."""
     return passes * count_flops(cfg, seq_len, batch).training_step <= AUTO_RUN_FLOPS
+
+
+@dataclass(frozen=True)
+class GradientSetup:
+    """The page's choices for its live runs: ``base`` is the setting's recipe on the sidebar's
+    model, ``run_cfg`` it at the live size; ``size`` holds seq_len, batch, seeds, tokens and
+    device (the settings every run of the page is kept under)."""
+
+    base: ModelConfig
+    run_cfg: ModelConfig
+    size: dict
+
+    @property
+    def workload(self) -> tuple:
+        """``size``'s seeds, seq_len, batch and device."""
+        return self.size["seeds"], self.size["seq_len"], self.size["batch"], self.size["device"]
+
+
+def _initial_values(prefix: str) -> None:
+    set_defaults(
+        prefix,
+        depths=[2, 4, 8, 12],
+        steps=30,
+        lr=3e-3,
+        warmup=10,
+        schedule="cosine",
+        source="builtin",
+        grad_clip=0.0,
+        w_steps=W["steps"],
+        w_lr=W["lr"],
+        w_warmup=W["warmup_steps"],
+    )
+
+
+def _link_size(prefix: str) -> None:
+    link_widgets(
+        "grad",
+        prefix,
+        [  # in the URL as grad.regime, grad.d_model, …
+            choice_link("regime", list(REGIMES), "theory"),
+            choice_link("d_model", experiments.WIDTH_CHOICES, 128),
+            int_link("n_layers", 6, 1, 96),
+            int_link("seq_len", 64, 2, 8192),
+            int_link("batch", 4, 1, MAX_BATCH),
+            int_link("seeds", experiments.DEFAULT_SEEDS, 1, experiments.MAX_SEEDS),
+            int_link("seed", 0, 0, 2**31 - 1),
+            choice_link("data", ("builtin", "random"), "builtin"),
+            choice_link("device", PAGE_DEVICES, "auto"),
+        ],
+    )
+
+
+def gradient_setup(cfg: ModelConfig, prefix: str) -> GradientSetup:
+    """The live-run size box: the setting (theory, LLaMA init or the sidebar's recipe for
+    ``cfg``), width, blocks, sequence, batch, seeds, tokens and device, mirrored in the URL as
+    grad.<name>; and what the runs use."""
+    _initial_values(prefix)
+    with live_size_box():
+        _link_size(prefix)
+        regime = st.radio(
+            "setting",
+            list(REGIMES),
+            format_func=REGIMES.get,
+            horizontal=True,
+            key=prefix + "regime",
+            help="Theory: the setting of Xiong et al.'s Theorem 1. "
+            "LLaMA init: why the picture differs there. Sidebar: your recipe.",
+        )
+        cols = st.columns(4) + st.columns(4)
+        d_model = cols[0].selectbox("width d", experiments.WIDTH_CHOICES, key=prefix + "d_model")
+        n_layers = bounded_number("blocks L", 1, 96, prefix + "n_layers", cols[1])
+        seq_len = bounded_number("sequence T", 2, 8192, prefix + "seq_len", cols[2])
+        batch = bounded_number("batch B", 1, MAX_BATCH, prefix + "batch", cols[3])
+        n_seeds = bounded_number("seeds", 1, experiments.MAX_SEEDS, prefix + "seeds", cols[4])
+        first = bounded_number("first seed", 0, 2**31 - experiments.MAX_SEEDS, prefix + "seed", cols[5])
+        source = cols[6].selectbox(
+            "tokens",
+            ("builtin", "random"),
+            key=prefix + "data",
+            format_func={"builtin": "built-in text", "random": "random ids"}.get,
+        )
+        device = cols[7].selectbox("device", PAGE_DEVICES, key=prefix + "device")
+        base = regime_recipe(cfg, regime)
+        run_cfg = live_config(base, n_layers, d_model, seq_len)
+        st.info(
+            live_run_note(
+                base,
+                run_cfg,
+                both_arms=True,
+                whose="the sidebar's" if regime == "sidebar" else "this setting's",
+            )
+        )
+    seeds = tuple(experiments.seed_list(first, n_seeds))
+    size = {"seq_len": seq_len, "batch": batch, "seeds": seeds, "tokens": source, "device": device}
+    return GradientSetup(base, run_cfg, size)
+
+
+def init_tab(setup: GradientSetup, prefix: str) -> None:
+    """Post-LN vs Pre-LN at initialisation over the seeds, measured on view when small."""
+    run_cfg, size = setup.run_cfg, setup.size
+    seq_len, batch, seeds = size["seq_len"], size["batch"], size["seeds"]
+    source, device = size["tokens"], size["device"]
+
+    def measure(progress):
+        guard(
+            run_cfg,
+            seq_len,
+            batch,
+            device,
+            passes=2 * len(seeds),
+            hint=HINT,
+            what=f"{2 * len(seeds)} forward/backward passes (B={batch}, T={seq_len})",
+        )
+        return gradnorms_measured(run_cfg, seq_len, batch, seeds, source, device, _progress=progress)
+
+    measure_on_view(
+        "gradnorms",
+        run_cfg,
+        size,
+        measure,
+        auto=small_run(run_cfg, seq_len, batch, 2 * len(seeds)),
+        button="Measure gradient norms",
+        prefix=prefix,
+    )
+
+
+def depth_tab(setup: GradientSetup, prefix: str) -> None:
+    """The last block's gradient at initialisation against the depth L, both arrangements."""
+    run_cfg, size = setup.run_cfg, setup.size
+    seq_len, batch, seeds = size["seq_len"], size["batch"], size["seeds"]
+    source, device = size["tokens"], size["device"]
+    st.markdown(
+        "The last block's ‖∇W_down‖ at initialisation for each depth L, both "
+        "arrangements, every seed; slopes of log‖∇‖ against log L by least squares."
+    )
+    depths = tuple(sorted(st.multiselect("depths L", experiments.DEPTH_CHOICES, key=prefix + "depths")))
+    sweep_settings = {**size, "depths": depths}
+    sweep_cfg = experiments.sweep_config(run_cfg, depths)  # the sweep sets each depth
+
+    def sweep(progress):
+        experiments.check_depth_budget(sweep_cfg, depths, seq_len, batch, device, HINT, n_seeds=len(seeds))
+        return depth_measured(sweep_cfg, depths, seq_len, batch, seeds, source, device, _progress=progress)
+
+    measure_on_view(
+        "depth_sweep",
+        sweep_cfg,
+        sweep_settings,
+        sweep,
+        auto=len(depths) >= 2
+        and small_run(
+            run_cfg.replace(n_layers=max(depths)), seq_len, batch, 2 * len(seeds) * sum(depths) / max(depths)
+        ),
+        button="Run the depth sweep",
+        prefix=prefix,
+        not_on_view=None if len(depths) >= 2 else "Choose two depths or more.",
+    )
 
 
 def warmup_config(base: ModelConfig) -> ModelConfig:
@@ -55,9 +226,10 @@ def warmup_work(
     return work
 
 
-def warmup_tab(prefix: str, base: ModelConfig, seeds: tuple, device: str, hint: str) -> None:
+def warmup_tab(setup: GradientSetup, prefix: str) -> None:
     """Widgets, run and result of the warmup contrast on the Gradient norms page."""
-    cfg = warmup_config(base)
+    seeds, device, hint = setup.size["seeds"], setup.size["device"], HINT
+    cfg = warmup_config(setup.base)
     st.markdown(
         f"Post-LN **without** warmup, Post-LN **with** linear warmup and Pre-LN **without** "
         f"warmup, AdamW with cosine decay on the built-in text, the same batches in each seed, "
@@ -119,9 +291,9 @@ def default_warmup(device: str = "auto") -> WarmupContrast | None:
     return result
 
 
-def training_tab(prefix: str, run_cfg: ModelConfig, size: dict, device: str, hint: str) -> None:
-    """Post-LN and Pre-LN, each without and with warmup, trained once per seed of ``size``."""
-    seeds, seq_len, batch = size["seeds"], size["seq_len"], size["batch"]
+def training_tab(setup: GradientSetup, prefix: str) -> None:
+    """Post-LN and Pre-LN, each without and with warmup, trained once per seed of the setup."""
+    run_cfg, size, (seeds, seq_len, batch, device) = setup.run_cfg, setup.size, setup.workload
     st.markdown(
         "Four short AdamW runs per seed — Post-LN and Pre-LN, each without and with "
         "linear warmup — on the same batches, every block's gradient norm recorded at "
@@ -165,11 +337,12 @@ def training_tab(prefix: str, run_cfg: ModelConfig, size: dict, device: str, hin
                 batch,
                 device,
                 passes=len(specs) * steps * len(seeds),
-                hint=hint,
+                hint=HINT,
                 what=f"{len(specs)} runs of {steps} steps × {len(seeds)} seeds",
             )
+            settings = TrainSettings(steps=steps, seq_len=seq_len, batch=batch, device=device)
             return experiments.compare_runs_over_seeds(
-                specs, steps, seeds, data=text, seq_len=seq_len, batch=batch, device=device, progress=progress
+                specs, settings, seeds, data=text, progress=progress
             ), text.source
 
         outcome = run_with_status("Training", train)

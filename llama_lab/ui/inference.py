@@ -1,6 +1,6 @@
-"""The Inference systems page's three sections — quantisation, FlashAttention, speculative
-decoding — each with its formulas written out with the sidebar model's numbers and its live
-measurement (under the job slot, cached per process, stoppable)."""
+"""The Inference systems page's GPU and its three sections — quantisation, FlashAttention,
+speculative decoding — each with its formulas written out with the sidebar model's numbers and
+its live measurement (under the job slot, cached per process, stoppable)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,25 @@ import pandas as pd
 import streamlit as st
 
 from .. import analysis, experiments
-from ..analysis import WeightQuant, derive
+from ..analysis import DEFAULT_GPU, WeightQuant, derive
 from ..analysis.common import training_dtype
 from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES
 from ..config import ModelConfig
 from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
 from ..experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
+from ..runtime.hardware import GPUS
 from ..units import human_bytes
 from .cached import measured, show_table
 from .derivations import derived_metric
 from .runs import measure_on_view
+from .widgets import choice_link, link_widgets
+
+
+def inference_gpu(prefix: str) -> str:
+    """The GPU every section is counted for, mirrored in the URL as inf.gpu."""
+    link_widgets("inf", prefix, [choice_link("gpu", list(GPUS), DEFAULT_GPU)])
+    return st.selectbox("GPU", list(GPUS), key=prefix + "gpu")
 
 
 @measured(max_entries=8)

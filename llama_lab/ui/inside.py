@@ -18,7 +18,7 @@ from ..experiments.inside import (
 )
 from ..figures import inside as fig
 from .cached import measured, show_table
-from .runs import run_with_status
+from .runs import live_run_note, run_with_status
 from .state import _state
 from .widgets import show_error
 
@@ -65,6 +65,19 @@ def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str
     cfg = base if arrangement == "sidebar" else config_arrangement(base, arrangement)
     cfg = inside_config(cfg)
     return cfg, INSIDE_DEFAULTS["steps"] if trained == "trained" else 0, text
+
+
+def inside_note(base: ModelConfig, cfg: ModelConfig, steps: int) -> None:
+    """What the small model ``cfg`` is (of ``base``'s recipe) and how it was trained."""
+    st.markdown(
+        live_run_note(base, cfg)
+        + (
+            f" Trained {steps} AdamW steps (lr {INSIDE_DEFAULTS['lr']:g}, B = "
+            f"{INSIDE_DEFAULTS['batch']}, T = {INSIDE_DEFAULTS['seq_len']})."
+            if steps
+            else " Untrained: the weights as initialised."
+        )
+    )
 
 
 def forward_trace(cfg: ModelConfig, steps: int, text: str):

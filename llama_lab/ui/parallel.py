@@ -136,6 +136,11 @@ def _search(cfg: ModelConfig, gpus: int, gpu: str, seq_len: int, dtype: str):
     return search_layouts(cfg, gpus, gpu, seq_len, None, dtype)
 
 
+def serving_gpu(prefix: str) -> str:
+    """The GPU the serving splits are counted for (the Many GPUs page's own choice)."""
+    return st.selectbox("GPU", list(GPUS), key=prefix + "serve_gpu")
+
+
 def serving_section(
     cfg: ModelConfig, gpu: str, batch: int, seq_len: int, weights, kv: str, prefix: str
 ) -> None:

@@ -1,0 +1,79 @@
+"""The Seed claims page's sections: the tutorial's numbers recomputed, the measured warmup claim
+(this session's contrast, or a button that runs it), each claim with its verdict, and the
+claims as JSON and CSV."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import streamlit as st
+
+from ..seed import WARMUP_QUOTE, claims_frame, warmup_claim
+from .cached import seed_claims
+from .gradient import session_warmup
+
+
+def recomputed_claims() -> list:
+    """Every claim the seed's numbers make, recomputed (cached for the process)."""
+    with st.spinner("Recomputing (one forward pass of the 43.8M-parameter demo model) …"):
+        return seed_claims()
+
+
+def warmup_for_claims(measure: Callable[[], Any], prefix: str) -> Any:
+    """This session's warmup contrast entry (the Gradient norms page's run, or one made here);
+    without one, the claim's quote and a button that calls ``measure`` (then the entry it
+    kept, if any)."""
+    warmup = session_warmup()
+    if warmup is None:
+        with st.container(border=True):
+            st.markdown(
+                "**Measured claim: Post-LN needs warmup, Pre-LN does not** (seed §三 3.3)  \n> "
+                + WARMUP_QUOTE
+            )
+            st.markdown(
+                "Not measured in this session yet: three arms trained on the built-in text "
+                "over five seeds (a few minutes on a CPU; the Gradient norms page's "
+                "Warmup tab runs the same measurement with any settings)."
+            )
+            if st.button("Measure it", key=prefix + "warmup"):
+                measure()
+                warmup = session_warmup()
+    return warmup
+
+
+def claims_section(claims: list, warmup: Any) -> None:
+    """The counts, each claim (with the warmup one when measured) and its verdict, and the
+    downloads."""
+    if warmup is not None:
+        claims = [*claims, warmup_claim(warmup.result)]
+    wrong = sum(not claim.verdict for claim in claims)
+    cols = st.columns(3)
+    cols[0].metric("Claims checked", len(claims))
+    cols[1].metric("Hold ✓", len(claims) - wrong)
+    cols[2].metric("Wrong ✗", wrong)
+
+    for claim in claims:
+        mark = ":green[✓]" if claim.verdict else ":red[✗]"
+        with st.container(border=True):
+            st.markdown(
+                f"**{mark} {claim.claim_en}**  \n<small>seed §{claim.section} · `{claim.id}`</small>",
+                unsafe_allow_html=True,
+            )
+            st.markdown(f"> {claim.quote}")
+            st.markdown(f"**Lab:** {claim.computed}  \n{claim.explanation}")
+
+    st.download_button(
+        "Claims (JSON)",
+        json.dumps([c.to_dict() for c in claims], indent=2, ensure_ascii=False).encode("utf-8"),
+        file_name="seed_claims.json",
+        mime="application/json",
+        on_click="ignore",
+    )
+    st.download_button(
+        "Claims (CSV)",
+        claims_frame(claims).to_csv(index=False).encode("utf-8"),
+        file_name="seed_claims.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )

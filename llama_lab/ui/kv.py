@@ -1,0 +1,165 @@
+"""The KV cache & attention page's sections: the cache's formulas with the model's numbers, how
+query heads share KV heads, the GPU (mirrored in the URL), MHA vs GQA vs MQA on it, the cache
+against the context on one GPU and on several, and the decode roofline."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..analysis import DEFAULT_GPU, derive
+from ..analysis.quant import kv_scale_bytes
+from ..config import ModelConfig
+from ..figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
+from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
+from ..runtime.hardware import GPUS
+from ..units import human_bytes
+from .cached import kv_fit, kv_memory_curve, kv_report, roofline_points, show_table
+from .derivations import derived_metric
+from .parallel import serving_section
+from .state import Selection, dtype_bytes
+from .widgets import bound_note, choice_link, keep_choice, link_widgets
+
+
+def _contexts(seq_len: int) -> list[int]:
+    """The roofline's context lengths: powers of two from 128 to 131,072, and the sidebar's T."""
+    return sorted({2**k for k in range(7, 18)} | {seq_len})
+
+
+def kv_formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
+    """Bytes per token and the cache at B×T, written out with the model's numbers."""
+    T, B = seq_len, batch
+    b = dtype_bytes(kv_dtype)
+    kv = kv_report(cfg, T, B, kv_dtype)
+    scale = kv_scale_bytes(kv_dtype)  # int8/int4: an fp16 scale per token and KV head
+    st.latex(
+        rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot (D \cdot b"
+        rf"{' + s' if scale else ''}) = 2 \cdot {cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot "
+        rf"({cfg.head_dim} \cdot {b:g}{f' + {scale}' if scale else ''}) = "
+        rf"{kv.bytes_per_token:,}"
+    )
+    local, W, L = sum(cfg.local_layer_flags), cfg.sliding_window, cfg.n_layers
+    held = f"{T:,}" if not local or T <= W else rf"\tfrac{{{local}\cdot{W:,} + {L - local}\cdot{T:,}}}{{{L}}}"
+    st.latex(
+        rf"\text{{cache}} = \text{{bytes/token}} \cdot B \cdot T_\text{{held}} = "
+        rf"{kv.bytes_per_token:,} \cdot {B:,} \cdot {held} = \text{{{human_bytes(kv.bytes)}}}"
+    )
+    st.caption(
+        f"Cache at B×T: {kv.bytes:,} bytes"
+        + (
+            f" — {sum(cfg.local_layer_flags)} sliding-window layers hold at most "
+            f"{cfg.sliding_window:,} tokens each, so the cache grows more slowly past W "
+            f"(the curve below bends there)."
+            if any(cfg.local_layer_flags)
+            else "."
+        )
+    )
+
+
+def kv_sharing(cfg: ModelConfig) -> None:
+    """Which query heads read which KV head."""
+    st.plotly_chart(kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
+
+
+def kv_gpu_choice(seq_len: int, prefix: str) -> str:
+    """The GPU (and the roofline's context length) mirrored in the URL as kv.gpu and
+    kv.context; the GPU's selectbox and its data sheet. Gives the GPU's name."""
+    link_widgets(
+        "kv",
+        prefix,
+        [choice_link("gpu", list(GPUS), DEFAULT_GPU), choice_link("context", _contexts(seq_len), seq_len)],
+    )
+    gpu_name = st.selectbox(
+        "GPU", list(GPUS), key=prefix + "gpu", help="Data-sheet memory, dense peak FLOP/s and HBM bandwidth."
+    )
+    st.caption(GPUS[gpu_name].source)
+    return gpu_name
+
+
+def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
+    """MHA, GQA and MQA of the sidebar's model on ``gpu_name``: bytes per token, the cache,
+    the longest context and the largest batch that fit; then the cache's dtype axis."""
+    cfg, T, B = selection.cfg, selection.seq_len, selection.batch
+    weights, kv_dtype = selection.weight_format, selection.kv_format
+    gpu = GPUS[gpu_name]
+    fit = kv_fit(cfg, gpu, T, B, weights, kv_dtype)
+    cols = st.columns(len(fit))
+    for col, row in zip(cols, fit.itertuples()):
+        marker = " (this model)" if row.is_current else ""
+        derived_metric(
+            col,
+            f"{row.attention}{marker} · {row.n_kv_heads} KV head{'s' if row.n_kv_heads > 1 else ''}",
+            f"{human_bytes(row.kv_bytes_per_token)}/token",
+            derive.kv_bytes_per_token(cfg.replace(n_kv_heads=row.n_kv_heads), kv_dtype),
+            prefix + "kv." + row.attention,
+            help=f"{row.kv_bytes_per_token:,} bytes per token; cache at B×T: "
+            f"{human_bytes(row.kv_cache_bytes)}",
+        )
+        col.markdown(
+            f"- cache at B×T: **{human_bytes(row.kv_cache_bytes)}**\n"
+            f"- weights: {human_bytes(row.weight_bytes)}\n"
+            f"- longest context at B={B} on {gpu.name}: **{row.max_context_at_batch:,}**\n"
+            f"- largest batch at T={T:,}: **{row.max_batch_at_seq_len:,}**"
+        )
+    current = fit[fit.is_current].iloc[0]  # the sidebar's own attention variant
+    if current.weight_bytes > gpu.memory_bytes:
+        st.warning(
+            f"This model's weights alone ({human_bytes(current.weight_bytes)} at {weights}) "
+            f"do not fit in {gpu.name}'s {human_bytes(gpu.memory_bytes)}."
+        )
+    elif current.max_context_at_batch == 0:
+        st.warning(
+            f"This model's weights fit in {gpu.name}, but not one token of KV cache for "
+            f"B={B} sequences next to them."
+        )
+    st.caption(
+        kv_report(cfg, T, B, kv_dtype).note
+        + " Fits = weights + KV cache ≤ GPU memory; activations of decoding are small and not reserved."
+    )
+    st.markdown(
+        f"**The cache's dtype axis** (weights at {weights}; int8 and int4 keep an fp16 scale "
+        f"per token and KV head; the sidebar sets the weights' and the cache's formats):"
+    )
+    show_table(kv_dtype_frame(cfg, gpu, B, weights), width="stretch")
+
+
+def kv_gpus_section(selection: Selection, gpu_name: str, prefix: str) -> None:
+    """Every tensor × pipeline split on several of ``gpu_name``, then the cache against the
+    context on one."""
+    cfg, T, B = selection.cfg, selection.seq_len, selection.batch
+    weights, kv_dtype = selection.weight_format, selection.kv_format
+    gpu = GPUS[gpu_name]
+    st.subheader(f"On several {gpu.name} GPUs: every tensor × pipeline split")
+    serving_section(cfg, gpu_name, B, T, weights, kv_dtype, prefix)
+    fit = kv_fit(cfg, gpu, T, B, weights, kv_dtype)
+    curve = kv_memory_curve(cfg, kv_context_lengths(cfg, fit, T), B, weights, kv_dtype)
+    st.plotly_chart(kv_memory_vs_context(curve, gpu))
+
+
+def roofline_section(selection: Selection, gpu_name: str, prefix: str) -> None:
+    """The decode roofline at a context length S (kept among its choices): where each batch
+    sits against ``gpu_name``'s ridge, and the tokens/s that follow."""
+    cfg, T, dtype = selection.cfg, selection.seq_len, selection.dtype
+    weights, kv_dtype = selection.weight_format, selection.kv_format
+    gpu = GPUS[gpu_name]
+    key = prefix + "context"  # in the URL as kv.context
+    contexts = _contexts(T)
+    keep_choice(
+        key,
+        contexts,
+        T,
+        "context length S",
+        f"powers of two from 128 to 131,072, or the sidebar's T = {T:,}",
+    )
+    context = st.select_slider("context length S for the roofline", contexts, key=key)
+    bound_note(key)
+    points = roofline_points(cfg, gpu, ROOFLINE_BATCHES, context, dtype, weights, kv_dtype)
+    left, right = st.columns(2)
+    left.plotly_chart(roofline_figure(points, gpu))
+    right.plotly_chart(decode_throughput(points))
+    st.caption(
+        f"Ridge point of {gpu.name}: {points.ridge_point.iloc[0]:.0f} "
+        f"FLOPs/byte computing in {dtype} (weights {weights}, cache {kv_dtype}). "
+        "Below it a step is memory-bound: the time goes into "
+        f"reading the weights and the cache, so fewer KV heads mean faster decoding at long "
+        f"context and large batch."
+    )

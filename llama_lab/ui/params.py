@@ -1,0 +1,159 @@
+"""The Parameters & FLOPs page's sections: the headline counts with their derivations, where
+the parameters and FLOPs go, FLOPs against the sequence length, one decoder block's tensors,
+fvcore's cross-check and the counting conventions."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..analysis import derive
+from ..analysis.summary import family_notes
+from ..config import ModelConfig
+from ..figures.common import sweep_lengths
+from ..figures.params import block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len, params_sunburst
+from ..units import human_count, human_params
+from .cached import flop_count, flops_sweep, fvcore_or_error, param_count, scores_crossover, show_table
+from .derivations import derived_metric
+
+
+def params_metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> None:
+    """Parameters, non-embedding, per block, forward and training-step FLOPs, each with its
+    derivation; then the model family's notes."""
+    T, B = seq_len, batch
+    params, flops = param_count(cfg), flop_count(cfg, T, B)
+    cols = st.columns(5)
+    derived_metric(
+        cols[0],
+        "Parameters",
+        human_params(params.total),
+        derive.params_total(cfg),
+        prefix + "params",
+        help=f"{params.total:,}",
+        delta=f"active {human_params(params.active)}" if cfg.is_moe else None,
+        delta_color="off",
+    )
+    derived_metric(
+        cols[1],
+        "Non-embedding",
+        human_params(params.non_embedding),
+        derive.params_non_embedding(cfg),
+        prefix + "non_embedding",
+        help=f"{params.non_embedding:,} (total − token embedding − learned positions)",
+    )
+    derived_metric(
+        cols[2],
+        "Per block",
+        human_params(params.per_layer),
+        derive.params_per_block(cfg),
+        prefix + "per_block",
+        help=f"{params.per_layer:,}",
+    )
+    derived_metric(
+        cols[3],
+        "Forward FLOPs",
+        human_count(flops.forward, "FLOP"),
+        derive.forward_flops(cfg, T, B),
+        prefix + "forward",
+        help=f"{flops.forward:,}: one forward over B={B} × T={T:,} tokens; causal "
+        f"scores only: {flops.forward_causal:,}",
+    )
+    derived_metric(
+        cols[4],
+        "Training step FLOPs",
+        human_count(flops.training_step, "FLOP"),
+        derive.training_flops(cfg, T, B),
+        prefix + "training",
+        help=f"3 × forward = {flops.training_step:,}; PaLM's 6N + 12·L·H·Q·T per "
+        f"token: {flops.palm_training_per_token:,}",
+    )
+    for note in family_notes(cfg, params):
+        st.info(note)
+
+
+def params_charts(cfg: ModelConfig, seq_len: int, batch: int) -> None:
+    """Where the parameters go (sunburst) beside where the forward's FLOPs go (bars)."""
+    left, right = st.columns(2)
+    left.plotly_chart(params_sunburst(param_count(cfg)))
+    right.plotly_chart(flops_bar(flop_count(cfg, seq_len, batch)))
+
+
+def flops_sweep_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
+    """FLOPs against the sequence length, and where the scores overtake the FFN."""
+    T = seq_len
+    crossover = scores_crossover(cfg)
+    seq_lens = sweep_lengths(flops_sweep_upper(cfg, T, crossover))
+    st.plotly_chart(flops_vs_seq_len(flops_sweep(cfg, seq_lens, batch), crossover, T))
+    if crossover is None:
+        st.caption("The attention scores never overtake the FFN within the allowed lengths.")
+    else:
+        st.caption(
+            f"Per token the projections and FFN cost a constant, the scores 4·T·H·D·L: "
+            f"they overtake the FFN from T = {crossover:,} "
+            f"({'within' if crossover <= cfg.max_seq_len else 'beyond'} max_seq_len "
+            f"{cfg.max_seq_len:,})."
+        )
+
+
+def block_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
+    """One decoder block's tensors: parameters, share and forward FLOPs of each."""
+    T, B = seq_len, batch
+    st.caption(
+        f"All {cfg.n_layers} blocks are identical. Forward FLOPs of each tensor in one block "
+        f"at B={B}, T={T:,}: a weight matrix costs 2·B·T·(its parameters); the attention "
+        f"scores have no parameters and their own row; biases and norms are element-wise, "
+        f"counted apart (Counting conventions below). {cfg.n_layers} × the column + lm_head "
+        f"= the forward total."
+    )
+    show_table(
+        block_table(cfg, flop_count(cfg, T, B)),
+        column_config={
+            "params": st.column_config.NumberColumn(format="localized"),
+            "share_of_block": st.column_config.NumberColumn(format="percent"),
+            "forward_flops": st.column_config.NumberColumn("forward FLOPs per block", format="localized"),
+            "flops_rule": "rule",
+        },
+    )
+
+
+def fvcore_section(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> None:
+    """On its toggle: the model traced by fvcore on the meta device, beside our count."""
+    check = None
+    if st.toggle("Trace the model with fvcore (meta device, no memory) and compare", key=prefix + "fvcore"):
+        check = fvcore_or_error(cfg, seq_len, batch)
+    if check is None:
+        return
+    cols = st.columns(3)
+    for col, label, flops_ in zip(
+        cols,
+        ("fvcore (×2)", "LLaMA Lab", "Difference"),
+        (check.fvcore_flops, check.ours_flops, check.difference),
+    ):
+        col.metric(
+            label,
+            human_count(flops_, "FLOP"),
+            help=f"{flops_:,} FLOPs",
+            delta=f"{check.relative_difference:.2e} relative" if label == "Difference" else None,
+            delta_color="off",
+        )
+    show_table(
+        {
+            "operator": list(check.fvcore_by_operator),
+            "FLOPs (fvcore × 2)": list(check.fvcore_by_operator.values()),
+        },
+        column_config={"FLOPs (fvcore × 2)": st.column_config.NumberColumn(format="localized")},
+    )
+    st.caption(
+        "Operators fvcore skipped (element-wise; times seen): "
+        + (", ".join(f"{name} ×{count}" for name, count in check.unsupported_ops.items()) or "none")
+    )
+    for note in check.notes:
+        st.caption(note)
+
+
+def counting_conventions(cfg: ModelConfig, seq_len: int, batch: int) -> None:
+    """The FLOP count's conventions and its every row, folded away."""
+    flops = flop_count(cfg, seq_len, batch)
+    with st.expander("Counting conventions"):
+        for line in flops.conventions:
+            st.markdown(f"- {line}")
+        show_table(flops.to_frame())
