@@ -1,6 +1,6 @@
 """The live pass: one real training step timed phase by phase (forward, backward, AdamW), with
 the initial loss beside ln(V), achieved TFLOP/s and MFU, peak memory, the activation memory
-measured from the tensors autograd saves vs ``analysis.activation_bytes``, and logits
+measured from the tensors autograd saves vs ``analysis.autocast_activation_bytes``, and logits
 statistics with and without the final norm (the seed's "forgot the final norm" bug). Also
 the ``bench --json`` object.
 """
@@ -410,7 +410,7 @@ _PREDICTION_SOURCES = {
     "gradients": "analysis.training_memory: gradients, fp32",
     "optimizer": "analysis.training_memory: AdamW m and v, fp32 (torch also keeps a 4-byte step per tensor)",
     "weight_casts": "analysis.weight_bytes at the run's dtype (autocast's copies; none in fp32)",
-    "activations": "analysis.activation_bytes",
+    "activations": "analysis.autocast_activation_bytes (fp32: analysis.activation_bytes)",
     "total": "the rows above",
 }
 

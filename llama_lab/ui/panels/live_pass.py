@@ -115,7 +115,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     )
     st.caption(
         f"{peak_note} Activations measured: the tensors autograd saves for backward, "
-        f"each storage once; predicted: analysis.activation_bytes. The memory guard "
+        f"each storage once; predicted: analysis.autocast_activation_bytes. The memory guard "
         f"checked {human_bytes(live.estimated_training_bytes)}, the step's peak as "
         f"train.budgets.training_peak writes it out (backward at the loss, or the AdamW "
         f"update with its temporaries) — "
