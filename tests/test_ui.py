@@ -296,6 +296,7 @@ def test_preset_change_loads_the_preset_and_keeps_the_workload():
 def test_upload_of_an_hf_config_shows_its_notes_and_a_bad_one_its_error():
     at = run_builder()
     hf = {
+        "model_type": "llama",
         "hidden_size": 1024,
         "num_hidden_layers": 2,
         "num_attention_heads": 16,

@@ -277,6 +277,11 @@ def parse_config_json(text: str | bytes, source: str = "config") -> tuple[ModelC
     data = loads_json(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"{_cut_source(source)} must hold a JSON object, got {type(data).__name__}")
-    if "hidden_size" in data:
+    if any(key in data for key in HF_MARKERS):
         return read_hf_config(data)
     return ModelConfig.from_dict(data), []
+
+
+# Keys only a Hugging Face config.json has (none is a ModelConfig field): such a file is read as
+# transformers reads it, by its model_type, never as LLaMA Lab's own format.
+HF_MARKERS = ("model_type", "architectures", "hidden_size", "text_config", "transformers_version")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
@@ -21,6 +22,23 @@ from .bounds import INIT_STD, LIMITS
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
+
+
+# What each family's transformers model reads and its config class's defaults, generated from
+# the transformers release the tests run against by tools/hf_family_keys.py (checked by a test).
+KEY_TABLE: Mapping[str, Any] = json.loads(Path(__file__).with_name("hf_keys.json").read_text())
+
+
+def _defaults(model_type: str) -> dict[str, Any]:
+    """The config class's defaults: what a key left out of a config.json becomes."""
+    table = KEY_TABLE["families"][model_type]
+    return {**table["defaults"], "rope_theta": table["default_theta"]}
+
+
+def reads(model_type: str) -> frozenset[str]:
+    """The config.json keys ``model_type``'s transformers model reads (aliases included)."""
+    table = KEY_TABLE["families"][model_type]
+    return frozenset(table["read"]) | frozenset(table["aliases"])
 
 
 class HFConfigWarning(UserWarning):
@@ -129,14 +147,6 @@ QUIET_KEYS = frozenset(
     }
 )
 _WINDOW_KEYS = frozenset({"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"})
-_BASE = {
-    "vocab_size": 32000,
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 10000.0,
-    "tie_word_embeddings": False,
-    "head_dim": None,
-}
-
 FAMILIES: dict[str, Family] = {
     f.model_type: f
     for f in (
@@ -144,7 +154,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             "llama",
             "LlamaForCausalLM",
-            {**_BASE, "max_position_embeddings": 2048, "attention_bias": False, "mlp_bias": False},
+            _defaults("llama"),
             frozenset({"attention_bias", "mlp_bias"}),
             frozenset({"num_key_value_heads", "head_dim"}),
         ),
@@ -152,7 +162,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             "mistral",
             "MistralForCausalLM",
-            {**_BASE, "max_position_embeddings": 131072, "sliding_window": 4096},
+            _defaults("mistral"),
             frozenset({"sliding_window"}),
             frozenset({"head_dim", "sliding_window"}),
         ),
@@ -160,16 +170,8 @@ FAMILIES: dict[str, Family] = {
         Family(
             "mixtral",
             "MixtralForCausalLM",
-            {
-                **_BASE,
-                "max_position_embeddings": 131072,
-                "rms_norm_eps": 1e-5,
-                "rope_theta": 1e6,
-                "sliding_window": None,
-                "num_local_experts": 8,
-                "num_experts_per_tok": 2,
-            },
-            frozenset({"sliding_window", "num_local_experts", "num_experts_per_tok"}),
+            _defaults("mixtral"),
+            frozenset({"sliding_window", "num_local_experts", "num_experts", "num_experts_per_tok"}),
             frozenset({"head_dim", "sliding_window"}),
         ),
         # Qwen2Config: q/k/v biases (o_proj has none); layers ≥ max_window_layers use the window
@@ -177,14 +179,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             "qwen2",
             "Qwen2ForCausalLM",
-            {
-                **_BASE,
-                "vocab_size": 151936,
-                "max_position_embeddings": 32768,
-                "use_sliding_window": False,
-                "sliding_window": 4096,
-                "max_window_layers": 28,
-            },
+            _defaults("qwen2"),
             _WINDOW_KEYS,
             frozenset({"num_key_value_heads", "head_dim", "sliding_window", "layer_types"}),
         ),
@@ -192,16 +187,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             "qwen3",
             "Qwen3ForCausalLM",
-            {
-                **_BASE,
-                "vocab_size": 151936,
-                "head_dim": 128,
-                "max_position_embeddings": 32768,
-                "attention_bias": False,
-                "use_sliding_window": False,
-                "sliding_window": 4096,
-                "max_window_layers": 28,
-            },
+            _defaults("qwen3"),
             _WINDOW_KEYS | {"attention_bias"},
             frozenset({"num_key_value_heads", "sliding_window", "layer_types"}),
         ),
@@ -210,20 +196,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             "qwen3_moe",
             "Qwen3MoeForCausalLM",
-            {
-                **_BASE,
-                "vocab_size": 151936,
-                "max_position_embeddings": 32768,
-                "attention_bias": False,
-                "use_sliding_window": False,
-                "sliding_window": 4096,
-                "num_experts": 128,
-                "num_experts_per_tok": 8,
-                "moe_intermediate_size": 768,
-                "norm_topk_prob": False,
-                "decoder_sparse_step": 1,
-                "mlp_only_layers": [],
-            },
+            _defaults("qwen3_moe"),
             frozenset(
                 {
                     "attention_bias",
@@ -255,7 +228,6 @@ _KIND = {
 }
 MAX_NOTES = 5  # notes and key names a message lists one by one; the rest are counted
 MAX_SHOWN = 60  # characters of one value or key name in a message
-_HF_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
 def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: list[str]) -> None:
@@ -287,7 +259,11 @@ def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: lis
 def _get(data: Mapping[str, Any], family: Family, key: str) -> Any:
     """``key``'s value, or the family's default when it is absent (a null that reaches here
     is one the config class takes: ``_refuse_nulls``)."""
-    return data[key] if key in data else family.defaults.get(key)
+    if key in data:
+        return data[key]
+    aliases = KEY_TABLE["families"][family.model_type]["aliases"]  # the config's attribute_map
+    alias = next((name for name, target in aliases.items() if target == key and name in data), None)
+    return data[alias] if alias is not None else family.defaults.get(key)
 
 
 def _refuse_nulls(data: Mapping[str, Any], family: Family) -> None:
@@ -444,19 +420,32 @@ def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> di
     return out
 
 
+# Keys no modelling file reads that still change what is counted: transformers' loader reads
+# quantization_config to store the weights in another format.
+LOADER_KEYS = frozenset({"quantization_config"})
+
+
 def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
-    unknown = [
-        key for key in data if key not in COMMON_KEYS and key not in QUIET_KEYS and key not in family.keys
-    ]
-    if unknown:
+    """A key matters only if the family's transformers model reads it (``reads``): one it reads
+    and LLaMA Lab does not model is refused by name; one it never reads is a note."""
+    handled = COMMON_KEYS | QUIET_KEYS | family.keys
+    read = reads(family.model_type) | LOADER_KEYS
+    unmodelled = [key for key in data if key in read and key not in handled]
+    if unmodelled:
         raise ConfigError(
-            f"config.json key(s) {name_keys(unknown)} of "
-            f"model_type={family.model_type!r} are not modelled and may change the "
-            f"model; LLaMA Lab refuses rather than count it wrong",
-            field=unknown[0],
-            also=tuple(unknown[1:]),
+            f"config.json key(s) {name_keys(unmodelled)} are read by transformers for "
+            f"{family.architecture} and not modelled by LLaMA Lab; it refuses rather than count "
+            f"the model wrong",
+            field=unmodelled[0],
+            also=tuple(unmodelled[1:]),
         )
     notes = []
+    unread = [key for key in data if key not in read and key not in handled]
+    if unread:
+        notes.append(
+            f"not read by {family.model_type}'s model ({family.architecture}, transformers "
+            f"{KEY_TABLE['transformers']}): {name_keys(unread)}; ignored"
+        )
     for key in ("attention_dropout", "router_jitter_noise"):
         if data.get(key) not in (None, 0, 0.0):
             notes.append(f"{key}={shown(data[key])} is training-time noise, not modelled (no dropout)")
@@ -471,7 +460,13 @@ def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
 def _family(data: Mapping[str, Any]) -> Family:
     if not isinstance(data, Mapping):
         raise ConfigError(f"a config.json must be a JSON object, got {type(data).__name__}")
-    model_type = data.get("model_type", "llama")
+    if "model_type" not in data:
+        raise ConfigError(
+            "this config.json has no model_type: transformers picks the model's family by it "
+            f"(AutoConfig), and LLaMA Lab will not guess one (it models {', '.join(FAMILIES)})",
+            field="model_type",
+        )
+    model_type = data["model_type"]
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise ConfigError(
             f"model_type={shown(model_type)} is not supported; LLaMA Lab models "
@@ -481,14 +476,36 @@ def _family(data: Mapping[str, Any]) -> Family:
     return FAMILIES[model_type]
 
 
+def text_decoder(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+    """A multimodal wrapper's text decoder (its ``text_config``) and a note saying that only it
+    is counted; any other config.json as it is, with no note."""
+    inner = data.get("text_config") if isinstance(data, Mapping) else None
+    if inner is None:
+        return data, None
+    outer = shown(data.get("model_type", "unnamed"))
+    if not isinstance(inner, Mapping):
+        raise ConfigError(f"text_config={shown(inner)} must be a JSON object", field="text_config")
+    inner_type = inner.get("model_type")
+    if not isinstance(inner_type, str) or inner_type not in FAMILIES:
+        raise ConfigError(
+            f"model_type={outer} wraps a text decoder of model_type={shown(inner_type)}, a family "
+            f"LLaMA Lab does not model; it models {', '.join(FAMILIES)} exactly and refuses the rest",
+            field="model_type",
+        )
+    return inner, (
+        f"the text decoder of a {outer} model (its text_config, model_type {inner_type!r}); "
+        f"the vision tower and the projector are not counted"
+    )
+
+
 def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelConfig", list[str]]:
-    """Translate a HF config.json dict of a supported family into a ModelConfig plus notes on
-    the keys that change nothing counted (at most MAX_NOTES, then one summary). ``model_config``
-    is the ModelConfig class (passed in: this module sits below it)."""
+    """Translate a HF config.json dict of a supported family (or a multimodal wrapper around
+    one: its text decoder) into a ModelConfig plus notes on the keys that change nothing
+    counted (at most MAX_NOTES, then one summary). A key left out takes the family config
+    class's default, as ``AutoConfig.for_model`` would. ``model_config`` is the ModelConfig
+    class (passed in: this module sits below it)."""
+    data, wrapper = text_decoder(data)
     family = _family(data)
-    missing = [k for k in _HF_REQUIRED if k not in data]
-    if missing:
-        raise ConfigError(f"HF config.json lacks required key(s) {', '.join(missing)}")
     notes = _notes(data, family)
     _refuse_nulls(data, family)
     n_layers = _count(data, family, "num_hidden_layers", 1, LIMITS["n_layers"])
@@ -498,7 +515,8 @@ def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelCon
     for name, value in kwargs.items():
         if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it
             raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)", field=name)
-    return model_config(**kwargs), cap_notes(notes)  # validates every value
+    cfg = model_config(**kwargs)  # validates every value
+    return cfg, ([wrapper] if wrapper else []) + cap_notes(notes)
 
 
 # ---- how values from a file appear in messages -------------------------------------------------

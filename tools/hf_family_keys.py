@@ -1,0 +1,153 @@
+"""Generate ``llama_lab/config/hf_keys.json``: for every family LLaMA Lab reads, the config.json
+keys its transformers model reads, and its config class's defaults — from the installed
+transformers (the release the tests run against; the file records which).
+
+A key is *read* when the family's modelling code reads it from its config (``config.X``,
+``self.config.X``, ``getattr(config, "X", …)`` in ``models/<family>/modeling_<family>.py``), or
+when the config class's ``__post_init__`` derives something from it (``self.X``: Qwen2's
+``use_sliding_window`` and ``max_window_layers`` set ``layer_types``), or when it is an alias
+(``attribute_map``) of a read key. Keys every family shares (``PreTrainedModel`` reads
+``tie_word_embeddings``; the RoPE utilities ``rope_parameters``) are read by LLaMA Lab's own
+COMMON_KEYS and need no table.
+
+    python tools/hf_family_keys.py          # rewrite the file
+    python tools/hf_family_keys.py --check  # exit 1 if the file differs from a fresh table
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import importlib
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parents[1] / "llama_lab" / "config" / "hf_keys.json"
+FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
+CONFIG_NAMES = {"config", "text_config"}
+
+
+def _is_config(node: ast.AST) -> bool:
+    """``config``, ``text_config`` or ``self.config``."""
+    if isinstance(node, ast.Name):
+        return node.id in CONFIG_NAMES
+    return isinstance(node, ast.Attribute) and node.attr == "config" and isinstance(node.value, ast.Name)
+
+
+def keys_read_by(source: str) -> set[str]:
+    """The config attributes a modelling file reads."""
+    keys = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and _is_config(node.value) and not node.attr.startswith("_"):
+            keys.add(node.attr)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and _is_config(node.args[0])
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            keys.add(node.args[1].value)
+    return keys
+
+
+def keys_derived_from(config_class: type) -> set[str]:
+    """The fields the config class's ``__post_init__`` reads to derive others."""
+    post_init = config_class.__dict__.get("__post_init__")
+    if post_init is None:
+        return set()
+    tree = ast.parse(_dedent(inspect.getsource(post_init)))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and isinstance(node.ctx, ast.Load)
+        and not node.attr.startswith("_")
+    }
+
+
+def _dedent(source: str) -> str:
+    lines = source.splitlines()
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    return "\n".join(line[indent:] for line in lines)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def defaults_of(config_class: type) -> dict[str, Any]:
+    """Each field's default as the family's config class declares it (what a missing key
+    becomes); the fields every config inherits (labels, token ids' bookkeeping) are left out."""
+    own = config_class.__dict__.get("__annotations__", {})
+    out = {}
+    for f in dataclasses.fields(config_class):
+        if f.name.startswith("_") or f.name not in own:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = _plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = _plain(f.default_factory())  # type: ignore[misc]
+    return out
+
+
+def family_table(model_type: str) -> dict[str, Any]:
+    import transformers
+
+    config_class = transformers.CONFIG_MAPPING[model_type]
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    read = keys_read_by(inspect.getsource(modeling)) | keys_derived_from(config_class)
+    aliases = getattr(config_class, "attribute_map", {}) or {}
+    read |= {alias for alias, target in aliases.items() if target in read}
+    return {
+        "config_class": config_class.__name__,
+        "default_theta": getattr(config_class, "default_theta", None),
+        "read": sorted(read),
+        "aliases": dict(sorted(aliases.items())),
+        "defaults": defaults_of(config_class),
+    }
+
+
+def build() -> dict[str, Any]:
+    import transformers
+
+    return {
+        "transformers": transformers.__version__,
+        "families": {mt: family_table(mt) for mt in FAMILIES},
+    }
+
+
+def render(table: dict[str, Any]) -> str:
+    return json.dumps(table, indent=1, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args(argv)
+    text = render(build())
+    if args.check:
+        same = OUT.read_text() == text
+        print("hf_keys.json is current" if same else "hf_keys.json differs from a fresh table")
+        return 0 if same else 1
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
