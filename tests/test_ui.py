@@ -346,6 +346,22 @@ def test_upload_of_each_family_builds_it_and_an_unsupported_one_is_refused_by_na
     assert "VALID d=4096" in shown(at)  # the last good config stays
 
 
+def test_a_refused_upload_is_shown_at_the_top_of_the_page():
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "home.py"), default_timeout=60).run()
+    gpt2 = {"model_type": "gpt2", "n_embd": 768}
+    at.sidebar.file_uploader[0].set_value(("gpt2.json", json.dumps(gpt2).encode(), "application/json")).run()
+    assert not at.exception
+    refused = [e.value for e in at.main.error if "The uploaded file was refused" in e.value]
+    assert refused and "gpt2" in refused[0] and "still the previous one" in refused[0]
+
+
+def test_an_upload_error_names_the_file_once():
+    at = run_builder()
+    at.sidebar.file_uploader[0].set_value(("theta.json", b'{"rope_theta": 1e400}', "application/json")).run()
+    (message,) = [e.value for e in at.sidebar.error if "theta" in e.value]
+    assert message.count(ui.escape_markdown("theta.json")) == 1 and "rope" in message, message
+
+
 def test_download_buttons_hand_over_the_config_files(monkeypatch):
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 

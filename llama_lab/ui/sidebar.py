@@ -541,6 +541,11 @@ def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selectio
     st.set_page_config(page_title=f"{title} · LLaMA Lab", page_icon="🦙", layout="wide")
     selection = sidebar_config()
     st.title(title)
+    upload_error = _state().get(KEY_UPLOAD_ERROR)
+    if upload_error:  # on the page itself, not only in the sidebar's expander
+        show_error(
+            f"The uploaded file was refused — {upload_error}. The model shown is still the previous one."
+        )
     st.markdown(intro)
     if selection is None and needs_config:
         show_error(

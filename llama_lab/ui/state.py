@@ -512,8 +512,11 @@ def _on_upload() -> None:
     except UnicodeDecodeError:
         state[KEY_UPLOAD_ERROR] = f"{uploaded.name} is not UTF-8 text"
         return
-    except LabError as exc:
-        state[KEY_UPLOAD_ERROR] = f"{uploaded.name}: {exc}"
+    except LabError as exc:  # the message names the file itself where the reader knew it
+        message = str(exc)
+        state[KEY_UPLOAD_ERROR] = (
+            message if message.startswith(uploaded.name) else f"{uploaded.name}: {message}"
+        )
         return
     values = values_for_config(
         state[KEY_PRESET], cfg, batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
