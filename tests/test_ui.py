@@ -355,6 +355,17 @@ def test_a_refused_upload_is_shown_at_the_top_of_the_page():
     assert refused and "gpt2" in refused[0] and "still the previous one" in refused[0]
 
 
+def test_an_uploaded_multimodal_model_is_titled_as_its_text_decoder():
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "home.py"), default_timeout=60).run()
+    text = {"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8}
+    wrapper = {"model_type": "mistral3", "_name_or_path": "org/Small-3", "text_config": text}
+    at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(wrapper).encode(), "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("the text decoder of " + ui.escape_markdown("org/Small") in h.value for h in at.subheader)
+    assert any("vision tower" in w.value for w in at.sidebar.warning)
+
+
 def test_an_upload_error_names_the_file_once():
     at = run_builder()
     at.sidebar.file_uploader[0].set_value(("theta.json", b'{"rope_theta": 1e400}', "application/json")).run()

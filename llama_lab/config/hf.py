@@ -493,9 +493,12 @@ def text_decoder(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None
             field="model_type",
         )
     return inner, (
-        f"the text decoder of a {outer} model (its text_config, model_type {inner_type!r}); "
+        f"{TEXT_DECODER} a {outer} model (its text_config, model_type {inner_type!r}); "
         f"the vision tower and the projector are not counted"
     )
+
+
+TEXT_DECODER = "the text decoder of"  # how the note on a multimodal wrapper begins
 
 
 def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelConfig", list[str]]:

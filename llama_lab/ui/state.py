@@ -30,6 +30,7 @@ from ..config import (
     ffn_from_rule,
     parse_config_json,
 )
+from ..config.hf import TEXT_DECODER
 from ..config.model_config import DERIVED
 from ..errors import LabError
 from ..experiments import KINDS
@@ -524,7 +525,9 @@ def _on_upload() -> None:
     _load_values(values)
     state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
-    state[KEY_MODEL_NAME] = model_name(_name_in(text) or uploaded.name)[0]
+    name = model_name(_name_in(text) or uploaded.name)[0]
+    wrapped = bool(notes) and notes[0].startswith(TEXT_DECODER)  # a multimodal model's decoder
+    state[KEY_MODEL_NAME] = f"{TEXT_DECODER} {name}" if wrapped else name
     state[KEY_MODEL_BASE] = dict(values)
 
 
