@@ -196,8 +196,11 @@ def test_an_upload_keeps_its_name_resets_t_and_a_preset_drops_it():
         c.startswith(f"Edited from {E('Qwen/Qwen3-tiny')}: n_layers")
         for c in (c.value for c in at.sidebar.caption)
     )
-    at.sidebar.selectbox(key=ui.KEY_PRESET).set_value("llama-2-7b").run()
+    assert at.sidebar.selectbox(key=ui.KEY_PRESET_VIEW).value == ui.UPLOADED  # the box says so
+    at.sidebar.selectbox(key=ui.KEY_PRESET_VIEW).set_value("llama-2-7b").run()
     assert "name" not in at.query_params and at.subheader[0].value == "Current model"
+    assert at.sidebar.selectbox(key=ui.KEY_PRESET).value == "llama-2-7b"
+    assert at.sidebar.number_input(key=ui.field_key("n_layers")).value == 32
 
 
 def test_an_upload_without_a_model_name_is_called_by_its_file_name():

@@ -30,6 +30,7 @@ from .state import (
     KEY_MODEL_BASE,
     KEY_MODEL_NAME,
     KEY_PRESET,
+    KEY_PRESET_VIEW,
     KEY_SEQ_LEN,
     KEY_SEQ_NOTE,
     KEY_UPLOAD,
@@ -37,11 +38,13 @@ from .state import (
     KEY_UPLOAD_NOTES,
     KEY_WEIGHT_DTYPE,
     LINK_NOTE,
+    UPLOADED,
     WIDGET_PREFIX,
     Selection,
     _init_state,
     _on_change,
     _on_preset,
+    _on_preset_view,
     _on_upload,
     _state,
     _sync_query_params,
@@ -105,13 +108,23 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     st.header("🦙 Model")
     for message in state[KEY_LINK_ERRORS]:
         show_error(message)
-    st.selectbox(
-        "Preset",
-        list(PRESETS),
-        key=KEY_PRESET,
-        on_change=_on_preset,
-        help="Loads a published config; the fields below then edit it.",
-    )
+    if state.get(KEY_MODEL_BASE) is not None:  # an uploaded model fills the fields
+        state[KEY_PRESET_VIEW] = UPLOADED
+        st.selectbox(
+            "Preset",
+            [UPLOADED, *PRESETS],
+            key=KEY_PRESET_VIEW,
+            on_change=_on_preset_view,
+            help="The fields hold the uploaded model; choosing a preset replaces it.",
+        )
+    else:
+        st.selectbox(
+            "Preset",
+            list(PRESETS),
+            key=KEY_PRESET,
+            on_change=_on_preset,
+            help="Loads a published config; the fields below then edit it.",
+        )
     _draw_model_name(values)
     for note in state[KEY_UPLOAD_NOTES]:
         show_warning(note)

@@ -86,6 +86,10 @@ WIDGET_PREFIX = "llama_lab.w."
 
 
 KEY_PRESET = WIDGET_PREFIX + "preset"
+# While an uploaded (or linked) model fills the fields, the Preset box shows UPLOADED under its
+# own key; KEY_PRESET keeps the preset the URL's fields are written against.
+KEY_PRESET_VIEW = WIDGET_PREFIX + "preset_view"
+UPLOADED = "uploaded"
 
 
 KEY_FFN_RULE = WIDGET_PREFIX + "ffn_rule"
@@ -499,6 +503,15 @@ def _on_preset() -> None:
     state[KEY_LINK_ERRORS], state[KEY_UPLOAD_NOTES], state[KEY_UPLOAD_ERROR] = [], [], None
     state[KEY_LAST_CHANGED] = state[KEY_MODEL_NAME] = state[KEY_MODEL_BASE] = None
     state[KEY_SEQ_NOTE] = None
+
+
+def _on_preset_view() -> None:
+    """A preset chosen in the Preset box while it shows an uploaded model: load it."""
+    state = _state()
+    chosen = state[KEY_PRESET_VIEW]
+    if chosen != UPLOADED:
+        state[KEY_PRESET] = chosen
+        _on_preset()
 
 
 def _on_upload() -> None:
