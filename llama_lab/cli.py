@@ -343,15 +343,20 @@ def _keep_list(text: str) -> tuple[str, ...]:
 
 
 def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from .analysis import WeightQuant, analyze, format_analysis
+    from .analysis import WeightQuant, analyze, format_analysis, stored_weights
+    from .config.files import load_stored_quant
 
-    weights = WeightQuant.of(
-        args.weight_dtype or args.dtype,
-        group_size=args.group_size,
-        scale_dtype=args.scale_dtype,
-        zero_point=args.zero_point,
-        keep=args.keep,
-    )
+    stored = load_stored_quant(args.config) if args.config is not None else None
+    if stored is not None and args.weight_dtype is None:  # the checkpoint's own format
+        weights = stored_weights(stored)
+    else:
+        weights = WeightQuant.of(
+            args.weight_dtype or args.dtype,
+            group_size=args.group_size,
+            scale_dtype=args.scale_dtype,
+            zero_point=args.zero_point,
+            keep=args.keep,
+        )
     result = analyze(
         cfg, seq_len=args.seq_len, batch=args.batch, dtype=args.dtype, weights=weights, kv_dtype=args.kv_dtype
     )

@@ -14,7 +14,7 @@ import transformers
 
 from llama_lab import analysis
 from llama_lab.config import ConfigError, parse_config_json
-from llama_lab.config.hf import COMMON_KEYS, FAMILIES, KEY_TABLE, LOADER_KEYS, QUIET_KEYS, reads
+from llama_lab.config.hf import COMMON_KEYS, FAMILIES, KEY_TABLE, QUIET_KEYS, reads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,9 +160,85 @@ def test_a_wrapper_around_an_unmodelled_decoder_is_refused_naming_both():
         parse_config_json(json.dumps(wrapper))
 
 
-def test_quantization_config_is_refused_until_the_stored_format_is_read():
-    assert "quantization_config" in LOADER_KEYS
-    with pytest.raises(ConfigError, match="'quantization_config'"):
-        parse_config_json(
-            json.dumps({**QWEN2_5_0_5B, "quantization_config": {"quant_method": "awq", "bits": 4}})
-        )
+# ---- quantization_config: the weights' stored format ----------------------------------------------
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+LLAMA_256 = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "torch_dtype": "float16",
+}
+
+
+def _awq_linear_bytes(inputs: int, outputs: int, group: int, zero_point: bool) -> int:
+    """AutoAWQ's GEMM layout of one linear layer (in K, out R): qweight int32 (K, R/8), scales
+    fp16 (K/g, R), qzeros int32 (K/g, R/8) — eight 4-bit values per int32."""
+    qweight = inputs * (outputs // 8) * 4
+    scales = (inputs // group) * outputs * 2
+    qzeros = (inputs // group) * (outputs // 8) * 4 if zero_point else 0
+    return qweight + scales + qzeros
+
+
+@pytest.mark.parametrize("zero_point", [True, False])
+def test_an_awq_checkpoint_is_counted_as_awq_stores_it(zero_point):
+    from llama_lab.analysis import stored_weights, weights_bytes
+    from llama_lab.config.files import stored_quant_of
+
+    data = {**LLAMA_256, "quantization_config": {**AWQ, "zero_point": zero_point}}
+    text = json.dumps(data)
+    cfg, notes = parse_config_json(text)
+    assert notes[0].startswith("quantization_config: AWQ int4 weights in groups of 128")
+    C, F, V, L, D = 256, 512, 1000, 2, 64
+    q, kv = 4 * D, 2 * D
+    linears = [(C, q), (C, kv), (C, kv), (q, C), (C, F), (C, F), (F, C)]  # q k v o gate up down
+    per_block = sum(_awq_linear_bytes(k, r, 128, zero_point) for k, r in linears) + 2 * C * 2  # 2 norms
+    expected = L * per_block + 2 * V * C * 2 + C * 2  # fp16 embeddings, lm_head, final norm
+    assert weights_bytes(cfg, stored_weights(stored_quant_of(text))).total == expected
+
+
+def test_the_cli_counts_an_awq_file_in_its_stored_format(tmp_path, capsys):
+    from llama_lab.analysis import stored_weights, weights_bytes
+    from llama_lab.cli import main
+    from llama_lab.config.files import stored_quant_of
+
+    text = json.dumps({**LLAMA_256, "quantization_config": AWQ})
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    assert main(["analyze", "--config", str(path), "--json"]) in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    cfg, _ = parse_config_json(text)
+    expected = weights_bytes(cfg, stored_weights(stored_quant_of(text))).total
+    assert expected in _ints(out), "the analysis JSON carries the AWQ weight bytes"
+
+
+def _ints(obj) -> set:
+    if isinstance(obj, dict):
+        return set().union(*(_ints(v) for v in obj.values())) if obj else set()
+    if isinstance(obj, list):
+        return set().union(*(_ints(v) for v in obj)) if obj else set()
+    return {obj} if isinstance(obj, int) else set()
+
+
+@pytest.mark.parametrize(
+    "qc,match",
+    [
+        ({"quant_method": "gptq", "bits": 4}, "quant_method='gptq' is not modelled yet"),
+        ({"quant_method": "mxfp4"}, "quant_method='mxfp4' is not modelled yet"),
+        ({**AWQ, "bits": 8}, "bits=8"),
+        ({**AWQ, "version": "gemv_fast"}, "version='gemv_fast'"),
+        ({**AWQ, "modules_to_not_convert": ["model.layers.0.self_attn.q_proj"]}, "not single modules"),
+    ],
+)
+def test_a_quantisation_not_modelled_is_refused_by_name(qc, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_config_json(json.dumps({**LLAMA_256, "quantization_config": qc}))
+
+
+def test_awq_keeps_the_head_and_the_vision_side_as_they_are():
+    qc = {**AWQ, "modules_to_not_convert": ["lm_head", "visual", "multi_modal_projector"]}
+    cfg, notes = parse_config_json(json.dumps({**LLAMA_256, "quantization_config": qc}))
+    assert cfg.n_layers == 2 and "AWQ" in notes[0]

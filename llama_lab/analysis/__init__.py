@@ -67,6 +67,7 @@ from .quant import (
     WeightBytes,
     WeightQuant,
     kv_head_bytes,
+    stored_weights,
     weight_tensors,
     weights_bytes,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "WeightQuant",
     "kv_head_bytes",
     "weight_tensors",
+    "stored_weights",
     "weights_bytes",
     "ACTIVATION_ASSUMPTIONS",
     "COMPONENTS",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelConfig
+from ..config.hf import StoredQuant
 from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES
 from .params import norm_params
@@ -211,6 +212,22 @@ class WeightQuant:
             "keep": list(self.keep) if self.quantised else [],
             "keep_dtype": self.keep_dtype if self.quantised else self.dtype,
         }
+
+
+def stored_weights(stored: StoredQuant) -> WeightQuant:
+    """The stored format a checkpoint's quantization_config declares (``config.hf.stored_quant``):
+    AWQ's GEMM int4 packs eight 4-bit weights per int32 (qweight K × R/8), one fp16 scale per
+    group of inputs of each output (scales K/g × R) and, with zero points, eight 4-bit zeros per
+    int32 (qzeros K/g × R/8); the embeddings, the head, the norms and a router are not linear
+    layers it quantises and stay in the checkpoint's dtype."""
+    return WeightQuant.of(
+        "int4",
+        group_size=stored.group_size,
+        scale_dtype="fp16",
+        zero_point=stored.zero_point,
+        keep=DEFAULT_KEEP,
+        keep_dtype=stored.dtype,
+    )
 
 
 def as_weight_quant(weights: "WeightQuant | str") -> WeightQuant:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .hf import read_hf_dict, shown
+from .hf import StoredQuant, read_hf_dict, shown, stored_quant
 from .model_config import ModelConfig
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is about 1 KB
@@ -269,6 +269,20 @@ def load_json_file(path: str | Path, max_bytes: int, what: str) -> Any:
 def load_config_file(path: str | Path) -> tuple[ModelConfig, list[str]]:
     """Load our ModelConfig JSON or a HF config.json (told apart by 'hidden_size')."""
     return parse_config_json(read_bounded(path, MAX_CONFIG_BYTES, "config file"), source=str(path))
+
+
+def stored_quant_of(text: str | bytes, source: str = "config") -> StoredQuant | None:
+    """The weights' stored format a Hugging Face config.json declares (its quantization_config),
+    None for ours or an unquantised checkpoint."""
+    data = loads_json(text, source)
+    if not isinstance(data, dict) or not any(key in data for key in HF_MARKERS):
+        return None
+    return stored_quant(data)
+
+
+def load_stored_quant(path: str | Path) -> StoredQuant | None:
+    """``stored_quant_of`` a config file on disk."""
+    return stored_quant_of(read_bounded(path, MAX_CONFIG_BYTES, "config file"), source=str(path))
 
 
 def parse_config_json(text: str | bytes, source: str = "config") -> tuple[ModelConfig, list[str]]:
