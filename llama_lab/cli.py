@@ -20,7 +20,7 @@ from .runtime.memory import allocation_failures_refused
 from .runtime.precision import DTYPES
 from .train.budgets import CPU_FLOP_BUDGET, MAX_LR, MAX_SEED, MAX_SEEDS, MAX_STEPS, check_cpu_budget
 from .train.schedules import SCHEDULES
-from .units import json_line, strip_control
+from .units import json_line, plural, strip_control
 
 EXIT_USAGE = 2
 
@@ -414,7 +414,7 @@ def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .train.loop import TrainSettings, train
 
     # the steps, plus about ten evaluations of four forward passes (a third of a step each)
-    check_budget(args, cfg, args.steps + 14, f"{args.steps} training steps")
+    check_budget(args, cfg, args.steps + 14, plural(args.steps, "training step"))
     data = _text_data(args, cfg)
     if data is None:
         data = data_mod.random_tokens(cfg.vocab_size, 200_000, seed=args.seed)

@@ -216,3 +216,8 @@ def json_line(obj: Any) -> str:
     if found and isinstance(cleaned, dict):
         cleaned["non_finite"] = found
     return json.dumps(cleaned, allow_nan=False)
+
+
+def plural(count: int, word: str) -> str:
+    """``count`` and ``word``, plural unless it is one: "1 training step", "2 training steps"."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"

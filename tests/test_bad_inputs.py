@@ -686,3 +686,48 @@ def test_training_settings_out_of_range_are_refused_with_the_rule(options, rule)
             TrainSettings(steps=settings.pop("steps"), lr=settings.pop("lr"), seq_len=8, batch=2, **settings),
         )
     assert rule in str(info.value)
+
+
+# ---- hostile values that used to escape as Python errors ------------------------------------------
+@pytest.mark.parametrize("name", ["rope_theta", "norm_eps"])
+def test_an_integer_beyond_every_float_is_refused_naming_the_field(name):
+    with pytest.raises(ConfigError, match=rf"^{name}=<an integer of about 401 digits> is beyond") as info:
+        ModelConfig(**{name: 10**400})
+    assert info.value.field == name
+
+
+def test_training_without_validation_batches_is_refused_naming_the_setting():
+    from llama_lab.errors import ExperimentError
+    from llama_lab.train import train
+
+    with pytest.raises(ExperimentError, match="eval_batches=0 must be an integer from 1"):
+        train(PRESETS["debug"], TrainSettings(steps=2, seq_len=8, batch=2, eval_batches=0))
+
+
+def test_a_depth_sweep_whose_last_gradient_is_zero_says_why_it_has_no_slope(monkeypatch):
+    from types import SimpleNamespace
+
+    from llama_lab.errors import ExperimentError
+    from llama_lab.experiments import depth
+
+    def fake(cfg, *args, **kwargs):  # the last block gets no gradient at depth 4
+        arm = SimpleNamespace(ffn_out_grad_norm=[1.0, 0.0 if cfg.n_layers == 4 else 0.5])
+        return SimpleNamespace(
+            arms=lambda position: [arm], last_ratio_by_seed=lambda: [1.0], seeds=(0,), data="random"
+        )
+
+    monkeypatch.setattr(depth, "gradnorms_over_seeds", fake)
+    with pytest.raises(
+        ExperimentError, match=r"is 0 or not finite at depth L=4 .*slope against depth is undefined"
+    ):
+        depth.depth_sweep(PRESETS["debug"], depths=(2, 4))
+
+
+def test_counts_in_messages_are_singular_for_one():
+    from llama_lab.units import plural
+
+    assert (plural(1, "training step"), plural(2, "seed"), plural(2000, "step")) == (
+        "1 training step",
+        "2 seeds",
+        "2,000 steps",
+    )

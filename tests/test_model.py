@@ -311,6 +311,22 @@ def test_load_checkpoint_shape_mismatch(tmp_path):
         load_checkpoint(tmp_path / "c")
 
 
+def test_load_checkpoint_refuses_integer_weights_by_name(tmp_path):
+    from safetensors.torch import save_file
+
+    cfg = PRESETS["debug"]
+    folder = tmp_path / "c"
+    folder.mkdir()
+    state = {k: torch.zeros(v.shape, dtype=torch.int32) for k, v in build_model(cfg).state_dict().items()}
+    save_file(state, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(cfg.to_hf_config()))
+    with pytest.raises(
+        ConfigError, match=r"^tensor model\.embed_tokens\.weight is int32, not a float"
+    ) as info:
+        load_checkpoint(folder)
+    assert "\n" not in str(info.value)
+
+
 def test_build_model_rejects_non_config():
     with pytest.raises(TypeError):
         build_model({"d_model": 3})

@@ -172,6 +172,10 @@ class ModelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{name}={value!r} must be a number", field=name)
+            if isinstance(value, int) and abs(value) > 2**1023:  # beyond every float
+                raise ConfigError(
+                    f"{name}={hf.shown(value)} is beyond the range of a float (±1.8e308)", field=name
+                )
             if not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name}={value} must be a finite number > 0", field=name)
             if name == "norm_eps" and value >= 1:

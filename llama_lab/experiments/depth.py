@@ -135,6 +135,14 @@ def depth_sweep(
         name: [median_of(row) for row in rows]
         for name, rows in (("post", post), ("pre", pre), ("ratio", ratio))
     }
+    for name, values in medians.items():  # a power law needs positive values
+        bad = [d for d, v in zip(depths, values) if v is None or not math.isfinite(v) or v <= 0]
+        if bad:
+            raise ExperimentError(
+                f"the last block's {name} gradient {'ratio ' if name == 'ratio' else ''}is 0 or not "
+                f"finite at depth L={bad[0]} (of {tuple(depths)}): its log-log slope against depth is "
+                f"undefined; the model's last block gets no gradient there (a zero-initialised layer?)"
+            )
     return DepthSweep(
         depths=depths,
         seeds=list(result.seeds),

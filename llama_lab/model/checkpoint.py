@@ -155,6 +155,11 @@ def load_checkpoint(folder: str | Path, device=None, dtype=None) -> LoadedCheckp
             raise ConfigError(
                 f"tensor {key} has shape {tuple(state[key].shape)}, the config implies {tuple(tensor.shape)}"
             )
+        if key in state and tensor.is_floating_point() and not state[key].is_floating_point():
+            raise ConfigError(
+                f"tensor {key} is {str(state[key].dtype).removeprefix('torch.')}, not a float: the "
+                f"model's weights are floating point (a quantised checkpoint is not loaded)"
+            )
     state = {k: v for k, v in state.items() if k in expected}
     model.load_state_dict(state, strict=False, assign=True)
     if cfg.tie_embeddings:

@@ -91,7 +91,9 @@ def make_token_data(tokens: torch.Tensor, vocab_size: int, source: str) -> Token
 
 @functools.lru_cache(maxsize=1)
 def load_builtin() -> TokenData:
-    return make_token_data(encode_text(builtin_corpus()), BYTE_VOCAB, "builtin: pydoc_data.topics")
+    return make_token_data(
+        encode_text(builtin_corpus()), BYTE_VOCAB, "builtin: Python's own help text (pydoc_data.topics)"
+    )
 
 
 def load_user_text(raw: bytes, max_bytes: int = MAX_USER_BYTES, name: str = "user text") -> TokenData:

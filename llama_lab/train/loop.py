@@ -56,6 +56,9 @@ class TrainSettings:
         check_count("steps", self.steps, 1, MAX_STEPS)
         check_count("warmup_steps", self.warmup_steps, 0, MAX_STEPS)
         check_count("seed", self.seed, 0, MAX_SEED)
+        check_count("eval_batches", self.eval_batches, 1, 1_000)  # the validation loss needs one
+        if self.eval_every is not None:
+            check_count("eval_every", self.eval_every, 1, MAX_STEPS)
         check_real("lr", self.lr, 0.0, MAX_LR)
         if self.grad_clip is not None:
             check_real("grad_clip", self.grad_clip, 0.0, 1e6)

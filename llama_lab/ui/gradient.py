@@ -19,6 +19,7 @@ from ..runtime.devices import PAGE_DEVICES
 from ..train.budgets import guard
 from ..train.loop import TrainSettings
 from ..train.schedules import SCHEDULES
+from ..units import plural
 from .cached import depth_measured, gradnorms_measured, warmup_measured
 from .runs import (
     keep_experiment,
@@ -217,7 +218,7 @@ def warmup_work(
             device,
             passes=3 * steps * len(seeds),
             hint=hint,
-            what=f"3 runs of {steps} steps × {len(seeds)} seeds",
+            what=f"3 runs of {plural(steps, 'step')} × {plural(len(seeds), 'seed')}",
         )
         return warmup_measured(
             cfg, steps, lr, warmup_steps, seeds, (W["seq_len"], W["batch"]), device, _progress=progress
@@ -338,7 +339,7 @@ def training_tab(setup: GradientSetup, prefix: str) -> None:
                 device,
                 passes=len(specs) * steps * len(seeds),
                 hint=HINT,
-                what=f"{len(specs)} runs of {steps} steps × {len(seeds)} seeds",
+                what=f"{len(specs)} runs of {plural(steps, 'step')} × {plural(len(seeds), 'seed')}",
             )
             settings = TrainSettings(steps=steps, seq_len=seq_len, batch=batch, device=device)
             return experiments.compare_runs_over_seeds(

@@ -17,6 +17,7 @@ from ..experiments.inside import (
     trace,
 )
 from ..figures import inside as fig
+from ..units import plural
 from .cached import measured, show_table
 from .runs import live_run_note, run_with_status
 from .state import _state
@@ -92,7 +93,9 @@ def forward_trace(cfg: ModelConfig, steps: int, text: str):
         model = _model(cfg, steps)
     else:
         model = run_with_status(
-            f"Training the small model ({steps} steps)" if steps else "Building the untrained model",
+            f"Training the small model ({plural(steps, 'step')})"
+            if steps
+            else "Building the untrained model",
             lambda progress: _model(cfg, steps, _progress=progress),
         )
         if model is None:
