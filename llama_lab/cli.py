@@ -4,6 +4,7 @@ Errors: one line on stderr, exit status 2."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import sys
 from pathlib import Path
@@ -32,6 +33,35 @@ class CliError(LabError):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         raise CliError(f"{self.prog}: {message}")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unknown option names the closest one of its command."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            options = self._options_of(getattr(parsed, "command", None))
+            hints = []
+            for extra in extras:
+                close = difflib.get_close_matches(extra.split("=")[0], options, n=1, cutoff=0.6)
+                hints += [f"did you mean {close[0]}?"] if extra.startswith("-") and close else []
+            self.error(
+                f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else "")
+            )
+        return parsed
+
+    def add_argument(self, *names, **kwargs):  # type: ignore[override]
+        """As argparse's; the long options are kept for the hint above."""
+        self.long_options = [*getattr(self, "long_options", []), *(n for n in names if n.startswith("--"))]
+        return super().add_argument(*names, **kwargs)
+
+    def add_subparsers(self, **kwargs):  # type: ignore[override]
+        action = super().add_subparsers(**kwargs)
+        self.commands = action.choices  # name → that command's parser
+        return action
+
+    def _options_of(self, command: str | None) -> list[str]:
+        """The long options of ``command``'s parser (this one's without a command)."""
+        parser = getattr(self, "commands", {}).get(command, self)
+        return list(getattr(parser, "long_options", []))
 
 
 def _number(kind: type, minimum: float, strict: bool = False, maximum: float | None = None):
@@ -92,14 +122,17 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def _add_run_args(p: argparse.ArgumentParser, seq_len: int, batch: int) -> None:
+def _add_run_args(p: argparse.ArgumentParser, seq_len: int, batch: int, analysis: bool = False) -> None:
+    """``analysis``: a counting command, whose T for a --config file is the file's context
+    length, as the app's after an upload (a live run keeps its small default)."""
+    where = "; a --config file's max_seq_len" if analysis else ""
     p.add_argument(
         "--seq-len",
         type=_positive_int,
         default=None,
-        help=f"tokens per sequence (default: {seq_len} or the model's max_seq_len if smaller)",
+        help=f"tokens per sequence (default: {seq_len} or the model's max_seq_len if smaller{where})",
     )
-    p.set_defaults(default_seq_len=seq_len)
+    p.set_defaults(default_seq_len=seq_len, file_context=analysis)
     p.add_argument(
         "--batch", type=_positive_int, default=batch, help=f"sequences per batch (default {batch})"
     )
@@ -116,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("analyze", help="parameters, FLOPs and KV cache of a config")
     _add_config_args(p)
-    _add_run_args(p, seq_len=2048, batch=1)
+    _add_run_args(p, seq_len=2048, batch=1, analysis=True)
     p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
     _add_storage_args(p)
 
@@ -177,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)
-    _add_run_args(p, seq_len=2048, batch=1)
+    _add_run_args(p, seq_len=2048, batch=1, analysis=True)
     p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
     _add_format_args(p)
     p.add_argument("-o", "--output", type=Path, help="write to FILE, atomically (default or '-': stdout)")
@@ -193,7 +226,8 @@ def resolve_config(args: argparse.Namespace) -> tuple[ModelConfig, list[str]]:
         cfg = get_preset(args.preset or "seed-demo")
     cfg = apply_overrides(cfg, args.overrides)
     if getattr(args, "default_seq_len", None) is not None and args.seq_len is None:
-        args.seq_len = min(args.default_seq_len, cfg.max_seq_len)
+        from_file = getattr(args, "file_context", False) and getattr(args, "config", None) is not None
+        args.seq_len = cfg.max_seq_len if from_file else min(args.default_seq_len, cfg.max_seq_len)
     return cfg, notes
 
 

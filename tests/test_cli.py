@@ -237,3 +237,20 @@ def test_cli_notes_keep_the_analysis_notes(capsys, tmp_path):
     notes = json.loads(out)["notes"]
     assert code == 0 and any("attention_dropout" in n for n in notes)
     assert any("max_seq_len" in n for n in notes) and "attention_dropout" in err
+
+
+def test_analyze_of_a_file_counts_at_its_context_length_as_the_app_does(capsys, tmp_path):
+    hf = PRESETS["llama-3-8b"].to_hf_config()  # max_position_embeddings 8192
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(hf))
+    main(["analyze", "--config", str(path), "--json"])
+    assert json.loads(capsys.readouterr().out)["inputs"]["seq_len"] == hf["max_position_embeddings"]
+    main(["analyze", "--preset", "llama-3-8b", "--json"])  # a preset keeps the 2048 default
+    assert json.loads(capsys.readouterr().out)["inputs"]["seq_len"] == 2048
+
+
+def test_a_misspelt_option_names_the_closest_one(capsys):
+    assert main(["analyze", "--preset", "debug", "--seq-lne", "8"]) == 2
+    assert "unrecognized arguments: --seq-lne 8 (did you mean --seq-len?)" in capsys.readouterr().err
+    assert main(["analyze", "--preset", "debug", "--bogus"]) == 2
+    assert "did you mean" not in capsys.readouterr().err
