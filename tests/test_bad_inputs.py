@@ -731,3 +731,14 @@ def test_counts_in_messages_are_singular_for_one():
         "2 seeds",
         "2,000 steps",
     )
+
+
+def test_a_nan_before_any_update_is_not_blamed_on_the_learning_rate():
+    from llama_lab.train import train
+    from llama_lab.train.data import load_builtin
+
+    cfg = PRESETS["debug"].replace(rope_theta=1e-300)  # RoPE's frequencies overflow float32
+    run = train(cfg, TrainSettings(steps=3, seq_len=16, batch=2), data=load_builtin())
+    assert run.diverged and run.divergence_step == 0
+    assert "before any update" in run.divergence_reason and "rope_theta" in run.divergence_reason
+    assert "learning rate" not in run.hint.split(";")[0] and "rope_theta=1e-300" in run.hint

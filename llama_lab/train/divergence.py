@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..config import ModelConfig
+from ..config import PRESETS, ModelConfig
 
 
 def divergence_reason(
@@ -39,7 +39,7 @@ def likely_cause(step: int, lr: float | None, dtype: str) -> str:
     if step == 0:
         return (
             "likely cause: the initial weights or the input already overflow: a numerical "
-            "fault before any update (check the init, norm_eps and the dtype)"
+            "fault before any update (check rope_theta, norm_eps, the init and the dtype)"
         )
     if dtype == "fp16":
         return "likely cause: fp16 overflowed (its largest value is 65504)"
@@ -52,11 +52,25 @@ def likely_cause(step: int, lr: float | None, dtype: str) -> str:
 
 
 def divergence_hint(
-    cfg: ModelConfig, lr: float, warmup_steps: int, grad_clip: float | None, dtype: str
+    cfg: ModelConfig,
+    lr: float,
+    warmup_steps: int,
+    grad_clip: float | None,
+    dtype: str,
+    step: int | None = None,
 ) -> str:
     """What to change, in the controls both front ends have: the learning rate, warmup,
     gradient clipping (`--grad-clip` / the page's "gradient clipping"), the sidebar's
-    norm_position and the live dtype."""
+    norm_position and the live dtype. A fault at step 0 came before any update: the model's
+    own numbers, never the learning rate."""
+    if step == 0:
+        bases = sorted({p.rope_theta for p in PRESETS.values() if p.pos_encoding == "rope"})
+        return (
+            f"fix the model's numbers, not the training: rope_theta={cfg.rope_theta:g} (RoPE's "
+            f"base; the presets use {bases[0]:,g} to {bases[-1]:,g}), norm_eps={cfg.norm_eps:g}, "
+            f"the init ({cfg.init}) and the dtype ({dtype}); no learning rate causes a fault "
+            f"before the first update"
+        )
     hints = [f"lower the learning rate (try lr={lr / 10:.2g})"]
     if warmup_steps == 0:
         hints.append("add warmup (e.g. 10% of the steps)")

@@ -294,7 +294,11 @@ def _finish(
         diverged=diverged,
         divergence_step=run.diverged_at,
         divergence_reason=run.reason,
-        hint=divergence_hint(cfg, s.lr, s.warmup_steps, s.grad_clip, s.dtype) if diverged else None,
+        hint=(
+            divergence_hint(cfg, s.lr, s.warmup_steps, s.grad_clip, s.dtype, run.diverged_at)
+            if diverged
+            else None
+        ),
         logits=stats_with,
         logits_without_final_norm=stats_without,
         wall_s=wall_s,
