@@ -193,3 +193,10 @@ def test_the_typed_text_reaches_the_figures_as_text_not_markup():
     assert "&lt;b&gt;x&lt;/b&gt;&amp;" in title and "<b>" not in title
     ticks = figures.attention_figure(t, 0).layout.xaxis.ticktext
     assert "&lt;" in ticks and "<" not in ticks
+
+
+def test_quotes_in_the_text_are_shown_as_quotes_not_entities():
+    from llama_lab.figures import inside as figures
+
+    assert figures.token_label('"') == '"' and figures.token_label("'") == "'"
+    assert figures.token_label("<") == "&lt;"  # markup stays escaped

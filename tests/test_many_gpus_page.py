@@ -61,3 +61,11 @@ def test_the_sharded_run_on_its_button():
     shown = metrics(at)
     assert shown["max relative error (parameters, gradients, optimizer)"] == "0"
     assert len(at.get("plotly_chart")) >= 2 and not errors(at)
+
+
+def test_sequence_parallel_is_off_and_disabled_without_tensor_parallelism():
+    at = open_page(PAGE)
+    at.select_slider(key=P + "tp").set_value(1).run()
+    assert at.toggle(key=P + "sp").disabled
+    at.select_slider(key=P + "tp").set_value(2).run()
+    assert not at.toggle(key=P + "sp").disabled

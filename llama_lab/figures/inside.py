@@ -26,7 +26,7 @@ def token_label(piece: str) -> str:
         return shown[piece]
     if len(piece) == 1 and (ord(piece) < 32 or ord(piece) == 127):
         return f"\\x{ord(piece):02x}"
-    return html.escape(piece)  # plotly reads tick text as markup
+    return html.escape(piece, quote=False)  # plotly reads tick text as markup (not attributes)
 
 
 def _ticks(pieces: list) -> dict:
@@ -268,7 +268,7 @@ def final_figure(trace, position: int = -1) -> go.Figure:
         )
     )
     fig.update_yaxes(title_text="probability", range=[0, 1])
-    shown = html.escape("".join(trace.pieces)[-24:])  # the user's text: never markup
+    shown = html.escape("".join(trace.pieces)[-24:], quote=False)  # the user's text: never markup
     return layout_figure(fig, f"Next token after “{shown}”", height=300)
 
 

@@ -97,9 +97,14 @@ def quantisation_section(
     st.subheader("Quantisation: every byte of the stored formats")
     w, k = formats
     st.caption(
-        f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; the "
-        f"options below apply on this page (the other pages use the format's usual "
-        f"group size and scales)."
+        f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; "
+        + (
+            "the options below apply on this page (the other pages use the format's usual "
+            "group size and scales)."
+            if WeightQuant.of(w).quantised
+            else "a quantised format there (fp8, int8, int4) opens its options here: group size, "
+            "scales and what stays in 16 bits."
+        )
     )
     quant = _weight_options(w, prefix)
     stored = analysis.weights_bytes(cfg, quant)

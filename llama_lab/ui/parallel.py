@@ -73,7 +73,16 @@ def layout_controls(cfg: ModelConfig, prefix: str) -> tuple[str, Layout]:
     micro = row[2].number_input("sequences per micro-batch", 1, 1024, 1, key=prefix + "micro")
     m = row[3].number_input("micro-batches per step (0: 1, or 4·pp)", 0, 100_000, 0, key=prefix + "m")
     chunks = row[4].number_input("chunks per GPU (interleaved if > 1)", 1, 64, 1, key=prefix + "chunks")
-    sp = st.toggle("sequence parallel (with tp > 1)", value=True, key=prefix + "sp")
+    sp = (
+        st.toggle(
+            "sequence parallel",
+            value=True,
+            key=prefix + "sp",
+            disabled=tp == 1,
+            help="splits the norms' and dropout's activations over the tp ranks: only with tp > 1",
+        )
+        and tp > 1
+    )  # nothing to split over one tensor-parallel rank
     return gpu, Layout(
         gpus,
         tp,
