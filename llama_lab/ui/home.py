@@ -31,6 +31,7 @@ def current_model(selection: Selection, prefix: str) -> None:
         prefix + "params",
         help=f"{params.total:,}" + (f"; active per token {params.active:,}" if cfg.is_moe else ""),
         delta=f"active per token {human_params(params.active)}" if cfg.is_moe else None,
+        delta_arrow="off",
         delta_color="off",
     )
     cols[1].metric(

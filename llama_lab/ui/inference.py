@@ -116,6 +116,7 @@ def quantisation_section(
         derive.weights_stored(cfg, quant),
         prefix + "d.weights",
         delta=f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}",
+        delta_arrow="off",
         delta_color="off",
     )
     derived_metric(
@@ -215,6 +216,7 @@ def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: 
         "naive stops fitting at",
         f"T = {r.naive_fits_up_to:,}",
         f"fused: {r.flash_fits_up_to:,}",
+        delta_arrow="off",
         delta_color="off",
     )
     st.plotly_chart(fit_figure(cfg, 1, dtype, gpu, max(seq_len, r.flash_fits_up_to)), key=prefix + "fit")

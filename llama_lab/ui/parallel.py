@@ -111,17 +111,23 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         f"per GPU (stage {g['stage']}, the fullest)",
         human_bytes(g["total_bytes"]),
         "fits" if g["total_bytes"] <= gpu.memory_bytes else "does not fit",
+        delta_arrow="off",
         delta_color="normal" if g["total_bytes"] <= gpu.memory_bytes else "inverse",
     )
     cols[1].metric(
         "data-parallel replicas (dp)",
         f"{est.dp:,}",
         f"global batch {est.global_batch:,} sequences",
+        delta_arrow="off",
         delta_color="off",
     )
     cols[2].metric("sent per GPU per step", human_bytes(est.comm_bytes_per_step))
     cols[3].metric(
-        "pipeline bubble", f"{est.bubble_fraction:.1%}", f"{layout.m} micro-batches", delta_color="off"
+        "pipeline bubble",
+        f"{est.bubble_fraction:.1%}",
+        f"{layout.m} micro-batches",
+        delta_arrow="off",
+        delta_color="off",
     )
     st.plotly_chart(stage_memory_figure(est, gpu.name, gpu.memory_bytes), key=prefix + "stages")
     show_table(stage_frame(est), width="stretch")

@@ -30,6 +30,7 @@ def params_metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> N
         prefix + "params",
         help=f"{params.total:,}",
         delta=f"active {human_params(params.active)}" if cfg.is_moe else None,
+        delta_arrow="off",
         delta_color="off",
     )
     derived_metric(
@@ -133,6 +134,7 @@ def fvcore_section(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> N
             human_count(flops_, "FLOP"),
             help=f"{flops_:,} FLOPs",
             delta=f"{check.relative_difference:.2e} relative" if label == "Difference" else None,
+            delta_arrow="off",
             delta_color="off",
         )
     show_table(

@@ -20,6 +20,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
             f"{row.variant.upper()} · {row.n_kv_heads} KV head{'s' if row.n_kv_heads > 1 else ''}",
             f"{row.ms_per_token:.2f} ms/token",
             f"cache {human_bytes(row.cache_bytes_measured)}",
+            delta_arrow="off",
             delta_color="off",
         )
     if bench.bytes_agree:

@@ -15,9 +15,19 @@ from ..cached import show_table
 def show(entry: ExperimentEntry, prefix: str) -> None:
     result = entry.result
     cols = st.columns(3)
-    cols[0].metric("Post-LN fitted slope", f"{result.post_slope:+.3f}", "theory 0", delta_color="off")
-    cols[1].metric("Pre-LN fitted slope", f"{result.pre_slope:+.3f}", "theory −0.5", delta_color="off")
-    cols[2].metric("Post/Pre ratio's slope", f"{result.ratio_slope:+.3f}", "√L: +0.5", delta_color="off")
+    cols[0].metric(
+        "Post-LN fitted slope", f"{result.post_slope:+.3f}", "theory 0", delta_arrow="off", delta_color="off"
+    )
+    cols[1].metric(
+        "Pre-LN fitted slope", f"{result.pre_slope:+.3f}", "theory −0.5", delta_arrow="off", delta_color="off"
+    )
+    cols[2].metric(
+        "Post/Pre ratio's slope",
+        f"{result.ratio_slope:+.3f}",
+        "√L: +0.5",
+        delta_arrow="off",
+        delta_color="off",
+    )
     st.plotly_chart(ratio_figure(result), key=prefix + "chart_ratio")
     for sentence in explain_depth(result):
         st.markdown(sentence)

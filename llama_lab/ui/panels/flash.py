@@ -27,6 +27,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         f"Naive stops fitting on {sweep.gpu} at",
         f"T = {sweep.naive_fits_up_to:,}",
         f"fused: {sweep.flash_fits_up_to:,}",
+        delta_arrow="off",
         delta_color="off",
         help="The whole model's attention memory for backward next to its weights",
     )

@@ -27,6 +27,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         derive.seed_median_ratio(ratios, ratio, "the last block's FFN output projection ‖∇W_down‖"),
         prefix + "d.ratio",
         delta=f"{sum(r > 1 for r in ratios)} of {len(ratios)} seeds above 1",
+        delta_arrow="off",
         delta_color="off",
         help="Post-LN's last-block FFN output-projection gradient norm ‖∇W_down‖ "
         "over Pre-LN's: the median of the seeds' ratios (Xiong et al. 2020, Thm 1)",

@@ -86,6 +86,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         derive.initial_loss(entry.config.vocab_size),
         prefix + "d.loss",
         delta=f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V",
+        delta_arrow="off",
         delta_color="off",
     )
     derived_metric(
@@ -105,6 +106,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         "Activations measured / predicted",
         f"{live.activation_ratio:.3f}",
         f"{human_bytes(live.activation_bytes_measured)} vs {human_bytes(live.activation_bytes_estimated)}",
+        delta_arrow="off",
         delta_color="off",
     )
     peak_note = (

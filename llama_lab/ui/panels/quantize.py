@@ -19,18 +19,21 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         f"{run.weight_dtype} weights, measured",
         human_bytes(run.measured_weight_bytes),
         f"predicted {human_bytes(run.predicted_weight_bytes)}",
+        delta_arrow="off",
         delta_color="off",
     )
     cols[1].metric(
         "Largest logit error",
         f"{run.logit_max_abs_error:.3g}",
         f"bf16: {run.logit_max_abs_error_bf16:.3g}",
+        delta_arrow="off",
         delta_color="off",
     )
     cols[2].metric(
         "Loss change",
         f"{run.loss_quantized - run.loss_fp:+.4f} nats",
         f"bf16: {run.loss_bf16 - run.loss_fp:+.4f}",
+        delta_arrow="off",
         delta_color="off",
     )
     derived_metric(

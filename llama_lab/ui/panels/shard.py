@@ -17,7 +17,13 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     cols[0].metric("max relative error (parameters, gradients, optimizer)", f"{d['max_rel_error']:.3g}")
     cols[1].metric("activations, max relative error", f"{d['activation_max_rel_error']:.3g}")
     cols[2].metric("loss vs one process, largest difference", f"{d['max_loss_diff']:.2g}")
-    cols[3].metric("wall time", f"{d['wall_s']:.1f} s", f"dp {d['dp']} × tp {d['tp']}", delta_color="off")
+    cols[3].metric(
+        "wall time",
+        f"{d['wall_s']:.1f} s",
+        f"dp {d['dp']} × tp {d['tp']}",
+        delta_arrow="off",
+        delta_color="off",
+    )
     st.markdown(
         "✓ Every rank's parameter, gradient and optimizer shard is the predicted size."
         if d["max_rel_error"] == 0

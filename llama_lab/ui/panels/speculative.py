@@ -32,6 +32,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
             ),
             f"{prefix}d.speedup.{i}",
             delta=f"formula {r.predicted_speedup:.2f}×",
+            delta_arrow="off",
             delta_color="off",
         )
     st.markdown(
