@@ -186,9 +186,15 @@ def test_small_training_config_keeps_the_recipe_and_the_head_ratio():
         cfg, copy = PRESETS[name], small_training_config(PRESETS[name])
         assert copy.n_heads // copy.n_kv_heads == cfg.n_heads // cfg.n_kv_heads, name
         assert copy.attention_kind == "GQA" and copy.head_dim % 2 == 0, name
-    # 405B's 16 queries per KV head do not fit d=64 in even heads of ≥ 2: the largest that does
+    # 405B's 16 queries per KV head: 32 heads of 2 fill d = 64 exactly
     big = small_training_config(PRESETS["llama-3.1-405b"])
     assert (big.n_heads, big.n_kv_heads, big.head_dim) == (32, 2, 2)
+    # 14 query / 2 KV heads (Qwen2.5-0.5B): 7 per KV head kept, in 14 heads of 4 (56 of d = 64)
+    odd = small_training_config(PRESETS["seed-demo"].replace(d_model=896, n_heads=14, n_kv_heads=2))
+    assert (odd.n_heads, odd.n_kv_heads, odd.head_dim) == (14, 2, 4)
+    # more queries per KV head than heads of 2 can hold: the most that fit (d / 4 = 16)
+    wide_r = small_training_config(PRESETS["seed-demo"].replace(d_model=2048, n_heads=64, n_kv_heads=2))
+    assert (wide_r.n_heads, wide_r.n_kv_heads, wide_r.head_dim) == (32, 2, 2)
     assert demo.ffn_hidden == int(8 * 64 / 3)
     assert small_training_config(PRESETS["llama-2-7b"]).attention_kind == "MHA"
     assert small_training_config(PRESETS["seed-demo"].replace(n_kv_heads=1)).n_kv_heads == 1

@@ -443,6 +443,9 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
             ffn_hidden=small.ffn_hidden,
             expert_ffn_hidden=small.expert_ffn_hidden if small.is_moe else None,
             max_seq_len=64,
+            # an explicit head_dim (GQA heads that do not divide d: llama-3.2-3b's 3 per KV head
+            # as 6 heads) is the copy's own at each width
+            head_dim=small.head_dim if small.d_model % small.n_heads else None,
         )
         == small
     )  # only the sizes changed

@@ -72,7 +72,9 @@ def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
 # following its source: a config whose head_dim is d_model / n_heads keeps that rule when
 # d_model changes; one whose biases follow ``bias`` keeps following it.
 DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
-    "head_dim": lambda c: c.d_model // c.n_heads,
+    # head_dim follows d_model / n_heads only where that divides: an explicit head_dim of a
+    # width that does not divide (heads spanning less than d) stays explicit
+    "head_dim": lambda c: c.d_model // c.n_heads if c.d_model % c.n_heads == 0 else None,
     "qkv_bias": lambda c: c.bias,
     "o_bias": lambda c: c.bias,
     "mlp_bias": lambda c: c.bias,

@@ -77,7 +77,7 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
     seconds on a CPU: d 64 (or ``d_model``), 4 layers, and heads by ``_live_heads``: the same
     attention kind always, and a GQA model's query/KV head ratio."""
     d = d_model or TRAINING_SHAPE["d_model"]
-    heads, kv = _live_heads(cfg, d)
+    heads, kv, head_dim = _live_heads(cfg, d)
     width = seed_ffn_hidden(d) if cfg.ffn_type == "swiglu" else round(cfg.ffn_hidden / cfg.d_model * d)
     # families: head_dim d / 4 heads; an expert keeps its width relative to d; experts and the
     # top-k stay as they are (the router is the point); layer sets refer to blocks that exist
@@ -86,29 +86,29 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         **{**TRAINING_SHAPE, "d_model": d, "n_heads": heads},
         n_kv_heads=kv,
         ffn_hidden=max(1, width),
-        head_dim=None,
+        head_dim=head_dim,
         expert_ffn_hidden=expert if cfg.is_moe else None,
         local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
         moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers),
     )
 
 
-def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int]:
-    """(query heads, KV heads) of a small copy of width ``d``: MHA stays 4/4 and MQA 4/1; GQA
-    keeps the model's queries per KV head r with 2 KV heads (2r query heads: LLaMA-2-70B's
-    64/8 becomes 16/2), while d splits into heads of an even size ≥ 2 (RoPE rotates pairs);
-    otherwise the largest r that fits, still GQA."""
+def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:
+    """(query heads, KV heads, head_dim or None for d / heads) of a small copy of width ``d``:
+    MHA stays 4/4 and MQA 4/1; GQA keeps the model's queries per KV head r with 2 KV heads (2r
+    query heads: LLaMA-2-70B's 64/8 becomes 16/2, a 14/2 model 14/2), in heads of an even
+    size ≥ 2 (RoPE rotates pairs) — d / 2r when that is even, else the even size below it, the
+    heads then spanning less than d (as Qwen3's do more); an r too large for heads of 2 takes
+    the largest that fits (d / 4)."""
     base = TRAINING_SHAPE["n_heads"]
     if cfg.attention_kind == "MHA":
-        return base, base
+        return base, base, None
     if cfg.attention_kind == "MQA":
-        return base, 1
-    ratio = cfg.n_heads // cfg.n_kv_heads
-    for r in range(ratio, 1, -1):
-        heads = 2 * r
-        if d % heads == 0 and (d // heads) % 2 == 0 and d // heads >= 2:
-            return heads, 2
-    return base, 2
+        return base, 1, None
+    r = min(cfg.n_heads // cfg.n_kv_heads, d // 4)
+    heads = 2 * r
+    size = (d // heads) // 2 * 2
+    return heads, 2, None if size * heads == d else size
 
 
 def _fit_layers(flags: tuple[bool, ...], spec: str) -> str:
