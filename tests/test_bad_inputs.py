@@ -354,7 +354,7 @@ def test_a_megabyte_key_name_is_cut_in_the_message(fmt):
 
 
 def test_notes_are_capped_and_each_is_cut():
-    from llama_lab.config.hf import MAX_NOTES, cap_notes
+    from llama_lab.config.messages import MAX_NOTES, cap_notes
 
     notes = cap_notes([f"note {i}" for i in range(60_000)])
     assert len(notes) == MAX_NOTES + 1 and notes[-1] == "… and 59,995 more notes"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelConfig
-from ..config.hf import StoredQuant
+from ..config.hf_quant import StoredQuant
 from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES
 from .params import norm_params
@@ -215,7 +215,7 @@ class WeightQuant:
 
 
 def stored_weights(stored: StoredQuant) -> WeightQuant:
-    """The stored format a checkpoint's quantization_config declares (``config.hf.stored_quant``):
+    """The stored format a checkpoint's quantization_config declares (``config.hf_quant.stored_quant``):
     AWQ's GEMM int4 packs eight 4-bit weights per int32 (qweight K × R/8), one fp16 scale per
     group of inputs of each output (scales K/g × R) and, with zero points, eight 4-bit zeros per
     int32 (qzeros K/g × R/8); the embeddings, the head, the norms and a router are not linear

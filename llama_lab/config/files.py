@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .hf import StoredQuant, read_hf_dict, shown, stored_quant
+from .hf import read_hf_dict, text_decoder
+from .hf_quant import StoredQuant, stored_quant
+from .messages import shown
 from .model_config import ModelConfig
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is about 1 KB
@@ -277,7 +279,7 @@ def stored_quant_of(text: str | bytes, source: str = "config") -> StoredQuant | 
     data = loads_json(text, source)
     if not isinstance(data, dict) or not any(key in data for key in HF_MARKERS):
         return None
-    return stored_quant(data)
+    return stored_quant(text_decoder(data)[0])
 
 
 def load_stored_quant(path: str | Path) -> StoredQuant | None:

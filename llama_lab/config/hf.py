@@ -1,13 +1,16 @@
 """Hugging Face ``config.json`` interop for the families LLaMA Lab models exactly: llama,
-mistral, mixtral, qwen2, qwen3 and qwen3_moe. Each family's reading knows the defaults of its
-transformers config class (a key left out of a config.json takes that default, as
-transformers does), a family outside the list is refused by name, and a key that could change
-the model and is not modelled is an error; notes are only for keys that change nothing LLaMA
-Lab counts (dropout, RoPE scaling, token ids, router training knobs). A null is read as the
-config class reads it (transformers 5): "derive" or "none" where it takes null
-(``Family.nullable``), an error naming the key everywhere else. Messages show file values
-through ``shown`` (cut, escaped) and list at most MAX_NOTES keys or notes, then a count. Export
-picks the family that expresses the config and writes that family's own config.json.
+mistral, mixtral, qwen2, qwen3 and qwen3_moe, read the way transformers reads them. A key
+matters only if the family's transformers model reads it (``KEY_TABLE``, generated from the
+transformers release the tests run against by ``tools/hf_family_keys.py``): one it never reads
+is a note, one it reads that LLaMA Lab does not model an error naming it. A key left out takes
+the family config class's default, as ``AutoConfig.for_model`` does; a file without
+``model_type`` and a family outside the list are refused by name; a multimodal wrapper is read
+as its text decoder (``text_decoder``); ``quantization_config`` is the stored format
+(``hf_quant``). A null is read as the config class reads it (transformers 5): "derive" or
+"none" where it takes null (``Family.nullable``), an error naming the key everywhere else.
+Messages show file values through ``messages.shown`` (cut, escaped) and list at most
+MAX_NOTES keys or notes, then a count. Export picks the family that expresses the config and
+writes that family's own config.json.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
 from .bounds import INIT_STD, LIMITS
+from .hf_quant import stored_quant
+from .messages import cap_notes, check_int, cut, name_keys, shown
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
@@ -226,8 +231,6 @@ _KIND = {
     "layer_types": "a list",
     "mlp_only_layers": "a list",
 }
-MAX_NOTES = 5  # notes and key names a message lists one by one; the rest are counted
-MAX_SHOWN = 60  # characters of one value or key name in a message
 
 
 def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: list[str]) -> None:
@@ -251,7 +254,7 @@ def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: lis
         except (TypeError, ValueError):
             text = repr(rope_scaling)
         notes.append(
-            f"rope_scaling={_cut(text, 200)} is not modelled: positions use plain RoPE; "
+            f"rope_scaling={cut(text, 200)} is not modelled: positions use plain RoPE; "
             f"parameter, FLOP and memory counts are unaffected"
         )
 
@@ -286,21 +289,6 @@ def _bool(data: Mapping[str, Any], family: Family, key: str, default: bool = Fal
     if not isinstance(value, bool):
         raise ConfigError(f"{key}={shown(value)} must be true or false", field=key)
     return value
-
-
-def check_int(name: str, value: Any, low: int, high: int) -> None:
-    """``value`` is an integer in [low, high], else a ConfigError naming ``name`` and the rule
-    (ModelConfig's fields and the counts the reader computes with)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name}={shown(value)} must be an integer", field=name)
-    if value < low:
-        raise ConfigError(f"{name}={shown(value)} must be at least {low}", field=name)
-    if value > high:
-        raise ConfigError(
-            f"{name}={shown(value)} exceeds the upper bound {high:,} (beyond any "
-            f"published model; probably a typo)",
-            field=name,
-        )
 
 
 def _count(data: Mapping[str, Any], family: Family, key: str, low: int, high: int) -> int:
@@ -425,79 +413,6 @@ def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> di
 LOADER_KEYS = frozenset({"quantization_config"})
 
 
-@dataclass(frozen=True)
-class StoredQuant:
-    """A checkpoint's ``quantization_config`` as LLaMA Lab reads it (AWQ's GEMM int4 so far):
-    what ``analysis.quant.stored_weights`` turns into the weights' stored format."""
-
-    method: str
-    bits: int
-    group_size: int  # inputs per scale
-    zero_point: bool
-    dtype: str  # what the unquantised tensors and the scales' neighbours are stored in
-    not_converted: tuple[str, ...]  # modules_to_not_convert, as the file names them
-
-
-STORED_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-# modules_to_not_convert: names LLaMA Lab keeps apart anyway (the head, a mixture's router) or
-# that lie outside the text decoder (a multimodal model's vision side)
-_KEPT_MODULES = ("lm_head", "gate", "router")
-_OUTSIDE_DECODER = ("visual", "vision", "multi_modal_projector", "audio", "mm_projector")
-
-
-def stored_quant(data: Mapping[str, Any]) -> StoredQuant | None:
-    """The weights' stored format a config.json declares (None: as ``torch_dtype`` says); a
-    quantisation LLaMA Lab does not model is refused by name."""
-    data, _ = text_decoder(data) if "text_config" in data else (data, None)
-    qc = data.get("quantization_config")
-    if qc is None:
-        return None
-    if not isinstance(qc, Mapping):
-        raise ConfigError(
-            f"quantization_config={shown(qc)} must be a JSON object", field="quantization_config"
-        )
-    method = qc.get("quant_method")
-    if method != "awq":
-        raise ConfigError(
-            f"quantization_config quant_method={shown(method)} is not modelled yet (AWQ is): "
-            f"LLaMA Lab refuses rather than count the stored weights wrong",
-            field="quantization_config",
-        )
-    bits, group, version = (
-        qc.get("bits", qc.get("w_bit", 4)),
-        qc.get("group_size", 128),
-        qc.get("version", "gemm"),
-    )
-    if bits != 4 or str(version).lower() != "gemm":
-        raise ConfigError(
-            f"quantization_config: AWQ bits={shown(bits)}, version={shown(version)} is not modelled "
-            f"(4-bit GEMM is)",
-            field="quantization_config",
-        )
-    check_int("quantization_config group_size", group, 1, 1 << 20)
-    zero = qc.get("zero_point", True)
-    if not isinstance(zero, bool):
-        raise ConfigError(
-            f"quantization_config zero_point={shown(zero)} must be true or false", field="quantization_config"
-        )
-    names = qc.get("modules_to_not_convert") or []
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(
-            f"quantization_config modules_to_not_convert={shown(names)} must be a list of module names",
-            field="quantization_config",
-        )
-    inside = [n for n in names if not any(part in n for part in _OUTSIDE_DECODER)]
-    apart = [n for n in inside if n.split(".")[-1] not in _KEPT_MODULES]
-    if apart:
-        raise ConfigError(
-            f"quantization_config keeps {name_keys(apart)} unquantised: LLaMA Lab keeps whole kinds "
-            f"of tensor apart (the head, the router), not single modules",
-            field="quantization_config",
-        )
-    dtype = STORED_DTYPES.get(str(data.get("torch_dtype", data.get("dtype", "float16"))), "fp16")
-    return StoredQuant("awq", 4, group, zero, dtype, tuple(names))
-
-
 def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
     """A key matters only if the family's transformers model reads it (``reads``): one it reads
     and LLaMA Lab does not model is refused by name; one it never reads is a note."""
@@ -601,38 +516,6 @@ def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelCon
             raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)", field=name)
     cfg = model_config(**kwargs)  # validates every value
     return cfg, ([wrapper] if wrapper else []) + cap_notes(notes)
-
-
-# ---- how values from a file appear in messages -------------------------------------------------
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def shown(value: Any, limit: int = MAX_SHOWN) -> str:
-    """``value`` as a message shows it: its repr (controls and lone surrogates escaped), cut to
-    ``limit`` characters with "…"; a huge integer by its size, never by its digits."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits>"
-    if isinstance(value, str):
-        return repr(value[:limit]) + ("…" if len(value) > limit else "")
-    return _cut(repr(value), limit)
-
-
-def name_keys(keys, limit: int = MAX_NOTES) -> str:
-    """The first ``limit`` key names (sorted, each cut), then how many more."""
-    keys = sorted(keys, key=str)
-    text = ", ".join(shown(key) for key in keys[:limit])
-    return text + (f" and {len(keys) - limit:,} more" if len(keys) > limit else "")
-
-
-def cap_notes(notes: list[str], limit: int = MAX_NOTES) -> list[str]:
-    """At most ``limit`` notes (each cut to 300 characters), then one summary of the rest."""
-    kept = [_cut(note, 300) for note in notes[:limit]]
-    if len(notes) > limit:
-        kept.append(f"… and {len(notes) - limit:,} more notes")
-    return kept
 
 
 # ---- export --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, get_origin, get_type_hints
 
 from ..errors import ConfigError
-from . import hf
+from . import hf, messages
 from .bounds import (
     CHOICES,
     FAMILY_LIMITS,
@@ -32,7 +32,7 @@ from .bounds import (
     PosEncoding,
 )
 
-_check_int = hf.check_int
+_check_int = messages.check_int
 
 
 def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
@@ -176,7 +176,7 @@ class ModelConfig:
                 raise ConfigError(f"{name}={value!r} must be a number", field=name)
             if isinstance(value, int) and abs(value) > 2**1023:  # beyond every float
                 raise ConfigError(
-                    f"{name}={hf.shown(value)} is beyond the range of a float (±1.8e308)", field=name
+                    f"{name}={messages.shown(value)} is beyond the range of a float (±1.8e308)", field=name
                 )
             if not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name}={value} must be a finite number > 0", field=name)
@@ -286,7 +286,7 @@ class ModelConfig:
         unknown = [key for key in data if key not in FIELD_KINDS]
         if unknown:
             raise ConfigError(
-                f"unknown config field(s) {hf.name_keys(unknown)}; "
+                f"unknown config field(s) {messages.name_keys(unknown)}; "
                 f"known fields: {', '.join(sorted(FIELD_KINDS))}",
                 field=unknown[0],
                 also=tuple(unknown[1:]),
@@ -300,7 +300,7 @@ class ModelConfig:
                 )
             if isinstance(value, int) and value.bit_length() > 64:  # before a message prints it
                 raise ConfigError(
-                    f"{name}={hf.shown(value)} is beyond any config (more than 64 bits)", field=name
+                    f"{name}={messages.shown(value)} is beyond any config (more than 64 bits)", field=name
                 )
         return cls(**dict(data))
 

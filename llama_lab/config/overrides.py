@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .files import MAX_INT_DIGITS, MAX_NUMBER_CHARS, UNPRINTABLE
-from .hf import shown
+from .messages import shown
 from .model_config import DERIVED, FIELD_KINDS, ModelConfig, kind_words
 
 # The fields a rule derives when they are None (model_config.DERIVED) also take "auto".

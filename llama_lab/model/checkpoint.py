@@ -12,7 +12,7 @@ import torch
 
 from ..config import ConfigError, ModelConfig, load_config_file
 from ..config.files import check_path, load_json_file
-from ..config.hf import shown
+from ..config.messages import shown
 from ..runtime.memory import check_memory
 from .decoder import CausalLM
 from .init import build_model
