@@ -131,3 +131,16 @@ def test_too_big_runs_are_refused_before_anything_runs():
     at.number_input(key=P + "batch").set_value(40).run()
     click(at, "run_live")
     assert any("live runs on the CPU are limited to 3 TFLOP" in e for e in errors(at))
+
+
+def test_a_sequence_length_cut_by_the_copy_comes_back_with_the_sidebars_model():
+    at = run_page({"preset": "seed-demo"})  # max_seq_len 128
+    at.radio(key=P + "model").set_value("sidebar").run()
+    at.number_input(key=P + "seq_len").set_value(128).run()
+    at.radio(key=P + "model").set_value("small").run()  # the copy holds 64 tokens
+    assert at.number_input(key=P + "seq_len").value == 64
+    assert any("128 is above the maximum 64" in c.value for c in at.caption)
+    at.radio(key=P + "model").set_value("sidebar").run()  # the bound is gone: 128 again
+    assert at.number_input(key=P + "seq_len").value == 128
+    assert not any("above the maximum" in c.value for c in at.caption)
+    assert not at.exception

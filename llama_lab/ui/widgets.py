@@ -183,10 +183,12 @@ def remember(key: str) -> None:
 
 
 # ---- values within their widget's bounds --------------------------------------------------------
-def _moved(key: str, value: Any, note: str) -> None:
+def _moved(key: str, value: Any, note: str, wanted: Any = None) -> None:
+    """Set ``key`` to ``value`` with its note; ``wanted``: the user's own value, given back
+    once the bound that moved it no longer binds (``keep_within``)."""
     state = st.session_state
     state[key] = value
-    state.setdefault(KEY_BOUND_NOTES, {})[key] = (value, note)
+    state.setdefault(KEY_BOUND_NOTES, {})[key] = (value, note, wanted)
     remember(key)
     url_key = state.get(KEY_LINKED, {}).get(key, (None,))[0]  # the link's notes stay shown
     read_values = state.get(KEY_PAGE_NOTES, {}).get(str(url_key).split(".")[0], ({}, []))[0]
@@ -199,10 +201,16 @@ def keep_within(key: str, lower: Any, upper: Any, label: str, why: str = "") -> 
     (Streamlit would silently reset it), noting the bound; ``why`` says where a bound comes
     from, e.g. " (this model's max_seq_len)"."""
     value = st.session_state.get(key)
+    moved = st.session_state.get(KEY_BOUND_NOTES, {}).get(key)
+    if moved is not None and moved[0] == value and moved[2] is not None and lower <= moved[2] <= upper:
+        del st.session_state[KEY_BOUND_NOTES][key]  # the bound is gone (another model): the
+        st.session_state[key] = moved[2]  # user's own value is back, and the note goes
+        remember(key)
+        return
     if value is None or lower <= value <= upper:
         return
     bound, side = (upper, "above the maximum") if value > upper else (lower, "below the minimum")
-    _moved(key, bound, f"{label}: {value:,} is {side} {bound:,}{why}; using {bound:,}.")
+    _moved(key, bound, f"{label}: {value:,} is {side} {bound:,}{why}; using {bound:,}.", wanted=value)
 
 
 def keep_choice(key: str, options: Sequence[Any], fallback: Any, label: str, rule: str) -> None:
@@ -223,7 +231,7 @@ def bound_note(key: str, where: Any = None) -> None:
     notes = st.session_state.get(KEY_BOUND_NOTES, {})
     if key not in notes:
         return
-    value, note = notes[key]
+    value, note, _ = notes[key]
     if st.session_state.get(key) == value:
         _host(where).caption("⚠️ " + escape_markdown(note))
     else:
