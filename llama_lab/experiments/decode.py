@@ -24,7 +24,7 @@ from ..runtime.devices import pick_device, sync
 from ..runtime.memory import check_memory
 from ..runtime.precision import check_dtype
 from ..train.budgets import check_cpu_budget, check_sizes
-from ..units import Progress, plain, plain_fields, sub_progress
+from ..units import Progress, plain, plain_fields, plural, sub_progress
 from .registry import ExperimentKind, register
 
 
@@ -196,7 +196,7 @@ def decode_figure(bench: DecodeBench) -> go.Figure:
     for variant, part in frame.groupby("variant", sort=False):
         color = ATTENTION_COLORS.get(variant, "#7f7f7f")
         g = int(part.n_kv_heads.iloc[0])
-        name = f"{variant.upper()} ({g} KV head{'s' if g > 1 else ''})"
+        name = f"{variant.upper()} ({plural(g, 'KV head')})"
         fig.add_trace(
             go.Scatter(
                 x=part.context_len,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..units import significant
+from ..units import plural, significant
 from .depth import DepthSweep
 from .gradient_norms import GradNormSeeds
 
@@ -99,7 +99,7 @@ def _explain_stream(result: GradNormSeeds) -> str:
     expected = math.sqrt(x0 * x0 + added) / x0
     measured = result.last_ratio()
     predicted = pre_in / post_in
-    blocks = f"{n_layers} block{'s' if n_layers > 1 else ''}"
+    blocks = plural(n_layers, "block")
     text = (
         f"**Why**: a norm divides the gradient through it by the RMS of its input. The last "
         f"norm before lm_head sees RMS {_n(post_in)} under Post-LN (the last block's "

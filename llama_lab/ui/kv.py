@@ -12,7 +12,7 @@ from ..config import ModelConfig
 from ..figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
 from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
 from ..runtime.hardware import GPUS
-from ..units import human_bytes
+from ..units import human_bytes, plural
 from .cached import kv_fit, kv_memory_curve, kv_report, roofline_points, show_table
 from .derivations import derived_metric
 from .parallel import serving_section
@@ -87,7 +87,7 @@ def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
         marker = " (this model)" if row.is_current else ""
         derived_metric(
             col,
-            f"{row.attention}{marker} · {row.n_kv_heads} KV head{'s' if row.n_kv_heads > 1 else ''}",
+            f"{row.attention}{marker} · {plural(row.n_kv_heads, 'KV head')}",
             f"{human_bytes(row.kv_bytes_per_token)}/token",
             derive.kv_bytes_per_token(cfg.replace(n_kv_heads=row.n_kv_heads), kv_dtype),
             prefix + "kv." + row.attention,

@@ -538,15 +538,16 @@ def _on_upload() -> None:
     _load_values(values)
     state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
-    name = model_name(_name_in(text) or uploaded.name)[0]
-    wrapped = bool(notes) and notes[0].startswith(TEXT_DECODER)  # a multimodal model's decoder
+    data = json.loads(text)  # valid: it was just read
+    name = model_name(_name_in(data) or uploaded.name)[0]
+    wrapped = isinstance(data.get("text_config"), dict)  # a multimodal model's text decoder
     state[KEY_MODEL_NAME] = f"{TEXT_DECODER} {name}" if wrapped else name
     state[KEY_MODEL_BASE] = dict(values)
 
 
-def _name_in(text: str) -> str | None:
+def _name_in(data: dict) -> str | None:
     """The model a Hugging Face config.json names (``_name_or_path``), if any."""
-    name = json.loads(text).get("_name_or_path")
+    name = data.get("_name_or_path")
     return name if isinstance(name, str) else None
 
 

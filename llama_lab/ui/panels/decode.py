@@ -6,7 +6,7 @@ import streamlit as st
 
 from ...experiments import ExperimentEntry
 from ...experiments.decode import decode_figure
-from ...units import human_bytes
+from ...units import human_bytes, plural
 from ..cached import show_table
 
 
@@ -17,7 +17,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     cols = st.columns(len(longest))
     for col, row in zip(cols, longest.itertuples()):
         col.metric(
-            f"{row.variant.upper()} · {row.n_kv_heads} KV head{'s' if row.n_kv_heads > 1 else ''}",
+            f"{row.variant.upper()} · {plural(row.n_kv_heads, 'KV head')}",
             f"{row.ms_per_token:.2f} ms/token",
             f"cache {human_bytes(row.cache_bytes_measured)}",
             delta_arrow="off",
