@@ -206,7 +206,7 @@ def test_every_refusal_is_a_lab_error():
 
     for name in ("ConfigError", "AnalysisError", "DataError", "ReportError", "ExperimentError", "BusyError"):
         assert issubclass(getattr(errors, name), errors.LabError), name
-    from llama_lab.cli import CliError
+    from llama_lab.cli_args import CliError
 
     assert issubclass(CliError, errors.LabError)
 

@@ -240,7 +240,7 @@ def test_valid_unicode_and_a_byte_order_mark_are_accepted():
 
 # ---- nulls: refused where a value is required, kept where the config class means "unset" --------
 def _family_base(model_type):
-    from llama_lab.config.hf import family_of
+    from llama_lab.config.hf_export import family_of
 
     return next(
         cfg.to_hf_config()

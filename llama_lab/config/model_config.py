@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, get_origin, get_type_hints
 
 from ..errors import ConfigError
-from . import hf, messages
+from . import hf, hf_export, messages
 from .bounds import (
     CHOICES,
     FAMILY_LIMITS,
@@ -251,7 +251,7 @@ class ModelConfig:
     @property
     def is_llama_style(self) -> bool:
         """True when a LLaMA-family decoder (pre-norm RMSNorm, RoPE, SwiGLU, final norm) can
-        express the recipe; which transformers family fits the rest: ``hf.family_of``."""
+        express the recipe; which transformers family fits the rest: ``hf_export.family_of``."""
         return (
             self.norm_position == "pre"
             and self.norm_type == "rmsnorm"
@@ -314,7 +314,7 @@ class ModelConfig:
         return cfg
 
     def to_hf_config(self) -> dict:
-        return hf.to_hf_config(self)
+        return hf_export.to_hf_config(self)
 
 
 def _plain(hint: Any) -> type:
