@@ -19,9 +19,12 @@ ui.kv_formulas(cfg, T, B, kv_dtype)
 ui.kv_sharing(cfg)
 gpu = ui.kv_gpu_choice(T, P)
 
-st.subheader(f"MHA vs GQA vs MQA at B={B}, T={T:,}: weights {weights}, KV cache {kv_dtype}")
+kinds = "MLA vs MHA vs GQA vs MQA" if cfg.is_mla else "MHA vs GQA vs MQA"
+st.subheader(f"{kinds} at B={B}, T={T:,}: weights {weights}, KV cache {kv_dtype}")
 ui.kv_fit_section(selection, gpu, P)
 ui.kv_gpus_section(selection, gpu, P)
+if cfg.is_mla:
+    ui.mla_section(selection, gpu)
 
 st.subheader("Decode roofline")
 st.latex(

@@ -298,7 +298,30 @@ def test_null_policy_matches_the_transformers_config_classes():
         pytest.skip("transformers < 5 validates no types")
     # Qwen3MoeConfig takes num_local_experts=null (MixtralConfig num_experts=null, its alias) but
     # is then left with no expert count at all
-    deliberate = {("qwen3_moe", "num_local_experts"), ("mixtral", "num_experts")}
+    # (DeepseekV2Config num_experts=null, its alias of n_routed_experts, likewise); it takes
+    # num_experts_per_tok, n_group, topk_group and topk_method null (its defaults, but the
+    # first three), which its router then cannot run with (top-k of None experts, experts in
+    # None groups, no top-k method)
+    deliberate = {
+        ("qwen3_moe", "num_local_experts"),
+        ("mixtral", "num_experts"),
+        *(
+            ("deepseek_v2", key)
+            for key in ("num_experts", "num_experts_per_tok", "n_group", "topk_group", "topk_method")
+        ),
+        # DeepseekV3Config likewise takes null for keys its model cannot be built or run without
+        *(
+            ("deepseek_v3", key)
+            for key in (
+                "first_k_dense_replace",
+                "n_group",
+                "topk_group",
+                "num_experts_per_tok",
+                "num_local_experts",
+                "v_head_dim",
+            )
+        ),
+    }
     for param in _null_cases():
         model_type, key, allowed = param.values
         data = {**_family_base(model_type), key: None}

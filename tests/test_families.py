@@ -30,6 +30,19 @@ BASE = dict(
     num_key_value_heads=2,
     max_position_embeddings=64,
 )
+MLA = dict(
+    num_key_value_heads=4,
+    kv_lora_rank=32,
+    q_lora_rank=24,
+    qk_rope_head_dim=8,
+    qk_nope_head_dim=16,
+    v_head_dim=12,
+    n_routed_experts=8,
+    num_experts_per_tok=2,
+    moe_intermediate_size=20,
+    n_shared_experts=1,
+    first_k_dense_replace=1,
+)
 # Small configs that switch on what sets each family apart (windows shorter than T=24 below).
 CASES = {
     "llama": {"attention_bias": True, "mlp_bias": True},
@@ -51,6 +64,28 @@ CASES = {
         "num_experts_per_tok": 3,
         "moe_intermediate_size": 24,
         "decoder_sparse_step": 2,
+    },
+    # MLA + DeepSeekMoE: q LoRA, the latent, the decoupled RoPE key, value heads of their own
+    # width, shared experts, dense blocks first, grouped routing, sigmoid scores with the bias
+    "deepseek_v3": {**MLA, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 2.5},
+    "deepseek_v3-plain-q": {
+        **MLA,
+        "model_type": "deepseek_v3",
+        "q_lora_rank": None,
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": False,
+        "rope_interleave": False,
+        "first_k_dense_replace": 0,
+    },
+    "deepseek_v2": {**MLA, "topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2},
+    "deepseek_v2-lite": {
+        **MLA,
+        "model_type": "deepseek_v2",
+        "q_lora_rank": None,
+        "topk_method": "greedy",
+        "n_shared_experts": 2,
+        "routed_scaling_factor": 1.5,
     },
 }
 
@@ -105,6 +140,9 @@ def test_logits_and_cached_decoding_equal_transformers(case):
     with torch.no_grad():
         for p in hf.parameters():
             p.normal_(0, 0.2)  # biases, norms and router away from their init
+        for name, buffer in hf.named_buffers():
+            if name.endswith("e_score_correction_bias"):  # DeepSeek-V3's routing bias
+                buffer.normal_(0, 0.2)
     cfg, _ = read_hf_config(config.to_dict())
     ours = build_model(cfg).eval()
     ours.load_state_dict(hf.state_dict(), strict=True)

@@ -153,7 +153,7 @@ def test_a_log_axis_within_one_decade_still_gets_two_labels():
 
 def test_one_colour_per_arrangement_and_attention_kind():
     colours = [*common.ARRANGEMENT_COLORS.values(), *common.ATTENTION_COLORS.values()]
-    assert len(set(colours)) == len(colours) == 5
+    assert len(set(colours)) == len(colours) == 6  # Post-LN, Pre-LN; MLA, MHA, GQA, MQA
     others = {*common.COMPONENT_COLORS.values(), *common.GROUP_PALETTE}
     assert others.isdisjoint(colours)  # red means Post-LN wherever it is drawn
     for name, fig in _figures().items():

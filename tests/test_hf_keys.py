@@ -96,11 +96,22 @@ def test_a_missing_key_takes_the_config_classs_default(model_type):
     """num_key_value_heads, head_dim, tie_word_embeddings, rope_theta and the rest left out:
     each as AutoConfig.for_model(**d) makes it."""
     data = {**SMALL, "model_type": model_type, "num_attention_heads": 32, "hidden_size": 1024}
+    if model_type == "deepseek_v2":  # its class has no default top-k: its router cannot run
+        with pytest.raises(ConfigError, match="num_experts_per_tok is null"):
+            parse_config_json(json.dumps(data))
+        data["num_experts_per_tok"] = 6
+    if model_type == "deepseek_v3":  # 128 KV heads by default: MLA needs as many as query heads
+        with pytest.raises(ConfigError, match="n_kv_heads=128 must equal n_heads=32"):
+            parse_config_json(json.dumps(data))
+        data["num_key_value_heads"] = 32
     cfg, _ = parse_config_json(json.dumps(data))
     theirs = transformers.AutoConfig.for_model(**data)
     assert cfg.n_kv_heads == theirs.num_key_value_heads
-    head_dim = getattr(theirs, "head_dim", None) or theirs.hidden_size // theirs.num_attention_heads
-    assert cfg.head_dim == head_dim
+    if cfg.is_mla:  # transformers' head_dim is the rotary width; ours a q/k head's whole width
+        assert (cfg.head_dim, cfg.qk_rope_head_dim) == (theirs.qk_head_dim, theirs.head_dim)
+    else:
+        head_dim = getattr(theirs, "head_dim", None) or theirs.hidden_size // theirs.num_attention_heads
+        assert cfg.head_dim == head_dim
     assert cfg.tie_embeddings == theirs.tie_word_embeddings
     assert cfg.rope_theta == theirs.rope_parameters["rope_theta"]
     assert cfg.max_seq_len == theirs.max_position_embeddings

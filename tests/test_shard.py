@@ -223,7 +223,7 @@ def test_a_run_past_its_time_limit_is_stopped():
             "tp",
             8,
             None,
-            dataclasses.replace(DEBUG, n_heads=8, n_kv_heads=8, head_dim=8),
+            DEBUG.replace(n_heads=8, n_kv_heads=8, head_dim=8),
             "tp=8 does not divide ffn_hidden=172",
         ),
         ("tp", 3, None, DEBUG, "tp=3 does not divide n_heads=4"),

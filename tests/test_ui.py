@@ -436,6 +436,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
     assert ui.live_config(PRESETS[preset], n_layers=4) == small
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
+    # MLA: its widths (latent, RoPE key, heads) follow d too
+    mla = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
     assert (
         wide.replace(
             d_model=64,
@@ -445,7 +447,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
             max_seq_len=64,
             # an explicit head_dim (GQA heads that do not divide d: llama-3.2-3b's 3 per KV head
             # as 6 heads) is the copy's own at each width
-            head_dim=small.head_dim if small.d_model % small.n_heads else None,
+            head_dim=small.head_dim if small.d_model % small.n_heads or small.is_mla else None,
+            **({name: getattr(small, name) for name in mla} if small.is_mla else {}),
         )
         == small
     )  # only the sizes changed

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).resolve().parents[1] / "llama_lab" / "config" / "hf_keys.json"
-FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
+FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
 CONFIG_NAMES = {"config", "text_config"}
 
 
@@ -112,7 +112,9 @@ def family_table(model_type: str) -> dict[str, Any]:
     modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
     read = keys_read_by(inspect.getsource(modeling)) | keys_derived_from(config_class)
     aliases = getattr(config_class, "attribute_map", {}) or {}
+    # an alias reads its target and the target its aliases (config.x and config.alias are one)
     read |= {alias for alias, target in aliases.items() if target in read}
+    read |= {target for alias, target in aliases.items() if alias in read}
     return {
         "config_class": config_class.__name__,
         "default_theta": getattr(config_class, "default_theta", None),

@@ -31,6 +31,7 @@ from .kv import (
     kv_cache_bytes_per_token,
     max_batch_that_fits,
     max_context_that_fits,
+    naive_mla_bytes_per_token,
     weight_bytes,
 )
 from .memory import (
@@ -136,6 +137,7 @@ __all__ = [
     "kv_cache",
     "kv_cache_bytes",
     "kv_cache_bytes_per_token",
+    "naive_mla_bytes_per_token",
     "layer_param_detail",
     "matmul_flops",
     "max_batch_that_fits",

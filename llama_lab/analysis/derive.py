@@ -98,6 +98,13 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
     s = Shapes.of(cfg)
     terms = {"C": s.C, "H": s.H, "G": s.G, "D": s.D}
     parts = ["C*H*D + 2*C*G*D + H*D*C"]
+    if cfg.is_mla:  # q (or q_a, q_b), kv_a, kv_b, o and the two latent norms
+        terms = {"C": s.C, "H": s.H, "D": s.D, "D_v": s.Dv, "D_r": s.Dr, "R_kv": s.Rkv}
+        q = "C*H*D"
+        if s.Rq:
+            terms["R_q"] = s.Rq
+            q = "C*R_q + R_q*H*D + R_q"
+        parts = [f"{q} + C*(R_kv + D_r) + R_kv*H*(D - D_r + D_v) + H*D_v*C + R_kv"]
     attn_bias = (s.H * s.D + 2 * s.G * s.D if cfg.qkv_bias else 0) + (s.C if cfg.o_bias else 0)
     if attn_bias:
         terms["b_attn"] = attn_bias
@@ -107,6 +114,9 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
     if sparse:
         terms.update(E=s.E, F_e=s.Fe)
         parts.append("C*E + E*3*C*F_e")
+        if s.Fs:
+            terms["F_s"] = s.Fs
+            parts.append("3*C*F_s")
     else:
         terms.update(n_ffn=s.n_ffn_matrices, F=s.F)
         parts.append("n_ffn*C*F")
@@ -188,13 +198,14 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
     f = count_flops(cfg, seq_len, batch)
     matmul = f.forward - f.by_component["attention_scores"]
     s = Shapes.of(cfg)
+    pair = 2 * s.H * (s.D + s.Dv)  # FLOPs per query-key pair, every head: QKᵀ over D, AV over Dv
     terms = {
         "B": batch,
         "T": seq_len,
         "N_mm": matmul // (2 * batch * seq_len),
         "H": s.H,
         "D": s.D,
-        "S": f.by_component["attention_scores"] // (4 * s.H * s.D),
+        "S": f.by_component["attention_scores"] // pair,
     }
     # S: query-key pairs summed over blocks (B·T·T per block without a window)
     meaning = {
@@ -208,6 +219,11 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
             r"\ell (\text{query-key pairs})_\ell"
         ),
     )
+    if s.Dv != s.D:  # MLA: value heads of another width
+        terms["D_v"] = s.Dv
+        expression = "2*B*T*N_mm + 2*H*(D + D_v)*S"
+        formula = formula.replace(r"4\,H D", r"2\,H (D + D_v)")
+        meaning["D_v"] = "a value head's width (MLA)"
     if per_token:
         expression, formula = f"({expression})/(B*T)", formula + r"\quad \div\; B T"
     tokens = batch * seq_len if per_token else 1
@@ -221,7 +237,7 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
         "scores over the full T×T (what a naive implementation multiplies)",
         meaning,
     )
-    causal_terms = dict(terms, S=f.attention_scores_causal // (4 * s.H * s.D))
+    causal_terms = dict(terms, S=f.attention_scores_causal // pair)
     causal = Derivation(
         "Forward FLOPs (causal)",
         full.formula,
@@ -290,6 +306,23 @@ def training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> Derivation:
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
     s = Shapes.of(cfg)
+    if cfg.is_mla:
+        scale = " + an fp16 scale each" if kv_scale_bytes(kv_dtype) else ""
+        return Derivation(
+            f"KV cache per token ({kv_dtype})",
+            r"L \cdot (b_\text{latent} + b_\text{rope})",
+            "L*(b_latent + b_rope)",
+            {"L": s.L, "b_latent": kv_head_bytes(kv_dtype, s.Rkv), "b_rope": kv_head_bytes(kv_dtype, s.Dr)},
+            kv_cache_bytes_per_token(cfg, kv_dtype),
+            "what MLA caches (as transformers 5 and serving engines store it): each block's latent "
+            "and its one RoPE key, shared by every head",
+            f"b_latent = kv_lora_rank · bytes per element, b_rope = qk_rope_head_dim · bytes per "
+            f"element{scale} ({kv_dtype})",
+            meaning={
+                "b_latent": f"bytes of the latent (kv_lora_rank = {s.Rkv}) at {kv_dtype}",
+                "b_rope": f"bytes of the shared RoPE key (qk_rope_head_dim = {s.Dr}) at {kv_dtype}",
+            },
+        )
     head = kv_head_bytes(kv_dtype, s.D)
     terms = {"L": s.L, "G": s.G, "b_head": head}
     return Derivation(

@@ -7,7 +7,8 @@ Kept for backward, per layer, for B sequences of T tokens at b bytes per element
   its output, so the scores themselves are not kept) and the boolean causal mask (T·T bytes);
 - fused (``scaled_dot_product_attention``): Q, K and V (K, V at the G KV heads when SDPA reads
   them grouped), the output O (B·H·T·D) and the log-sum-exp of every row (B·H·T, fp32).
-The naive figure grows with T², the fused one with T.
+The naive figure grows with T², the fused one with T. MLA attends with every head's K and V
+rebuilt (G = H), q/k heads of D and value heads (and so O) of Dv.
 
 HBM traffic of one head's forward, in elements (Dao et al. 2022, §3.2 and Theorem 2; N = T,
 d = D): standard attention reads Q and K, writes S, reads S, writes P, reads P and V, writes O:
@@ -32,7 +33,7 @@ from .shapes import Shapes
 def naive_layer_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> int:
     """What the naive path keeps for one layer's backward (see the module's docstring)."""
     b, s, T = checked_dtype_bytes(dtype), Shapes.of(cfg), seq_len
-    elements = batch * s.H * (3 * T * s.D + T * T)  # Q, K and V at H heads, P
+    elements = batch * s.H * (T * (2 * s.D + s.Dv) + T * T)  # Q, K and V at H heads, P
     return math.ceil(elements * b) + T * T  # + the bool mask
 
 
@@ -40,7 +41,7 @@ def flash_layer_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) ->
     """What the fused kernel keeps for one layer's backward."""
     b, s, T = checked_dtype_bytes(dtype), Shapes.of(cfg), seq_len
     kv_heads = s.G  # SDPA with enable_gqa keeps the KV heads as they are
-    elements = batch * T * s.D * (2 * s.H + 2 * kv_heads)  # Q, O; K, V
+    elements = batch * T * (s.H * (s.D + s.Dv) + kv_heads * (s.D + s.Dv))  # Q, O; K, V
     return math.ceil(elements * b) + STATS_BYTES * batch * s.H * T
 
 

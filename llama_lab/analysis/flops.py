@@ -10,6 +10,7 @@ from typing import Callable, Optional, Union
 import pandas as pd
 
 from ..config import LIMITS, ModelConfig
+from ..errors import AnalysisError
 from .common import check_seq, first_true
 from .params import palm_params
 from .shapes import Shapes
@@ -40,6 +41,11 @@ FLOP_CONVENTIONS = [
     "(full convention) and Σ min(i+1, W) causally, as a windowed kernel computes them.",
     "a sparse (MoE) layer costs its router (2·C·E per token, listed as 'router') and the k "
     "experts each token is routed to (k × 3 matrices of C×Fe, in 'ffn'), not all E.",
+    "MLA (DeepSeek): the projections are its low-rank matrices (q_a, q_b, kv_a, kv_b, o); the scores "
+    "cost (D + Dv) per pair and head (q/k head D = nope + rope part, v head Dv); a decode step "
+    "attends over the cached latent in the absorbed form (DeepSeek-V2 §2.1.2: W_UK folded into the "
+    "query, W_UV into the output, as serving engines decode): (2·Rkv + Dr) per pair and head, the "
+    "projections unchanged (W_UK and W_UV are kv_b_proj's rows). Shared experts run for every token.",
     "GQA/MQA shrink the K/V projections (2·C·G·D per token) but not the scores: every query head "
     "still attends over all keys.",
     "the token-embedding lookup is a gather: 0 FLOPs.",
@@ -105,21 +111,34 @@ def layer_pairs(cfg: ModelConfig, pairs: Pairs) -> list[int]:
     return ([pairs(cfg.sliding_window)] * local if local else []) + ([pairs(None)] * (cfg.n_layers - local))
 
 
-def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs) -> dict:
+def pair_width(cfg: ModelConfig, absorbed: bool = False) -> int:
+    """Multiply-adds per (query, key) pair and query head: QKᵀ over a q/k head (D) plus AV over
+    a v head (Dv; both D but under MLA). ``absorbed``: MLA's decode over the cached latent
+    (DeepSeek-V2 §2.1.2: W_UK folded into q, W_UV into the output): QKᵀ over Rkv + Dr, AV
+    over Rkv."""
+    s = Shapes.of(cfg)
+    if absorbed and cfg.is_mla:
+        return 2 * s.Rkv + s.Dr
+    return s.D + s.Dv
+
+
+def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs, absorbed: bool = False) -> dict:
     """Matmul FLOPs of one forward over ``new_tokens`` tokens (all sequences together) whose
     queries meet ``query_key_pairs`` keys in total (summed over queries, per head; a function
     of the window when blocks differ). A sparse block's FFN is its router plus the k experts
-    each token is routed to."""
+    each token is routed to and its shared experts. ``absorbed``: MLA attends over the latent
+    (``pair_width``); its projections cost the same (W_UK and W_UV are kv_b_proj's rows)."""
     s = Shapes.of(cfg)
-    C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
+    C, H, F, L, V = s.C, s.H, s.F, s.L, s.V
     n_sparse = sum(cfg.moe_layer_flags)
+    sparse_ffn = s.K * 3 * C * s.Fe + 3 * C * s.Fs  # k routed experts + the shared ones
     flops = {
-        # q: C→H·D, k and v: C→G·D, o: H·D→C, for every token and layer
-        "attention_proj": 2 * new_tokens * (C * H * D + 2 * C * G * D + H * D * C) * L,
-        # QKᵀ and AV: 2 matmuls × 2 FLOPs per MAC × D per (query, key) pair, every head, per layer
-        "attention_scores": 2 * 2 * sum(layer_pairs(cfg, query_key_pairs)) * D * H,
+        # q: C→H·D, k and v: C→G·D, o: H·D→C (or MLA's projections), every token and layer
+        "attention_proj": 2 * new_tokens * s.attention_params * L,
+        # QKᵀ and AV: 2 FLOPs per MAC × (D + Dv) MACs per (query, key) pair, every head and layer
+        "attention_scores": 2 * sum(layer_pairs(cfg, query_key_pairs)) * pair_width(cfg, absorbed) * H,
         # dense blocks: gate/up C→F, down F→C; sparse blocks: k experts (gate/up C→Fe, down Fe→C)
-        "ffn": 2 * new_tokens * (s.n_ffn_matrices * C * F * (L - n_sparse) + s.K * 3 * C * s.Fe * n_sparse),
+        "ffn": 2 * new_tokens * (s.n_ffn_matrices * C * F * (L - n_sparse) + sparse_ffn * n_sparse),
         # C→V for every position (the model returns logits for all of them)
         "lm_head": 2 * new_tokens * C * V,
     }
@@ -142,12 +161,14 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
         + (((2 * F if gated else F) + C) if cfg.mlp_bias else 0)
     )
     qk_norm = new_tokens * (H + G) * D * L * k["rmsnorm"] if cfg.qk_norm else 0
+    latent_norms = new_tokens * (s.Rq + s.Rkv) * L * k["rmsnorm"]  # MLA's two RMSNorms
+    rotated = (H + 1) * s.Dr if cfg.is_mla else (H + G) * D  # MLA: q's rope parts, the one key
     terms = {
-        "norms": n_norms * new_tokens * C * k[cfg.norm_type] + qk_norm,
+        "norms": n_norms * new_tokens * C * k[cfg.norm_type] + qk_norm + latent_norms,
         "softmax": (sum(layer_pairs(cfg, query_key_pairs)) * H + new_tokens * s.E * n_sparse)
         * k["softmax"],  # + the router's
-        "rope": new_tokens * (H + G) * D * L * k["rope"] if cfg.pos_encoding == "rope" else 0,
-        "activation": new_tokens * (F * (L - n_sparse) + s.K * s.Fe * n_sparse) * k[cfg.ffn_type],
+        "rope": new_tokens * rotated * L * k["rope"] if cfg.pos_encoding == "rope" else 0,
+        "activation": new_tokens * (F * (L - n_sparse) + (s.K * s.Fe + s.Fs) * n_sparse) * k[cfg.ffn_type],
         "residual": 2 * L * new_tokens * C * k["residual"],
         "bias": new_tokens * biased_outputs * (L - n_sparse * cfg.mlp_bias) * k["bias"],
         "position_add": (
@@ -158,18 +179,32 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     return terms
 
 
-def _flop_count(cfg, phase, batch, seq_len, context_len, pairs, causal_pairs) -> FlopCount:
+# How an MLA model decodes (DeepSeek-V2 §2.1.2): over its cached latent with W_UK and W_UV
+# absorbed (serving engines); with the up-projected per-head K and V cached (early
+# implementations: the naive cache); or with the latent cached and every head's K and V rebuilt
+# from all of it at each step (transformers 5).
+MLA_FORMS = ("absorbed", "naive", "rebuilt")
+
+
+def _flop_count(
+    cfg, phase, batch, seq_len, context_len, pairs, causal_pairs, mla_form="absorbed"
+) -> FlopCount:
     tokens = batch * seq_len
-    by_component = matmul_flops(cfg, tokens, pairs)
+    absorbed = phase == "decode" and mla_form == "absorbed"  # MLA over its cached latent
+    by_component = matmul_flops(cfg, tokens, pairs, absorbed)
+    if phase == "decode" and mla_form == "rebuilt" and cfg.is_mla:  # kv_b over every cached latent
+        s = Shapes.of(cfg)
+        kv_b = s.Rkv * s.H * (s.D - s.Dr + s.Dv)
+        by_component["kv_rebuild"] = 2 * sum(layer_pairs(cfg, pairs)) * kv_b
     forward = sum(by_component.values())
-    causal_scores = matmul_flops(cfg, tokens, causal_pairs)["attention_scores"]
+    causal_scores = matmul_flops(cfg, tokens, causal_pairs, absorbed)["attention_scores"]
     n_palm = palm_params(cfg)
     # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over the keys each
     # block's last query attends (T, or its window)
     s = Shapes.of(cfg)
     local = sum(cfg.local_layer_flags)
     keys = local * min(context_len, cfg.sliding_window or context_len) + (s.L - local) * context_len
-    palm = 6 * n_palm + 12 * s.H * s.D * keys
+    palm = 6 * n_palm + 6 * s.H * (s.D + s.Dv) * keys  # 12·H·Q when q/k and v heads are alike
     return FlopCount(
         phase=phase,
         batch=batch,
@@ -219,13 +254,17 @@ def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | 
     return first_true(overtaken, 1, upper)
 
 
-def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1) -> FlopCount:
+def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1, mla_form: str = "absorbed") -> FlopCount:
     """One new token per sequence attending ``context_len`` keys (the cache plus itself):
     projections, FFN and lm_head for B tokens, scores over S keys. Nothing is masked, so the
-    causal and full counts agree. training_step is kept as 3 × forward by definition."""
+    causal and full counts agree. training_step is kept as 3 × forward by definition. An MLA
+    model decodes in ``mla_form`` (MLA_FORMS; "rebuilt" adds kv_b over the S cached latents as
+    ``kv_rebuild``)."""
     check_seq(context_len, batch)
+    if mla_form not in MLA_FORMS:
+        raise AnalysisError(f"mla_form={mla_form!r} must be one of {', '.join(MLA_FORMS)}")
 
     def pairs(window):  # one query per sequence meets S keys, or its window's
         return batch * min(context_len, window or context_len)
 
-    return _flop_count(cfg, "decode", batch, 1, context_len, pairs, pairs)
+    return _flop_count(cfg, "decode", batch, 1, context_len, pairs, pairs, mla_form)

@@ -69,6 +69,12 @@ def gpt_recipe(cfg: ModelConfig) -> ModelConfig:
         n_experts=0,
         experts_per_token=0,
         head_dim=None,
+        kv_lora_rank=0,
+        q_lora_rank=0,
+        qk_rope_head_dim=0,
+        v_head_dim=None,
+        rope_interleave=False,
+        n_shared_experts=0,
         final_norm=True,
     )
 

@@ -9,26 +9,45 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from ..config import LIMITS, MAX_BATCH, ModelConfig
+from ..config.recipes import without_mla
 from ..runtime.hardware import GPU
 from .common import check_count, check_seq, checked_gpu
 from .quant import KV_DTYPES, WeightQuant, kv_head_bytes, weights_bytes
 from .shapes import Shapes
 
 
-def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
-    """K and V of every layer for one token: 2 · L · G · (D · b + the row's scale for int8 and
-    int4) (a sliding-window layer stops growing once it holds its window: ``kv_cache_bytes``)."""
+def layer_token_bytes(cfg: ModelConfig, dtype: str = "bf16", kv_heads: int | None = None) -> int:
+    """What one layer caches per token: K and V of its G KV heads, 2 · G · (D · b + the row's
+    scale for int8 and int4); MLA: the latent and the shared RoPE key, (Rkv + Dr) · b + their
+    scales, whatever the head count (``kv_heads``: a tensor-parallel rank's share of G)."""
     s = Shapes.of(cfg)
-    return 2 * s.L * s.G * kv_head_bytes(dtype, s.D)
+    if cfg.is_mla:
+        return kv_head_bytes(dtype, s.Rkv) + kv_head_bytes(dtype, s.Dr)
+    return 2 * (s.G if kv_heads is None else kv_heads) * kv_head_bytes(dtype, s.D)
+
+
+def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """The cache of every layer for one token, L · ``layer_token_bytes`` (a sliding-window
+    layer stops growing once it holds its window: ``kv_cache_bytes``)."""
+    return cfg.n_layers * layer_token_bytes(cfg, dtype)
+
+
+def naive_mla_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """MLA's cache if the up-projected per-head K and V were kept, as early implementations
+    did: every layer H · (D · b + scale) for K and H · (Dv · b + scale) for V. Not MLA: the
+    cache itself."""
+    if not cfg.is_mla:
+        return kv_cache_bytes_per_token(cfg, dtype)
+    s = Shapes.of(cfg)
+    return s.L * s.H * (kv_head_bytes(dtype, s.D) + kv_head_bytes(dtype, s.Dv))
 
 
 def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
     """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences: every layer
-    2 · G · (D · b + scale) per token held, a sliding-window layer holding at most its window."""
-    s = Shapes.of(cfg)
+    ``layer_token_bytes`` per token held, a sliding-window layer holding at most its window."""
     local = sum(cfg.local_layer_flags)
-    held = local * min(tokens, cfg.sliding_window or tokens) + (s.L - local) * tokens
-    return batch * 2 * s.G * kv_head_bytes(dtype, s.D) * held
+    held = local * min(tokens, cfg.sliding_window or tokens) + (cfg.n_layers - local) * tokens
+    return batch * layer_token_bytes(cfg, dtype) * held
 
 
 def gqa_kv_heads(cfg: ModelConfig) -> int:
@@ -47,17 +66,19 @@ def gqa_kv_heads(cfg: ModelConfig) -> int:
 def attention_variants(cfg: ModelConfig, distinct: bool = False) -> dict[str, ModelConfig]:
     """The same model as MHA, GQA and MQA (only n_kv_heads changes). ``distinct`` drops
     repeats: a head count with no divisor strictly between 1 and itself has no GQA, and one
-    head is MHA and MQA at once."""
+    head is MHA and MQA at once. An MLA model comes first as itself ("mla"), then as plain
+    attention with heads of its value width d_h (DeepSeek-V2's Table 1 compares MLA so)."""
+    plain = without_mla(cfg)
     variants = {
-        "mha": cfg.replace(n_kv_heads=cfg.n_heads),
-        "gqa": cfg.replace(n_kv_heads=gqa_kv_heads(cfg)),
-        "mqa": cfg.replace(n_kv_heads=1),
+        "mha": plain.replace(n_kv_heads=plain.n_heads),
+        "gqa": plain.replace(n_kv_heads=gqa_kv_heads(plain)),
+        "mqa": plain.replace(n_kv_heads=1),
     }
-    if distinct and variants["gqa"].n_kv_heads in (1, cfg.n_heads):
+    if distinct and variants["gqa"].n_kv_heads in (1, plain.n_heads):
         del variants["gqa"]
-    if distinct and cfg.n_heads == 1:
+    if distinct and plain.n_heads == 1:
         del variants["mqa"]
-    return variants
+    return {"mla": cfg, **variants} if cfg.is_mla else variants
 
 
 @dataclass(frozen=True)
@@ -96,7 +117,13 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
     per_token = kv_cache_bytes_per_token(cfg, dtype)
     variants = attention_variants(cfg)
     g = variants["gqa"].n_kv_heads
-    if 1 < cfg.n_kv_heads < cfg.n_heads:
+    if cfg.is_mla:
+        note = (
+            f"MLA caches a latent of {cfg.kv_lora_rank} and a RoPE key of {cfg.qk_rope_head_dim} per "
+            f"layer and token; the MHA, GQA ({g} KV heads) and MQA columns are plain attention with "
+            f"heads of its value width {cfg.v_head_dim} (DeepSeek-V2's Table 1)."
+        )
+    elif 1 < cfg.n_kv_heads < cfg.n_heads:
         note = f"GQA column: the model's own {g} KV heads."
     elif g in (1, cfg.n_heads):
         note = f"n_heads={cfg.n_heads} has no proper divisor: no GQA between MHA and MQA."

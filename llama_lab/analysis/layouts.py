@@ -13,10 +13,11 @@ from ..errors import AnalysisError
 from ..runtime.hardware import GPU
 from .common import check_count, checked_gpu, first_true
 from .flops import count_flops
+from .kv import layer_token_bytes
 from .memory import local_kv_heads
 from .parallel import Layout, check_layout, parallel_memory, stage_layers, stage_tensors
 from .params import count_params
-from .quant import as_weight_quant, kv_head_bytes, weights_bytes
+from .quant import as_weight_quant, weights_bytes
 
 # The step-time model that orders the search (an upper bound: nothing overlapped).
 INTRA_NODE_BYTES_PER_S = 450e9  # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
@@ -46,8 +47,9 @@ def _stage_kv_bytes(
     cfg: ModelConfig, layers: list[int], tp: int, kv_dtype: str, tokens: int, batch: int
 ) -> int:
     """K and V one GPU holds for ``layers``: its KV heads (G/tp, or one replicated), each
-    sliding-window layer at most its window."""
-    per = 2 * local_kv_heads(cfg, tp) * kv_head_bytes(kv_dtype, cfg.head_dim)
+    sliding-window layer at most its window; MLA: the whole latent on every rank (each rank's
+    heads are rebuilt from all of it)."""
+    per = layer_token_bytes(cfg, kv_dtype, kv_heads=local_kv_heads(cfg, tp))
     held = sum(min(tokens, cfg.window_of(i) or tokens) for i in layers)
     return batch * per * held
 

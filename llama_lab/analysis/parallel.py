@@ -108,6 +108,8 @@ def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -
         )
     if cfg.is_moe and s.Fe % t:
         raise AnalysisError(f"tp={t} does not divide expert_ffn_hidden={s.Fe}")
+    if cfg.is_moe and s.Fs % t:
+        raise AnalysisError(f"tp={t} does not divide the shared experts' width {s.Fs}")
     if p > s.L:
         raise AnalysisError(f"pp={p} is more than n_layers={s.L}: a stage holds at least one block")
     if layout.zero not in ZERO_STAGES:
@@ -161,16 +163,25 @@ def _stage_layers(L: int, p: int, v: int, schedule: str) -> tuple[tuple[int, ...
     return tuple(bounds)
 
 
+# Megatron's split. MLA: q_b and kv_b produce whole heads (column-parallel); q_a, kv_a and their
+# norms make the latent every rank's heads are rebuilt from (replicated, as DeepSeek's own TP).
+COLUMN_PARALLEL = frozenset(
+    {"q_proj", "gate_proj", "up_proj", "experts.gate_up_proj", "q_b_proj", "kv_b_proj"}
+    | {"shared_experts.gate_proj", "shared_experts.up_proj"}
+)
+ROW_PARALLEL = frozenset({"o_proj", "down_proj", "experts.down_proj", "shared_experts.down_proj"})
+
+
 def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
     """One tensor-parallel rank's piece of ``group`` (see the module's docstring)."""
     s = Shapes.of(cfg)
     G = local_kv_heads(cfg, tp)
     name, rows, cols = group.name, group.rows, group.cols
-    if name in ("q_proj", "gate_proj", "up_proj", "experts.gate_up_proj"):
+    if name in COLUMN_PARALLEL:
         rows //= tp  # column-parallel: output rows split
     elif name in ("k_proj", "v_proj"):
         rows = G * s.D
-    elif name in ("o_proj", "down_proj", "experts.down_proj"):
+    elif name in ROW_PARALLEL:
         cols //= tp  # row-parallel: input columns split
     elif name == "qkv_bias":
         cols = s.q_dim // tp + 2 * G * s.D
@@ -465,5 +476,11 @@ def _notes(cfg: ModelConfig, layout: Layout) -> list[str]:
     if cfg.is_moe:
         notes.append(
             "experts split by tensor parallel along their FFN width (no expert parallelism modelled)"
+        )
+    if cfg.is_mla and layout.tp > 1:
+        notes.append(
+            f"MLA under tensor parallelism: q_b, kv_b and o split by heads ({cfg.n_heads // layout.tp} "
+            f"per rank); q_a, kv_a and their norms, which make the latent every rank's heads are "
+            f"rebuilt from, replicated on each rank, as the latent cache is"
         )
     return notes

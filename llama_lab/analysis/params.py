@@ -20,6 +20,11 @@ DETAIL_KEYS = (
     "k_proj",
     "v_proj",
     "o_proj",
+    "q_a_proj",
+    "q_b_proj",
+    "kv_a_proj_with_mqa",
+    "kv_b_proj",
+    "latent_norms",
     "attention_bias",
     "qk_norm",
     "gate_proj",
@@ -28,6 +33,7 @@ DETAIL_KEYS = (
     "ffn_bias",
     "router",
     "experts",
+    "shared_experts",
     "input_layernorm",
     "post_attention_layernorm",
     "final_norm",
@@ -42,6 +48,11 @@ COMPONENT_OF = {
     "k_proj": "attention",
     "v_proj": "attention",
     "o_proj": "attention",
+    "q_a_proj": "attention",
+    "q_b_proj": "attention",
+    "kv_a_proj_with_mqa": "attention",
+    "kv_b_proj": "attention",
+    "latent_norms": "norms",
     "attention_bias": "attention",
     "qk_norm": "norms",
     "gate_proj": "ffn",
@@ -50,6 +61,7 @@ COMPONENT_OF = {
     "ffn_bias": "ffn",
     "router": "ffn",
     "experts": "ffn",
+    "shared_experts": "ffn",
     "input_layernorm": "norms",
     "post_attention_layernorm": "norms",
     "final_norm": "norms",
@@ -57,6 +69,7 @@ COMPONENT_OF = {
 }
 
 
+MLA_KEYS = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj")
 COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head")
 
 
@@ -99,11 +112,12 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
     C, H, G, D, F = s.C, s.H, s.G, s.D, s.F
     gated = s.n_ffn_matrices == 3
     sparse = cfg.moe_layer_flags[layer]
+    # q, k, v, o (GQA/MQA: G < H shrinks K and V); MLA: its low-rank projections
+    attention = dict.fromkeys(("q_proj", "k_proj", "v_proj", "o_proj", *MLA_KEYS), 0)
+    attention.update({name: rows * cols for name, rows, cols in s.attention})
+    attention["latent_norms"] = s.Rq + s.Rkv  # MLA: RMSNorm γ of q's bottleneck and the latent
     return {
-        "q_proj": C * H * D,
-        "k_proj": C * G * D,  # GQA/MQA: G < H shrinks K and V
-        "v_proj": C * G * D,
-        "o_proj": H * D * C,
+        **attention,
         "attention_bias": (H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0),
         "qk_norm": 2 * D if cfg.qk_norm else 0,  # one γ of size D for q, one for k
         "gate_proj": C * F if gated and not sparse else 0,  # SwiGLU's third matrix
@@ -112,6 +126,7 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         "ffn_bias": ((2 * F if gated else F) + C) if cfg.mlp_bias and not sparse else 0,
         "router": C * s.E if sparse else 0,  # gate: C → E logits
         "experts": s.E * 3 * C * s.Fe if sparse else 0,  # E × (gate, up: C→Fe; down: Fe→C)
+        "shared_experts": 3 * C * s.Fs if sparse else 0,  # one SwiGLU of width Fs, always on
         "input_layernorm": norm_params(cfg),
         "post_attention_layernorm": norm_params(cfg),
     }
@@ -165,6 +180,10 @@ def _detail_key(name: str) -> str:
         return owner
     if owner in ("q_norm", "k_norm"):
         return "qk_norm"
+    if owner in ("q_a_layernorm", "kv_a_layernorm"):
+        return "latent_norms"
+    if "shared_experts" in parts:
+        return "shared_experts"
     if owner == "gate" and "mlp" in parts:
         return "router"
     if owner == "experts":
@@ -202,7 +221,9 @@ def palm_params(cfg: ModelConfig) -> int:
 
 def largest_parameter(cfg: ModelConfig) -> int:
     """Elements of the model's largest single tensor: the embedding or head (V·C), a projection
-    (C·H·D), a dense FFN matrix (C·F), or a sparse layer's fused expert tensor (E·2Fe·C)."""
+    (C·H·D, or MLA's largest), a dense FFN matrix (C·F), a sparse layer's fused expert tensor
+    (E·2Fe·C) or its shared experts' (C·Fs)."""
     s = Shapes.of(cfg)
     dense = any(not sparse for sparse in cfg.moe_layer_flags)
-    return max(s.V * s.C, s.C * s.q_dim, s.C * s.F if dense else 0, 2 * s.E * s.Fe * s.C)
+    attention = max(rows * cols for _, rows, cols in s.attention)
+    return max(s.V * s.C, attention, s.C * s.F if dense else 0, 2 * s.E * s.Fe * s.C, s.Fs * s.C)

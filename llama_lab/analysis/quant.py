@@ -8,8 +8,9 @@ linear layers' matrices (q, k, v, o, the FFN's and every expert's) quantised; th
 in ``keep`` stay in 16 bits (bf16): by default the token embedding, the lm_head, the norms and
 a mixture of experts' router, as GPTQ, AWQ and llm.int8 leave them; biases always stay. A
 quantised matrix of R rows (outputs) and K columns (inputs) has scales per group of
-``group_size`` inputs of a row (R · ⌈K / g⌉ of them), per row (``group_size=0``: per output
-channel) or one for the tensor (``group_size=-1``), each of ``scale_dtype``; an asymmetric
+``group_size`` inputs of a row (R · ⌈K / g⌉ of them), per block of ``block_rows`` rows ×
+``group_size`` inputs (⌈R / r⌉ · ⌈K / g⌉: DeepSeek-V3's fp8 128×128), per row (``group_size=0``:
+per output channel) or one for the tensor (``group_size=-1``), each of ``scale_dtype``; an asymmetric
 (``zero_point``) int format adds one zero point per scale, stored in the format itself (int4
 zero points packed two per byte per row, as GPTQ/AWQ store them).
 """
@@ -61,11 +62,13 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
     """The tensors of ``n`` blocks of one kind (dense or sparse)."""
     s = Shapes.of(cfg)
     C, F, E, Fe = s.C, s.F, s.E, s.Fe
-    groups = [
-        TensorGroup("q_proj", "linear", n, s.q_dim, C),
-        TensorGroup("k_proj", "linear", n, s.kv_dim, C),
-        TensorGroup("v_proj", "linear", n, s.kv_dim, C),
-        TensorGroup("o_proj", "linear", n, C, s.q_dim),
+    groups = [TensorGroup(name, "linear", n, rows, cols) for name, rows, cols in s.attention]
+    groups += [
+        TensorGroup(name, "norms", n, 1, width)
+        for name, width in (("q_a_layernorm", s.Rq), ("kv_a_layernorm", s.Rkv))
+        if width
+    ]
+    groups += [
         TensorGroup("input_layernorm", "norms", n, 1, norm_params(cfg)),
         TensorGroup("post_attention_layernorm", "norms", n, 1, norm_params(cfg)),
     ]
@@ -81,6 +84,12 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
             TensorGroup("experts.gate_up_proj", "experts", n * E, 2 * Fe, C),
             TensorGroup("experts.down_proj", "experts", n * E, C, Fe),
         ]
+        if s.Fs:  # the shared experts: one SwiGLU, quantised like any dense FFN
+            groups += [
+                TensorGroup(f"shared_experts.{name}", "linear", n, s.Fs, C)
+                for name in ("gate_proj", "up_proj")
+            ]
+            groups.append(TensorGroup("shared_experts.down_proj", "linear", n, C, s.Fs))
         return groups
     groups += [
         TensorGroup(name, "linear", n, F, C)
@@ -120,6 +129,7 @@ class WeightQuant:
     keep: tuple[str, ...] = field(default=("embeddings", "lm_head", "norms", "router"))
     # the experts of a mixture are quantised by default (they are most of its bytes)
     keep_dtype: str = KEEP_DTYPE  # what the kept tensors and biases are stored in
+    block_rows: int = 0  # > 0: scales per block of block_rows × group_size (0: per row's groups)
 
     @classmethod
     def of(
@@ -130,6 +140,7 @@ class WeightQuant:
         zero_point: bool = False,
         keep: tuple | None = None,
         keep_dtype: str = KEEP_DTYPE,
+        block_rows: int = 0,
     ) -> "WeightQuant":
         if dtype not in WEIGHT_DTYPES:
             raise AnalysisError(f"weight dtype={dtype!r} must be one of {', '.join(WEIGHT_DTYPES)}")
@@ -140,6 +151,7 @@ class WeightQuant:
             zero_point,
             DEFAULT_KEEP if keep is None else tuple(keep),
             keep_dtype,
+            block_rows,
         )
         quant.check()
         return quant
@@ -157,6 +169,10 @@ class WeightQuant:
             raise AnalysisError(f"keep={sorted(unknown)} must name tensors among {', '.join(KEEP_CHOICES)}")
         if self.keep_dtype not in ("bf16", "fp16", "fp32"):
             raise AnalysisError(f"keep_dtype={self.keep_dtype!r} must be bf16, fp16 or fp32")
+        if isinstance(self.block_rows, bool) or not isinstance(self.block_rows, int) or self.block_rows < 0:
+            raise AnalysisError(f"block_rows={self.block_rows!r} must be 0 (no blocks) or ≥ 1 rows")
+        if self.block_rows and self.group_size < 1:
+            raise AnalysisError(f"block_rows={self.block_rows} needs a block width: group_size ≥ 1")
         if self.zero_point and self.dtype not in ("int8", "int4"):
             raise AnalysisError(f"zero points need an integer format (int8, int4), not {self.dtype}")
 
@@ -176,6 +192,8 @@ class WeightQuant:
         """Scales of one quantised rows × cols tensor."""
         if self.group_size == -1:
             return 1
+        if self.block_rows:
+            return math.ceil(rows / self.block_rows) * math.ceil(cols / self.group_size)
         return rows * (1 if self.group_size == 0 else math.ceil(cols / self.group_size))
 
     def tensor_bytes(self, group: TensorGroup) -> dict[str, int]:
@@ -200,6 +218,8 @@ class WeightQuant:
         if fmt not in QUANTISED:
             return cols * DTYPE_BYTES[fmt]
         groups = 1 if self.group_size <= 0 else math.ceil(cols / self.group_size)
+        if self.block_rows:  # a row's share of its blocks' scales
+            groups /= self.block_rows
         per_scale = DTYPE_BYTES[self.scale_dtype] + (BITS[fmt] / 8 if self.zero_point else 0)
         return math.ceil(cols * BITS[fmt] / 8) + groups * per_scale
 
@@ -211,6 +231,7 @@ class WeightQuant:
             "zero_point": self.zero_point,
             "keep": list(self.keep) if self.quantised else [],
             "keep_dtype": self.keep_dtype if self.quantised else self.dtype,
+            "block_rows": self.block_rows,
         }
 
 
@@ -219,7 +240,18 @@ def stored_weights(stored: StoredQuant) -> WeightQuant:
     AWQ's GEMM int4 packs eight 4-bit weights per int32 (qweight K × R/8), one fp16 scale per
     group of inputs of each output (scales K/g × R) and, with zero points, eight 4-bit zeros per
     int32 (qzeros K/g × R/8); the embeddings, the head, the norms and a router are not linear
-    layers it quantises and stay in the checkpoint's dtype."""
+    layers it quantises and stay in the checkpoint's dtype. Block-wise fp8 (DeepSeek-V3, Kimi
+    K2): every linear layer's e4m3 weight and its float32 ``weight_scale_inv`` of ⌈R/r⌉ × ⌈K/c⌉
+    blocks; the same tensors kept in the checkpoint's dtype."""
+    if stored.method == "fp8":
+        return WeightQuant.of(
+            "fp8",
+            group_size=stored.group_size,
+            block_rows=stored.block_rows,
+            scale_dtype="fp32",
+            keep=DEFAULT_KEEP,
+            keep_dtype=stored.dtype,
+        )
     return WeightQuant.of(
         "int4",
         group_size=stored.group_size,
@@ -258,15 +290,29 @@ class WeightBytes:
         }
 
 
+def buffer_tensors(cfg: ModelConfig) -> list[TensorGroup]:
+    """Checkpoint tensors that are not parameters: DeepSeek-V3's router correction bias (one
+    float32 per expert of every sparse layer; it steers the choice, no gradient trains it)."""
+    if not cfg.is_moe or cfg.moe_scoring != "sigmoid":
+        return []
+    return [
+        TensorGroup("e_score_correction_bias", "float32_buffer", sum(cfg.moe_layer_flags), 1, cfg.n_experts)
+    ]
+
+
 def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> WeightBytes:
-    """Every weight's bytes in ``weights``' format, quantisation scales included."""
+    """Every weight's bytes in ``weights``' format, quantisation scales included, and the
+    checkpoint's float32 buffers (``buffer_tensors``)."""
     quant = as_weight_quant(weights)
     rows: list[dict[str, Any]] = []
     by_role: dict[str, int] = {}
     totals = {"quantised": 0, "scales": 0, "zero_points": 0, "kept": 0}
-    for group in weight_tensors(cfg):
-        parts = quant.tensor_bytes(group)
-        fmt = quant.stored_as(group.role)
+    for group in weight_tensors(cfg) + buffer_tensors(cfg):
+        fp32 = group.role == "float32_buffer"  # float32 in the checkpoint and in memory
+        parts = (
+            {"data": group.params * 4, "scales": 0, "zero_points": 0} if fp32 else quant.tensor_bytes(group)
+        )
+        fmt = "fp32" if fp32 else quant.stored_as(group.role)
         size = sum(parts.values())
         totals["quantised" if fmt in QUANTISED else "kept"] += parts["data"]
         totals["scales"] += parts["scales"]

@@ -14,7 +14,13 @@ from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES, GPU
 from .common import check_seq, checked_dtype_bytes, checked_gpu, nbytes
 from .flops import count_flops, decode_flops
-from .kv import attention_variants, kv_cache_bytes, kv_cache_bytes_per_token, weight_bytes
+from .kv import (
+    attention_variants,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    naive_mla_bytes_per_token,
+    weight_bytes,
+)
 from .quant import WeightQuant, as_weight_quant, weights_bytes
 from .shapes import Shapes
 
@@ -83,8 +89,12 @@ def _prefill_activation_traffic(cfg: ModelConfig, batch: int, tokens: int, b: fl
     C, H, G, D, F, L, V = s.C, s.H, s.G, s.D, s.F, s.L, s.V
     qkv = (H + 2 * G) * D
     attention = (C + qkv) + (qkv + H * D) + (H * D + C)  # projections, SDPA, o_proj
+    if cfg.is_mla:  # each projection reads its input and writes its output; SDPA over the
+        # rebuilt per-head q, k (D) and v (Dv), writing H·Dv
+        attention = sum(rows + cols for _, rows, cols in s.attention) + H * (2 * D + 2 * s.Dv)
     dense = s.n_up * (C + F) + (F + C)  # gate/up, down
     sparse = (C + s.E) + s.K * (s.n_up * (C + s.Fe) + (s.Fe + C))  # router, k experts
+    sparse += (s.n_up * (C + s.Fs) + (s.Fs + C)) if s.Fs else 0  # the shared experts
     n_sparse = sum(cfg.moe_layer_flags)
     per_token = L * attention + (L - n_sparse) * dense + n_sparse * sparse
     return nbytes(tokens * per_token + batch * (C + V), b)
@@ -99,6 +109,7 @@ def roofline(
     phase: str = "decode",
     weights: "WeightQuant | str | None" = None,
     kv_dtype: str | None = None,
+    mla_form: str = "absorbed",
 ) -> Roofline:
     """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
     B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
@@ -106,7 +117,10 @@ def roofline(
     half of the scores (fused kernels skip masked blocks) and the lm_head on the last position
     of each sequence, as generate's prefill runs it. fp8/int8/int4 are weight/KV-only
     formats computing at the bf16 peak. ``weights`` (a format, default ``dtype``) and
-    ``kv_dtype`` (default ``dtype``) set what the weights and the cache are stored in."""
+    ``kv_dtype`` (default ``dtype``) set what the weights and the cache are stored in. An MLA
+    model decodes in ``mla_form`` (``flops.MLA_FORMS``): "absorbed" and "rebuilt" read the
+    latent cache ("rebuilt" also writes and reads every head's rebuilt K and V), "naive" the
+    per-head K and V it caches."""
     if phase not in ("decode", "prefill"):
         raise AnalysisError(f"phase={phase!r} must be 'decode' or 'prefill'")
     check_seq(context_len, batch)
@@ -116,10 +130,16 @@ def roofline(
     kv_dtype = kv_dtype or dtype
     kv_per_token = kv_cache_bytes_per_token(cfg, kv_dtype)
     if phase == "decode":
-        flops = decode_flops(cfg, context_len, batch).forward
+        flops = decode_flops(cfg, context_len, batch, mla_form).forward
         tokens = batch
-        kv_bytes = kv_cache_bytes(cfg, context_len, batch, kv_dtype) + batch * kv_per_token  # read + write
         act_bytes = 0
+        if cfg.is_mla and mla_form == "naive":  # the per-head K and V cached instead
+            kv_per_token = naive_mla_bytes_per_token(cfg, kv_dtype)
+            kv_bytes = (batch * context_len + batch) * kv_per_token  # read + write
+        else:
+            kv_bytes = kv_cache_bytes(cfg, context_len, batch, kv_dtype) + batch * kv_per_token
+        if cfg.is_mla and mla_form == "rebuilt":  # K and V of every head, written then read
+            act_bytes = 2 * batch * context_len * naive_mla_bytes_per_token(cfg, dtype)
     else:
         count = count_flops(cfg, context_len, batch)
         # generate's prefill: the lm_head runs on each sequence's last position only

@@ -8,7 +8,7 @@ from ..units import human_bytes, human_count, human_params
 from .common import check_seq, checked_dtype_bytes, training_dtype
 from .flash import attention_memory
 from .flops import count_flops
-from .kv import kv_cache, max_context_that_fits
+from .kv import kv_cache, max_context_that_fits, naive_mla_bytes_per_token
 from .memory import inference_memory, training_memory
 from .params import ParamCount, count_params
 from .quant import WeightQuant, as_weight_quant, weights_bytes
@@ -19,7 +19,9 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
     the sliding window, the experts — every figure computed from the config."""
     params = params or count_params(cfg)
     notes = []
-    if cfg.head_dim != cfg.d_model // cfg.n_heads or cfg.d_model % cfg.n_heads:
+    if cfg.is_mla:
+        notes.append(_mla_note(cfg))
+    elif cfg.head_dim != cfg.d_model // cfg.n_heads or cfg.d_model % cfg.n_heads:
         notes.append(
             f"**head_dim {cfg.head_dim}**, not d_model / n_heads = "
             f"{cfg.d_model / cfg.n_heads:g}: q is {cfg.n_heads}×{cfg.head_dim} = "
@@ -43,7 +45,9 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
                 else "."
             )
         )
-    if cfg.is_moe:
+    if cfg.is_moe and (cfg.n_shared_experts or cfg.moe_scoring != "softmax" or cfg.moe_groups > 1):
+        notes.append(_deepseek_moe_note(cfg, params))
+    elif cfg.is_moe:
         experts = params.detail["experts"]
         notes.append(
             f"**Mixture of experts** (Mixtral / Qwen3-MoE): {sum(cfg.moe_layer_flags)} "
@@ -53,6 +57,52 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"token uses {params.active:,} ({params.active / params.total:.1%})."
         )
     return notes
+
+
+def _mla_note(cfg: ModelConfig) -> str:
+    """MLA's cache and projections, with the plain-attention cache it replaces."""
+    H, Dv, R, Dr = cfg.n_heads, cfg.v_head_dim, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    mha = 2 * H * Dv
+    q = f"q goes through a rank-{cfg.q_lora_rank} bottleneck" if cfg.q_lora_rank else "q from one q_proj"
+    return (
+        f"**MLA** (multi-head latent attention, DeepSeek-V2 §2.1): a token caches a latent of "
+        f"{R} values and one RoPE key of {Dr} shared by all {H} heads, {R + Dr} values per "
+        f"layer, where multi-head attention with heads of {Dv} would cache {mha:,} "
+        f"({mha / (R + Dr):.1f}× more); every head's K and V are rebuilt from the latent by "
+        f"kv_b_proj ({R} → {H}×({cfg.qk_nope_head_dim} + {Dv})); {q}; a q/k head is "
+        f"{cfg.head_dim} wide ({cfg.qk_nope_head_dim} without RoPE + {Dr} rotated)."
+    )
+
+
+def _deepseek_moe_note(cfg: ModelConfig, params: ParamCount) -> str:
+    """DeepSeekMoE: shared experts, grouped routing, the scores and their scaling."""
+    flags = cfg.moe_layer_flags
+    dense_first = flags.index(True)
+    groups = (
+        f", chosen within its best {cfg.moe_topk_groups} of {cfg.moe_groups} expert groups"
+        if cfg.moe_groups > 1
+        else ""
+    )
+    scores = (
+        "sigmoid scores; a learned per-expert bias steers the choice but not the weights"
+        if cfg.moe_scoring == "sigmoid"
+        else "softmax scores"
+    )
+    renorm = ", renormalised" if cfg.moe_renormalize else ""
+    shared = (
+        f" plus {cfg.n_shared_experts} shared expert{'s' if cfg.n_shared_experts > 1 else ''} "
+        f"every token passes"
+        if cfg.n_shared_experts
+        else ""
+    )
+    return (
+        f"**DeepSeekMoE**: {sum(flags)} sparse blocks"
+        + (f" after {dense_first} dense ones" if dense_first else "")
+        + f"; {cfg.n_experts} routed experts of width {cfg.expert_ffn_hidden}, "
+        f"{cfg.experts_per_token} per token{groups},{shared}; {scores}{renorm}, × "
+        f"{cfg.routed_scaling:g}. A token uses {params.active:,} of the {params.total:,} "
+        f"parameters ({params.active / params.total:.1%})."
+    )
 
 
 FLOP_KEYS = (
@@ -81,6 +131,9 @@ def architecture(cfg: ModelConfig) -> dict:
         "sparse_layers": sum(cfg.moe_layer_flags),
         "n_experts": cfg.n_experts,
         "experts_per_token": cfg.experts_per_token,
+        "n_shared_experts": cfg.n_shared_experts,
+        "mla": cfg.is_mla,
+        "kv_lora_rank": cfg.kv_lora_rank,
     }
 
 
@@ -143,6 +196,7 @@ def analyze(
             "compare": kv.compare,
             "compare_kv_heads": kv.compare_kv_heads,
             "by_dtype": kv.by_dtype,
+            **({"naive_bytes_per_token": naive_mla_bytes_per_token(cfg, kv_dtype)} if cfg.is_mla else {}),
             "max_context_by_gpu": {
                 name: max_context_that_fits(cfg, gpu, batch, weights, kv_dtype) for name, gpu in GPUS.items()
             },
@@ -216,6 +270,9 @@ def format_analysis(result: dict) -> str:
         ("bytes / sequence", f"{kv['bytes_per_sequence']:,}", human_bytes(kv["bytes_per_sequence"])),
         ("bytes (B x T)", f"{kv['bytes']:,}", human_bytes(kv["bytes"])),
     ]
+    if "naive_bytes_per_token" in kv:  # MLA: the per-head K/V it does not cache
+        naive = kv["naive_bytes_per_token"]
+        rows.append(("naive per-head K/V / token", f"{naive:,}", human_bytes(naive)))
     rows += [
         (
             f"{kind.upper()} (n_kv_heads={kv['compare_kv_heads'][kind]}) / token",

@@ -8,7 +8,7 @@ from .files import MAX_CONFIG_BYTES, load_config_file, parse_config_json, read_b
 from .hf import HFConfigWarning
 from .model_config import ModelConfig
 from .overrides import apply_overrides, coerce_field, parse_override
-from .presets import PRESETS, PUBLISHED_PARAMS, get_preset
+from .presets import PRESETS, PUBLISHED_PARAMS, PUBLISHED_ROUNDED, get_preset
 from .recipes import (
     REGIMES,
     TRAINING_SHAPE,
@@ -35,6 +35,7 @@ __all__ = [
     "ModelConfig",
     "PRESETS",
     "PUBLISHED_PARAMS",
+    "PUBLISHED_ROUNDED",
     "TRAINING_SHAPE",
     "apply_overrides",
     "coerce_field",

@@ -21,6 +21,12 @@ FAMILY_LIMITS = {
     "n_experts": 4_096,  # 0: a dense FFN
     "experts_per_token": 4_096,
     "expert_ffn_hidden": 1_048_576,
+    "kv_lora_rank": 131_072,  # 0: no MLA
+    "q_lora_rank": 131_072,  # 0: q from one matrix
+    "qk_rope_head_dim": 131_072,
+    "v_head_dim": 131_072,
+    "n_shared_experts": 4_096,
+    "moe_groups": 4_096,
 }
 MINIMUMS = {"vocab_size": 2}
 
@@ -31,12 +37,14 @@ NormType = Literal["rmsnorm", "layernorm"]
 PosEncoding = Literal["rope", "sinusoidal", "learned", "none"]
 FfnType = Literal["swiglu", "relu", "gelu"]
 Init = Literal["normal", "xavier"]
+MoeScoring = Literal["softmax", "sigmoid"]
 CHOICES: dict[str, tuple[str, ...]] = {
     "norm_position": get_args(NormPosition),
     "norm_type": get_args(NormType),
     "pos_encoding": get_args(PosEncoding),
     "ffn_type": get_args(FfnType),
     "init": get_args(Init),
+    "moe_scoring": get_args(MoeScoring),
 }
 
 INIT_STD = 0.02  # init="normal": every matrix N(0, 0.02) (GPT-2 / LLaMA)

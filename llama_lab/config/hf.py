@@ -151,6 +151,24 @@ QUIET_KEYS = frozenset(
     }
 )
 _WINDOW_KEYS = frozenset({"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"})
+_DEEPSEEK_KEYS = frozenset(
+    {
+        "attention_bias",
+        "q_lora_rank",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "qk_nope_head_dim",
+        "v_head_dim",
+        "moe_intermediate_size",
+        "n_routed_experts",
+        "n_shared_experts",
+        "num_experts_per_tok",
+        "routed_scaling_factor",
+        "n_group",
+        "topk_group",
+        "first_k_dense_replace",
+    }
+)
 FAMILIES: dict[str, Family] = {
     f.model_type: f
     for f in (
@@ -217,6 +235,43 @@ FAMILIES: dict[str, Family] = {
             ),
             frozenset({"head_dim", "sliding_window", "mlp_only_layers"}),
         ),
+        # DeepseekV2Config: MLA (q LoRA unless q_lora_rank is null), DeepSeekMoE with softmax
+        # scores, greedy or group-limited top-k, never renormalised; dense blocks before
+        # first_k_dense_replace; RoPE on adjacent pairs (complex multiplication).
+        Family(
+            "deepseek_v2",
+            "DeepseekV2ForCausalLM",
+            _defaults("deepseek_v2"),
+            _DEEPSEEK_KEYS | {"mlp_bias", "topk_method", "num_experts"},
+            frozenset({"num_key_value_heads", "head_dim", "q_lora_rank"}),
+        ),
+        # DeepseekV3Config (DeepSeek-V3/R1, Kimi K2): MLA, sigmoid scores with the correction
+        # bias choosing the top-k among the best topk_group of n_group groups, renormalised when
+        # norm_topk_prob, × routed_scaling_factor; rope_interleave.
+        Family(
+            "deepseek_v3",
+            "DeepseekV3ForCausalLM",
+            _defaults("deepseek_v3"),
+            _DEEPSEEK_KEYS
+            | {
+                "norm_topk_prob",
+                "rope_interleave",
+                "num_local_experts",
+                "num_nextn_predict_layers",
+                "num_mtp_layers",
+            },
+            # null norm_topk_prob and rope_interleave read as false, as its model's `if` reads them
+            frozenset(
+                {
+                    "num_key_value_heads",
+                    "head_dim",
+                    "q_lora_rank",
+                    "norm_topk_prob",
+                    "rope_interleave",
+                    "num_nextn_predict_layers",
+                }
+            ),
+        ),
     )
 }
 # Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
@@ -227,6 +282,8 @@ _KIND = {
         "true or false",
     ),
     "hidden_act": "a string",
+    "topk_method": "a string",
+    **dict.fromkeys(("rope_interleave",), "true or false"),
     "layer_types": "a list",
     "mlp_only_layers": "a list",
 }
@@ -404,7 +461,70 @@ def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> di
         out["sliding_window"], out["local_layers"] = _qwen_windows(data, family, n_layers)
     if mt in ("mixtral", "qwen3_moe"):
         out.update(_experts(data, family, n_layers))
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        out.update(_deepseek(data, family, n_layers))
     return out
+
+
+def _deepseek(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
+    """MLA and DeepSeekMoE of DeepSeek-V2 and V3. transformers' config sets head_dim to
+    qk_rope_head_dim (the rotary width) whatever the file says; LLaMA Lab's head_dim is a q/k
+    head's whole width, qk_nope_head_dim + qk_rope_head_dim."""
+    v3 = family.model_type == "deepseek_v3"
+    for key in ("attention_bias",) + (() if v3 else ("mlp_bias",)):
+        if _bool(data, family, key):
+            raise ConfigError(
+                f"{key}=true is not modelled for {family.model_type} (no published DeepSeek "
+                f"model sets it); LLaMA Lab refuses rather than count the model wrong",
+                field=key,
+            )
+    nope = _count(data, family, "qk_nope_head_dim", 0, 1 << 20)
+    rope = _count(data, family, "qk_rope_head_dim", 0, 1 << 20)
+    experts = _count(data, family, "n_routed_experts", 0, 1 << 20)
+    first_dense = _count(data, family, "first_k_dense_replace", 0, 1 << 62)
+    top_k = _get(data, family, "num_experts_per_tok")
+    if experts and first_dense < n_layers and top_k is None:
+        raise ConfigError(
+            f"num_experts_per_tok is null: {family.architecture}'s router needs it (how many of "
+            f"the {experts} experts each token uses)",
+            field="num_experts_per_tok",
+        )
+    groups, topk_groups = _get(data, family, "n_group"), _get(data, family, "topk_group")
+    if not v3:
+        method = _get(data, family, "topk_method")
+        if method not in ("greedy", "group_limited_greedy"):
+            raise ConfigError(
+                f"topk_method={shown(method)} must be 'greedy' or 'group_limited_greedy' "
+                f"(the two DeepseekV2TopkRouter runs)",
+                field="topk_method",
+            )
+        if method == "greedy":
+            groups = topk_groups = 1
+        elif groups is None or topk_groups is None:
+            raise ConfigError(
+                "topk_method='group_limited_greedy' needs n_group and topk_group (DeepseekV2's "
+                "router keeps the best topk_group of n_group expert groups)",
+                field="n_group" if groups is None else "topk_group",
+            )
+    sparse = experts > 0 and first_dense < n_layers
+    return dict(
+        kv_lora_rank=_get(data, family, "kv_lora_rank"),
+        q_lora_rank=_get(data, family, "q_lora_rank") or 0,
+        qk_rope_head_dim=rope,
+        head_dim=nope + rope,
+        v_head_dim=_get(data, family, "v_head_dim"),
+        rope_interleave=_bool(data, family, "rope_interleave") if v3 else True,
+        n_experts=experts if sparse else 0,
+        experts_per_token=top_k if sparse else 0,
+        expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
+        n_shared_experts=_get(data, family, "n_shared_experts") if sparse else 0,
+        moe_layers=f"from:{first_dense}" if sparse else "all",
+        moe_renormalize=_bool(data, family, "norm_topk_prob") if v3 else False,
+        moe_scoring="sigmoid" if v3 else "softmax",
+        moe_groups=1 if groups is None else groups,
+        moe_topk_groups=1 if topk_groups is None else topk_groups,
+        routed_scaling=_get(data, family, "routed_scaling_factor"),
+    )
 
 
 # Keys no modelling file reads that still change what is counted: transformers' loader reads
@@ -436,12 +556,36 @@ def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
     for key in ("attention_dropout", "router_jitter_noise"):
         if data.get(key) not in (None, 0, 0.0):
             notes.append(f"{key}={shown(data[key])} is training-time noise, not modelled (no dropout)")
+    mtp = data.get("num_nextn_predict_layers", data.get("num_mtp_layers"))
+    if family.model_type == "deepseek_v3" and mtp:
+        notes.append(
+            f"num_nextn_predict_layers={shown(mtp)}: the multi-token-prediction module(s) are "
+            f"not part of {family.architecture} (its loader skips them): not counted. DeepSeek-V3's "
+            f"685B on the Hub = 671B main model + 14B MTP module"
+        )
     if data.get("pretraining_tp") not in (None, 1):
         notes.append(
             f"pretraining_tp={shown(data['pretraining_tp'])} only changes how Meta "
             f"sharded the matmuls; the maths is the same"
         )
     return notes
+
+
+# Checkpoints that name their own model_type for a supported family's code (remote code that
+# transformers does not ship): read as that family. Kimi K2: architectures DeepseekV3ForCausalLM.
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
+
+
+def _alias(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+    """``data`` with an aliased model_type replaced by its family's, and a note saying so."""
+    model_type = data.get("model_type") if isinstance(data, Mapping) else None
+    if not isinstance(model_type, str) or model_type not in MODEL_TYPE_ALIASES:
+        return data, None
+    family = MODEL_TYPE_ALIASES[model_type]
+    return {**data, "model_type": family}, (
+        f"model_type {model_type!r} runs {FAMILIES[family].architecture} (its remote code is "
+        f"DeepSeek-V3's): read as {family}"
+    )
 
 
 def _family(data: Mapping[str, Any]) -> Family:
@@ -495,16 +639,12 @@ def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelCon
     class's default, as ``AutoConfig.for_model`` would. ``model_config`` is the ModelConfig
     class (passed in: this module sits below it)."""
     data, wrapper = text_decoder(data)
+    data, alias = _alias(data)
     family = _family(data)
-    notes = _notes(data, family)
+    notes = ([alias] if alias else []) + _notes(data, family)
     quant = stored_quant(data)
     if quant is not None:
-        notes.insert(
-            0,
-            f"quantization_config: AWQ int4 weights in groups of {quant.group_size} inputs "
-            f"({'with' if quant.zero_point else 'without'} zero points, fp16 scales), the rest "
-            f"in {quant.dtype}: the weights' stored format",
-        )
+        notes.insert(0, f"quantization_config: {quant.describe()}: the weights' stored format")
     _refuse_nulls(data, family)
     n_layers = _count(data, family, "num_hidden_layers", 1, LIMITS["n_layers"])
     kwargs = _common(data, family, n_layers)

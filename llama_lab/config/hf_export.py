@@ -20,6 +20,27 @@ def _reasons(cfg, model_type: str) -> list[str]:
     local = cfg.local_layer_flags
     window_all = not any(local) or all(local)
     same_attention_bias = cfg.qkv_bias == cfg.o_bias
+    flags = cfg.moe_layer_flags
+    # DeepSeek's features: no other family has them
+    deepseek_only = [
+        (cfg.is_mla, "MLA"),
+        (cfg.n_shared_experts > 0, "shared experts"),
+        (cfg.moe_scoring != "softmax", f"{cfg.moe_scoring} router scores"),
+        (cfg.moe_groups > 1, "expert groups"),
+        (cfg.routed_scaling != 1.0, "routed_scaling"),
+        (cfg.rope_interleave, "interleaved RoPE"),
+        (cfg.v_head_dim != cfg.head_dim, "a value head width apart"),
+    ]
+    # DeepseekV2/V3: dense blocks first (first_k_dense_replace), then sparse ones
+    first_sparse = flags.index(True) if any(flags) else cfg.n_layers
+    deepseek = [
+        (not cfg.is_mla, "no MLA"),
+        (cfg.qk_norm, "QK-norm"),
+        (any(local), "a sliding window"),
+        (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases"),
+        (not all(flags[first_sparse:]), "sparse blocks that are not the last ones"),
+        (cfg.is_moe and not cfg.n_shared_experts, "no shared expert"),
+    ]
     checks = {
         "llama": [
             (cfg.qk_norm, "QK-norm"),
@@ -59,7 +80,16 @@ def _reasons(cfg, model_type: str) -> list[str]:
             (not same_attention_bias, "q/k/v and o biases differ"),
             (cfg.mlp_bias, "MLP biases"),
         ],
+        "deepseek_v2": deepseek
+        + [
+            (cfg.is_moe and cfg.moe_scoring != "softmax", "sigmoid router scores"),
+            (cfg.is_moe and cfg.moe_renormalize, "renormalised top-k"),
+            (not cfg.rope_interleave, "RoPE on halves"),
+        ],
+        "deepseek_v3": deepseek + [(cfg.is_moe and cfg.moe_scoring != "sigmoid", "softmax router scores")],
     }[model_type]
+    if not model_type.startswith("deepseek"):
+        checks = checks + deepseek_only
     return [why for broken, why in checks if broken]
 
 
@@ -113,6 +143,29 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
             decoder_sparse_step=1,
             mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse],
         )
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        flags = cfg.moe_layer_flags
+        out.update(
+            q_lora_rank=cfg.q_lora_rank or None,
+            kv_lora_rank=cfg.kv_lora_rank,
+            qk_rope_head_dim=cfg.qk_rope_head_dim,
+            qk_nope_head_dim=cfg.qk_nope_head_dim,
+            v_head_dim=cfg.v_head_dim,
+            head_dim=cfg.qk_rope_head_dim,  # transformers' config sets it so (the rotary width)
+            attention_bias=False,
+            n_routed_experts=cfg.n_experts,
+            num_experts_per_tok=cfg.experts_per_token or None,
+            moe_intermediate_size=cfg.expert_ffn_hidden,
+            n_shared_experts=cfg.n_shared_experts,
+            first_k_dense_replace=flags.index(True) if any(flags) else cfg.n_layers,
+            routed_scaling_factor=cfg.routed_scaling,
+            n_group=cfg.moe_groups,
+            topk_group=cfg.moe_topk_groups,
+        )
+        if mt == "deepseek_v2":
+            out.update(topk_method="group_limited_greedy" if cfg.moe_groups > 1 else "greedy", mlp_bias=False)
+        else:
+            out.update(norm_topk_prob=cfg.moe_renormalize, rope_interleave=cfg.rope_interleave)
     return out
 
 
@@ -128,7 +181,7 @@ def to_hf_config(cfg: "ModelConfig") -> dict:
         "num_hidden_layers": cfg.n_layers,
         "num_attention_heads": cfg.n_heads,
         "num_key_value_heads": cfg.n_kv_heads,
-        "head_dim": cfg.head_dim,
+        "head_dim": cfg.head_dim,  # (DeepSeek's own keys below replace it)
         "hidden_act": "silu",
         "max_position_embeddings": cfg.max_seq_len,
         "rms_norm_eps": cfg.norm_eps,

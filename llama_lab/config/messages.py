@@ -3,7 +3,8 @@ integer check the readers share."""
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from typing import Any, Iterable
 
 from ..errors import ConfigError
 
@@ -53,3 +54,14 @@ def check_int(name: str, value: Any, low: int, high: int) -> None:
             f"published model; probably a typo)",
             field=name,
         )
+
+
+def known_names(unknown: Any, known: Iterable[str], what: str = "fields") -> str:
+    """What to say after an unknown name: the closest known ones ("did you mean 'n_heads'?"),
+    else the known ones, cut to a readable length."""
+    close = (
+        difflib.get_close_matches(unknown, list(known), n=3, cutoff=0.7) if isinstance(unknown, str) else []
+    )
+    if close:
+        return "did you mean " + " or ".join(map(repr, close)) + "?"
+    return f"known {what}: {cut(', '.join(sorted(known)), 420)}"

@@ -27,6 +27,7 @@ from .bounds import (
     MINIMUMS,
     FfnType,
     Init,
+    MoeScoring,
     NormPosition,
     NormType,
     PosEncoding,
@@ -79,6 +80,7 @@ DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
     "o_bias": lambda c: c.bias,
     "mlp_bias": lambda c: c.bias,
     "expert_ffn_hidden": lambda c: c.ffn_hidden,
+    "v_head_dim": lambda c: c.head_dim,  # a value head as wide as a key head (all but MLA)
 }
 
 
@@ -118,6 +120,20 @@ class ModelConfig:
     expert_ffn_hidden: int = None  # type: ignore[assignment]  # an expert's FFN width; None: ffn_hidden
     moe_layers: str = "all"  # which layers are sparse (the others keep the dense FFN)
     moe_renormalize: bool = True  # renormalise the top-k router probabilities (Mixtral: yes)
+    # ---- MLA and DeepSeekMoE (DeepSeek-V2/V3, Kimi K2) -------------------------------------
+    # MLA (DeepSeek-V2 §2.1): every head's K and V are rebuilt from one latent of kv_lora_rank
+    # values per token (the cache), plus one RoPE key of qk_rope_head_dim shared by all heads;
+    # head_dim is a q/k head's width (qk_nope_head_dim + qk_rope_head_dim), v_head_dim a v head's.
+    kv_lora_rank: int = 0  # 0: no MLA
+    q_lora_rank: int = 0  # MLA: q through a rank-r bottleneck (q_a_proj, norm, q_b_proj); 0: q_proj
+    qk_rope_head_dim: int = 0  # MLA: the rotated part of each q/k head
+    v_head_dim: int = None  # type: ignore[assignment]  # None: head_dim (differs only under MLA)
+    rope_interleave: bool = False  # RoPE rotates adjacent pairs (DeepSeek), not the two halves
+    n_shared_experts: int = 0  # experts every token passes: one SwiGLU of n × expert_ffn_hidden
+    moe_scoring: MoeScoring = "softmax"  # router scores: softmax, or sigmoid (DeepSeek-V3)
+    moe_groups: int = 1  # experts in groups (n_group): a token picks from its best groups only
+    moe_topk_groups: int = 1  # groups a token may pick from (topk_group)
+    routed_scaling: float = 1.0  # routed experts' weights × this (routed_scaling_factor)
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -127,7 +143,7 @@ class ModelConfig:
         self._check_sizes()
         self._check_choices_and_numbers()
         self._resolve_and_check_family()
-        if self.pos_encoding == "rope" and self.head_dim % 2:
+        if self.pos_encoding == "rope" and not self.is_mla and self.head_dim % 2:
             implied = " (d_model/n_heads)" if self.head_dim == self.d_model // self.n_heads else ""
             raise ConfigError(
                 f"head_dim={self.head_dim}{implied} must be even for "
@@ -153,7 +169,7 @@ class ModelConfig:
                     field="d_model",
                     also=("n_heads",),
                 )
-        if self.n_heads % self.n_kv_heads:
+        if self.n_heads % self.n_kv_heads and not self.kv_lora_rank:  # MLA: _check_mla's rule
             raise ConfigError(
                 f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}",
                 field="n_heads",
@@ -167,10 +183,18 @@ class ModelConfig:
                 raise ConfigError(
                     f"{name}={value!r} must be one of {', '.join(map(repr, allowed))}", field=name
                 )
-        for name in ("bias", "final_norm", "tie_embeddings", "embed_scale", "qk_norm", "moe_renormalize"):
+        for name in (
+            "bias",
+            "final_norm",
+            "tie_embeddings",
+            "embed_scale",
+            "qk_norm",
+            "moe_renormalize",
+            "rope_interleave",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
-        for name in ("rope_theta", "norm_eps"):
+        for name in ("rope_theta", "norm_eps", "routed_scaling"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{name}={value!r} must be a number", field=name)
@@ -208,13 +232,118 @@ class ModelConfig:
                 )
         else:
             _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
+        self._check_mla()
+        self._check_routing()
         # both layer sets, validated and kept (every count reads them per block)
         local = _layer_set(self.local_layers, self.n_layers, "local_layers")
         sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
         object.__setattr__(self, "_local_flags", local if self.sliding_window else (False,) * self.n_layers)
         object.__setattr__(self, "_moe_flags", sparse if self.n_experts else (False,) * self.n_layers)
 
+    def _check_mla(self) -> None:
+        for name in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"):
+            _check_int(name, getattr(self, name), 0, FAMILY_LIMITS[name])
+        _check_int("v_head_dim", self.v_head_dim, 1, FAMILY_LIMITS["v_head_dim"])
+        if not self.is_mla:
+            for name in ("q_lora_rank", "qk_rope_head_dim"):
+                if getattr(self, name):
+                    raise ConfigError(
+                        f"{name}={getattr(self, name)} needs MLA (kv_lora_rank > 0)",
+                        field=name,
+                        also=("kv_lora_rank",),
+                    )
+            if self.v_head_dim != self.head_dim:
+                raise ConfigError(
+                    f"v_head_dim={self.v_head_dim} differs from head_dim={self.head_dim}: only "
+                    f"MLA (kv_lora_rank > 0) has value heads of another width",
+                    field="v_head_dim",
+                    also=("head_dim", "kv_lora_rank"),
+                )
+            return
+        rules = [
+            (
+                self.pos_encoding != "rope",
+                "pos_encoding",
+                "needs pos_encoding='rope' (its decoupled key is rotated)",
+            ),
+            (
+                self.n_kv_heads != self.n_heads,
+                "n_kv_heads",
+                f"rebuilds K and V for every query head: n_kv_heads={self.n_kv_heads} must equal "
+                f"n_heads={self.n_heads}",
+            ),
+            (
+                self.qk_rope_head_dim < 2 or self.qk_rope_head_dim % 2,
+                "qk_rope_head_dim",
+                f"needs an even qk_rope_head_dim ≥ 2 (RoPE rotates pairs), got {self.qk_rope_head_dim}",
+            ),
+            (
+                self.qk_rope_head_dim >= self.head_dim,
+                "head_dim",
+                f"needs head_dim={self.head_dim} (qk_nope_head_dim + qk_rope_head_dim) above "
+                f"qk_rope_head_dim={self.qk_rope_head_dim}",
+            ),
+            (self.qk_norm, "qk_norm", "has no QK-norm (its latent has its own norm)"),
+            (self.sliding_window > 0, "sliding_window", "is modelled without a sliding window"),
+            (self.qkv_bias or self.o_bias, "qkv_bias", "is modelled without attention biases"),
+        ]
+        for broken, name, rule in rules:
+            if broken:
+                raise ConfigError(
+                    f"MLA (kv_lora_rank={self.kv_lora_rank}) {rule}", field=name, also=("kv_lora_rank",)
+                )
+
+    def _check_routing(self) -> None:
+        _check_int("n_shared_experts", self.n_shared_experts, 0, FAMILY_LIMITS["n_shared_experts"])
+        _check_int("moe_groups", self.moe_groups, 1, FAMILY_LIMITS["moe_groups"])
+        _check_int("moe_topk_groups", self.moe_topk_groups, 1, self.moe_groups)
+        if not self.n_experts:
+            if self.n_shared_experts:
+                raise ConfigError(
+                    f"n_shared_experts={self.n_shared_experts} needs routed experts (n_experts > 0)",
+                    field="n_shared_experts",
+                    also=("n_experts",),
+                )
+            return
+        E, groups = self.n_experts, self.moe_groups
+        if E % groups:
+            raise ConfigError(
+                f"n_experts={E} is not divisible by moe_groups={groups}",
+                field="moe_groups",
+                also=("n_experts",),
+            )
+        reachable = self.moe_topk_groups * (E // groups)
+        if self.experts_per_token > reachable:
+            raise ConfigError(
+                f"experts_per_token={self.experts_per_token} exceeds the {reachable} experts of the "
+                f"moe_topk_groups={self.moe_topk_groups} groups a token may pick from",
+                field="experts_per_token",
+                also=("moe_topk_groups", "moe_groups"),
+            )
+        if self.moe_scoring == "sigmoid" and groups > 1 and E // groups < 2:
+            raise ConfigError(
+                f"moe_scoring='sigmoid' ranks a group by its two best experts: moe_groups={groups} "
+                f"leaves {E // groups} per group",
+                field="moe_groups",
+                also=("moe_scoring",),
+            )
+
     # ---- derived sizes -------------------------------------------------------------------
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3): K and V rebuilt from a cached latent."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_nope_head_dim(self) -> int:
+        """MLA: the part of a q/k head RoPE leaves alone (head_dim − qk_rope_head_dim)."""
+        return self.head_dim - self.qk_rope_head_dim
+
+    @property
+    def rope_dim(self) -> int:
+        """Dimensions RoPE rotates per head: head_dim, or MLA's qk_rope_head_dim."""
+        return self.qk_rope_head_dim if self.is_mla else self.head_dim
+
     @property
     def local_layer_flags(self) -> tuple[bool, ...]:
         """Per block: whether it attends through the sliding window."""
@@ -244,6 +373,8 @@ class ModelConfig:
 
     @property
     def attention_kind(self) -> str:
+        if self.is_mla:
+            return "MLA"
         if self.n_kv_heads == self.n_heads:
             return "MHA"
         return "MQA" if self.n_kv_heads == 1 else "GQA"
@@ -287,7 +418,7 @@ class ModelConfig:
         if unknown:
             raise ConfigError(
                 f"unknown config field(s) {messages.name_keys(unknown)}; "
-                f"known fields: {', '.join(sorted(FIELD_KINDS))}",
+                f"{messages.known_names(unknown[0], FIELD_KINDS)}",
                 field=unknown[0],
                 also=tuple(unknown[1:]),
             )

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .files import MAX_INT_DIGITS, MAX_NUMBER_CHARS, UNPRINTABLE
-from .messages import shown
+from .messages import known_names, shown
 from .model_config import DERIVED, FIELD_KINDS, ModelConfig, kind_words
 
 # The fields a rule derives when they are None (model_config.DERIVED) also take "auto".
@@ -30,7 +30,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     name, raw = (part.strip() for part in text.split("=", 1))
     if name not in FIELD_KINDS:
         raise ConfigError(
-            f"unknown config field {shown(name)}; known fields: {', '.join(sorted(FIELD_KINDS))}",
+            f"unknown config field {shown(name)}; {known_names(name, FIELD_KINDS)}",
             field=name,
         )
     return name, coerce_field(name, raw)

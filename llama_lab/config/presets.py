@@ -15,6 +15,38 @@ _LLAMA: dict[str, Any] = dict(vocab_size=32000, norm_eps=1e-5, rope_theta=10000.
 _LLAMA3: dict[str, Any] = dict(vocab_size=128256, norm_eps=1e-5, rope_theta=500000.0)
 
 
+# DeepSeek-V2/V3's MLA: q LoRA 1536, latent 512, q/k heads of 128 + 64 rotated (interleaved
+# pairs), value heads of 128
+_MLA: dict[str, Any] = dict(
+    head_dim=192,
+    q_lora_rank=1536,
+    kv_lora_rank=512,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    rope_interleave=True,
+)
+_DEEPSEEK_V3: dict[str, Any] = dict(
+    vocab_size=129280,
+    d_model=7168,
+    n_layers=61,
+    n_heads=128,
+    n_kv_heads=128,
+    ffn_hidden=18432,
+    max_seq_len=163840,
+    norm_eps=1e-6,
+    **_MLA,
+    n_experts=256,
+    experts_per_token=8,
+    expert_ffn_hidden=2048,
+    n_shared_experts=1,
+    moe_layers="from:3",
+    moe_scoring="sigmoid",
+    moe_groups=8,
+    moe_topk_groups=4,
+    routed_scaling=2.5,
+)
+
+
 PRESETS: dict[str, ModelConfig] = {
     # Tiny model for tests and quick demos.
     "debug": ModelConfig(
@@ -182,6 +214,70 @@ PRESETS: dict[str, ModelConfig] = {
         rope_theta=1e6,
         norm_eps=1e-6,
     ),
+    # deepseek-ai/DeepSeek-V3 config.json (DeepSeek-R1 and V3-0324 share it): MLA (q LoRA 1536,
+    # latent 512, RoPE key 64, heads 128 + 64 wide, values 128), 3 dense blocks then DeepSeekMoE
+    # (256 routed experts of 2048 in 8 groups, top-4 groups, top-8 experts, sigmoid scores with
+    # the correction bias, renormalised, × 2.5, one shared expert). Its MTP module is not part
+    # of DeepseekV3ForCausalLM: the 671B of the main model, not the 685B on the Hub.
+    "deepseek-v3": ModelConfig(**_DEEPSEEK_V3),
+    # moonshotai/Kimi-K2-Instruct config.json (model_type kimi_k2: DeepseekV3ForCausalLM): 384
+    # experts in one group, 64 heads, one dense block, × 2.827, vocab 163840, no MTP module
+    "kimi-k2": ModelConfig(
+        **{
+            **_DEEPSEEK_V3,
+            "vocab_size": 163840,
+            "n_heads": 64,
+            "n_kv_heads": 64,
+            "n_experts": 384,
+            "moe_groups": 1,
+            "moe_topk_groups": 1,
+            "moe_layers": "from:1",
+            "routed_scaling": 2.827,
+            "max_seq_len": 131072,
+            "rope_theta": 50000.0,
+        }
+    ),
+    # deepseek-ai/DeepSeek-V2 config.json: MLA as V3's, 160 experts of 1536 in 8 groups (top-3
+    # groups by their best expert, then top-6, softmax, not renormalised, × 16), 2 shared
+    "deepseek-v2": ModelConfig(
+        vocab_size=102400,
+        d_model=5120,
+        n_layers=60,
+        n_heads=128,
+        n_kv_heads=128,
+        ffn_hidden=12288,
+        max_seq_len=163840,
+        norm_eps=1e-6,
+        **_MLA,
+        n_experts=160,
+        experts_per_token=6,
+        expert_ffn_hidden=1536,
+        n_shared_experts=2,
+        moe_layers="from:1",
+        moe_renormalize=False,
+        moe_groups=8,
+        moe_topk_groups=3,
+        routed_scaling=16.0,
+    ),
+    # deepseek-ai/DeepSeek-V2-Lite config.json: q from one q_proj, 64 experts of 1408, top-6
+    # greedy, 2 shared, one dense block
+    "deepseek-v2-lite": ModelConfig(
+        vocab_size=102400,
+        d_model=2048,
+        n_layers=27,
+        n_heads=16,
+        n_kv_heads=16,
+        ffn_hidden=10944,
+        max_seq_len=163840,
+        norm_eps=1e-6,
+        **{**_MLA, "q_lora_rank": 0},
+        n_experts=64,
+        experts_per_token=6,
+        expert_ffn_hidden=1408,
+        n_shared_experts=2,
+        moe_layers="from:1",
+        moe_renormalize=False,
+    ),
     # TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
     "tinyllama-1.1b": ModelConfig(
         d_model=2048, n_layers=22, n_heads=32, n_kv_heads=4, ffn_hidden=5632, max_seq_len=2048, **_LLAMA
@@ -209,6 +305,23 @@ PUBLISHED_PARAMS = {
     "qwen2.5-7b": 7_615_616_512,
     "qwen3-8b": 8_190_735_360,
     "qwen3-30b-a3b": 30_532_122_624,
+}
+
+
+# Counts published only rounded (no safetensors total of the model itself): (total, active per
+# token, the quote). The repositories' READMEs: deepseek-ai/DeepSeek-V3 @9b4e978, deepseek-ai/
+# DeepSeek-V2 @ec98ee3 (and its technical report, Appendix B.1), MoonshotAI/Kimi-K2 @c6157be.
+PUBLISHED_ROUNDED = {
+    "deepseek-v3": (
+        671e9,
+        37e9,
+        "671B total parameters with 37B activated for each token; the total size of DeepSeek-V3 "
+        "models on Hugging Face is 685B, which includes 671B of the Main Model weights and 14B of "
+        "the Multi-Token Prediction (MTP) Module weights",
+    ),
+    "deepseek-v2": (236e9, 21e9, "236B total parameters, of which 21B are activated for each token"),
+    "deepseek-v2-lite": (15.7e9, 2.4e9, "15.7B total parameters, of which 2.4B are activated for each token"),
+    "kimi-k2": (1e12, 32e9, "32 billion activated parameters and 1 trillion total parameters"),
 }
 
 

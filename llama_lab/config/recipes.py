@@ -9,9 +9,19 @@ from .ffn import seed_ffn_hidden
 from .model_config import ModelConfig
 
 
+def without_mla(cfg: ModelConfig) -> ModelConfig:
+    """An MLA model with plain attention: heads of its value width d_h for q, k and v (the
+    comparison of DeepSeek-V2's Table 1); any other model as it is."""
+    if not cfg.is_mla:
+        return cfg
+    return cfg.replace(
+        kv_lora_rank=0, q_lora_rank=0, qk_rope_head_dim=0, head_dim=cfg.v_head_dim, v_head_dim=None
+    )
+
+
 def recipe_2017(cfg: ModelConfig) -> ModelConfig:
     """The original decoder recipe at cfg's size (seed table, left column)."""
-    return cfg.replace(
+    return without_mla(cfg).replace(
         norm_position="post",
         norm_type="layernorm",
         pos_encoding="sinusoidal",
@@ -82,6 +92,17 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
     # families: head_dim d / 4 heads; an expert keeps its width relative to d; experts and the
     # top-k stay as they are (the router is the point); layer sets refer to blocks that exist
     expert = max(1, round(cfg.expert_ffn_hidden / cfg.d_model * d))
+    if cfg.is_mla:  # heads of d/4 for v and the part without RoPE, half that rotated, a latent
+        # of two value heads (a third of MHA's cache), q's bottleneck 3× the latent (DeepSeek-V3)
+        Dv = d // heads
+        mla = dict(
+            qk_rope_head_dim=max(2, Dv // 2 // 2 * 2),
+            v_head_dim=Dv,
+            kv_lora_rank=2 * Dv,
+            q_lora_rank=6 * Dv if cfg.q_lora_rank else 0,
+        )
+        head_dim = Dv + mla["qk_rope_head_dim"]
+        cfg = cfg.replace(**mla)
     return cfg.replace(
         **{**TRAINING_SHAPE, "d_model": d, "n_heads": heads},
         n_kv_heads=kv,
@@ -101,7 +122,7 @@ def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:
     heads then spanning less than d (as Qwen3's do more); an r too large for heads of 2 takes
     the largest that fits (d / 4)."""
     base = TRAINING_SHAPE["n_heads"]
-    if cfg.attention_kind == "MHA":
+    if cfg.attention_kind in ("MHA", "MLA"):
         return base, base, None
     if cfg.attention_kind == "MQA":
         return base, 1, None
@@ -112,10 +133,13 @@ def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:
 
 
 def _fit_layers(flags: tuple[bool, ...], spec: str) -> str:
-    """A layer set for the small copy's blocks: 'all' stays, anything else becomes the pattern
-    of the first blocks (alternation survives, block numbers past the copy do not)."""
+    """A layer set for the small copy's blocks: 'all' stays, 'from:K' (K dense blocks first)
+    becomes 'from:1', anything else the pattern of the first blocks (alternation survives,
+    block numbers past the copy do not)."""
     if spec.strip() in ("all", "none", "") or spec.startswith("every:"):
         return spec
+    if spec.strip().startswith("from:"):  # dense blocks first (DeepSeek): one, then sparse ones
+        return "from:1" if any(flags) and not flags[0] else "all"
     n = TRAINING_SHAPE["n_layers"]
     chosen = [str(i) for i, flag in enumerate(flags[:n]) if flag]
     return ",".join(chosen) or "none"

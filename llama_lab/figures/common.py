@@ -19,13 +19,13 @@ from ..units import SUPERSCRIPT, human_number
 
 GIB = 2**30
 # One colour per norm arrangement and one per attention kind, on every page and in the report;
-# the five differ, so a red line means Post-LN wherever it is drawn.
+# the six differ, so a red line means Post-LN wherever it is drawn.
 ARRANGEMENT_COLORS = {"post": "#d62728", "pre": "#1f77b4"}
 ARRANGEMENT_LABELS = {"post": "Post-LN", "pre": "Pre-LN"}
-ATTENTION_COLORS = {"mha": "#9467bd", "gqa": "#ff7f0e", "mqa": "#2ca02c"}
+ATTENTION_COLORS = {"mla": "#e7298a", "mha": "#9467bd", "gqa": "#ff7f0e", "mqa": "#2ca02c"}
 
 
-# Components and the KV groups of the sharing diagram use none of those five colours.
+# Components and the KV groups of the sharing diagram use none of those six colours.
 COMPONENT_COLORS = {
     "embedding": "#8c564b",
     "positional": "#c49c94",
@@ -99,6 +99,7 @@ _HEADER_WORDS = {
     "gpus": "GPUs",
     "hbm": "HBM",
     "mfu": "MFU",
+    "mla": "MLA",
     "mha": "MHA",
     "gqa": "GQA",
     "mqa": "MQA",

@@ -36,7 +36,45 @@ def kv_fit_frame(
                 "weight_bytes": analysis.weight_bytes(variant, dtype),
                 "max_context_at_batch": analysis.max_context_that_fits(variant, gpu, batch, dtype, kv_dtype),
                 "max_batch_at_seq_len": analysis.max_batch_that_fits(variant, gpu, seq_len, dtype, kv_dtype),
-                "is_current": variant.n_kv_heads == cfg.n_kv_heads,
+                "is_current": variant == cfg,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+MLA_FORM_LABELS = {
+    "absorbed": "absorbed: the latent cached, W_UK into q and W_UV into the output (serving engines)",
+    "naive": "naive: every head's up-projected K and V cached (early implementations)",
+    "rebuilt": "rebuilt: the latent cached, every head's K and V rebuilt each step (transformers 5)",
+}
+
+
+def mla_forms_frame(
+    cfg: ModelConfig, gpu: GPU, batch: int, context_len: int, dtype: str, weights: str, kv_dtype: str
+) -> pd.DataFrame:
+    """An MLA model's three ways to decode one token per sequence at ``context_len`` on ``gpu``
+    (``analysis.flops.MLA_FORMS``): the cache each keeps, FLOPs and bytes per step, and the
+    roofline bound."""
+    rows = []
+    for form, label in MLA_FORM_LABELS.items():
+        r = analysis.roofline(cfg, gpu, batch, context_len, dtype, "decode", weights, kv_dtype, mla_form=form)
+        per_token = (
+            analysis.naive_mla_bytes_per_token(cfg, kv_dtype)
+            if form == "naive"
+            else analysis.kv_cache_bytes_per_token(cfg, kv_dtype)
+        )
+        rows.append(
+            {
+                "decode": label,
+                "cache_bytes_per_token": per_token,
+                "cache_bytes": per_token * batch * context_len,
+                "flops_per_step": r.flops,
+                "bytes_per_step": r.bytes_moved,
+                "arithmetic_intensity": r.arithmetic_intensity,
+                "bound": r.bound,
+                "time_per_token_ms": r.time_per_token_s * 1e3,
+                "fits": analysis.weight_bytes(cfg, weights) + per_token * batch * context_len
+                <= gpu.memory_bytes,
             }
         )
     return pd.DataFrame(rows)

@@ -27,6 +27,8 @@ MATMUL_TENSORS = (
     "down_proj",
     "router",
     "experts",
+    "shared_experts",
+    *analysis.params.MLA_KEYS,
 )
 
 
@@ -80,19 +82,25 @@ def params_sunburst(params: analysis.ParamCount) -> go.Figure:
     return layout_figure(fig, f"Parameters by component{active}", height=480)
 
 
-def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
-    """One decoder block (block 0; all L are alike unless only some are sparse or windowed) by
-    tensor kind (the kinds it has): its parameters and the forward
-    FLOPs it costs per block at the analysed batch and length. A weight matrix costs
+def typical_block(cfg: ModelConfig) -> int:
+    """The first block of the most common kind (dense or sparse): the one a block table shows."""
+    flags = cfg.moe_layer_flags
+    return flags.index(max(set(flags), key=flags.count))
+
+
+def block_table(cfg: ModelConfig, flops: analysis.FlopCount, layer: int | None = None) -> pd.DataFrame:
+    """One decoder block (``layer``, default ``typical_block``; blocks differ when only some
+    are sparse or windowed) by tensor kind (the kinds it has): its parameters and the forward
+    FLOPs it costs at the analysed batch and length. A weight matrix costs
     2·B·T·(its parameters) (one multiply-add per weight and token, 2 FLOPs each); the attention
     scores (QKᵀ and AV, no parameters) get their own row; biases and norms are element-wise,
     outside the matmul count (0 here; see ``flops.elementwise``). The column times L, plus
-    lm_head, is ``flops.forward``."""
+    lm_head, is ``flops.forward`` when every block is alike."""
     s = analysis.Shapes.of(cfg)
-    layer = analysis.layer_param_detail(cfg)
-    block_params = sum(layer.values())
+    detail = analysis.layer_param_detail(cfg, typical_block(cfg) if layer is None else layer)
+    block_params = sum(detail.values())
     rows = []
-    for kind, count in layer.items():
+    for kind, count in detail.items():
         matmul = kind in MATMUL_TENSORS
         rule = "2·B·T·params" if matmul else "element-wise, counted apart"
         # 2 FLOPs per multiply-add × one per weight × B·T tokens
@@ -118,7 +126,11 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount) -> pd.DataFrame:
             "params": 0,
             "share_of_block": 0.0,
             "forward_flops": flops.by_component["attention_scores"] // s.L,
-            "flops_rule": f"2·2·B·T·{keys}·H·D (QKᵀ and AV, every key)",
+            "flops_rule": (
+                f"2·B·T·{keys}·H·(D + D_v) (QKᵀ over D, AV over D_v, every key)"
+                if cfg.is_mla
+                else f"2·2·B·T·{keys}·H·D (QKᵀ and AV, every key)"
+            ),
         }
     )
     return pd.DataFrame(rows)

@@ -63,7 +63,15 @@ from .inside import (
     positions_section,
     stream_section,
 )
-from .kv import kv_fit_section, kv_formulas, kv_gpu_choice, kv_gpus_section, kv_sharing, roofline_section
+from .kv import (
+    kv_fit_section,
+    kv_formulas,
+    kv_gpu_choice,
+    kv_gpus_section,
+    kv_sharing,
+    mla_section,
+    roofline_section,
+)
 from .live import decode_section, live_setup, training_step_section
 from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
 from .panels.gradnorms import explain_norm_positions
@@ -315,6 +323,7 @@ __all__ = [
     "report_summary",
     "roofline_points",
     "roofline_section",
+    "mla_section",
     "run_with_status",
     "runs_live_quickly",
     "scores_crossover",

@@ -74,6 +74,13 @@ def kv_fit(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, weights: str, k
     return kv.kv_fit_frame(cfg, gpu, seq_len, batch, weights, kv_dtype)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def mla_forms(
+    cfg: ModelConfig, gpu: GPU, batch: int, context_len: int, dtype: str, weights: str, kv_dtype: str
+) -> pd.DataFrame:
+    return kv.mla_forms_frame(cfg, gpu, batch, context_len, dtype, weights, kv_dtype)
+
+
 @st.cache_data(max_entries=128, show_spinner=False)
 def kv_memory_curve(
     cfg: ModelConfig, context_lens: tuple[int, ...], batch: int, weights: str, kv_dtype: str

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis import DEFAULT_GPU, derive
+from ..analysis import DEFAULT_GPU, attention_variants, derive
 from ..analysis.quant import kv_scale_bytes
 from ..config import ModelConfig
 from ..figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
 from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
 from ..runtime.hardware import GPUS
 from ..units import human_bytes, plural
-from .cached import kv_fit, kv_memory_curve, kv_report, roofline_points, show_table
+from .cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
 from .derivations import derived_metric
 from .parallel import serving_section
 from .state import Selection, dtype_bytes
@@ -31,12 +31,21 @@ def kv_formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> No
     b = dtype_bytes(kv_dtype)
     kv = kv_report(cfg, T, B, kv_dtype)
     scale = kv_scale_bytes(kv_dtype)  # int8/int4: an fp16 scale per token and KV head
-    st.latex(
-        rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot (D \cdot b"
-        rf"{' + s' if scale else ''}) = 2 \cdot {cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot "
-        rf"({cfg.head_dim} \cdot {b:g}{f' + {scale}' if scale else ''}) = "
-        rf"{kv.bytes_per_token:,}"
-    )
+    s = f" + {scale}" if scale else ""
+    if cfg.is_mla:  # the latent and the one RoPE key, whatever the head count
+        st.latex(
+            rf"\text{{bytes/token}} = L \cdot \big((d_c \cdot b{' + s' if scale else ''}) + "
+            rf"(d_h^R \cdot b{' + s' if scale else ''})\big) = {cfg.n_layers} \cdot "
+            rf"\big(({cfg.kv_lora_rank} \cdot {b:g}{s}) + ({cfg.qk_rope_head_dim} \cdot {b:g}{s})\big) "
+            rf"= {kv.bytes_per_token:,}"
+        )
+    else:
+        st.latex(
+            rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot (D \cdot b"
+            rf"{' + s' if scale else ''}) = 2 \cdot {cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot "
+            rf"({cfg.head_dim} \cdot {b:g}{s}) = "
+            rf"{kv.bytes_per_token:,}"
+        )
     local, W, L = sum(cfg.local_layer_flags), cfg.sliding_window, cfg.n_layers
     held = f"{T:,}" if not local or T <= W else rf"\tfrac{{{local}\cdot{W:,} + {L - local}\cdot{T:,}}}{{{L}}}"
     st.latex(
@@ -56,8 +65,44 @@ def kv_formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> No
 
 
 def kv_sharing(cfg: ModelConfig) -> None:
-    """Which query heads read which KV head."""
-    st.plotly_chart(kv_sharing_diagram(cfg.n_heads, cfg.n_kv_heads))
+    """Which query heads read which KV head (MLA: every head reads the one cached latent)."""
+    st.plotly_chart(kv_sharing_diagram(cfg.n_heads, 1 if cfg.is_mla else cfg.n_kv_heads))
+    if cfg.is_mla:
+        st.caption(
+            f"MLA: every one of the {cfg.n_heads} heads reads the one latent a token caches, as "
+            f"MQA's heads read one KV head — but each head rebuilds its own K and V from it "
+            f"(kv_b_proj), so the heads still attend differently."
+        )
+
+
+def mla_section(selection: Selection, gpu_name: str) -> None:
+    """An MLA model's cache and its three ways to decode (``figures.kv.mla_forms_frame``) at
+    the sidebar's B and T on ``gpu_name``."""
+    cfg, T, B = selection.cfg, selection.seq_len, selection.batch
+    weights, kv_dtype, dtype = selection.weight_format, selection.kv_format, selection.dtype
+    gpu = GPUS[gpu_name]
+    st.subheader(f"MLA: the latent cache and three ways to decode (B={B}, S={T:,}, {gpu.name})")
+    H, R, Dr, D, Dv = cfg.n_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim, cfg.head_dim, cfg.v_head_dim
+    st.markdown(
+        f"Each token caches c = kv_a_layernorm(x·W_DKV), {R} values, and one RoPE key of {Dr} "
+        f"shared by the {H} heads. Head h's key is [c·W_UK,h, k_rope] ({D} wide) and its value "
+        f"c·W_UV,h ({Dv}). Decoding can keep those per-head K and V instead (**naive**), rebuild "
+        f"them from every cached latent at each step (**rebuilt**), or never form them: "
+        f"q_h·k_hᵀ = (q_h,nope·W_UK,hᵀ)·cᵀ + q_h,rope·k_ropeᵀ, so W_UK folds into the query and "
+        f"W_UV into the output, and the heads attend over the latent as MQA's heads attend one "
+        f"KV head (**absorbed**, DeepSeek-V2 §2.1.2)."
+    )
+    st.latex(
+        rf"\text{{scores per key and head}}:\quad \text{{naive, rebuilt}}\; 2(D + D_v) = "
+        rf"2({D} + {Dv}) \qquad \text{{absorbed}}\; 2(2 d_c + d_h^R) = 2(2\cdot{R} + {Dr})"
+    )
+    show_table(mla_forms(cfg, gpu, B, T, dtype, weights, kv_dtype), width="stretch")
+    st.caption(
+        "Per decode step of B tokens at context S: FLOPs of every matmul (rebuilt adds kv_b_proj "
+        "over the S cached latents of every layer), bytes moved (the weights read once, the cache "
+        "read and the new token's entry written; rebuilt also writes and reads every head's K and "
+        "V), and the roofline bound on the data sheet. Fits: weights + that cache ≤ GPU memory."
+    )
 
 
 def kv_gpu_choice(seq_len: int, prefix: str) -> str:
@@ -82,14 +127,16 @@ def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
     weights, kv_dtype = selection.weight_format, selection.kv_format
     gpu = GPUS[gpu_name]
     fit = kv_fit(cfg, gpu, T, B, weights, kv_dtype)
+    variants = list(attention_variants(cfg, distinct=True).values())  # the rows' configs
     cols = st.columns(len(fit))
-    for col, row in zip(cols, fit.itertuples()):
+    for col, row, variant in zip(cols, fit.itertuples(), variants):
         marker = " (this model)" if row.is_current else ""
         derived_metric(
             col,
-            f"{row.attention}{marker} · {plural(row.n_kv_heads, 'KV head')}",
+            f"{row.attention}{marker}"
+            + ("" if variant.is_mla else f" · {plural(row.n_kv_heads, 'KV head')}"),
             f"{human_bytes(row.kv_bytes_per_token)}/token",
-            derive.kv_bytes_per_token(cfg.replace(n_kv_heads=row.n_kv_heads), kv_dtype),
+            derive.kv_bytes_per_token(variant, kv_dtype),
             prefix + "kv." + row.attention,
             help=f"{row.kv_bytes_per_token:,} bytes per token; cache at B×T: "
             f"{human_bytes(row.kv_cache_bytes)}",

@@ -10,7 +10,14 @@ from ..analysis import derive
 from ..analysis.summary import family_notes
 from ..config import ModelConfig
 from ..figures.common import sweep_lengths
-from ..figures.params import block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len, params_sunburst
+from ..figures.params import (
+    block_table,
+    flops_bar,
+    flops_sweep_upper,
+    flops_vs_seq_len,
+    params_sunburst,
+    typical_block,
+)
 from ..units import human_count, human_params
 from .cached import flop_count, flops_sweep, fvcore_or_error, param_count, scores_crossover, show_table
 from .derivations import derived_metric
@@ -98,12 +105,24 @@ def flops_sweep_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
 def block_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
     """One decoder block's tensors: parameters, share and forward FLOPs of each."""
     T, B = seq_len, batch
+    flags, shown = cfg.moe_layer_flags, typical_block(cfg)
+    alike = flags.count(flags[shown])
+    which = (
+        f"All {cfg.n_layers} blocks are identical."
+        if alike == cfg.n_layers
+        else f"Block {shown}, one of the {alike} {'sparse' if flags[shown] else 'dense'} blocks (the other "
+        f"{cfg.n_layers - alike} are {'dense' if flags[shown] else 'sparse'})."
+    )
+    total = (
+        f"{cfg.n_layers} × the column + lm_head = the forward total."
+        if alike == cfg.n_layers
+        else "Each kind of block × its count, + lm_head = the forward total."
+    )
     st.caption(
-        f"All {cfg.n_layers} blocks are identical. Forward FLOPs of each tensor in one block "
+        f"{which} Forward FLOPs of each tensor in one block "
         f"at B={B}, T={T:,}: a weight matrix costs 2·B·T·(its parameters); the attention "
         f"scores have no parameters and their own row; biases and norms are element-wise, "
-        f"counted apart (Counting conventions below). {cfg.n_layers} × the column + lm_head "
-        f"= the forward total."
+        f"counted apart (Counting conventions below). {total}"
     )
     show_table(
         block_table(cfg, flop_count(cfg, T, B)),

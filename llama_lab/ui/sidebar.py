@@ -12,6 +12,7 @@ from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError
 from ..config.grids import divisors
 from ..errors import LabError
 from ..units import escape_markdown
+from .family_fields import DEEPSEEK_FIELDS, FAMILY_FIELDS, draw_deepseek, draw_family, int_input
 from .sliders import field_options, slider_beside, workload_options
 from .state import (
     AS_DTYPE,
@@ -142,7 +143,9 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     with st.expander("Recipe (2017 ↔ LLaMA)", expanded=bad_field in RECIPE_FIELDS):
         _draw_recipe(values, after)
     with st.expander("Families (Mistral, Mixtral, Qwen)", expanded=bad_field in FAMILY_FIELDS):
-        _draw_family(after)
+        draw_family(after)
+    with st.expander("MLA and DeepSeekMoE (DeepSeek, Kimi)", expanded=bad_field in DEEPSEEK_FIELDS):
+        draw_deepseek(after)
     _draw_workload(values)
 
 
@@ -169,7 +172,7 @@ def _draw_model_name(values: dict[str, Any]) -> None:
 
 
 SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len"}
-RECIPE_FIELDS = set(CHOICES) | {
+RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS) | {
     "bias",
     "final_norm",
     "tie_embeddings",
@@ -177,95 +180,6 @@ RECIPE_FIELDS = set(CHOICES) | {
     "rope_theta",
     "norm_eps",
 }
-FAMILY_FIELDS = {
-    "head_dim",
-    "qkv_bias",
-    "o_bias",
-    "mlp_bias",
-    "qk_norm",
-    "sliding_window",
-    "local_layers",
-    "n_experts",
-    "experts_per_token",
-    "expert_ffn_hidden",
-    "moe_layers",
-    "moe_renormalize",
-}
-FOLLOW = {None: "follows 'biases in linear layers'", True: "on", False: "off"}
-LAYER_SET_HELP = (
-    "'all', 'none', 'from:K' (block K on), 'every:N' (every N-th block) or a list such as '0,2,5'"
-)
-
-
-def _draw_family(after) -> None:
-    _int_input(
-        "head_dim",
-        "head_dim (0 = d_model / n_heads)",
-        minimum=0,
-        help="Qwen3 and Mistral-Nemo set 128 whatever d_model / n_heads is.",
-    )
-    after("head_dim")
-    for name, label in (
-        ("qkv_bias", "q/k/v biases"),
-        ("o_bias", "output-projection bias"),
-        ("mlp_bias", "FFN biases"),
-    ):
-        st.selectbox(
-            label,
-            list(FOLLOW),
-            format_func=FOLLOW.get,
-            key=field_key(name),
-            on_change=_on_change,
-            args=(name,),
-        )
-        after(name)
-    st.toggle(
-        "QK-norm (RMSNorm on q and k per head)",
-        key=field_key("qk_norm"),
-        on_change=_on_change,
-        args=("qk_norm",),
-    )
-    _int_input(
-        "sliding_window",
-        "sliding window W (0 = none)",
-        minimum=0,
-        help="Mistral: a local layer's query sees only its last W keys, and its KV "
-        "cache holds at most W tokens.",
-    )
-    after("sliding_window")
-    st.text_input(
-        "layers with the window",
-        key=field_key("local_layers"),
-        help=LAYER_SET_HELP,
-        on_change=_on_change,
-        args=("local_layers",),
-    )
-    after("local_layers")
-    _int_input(
-        "n_experts",
-        "experts E (0 = dense FFN)",
-        minimum=0,
-        help="Mixtral / Qwen3-MoE: a router sends each token to k of E expert FFNs.",
-    )
-    after("n_experts")
-    _int_input("experts_per_token", "experts per token k", minimum=0)
-    after("experts_per_token")
-    _int_input("expert_ffn_hidden", "expert width (0 = ffn_hidden)", minimum=0)
-    after("expert_ffn_hidden")
-    st.text_input(
-        "sparse layers",
-        key=field_key("moe_layers"),
-        help=LAYER_SET_HELP,
-        on_change=_on_change,
-        args=("moe_layers",),
-    )
-    after("moe_layers")
-    st.toggle(
-        "renormalise the top-k router probabilities",
-        key=field_key("moe_renormalize"),
-        on_change=_on_change,
-        args=("moe_renormalize",),
-    )
 
 
 def _draw_shape(values: dict[str, Any], after) -> None:
@@ -276,7 +190,7 @@ def _draw_shape(values: dict[str, Any], after) -> None:
             field_key(name),
             label,
             field_options(name, values),
-            lambda text, shown: _int_input(
+            lambda text, shown: int_input(
                 name, text, minimum=minimum, disabled=disabled, label_visibility=shown
             ),
             name,
@@ -463,31 +377,6 @@ def _draw_workload(values: dict[str, Any]) -> None:
         format_func=stored,
         on_change=_on_change,
         help="int8 and int4 keep an fp16 scale per token and KV head.",
-    )
-
-
-def _int_input(
-    name: str,
-    label: str,
-    *,
-    step: int = 1,
-    minimum: int = 1,
-    disabled: bool = False,
-    help: str | None = None,
-    label_visibility: str = "visible",
-) -> None:
-    """No upper bound on the widget: ModelConfig refuses sizes beyond LIMITS with a message,
-    shown next to the field, instead of the widget clamping silently."""
-    st.number_input(
-        label,
-        min_value=minimum,
-        step=step,
-        key=field_key(name),
-        on_change=_on_change,
-        args=(name,),
-        disabled=disabled,
-        help=help,
-        label_visibility=label_visibility,
     )
 
 

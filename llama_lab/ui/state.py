@@ -397,7 +397,14 @@ def values_for_config(
 
 # A derived field's widget shows AUTO while the field follows its rule (DERIVED): 0 for a size,
 # None ("follows bias") for a bias switch.
-AUTO = {"head_dim": 0, "expert_ffn_hidden": 0, "qkv_bias": None, "o_bias": None, "mlp_bias": None}
+AUTO = {
+    "head_dim": 0,
+    "expert_ffn_hidden": 0,
+    "v_head_dim": 0,
+    "qkv_bias": None,
+    "o_bias": None,
+    "mlp_bias": None,
+}
 
 
 def widget_value(cfg: ModelConfig, name: str) -> Any:

@@ -1,0 +1,188 @@
+"""The sidebar's family fields: head_dim, biases, QK-norm, windows and experts (Mistral,
+Mixtral, Qwen), and MLA with DeepSeekMoE (DeepSeek-V2/V3, Kimi K2)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..config import CHOICES
+from .state import _on_change, field_key
+
+FAMILY_FIELDS = {
+    "head_dim",
+    "qkv_bias",
+    "o_bias",
+    "mlp_bias",
+    "qk_norm",
+    "sliding_window",
+    "local_layers",
+    "n_experts",
+    "experts_per_token",
+    "expert_ffn_hidden",
+    "moe_layers",
+    "moe_renormalize",
+}
+FOLLOW = {None: "follows 'biases in linear layers'", True: "on", False: "off"}
+LAYER_SET_HELP = (
+    "'all', 'none', 'from:K' (block K on), 'every:N' (every N-th block) or a list such as '0,2,5'"
+)
+DEEPSEEK_FIELDS = {
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "rope_interleave",
+    "n_shared_experts",
+    "moe_scoring",
+    "moe_groups",
+    "moe_topk_groups",
+    "routed_scaling",
+}
+
+
+def int_input(
+    name: str,
+    label: str,
+    *,
+    step: int = 1,
+    minimum: int = 1,
+    disabled: bool = False,
+    help: str | None = None,
+    label_visibility: str = "visible",
+) -> None:
+    """No upper bound on the widget: ModelConfig refuses sizes beyond LIMITS with a message,
+    shown next to the field, instead of the widget clamping silently."""
+    st.number_input(
+        label,
+        min_value=minimum,
+        step=step,
+        key=field_key(name),
+        on_change=_on_change,
+        args=(name,),
+        disabled=disabled,
+        help=help,
+        label_visibility=label_visibility,
+    )
+
+
+def draw_family(after) -> None:
+    int_input(
+        "head_dim",
+        "head_dim (0 = d_model / n_heads)",
+        minimum=0,
+        help="Qwen3 and Mistral-Nemo set 128 whatever d_model / n_heads is.",
+    )
+    after("head_dim")
+    for name, label in (
+        ("qkv_bias", "q/k/v biases"),
+        ("o_bias", "output-projection bias"),
+        ("mlp_bias", "FFN biases"),
+    ):
+        st.selectbox(
+            label,
+            list(FOLLOW),
+            format_func=FOLLOW.get,
+            key=field_key(name),
+            on_change=_on_change,
+            args=(name,),
+        )
+        after(name)
+    st.toggle(
+        "QK-norm (RMSNorm on q and k per head)",
+        key=field_key("qk_norm"),
+        on_change=_on_change,
+        args=("qk_norm",),
+    )
+    int_input(
+        "sliding_window",
+        "sliding window W (0 = none)",
+        minimum=0,
+        help="Mistral: a local layer's query sees only its last W keys, and its KV "
+        "cache holds at most W tokens.",
+    )
+    after("sliding_window")
+    st.text_input(
+        "layers with the window",
+        key=field_key("local_layers"),
+        help=LAYER_SET_HELP,
+        on_change=_on_change,
+        args=("local_layers",),
+    )
+    after("local_layers")
+    int_input(
+        "n_experts",
+        "experts E (0 = dense FFN)",
+        minimum=0,
+        help="Mixtral / Qwen3-MoE: a router sends each token to k of E expert FFNs.",
+    )
+    after("n_experts")
+    int_input("experts_per_token", "experts per token k", minimum=0)
+    after("experts_per_token")
+    int_input("expert_ffn_hidden", "expert width (0 = ffn_hidden)", minimum=0)
+    after("expert_ffn_hidden")
+    st.text_input(
+        "sparse layers",
+        key=field_key("moe_layers"),
+        help=LAYER_SET_HELP,
+        on_change=_on_change,
+        args=("moe_layers",),
+    )
+    after("moe_layers")
+    st.toggle(
+        "renormalise the top-k router probabilities",
+        key=field_key("moe_renormalize"),
+        on_change=_on_change,
+        args=("moe_renormalize",),
+    )
+
+
+def draw_deepseek(after) -> None:
+    int_input(
+        "kv_lora_rank",
+        "MLA latent width (kv_lora_rank; 0 = no MLA)",
+        minimum=0,
+        help="DeepSeek-V2/V3: each token caches one latent of this width (and one RoPE key); "
+        "every head's K and V are rebuilt from it. head_dim is then a q/k head's width.",
+    )
+    after("kv_lora_rank")
+    int_input("q_lora_rank", "q bottleneck (q_lora_rank; 0 = one q_proj)", minimum=0)
+    after("q_lora_rank")
+    int_input("qk_rope_head_dim", "rotated part of a q/k head (qk_rope_head_dim)", minimum=0)
+    after("qk_rope_head_dim")
+    int_input("v_head_dim", "value head width (0 = head_dim)", minimum=0)
+    after("v_head_dim")
+    st.toggle(
+        "RoPE on adjacent pairs (DeepSeek)",
+        key=field_key("rope_interleave"),
+        on_change=_on_change,
+        args=("rope_interleave",),
+    )
+    int_input(
+        "n_shared_experts",
+        "shared experts (every token)",
+        minimum=0,
+        help="DeepSeekMoE: experts every token passes besides its k routed ones.",
+    )
+    after("n_shared_experts")
+    st.selectbox(
+        "router scores",
+        list(CHOICES["moe_scoring"]),
+        key=field_key("moe_scoring"),
+        on_change=_on_change,
+        args=("moe_scoring",),
+        help="softmax (Mixtral, DeepSeek-V2) or sigmoid with a correction bias (DeepSeek-V3).",
+    )
+    after("moe_scoring")
+    int_input("moe_groups", "expert groups (n_group)", minimum=1)
+    after("moe_groups")
+    int_input("moe_topk_groups", "groups a token picks from (topk_group)", minimum=1)
+    after("moe_topk_groups")
+    st.number_input(
+        "routed experts' scale (routed_scaling_factor)",
+        min_value=0.0,
+        step=0.5,
+        key=field_key("routed_scaling"),
+        on_change=_on_change,
+        args=("routed_scaling",),
+    )
+    after("routed_scaling")
