@@ -299,16 +299,12 @@ def test_null_policy_matches_the_transformers_config_classes():
     # Qwen3MoeConfig takes num_local_experts=null (MixtralConfig num_experts=null, its alias) but
     # is then left with no expert count at all
     # (DeepseekV2Config num_experts=null, its alias of n_routed_experts, likewise); it takes
-    # num_experts_per_tok, n_group, topk_group and topk_method null (its defaults, but the
-    # first three), which its router then cannot run with (top-k of None experts, experts in
-    # None groups, no top-k method)
+    # num_experts_per_tok and topk_method null, which its router then cannot run with (top-k of
+    # None experts, no top-k method)
     deliberate = {
         ("qwen3_moe", "num_local_experts"),
         ("mixtral", "num_experts"),
-        *(
-            ("deepseek_v2", key)
-            for key in ("num_experts", "num_experts_per_tok", "n_group", "topk_group", "topk_method")
-        ),
+        *(("deepseek_v2", key) for key in ("num_experts", "num_experts_per_tok", "topk_method")),
         # DeepseekV3Config likewise takes null for keys its model cannot be built or run without
         *(
             ("deepseek_v3", key)

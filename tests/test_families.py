@@ -108,7 +108,9 @@ def hf_model(config, device=None):
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))
 def test_importer_defaults_are_the_config_classes_defaults(model_type):
     defaults = transformers.AutoConfig.for_model(model_type).to_dict()
-    aliases = {"num_experts": "num_local_experts"}  # Qwen3MoeConfig's attribute_map
+    # Qwen3MoeConfig's attribute_map, and each class's own (DeepseekV3's num_mtp_layers is
+    # written out as num_nextn_predict_layers)
+    aliases = {"num_experts": "num_local_experts", **transformers.CONFIG_MAPPING[model_type].attribute_map}
     for key, ours in FAMILIES[model_type].defaults.items():
         theirs = defaults.get(aliases.get(key, key), defaults.get(key))
         if key == "rope_theta":

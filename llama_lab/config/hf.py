@@ -243,7 +243,8 @@ FAMILIES: dict[str, Family] = {
             "DeepseekV2ForCausalLM",
             _defaults("deepseek_v2"),
             _DEEPSEEK_KEYS | {"mlp_bias", "topk_method", "num_experts"},
-            frozenset({"num_key_value_heads", "head_dim", "q_lora_rank"}),
+            # n_group and topk_group are null in a greedy file transformers writes
+            frozenset({"num_key_value_heads", "head_dim", "q_lora_rank", "n_group", "topk_group"}),
         ),
         # DeepseekV3Config (DeepSeek-V3/R1, Kimi K2): MLA, sigmoid scores with the correction
         # bias choosing the top-k among the best topk_group of n_group groups, renormalised when

@@ -237,6 +237,25 @@ PRESETS: dict[str, ModelConfig] = {
             "rope_theta": 50000.0,
         }
     ),
+    # deepseek-ai/DeepSeek-V2-Lite config.json: q from one q_proj, 64 experts of 1408, top-6
+    # greedy, 2 shared, one dense block
+    "deepseek-v2-lite": ModelConfig(
+        vocab_size=102400,
+        d_model=2048,
+        n_layers=27,
+        n_heads=16,
+        n_kv_heads=16,
+        ffn_hidden=10944,
+        max_seq_len=163840,
+        norm_eps=1e-6,
+        **{**_MLA, "q_lora_rank": 0},
+        n_experts=64,
+        experts_per_token=6,
+        expert_ffn_hidden=1408,
+        n_shared_experts=2,
+        moe_layers="from:1",
+        moe_renormalize=False,
+    ),
     # deepseek-ai/DeepSeek-V2 config.json: MLA as V3's, 160 experts of 1536 in 8 groups (top-3
     # groups by their best expert, then top-6, softmax, not renormalised, × 16), 2 shared
     "deepseek-v2": ModelConfig(
@@ -258,25 +277,6 @@ PRESETS: dict[str, ModelConfig] = {
         moe_groups=8,
         moe_topk_groups=3,
         routed_scaling=16.0,
-    ),
-    # deepseek-ai/DeepSeek-V2-Lite config.json: q from one q_proj, 64 experts of 1408, top-6
-    # greedy, 2 shared, one dense block
-    "deepseek-v2-lite": ModelConfig(
-        vocab_size=102400,
-        d_model=2048,
-        n_layers=27,
-        n_heads=16,
-        n_kv_heads=16,
-        ffn_hidden=10944,
-        max_seq_len=163840,
-        norm_eps=1e-6,
-        **{**_MLA, "q_lora_rank": 0},
-        n_experts=64,
-        experts_per_token=6,
-        expert_ffn_hidden=1408,
-        n_shared_experts=2,
-        moe_layers="from:1",
-        moe_renormalize=False,
     ),
     # TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
     "tinyllama-1.1b": ModelConfig(

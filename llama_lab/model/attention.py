@@ -15,7 +15,7 @@ from ..config import ModelConfig
 from .fused import FusedLinear, keep_part_keys
 from .kv_cache import KVCache
 from .norms import RMSNorm
-from .positions import apply_rope
+from .positions import apply_rope, apply_rope_interleaved
 
 
 def attention_mask(T: int, S: int, window: int | None, device) -> torch.Tensor:
@@ -30,9 +30,16 @@ def attention_mask(T: int, S: int, window: int | None, device) -> torch.Tensor:
 
 
 def causal_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int, window: int | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    n_rep: int,
+    window: int | None = None,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    """q: (B, H, T, D); k, v: (B, G, S, D) with S ≥ T, the last T keys being the new tokens."""
+    """q: (B, H, T, D); k: (B, G, S, D), v: (B, G, S, Dv) with S ≥ T, the last T keys being the
+    new tokens; ``scale`` of the scores, default 1/√D (MLA's absorbed form attends over the
+    latent with its heads' own 1/√D)."""
     T, S = q.shape[2], k.shape[2]
     if window is not None and window >= S:
         window = None  # every key is inside the window
@@ -45,8 +52,10 @@ def causal_attention(
     # SDPA broadcasts the KV heads itself (torch ≥ 2.5): no repeated K/V tensor is made or saved.
     # MHA calls it without the flag (on the CPU an explicit enable_gqa=False takes another path)
     if n_rep == 1:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=True
+    )
 
 
 def reference_attention(q, k, v, n_rep: int, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,7 +102,8 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H|G, T, D)
         if rope is not None:  # RoPE rotates q and k, never v
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+            rotate = apply_rope_interleaved if self.cfg.rope_interleave else apply_rope
+            q, k = rotate(q, *rope), rotate(k, *rope)
         if rope is not None or self.cfg.qk_norm:
             # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive
             # (SDPA saves v for backward): it gets its own storage — unless QK-norm saves its

@@ -14,7 +14,7 @@ import torch.nn as nn
 from ..config import INIT_STD, ModelConfig
 from .decoder import CausalLM
 from .fused import FusedLinear
-from .mlp import Experts
+from .mlp import Experts, SparseMoE
 from .norms import RMSNorm
 
 
@@ -51,6 +51,8 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
             for weight in (module.gate_up_proj, module.down_proj):  # each expert as a matrix
                 for e in range(weight.shape[0]):
                     _draw(weight[e], cfg.init, generator)
+        elif isinstance(module, SparseMoE) and hasattr(module.gate, "e_score_correction_bias"):
+            nn.init.zeros_(module.gate.e_score_correction_bias)  # learned by load balancing, from 0
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
             nn.init.ones_(module.weight)
             bias = getattr(module, "bias", None)  # LayerNorm's

@@ -18,7 +18,8 @@ from ..config import ModelConfig
 
 class KVCache(nn.Module):
     """Keys and values of every layer: (B, G, S_l, D) each, S_l = max_len, or min(W, max_len)
-    for a layer with a sliding window W."""
+    for a layer with a sliding window W. MLA keeps its latent (B, 1, S, kv_lora_rank) and its
+    RoPE key (B, 1, S, qk_rope_head_dim) in the two slots instead."""
 
     def __init__(
         self, cfg: ModelConfig, batch_size: int, max_len: int | None = None, device=None, dtype=None
@@ -28,10 +29,17 @@ class KVCache(nn.Module):
         self.windows = [cfg.window_of(i) for i in range(cfg.n_layers)]
         for i, window in enumerate(self.windows):
             slots = min(window, self.max_len) if window else self.max_len
-            shape = (batch_size, cfg.n_kv_heads, slots, cfg.head_dim)
-            for name in ("k", "v"):
+            widths = (
+                (1, cfg.kv_lora_rank, cfg.qk_rope_head_dim)
+                if cfg.is_mla
+                else (cfg.n_kv_heads, cfg.head_dim, cfg.head_dim)
+            )
+            heads, *width = widths
+            for name, w in zip(("k", "v"), width):
                 self.register_buffer(
-                    f"{name}{i}", torch.zeros(shape, device=device, dtype=dtype), persistent=False
+                    f"{name}{i}",
+                    torch.zeros((batch_size, heads, slots, w), device=device, dtype=dtype),
+                    persistent=False,
                 )
         self.length = 0  # tokens seen so far (cached or evicted from a window)
 
@@ -102,7 +110,6 @@ class KVCache(nn.Module):
         """Bytes of the cache tensors holding the tokens cached so far."""
         total = 0
         for layer in range(len(self.windows)):
-            keys, _ = self._buffers_of(layer)
-            per_token = keys[:, :, :1].numel() * keys.element_size()
-            total += 2 * per_token * self.held(layer)
+            per_token = sum(b[:, :, :1].numel() * b.element_size() for b in self._buffers_of(layer))
+            total += per_token * self.held(layer)
         return total

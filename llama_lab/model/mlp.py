@@ -1,5 +1,7 @@
 """The feed-forward block: SwiGLU (LLaMA) or a ReLU/GELU MLP (2017), and the mixture of
-experts of Mixtral and Qwen3-MoE (a router picks the top-k SwiGLU experts of each token).
+experts of Mixtral, Qwen3-MoE and DeepSeek (a router picks the top-k SwiGLU experts of each
+token; DeepSeekMoE adds shared experts every token passes, expert groups, sigmoid scores with a
+correction bias that steers the choice, and a scale on the routed experts' weights).
 Expert weights are stored fused, as transformers ≥ 5 stores them: ``experts.gate_up_proj``
 (E, 2F, C) and ``experts.down_proj`` (E, C, F)."""
 
@@ -19,16 +21,16 @@ class MLP(nn.Module):
     gate_proj and up_proj; ``kernels.swiglu`` keeps only their output for backward);
     ReLU/GELU: down(act(up(x)))."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, hidden: int | None = None):
         super().__init__()
         self.gated = cfg.ffn_type == "swiglu"
-        C, F_ = cfg.d_model, cfg.ffn_hidden
+        C, F_ = cfg.d_model, hidden or cfg.ffn_hidden  # hidden: DeepSeek's shared experts' width
         if self.gated:
             self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)), bias=cfg.mlp_bias)
             keep_part_keys(self, "gate_up_proj")
         else:
             self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)
-        self.down_proj = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=cfg.mlp_bias)
+        self.down_proj = nn.Linear(F_, cfg.d_model, bias=cfg.mlp_bias)
         self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn_type]
 
     def forward(self, x):
@@ -73,25 +75,56 @@ class Experts(nn.Module):
 
 
 class SparseMoE(nn.Module):
-    """Router (``gate``: C → E logits), softmax in float32, top-k, optionally renormalised, then
-    each token's k experts weighted by their probabilities and summed."""
+    """Router (``gate``: C → E scores), top-k, optionally renormalised, then each token's k
+    experts weighted by their scores and summed. Scores: softmax in float32 (Mixtral, Qwen3-MoE,
+    DeepSeek-V2), or the sigmoid of float32 logits (DeepSeek-V3) whose top-k is chosen on the
+    scores plus ``gate.e_score_correction_bias`` while the weights stay the unbiased scores.
+    With expert groups a token chooses only among the experts of its best ``moe_topk_groups``
+    groups (a group ranked by its best score, or by the sum of its two best under sigmoid);
+    the weights are then × ``routed_scaling``, and the shared experts are added."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        self.cfg = cfg
         self.top_k, self.renormalize = cfg.experts_per_token, cfg.moe_renormalize
         self.gate = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
+        if cfg.moe_scoring == "sigmoid":  # a buffer: it steers the choice, no gradient trains it
+            self.gate.register_buffer("e_score_correction_bias", torch.zeros(cfg.n_experts))
         self.experts = Experts(cfg)
+        if cfg.n_shared_experts:
+            self.shared_experts = MLP(cfg, hidden=cfg.n_shared_experts * cfg.expert_ffn_hidden)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(top-k probabilities, top-k expert ids), (N, k) each, for tokens x (N, C)."""
-        probs = self.gate(x).softmax(dim=-1, dtype=torch.float32)  # (N, E)
-        weights, experts = probs.topk(self.top_k, dim=-1)
+        """(the k weights, the k expert ids), (N, k) each, for tokens x (N, C)."""
+        sigmoid = self.cfg.moe_scoring == "sigmoid"
+        if sigmoid:
+            scores = F.linear(x.float(), self.gate.weight.float()).sigmoid()  # (N, E)
+            choice = scores + self.gate.e_score_correction_bias.float()
+        else:
+            scores = choice = self.gate(x).softmax(dim=-1, dtype=torch.float32)  # (N, E)
+        if self.cfg.moe_groups > 1:
+            choice = self._within_best_groups(choice, sigmoid)
+        experts = choice.topk(self.top_k, dim=-1).indices
+        weights = scores.gather(-1, experts)
         if self.renormalize:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        if self.cfg.routed_scaling != 1.0:
+            weights = weights * self.cfg.routed_scaling
         return weights.to(x.dtype), experts
+
+    def _within_best_groups(self, choice: torch.Tensor, sigmoid: bool) -> torch.Tensor:
+        """``choice`` (N, E) with the experts outside each token's best groups ruled out."""
+        N, E = choice.shape
+        grouped = choice.view(N, self.cfg.moe_groups, E // self.cfg.moe_groups)
+        ranks = grouped.topk(2, dim=-1).values.sum(-1) if sigmoid else grouped.max(dim=-1).values
+        best = ranks.topk(self.cfg.moe_topk_groups, dim=-1).indices  # (N, topk_groups)
+        keep = torch.zeros_like(ranks, dtype=torch.bool).scatter_(1, best, True)
+        # DeepSeek-V2 zeroes the softmax scores outside (never above a kept one), V3 rules them out
+        return grouped.masked_fill(~keep[..., None], float("-inf") if sigmoid else 0.0).view(N, E)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         flat = x.reshape(B * T, C)
         weights, experts = self.route(flat)
-        return self.experts(flat, experts, weights).reshape(B, T, C)
+        out = self.experts(flat, experts, weights).reshape(B, T, C)
+        return out + self.shared_experts(x) if self.cfg.n_shared_experts else out

@@ -33,6 +33,17 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (x * cos.to(x.dtype)) + (rotate_half(x) * sin.to(x.dtype))
 
 
+def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on adjacent pairs (x0, x1), (x2, x3), … (DeepSeek's layout), as transformers'
+    ``apply_rotary_pos_emb_interleave``: the rotated evens, then the rotated odds. q and k get
+    the same permutation, so their dot products — the scores — are those of the pairs rotated
+    in place (DeepSeek-V2's complex multiplication). x: (B, heads, T, D); cos/sin: (T, D)."""
+    half = cos.shape[-1] // 2
+    cos, sin = cos[..., :half].to(x.dtype), sin[..., :half].to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.cat((even * cos - odd * sin, odd * cos + even * sin), dim=-1)
+
+
 def sinusoidal_table(n_positions: int, dim: int, device=None) -> torch.Tensor:
     """Vaswani et al. 2017, section 3.5: PE[p, 2i] = sin(p/10000^(2i/d)), PE[p, 2i+1] = cos(...)."""
     pos = torch.arange(n_positions, dtype=torch.float32, device=device)[:, None]
@@ -62,8 +73,9 @@ class PositionTables:
 
     @property
     def inv_freq(self) -> torch.Tensor:
-        """RoPE's frequencies θ_i of this model (float32, on the CPU)."""
-        return rope_inv_freq(self.cfg.head_dim, self.cfg.rope_theta)
+        """RoPE's frequencies θ_i of this model (float32, on the CPU), over the rotated width
+        (``cfg.rope_dim``: a head, or MLA's RoPE part)."""
+        return rope_inv_freq(self.cfg.rope_dim, self.cfg.rope_theta)
 
     def _tables_for(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
         cfg = self.cfg
