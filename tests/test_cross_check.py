@@ -6,7 +6,7 @@ import pytest
 
 from llama_lab.analysis import AnalysisError, count_flops
 from llama_lab.analysis.cross_check import fvcore_check, sdpa_macs
-from llama_lab.config import PRESETS
+from llama_lab.config import PRESETS, ModelConfig
 
 
 @pytest.mark.slow
@@ -19,7 +19,8 @@ def test_fvcore_agrees_with_closed_form_at_2048(name):
     assert abs(check.relative_difference) < 0.01
     assert check.difference == 0  # both count the same matmuls exactly
     flops = count_flops(cfg, 2048)
-    assert check.fvcore_by_operator["scaled_dot_product_attention"] == flops.by_component["attention_scores"]
+    sdpa = check.fvcore_by_operator["scaled_dot_product_attention"] - check.padding_flops
+    assert sdpa == flops.by_component["attention_scores"]
     assert check.fvcore_by_operator["linear"] == (flops.forward - flops.by_component["attention_scores"])
     assert "aten::scaled_dot_product_attention" not in check.unsupported_ops
     json.dumps(check.to_dict())
@@ -33,6 +34,54 @@ def test_scaled_equals_full(name):
     assert full.fvcore_by_operator == scaled.fvcore_by_operator
     assert full.unsupported_ops == scaled.unsupported_ops
     assert full.difference == 0 and full.traced_layers == [PRESETS[name].n_layers]
+
+
+MIXED = dict(vocab_size=96, d_model=48, n_layers=5, n_heads=4, n_kv_heads=2, ffn_hidden=80)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        # blocks of more than one kind: windowed (a window of T: eager counts all T×T) and
+        # full, dense and sparse
+        dict(
+            MIXED,
+            sliding_window=32,
+            local_layers="1,3",
+            n_experts=4,
+            experts_per_token=2,
+            moe_layers="from:2",
+        ),
+        # MLA (DeepSeek-V3's shape): dense blocks first, then sigmoid-routed experts
+        dict(
+            MIXED,
+            n_kv_heads=4,
+            head_dim=24,
+            kv_lora_rank=16,
+            q_lora_rank=12,
+            qk_rope_head_dim=8,
+            v_head_dim=12,
+            rope_interleave=True,
+            n_experts=4,
+            experts_per_token=2,
+            expert_ffn_hidden=16,
+            n_shared_experts=1,
+            moe_layers="from:1",
+            moe_scoring="sigmoid",
+        ),
+    ],
+)
+def test_scaled_equals_full_when_blocks_differ_and_mla_padding_is_taken_out(fields):
+    cfg = ModelConfig(**fields)
+    T, B = 32, 2
+    full = fvcore_check(cfg, T, batch=B, method="full")
+    scaled = fvcore_check(cfg, T, batch=B, method="scaled")
+    assert full.fvcore_by_operator == scaled.fvcore_by_operator
+    assert full.difference == scaled.difference == 0
+    # by hand: MLA pads v (12 wide) to the q/k width 24; QKᵀ is already 24 wide, AV gains 12
+    pad = cfg.n_layers * 2 * B * cfg.n_heads * T * T * 12 if cfg.is_mla else 0
+    assert full.padding_flops == pad
+    assert len(scaled.traced_layers) == 2 + (len(set(zip(cfg.local_layer_flags, cfg.moe_layer_flags))) - 1)
 
 
 def test_skipped_ops_are_reported():

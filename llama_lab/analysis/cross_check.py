@@ -2,8 +2,10 @@
 
 fvcore traces the model with ``torch.jit`` and counts one "flop" per multiply-add; it has no
 rule for ``aten::scaled_dot_product_attention``, so a handle is registered here (QKᵀ and AV over
-the full T×S, as the closed form counts). The model is built on the meta device: tracing needs
-only shapes, so even 405B allocates nothing.
+the full T×S, as the closed form counts). Under MLA the module zero-pads q, k and v to one head
+width for the fused kernel (``model.attention.causal_attention``): the traced SDPA is wider than
+the model's maths by ``mla_padding_flops``, which is reported and taken out before comparing.
+The model is built on the meta device: tracing needs only shapes, so even 405B allocates nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class FvcoreCheck:
     traced_layers: list[int]  # layer counts of the models actually traced
     fvcore_flops: int  # fvcore's matmul multiply-adds × 2
     ours_flops: int  # count_flops(...).forward
-    difference: int  # fvcore − ours
+    padding_flops: int  # MLA: the zero padding the traced SDPA multiplies (mla_padding_flops)
+    difference: int  # fvcore − padding − ours
     relative_difference: float
     fvcore_by_operator: dict[str, int]  # matmul operator → FLOPs (× 2 applied)
     fvcore_other_ops: dict[str, int]  # fvcore's non-matmul counts, as it reports them
@@ -66,6 +69,17 @@ def sdpa_macs(inputs: list[Any], outputs: list[Any]) -> int:
     for size in batch_dims:
         heads *= size  # B · H
     return heads * T * S * (D + Dv)
+
+
+def mla_padding_flops(cfg: ModelConfig, seq_len: int, batch: int) -> int:
+    """FLOPs the zero padding adds to a forward's SDPA under MLA: q/k heads (head_dim) and v
+    heads (v_head_dim) are padded to the wider of the two, so QKᵀ and AV each run at that width
+    over the full T×T (2·B·H·T²·(pad_qk + pad_v) per layer); 0 for every other attention."""
+    if not cfg.is_mla:
+        return 0
+    width = max(cfg.head_dim, cfg.v_head_dim)
+    pad = (width - cfg.head_dim) + (width - cfg.v_head_dim)
+    return cfg.n_layers * 2 * batch * cfg.n_heads * seq_len * seq_len * pad
 
 
 def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
@@ -94,16 +108,51 @@ def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
     return by_operator, unsupported
 
 
-def _extrapolate(one: dict, two: dict, n_layers: int) -> dict:
-    """count(L) = count(1) + (L − 1)·(count(2) − count(1)): every block is identical."""
-    keys = set(one) | set(two)
-    return {k: one.get(k, 0) + (n_layers - 1) * (two.get(k, 0) - one.get(k, 0)) for k in keys}
+def _block_kinds(cfg: ModelConfig) -> dict[tuple[bool, bool], int]:
+    """How many blocks of each kind (windowed?, experts?) the model has."""
+    kinds: dict[tuple[bool, bool], int] = {}
+    for kind in zip(cfg.local_layer_flags, cfg.moe_layer_flags):
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool], n_layers: int) -> ModelConfig:
+    """``n_layers`` blocks, all of one kind."""
+    local, moe = kind
+    return cfg.replace(
+        n_layers=n_layers, local_layers="all" if local else "none", moe_layers="all" if moe else "none"
+    )
+
+
+def _scaled_trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict, list[int]]:
+    """count = base + Σ_kind n_kind · block_kind: the first kind's 1- and 2-block models give
+    its block and the base (embedding, final norm, head); every other kind's 1-block model gives
+    its block (exact: blocks of one kind count the same)."""
+    kinds = _block_kinds(cfg)
+    first, *others = kinds
+    one, skip_one = _trace(_of_kind(cfg, first, 1), seq_len, batch)
+    two, skip_two = _trace(_of_kind(cfg, first, 2), seq_len, batch)
+
+    def combine(c1: dict, c2: dict, rest: list[dict]) -> dict:
+        keys = set(c1) | set(c2) | {k for r in rest for k in r}
+        base = {k: 2 * c1.get(k, 0) - c2.get(k, 0) for k in keys}
+        total = {k: base[k] + kinds[first] * (c2.get(k, 0) - c1.get(k, 0)) for k in keys}
+        for kind, r in zip(others, rest):
+            for k in keys:
+                total[k] += kinds[kind] * (r.get(k, 0) - base[k])
+        return total
+
+    traced = [_trace(_of_kind(cfg, kind, 1), seq_len, batch) for kind in others]
+    by_operator = combine(one, two, [t[0] for t in traced])
+    unsupported = combine(skip_one, skip_two, [t[1] for t in traced])
+    return by_operator, {k: v for k, v in unsupported.items() if v}, [1, 2] + [1] * len(others)
 
 
 def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "full") -> FvcoreCheck:
     """fvcore's forward FLOPs (× 2) next to ours. ``method="full"`` traces the whole model on
     meta; ``"scaled"`` traces 1- and 2-layer models of the same widths and extrapolates to
-    n_layers (exact, since blocks are identical; much faster for 80-126-layer presets)."""
+    n_layers, with a 1-layer model of each other block kind (windowed or not, experts or not):
+    exact, since blocks of one kind are identical, and much faster for 80-126-layer presets."""
     if method not in METHODS:
         raise AnalysisError(f"method={method!r} must be one of {', '.join(METHODS)}")
     ours = count_flops(cfg, seq_len, batch).forward  # validates seq_len and batch
@@ -121,12 +170,9 @@ def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "
         by_operator, unsupported = _trace(traced_cfg, seq_len, batch)
         traced = [cfg.n_layers]
     else:
-        op1, skip1 = _trace(traced_cfg.replace(n_layers=1), seq_len, batch)
-        op2, skip2 = _trace(traced_cfg.replace(n_layers=2), seq_len, batch)
-        by_operator = _extrapolate(op1, op2, cfg.n_layers)
-        unsupported = {k: v for k, v in _extrapolate(skip1, skip2, cfg.n_layers).items() if v}
-        traced = [1, 2]
-        notes.append(f"scaled: traced 1- and 2-layer models, extrapolated to {cfg.n_layers} layers.")
+        by_operator, unsupported, traced = _scaled_trace(traced_cfg, seq_len, batch)
+        kinds = f" and {len(traced) - 2} 1-layer model(s) of its other block kinds" if len(traced) > 2 else ""
+        notes.append(f"scaled: traced 1- and 2-layer models{kinds}, extrapolated to {cfg.n_layers} layers.")
     other_ops = {name: int(count) for name, count in by_operator.items() if name not in MATMUL_OPERATORS}
     if other_ops:
         notes.append(
@@ -135,6 +181,13 @@ def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "
         )
     by_operator = {name: 2 * int(macs) for name, macs in by_operator.items() if name in MATMUL_OPERATORS}
     total = sum(by_operator.values())
+    padding = mla_padding_flops(cfg, seq_len, batch)
+    if padding:
+        notes.append(
+            f"MLA: the module pads v heads ({cfg.v_head_dim}) and q/k heads ({cfg.head_dim}) to one "
+            f"width for the fused SDPA kernel; the {padding:,} FLOPs it adds multiply zeros and "
+            f"are taken out of the difference (the model's maths has none)."
+        )
     return FvcoreCheck(
         seq_len=seq_len,
         batch=batch,
@@ -142,8 +195,9 @@ def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "
         traced_layers=traced,
         fvcore_flops=total,
         ours_flops=ours,
-        difference=total - ours,
-        relative_difference=(total - ours) / ours,
+        padding_flops=padding,
+        difference=total - padding - ours,
+        relative_difference=(total - padding - ours) / ours,
         fvcore_by_operator=by_operator,
         fvcore_other_ops=other_ops,
         unsupported_ops={name: int(count) for name, count in sorted(unsupported.items())},

@@ -92,7 +92,10 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     if cfg.moe_renormalize:
         router += STATS_BYTES * (slots + tokens)
     per_slot = nbytes(3 * s.C + 3 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
-    return router + slots * per_slot
+    shared = nbytes(tokens * 3 * (s.Fs // tp), b)  # the shared experts: a SwiGLU of width Fs
+    # sigmoid scores come from float32 logits: a float32 copy of a 16-bit input is saved
+    upcast = STATS_BYTES * tokens * s.C if cfg.moe_scoring == "sigmoid" and b != STATS_BYTES else 0
+    return router + slots * per_slot + shared + upcast
 
 
 def local_kv_heads(cfg: ModelConfig, tp: int) -> int:
@@ -116,11 +119,12 @@ def _block_saved(
     ranks (Megatron's split: the query heads, the KV heads and the FFN width divided by tp; the
     block input, the norms and the linear layers' inputs replicated — or, with
     ``sequence_parallel``, each rank's T/tp positions of them)."""
+    if cfg.is_mla:
+        return _mla_block_saved(cfg, layer, B, T, b, dtype, tp, sequence_parallel)
     s = Shapes.of(cfg)
     N, C, D = B * T, s.C, s.D
     H, G = s.H // tp, local_kv_heads(cfg, tp)
     kv_heads_saved = G  # SDPA broadcasts the KV heads (enable_gqa): K and V saved as G heads
-    rope = cfg.pos_encoding == "rope"
     window = cfg.window_of(layer)
     n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors
     return {
@@ -141,8 +145,43 @@ def _block_saved(
         # a window shorter than T: SDPA keeps the (T, T) mask, converted to the dtype
         "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
         # 16-bit: cos and sin cast afresh for q and for k
-        "rope_casts": nbytes(4 * T * D, b) if rope and dtype != "fp32" else 0,
+        "rope_casts": _rope_casts(cfg, T, b, dtype),
         "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
+        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
+    }
+
+
+def _rope_casts(cfg: ModelConfig, T: int, b: float, dtype: str) -> int:
+    """16-bit: cos and sin cast afresh for q and for k, over the rotated width (interleaved
+    RoPE casts the half it uses)."""
+    if cfg.pos_encoding != "rope" or dtype == "fp32":
+        return 0
+    return nbytes(4 * T * (cfg.rope_dim // 2 if cfg.rope_interleave else cfg.rope_dim), b)
+
+
+def _mla_block_saved(
+    cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: str, tp: int, sequence_parallel: bool
+) -> dict:
+    """What an MLA block saves (``model.mla``, no cache: every head's K and V rebuilt): its
+    input; q's bottleneck (q_a's output, its norm's rstd and output); kv_a's output (the latent's
+    norm saves it whole, a view), the rstd and the normalised latent (kv_b's input); the
+    rebuilt q and k (H·D each) and v zero-padded to their width (the fused kernel takes one
+    head width: ``model.attention.causal_attention``), SDPA's padded output and logsumexp, and
+    o_proj's input (the output cut to Dv, made contiguous); then the FFN. The latent projections
+    are replicated under tensor parallelism, the heads split."""
+    s = Shapes.of(cfg)
+    N, C, H = B * T, s.C, s.H // tp
+    n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors
+    q_path = 2 * nbytes(N * s.Rq, b) + STATS_BYTES * N if s.Rq else 0
+    return {
+        "norms": 2 * _norm_saved_bytes(cfg, n_rep, b),
+        "attention_input": nbytes(n_rep * C, b),  # read by q (or q_a) and kv_a
+        "latent": q_path + nbytes(N * (2 * s.Rkv + s.Dr), b) + STATS_BYTES * N,
+        "qkv": nbytes(N * H * (2 * s.D + max(s.D, s.Dv)), b),  # q, k, v padded to one width
+        # SDPA's output (padded) and its logsumexp; o_proj's input, the output cut to Dv
+        "attention_output": nbytes(N * H * (max(s.D, s.Dv) + s.Dv), b) + STATS_BYTES * B * H * T,
+        "rope_casts": _rope_casts(cfg, T, b, dtype),
+        "ffn_input": nbytes(n_rep * C, b),
         "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
     }
 
@@ -182,7 +221,7 @@ def activation_estimate(
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     B, T, N = batch, seq_len, batch * seq_len
     s = Shapes.of(cfg)
-    C, D, L = s.C, s.D, s.L
+    C, L = s.C, s.L
     rope = cfg.pos_encoding == "rope"
     kinds: dict[tuple[int | None, bool], list[int]] = {}  # blocks come in few kinds: (window, sparse)
     for layer in range(L):
@@ -195,7 +234,7 @@ def activation_estimate(
     per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0])]
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
-        "rope_tables": 2 * T * D * 4 if rope and dtype == "fp32" else 0,  # shared by all layers
+        "rope_tables": 2 * T * cfg.rope_dim * 4 if rope and dtype == "fp32" else 0,  # all layers' one
         "head_and_loss": _head_saved(cfg, N, b, loss, tp),
     }
     if checkpointing:

@@ -217,7 +217,7 @@ class WeightQuant:
         fmt = self.stored_as(role)
         if fmt not in QUANTISED:
             return cols * DTYPE_BYTES[fmt]
-        groups = 1 if self.group_size <= 0 else math.ceil(cols / self.group_size)
+        groups: float = 1 if self.group_size <= 0 else math.ceil(cols / self.group_size)
         if self.block_rows:  # a row's share of its blocks' scales
             groups /= self.block_rows
         per_scale = DTYPE_BYTES[self.scale_dtype] + (BITS[fmt] / 8 if self.zero_point else 0)

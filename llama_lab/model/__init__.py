@@ -3,8 +3,8 @@
 ``build_model(cfg, device=None, dtype=None)`` returns a ``CausalLM`` whose state-dict keys are
 those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half convention.
 Parts: ``kernels`` (the two custom autograd Functions beside their references), ``norms``,
-``positions``, ``fused``, ``attention``, ``mlp``, ``kv_cache``, ``decoder``,
-``init``, ``checkpoint``.
+``positions``, ``fused``, ``attention``, ``mla`` (DeepSeek's multi-head latent attention),
+``mlp``, ``kv_cache``, ``decoder``, ``init``, ``checkpoint``.
 """
 
 from .attention import Attention, attention_mask, causal_attention, reference_attention
@@ -14,9 +14,18 @@ from .fused import FusedLinear, keep_part_keys, part_tensors
 from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kernels import rms_norm, rms_norm_reference, swiglu, swiglu_reference
 from .kv_cache import KVCache
+from .mla import LatentAttention
 from .mlp import MLP, Experts, SparseMoE
 from .norms import RMSNorm, make_norm
-from .positions import PositionTables, apply_rope, rope_cos_sin, rope_inv_freq, rotate_half, sinusoidal_table
+from .positions import (
+    PositionTables,
+    apply_rope,
+    apply_rope_interleaved,
+    rope_cos_sin,
+    rope_inv_freq,
+    rotate_half,
+    sinusoidal_table,
+)
 
 __all__ = [
     "Attention",
@@ -27,12 +36,14 @@ __all__ = [
     "FusedLinear",
     "INIT_STD",
     "KVCache",
+    "LatentAttention",
     "LoadedCheckpoint",
     "MLP",
     "PositionTables",
     "RMSNorm",
     "SparseMoE",
     "apply_rope",
+    "apply_rope_interleaved",
     "attention_mask",
     "build_model",
     "causal_attention",

@@ -40,6 +40,12 @@ def causal_attention(
     """q: (B, H, T, D); k: (B, G, S, D), v: (B, G, S, Dv) with S ≥ T, the last T keys being the
     new tokens; ``scale`` of the scores, default 1/√D (MLA's absorbed form attends over the
     latent with its heads' own 1/√D)."""
+    if v.shape[-1] != q.shape[-1]:  # (MLA) the fused kernels take one head width: zeros pad
+        # the narrower (dot products and weighted sums unchanged), the output is cut back
+        width, common = v.shape[-1], max(v.shape[-1], q.shape[-1])
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
+        q, k, v = (F.pad(t, (0, common - t.shape[-1])) for t in (q, k, v))
+        return causal_attention(q, k, v, n_rep, window, scale)[..., :width]
     T, S = q.shape[2], k.shape[2]
     if window is not None and window >= S:
         window = None  # every key is inside the window

@@ -52,7 +52,8 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
                 for e in range(weight.shape[0]):
                     _draw(weight[e], cfg.init, generator)
         elif isinstance(module, SparseMoE) and hasattr(module.gate, "e_score_correction_bias"):
-            nn.init.zeros_(module.gate.e_score_correction_bias)  # learned by load balancing, from 0
+            # learned by load balancing, from 0
+            nn.init.zeros_(module.gate.get_buffer("e_score_correction_bias"))
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
             nn.init.ones_(module.weight)
             bias = getattr(module, "bias", None)  # LayerNorm's

@@ -99,12 +99,13 @@ class SparseMoE(nn.Module):
         sigmoid = self.cfg.moe_scoring == "sigmoid"
         if sigmoid:
             scores = F.linear(x.float(), self.gate.weight.float()).sigmoid()  # (N, E)
-            choice = scores + self.gate.e_score_correction_bias.float()
+            choice = scores + self.gate.get_buffer("e_score_correction_bias").float()
         else:
             scores = choice = self.gate(x).softmax(dim=-1, dtype=torch.float32)  # (N, E)
-        if self.cfg.moe_groups > 1:
-            choice = self._within_best_groups(choice, sigmoid)
-        experts = choice.topk(self.top_k, dim=-1).indices
+        with torch.no_grad():  # the choice needs no gradient; only the chosen scores do
+            if self.cfg.moe_groups > 1:
+                choice = self._within_best_groups(choice, sigmoid)
+            experts = choice.topk(self.top_k, dim=-1).indices
         weights = scores.gather(-1, experts)
         if self.renormalize:
             weights = weights / weights.sum(dim=-1, keepdim=True)
