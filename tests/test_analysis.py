@@ -285,6 +285,9 @@ ACTIVATION_CASES = [
     {"qk_norm": True, "head_dim": 24},
     {"sliding_window": 8, "local_layers": "0"},
     {"qkv_bias": True, "o_bias": False},
+    # gpt-oss: attention sinks (plain matmuls) on a window shorter than T, its expert block
+    {"attention_sinks": True, "sliding_window": 8, "local_layers": "0", "qkv_bias": True},
+    {"n_experts": 4, "experts_per_token": 2, "moe_style": "gpt_oss", "mlp_bias": True},
 ]
 
 
@@ -594,12 +597,23 @@ def test_importing_analysis_does_not_import_streamlit():
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
 
 
+@pytest.mark.parametrize("T", [32, 64])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_inference_activations_of_a_sparse_model_follow_the_expected_expert_load(debug_cfg, dtype):
+def test_inference_activations_with_attention_sinks_match_the_profiler(debug_cfg, dtype, T):
+    """gpt-oss's sinks run as plain matmuls: the scores, their concatenation with the sinks and
+    the softmax ((T + 1) per head each) and the (T, T) mask are the peak at T = 64."""
+    cfg = debug_cfg.replace(attention_sinks=True, vocab_size=32)
+    assert A.inference_activation_bytes(cfg, T, 2, dtype) == _profiler_peak_bytes(cfg, 2, T, dtype)
+
+
+@pytest.mark.parametrize("moe_style", ["standard", "gpt_oss"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_inference_activations_of_a_sparse_model_follow_the_expected_expert_load(debug_cfg, dtype, moe_style):
     """A prefill's peak with experts depends on how many tokens the busiest expert gets, which
     the routing decides; the estimate takes each expert's expected share k/E. On 64 tokens of
     a random model the busiest of 4 experts takes up to ~1.5× its share: within 25 %."""
-    cfg = debug_cfg.replace(n_experts=4, experts_per_token=2)
+    gpt_oss = moe_style == "gpt_oss"
+    cfg = debug_cfg.replace(n_experts=4, experts_per_token=2, moe_style=moe_style, mlp_bias=gpt_oss)
     measured = _profiler_peak_bytes(cfg, 2, 32, dtype)
     estimated = A.inference_activation_bytes(cfg, 32, 2, dtype)
     assert abs(estimated / measured - 1) < 0.25, (measured, estimated)

@@ -155,22 +155,27 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     n_sparse = sum(cfg.moe_layer_flags)
     n_norms = 2 * L + (1 if cfg.final_norm else 0)
     gated = s.n_ffn_matrices == 3
-    biased_outputs = (
-        ((H + 2 * G) * D if cfg.qkv_bias else 0)
-        + (C if cfg.o_bias else 0)
-        + (((2 * F if gated else F) + C) if cfg.mlp_bias else 0)
-    )
+    attention_biases = ((H + 2 * G) * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0)
+    ffn_biases = ((2 * F if gated else F) + C) if cfg.mlp_bias else 0  # a dense block's
+    # gpt-oss: the router's bias, and each routed expert's gate/up and down biases
+    expert_biases = s.E + s.K * (2 * s.Fe + C) if cfg.moe_style == "gpt_oss" else 0
+    biases = L * attention_biases + (L - n_sparse) * ffn_biases + n_sparse * expert_biases
     qk_norm = new_tokens * (H + G) * D * L * k["rmsnorm"] if cfg.qk_norm else 0
     latent_norms = new_tokens * (s.Rq + s.Rkv) * L * k["rmsnorm"]  # MLA's two RMSNorms
     rotated = (H + 1) * s.Dr if cfg.is_mla else (H + G) * D  # MLA: q's rope parts, the one key
     terms = {
         "norms": n_norms * new_tokens * C * k[cfg.norm_type] + qk_norm + latent_norms,
-        "softmax": (sum(layer_pairs(cfg, query_key_pairs)) * H + new_tokens * s.E * n_sparse)
-        * k["softmax"],  # + the router's
+        # + a sink per query and head (gpt-oss), + the router's (gpt-oss's: over its top k)
+        "softmax": (
+            sum(layer_pairs(cfg, query_key_pairs)) * H
+            + (new_tokens * H * L if cfg.attention_sinks else 0)
+            + new_tokens * (s.K if cfg.moe_style == "gpt_oss" else s.E) * n_sparse
+        )
+        * k["softmax"],
         "rope": new_tokens * rotated * L * k["rope"] if cfg.pos_encoding == "rope" else 0,
         "activation": new_tokens * (F * (L - n_sparse) + (s.K * s.Fe + s.Fs) * n_sparse) * k[cfg.ffn_type],
         "residual": 2 * L * new_tokens * C * k["residual"],
-        "bias": new_tokens * biased_outputs * (L - n_sparse * cfg.mlp_bias) * k["bias"],
+        "bias": new_tokens * biases * k["bias"],
         "position_add": (
             new_tokens * C * k["position_add"] if cfg.pos_encoding in ("learned", "sinusoidal") else 0
         ),

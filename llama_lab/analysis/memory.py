@@ -88,6 +88,12 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
         per_token = {"swiglu": 3 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
         return nbytes(tokens * per_token, b)
     slots = tokens * s.K
+    if cfg.moe_style == "gpt_oss":
+        # the top-k indices and the softmax over the k logits (in the dtype); per slot the
+        # gathered input, gate/up (2·Fe) and five Fe-wide steps of the clamped SwiGLU (the
+        # clamped gate, σ(α·g), g·σ, up + 1, the product), the output and its weighted copy
+        per_slot = nbytes(3 * s.C + 7 * s.Fe + 1, b) + 2 * INT64_BYTES
+        return INT64_BYTES * slots + nbytes(slots, b) + slots * per_slot
     router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots
     if cfg.moe_renormalize:
         router += STATS_BYTES * (slots + tokens)
@@ -140,15 +146,28 @@ def _block_saved(
         ),
         "attention_input": nbytes(n_rep * C, b),  # read by q, k, v
         "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),  # saved by SDPA
-        # SDPA's output (also o_proj's input: same storage) + its float32 logsumexp
-        "attention_output": nbytes(N * H * D, b) + STATS_BYTES * B * H * T,
-        # a window shorter than T: SDPA keeps the (T, T) mask, converted to the dtype
-        "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
+        **(_sink_saved(B, T, H, D, b) if cfg.attention_sinks else _sdpa_saved(B, T, H, D, b, window)),
         # 16-bit: cos and sin cast afresh for q and for k
         "rope_casts": _rope_casts(cfg, T, b, dtype),
         "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
         "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
     }
+
+
+def _sdpa_saved(B: int, T: int, H: int, D: int, b: float, window: int | None) -> dict:
+    """SDPA's output (also o_proj's input: same storage) and its float32 logsumexp; with a
+    window shorter than T, the (T, T) mask it keeps, converted to the dtype."""
+    return {
+        "attention_output": nbytes(B * T * H * D, b) + STATS_BYTES * B * H * T,
+        "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
+    }
+
+
+def _sink_saved(B: int, T: int, H: int, D: int, b: float) -> dict:
+    """Attention with sinks (``model.attention.sink_attention``, plain matmuls): the softmax
+    over T keys and the sink (B·H·T·(T+1)), o_proj's input (the output, made contiguous), and
+    the (T, T) boolean mask."""
+    return {"attention_output": nbytes(B * H * T * (T + 1) + B * T * H * D, b), "window_mask": T * T}
 
 
 def _rope_casts(cfg: ModelConfig, T: int, b: float, dtype: str) -> int:
@@ -314,7 +333,11 @@ def inference_activation_bytes(
             4 * H * D,  # while rotating q (k, v alive)
             2 * H * D + 3 * G * D,
         )  # while rotating k (old and new q)
-    attention = (2 * C if pre else C) + max(at_o_proj, at_rope)
+    at_scores, mask = 0, 0.0
+    if cfg.attention_sinks:  # plain matmuls: the scores, their concatenation with the sinks
+        # and its softmax, (T + 1) per head, alive together; the (T, T) boolean mask
+        at_scores, mask = q_k_v + H * T + 2 * H * (T + 1), T * T / N
+    attention = (2 * C if pre else C) + max(at_o_proj, at_rope, at_scores)
     # SwiGLU: the fused gate/up output (2F, alive through the block), silu(g), the product;
     # ReLU/GELU: the activation's input and output
     hidden = 4 * F if cfg.ffn_type == "swiglu" else 2 * F
@@ -327,12 +350,17 @@ def inference_activation_bytes(
     positions = INT64_BYTES * T if cfg.pos_encoding == "learned" else 0  # position ids
     if cfg.pos_encoding == "rope":  # the model's cos and sin tables, float32
         positions += 2 * T * D * 4  # (T, D) each, built for this forward
-    per_token = max(attention * b, norm, ffn * b if not all(cfg.moe_layer_flags) else 0)
+    per_token = max(attention * b + mask, norm, ffn * b if not all(cfg.moe_layer_flags) else 0)
     if cfg.is_moe:  # the output accumulator, the router's float32
         # probabilities and top-k, and one expert's temporaries at a time, for its expected
         # share k/E of the tokens: gathered input, gate/up, silu, product, output, weighted
-        held = (3 * C if pre else 2 * C) + C + s.K / s.E * (2 * C + 4 * s.Fe)
-        per_token = max(per_token, held * b + 4 * s.E + 12 * s.K)
+        gpt_oss = cfg.moe_style == "gpt_oss"
+        # gpt-oss: the gathered input, gate/up and five Fe-wide steps of its clamped SwiGLU;
+        # its router's logits, top-k and softmax stay in the dtype
+        expert = (s.C + 7 * s.Fe) if gpt_oss else (2 * C + 4 * s.Fe)
+        held = (3 * C if pre else 2 * C) + C + s.K / s.E * expert
+        router = b * (s.E + 2 * s.K) + INT64_BYTES * s.K if gpt_oss else 4 * s.E + 12 * s.K
+        per_token = max(per_token, held * b + router)
     block_peak = math.ceil(N * per_token) + positions
     logits = batch * V if last_only else N * V
     head_peak = nbytes(N * C + logits, b)  # final hidden state + logits

@@ -26,6 +26,7 @@ DETAIL_KEYS = (
     "kv_b_proj",
     "latent_norms",
     "attention_bias",
+    "attention_sinks",
     "qk_norm",
     "gate_proj",
     "up_proj",
@@ -54,6 +55,7 @@ COMPONENT_OF = {
     "kv_b_proj": "attention",
     "latent_norms": "norms",
     "attention_bias": "attention",
+    "attention_sinks": "attention",
     "qk_norm": "norms",
     "gate_proj": "ffn",
     "up_proj": "ffn",
@@ -119,13 +121,15 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
     return {
         **attention,
         "attention_bias": (H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0),
+        "attention_sinks": H if cfg.attention_sinks else 0,  # gpt-oss: one logit per query head
         "qk_norm": 2 * D if cfg.qk_norm else 0,  # one γ of size D for q, one for k
         "gate_proj": C * F if gated and not sparse else 0,  # SwiGLU's third matrix
         "up_proj": 0 if sparse else C * F,
         "down_proj": 0 if sparse else F * C,
         "ffn_bias": ((2 * F if gated else F) + C) if cfg.mlp_bias and not sparse else 0,
-        "router": C * s.E if sparse else 0,  # gate: C → E logits
-        "experts": s.E * 3 * C * s.Fe if sparse else 0,  # E × (gate, up: C→Fe; down: Fe→C)
+        # gate: C → E logits (gpt-oss's router has a bias)
+        "router": (C + (cfg.moe_style == "gpt_oss")) * s.E if sparse else 0,
+        "experts": s.E * expert_params(cfg) if sparse else 0,
         "shared_experts": 3 * C * s.Fs if sparse else 0,  # one SwiGLU of width Fs, always on
         "input_layernorm": norm_params(cfg),
         "post_attention_layernorm": norm_params(cfg),
@@ -149,10 +153,16 @@ def _param_count(cfg: ModelConfig, detail: dict, per_layer: int, source: str) ->
     )
 
 
+def expert_params(cfg: ModelConfig) -> int:
+    """One routed expert: gate, up (C → Fe) and down (Fe → C); gpt-oss's with their biases."""
+    s = Shapes.of(cfg)
+    return 3 * s.C * s.Fe + (2 * s.Fe + s.C if cfg.moe_style == "gpt_oss" else 0)
+
+
 def unrouted_expert_params(cfg: ModelConfig) -> int:
     """Expert parameters one token does not use: (E − k) experts of every sparse layer."""
     s = Shapes.of(cfg)
-    return sum(cfg.moe_layer_flags) * (s.E - s.K) * 3 * s.C * s.Fe
+    return sum(cfg.moe_layer_flags) * (s.E - s.K) * expert_params(cfg)
 
 
 def count_params(cfg: ModelConfig) -> ParamCount:
@@ -184,10 +194,12 @@ def _detail_key(name: str) -> str:
         return "latent_norms"
     if "shared_experts" in parts:
         return "shared_experts"
-    if owner == "gate" and "mlp" in parts:
+    if owner in ("gate", "router") and "mlp" in parts:
         return "router"
     if owner == "experts":
         return "experts"
+    if kind == "sinks":
+        return "attention_sinks"
     if kind == "bias" and "self_attn" in parts:
         return "attention_bias"
     if kind == "bias" and "mlp" in parts:

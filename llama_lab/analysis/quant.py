@@ -12,7 +12,9 @@ quantised matrix of R rows (outputs) and K columns (inputs) has scales per group
 ``group_size`` inputs (⌈R / r⌉ · ⌈K / g⌉: DeepSeek-V3's fp8 128×128), per row (``group_size=0``:
 per output channel) or one for the tensor (``group_size=-1``), each of ``scale_dtype``; an asymmetric
 (``zero_point``) int format adds one zero point per scale, stored in the format itself (int4
-zero points packed two per byte per row, as GPTQ/AWQ store them).
+zero points packed two per byte per row, as GPTQ/AWQ store them). MXFP4 (OCP microscaling,
+gpt-oss's experts) is a stored format read from a checkpoint: e2m1 values two per byte, one e8m0
+(a power of two, 1 byte) scale per 32 inputs: 4.25 bits a weight.
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from .shapes import Shapes
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")  # int4: KIVI-style, per-token scales
-QUANTISED = ("fp8", "int8", "int4")  # the formats with scales
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+STORED_ONLY = ("mxfp4",)  # read from a checkpoint's quantization_config, not offered as a choice
+QUANTISED = ("fp8", "int8", "int4", "mxfp4")  # the formats with scales
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "mxfp4": 4}
 SCALE_DTYPES = ("fp16", "bf16", "fp32")
-KEEP_CHOICES = ("embeddings", "lm_head", "norms", "router", "experts")  # may stay in 16 bits
+SCALE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "e8m0": 1}  # e8m0: MXFP4's power-of-two scales
+# may stay in 16 bits; "linear": the attention projections and the dense FFN matrices
+KEEP_CHOICES = ("embeddings", "lm_head", "norms", "router", "experts", "linear")
 KEEP_DTYPE = "bf16"
 DEFAULT_KEEP = ("embeddings", "lm_head", "norms", "router")
 # the usual granularity of each format: int4 in groups of 128 inputs (GPTQ, AWQ), int8 per
@@ -78,12 +83,20 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
         groups.append(TensorGroup("o_bias", "bias", n, 1, C))
     if cfg.qk_norm:
         groups.append(TensorGroup("qk_norm", "norms", 2 * n, 1, s.D))
+    if cfg.attention_sinks:
+        groups.append(TensorGroup("sinks", "bias", n, 1, s.H))
     if sparse:
         groups += [
             TensorGroup("router", "router", n, E, C),
             TensorGroup("experts.gate_up_proj", "experts", n * E, 2 * Fe, C),
             TensorGroup("experts.down_proj", "experts", n * E, C, Fe),
         ]
+        if cfg.moe_style == "gpt_oss":  # the router's bias, each expert's two biases
+            groups += [
+                TensorGroup("router_bias", "bias", n, 1, E),
+                TensorGroup("experts.gate_up_proj_bias", "bias", n * E, 1, 2 * Fe),
+                TensorGroup("experts.down_proj_bias", "bias", n * E, 1, C),
+            ]
         if s.Fs:  # the shared experts: one SwiGLU, quantised like any dense FFN
             groups += [
                 TensorGroup(f"shared_experts.{name}", "linear", n, s.Fs, C)
@@ -142,7 +155,7 @@ class WeightQuant:
         keep_dtype: str = KEEP_DTYPE,
         block_rows: int = 0,
     ) -> "WeightQuant":
-        if dtype not in WEIGHT_DTYPES:
+        if dtype not in WEIGHT_DTYPES + STORED_ONLY:
             raise AnalysisError(f"weight dtype={dtype!r} must be one of {', '.join(WEIGHT_DTYPES)}")
         quant = cls(
             dtype,
@@ -157,7 +170,7 @@ class WeightQuant:
         return quant
 
     def check(self) -> None:
-        if self.scale_dtype not in SCALE_DTYPES:
+        if self.scale_dtype not in SCALE_DTYPES + (("e8m0",) if self.dtype == "mxfp4" else ()):
             raise AnalysisError(f"scale dtype={self.scale_dtype!r} must be one of {', '.join(SCALE_DTYPES)}")
         if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < -1:
             raise AnalysisError(
@@ -207,7 +220,7 @@ class WeightQuant:
         zeros = group.count * math.ceil(n * bits / 8) if self.zero_point else 0  # packed
         return {
             "data": data,
-            "scales": group.count * n * int(DTYPE_BYTES[self.scale_dtype]),
+            "scales": group.count * n * SCALE_BYTES[self.scale_dtype],
             "zero_points": zeros,
         }
 
@@ -220,7 +233,7 @@ class WeightQuant:
         groups: float = 1 if self.group_size <= 0 else math.ceil(cols / self.group_size)
         if self.block_rows:  # a row's share of its blocks' scales
             groups /= self.block_rows
-        per_scale = DTYPE_BYTES[self.scale_dtype] + (BITS[fmt] / 8 if self.zero_point else 0)
+        per_scale = SCALE_BYTES[self.scale_dtype] + (BITS[fmt] / 8 if self.zero_point else 0)
         return math.ceil(cols * BITS[fmt] / 8) + groups * per_scale
 
     def to_dict(self) -> dict:
@@ -242,7 +255,17 @@ def stored_weights(stored: StoredQuant) -> WeightQuant:
     int32 (qzeros K/g × R/8); the embeddings, the head, the norms and a router are not linear
     layers it quantises and stay in the checkpoint's dtype. Block-wise fp8 (DeepSeek-V3, Kimi
     K2): every linear layer's e4m3 weight and its float32 ``weight_scale_inv`` of ⌈R/r⌉ × ⌈K/c⌉
-    blocks; the same tensors kept in the checkpoint's dtype."""
+    blocks; the same tensors kept in the checkpoint's dtype. MXFP4 (gpt-oss): every expert's
+    gate_up and down as ``*_blocks`` (e2m1, two per byte) and ``*_scales`` (one e8m0 byte per 32
+    inputs of a row); everything else, the experts' biases included, in the checkpoint's dtype."""
+    if stored.method == "mxfp4":  # the experts only; attention, router, embeddings, head: as stored
+        return WeightQuant.of(
+            "mxfp4",
+            group_size=stored.group_size,
+            scale_dtype="e8m0",
+            keep=DEFAULT_KEEP + ("linear",),
+            keep_dtype=stored.dtype,
+        )
     if stored.method == "fp8":
         return WeightQuant.of(
             "fp8",

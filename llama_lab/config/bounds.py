@@ -38,6 +38,7 @@ PosEncoding = Literal["rope", "sinusoidal", "learned", "none"]
 FfnType = Literal["swiglu", "relu", "gelu"]
 Init = Literal["normal", "xavier"]
 MoeScoring = Literal["softmax", "sigmoid"]
+MoeStyle = Literal["standard", "gpt_oss"]
 CHOICES: dict[str, tuple[str, ...]] = {
     "norm_position": get_args(NormPosition),
     "norm_type": get_args(NormType),
@@ -45,6 +46,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "ffn_type": get_args(FfnType),
     "init": get_args(Init),
     "moe_scoring": get_args(MoeScoring),
+    "moe_style": get_args(MoeStyle),
 }
 
 INIT_STD = 0.02  # init="normal": every matrix N(0, 0.02) (GPT-2 / LLaMA)

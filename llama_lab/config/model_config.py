@@ -28,6 +28,7 @@ from .bounds import (
     FfnType,
     Init,
     MoeScoring,
+    MoeStyle,
     NormPosition,
     NormType,
     PosEncoding,
@@ -134,6 +135,15 @@ class ModelConfig:
     moe_groups: int = 1  # experts in groups (n_group): a token picks from its best groups only
     moe_topk_groups: int = 1  # groups a token may pick from (topk_group)
     routed_scaling: float = 1.0  # routed experts' weights × this (routed_scaling_factor)
+    # ---- gpt-oss ---------------------------------------------------------------------------
+    # attention sinks: one learned logit per query head joins every softmax (and is dropped
+    # after it), so a head may attend to nothing; the gpt_oss expert block: a router with a
+    # bias (softmax over the top-k logits), experts with biases and the clamped SwiGLU
+    # (up.clamp(±limit) + 1) · g·σ(α·g), g = gate.clamp(max=limit)
+    attention_sinks: bool = False
+    moe_style: MoeStyle = "standard"  # "gpt_oss": the block above; "standard": Mixtral's
+    swiglu_limit: float = 7.0  # gpt_oss experts' clamp
+    swiglu_alpha: float = 1.702  # gpt_oss experts' gate slope (SiLU's is 1)
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -191,10 +201,11 @@ class ModelConfig:
             "qk_norm",
             "moe_renormalize",
             "rope_interleave",
+            "attention_sinks",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
-        for name in ("rope_theta", "norm_eps", "routed_scaling"):
+        for name in ("rope_theta", "norm_eps", "routed_scaling", "swiglu_limit", "swiglu_alpha"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{name}={value!r} must be a number", field=name)
@@ -234,6 +245,7 @@ class ModelConfig:
             _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
         self._check_mla()
         self._check_routing()
+        self._check_gpt_oss()
         # both layer sets, validated and kept (every count reads them per block)
         local = _layer_set(self.local_layers, self.n_layers, "local_layers")
         sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
@@ -326,6 +338,37 @@ class ModelConfig:
                 f"leaves {E // groups} per group",
                 field="moe_groups",
                 also=("moe_scoring",),
+            )
+
+    def _check_gpt_oss(self) -> None:
+        if self.moe_style == "gpt_oss":
+            rules = [
+                (not self.n_experts, "n_experts", "needs routed experts (n_experts > 0)"),
+                (self.moe_scoring != "softmax", "moe_scoring", "routes by a softmax over the top-k logits"),
+                (not self.moe_renormalize, "moe_renormalize", "renormalises over the top k (their softmax)"),
+                (self.n_shared_experts > 0, "n_shared_experts", "has no shared experts"),
+                (self.moe_groups > 1, "moe_groups", "has no expert groups"),
+                (self.routed_scaling != 1.0, "routed_scaling", "does not scale the routed weights"),
+            ]
+            for broken, name, rule in rules:
+                if broken:
+                    raise ConfigError(
+                        f"moe_style='gpt_oss' {rule}: {name}={getattr(self, name)!r}",
+                        field=name,
+                        also=("moe_style",),
+                    )
+        elif (self.swiglu_limit, self.swiglu_alpha) != (7.0, 1.702):
+            raise ConfigError(
+                f"swiglu_limit={self.swiglu_limit} and swiglu_alpha={self.swiglu_alpha} shape only "
+                f"gpt-oss's experts: they need moe_style='gpt_oss' (else keep 7.0 and 1.702)",
+                field="swiglu_limit" if self.swiglu_limit != 7.0 else "swiglu_alpha",
+                also=("moe_style",),
+            )
+        if self.attention_sinks and self.is_mla:
+            raise ConfigError(
+                "attention_sinks with MLA is not modelled (no published model has both)",
+                field="attention_sinks",
+                also=("kv_lora_rank",),
             )
 
     # ---- derived sizes -------------------------------------------------------------------

@@ -37,7 +37,17 @@ PARAM_GROUPS = {  # module name inside a block (an expert tensor's own name) →
     "up_proj": "up",
     "down_proj": "down",
     "gate": "router",
+    "router": "router",
     "gate_up_proj": "gate_up",
+    "gate_up_proj_bias": "gate_up",  # gpt-oss's expert biases
+    "down_proj_bias": "down",
+    "q_a_proj": "q",  # MLA: q's bottleneck, the latent and its up-projection to K and V
+    "q_b_proj": "q",
+    "kv_a_proj_with_mqa": "kv_latent",
+    "kv_b_proj": "kv_latent",
+    "q_a_layernorm": "norms",
+    "kv_a_layernorm": "norms",
+    "sinks": "sinks",  # gpt-oss: each head's sink logit
     "experts": "experts",
     "input_layernorm": "norms",
     "post_attention_layernorm": "norms",
@@ -46,14 +56,15 @@ PARAM_GROUPS = {  # module name inside a block (an expert tensor's own name) →
 }
 
 
-GROUP_ORDER = ("q", "k", "v", "o", "gate", "up", "down", "router", "gate_up", "norms")
+GROUP_ORDER = ("q", "k", "v", "kv_latent", "o", "sinks", "gate", "up", "down", "router", "gate_up", "norms")
 
 
 def _group(name: str) -> str:
     """The group of a block's parameter: its module's, or for the fused experts the tensor's
-    (gate_up_proj: "gate_up", down_proj: "down")."""
+    (gate_up_proj: "gate_up", down_proj: "down"), for an attention's own tensor (gpt-oss's
+    sinks) its name."""
     parts = name.split(".")
-    return PARAM_GROUPS[parts[-1] if parts[-2] == "experts" else parts[-2]]
+    return PARAM_GROUPS[parts[-1] if parts[-2] in ("experts", "self_attn") else parts[-2]]
 
 
 def _down_weight(layer) -> torch.Tensor:

@@ -26,7 +26,7 @@ from ..model import (
     rope_inv_freq,
     sinusoidal_table,
 )
-from ..model.mlp import SparseMoE
+from ..model.mlp import MoE
 from ..runtime.devices import pick_device
 from ..train.data import TokenData, decode_tokens, encode_text, load_builtin
 from ..train.loop import TrainSettings, train
@@ -189,7 +189,7 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
     far o_proj(weights @ v) is from what the module returned."""
     attn = model.model.layers[i].self_attn
     q, k, v = attn.project(x, rope)
-    mixed, weights = reference_attention(q, k, v, model.cfg.n_rep, attn.window)
+    mixed, weights = reference_attention(q, k, v, model.cfg.n_rep, attn.window, getattr(attn, "sinks", None))
     B, H, T, D = mixed.shape
     again = attn.o_proj(mixed.transpose(1, 2).reshape(B, T, H * D))
     return weights[0], float((again - out).abs().max())
@@ -214,7 +214,7 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
         gate_up = seen.get((i, "gate_up_out"))  # SwiGLU's gate and up, one GEMM
         gate = layer.mlp.gate_up_proj.split(gate_up)[0] if gate_up is not None else None
         experts = None
-        if isinstance(layer.mlp, SparseMoE):
+        if isinstance(layer.mlp, MoE):
             flat = seen[(i, "ffn_in")][0].reshape(-1, cfg.d_model)
             experts = layer.mlp.route(flat)[1]
         layers.append(

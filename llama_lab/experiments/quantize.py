@@ -121,9 +121,8 @@ def quantize_run(
     half = copy.deepcopy(model).to(torch.bfloat16)
     loss_bf16, logits_bf16 = _loss_and_logits(half, inputs, targets)
     quantised = copy.deepcopy(half)
-    quantize_linears(
-        quantised, weight_dtype, quant.group_size, quant.scale_dtype, skip=("lm_head", "mlp.gate")
-    )
+    routers = ("mlp.gate", "mlp.router")  # Mixtral's and DeepSeek's; gpt-oss's
+    quantize_linears(quantised, weight_dtype, quant.group_size, quant.scale_dtype, skip=("lm_head", *routers))
     loss_q, logits_q = _loss_and_logits(quantised, inputs, targets)
     if progress:
         progress(0.8, "timing greedy decoding")

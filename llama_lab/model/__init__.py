@@ -7,7 +7,7 @@ Parts: ``kernels`` (the two custom autograd Functions beside their references), 
 ``mlp``, ``kv_cache``, ``decoder``, ``init``, ``checkpoint``.
 """
 
-from .attention import Attention, attention_mask, causal_attention, reference_attention
+from .attention import Attention, attention_mask, causal_attention, reference_attention, sink_attention
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import CausalLM, DecoderBody, DecoderLayer
 from .fused import FusedLinear, keep_part_keys, part_tensors
@@ -15,7 +15,7 @@ from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kernels import rms_norm, rms_norm_reference, swiglu, swiglu_reference
 from .kv_cache import KVCache
 from .mla import LatentAttention
-from .mlp import MLP, Experts, SparseMoE
+from .mlp import MLP, Experts, GptOssExperts, GptOssMoE, MoE, SparseMoE
 from .norms import RMSNorm, make_norm
 from .positions import (
     PositionTables,
@@ -33,12 +33,15 @@ __all__ = [
     "DecoderBody",
     "DecoderLayer",
     "Experts",
+    "GptOssExperts",
+    "GptOssMoE",
     "FusedLinear",
     "INIT_STD",
     "KVCache",
     "LatentAttention",
     "LoadedCheckpoint",
     "MLP",
+    "MoE",
     "PositionTables",
     "RMSNorm",
     "SparseMoE",
@@ -58,6 +61,7 @@ __all__ = [
     "rms_norm_reference",
     "rope_cos_sin",
     "rope_inv_freq",
+    "sink_attention",
     "rotate_half",
     "sinusoidal_table",
     "swiglu",

@@ -1,5 +1,6 @@
-"""Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), an optional sliding window and
-QK-norm, through SDPA or a reference matmul path that also returns the weights. Shapes: B batch,
+"""Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), an optional sliding window,
+QK-norm and attention sinks (gpt-oss), through SDPA, plain matmuls where a sink joins the
+softmax (SDPA takes none), or a reference matmul path that also returns the weights. Shapes: B batch,
 T new tokens, S keys attended (cached + new), H query heads, G KV heads, D head dim, C = d_model.
 """
 
@@ -64,15 +65,42 @@ def causal_attention(
     )
 
 
-def reference_attention(q, k, v, n_rep: int, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sink_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    sinks: torch.Tensor,
+    n_rep: int,
+    window: int | None = None,
+) -> torch.Tensor:
+    """gpt-oss: each head's sink logit (``sinks``, (H,)) joins the softmax over its scores and
+    is dropped after it, so the weights sum to less than 1 (a head may attend to nothing).
+    Shapes as ``causal_attention``; the R = n_rep query heads sharing a KV head are stacked
+    along the rows, (B, G, R·T, ·), so K and V are never repeated."""
+    B, H, T, D = q.shape
+    G, S = k.shape[1], k.shape[2]
+    scores = q.reshape(B, G, n_rep * T, D) @ k.transpose(-2, -1) / math.sqrt(D)  # (B, G, R·T, S)
+    mask = attention_mask(T, S, window, q.device)
+    scores = scores.view(B, G, n_rep, T, S).masked_fill(~mask, float("-inf"))
+    sink = sinks.view(1, G, n_rep, 1, 1).expand(B, G, n_rep, T, 1).to(scores.dtype)
+    weights = torch.cat((scores, sink), dim=-1).softmax(dim=-1)[..., :S]  # the sink dropped
+    return (weights.reshape(B, G, n_rep * T, S) @ v).view(B, H, T, v.shape[-1])
+
+
+def reference_attention(
+    q, k, v, n_rep: int, window: int | None = None, sinks: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain-matmul causal attention that also returns the weights (B, H, T, S): for teaching
-    and for tests of the fused path."""
+    and for tests of the fused path. ``sinks`` (H,): each head's sink logit joins the softmax
+    and is dropped after it (the weights then sum to less than 1)."""
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
-    T, S = q.shape[2], k.shape[2]
+    (B, H, T, _), S = q.shape, k.shape[2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
-    mask = attention_mask(T, S, window, q.device)
-    weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    scores = scores.masked_fill(~attention_mask(T, S, window, q.device), float("-inf"))
+    if sinks is not None:
+        scores = torch.cat((scores, sinks.view(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)), dim=-1)
+    weights = scores.softmax(dim=-1)[..., :S]
     return weights @ v, weights
 
 
@@ -96,6 +124,8 @@ class Attention(nn.Module):
         if cfg.qk_norm:  # Qwen3: per head, over D
             self.q_norm = RMSNorm(D, cfg.norm_eps)
             self.k_norm = RMSNorm(D, cfg.norm_eps)
+        if cfg.attention_sinks:  # gpt-oss: one learned logit per query head
+            self.sinks = nn.Parameter(torch.empty(cfg.n_heads))
 
     def project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None):
         """q (B, H, T, D), k and v (B, G, T, D) of the new tokens x (B, T, C): QK-norm, then
@@ -124,5 +154,8 @@ class Attention(nn.Module):
         q, k, v = self.project(x, rope)
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)  # (B, G, S, D)
-        out = causal_attention(q, k, v, self.cfg.n_rep, self.window)  # (B, H, T, D)
+        if self.cfg.attention_sinks:
+            out = sink_attention(q, k, v, self.sinks, self.cfg.n_rep, self.window)
+        else:
+            out = causal_attention(q, k, v, self.cfg.n_rep, self.window)  # (B, H, T, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))

@@ -16,7 +16,7 @@ from .attention import Attention
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
 from .mla import LatentAttention
-from .mlp import MLP, SparseMoE
+from .mlp import MLP, GptOssMoE, SparseMoE
 from .norms import make_norm
 from .positions import PositionTables
 
@@ -26,7 +26,8 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.pre_norm = cfg.norm_position == "pre"
         self.self_attn = LatentAttention(cfg, layer_idx) if cfg.is_mla else Attention(cfg, layer_idx)
-        self.mlp = SparseMoE(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
+        moe = GptOssMoE if cfg.moe_style == "gpt_oss" else SparseMoE
+        self.mlp = moe(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
         self.input_layernorm = make_norm(cfg)  # the attention sublayer's norm
         self.post_attention_layernorm = make_norm(cfg)  # the FFN sublayer's norm
 

@@ -12,9 +12,10 @@ import torch
 import torch.nn as nn
 
 from ..config import INIT_STD, ModelConfig
+from .attention import Attention
 from .decoder import CausalLM
 from .fused import FusedLinear
-from .mlp import Experts, SparseMoE
+from .mlp import Experts, GptOssExperts, SparseMoE
 from .norms import RMSNorm
 
 
@@ -32,7 +33,7 @@ def _draw(weight: torch.Tensor, init: str, generator: torch.Generator | None) ->
 
 def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator | None = None) -> None:
     """normal: every matrix N(0, 0.02) (GPT-2/LLaMA); xavier: Glorot-uniform (2017).
-    Biases 0, norm gains 1."""
+    Biases and attention sinks 0, norm gains 1."""
     for module in model.modules():
         if isinstance(module, (nn.Linear, nn.Embedding)):
             if module.weight.is_meta:
@@ -47,13 +48,20 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
             bias = getattr(module, "bias", None)  # an embedding has none
             if isinstance(bias, torch.Tensor):
                 nn.init.zeros_(bias)
-        elif isinstance(module, Experts) and not module.gate_up_proj.is_meta:
+        elif isinstance(module, (Experts, GptOssExperts)) and not module.gate_up_proj.is_meta:
             for weight in (module.gate_up_proj, module.down_proj):  # each expert as a matrix
                 for e in range(weight.shape[0]):
-                    _draw(weight[e], cfg.init, generator)
+                    # gpt-oss stores them transposed (E, in, out): drawn as (out, in) all the same
+                    matrix = weight[e].T if isinstance(module, GptOssExperts) else weight[e]
+                    _draw(matrix, cfg.init, generator)
+            if isinstance(module, GptOssExperts):
+                nn.init.zeros_(module.gate_up_proj_bias)
+                nn.init.zeros_(module.down_proj_bias)
         elif isinstance(module, SparseMoE) and hasattr(module.gate, "e_score_correction_bias"):
             # learned by load balancing, from 0
             nn.init.zeros_(module.gate.get_buffer("e_score_correction_bias"))
+        elif isinstance(module, Attention) and hasattr(module, "sinks") and not module.sinks.is_meta:
+            nn.init.zeros_(module.sinks)  # a sink at logit 0: one more "key" of score 0
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
             nn.init.ones_(module.weight)
             bias = getattr(module, "bias", None)  # LayerNorm's

@@ -1,9 +1,10 @@
 """The feed-forward block: SwiGLU (LLaMA) or a ReLU/GELU MLP (2017), and the mixture of
 experts of Mixtral, Qwen3-MoE and DeepSeek (a router picks the top-k SwiGLU experts of each
 token; DeepSeekMoE adds shared experts every token passes, expert groups, sigmoid scores with a
-correction bias that steers the choice, and a scale on the routed experts' weights).
+correction bias that steers the choice, and a scale on the routed experts' weights), and
+gpt-oss's (a router with a bias, experts with biases and a clamped SwiGLU).
 Expert weights are stored fused, as transformers ≥ 5 stores them: ``experts.gate_up_proj``
-(E, 2F, C) and ``experts.down_proj`` (E, C, F)."""
+(E, 2F, C) and ``experts.down_proj`` (E, C, F); gpt-oss's transposed, gate and up interleaved."""
 
 from __future__ import annotations
 
@@ -39,14 +40,16 @@ class MLP(nn.Module):
         return self.down_proj(self.act(self.up_proj(x)))
 
 
-class Experts(nn.Module):
-    """E SwiGLU experts of width F: gate and up fused in one (E, 2F, C) tensor."""
+class ExpertLoop(nn.Module):
+    """E experts (``expert``: one expert on its tokens), each run on the tokens routed to it."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, n_experts: int):
         super().__init__()
-        E, C, F_ = cfg.n_experts, cfg.d_model, cfg.expert_ffn_hidden
-        self.gate_up_proj = nn.Parameter(torch.empty(E, 2 * F_, C))
-        self.down_proj = nn.Parameter(torch.empty(E, C, F_))
+        self.n_experts = n_experts
+
+    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        """Expert ``e`` on its tokens x (n, C)."""
+        raise NotImplementedError
 
     def forward(self, x: torch.Tensor, experts: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x (N, C); experts, weights (N, k): each token's chosen experts and their weights."""
@@ -55,8 +58,7 @@ class Experts(nn.Module):
             return self._meta_forward(x, weights)
         for e in torch.unique(experts).tolist():  # only the experts some token chose
             token, slot = torch.where(experts == e)
-            gate_up = F.linear(x[token], self.gate_up_proj[e])  # (n_e, 2F)
-            y = F.linear(swiglu(gate_up), self.down_proj[e])  # (n_e, C)
+            y = self.expert(e, x[token])  # (n_e, C)
             out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
         return out
 
@@ -65,16 +67,78 @@ class Experts(nn.Module):
         (N·k token-slots in all) spread evenly over the experts, their outputs weighted and
         summed per token so that a tracer keeps every one of them."""
         N, k = weights.shape
-        E, slots = self.gate_up_proj.shape[0], weights.numel()
-        outputs = []
-        for e in range(E):
-            n = slots // E + (e < slots % E)
-            gate_up = F.linear(x.new_empty(n, x.shape[1]), self.gate_up_proj[e])  # (n, 2F)
-            outputs.append(F.linear(swiglu(gate_up), self.down_proj[e]))  # (n, C)
+        E, slots = self.n_experts, weights.numel()
+        outputs = [self.expert(e, x.new_empty(slots // E + (e < slots % E), x.shape[1])) for e in range(E)]
         return (torch.cat(outputs).view(N, k, -1) * weights[..., None]).sum(dim=1)
 
 
-class SparseMoE(nn.Module):
+class Experts(ExpertLoop):
+    """E SwiGLU experts of width F: gate and up fused in one (E, 2F, C) tensor."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg.n_experts)
+        E, C, F_ = cfg.n_experts, cfg.d_model, cfg.expert_ffn_hidden
+        self.gate_up_proj = nn.Parameter(torch.empty(E, 2 * F_, C))
+        self.down_proj = nn.Parameter(torch.empty(E, C, F_))
+
+    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(swiglu(F.linear(x, self.gate_up_proj[e])), self.down_proj[e])
+
+
+class GptOssExperts(ExpertLoop):
+    """gpt-oss's E experts as its checkpoints store them: (E, C, 2F) with gate and up
+    interleaved (gate the even columns, up the odd), (E, F, C) down, each with a bias; the
+    clamped SwiGLU (up.clamp(±limit) + 1) · g·σ(α·g), g = gate.clamp(max=limit)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg.n_experts)
+        E, C, F_ = cfg.n_experts, cfg.d_model, cfg.expert_ffn_hidden
+        self.gate_up_proj = nn.Parameter(torch.empty(E, C, 2 * F_))
+        self.gate_up_proj_bias = nn.Parameter(torch.empty(E, 2 * F_))
+        self.down_proj = nn.Parameter(torch.empty(E, F_, C))
+        self.down_proj_bias = nn.Parameter(torch.empty(E, C))
+        self.limit, self.alpha = cfg.swiglu_limit, cfg.swiglu_alpha
+
+    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        gate_up = x @ self.gate_up_proj[e] + self.gate_up_proj_bias[e]  # (n, 2F)
+        gate = gate_up[..., ::2].clamp(max=self.limit)
+        up = gate_up[..., 1::2].clamp(-self.limit, self.limit)
+        hidden = (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
+        return hidden @ self.down_proj[e] + self.down_proj_bias[e]
+
+
+class MoE(nn.Module):
+    """A mixture of experts: each token's k experts (``route``), weighted and summed."""
+
+    experts: ExpertLoop
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the k weights, the k expert ids), (N, k) each, for tokens x (N, C)."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        flat = x.reshape(B * T, C)
+        weights, experts = self.route(flat)
+        return self.experts(flat, experts, weights).reshape(B, T, C)
+
+
+class GptOssMoE(MoE):
+    """gpt-oss: ``router`` (C → E logits, with a bias), the top-k logits' softmax as the
+    weights (the same as softmax, top-k, renormalise), then the experts."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.top_k = cfg.experts_per_token
+        self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=True)
+        self.experts = GptOssExperts(cfg)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        top, experts = self.router(x).topk(self.top_k, dim=-1)
+        return top.softmax(dim=-1), experts
+
+
+class SparseMoE(MoE):
     """Router (``gate``: C → E scores), top-k, optionally renormalised, then each token's k
     experts weighted by their scores and summed. Scores: softmax in float32 (Mixtral, Qwen3-MoE,
     DeepSeek-V2), or the sigmoid of float32 logits (DeepSeek-V3) whose top-k is chosen on the
@@ -95,7 +159,6 @@ class SparseMoE(nn.Module):
             self.shared_experts = MLP(cfg, hidden=cfg.n_shared_experts * cfg.expert_ffn_hidden)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the k weights, the k expert ids), (N, k) each, for tokens x (N, C)."""
         sigmoid = self.cfg.moe_scoring == "sigmoid"
         if sigmoid:
             scores = F.linear(x.float(), self.gate.weight.float()).sigmoid()  # (N, E)
@@ -119,13 +182,10 @@ class SparseMoE(nn.Module):
         grouped = choice.view(N, self.cfg.moe_groups, E // self.cfg.moe_groups)
         ranks = grouped.topk(2, dim=-1).values.sum(-1) if sigmoid else grouped.max(dim=-1).values
         best = ranks.topk(self.cfg.moe_topk_groups, dim=-1).indices  # (N, topk_groups)
-        keep = torch.zeros_like(ranks, dtype=torch.bool).scatter_(1, best, True)
+        keep = F.one_hot(best, self.cfg.moe_groups).amax(dim=1).bool()  # (N, groups)
         # DeepSeek-V2 zeroes the softmax scores outside (never above a kept one), V3 rules them out
         return grouped.masked_fill(~keep[..., None], float("-inf") if sigmoid else 0.0).view(N, E)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        flat = x.reshape(B * T, C)
-        weights, experts = self.route(flat)
-        out = self.experts(flat, experts, weights).reshape(B, T, C)
+        out = super().forward(x)
         return out + self.shared_experts(x) if self.cfg.n_shared_experts else out
