@@ -45,7 +45,16 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
                 else "."
             )
         )
-    if cfg.is_moe and (cfg.n_shared_experts or cfg.moe_scoring != "softmax" or cfg.moe_groups > 1):
+    if cfg.attention_sinks:
+        notes.append(
+            f"**Attention sinks** (gpt-oss): each of the {cfg.n_heads} heads of every block has a "
+            f"learned logit that joins its softmax and is dropped after it, so a head's weights "
+            f"may sum to less than 1 (it can attend to nothing); {cfg.n_heads * cfg.n_layers:,} "
+            f"parameters in all, no KV cache."
+        )
+    if cfg.is_moe and cfg.moe_style == "gpt_oss":
+        notes.append(_gpt_oss_moe_note(cfg, params))
+    elif cfg.is_moe and (cfg.n_shared_experts or cfg.moe_scoring != "softmax" or cfg.moe_groups > 1):
         notes.append(_deepseek_moe_note(cfg, params))
     elif cfg.is_moe:
         experts = params.detail["experts"]
@@ -57,6 +66,21 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"token uses {params.active:,} ({params.active / params.total:.1%})."
         )
     return notes
+
+
+def _gpt_oss_moe_note(cfg: ModelConfig, params: ParamCount) -> str:
+    """gpt-oss's expert block, with its share of the parameters and the active count."""
+    embedding = params.by_component["embedding"]
+    return (
+        f"**gpt-oss experts**: {sum(cfg.moe_layer_flags)} sparse blocks of {cfg.n_experts} "
+        f"experts; a router with a bias picks {cfg.experts_per_token} per token and weights them by "
+        f"the softmax of their {cfg.experts_per_token} logits. Each expert is a SwiGLU with "
+        f"biases, clamped at ±{cfg.swiglu_limit:g}: (up + 1) · g·σ({cfg.swiglu_alpha:g}·g). "
+        f"Experts are {params.detail['experts'] / params.total:.0%} of the {params.total:,} "
+        f"parameters; a token uses {params.active:,}, or {params.active - embedding:,} without "
+        f"the embedding table (the model card's convention: the unembedding counts, the "
+        f"embedding does not)."
+    )
 
 
 def _mla_note(cfg: ModelConfig) -> str:

@@ -1,5 +1,6 @@
 """The sidebar's family fields: head_dim, biases, QK-norm, windows and experts (Mistral,
-Mixtral, Qwen), and MLA with DeepSeekMoE (DeepSeek-V2/V3, Kimi K2)."""
+Mixtral, Qwen), MLA with DeepSeekMoE (DeepSeek-V2/V3, Kimi K2), and gpt-oss's sinks and
+experts."""
 
 from __future__ import annotations
 
@@ -186,3 +187,32 @@ def draw_deepseek(after) -> None:
         args=("routed_scaling",),
     )
     after("routed_scaling")
+
+
+GPT_OSS_FIELDS = {"attention_sinks", "moe_style", "swiglu_limit", "swiglu_alpha"}
+
+
+def draw_gpt_oss(after) -> None:
+    st.toggle(
+        "attention sinks (a learned logit per head)",
+        key=field_key("attention_sinks"),
+        on_change=_on_change,
+        args=("attention_sinks",),
+        help="gpt-oss: each head's sink joins its softmax and is dropped after it.",
+    )
+    after("attention_sinks")
+    st.selectbox(
+        "expert block",
+        list(CHOICES["moe_style"]),
+        key=field_key("moe_style"),
+        on_change=_on_change,
+        args=("moe_style",),
+        help="standard (Mixtral, Qwen, DeepSeek) or gpt_oss: a router with a bias, the softmax "
+        "of the top-k logits, experts with biases and a clamped SwiGLU.",
+    )
+    after("moe_style")
+    for name, label in (("swiglu_limit", "clamp (swiglu_limit)"), ("swiglu_alpha", "gate slope α")):
+        st.number_input(
+            label, min_value=0.0, step=0.1, key=field_key(name), on_change=_on_change, args=(name,)
+        )
+        after(name)

@@ -12,7 +12,15 @@ from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError
 from ..config.grids import divisors
 from ..errors import LabError
 from ..units import escape_markdown
-from .family_fields import DEEPSEEK_FIELDS, FAMILY_FIELDS, draw_deepseek, draw_family, int_input
+from .family_fields import (
+    DEEPSEEK_FIELDS,
+    FAMILY_FIELDS,
+    GPT_OSS_FIELDS,
+    draw_deepseek,
+    draw_family,
+    draw_gpt_oss,
+    int_input,
+)
 from .sliders import field_options, slider_beside, workload_options
 from .state import (
     AS_DTYPE,
@@ -146,6 +154,8 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         draw_family(after)
     with st.expander("MLA and DeepSeekMoE (DeepSeek, Kimi)", expanded=bad_field in DEEPSEEK_FIELDS):
         draw_deepseek(after)
+    with st.expander("Sinks and gpt-oss experts", expanded=bad_field in GPT_OSS_FIELDS):
+        draw_gpt_oss(after)
     _draw_workload(values)
 
 
@@ -172,7 +182,7 @@ def _draw_model_name(values: dict[str, Any]) -> None:
 
 
 SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len"}
-RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS) | {
+RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS) | {
     "bias",
     "final_norm",
     "tie_embeddings",
