@@ -83,7 +83,7 @@ def gpt_recipe(cfg: ModelConfig) -> ModelConfig:
 OUR_ROWS = (
     ("layer norms' inputs (2)", ("norms",)),
     ("QKV input", ("attention_input",)),
-    ("Q, K and V", ("qkv",)),
+    ("Q, K and V (MLA: and its latent)", ("qkv", "latent")),
     ("attention output (projection input)", ("attention_output",)),
     ("MLP input", ("ffn_input",)),
     ("MLP hidden", ("ffn_hidden",)),
@@ -146,8 +146,12 @@ def _our_variant(cfg: ModelConfig, s: int, b: int, t: int, variant: str) -> int:
         return B16 * s * b * cfg.d_model  # the block input, kept in bf16
     sp = "sp" in variant
     parts = _ours(cfg, s, b, 1 if variant == "none" else t, sp)
-    if "selective" in variant:  # the attention core recomputed
-        parts["attention_output"] -= STATS_BYTES * b * (cfg.n_heads // t) * s
+    if "selective" in variant:  # the attention core recomputed: its logsumexp (or, with
+        # sinks, its softmax over T + 1) and the mask are not kept
+        heads = cfg.n_heads // t
+        parts["attention_output"] -= (
+            B16 * b * heads * s * (s + 1) if cfg.attention_sinks else STATS_BYTES * b * heads * s
+        )
         parts["window_mask"] = 0
     return sum(parts.values())
 
@@ -165,8 +169,8 @@ def compare(cfg: ModelConfig, seq_len: int, batch: int = 1, tp: int = 8) -> Kort
     ours: list[OurRow] = [
         {
             "row": name,
-            "gpt_recipe_bytes": sum(gpt[k] for k in keys),
-            "this_config_bytes": sum(own[k] for k in keys),
+            "gpt_recipe_bytes": sum(gpt.get(k, 0) for k in keys),
+            "this_config_bytes": sum(own.get(k, 0) for k in keys),
         }
         for name, keys in OUR_ROWS
     ]

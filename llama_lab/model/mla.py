@@ -36,6 +36,7 @@ class LatentAttention(nn.Module):
         super().__init__()
         self.cfg, self.layer_idx = cfg, layer_idx
         self.n_heads = cfg.n_heads  # (the tensor-parallel code overwrites per-rank head counts)
+        self.window = None  # MLA is modelled without a sliding window (every key attended)
         C, H, D, Dv = cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.v_head_dim
         R, Dr, Rq = cfg.kv_lora_rank, cfg.qk_rope_head_dim, cfg.q_lora_rank
         if Rq:  # q through a rank-Rq bottleneck
@@ -70,31 +71,38 @@ class LatentAttention(nn.Module):
         w = self.kv_b_proj.weight.view(self.n_heads, cfg.qk_nope_head_dim + cfg.v_head_dim, cfg.kv_lora_rank)
         return w.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=1)
 
-    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
-        B, T, _ = x.shape
+    def _parts(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None):
+        """q's two parts (B, H, T, Dn) and (B, H, T, Dr), the latent c and the RoPE key, rotated."""
         cfg = self.cfg
         assert rope is not None, "MLA rotates its decoupled key: pos_encoding='rope'"
-        q = self.query(x)
-        q_nope, q_rope = q.split([cfg.qk_nope_head_dim, cfg.qk_rope_head_dim], -1)
-        q_rope = self.rotate(q_rope, *rope)
+        q_nope, q_rope = self.query(x).split([cfg.qk_nope_head_dim, cfg.qk_rope_head_dim], -1)
         c, k_rope = self.latent(x)
-        k_rope = self.rotate(k_rope, *rope)
+        return q_nope, self.rotate(q_rope, *rope), c, self.rotate(k_rope, *rope)
+
+    def project(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None):
+        """Every head's q, k (B, H, T, D) and v (B, H, T, Dv) of the new tokens, K and V rebuilt
+        from the latent (the expanded form's inputs; the reference path reads them)."""
+        return self._expand(*self._parts(x, rope))
+
+    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
+        B, T, _ = x.shape
+        q_nope, q_rope, c, k_rope = self._parts(x, rope)
         if cache is None:
-            out = self._expanded(q_nope, q_rope, c, k_rope)
+            out = causal_attention(*self._expand(q_nope, q_rope, c, k_rope), 1, scale=self.scale)
         else:
             c, k_rope = cache.update(self.layer_idx, c, k_rope)  # (B, 1, S, R), (B, 1, S, Dr)
             out = self._absorbed(q_nope, q_rope, c, k_rope)
-        return self.o_proj(out.transpose(1, 2).reshape(B, T, self.n_heads * cfg.v_head_dim))
+        return self.o_proj(out.transpose(1, 2).reshape(B, T, self.n_heads * self.cfg.v_head_dim))
 
-    def _expanded(self, q_nope, q_rope, c, k_rope) -> torch.Tensor:
-        """Every head's K and V rebuilt from the latent, then SDPA: (B, H, T, Dv)."""
+    def _expand(self, q_nope, q_rope, c, k_rope) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every head's K and V rebuilt from the latent: q, k (B, H, T, D), v (B, H, T, Dv)."""
         B, _, T, _ = c.shape
         H, Dn, Dv = self.n_heads, self.cfg.qk_nope_head_dim, self.cfg.v_head_dim
         kv = self.kv_b_proj(c.squeeze(1)).view(B, T, H, Dn + Dv).transpose(1, 2)
         k_nope, v = kv.split([Dn, Dv], -1)  # (B, H, T, Dn), (B, H, T, Dv)
         q = torch.cat((q_nope, q_rope), -1)
         k = torch.cat((k_nope, k_rope.expand(B, H, T, -1)), -1)
-        return causal_attention(q, k, v, 1, scale=self.scale)
+        return q, k, v
 
     def _absorbed(self, q_nope, q_rope, c, k_rope) -> torch.Tensor:
         """The new queries over the cached latent, W_UK in the query and W_UV after: (B, H, T, Dv)."""
