@@ -75,6 +75,14 @@ def gpt_recipe(cfg: ModelConfig) -> ModelConfig:
         v_head_dim=None,
         rope_interleave=False,
         n_shared_experts=0,
+        moe_scoring="softmax",
+        moe_groups=1,
+        moe_topk_groups=1,
+        routed_scaling=1.0,
+        attention_sinks=False,
+        moe_style="standard",
+        swiglu_limit=7.0,
+        swiglu_alpha=1.702,
         final_norm=True,
     )
 

@@ -132,7 +132,7 @@ def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:
     return heads, 2, None if size * heads == d else size
 
 
-def _fit_layers(flags: tuple[bool, ...], spec: str) -> str:
+def _fit_layers(flags: tuple[bool, ...], spec: str, n: int = TRAINING_SHAPE["n_layers"]) -> str:
     """A layer set for the small copy's blocks: 'all' stays, 'from:K' (K dense blocks first)
     becomes 'from:1', anything else the pattern of the first blocks (alternation survives,
     block numbers past the copy do not)."""
@@ -140,7 +140,6 @@ def _fit_layers(flags: tuple[bool, ...], spec: str) -> str:
         return spec
     if spec.strip().startswith("from:"):  # dense blocks first (DeepSeek): one, then sparse ones
         return "from:1" if any(flags) and not flags[0] else "all"
-    n = TRAINING_SHAPE["n_layers"]
     chosen = [str(i) for i, flag in enumerate(flags[:n]) if flag]
     return ",".join(chosen) or "none"
 
@@ -152,4 +151,9 @@ def live_config(
     runs live: small_training_config at the given width (4 heads, byte-level vocabulary
     256, the recipe's FFN rule), then the given depth and room for ``seq_len`` tokens."""
     small = small_training_config(cfg, d_model=d_model)
-    return small.replace(n_layers=n_layers, max_seq_len=max(seq_len, small.max_seq_len))
+    return small.replace(
+        n_layers=n_layers,
+        max_seq_len=max(seq_len, small.max_seq_len),
+        local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers, n_layers),
+        moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers, n_layers),
+    )

@@ -20,6 +20,7 @@ from ..config import ModelConfig, live_config
 from ..model import (
     CausalLM,
     apply_rope,
+    apply_rope_interleaved,
     build_model,
     reference_attention,
     rope_cos_sin,
@@ -262,14 +263,19 @@ def rope_probe(model: CausalLM, x: torch.Tensor, head: int = 0, n_positions: int
     turns by θ_i per position), and the score q_m·k_n for pairs at the same offset m − n."""
     cfg = model.cfg
     attn = model.model.layers[0].self_attn
-    q, k, _ = attn.project(x, None)  # (1, H, T, D), before RoPE
-    qv, kv = q[0, head, 0].float(), k[0, head // cfg.n_rep, min(1, k.shape[2] - 1)].float()
-    D, body = cfg.head_dim, model.model
+    if cfg.is_mla:  # MLA rotates q's decoupled part and the one shared RoPE key only
+        q, k = attn.query(x)[..., cfg.qk_nope_head_dim :], attn.latent(x)[1]
+    else:
+        q, k, _ = attn.project(x, None)  # (1, H, T, D), before RoPE
+    kv_head = min(head // cfg.n_rep, k.shape[1] - 1)
+    qv, kv = q[0, head, 0].float(), k[0, kv_head, min(1, k.shape[2] - 1)].float()
+    D, body = cfg.rope_dim, model.model
+    rotate = apply_rope_interleaved if cfg.rope_interleave else apply_rope
     n_positions = min(n_positions, cfg.max_seq_len)
     inv_freq = body.position_tables.inv_freq  # the model's own frequencies ...
     cos, sin = (t[:n_positions] for t in body.position_tables.get(n_positions, x.device))  # ... tables
-    rotated_q = apply_rope(qv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
-    rotated_k = apply_rope(kv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
+    rotated_q = rotate(qv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
+    rotated_k = rotate(kv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
     pairs = sorted({0, D // 4, D // 2 - 1})
     offsets = {}
     for offset in (0, 1, 4):
@@ -278,7 +284,14 @@ def rope_probe(model: CausalLM, x: torch.Tensor, head: int = 0, n_positions: int
         "head": head,
         "pairs": pairs,
         "theta": [float(inv_freq[i]) for i in pairs],
-        "trajectory": {i: (rotated_q[:, i].tolist(), rotated_q[:, i + D // 2].tolist()) for i in pairs},
+        # pair i: dimensions (i, i + D/2), or (2i, 2i + 1) when RoPE rotates adjacent pairs
+        "trajectory": {
+            i: tuple(
+                rotated_q[:, j].tolist()
+                for j in ((2 * i, 2 * i + 1) if cfg.rope_interleave else (i, i + D // 2))
+            )
+            for i in pairs
+        },
         "scores_by_offset": offsets,
         "max_spread": max(max(s) - min(s) for s in offsets.values()),
         "score_scale": max(abs(v) for s in offsets.values() for v in s),
@@ -298,8 +311,9 @@ def offset_probe(model: CausalLM, ids: torch.Tensor, head: int = 0, n_positions:
     emb = body.embed_tokens(tokens)
     if cfg.embed_scale:
         emb = emb * math.sqrt(cfg.d_model)
-    kinds = ["rope"] if cfg.head_dim % 2 == 0 else []
-    kinds += ["sinusoidal"] + (["learned"] if cfg.pos_encoding == "learned" else [])
+    kinds = ["rope"] if cfg.head_dim % 2 == 0 or cfg.is_mla else []
+    if not cfg.is_mla:  # MLA's decoupled key cannot go unrotated: RoPE alone
+        kinds += ["sinusoidal"] + (["learned"] if cfg.pos_encoding == "learned" else [])
     result = {}
     for kind in kinds:
         scores = [_pair_score(model, emb, kind, m, head) for m in range(1, n_positions)]
@@ -323,7 +337,10 @@ def _pair_score(model: CausalLM, emb: torch.Tensor, kind: str, m: int, head: int
     elif kind == "learned":
         x = emb + body.embed_positions(rows.to(emb.device))
     else:
-        cos, sin = rope_cos_sin(rows, rope_inv_freq(cfg.head_dim, cfg.rope_theta))
+        if cfg.pos_encoding == "rope":  # the model's own tables (rotated width, pair layout)
+            cos, sin = (t[rows.to(emb.device)] for t in body.position_tables.get(m + 1, emb.device))
+        else:
+            cos, sin = rope_cos_sin(rows, rope_inv_freq(cfg.head_dim, cfg.rope_theta))
         rope = cos.to(emb.device), sin.to(emb.device)
     x = x.unsqueeze(0)
     if layer.pre_norm:

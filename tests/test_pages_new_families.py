@@ -1,0 +1,27 @@
+"""Every page renders for the families of 2025–26 at their published sizes (DeepSeek-V3's MLA
+and DeepSeekMoE, gpt-oss's sinks and experts): no exception, no error box, and Home shows the
+family's own lines. What a page does not model for a family is said on it (e.g. tensor
+parallelism of experts), never a traceback."""
+
+from pathlib import Path
+
+import pytest
+from apptest_helpers import errors, metrics, open_page
+
+from llama_lab import ui
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["home.py", *(page.path for page in ui.PAGES)]
+FAMILIES = {"deepseek-v3": "**MLA**", "gpt-oss-20b": "**Attention sinks**"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_page_renders_for_the_new_families(page, name):
+    at = open_page(ROOT / page, {"preset": name, "seq": "4096"}, timeout=240)
+    assert not errors(at), errors(at)
+    assert at.title, "the page drew nothing"
+    if page == "home.py":
+        assert any(FAMILIES[name] in m.value for m in at.markdown)
+        assert metrics(at)["Parameters"] == {"deepseek-v3": "671 bn", "gpt-oss-20b": "20.9 bn"}[name]
