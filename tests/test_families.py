@@ -172,6 +172,21 @@ def test_forward_flops_equal_flop_counter_on_transformers_eager(case):
     assert counter.get_total_flops() == analysis.count_flops(cfg, T, 2).forward
 
 
+def test_the_window_cache_convention_is_w_where_transformers_keeps_w_minus_one():
+    config = hf_config("mistral")  # sliding_window 8 on every layer
+    hf = hf_model(config)
+    cfg, _ = read_hf_config(config.to_dict())
+    ids = torch.randint(0, BASE["vocab_size"], (1, 20))
+    with torch.no_grad():
+        cache = hf(ids, use_cache=True).past_key_values
+        ours = build_model(cfg).eval()
+        mine = ours.new_cache(1, 20)
+        ours(ids, mine)
+    assert {layer.keys.shape[2] for layer in cache.layers} == {cfg.sliding_window - 1}
+    per_token = analysis.kv_cache_bytes_per_token(cfg, "fp32")
+    assert mine.nbytes() == analysis.kv_cache_bytes(cfg, 20, 1, "fp32") == cfg.sliding_window * per_token
+
+
 def test_window_limits_the_scores_and_the_cache_by_hand():
     cfg = ModelConfig(
         vocab_size=64,

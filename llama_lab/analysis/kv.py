@@ -135,7 +135,10 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
     local = sum(cfg.local_layer_flags)
     if local and seq_len > cfg.sliding_window:
         note += (
-            f" {local} of {cfg.n_layers} layers hold at most their window of {cfg.sliding_window:,} tokens."
+            f" {local} of {cfg.n_layers} layers hold at most their window of {cfg.sliding_window:,} tokens"
+            f" (W: the preallocated ring writes a new token's K and V before attending; transformers'"
+            f" sliding-window cache keeps W − 1 between steps and joins the new token's on the fly:"
+            f" both attend the same W keys)."
         )
     return KVCacheReport(
         dtype=dtype,
