@@ -19,9 +19,10 @@ def test_fvcore_agrees_with_closed_form_at_2048(name):
     assert abs(check.relative_difference) < 0.01
     assert check.difference == 0  # both count the same matmuls exactly
     flops = count_flops(cfg, 2048)
-    sdpa = check.fvcore_by_operator["scaled_dot_product_attention"] - check.padding_flops
-    assert sdpa == flops.by_component["attention_scores"]
-    assert check.fvcore_by_operator["linear"] == (flops.forward - flops.by_component["attention_scores"])
+    if not cfg.attention_sinks:  # (sinks run as plain matmuls, as gpt-oss's experts do)
+        sdpa = check.fvcore_by_operator["scaled_dot_product_attention"] - check.masked_flops
+        assert sdpa == flops.by_component["attention_scores"]
+        assert check.fvcore_by_operator["linear"] == (flops.forward - flops.by_component["attention_scores"])
     assert "aten::scaled_dot_product_attention" not in check.unsupported_ops
     json.dumps(check.to_dict())
 
@@ -80,8 +81,17 @@ def test_scaled_equals_full_when_blocks_differ_and_mla_padding_is_taken_out(fiel
     assert full.difference == scaled.difference == 0
     # by hand: MLA pads v (12 wide) to the q/k width 24; QKᵀ is already 24 wide, AV gains 12
     pad = cfg.n_layers * 2 * B * cfg.n_heads * T * T * 12 if cfg.is_mla else 0
-    assert full.padding_flops == pad
+    assert full.masked_flops == pad
     assert len(scaled.traced_layers) == 2 + (len(set(zip(cfg.local_layer_flags, cfg.moe_layer_flags))) - 1)
+
+
+def test_a_window_shorter_than_t_scores_every_pair_and_the_masked_ones_are_taken_out():
+    cfg = ModelConfig(**dict(MIXED, sliding_window=8, local_layers="0,2,4", attention_sinks=True))
+    T, B = 32, 2
+    check = fvcore_check(cfg, T, batch=B, method="full")
+    # by hand: three windowed layers, each query scored against T keys instead of its 8
+    assert check.masked_flops == 3 * 2 * B * cfg.n_heads * T * (T - 8) * 2 * cfg.head_dim
+    assert check.difference == 0
 
 
 def test_skipped_ops_are_reported():

@@ -79,6 +79,16 @@ CASES = {
         "first_k_dense_replace": 0,
     },
     "deepseek_v2": {**MLA, "topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2},
+    # gpt-oss: sinks, alternating window/full layers (window 8 < T), the biased router and
+    # experts with the clamped SwiGLU; plain RoPE (its default YaRN is not modelled)
+    "gpt_oss": {
+        "head_dim": 16,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "sliding_window": 8,
+        "swiglu_limit": 0.5,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 150000.0},
+    },
     "deepseek_v2-lite": {
         **MLA,
         "model_type": "deepseek_v2",

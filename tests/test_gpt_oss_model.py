@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
 from llama_lab.analysis import quant
-from llama_lab.config import ModelConfig
+from llama_lab.config import PRESETS, ModelConfig
 from llama_lab.config.hf_quant import StoredQuant
 from llama_lab.model import build_model
 from llama_lab.model.attention import reference_attention, sink_attention
@@ -103,8 +103,9 @@ def test_parameters_equal_transformers_meta_module():
     C, F, E, k, H = 64, 48, 4, 2, 4
     expert = 3 * C * F + 2 * F + C
     assert counts.detail["attention_sinks"] == 3 * H
-    assert counts.detail["router"] == 3 * (C * E + E)
-    assert counts.detail["experts"] == 3 * E * expert
+    assert (counts.detail["router"], counts.detail["router_bias"]) == (3 * C * E, 3 * E)
+    experts = (counts.detail["experts"], counts.detail["expert_bias"])
+    assert experts == (3 * E * 3 * C * F, 3 * E * (2 * F + C))
     assert counts.active == counts.total - 3 * (E - k) * expert
 
 
@@ -138,44 +139,19 @@ def test_a_sink_at_minus_infinity_is_plain_attention_and_a_high_one_silences_the
     assert sink_attention(q, k, v, sinks, n_rep=2)[:, 3].abs().max() < 1e-6  # e^30 swamps it
 
 
-def _published(total_layers: int, experts: int) -> ModelConfig:
-    """gpt-oss-20b/-120b as their config.json files say (tests/published_configs)."""
-    return ModelConfig(
-        vocab_size=201088,
-        d_model=2880,
-        n_layers=total_layers,
-        n_heads=64,
-        n_kv_heads=8,
-        head_dim=64,
-        ffn_hidden=2880,
-        max_seq_len=131072,
-        qkv_bias=True,
-        o_bias=True,
-        mlp_bias=True,
-        sliding_window=128,
-        local_layers=",".join(map(str, range(0, total_layers, 2))),
-        n_experts=experts,
-        experts_per_token=4,
-        moe_style="gpt_oss",
-        attention_sinks=True,
-        rope_theta=150000.0,
-        norm_eps=1e-5,
-    )
-
-
 @pytest.mark.parametrize(
-    "layers, experts, table",
+    "name, table",
     [
         # the gpt-oss model card (arXiv 2508.10925), Table 1: MLP, attention, embed + unembed,
         # active (the unembedding counted, the embedding not), total, checkpoint size (GiB)
-        (24, 32, (19.12e9, 0.64e9, 1.16e9, 3.61e9, 20.91e9, 12.8)),
-        (36, 128, (114.71e9, 0.96e9, 1.16e9, 5.13e9, 116.83e9, 60.8)),
+        ("gpt-oss-20b", (19.12e9, 0.64e9, 1.16e9, 3.61e9, 20.91e9, 12.8)),
+        ("gpt-oss-120b", (114.71e9, 0.96e9, 1.16e9, 5.13e9, 116.83e9, 60.8)),
     ],
-    ids=["gpt-oss-20b", "gpt-oss-120b"],
 )
-def test_the_published_table_of_both_sizes(layers, experts, table):
+def test_the_published_table_of_both_sizes(name, table):
+    """The presets (their published config.json files) against the model card."""
     mlp, attention, embed_unembed, active, total, gib = table
-    cfg = _published(layers, experts)
+    cfg = PRESETS[name]
     counts = analysis.count_params(cfg)
     parts = counts.by_component
     assert round(parts["ffn"] / 1e9, 2) == mlp / 1e9

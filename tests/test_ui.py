@@ -435,6 +435,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
     small = small_training_config(PRESETS[preset])
     assert ui.live_config(PRESETS[preset], n_layers=4) == small
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
+    # a layer list is fitted to the copy's depth (gpt-oss's "0,2" on 4 blocks, "0" on 2)
+    layer_sets = {"local_layers": small.local_layers, "moe_layers": small.moe_layers}
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
     # MLA: its widths (latent, RoPE key, heads) follow d too
     mla = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
@@ -449,6 +451,7 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
             # as 6 heads) is the copy's own at each width
             head_dim=small.head_dim if small.d_model % small.n_heads or small.is_mla else None,
             **({name: getattr(small, name) for name in mla} if small.is_mla else {}),
+            **layer_sets,
         )
         == small
     )  # only the sizes changed

@@ -8,7 +8,9 @@ when the config class's ``__post_init__`` derives something from it (``self.X``:
 ``use_sliding_window`` and ``max_window_layers`` set ``layer_types``), or when it is an alias
 (``attribute_map``) of a read key. Keys every family shares (``PreTrainedModel`` reads
 ``tie_word_embeddings``; the RoPE utilities ``rope_parameters``) are read by LLaMA Lab's own
-COMMON_KEYS and need no table.
+COMMON_KEYS and need no table. Each family also records its config class's defaults, its
+``default_theta`` and the RoPE a file that names none gets (``default_rope``: plain RoPE for
+all but gpt_oss, whose ``__post_init__`` sets YaRN).
 
     python tools/hf_family_keys.py          # rewrite the file
     python tools/hf_family_keys.py --check  # exit 1 if the file differs from a fresh table
@@ -27,7 +29,17 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).resolve().parents[1] / "llama_lab" / "config" / "hf_keys.json"
-FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+FAMILIES = (
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gpt_oss",
+)
 CONFIG_NAMES = {"config", "text_config"}
 
 
@@ -118,6 +130,9 @@ def family_table(model_type: str) -> dict[str, Any]:
     return {
         "config_class": config_class.__name__,
         "default_theta": getattr(config_class, "default_theta", None),
+        # the RoPE a file with neither rope_parameters nor rope_scaling gets (__post_init__ may
+        # set it: GptOssConfig's is YaRN)
+        "default_rope": _plain(config_class().rope_parameters),
         "read": sorted(read),
         "aliases": dict(sorted(aliases.items())),
         "defaults": defaults_of(config_class),

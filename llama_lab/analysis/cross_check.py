@@ -4,7 +4,8 @@ fvcore traces the model with ``torch.jit`` and counts one "flop" per multiply-ad
 rule for ``aten::scaled_dot_product_attention``, so a handle is registered here (QKᵀ and AV over
 the full T×S, as the closed form counts). Under MLA the module zero-pads q, k and v to one head
 width for the fused kernel (``model.attention.causal_attention``): the traced SDPA is wider than
-the model's maths by ``mla_padding_flops``, which is reported and taken out before comparing.
+the model's maths, and a window layer scores all T×T pairs before masking: ``masked_flops``,
+reported and taken out before comparing.
 The model is built on the meta device: tracing needs only shapes, so even 405B allocates nothing.
 """
 
@@ -44,8 +45,8 @@ class FvcoreCheck:
     traced_layers: list[int]  # layer counts of the models actually traced
     fvcore_flops: int  # fvcore's matmul multiply-adds × 2
     ours_flops: int  # count_flops(...).forward
-    padding_flops: int  # MLA: the zero padding the traced SDPA multiplies (mla_padding_flops)
-    difference: int  # fvcore − padding − ours
+    masked_flops: int  # MLA's zero padding, a window's masked scores (masked_flops)
+    difference: int  # fvcore − masked − ours
     relative_difference: float
     fvcore_by_operator: dict[str, int]  # matmul operator → FLOPs (× 2 applied)
     fvcore_other_ops: dict[str, int]  # fvcore's non-matmul counts, as it reports them
@@ -71,15 +72,21 @@ def sdpa_macs(inputs: list[Any], outputs: list[Any]) -> int:
     return heads * T * S * (D + Dv)
 
 
-def mla_padding_flops(cfg: ModelConfig, seq_len: int, batch: int) -> int:
-    """FLOPs the zero padding adds to a forward's SDPA under MLA: q/k heads (head_dim) and v
-    heads (v_head_dim) are padded to the wider of the two, so QKᵀ and AV each run at that width
-    over the full T×T (2·B·H·T²·(pad_qk + pad_v) per layer); 0 for every other attention."""
-    if not cfg.is_mla:
+def masked_flops(cfg: ModelConfig, seq_len: int, batch: int) -> int:
+    """FLOPs a forward's attention multiplies that the model's maths does not count. MLA: q/k
+    heads (head_dim) and v heads (v_head_dim) are zero-padded to the wider of the two, so QKᵀ and
+    AV each run at that width (2·B·H·T²·(pad_qk + pad_v) per layer). A window W < T: the module
+    scores all T×T pairs and masks, where the count takes the T·W a window kernel computes
+    (2·B·H·T·(T − W)·(D + Dv) per windowed layer)."""
+    B, T, H = batch, seq_len, cfg.n_heads
+    if cfg.is_mla:
+        width = max(cfg.head_dim, cfg.v_head_dim)
+        pad = (width - cfg.head_dim) + (width - cfg.v_head_dim)
+        return cfg.n_layers * 2 * B * H * T * T * pad
+    local = sum(cfg.local_layer_flags)
+    if not local or cfg.sliding_window >= T:
         return 0
-    width = max(cfg.head_dim, cfg.v_head_dim)
-    pad = (width - cfg.head_dim) + (width - cfg.v_head_dim)
-    return cfg.n_layers * 2 * batch * cfg.n_heads * seq_len * seq_len * pad
+    return local * 2 * B * H * T * (T - cfg.sliding_window) * (cfg.head_dim + cfg.v_head_dim)
 
 
 def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
@@ -181,12 +188,18 @@ def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "
         )
     by_operator = {name: 2 * int(macs) for name, macs in by_operator.items() if name in MATMUL_OPERATORS}
     total = sum(by_operator.values())
-    padding = mla_padding_flops(cfg, seq_len, batch)
-    if padding:
+    masked = masked_flops(cfg, seq_len, batch)
+    if masked and cfg.is_mla:
         notes.append(
             f"MLA: the module pads v heads ({cfg.v_head_dim}) and q/k heads ({cfg.head_dim}) to one "
-            f"width for the fused SDPA kernel; the {padding:,} FLOPs it adds multiply zeros and "
+            f"width for the fused SDPA kernel; the {masked:,} FLOPs it adds multiply zeros and "
             f"are taken out of the difference (the model's maths has none)."
+        )
+    elif masked:
+        notes.append(
+            f"window: the module scores all {seq_len:,}×{seq_len:,} pairs of its windowed layers and "
+            f"masks those beyond W={cfg.sliding_window:,}; the count takes the T·W a window kernel "
+            f"computes, so the {masked:,} masked FLOPs are taken out of the difference."
         )
     return FvcoreCheck(
         seq_len=seq_len,
@@ -195,9 +208,9 @@ def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "
         traced_layers=traced,
         fvcore_flops=total,
         ours_flops=ours,
-        padding_flops=padding,
-        difference=total - padding - ours,
-        relative_difference=(total - padding - ours) / ours,
+        masked_flops=masked,
+        difference=total - masked - ours,
+        relative_difference=(total - masked - ours) / ours,
         fvcore_by_operator=by_operator,
         fvcore_other_ops=other_ops,
         unsupported_ops={name: int(count) for name, count in sorted(unsupported.items())},

@@ -111,9 +111,13 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
         parts.append("b_attn")
     if cfg.qk_norm:
         parts.append("2*D")
+    if cfg.attention_sinks:  # gpt-oss: one sink logit per query head
+        parts.append("H")
     if sparse:
         terms.update(E=s.E, F_e=s.Fe)
         parts.append("C*E + E*3*C*F_e")
+        if cfg.moe_style == "gpt_oss":  # the router's bias, each expert's gate/up and down biases
+            parts.append("E + E*(2*F_e + C)")
         if s.Fs:
             terms["F_s"] = s.Fs
             parts.append("3*C*F_s")

@@ -33,7 +33,9 @@ DETAIL_KEYS = (
     "down_proj",
     "ffn_bias",
     "router",
+    "router_bias",
     "experts",
+    "expert_bias",
     "shared_experts",
     "input_layernorm",
     "post_attention_layernorm",
@@ -62,7 +64,9 @@ COMPONENT_OF = {
     "down_proj": "ffn",
     "ffn_bias": "ffn",
     "router": "ffn",
+    "router_bias": "ffn",
     "experts": "ffn",
+    "expert_bias": "ffn",
     "shared_experts": "ffn",
     "input_layernorm": "norms",
     "post_attention_layernorm": "norms",
@@ -114,6 +118,7 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
     C, H, G, D, F = s.C, s.H, s.G, s.D, s.F
     gated = s.n_ffn_matrices == 3
     sparse = cfg.moe_layer_flags[layer]
+    gpt_oss = cfg.moe_style == "gpt_oss"
     # q, k, v, o (GQA/MQA: G < H shrinks K and V); MLA: its low-rank projections
     attention = dict.fromkeys(("q_proj", "k_proj", "v_proj", "o_proj", *MLA_KEYS), 0)
     attention.update({name: rows * cols for name, rows, cols in s.attention})
@@ -127,9 +132,10 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         "up_proj": 0 if sparse else C * F,
         "down_proj": 0 if sparse else F * C,
         "ffn_bias": ((2 * F if gated else F) + C) if cfg.mlp_bias and not sparse else 0,
-        # gate: C → E logits (gpt-oss's router has a bias)
-        "router": (C + (cfg.moe_style == "gpt_oss")) * s.E if sparse else 0,
-        "experts": s.E * expert_params(cfg) if sparse else 0,
+        "router": C * s.E if sparse else 0,  # gate: C → E logits
+        "router_bias": s.E if sparse and gpt_oss else 0,
+        "experts": s.E * 3 * C * s.Fe if sparse else 0,  # E × (gate, up: C→Fe; down: Fe→C)
+        "expert_bias": s.E * (2 * s.Fe + C) if sparse and gpt_oss else 0,  # gpt-oss's experts
         "shared_experts": 3 * C * s.Fs if sparse else 0,  # one SwiGLU of width Fs, always on
         "input_layernorm": norm_params(cfg),
         "post_attention_layernorm": norm_params(cfg),
@@ -195,7 +201,9 @@ def _detail_key(name: str) -> str:
     if "shared_experts" in parts:
         return "shared_experts"
     if owner in ("gate", "router") and "mlp" in parts:
-        return "router"
+        return "router_bias" if kind == "bias" else "router"
+    if owner == "experts" and kind.endswith("_bias"):
+        return "expert_bias"
     if owner == "experts":
         return "experts"
     if kind == "sinks":

@@ -1,63 +1,37 @@
 """Hugging Face ``config.json`` interop for the families LLaMA Lab models exactly: llama,
-mistral, mixtral, qwen2, qwen3 and qwen3_moe, read the way transformers reads them. A key
-matters only if the family's transformers model reads it (``KEY_TABLE``, generated from the
-transformers release the tests run against by ``tools/hf_family_keys.py``): one it never reads
-is a note, one it reads that LLaMA Lab does not model an error naming it. A key left out takes
-the family config class's default, as ``AutoConfig.for_model`` does; a file without
-``model_type`` and a family outside the list are refused by name; a multimodal wrapper is read
-as its text decoder (``text_decoder``); ``quantization_config`` is the stored format
-(``hf_quant``). A null is read as the config class reads it (transformers 5): "derive" or
-"none" where it takes null (``Family.nullable``), an error naming the key everywhere else.
-Messages show file values through ``messages.shown`` (cut, escaped) and list at most
-MAX_NOTES keys or notes, then a count. Writing one: ``hf_export``.
+mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3 and gpt_oss, read the way
+transformers reads them (each family's own fields: ``hf_families``; the key table, ``Family``
+and the typed getters: ``hf_read``). A key matters only if the family's transformers model
+reads it (``KEY_TABLE``, generated from the transformers release the tests run against by
+``tools/hf_family_keys.py``): one it never reads is a note, one it reads that LLaMA Lab does
+not model an error naming it. A key left out takes the family config class's default, as
+``AutoConfig.for_model`` does; a file without ``model_type`` and a family outside the list are
+refused by name; a multimodal wrapper is read as its text decoder (``text_decoder``);
+``quantization_config`` is the stored format (``hf_quant``). A null is read as the config
+class reads it (transformers 5): "derive" or "none" where it takes null (``Family.nullable``),
+an error naming the key everywhere else (and where the class takes a null its model cannot run
+with: ``_NULL_WHY``). Messages show file values through ``messages.shown`` (cut, escaped) and
+list at most MAX_NOTES keys or notes, then a count. Writing one: ``hf_export``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
 from .bounds import LIMITS
+from .hf_families import family_fields
 from .hf_quant import stored_quant
-from .messages import cap_notes, check_int, cut, name_keys, shown
+from .hf_read import KEY_TABLE, Family, _bool, _count, _defaults, _get, default_rope, reads
+from .messages import cap_notes, cut, name_keys, shown
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
 
 
-# What each family's transformers model reads and its config class's defaults, generated from
-# the transformers release the tests run against by tools/hf_family_keys.py (checked by a test).
-KEY_TABLE: Mapping[str, Any] = json.loads(Path(__file__).with_name("hf_keys.json").read_text())
-
-
-def _defaults(model_type: str) -> dict[str, Any]:
-    """The config class's defaults: what a key left out of a config.json becomes."""
-    table = KEY_TABLE["families"][model_type]
-    return {**table["defaults"], "rope_theta": table["default_theta"]}
-
-
-def reads(model_type: str) -> frozenset[str]:
-    """The config.json keys ``model_type``'s transformers model reads (aliases included)."""
-    table = KEY_TABLE["families"][model_type]
-    return frozenset(table["read"]) | frozenset(table["aliases"])
-
-
 class HFConfigWarning(UserWarning):
     """A key of a Hugging Face config.json that changes nothing LLaMA Lab counts."""
-
-
-@dataclass(frozen=True)
-class Family:
-    model_type: str
-    architecture: str  # transformers' CausalLM class
-    defaults: Mapping[str, Any]  # the config class's defaults of the keys read below
-    keys: frozenset  # family keys modelled besides COMMON_KEYS
-    # keys whose null the config class (transformers 5) takes: it derives the value (head_dim,
-    # num_key_value_heads) or it means "none" (sliding_window); null anywhere else is refused
-    nullable: frozenset = frozenset()
 
 
 COMMON_KEYS = frozenset(
@@ -273,6 +247,30 @@ FAMILIES: dict[str, Family] = {
                 }
             ),
         ),
+        # GptOssConfig: q/k/v/o biases (attention_bias) and a sink per head on every layer;
+        # layer_types (sliding on even layers unless given) with a window of 128; every layer
+        # sparse: 128 experts of intermediate_size, top-4, softmax over the top-k logits,
+        # experts with biases and the clamped SwiGLU. Its model never reads hidden_act.
+        Family(
+            "gpt_oss",
+            "GptOssForCausalLM",
+            _defaults("gpt_oss"),
+            frozenset(
+                {
+                    "attention_bias",
+                    "sliding_window",
+                    "layer_types",
+                    "num_local_experts",
+                    "num_experts",
+                    "num_experts_per_tok",
+                    "swiglu_limit",
+                    "swiglu_alpha",
+                }
+            ),
+            # GptOssConfig takes a null sliding_window too, but its model cannot run with one
+            # (_NULL_WHY); a null num_key_value_heads or head_dim it refuses (strict int)
+            frozenset({"layer_types"}),
+        ),
     )
 }
 # Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
@@ -288,6 +286,14 @@ _KIND = {
     "layer_types": "a list",
     "mlp_only_layers": "a list",
 }
+# Nulls a config class takes that its model then cannot run with: refused, with the reason.
+_NULL_WHY = {
+    ("gpt_oss", "sliding_window"): "GptOssModel builds its sliding-window mask on every forward "
+    "and raises without a window",
+}
+# Keys every family's config class has that count only where its model reads them (``reads``):
+# gpt_oss's experts run their own clamped SwiGLU and never read hidden_act.
+_READ_WHERE_READ = frozenset({"hidden_act"})
 
 
 def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: list[str]) -> None:
@@ -305,25 +311,22 @@ def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: lis
             rope_scaling = extra
     elif rope_parameters is not None:
         notes.append(f"rope_parameters={shown(rope_parameters)} is not an object; ignored")
+    label = "rope_scaling="
+    if rope_parameters is None and not rope_scaling:
+        # neither key given: the config class's own default RoPE (GptOssConfig's is YaRN)
+        default = default_rope(family.model_type)
+        if default.get("rope_type", "default") != "default":
+            rope_scaling = {k: v for k, v in default.items() if k != "rope_theta"}
+            label = f"no rope_parameters: {family.architecture.replace('ForCausalLM', 'Config')}'s default "
     if rope_scaling:
         try:
             text = json.dumps(rope_scaling, sort_keys=True)
         except (TypeError, ValueError):
             text = repr(rope_scaling)
         notes.append(
-            f"rope_scaling={cut(text, 200)} is not modelled: positions use plain RoPE; "
+            f"{label}{cut(text, 200)} is not modelled: positions use plain RoPE; "
             f"parameter, FLOP and memory counts are unaffected"
         )
-
-
-def _get(data: Mapping[str, Any], family: Family, key: str) -> Any:
-    """``key``'s value, or the family's default when it is absent (a null that reaches here
-    is one the config class takes: ``_refuse_nulls``)."""
-    if key in data:
-        return data[key]
-    aliases = KEY_TABLE["families"][family.model_type]["aliases"]  # the config's attribute_map
-    alias = next((name for name, target in aliases.items() if target == key and name in data), None)
-    return data[alias] if alias is not None else family.defaults.get(key)
 
 
 def _refuse_nulls(data: Mapping[str, Any], family: Family) -> None:
@@ -333,37 +336,8 @@ def _refuse_nulls(data: Mapping[str, Any], family: Family) -> None:
     config_class = family.architecture.replace("ForCausalLM", "Config")
     for key, value in data.items():
         if value is None and key in read:
-            raise ConfigError(
-                f"{key} is null; {_KIND.get(key, 'a number')} is required "
-                f"(null is not a value {config_class} can use here)",
-                field=key,
-            )
-
-
-def _bool(data: Mapping[str, Any], family: Family, key: str, default: bool = False) -> bool:
-    value = _get(data, family, key)
-    value = default if value is None else value
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key}={shown(value)} must be true or false", field=key)
-    return value
-
-
-def _count(data: Mapping[str, Any], family: Family, key: str, low: int, high: int) -> int:
-    """An integer the reader itself computes with (layer counts, steps), checked before use."""
-    value = _get(data, family, key)
-    check_int(key, value, low, high)
-    return value
-
-
-def _list(data: Mapping[str, Any], family: Family, key: str, item: type) -> list | None:
-    """A list of ``item`` (str: layer kinds, int: block indices); None when null."""
-    value = _get(data, family, key)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool) for v in value):
-        kind = "strings" if item is str else "block indices (integers)"
-        raise ConfigError(f"{key}={shown(value)} must be a list of {kind}", field=key)
-    return value
+            why = _NULL_WHY.get((family.model_type, key), f"null is not a value {config_class} can use here")
+            raise ConfigError(f"{key} is null; {_KIND.get(key, 'a number')} is required ({why})", field=key)
 
 
 def _common(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
@@ -388,144 +362,16 @@ def _common(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
         head_dim=_get(data, family, "head_dim"),
     )
     act = _get(data, family, "hidden_act")
-    if act is not None and act != "silu":
+    if "hidden_act" not in reads(family.model_type):  # gpt_oss: a note (_notes), if a string
+        if not isinstance(act, str):
+            raise ConfigError(f"hidden_act={shown(act)} must be a string", field="hidden_act")
+    elif act is not None and act != "silu":
         raise ConfigError(
             f"hidden_act={shown(act)} is not modelled: LLaMA Lab's gated FFN is "
             f"SwiGLU (SiLU gate), as every supported family's is",
             field="hidden_act",
         )
     return kwargs
-
-
-def _qwen_windows(data: Mapping[str, Any], family: Family, n_layers: int) -> tuple[int, str]:
-    """(window, local layer set) of Qwen2/Qwen3: layer_types when given, else the layers from
-    max_window_layers on when use_sliding_window."""
-    window = _get(data, family, "sliding_window")
-    layer_types = _list(data, family, "layer_types", str)
-    if layer_types is not None:
-        local = [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
-        unknown = set(layer_types) - {"sliding_attention", "full_attention"}
-        if unknown or len(layer_types) != n_layers:
-            raise ConfigError(
-                f"layer_types must name 'full_attention' or 'sliding_attention' for "
-                f"each of the {n_layers} layers",
-                field="layer_types",
-            )
-    elif _bool(data, family, "use_sliding_window") and window is not None:
-        start = _count(data, family, "max_window_layers", 0, 1 << 62)
-        local = list(range(min(start, n_layers), n_layers))
-    else:
-        local = []
-    if not local or window is None:
-        return 0, "all"
-    return window, "all" if len(local) == n_layers else ",".join(map(str, local))
-
-
-def _experts(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
-    """The expert fields of Mixtral and Qwen3-MoE."""
-    if family.model_type == "mixtral":
-        return dict(
-            n_experts=_get(data, family, "num_local_experts"),
-            experts_per_token=_get(data, family, "num_experts_per_tok"),
-            moe_renormalize=True,
-        )
-    experts = _get(data, family, "num_experts")
-    if "num_experts" not in data and "num_local_experts" in data:
-        experts = data["num_local_experts"]  # Qwen3MoeConfig's attribute_map
-    step = _count(data, family, "decoder_sparse_step", 0, 1 << 62)
-    dense = set(_list(data, family, "mlp_only_layers", int) or [])
-    sparse = [i for i in range(n_layers) if i not in dense and step and (i + 1) % step == 0]
-    return dict(
-        n_experts=experts,
-        experts_per_token=_get(data, family, "num_experts_per_tok"),
-        expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
-        moe_renormalize=_bool(data, family, "norm_topk_prob"),
-        moe_layers="all" if len(sparse) == n_layers else ",".join(map(str, sparse)) or "none",
-    )
-
-
-def _family_fields(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
-    """The fields that set one family apart: biases, QK-norm, windows, experts."""
-    mt = family.model_type
-    out: dict[str, Any] = {}
-    if mt == "llama":
-        attention, mlp = _bool(data, family, "attention_bias"), _bool(data, family, "mlp_bias")
-        out.update(qkv_bias=attention, o_bias=attention, mlp_bias=mlp)
-    elif mt == "qwen2":
-        out.update(qkv_bias=True, o_bias=False, mlp_bias=False)
-    elif mt in ("qwen3", "qwen3_moe"):
-        attention = _bool(data, family, "attention_bias")
-        out.update(qkv_bias=attention, o_bias=attention, mlp_bias=False, qk_norm=True)
-    if mt in ("mistral", "mixtral") or (mt == "qwen3_moe" and _bool(data, family, "use_sliding_window")):
-        out.update(sliding_window=_get(data, family, "sliding_window") or 0)
-    elif mt in ("qwen2", "qwen3"):
-        out["sliding_window"], out["local_layers"] = _qwen_windows(data, family, n_layers)
-    if mt in ("mixtral", "qwen3_moe"):
-        out.update(_experts(data, family, n_layers))
-    if mt in ("deepseek_v2", "deepseek_v3"):
-        out.update(_deepseek(data, family, n_layers))
-    return out
-
-
-def _deepseek(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
-    """MLA and DeepSeekMoE of DeepSeek-V2 and V3. transformers' config sets head_dim to
-    qk_rope_head_dim (the rotary width) whatever the file says; LLaMA Lab's head_dim is a q/k
-    head's whole width, qk_nope_head_dim + qk_rope_head_dim."""
-    v3 = family.model_type == "deepseek_v3"
-    for key in ("attention_bias",) + (() if v3 else ("mlp_bias",)):
-        if _bool(data, family, key):
-            raise ConfigError(
-                f"{key}=true is not modelled for {family.model_type} (no published DeepSeek "
-                f"model sets it); LLaMA Lab refuses rather than count the model wrong",
-                field=key,
-            )
-    nope = _count(data, family, "qk_nope_head_dim", 0, 1 << 20)
-    rope = _count(data, family, "qk_rope_head_dim", 0, 1 << 20)
-    experts = _count(data, family, "n_routed_experts", 0, 1 << 20)
-    first_dense = _count(data, family, "first_k_dense_replace", 0, 1 << 62)
-    top_k = _get(data, family, "num_experts_per_tok")
-    if experts and first_dense < n_layers and top_k is None:
-        raise ConfigError(
-            f"num_experts_per_tok is null: {family.architecture}'s router needs it (how many of "
-            f"the {experts} experts each token uses)",
-            field="num_experts_per_tok",
-        )
-    groups, topk_groups = _get(data, family, "n_group"), _get(data, family, "topk_group")
-    if not v3:
-        method = _get(data, family, "topk_method")
-        if method not in ("greedy", "group_limited_greedy"):
-            raise ConfigError(
-                f"topk_method={shown(method)} must be 'greedy' or 'group_limited_greedy' "
-                f"(the two DeepseekV2TopkRouter runs)",
-                field="topk_method",
-            )
-        if method == "greedy":
-            groups = topk_groups = 1
-        elif groups is None or topk_groups is None:
-            raise ConfigError(
-                "topk_method='group_limited_greedy' needs n_group and topk_group (DeepseekV2's "
-                "router keeps the best topk_group of n_group expert groups)",
-                field="n_group" if groups is None else "topk_group",
-            )
-    sparse = experts > 0 and first_dense < n_layers
-    return dict(
-        kv_lora_rank=_get(data, family, "kv_lora_rank"),
-        q_lora_rank=_get(data, family, "q_lora_rank") or 0,
-        qk_rope_head_dim=rope,
-        head_dim=nope + rope,
-        v_head_dim=_get(data, family, "v_head_dim"),
-        rope_interleave=_bool(data, family, "rope_interleave") if v3 else True,
-        n_experts=experts if sparse else 0,
-        experts_per_token=top_k if sparse else 0,
-        expert_ffn_hidden=_get(data, family, "moe_intermediate_size"),
-        n_shared_experts=_get(data, family, "n_shared_experts") if sparse else 0,
-        moe_layers=f"from:{first_dense}" if sparse else "all",
-        moe_renormalize=_bool(data, family, "norm_topk_prob") if v3 else False,
-        moe_scoring="sigmoid" if v3 else "softmax",
-        moe_groups=1 if groups is None else groups,
-        moe_topk_groups=1 if topk_groups is None else topk_groups,
-        routed_scaling=_get(data, family, "routed_scaling_factor"),
-    )
 
 
 # Keys no modelling file reads that still change what is counted: transformers' loader reads
@@ -536,8 +382,9 @@ LOADER_KEYS = frozenset({"quantization_config"})
 def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
     """A key matters only if the family's transformers model reads it (``reads``): one it reads
     and LLaMA Lab does not model is refused by name; one it never reads is a note."""
-    handled = COMMON_KEYS | QUIET_KEYS | family.keys | LOADER_KEYS  # the loader's: stored_quant
     read = reads(family.model_type) | LOADER_KEYS
+    # the loader's: stored_quant; a common key the model never reads (hidden_act of gpt_oss): a note
+    handled = (COMMON_KEYS - (_READ_WHERE_READ - read)) | QUIET_KEYS | family.keys | LOADER_KEYS
     unmodelled = [key for key in data if key in read and key not in handled]
     if unmodelled:
         raise ConfigError(
@@ -650,7 +497,7 @@ def read_hf_dict(data: Mapping[str, Any], model_config: type) -> tuple["ModelCon
     n_layers = _count(data, family, "num_hidden_layers", 1, LIMITS["n_layers"])
     kwargs = _common(data, family, n_layers)
     _read_rope(data, family, kwargs, notes)
-    kwargs.update(_family_fields(data, family, n_layers))
+    kwargs.update(family_fields(data, family, n_layers))
     for name, value in kwargs.items():
         if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it
             raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)", field=name)

@@ -1,7 +1,8 @@
 """Writing a Hugging Face ``config.json``: the supported family that expresses a config
 (``family_of``: the first whose model has everything it sets, else a ConfigError listing what
 each lacks) and that family's own keys (``to_hf_config``), read back by transformers as the
-same model."""
+same model. RoPE is written plain (LLaMA Lab models no scaling): gpt_oss's explicitly, as
+rope_parameters, since GptOssConfig's default is YaRN."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .bounds import INIT_STD
-from .hf import FAMILIES, Family
+from .hf import FAMILIES, Family, reads
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
@@ -21,6 +22,11 @@ def _reasons(cfg, model_type: str) -> list[str]:
     window_all = not any(local) or all(local)
     same_attention_bias = cfg.qkv_bias == cfg.o_bias
     flags = cfg.moe_layer_flags
+    # gpt-oss's features: no other family has them
+    gpt_oss_only = [
+        (cfg.attention_sinks, "attention sinks"),
+        (cfg.moe_style == "gpt_oss", "gpt-oss experts"),
+    ]
     # DeepSeek's features: no other family has them
     deepseek_only = [
         (cfg.is_mla, "MLA"),
@@ -87,7 +93,24 @@ def _reasons(cfg, model_type: str) -> list[str]:
             (not cfg.rope_interleave, "RoPE on halves"),
         ],
         "deepseek_v3": deepseek + [(cfg.is_moe and cfg.moe_scoring != "sigmoid", "softmax router scores")],
+        # GptOssConfig: sinks on every layer, gpt-oss experts on every layer (their biases:
+        # mlp_bias), one attention_bias for q/k/v/o, one width for intermediate_size
+        "gpt_oss": [
+            (not cfg.attention_sinks, "no attention sinks"),
+            (cfg.moe_style != "gpt_oss", "no gpt-oss experts (moe_style='gpt_oss')"),
+            (cfg.is_moe and not all(flags), "dense layers (gpt-oss's are all sparse)"),
+            (cfg.expert_ffn_hidden != cfg.ffn_hidden, "an expert width apart from ffn_hidden"),
+            (not same_attention_bias, "q/k/v and o biases differ"),
+            (not cfg.mlp_bias, "no MLP biases (gpt-oss's experts have them)"),
+            (cfg.qk_norm, "QK-norm"),
+            (
+                cfg.swiglu_alpha != 1.702 and "swiglu_alpha" not in FAMILIES["gpt_oss"].defaults,
+                "a swiglu_alpha this transformers' GptOssConfig cannot hold",
+            ),
+        ],
     }[model_type]
+    if model_type != "gpt_oss":
+        checks = checks + gpt_oss_only
     if not model_type.startswith("deepseek"):
         checks = checks + deepseek_only
     return [why for broken, why in checks if broken]
@@ -166,6 +189,20 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
             out.update(topk_method="group_limited_greedy" if cfg.moe_groups > 1 else "greedy", mlp_bias=False)
         else:
             out.update(norm_topk_prob=cfg.moe_renormalize, rope_interleave=cfg.rope_interleave)
+    if mt == "gpt_oss":
+        out.update(
+            attention_bias=cfg.qkv_bias,
+            # a window the model can build its sliding mask with, even with no sliding layer
+            sliding_window=cfg.sliding_window or family.defaults["sliding_window"],
+            layer_types=["sliding_attention" if flag else "full_attention" for flag in local],
+            num_local_experts=cfg.n_experts,
+            num_experts_per_tok=cfg.experts_per_token,
+            swiglu_limit=cfg.swiglu_limit,
+            # plain RoPE: GptOssConfig's default (rope_parameters null) is YaRN
+            rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        )
+        if "swiglu_alpha" in family.defaults:  # GptOssConfig holds it (transformers 5)
+            out["swiglu_alpha"] = cfg.swiglu_alpha
     return out
 
 
@@ -182,7 +219,8 @@ def to_hf_config(cfg: "ModelConfig") -> dict:
         "num_attention_heads": cfg.n_heads,
         "num_key_value_heads": cfg.n_kv_heads,
         "head_dim": cfg.head_dim,  # (DeepSeek's own keys below replace it)
-        "hidden_act": "silu",
+        # SwiGLU's SiLU, where the model reads it (gpt_oss's experts never do: left out)
+        **({"hidden_act": "silu"} if "hidden_act" in reads(family.model_type) else {}),
         "max_position_embeddings": cfg.max_seq_len,
         "rms_norm_eps": cfg.norm_eps,
         "rope_theta": cfg.rope_theta,

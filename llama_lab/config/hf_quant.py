@@ -1,6 +1,6 @@
 """A checkpoint's ``quantization_config`` read as the weights' stored format, where LLaMA Lab
 models that format exactly (AWQ's 4-bit GEMM layout; fp8 e4m3 with block-wise scales, as
-DeepSeek-V3 and Kimi K2 ship); any other is refused by name.
+DeepSeek-V3 and Kimi K2 ship; MXFP4 experts, as gpt-oss ships); any other is refused by name.
 ``analysis.quant.stored_weights`` turns it into a ``WeightQuant``."""
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from .messages import check_int, name_keys, shown
 @dataclass(frozen=True)
 class StoredQuant:
     """A checkpoint's ``quantization_config`` as LLaMA Lab reads it (AWQ's GEMM int4, block-wise
-    fp8): what ``analysis.quant.stored_weights`` turns into the weights' stored format."""
+    fp8, MXFP4 experts): what ``analysis.quant.stored_weights`` turns into the weights' stored
+    format."""
 
-    method: str  # "awq" or "fp8"
+    method: str  # "awq", "fp8" or "mxfp4"
     bits: int
-    group_size: int  # inputs per scale (fp8: a block's columns)
+    group_size: int  # inputs per scale (fp8: a block's columns; mxfp4: a 32-value block)
     zero_point: bool
     dtype: str  # what the unquantised tensors and the scales' neighbours are stored in
     not_converted: tuple[str, ...]  # modules_to_not_convert, as the file names them
@@ -27,6 +28,12 @@ class StoredQuant:
 
     def describe(self) -> str:
         """The stored format in words (the note an upload shows)."""
+        if self.method == "mxfp4":
+            return (
+                f"MXFP4 expert weights (e2m1, two per byte, one e8m0 scale per {self.group_size} "
+                f"values: {4 + 8 / self.group_size:g} bits a weight), the rest (attention, router, "
+                f"embeddings, head, the experts' biases) in {self.dtype}"
+            )
         if self.method == "fp8":
             return (
                 f"fp8 (e4m3) weights with one float32 scale per {self.block_rows}×{self.group_size} "
@@ -42,6 +49,22 @@ STORED_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # modules_to_not_convert: names LLaMA Lab keeps apart anyway (the head, a mixture's router) or
 # that lie outside the text decoder (a multimodal model's vision side)
 _KEPT_MODULES = ("lm_head", "gate", "router")
+# MXFP4 converts the experts (GptOssMLP.experts) and nothing else: naming any other kind of
+# module keeps it as it is anyway (gpt-oss's file names self_attn, the router, the embeddings
+# and the head); naming the experts, or a module holding them, is what LLaMA Lab cannot count
+_MXFP4_KEPT = _KEPT_MODULES + (
+    "self_attn",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "sinks",
+    "embed_tokens",
+    "norm",
+    "input_layernorm",
+    "post_attention_layernorm",
+)
+MXFP4_BLOCK = 32  # values per e8m0 scale: OCP microscaling; transformers' *_blocks hold 16 bytes each
 _OUTSIDE_DECODER = ("visual", "vision", "multi_modal_projector", "audio", "mm_projector")
 
 
@@ -59,10 +82,13 @@ def stored_quant(data: Mapping[str, Any]) -> StoredQuant | None:
     method = qc.get("quant_method")
     if method == "fp8":
         return _fp8(qc, data)
+    if method == "mxfp4":
+        return _mxfp4(qc, data)
     if method != "awq":
         raise ConfigError(
-            f"quantization_config quant_method={shown(method)} is not modelled yet (AWQ and "
-            f"block-wise fp8 are): LLaMA Lab refuses rather than count the stored weights wrong",
+            f"quantization_config quant_method={shown(method)} is not modelled yet (AWQ, "
+            f"block-wise fp8 and gpt-oss's MXFP4 are): LLaMA Lab refuses rather than count the "
+            f"stored weights wrong",
             field="quantization_config",
         )
     bits, group, version = (
@@ -107,8 +133,35 @@ def _fp8(qc: Mapping[str, Any], data: Mapping[str, Any]) -> StoredQuant:
     return StoredQuant("fp8", 8, block[1], False, dtype, _not_converted(qc), block_rows=block[0])
 
 
-def _not_converted(qc: Mapping[str, Any]) -> tuple[str, ...]:
-    """modules_to_not_convert, when they are whole kinds LLaMA Lab keeps apart anyway."""
+def _mxfp4(qc: Mapping[str, Any], data: Mapping[str, Any]) -> StoredQuant:
+    """transformers' MXFP4 (gpt-oss): every layer's experts' gate_up_proj and down_proj stored
+    as ``*_blocks`` (uint8: two e2m1 values a byte, 16 bytes a block of 32) and ``*_scales`` (one
+    e8m0 byte a block); the experts' biases and every other tensor in the checkpoint's dtype.
+    transformers converts GptOssMLP's experts only (``replace_with_mxfp4_linear``)."""
+    model_type = data.get("model_type")
+    if model_type != "gpt_oss":
+        raise ConfigError(
+            f"quantization_config quant_method='mxfp4' is not modelled yet for model_type="
+            f"{shown(model_type)}: transformers' MXFP4 stores gpt_oss's experts (GptOssMLP) and "
+            f"nothing else",
+            field="quantization_config",
+        )
+    dtype = STORED_DTYPES.get(str(data.get("torch_dtype", data.get("dtype", "bfloat16"))), "bf16")
+    names = _not_converted(
+        qc,
+        _MXFP4_KEPT,
+        "MXFP4 converts every layer's experts and nothing else; LLaMA Lab counts them all in it",
+    )
+    return StoredQuant("mxfp4", 4, MXFP4_BLOCK, False, dtype, names)
+
+
+def _not_converted(
+    qc: Mapping[str, Any],
+    kept: tuple[str, ...] = _KEPT_MODULES,
+    rule: str = "LLaMA Lab keeps whole kinds of tensor apart (the head, the router), not single modules",
+) -> tuple[str, ...]:
+    """modules_to_not_convert, when they are whole kinds LLaMA Lab keeps apart anyway (``kept``:
+    the last part of each name, "model.layers.*.self_attn" → "self_attn")."""
     names = qc.get("modules_to_not_convert") or []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigError(
@@ -116,11 +169,10 @@ def _not_converted(qc: Mapping[str, Any]) -> tuple[str, ...]:
             field="quantization_config",
         )
     inside = [n for n in names if not any(part in n for part in _OUTSIDE_DECODER)]
-    apart = [n for n in inside if n.split(".")[-1] not in _KEPT_MODULES]
+    apart = [n for n in inside if n.split(".")[-1] not in kept]
     if apart:
         raise ConfigError(
-            f"quantization_config keeps {name_keys(apart)} unquantised: LLaMA Lab keeps whole kinds "
-            f"of tensor apart (the head, the router), not single modules",
+            f"quantization_config keeps {name_keys(apart)} unquantised: {rule}",
             field="quantization_config",
         )
     return tuple(names)

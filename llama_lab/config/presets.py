@@ -46,6 +46,33 @@ _DEEPSEEK_V3: dict[str, Any] = dict(
     routed_scaling=2.5,
 )
 
+# gpt-oss: 64 query heads of 64 (8 KV heads) with q/k/v/o biases and a sink each, a window of
+# 128 on the even layers (layer_types), every layer 4 of its experts (width 2880, biases, the
+# clamped SwiGLU: limit 7, alpha 1.702), vocab 201088, RoPE θ 150000 (its YaRN ×32 scaling
+# not modelled)
+_GPT_OSS: dict[str, Any] = dict(
+    vocab_size=201088,
+    d_model=2880,
+    n_heads=64,
+    n_kv_heads=8,
+    head_dim=64,
+    ffn_hidden=2880,
+    max_seq_len=131072,
+    qkv_bias=True,
+    o_bias=True,
+    mlp_bias=True,
+    attention_sinks=True,
+    sliding_window=128,
+    experts_per_token=4,
+    moe_style="gpt_oss",
+    rope_theta=150000.0,
+    norm_eps=1e-5,
+)
+
+
+def _even_layers(n_layers: int) -> str:
+    return ",".join(map(str, range(0, n_layers, 2)))
+
 
 PRESETS: dict[str, ModelConfig] = {
     # Tiny model for tests and quick demos.
@@ -278,6 +305,13 @@ PRESETS: dict[str, ModelConfig] = {
         moe_topk_groups=3,
         routed_scaling=16.0,
     ),
+    # openai/gpt-oss-20b config.json (tests/published_configs/gpt-oss-20b.json): 24 layers, 32
+    # experts. GptOssForCausalLM on the meta device (transformers 5.24, AutoConfig.for_model of
+    # that file without its quantization_config): 20,914,757,184 parameters
+    "gpt-oss-20b": ModelConfig(**_GPT_OSS, n_layers=24, local_layers=_even_layers(24), n_experts=32),
+    # openai/gpt-oss-120b config.json (tests/published_configs/gpt-oss-120b.json): 36 layers, 128
+    # experts. GptOssForCausalLM on the meta device (as above): 116,829,156,672 parameters
+    "gpt-oss-120b": ModelConfig(**_GPT_OSS, n_layers=36, local_layers=_even_layers(36), n_experts=128),
     # TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
     "tinyllama-1.1b": ModelConfig(
         d_model=2048, n_layers=22, n_heads=32, n_kv_heads=4, ffn_hidden=5632, max_seq_len=2048, **_LLAMA
@@ -310,7 +344,9 @@ PUBLISHED_PARAMS = {
 
 # Counts published only rounded (no safetensors total of the model itself): (total, active per
 # token, the quote). The repositories' READMEs: deepseek-ai/DeepSeek-V3 @9b4e978, deepseek-ai/
-# DeepSeek-V2 @ec98ee3 (and its technical report, Appendix B.1), MoonshotAI/Kimi-K2 @c6157be.
+# DeepSeek-V2 @ec98ee3 (and its technical report, Appendix B.1), MoonshotAI/Kimi-K2 @c6157be;
+# gpt-oss: the model card (arXiv 2508.10925) Table 1, whose active count takes the unembedding
+# and not the embedding, and openai/gpt-oss README.md @0492bd3.
 PUBLISHED_ROUNDED = {
     "deepseek-v3": (
         671e9,
@@ -322,6 +358,18 @@ PUBLISHED_ROUNDED = {
     "deepseek-v2": (236e9, 21e9, "236B total parameters, of which 21B are activated for each token"),
     "deepseek-v2-lite": (15.7e9, 2.4e9, "15.7B total parameters, of which 2.4B are activated for each token"),
     "kimi-k2": (1e12, 32e9, "32 billion activated parameters and 1 trillion total parameters"),
+    "gpt-oss-20b": (
+        20.91e9,
+        3.61e9,
+        "Total Parameters 20.91B, Active Parameters 3.61B (Unembedding parameters are counted "
+        "towards active, but not embeddings); 21B parameters with 3.6B active parameters",
+    ),
+    "gpt-oss-120b": (
+        116.83e9,
+        5.13e9,
+        "Total Parameters 116.83B, Active Parameters 5.13B (Unembedding parameters are counted "
+        "towards active, but not embeddings); 117B parameters with 5.1B active parameters",
+    ),
 }
 
 
