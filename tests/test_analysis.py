@@ -214,8 +214,9 @@ def test_what_fits_on_a_gpu_hand_derived():
 def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
     """Bytes of distinct non-parameter storages autograd saves in forward + cross-entropy
     (``loss``: "logits", F.cross_entropy on the logits; "chunked", the model's own loss).
-    With checkpointing (reentrant, per block) also the recompute of one block, whose input is
-    the stored one (detached, same storage), as backward does."""
+    With checkpointing (reentrant, per block) also the recompute of the largest block (blocks
+    differ when only some are sparse), whose input is the stored one (detached, same storage),
+    as backward does."""
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype])
     parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
@@ -244,14 +245,21 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
                 x = x + body.embed_positions(positions)
             elif cfg.pos_encoding == "sinusoidal":
                 x = x + sinusoidal_table(T, cfg.d_model).to(x)
-            first_input = x
+            inputs = []
             for layer in body.layers:
+                inputs.append(x)
                 x = checkpoint(layer, x, rope, None, use_reentrant=True)
             logits = model.lm_head(body.norm(x) if cfg.final_norm else x)
         F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        if checkpointing:
-            body.layers[0](first_input.detach().requires_grad_(), rope, None)
-    return sum(seen.values())
+        stored = sum(seen.values())
+        recomputed = 0
+        for layer, block_input in zip(body.layers, inputs if checkpointing else []):
+            before = dict(seen)
+            layer(block_input.detach().requires_grad_(), rope, None)
+            recomputed = max(recomputed, sum(seen.values()) - stored)
+            seen.clear()
+            seen.update(before)
+    return stored + recomputed
 
 
 ACTIVATION_CASES = [
@@ -288,6 +296,23 @@ ACTIVATION_CASES = [
     # gpt-oss: attention sinks (plain matmuls) on a window shorter than T, its expert block
     {"attention_sinks": True, "sliding_window": 8, "local_layers": "0", "qkv_bias": True},
     {"n_experts": 4, "experts_per_token": 2, "moe_style": "gpt_oss", "mlp_bias": True},
+    # MLA (q LoRA, interleaved RoPE) with DeepSeekMoE: a dense block first, sigmoid routing
+    {
+        "n_kv_heads": 4,
+        "head_dim": 24,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 12,
+        "qk_rope_head_dim": 8,
+        "v_head_dim": 12,
+        "rope_interleave": True,
+        "n_experts": 4,
+        "experts_per_token": 2,
+        "expert_ffn_hidden": 16,
+        "n_shared_experts": 1,
+        "moe_layers": "from:1",
+        "moe_scoring": "sigmoid",
+    },
+    {"n_kv_heads": 4, "head_dim": 24, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "v_head_dim": 20},
 ]
 
 

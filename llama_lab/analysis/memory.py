@@ -99,8 +99,9 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
         router += STATS_BYTES * (slots + tokens)
     per_slot = nbytes(3 * s.C + 3 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
     shared = nbytes(tokens * 3 * (s.Fs // tp), b)  # the shared experts: a SwiGLU of width Fs
-    # sigmoid scores come from float32 logits: a float32 copy of a 16-bit input is saved
-    upcast = STATS_BYTES * tokens * s.C if cfg.moe_scoring == "sigmoid" and b != STATS_BYTES else 0
+    # sigmoid scores come from float32 logits: float32 copies of a 16-bit input and of the
+    # router's weight (E × C) are saved
+    upcast = STATS_BYTES * (tokens + s.E) * s.C if cfg.moe_scoring == "sigmoid" and b != STATS_BYTES else 0
     return router + slots * per_slot + shared + upcast
 
 
