@@ -8,6 +8,8 @@ Expert weights are stored fused, as transformers ≥ 5 stores them: ``experts.ga
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -40,16 +42,16 @@ class MLP(nn.Module):
         return self.down_proj(self.act(self.up_proj(x)))
 
 
-class ExpertLoop(nn.Module):
+class ExpertLoop(nn.Module, ABC):
     """E experts (``expert``: one expert on its tokens), each run on the tokens routed to it."""
 
     def __init__(self, n_experts: int):
         super().__init__()
         self.n_experts = n_experts
 
+    @abstractmethod
     def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
         """Expert ``e`` on its tokens x (n, C)."""
-        raise NotImplementedError
 
     def forward(self, x: torch.Tensor, experts: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x (N, C); experts, weights (N, k): each token's chosen experts and their weights."""
@@ -107,14 +109,14 @@ class GptOssExperts(ExpertLoop):
         return hidden @ self.down_proj[e] + self.down_proj_bias[e]
 
 
-class MoE(nn.Module):
+class MoE(nn.Module, ABC):
     """A mixture of experts: each token's k experts (``route``), weighted and summed."""
 
     experts: ExpertLoop
 
+    @abstractmethod
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(the k weights, the k expert ids), (N, k) each, for tokens x (N, C)."""
-        raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
