@@ -115,7 +115,7 @@ BAD = [
     (dict(norm_position="middle"), "norm_position='middle' must be one of"),
     (dict(norm_type="batchnorm"), "norm_type='batchnorm'"),
     (dict(pos_encoding="alibi"), "pos_encoding='alibi'"),
-    (dict(ffn_type="geglu"), "ffn_type='geglu'"),
+    (dict(ffn_type="reglu"), "ffn_type='reglu'"),
     (dict(init="zeros"), "init='zeros'"),
     (dict(bias="yes"), "bias='yes' must be true or false"),
     (dict(rope_theta=0), "rope_theta=0"),

@@ -27,15 +27,16 @@ FAMILY_LIMITS = {
     "v_head_dim": 131_072,
     "n_shared_experts": 4_096,
     "moe_groups": 4_096,
+    "query_pre_attn_scalar": 1_048_576,
 }
 MINIMUMS = {"vocab_size": 2}
 
 # The choice fields' types (ModelConfig annotates its fields with them); CHOICES lists each
 # one's values, read off the type.
-NormPosition = Literal["pre", "post"]
+NormPosition = Literal["pre", "post", "sandwich"]
 NormType = Literal["rmsnorm", "layernorm"]
 PosEncoding = Literal["rope", "sinusoidal", "learned", "none"]
-FfnType = Literal["swiglu", "relu", "gelu"]
+FfnType = Literal["swiglu", "geglu", "relu", "gelu"]
 Init = Literal["normal", "xavier"]
 MoeScoring = Literal["softmax", "sigmoid"]
 MoeStyle = Literal["standard", "gpt_oss"]

@@ -82,6 +82,8 @@ DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
     "mlp_bias": lambda c: c.bias,
     "expert_ffn_hidden": lambda c: c.ffn_hidden,
     "v_head_dim": lambda c: c.head_dim,  # a value head as wide as a key head (all but MLA)
+    "query_pre_attn_scalar": lambda c: c.head_dim,  # scores × 1/√head_dim (all but Gemma 2/3)
+    "rope_local_theta": lambda c: c.rope_theta,  # windowed layers rotate as the others (not Gemma 3)
 }
 
 
@@ -95,10 +97,12 @@ class ModelConfig:
     n_kv_heads: int = 2  # 4 query heads share each KV head (GQA)
     ffn_hidden: int = 1365  # int(8/3 · 512): SwiGLU's three matrices ≈ a 4d ReLU FFN's two
     max_seq_len: int = 128
-    norm_position: NormPosition = "pre"  # "post" = the 2017 recipe: norm after the residual add
+    # "post" = the 2017 recipe: norm after the residual add; "sandwich" (Gemma 2/3): "pre" plus a
+    # norm on each sublayer's output before the add, x + norm(f(norm(x)))
+    norm_position: NormPosition = "pre"
     norm_type: NormType = "rmsnorm"
     pos_encoding: PosEncoding = "rope"
-    ffn_type: FfnType = "swiglu"
+    ffn_type: FfnType = "swiglu"  # "geglu" (Gemma): the gate through tanh-approximated GELU
     bias: bool = False  # every linear layer (the 2017 recipe); the three below follow it
     final_norm: bool = True  # Pre-LN needs it: the last block's output is never normalised
     tie_embeddings: bool = False
@@ -144,6 +148,12 @@ class ModelConfig:
     moe_style: MoeStyle = "standard"  # "gpt_oss": the block above; "standard": Mixtral's
     swiglu_limit: float = 7.0  # gpt_oss experts' clamp
     swiglu_alpha: float = 1.702  # gpt_oss experts' gate slope (SiLU's is 1)
+    # ---- Gemma 2 / 3 -----------------------------------------------------------------------
+    norm_plus_one: bool = False  # every RMSNorm scales by (1 + γ), γ starting at 0 (Gemma)
+    query_pre_attn_scalar: int = None  # type: ignore[assignment]  # scores × this^-½; None: head_dim
+    rope_local_theta: float = None  # type: ignore[assignment]  # windowed layers' RoPE base; None: rope_theta
+    attn_softcap: float = 0.0  # scores → cap · tanh(scores / cap) before the softmax (Gemma 2); 0: none
+    logit_softcap: float = 0.0  # the same on the LM head's logits (Gemma 2: 30); 0: none
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -202,24 +212,30 @@ class ModelConfig:
             "moe_renormalize",
             "rope_interleave",
             "attention_sinks",
+            "norm_plus_one",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
         for name in ("rope_theta", "norm_eps", "routed_scaling", "swiglu_limit", "swiglu_alpha"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{name}={value!r} must be a number", field=name)
-            if isinstance(value, int) and abs(value) > 2**1023:  # beyond every float
-                raise ConfigError(
-                    f"{name}={messages.shown(value)} is beyond the range of a float (±1.8e308)", field=name
-                )
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name}={value} must be a finite number > 0", field=name)
-            if name == "norm_eps" and value >= 1:
-                raise ConfigError(
-                    f"norm_eps={value} must be < 1 (it is a small stabiliser)", field="norm_eps"
-                )
-            object.__setattr__(self, name, float(value))
+            self._check_number(name)
+        for name in ("attn_softcap", "logit_softcap"):
+            self._check_number(name, zero="0 turns it off")
+
+    def _check_number(self, name: str, zero: str | None = None) -> None:
+        """A finite float > 0 (≥ 0 where ``zero`` says what 0 means), stored as a float."""
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}={value!r} must be a number", field=name)
+        if isinstance(value, int) and abs(value) > 2**1023:  # beyond every float
+            raise ConfigError(
+                f"{name}={messages.shown(value)} is beyond the range of a float (±1.8e308)", field=name
+            )
+        if not math.isfinite(value) or value < 0 or (value == 0 and zero is None):
+            rule = f"≥ 0 ({zero})" if zero else "> 0"
+            raise ConfigError(f"{name}={value} must be a finite number {rule}", field=name)
+        if name == "norm_eps" and value >= 1:
+            raise ConfigError(f"norm_eps={value} must be < 1 (it is a small stabiliser)", field="norm_eps")
+        object.__setattr__(self, name, float(value))
 
     def _resolve_and_check_family(self) -> None:
         for name, derive in DERIVED.items():
@@ -234,7 +250,7 @@ class ModelConfig:
         _check_int("expert_ffn_hidden", self.expert_ffn_hidden, 1, FAMILY_LIMITS["expert_ffn_hidden"])
         if self.n_experts:
             _check_int("experts_per_token", self.experts_per_token, 1, self.n_experts)
-            if self.ffn_type != "swiglu":
+            if self.ffn_type != "swiglu":  # geglu experts: no published model
                 raise ConfigError(
                     f"n_experts={self.n_experts} needs ffn_type='swiglu' (every "
                     f"family with experts uses SwiGLU experts)",
@@ -246,6 +262,7 @@ class ModelConfig:
         self._check_mla()
         self._check_routing()
         self._check_gpt_oss()
+        self._check_gemma()
         # both layer sets, validated and kept (every count reads them per block)
         local = _layer_set(self.local_layers, self.n_layers, "local_layers")
         sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
@@ -371,6 +388,28 @@ class ModelConfig:
                 also=("kv_lora_rank",),
             )
 
+    def _check_gemma(self) -> None:
+        self._check_number("rope_local_theta")
+        _check_int(
+            "query_pre_attn_scalar", self.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"]
+        )
+        rules = [
+            (
+                self.norm_plus_one and self.norm_type != "rmsnorm",
+                "norm_plus_one",
+                "needs norm_type='rmsnorm'",
+            ),
+            (self.attn_softcap and self.is_mla, "attn_softcap", "with MLA is not modelled"),
+            (
+                self.attn_softcap and self.attention_sinks,
+                "attn_softcap",
+                "with attention_sinks is not modelled",
+            ),
+        ]
+        for broken, name, rule in rules:
+            if broken:
+                raise ConfigError(f"{name}={getattr(self, name)!r} {rule}", field=name)
+
     # ---- derived sizes -------------------------------------------------------------------
     @property
     def is_mla(self) -> bool:
@@ -406,6 +445,15 @@ class ModelConfig:
         return any(self.moe_layer_flags)
 
     @property
+    def gated_ffn(self) -> bool:
+        """A gated FFN (three matrices: gate, up, down): SwiGLU or GeGLU."""
+        return self.ffn_type in ("swiglu", "geglu")
+
+    def rope_theta_of(self, layer: int) -> float:
+        """The RoPE base of block ``layer``: rope_local_theta for a windowed block, else rope_theta."""
+        return self.rope_local_theta if self._local_flags[layer] else self.rope_theta
+
+    @property
     def n_rep(self) -> int:
         """Query heads per KV head."""
         return self.n_heads // self.n_kv_heads
@@ -433,6 +481,10 @@ class ModelConfig:
             and self.ffn_type == "swiglu"
             and self.final_norm
             and not self.embed_scale
+            and not self.norm_plus_one
+            and not (self.attn_softcap or self.logit_softcap)
+            and self.query_pre_attn_scalar == self.head_dim
+            and self.rope_local_theta == self.rope_theta
         )
 
     def replace(self, **changes: Any) -> "ModelConfig":

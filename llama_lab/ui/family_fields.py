@@ -216,3 +216,50 @@ def draw_gpt_oss(after) -> None:
             label, min_value=0.0, step=0.1, key=field_key(name), on_change=_on_change, args=(name,)
         )
         after(name)
+
+
+GEMMA_FIELDS = {"norm_plus_one", "query_pre_attn_scalar", "rope_local_theta", "attn_softcap", "logit_softcap"}
+
+
+def draw_gemma(after) -> None:
+    """Gemma 2/3's own fields; the sandwich norms and GeGLU are choices of the recipe."""
+    st.toggle(
+        "RMSNorm scales by 1 + γ",
+        key=field_key("norm_plus_one"),
+        on_change=_on_change,
+        args=("norm_plus_one",),
+        help="Gemma: the stored γ starts at 0, so a norm starts as the identity scale.",
+    )
+    after("norm_plus_one")
+    int_input(
+        "query_pre_attn_scalar",
+        "score scale s: scores / √s (0 = head_dim)",
+        minimum=0,
+        help="Gemma's query_pre_attn_scalar: Gemma 3 27B scales by d_model / n_heads = 168, not by "
+        "head_dim = 128.",
+    )
+    after("query_pre_attn_scalar")
+    st.number_input(
+        "RoPE base of the windowed layers (0 = rope_theta)",
+        min_value=0.0,
+        step=1000.0,
+        key=field_key("rope_local_theta"),
+        on_change=_on_change,
+        args=("rope_local_theta",),
+        help="Gemma 3: 10,000 on its local layers, 1,000,000 on the global ones.",
+    )
+    after("rope_local_theta")
+    for name, label in (
+        ("attn_softcap", "attention-score soft cap (0 = none)"),
+        ("logit_softcap", "final-logit soft cap (0 = none)"),
+    ):
+        st.number_input(
+            label,
+            min_value=0.0,
+            step=1.0,
+            key=field_key(name),
+            on_change=_on_change,
+            args=(name,),
+            help="Gemma 2: x → cap · tanh(x / cap) (50 on the scores, 30 on the logits).",
+        )
+        after(name)

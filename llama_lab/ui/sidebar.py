@@ -15,9 +15,11 @@ from ..units import escape_markdown
 from .family_fields import (
     DEEPSEEK_FIELDS,
     FAMILY_FIELDS,
+    GEMMA_FIELDS,
     GPT_OSS_FIELDS,
     draw_deepseek,
     draw_family,
+    draw_gemma,
     draw_gpt_oss,
     int_input,
 )
@@ -156,6 +158,10 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         draw_deepseek(after)
     with st.expander("Sinks and gpt-oss experts", expanded=bad_field in GPT_OSS_FIELDS):
         draw_gpt_oss(after)
+    with st.expander(
+        "Gemma 2/3 (1 + γ norms, score scale, local RoPE, soft caps)", expanded=bad_field in GEMMA_FIELDS
+    ):
+        draw_gemma(after)
     _draw_workload(values)
 
 
@@ -182,7 +188,7 @@ def _draw_model_name(values: dict[str, Any]) -> None:
 
 
 SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len"}
-RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS) | {
+RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS - GEMMA_FIELDS) | {
     "bias",
     "final_norm",
     "tie_embeddings",

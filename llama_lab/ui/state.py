@@ -401,6 +401,8 @@ AUTO = {
     "head_dim": 0,
     "expert_ffn_hidden": 0,
     "v_head_dim": 0,
+    "query_pre_attn_scalar": 0,
+    "rope_local_theta": 0.0,
     "qkv_bias": None,
     "o_bias": None,
     "mlp_bias": None,
@@ -419,7 +421,7 @@ def config_from_values(values: dict[str, Any]) -> ModelConfig:
     fields_ = {name: values[field_key(name)] for name in CONFIG_FIELDS}
     for name, auto in AUTO.items():
         value = fields_[name]
-        if value is None or (auto == 0 and type(value) is int and value == 0):
+        if value is None or (auto == 0 and type(value) in (int, float) and value == 0):
             fields_[name] = None
     return ModelConfig(**fields_)
 
