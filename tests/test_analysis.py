@@ -18,6 +18,7 @@ from torch.utils.checkpoint import checkpoint
 from llama_lab import analysis as A
 from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig
 from llama_lab.model import build_model, rope_cos_sin, sinusoidal_table
+from llama_lab.model.positions import rope_inv_freq
 from llama_lab.runtime.hardware import DTYPE_BYTES, GPUS, gpu_for_device_name
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -237,25 +238,30 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
         if not checkpointing:
             logits = model(ids)
         else:
-            positions, rope = torch.arange(T), None
+            positions, ropes = torch.arange(T), (None, None)
             x = body.embed_tokens(ids)
-            if cfg.pos_encoding == "rope":
-                rope = rope_cos_sin(positions, body.position_tables.inv_freq)
+            if cfg.embed_scale:
+                x = x * torch.tensor(cfg.d_model**0.5, dtype=x.dtype).item()
+            if cfg.pos_encoding == "rope":  # (global, windowed) blocks' tables
+                ropes = tuple(
+                    rope_cos_sin(positions, rope_inv_freq(cfg.rope_dim, theta))
+                    for theta in (cfg.rope_theta, cfg.rope_local_theta)
+                )
             elif cfg.pos_encoding == "learned":
                 x = x + body.embed_positions(positions)
             elif cfg.pos_encoding == "sinusoidal":
                 x = x + sinusoidal_table(T, cfg.d_model).to(x)
             inputs = []
-            for layer in body.layers:
+            for layer, windowed in zip(body.layers, cfg.local_layer_flags):
                 inputs.append(x)
-                x = checkpoint(layer, x, rope, None, use_reentrant=True)
-            logits = model.lm_head(body.norm(x) if cfg.final_norm else x)
+                x = checkpoint(layer, x, ropes[windowed], None, use_reentrant=True)
+            logits = model.cap(model.lm_head(body.norm(x) if cfg.final_norm else x))
         F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         stored = sum(seen.values())
         recomputed = 0
-        for layer, block_input in zip(body.layers, inputs if checkpointing else []):
+        for i, (layer, block_input) in enumerate(zip(body.layers, inputs if checkpointing else [])):
             before = dict(seen)
-            layer(block_input.detach().requires_grad_(), rope, None)
+            layer(block_input.detach().requires_grad_(), ropes[cfg.local_layer_flags[i]], None)
             recomputed = max(recomputed, sum(seen.values()) - stored)
             seen.clear()
             seen.update(before)
@@ -313,6 +319,31 @@ ACTIVATION_CASES = [
         "moe_scoring": "sigmoid",
     },
     {"n_kv_heads": 4, "head_dim": 24, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "v_head_dim": 20},
+    # Gemma 3: sandwich (1 + γ) norms, GeGLU, √d embeddings, QK-norm, its own score scale, a
+    # window on one block with a RoPE base of its own; Gemma 2: soft-capped scores and logits
+    {
+        "norm_position": "sandwich",
+        "norm_plus_one": True,
+        "ffn_type": "geglu",
+        "embed_scale": True,
+        "tie_embeddings": True,
+        "qk_norm": True,
+        "query_pre_attn_scalar": 24,
+        "sliding_window": 8,
+        "local_layers": "0",
+        "rope_theta": 1e6,
+        "rope_local_theta": 1e4,
+    },
+    {
+        "norm_position": "sandwich",
+        "norm_plus_one": True,
+        "ffn_type": "geglu",
+        "embed_scale": True,
+        "attn_softcap": 50.0,
+        "logit_softcap": 30.0,
+        "sliding_window": 8,
+        "local_layers": "0",
+    },
 ]
 
 
@@ -366,6 +397,14 @@ PEAK_EXTRAS = {
     "mha": {"n_kv_heads": 4},
     "post-relu": {"norm_position": "post", "ffn_type": "relu", "bias": True},
     "narrow-ffn": {"ffn_hidden": 16, "n_kv_heads": 1},
+    "gemma2": {  # sandwich norms, GeGLU, soft-capped scores (plain matmuls) and logits
+        "norm_position": "sandwich",
+        "norm_plus_one": True,
+        "ffn_type": "geglu",
+        "embed_scale": True,
+        "attn_softcap": 50.0,
+        "logit_softcap": 30.0,
+    },
 }
 _FRESH_PEAKS = """
 import json, sys, torch

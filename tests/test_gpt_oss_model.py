@@ -15,7 +15,7 @@ from llama_lab.analysis import quant
 from llama_lab.config import PRESETS, ModelConfig
 from llama_lab.config.hf_quant import StoredQuant
 from llama_lab.model import build_model
-from llama_lab.model.attention import reference_attention, sink_attention
+from llama_lab.model.attention import matmul_attention, reference_attention
 
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
@@ -126,7 +126,7 @@ def test_a_sink_at_minus_infinity_is_plain_attention_and_a_high_one_silences_the
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
     plain, _ = reference_attention(q, k, v, n_rep=2, window=3)
-    off = sink_attention(q, k, v, torch.full((4,), float("-inf")), n_rep=2, window=3)
+    off = matmul_attention(q, k, v, 2, 3, sinks=torch.full((4,), float("-inf")))
     torch.testing.assert_close(off, plain)
     # a sink of logit s: the weights are the plain ones × Σe^score / (Σe^score + e^s)
     sinks = torch.tensor([0.0, 1.0, -2.0, 30.0])
@@ -134,9 +134,9 @@ def test_a_sink_at_minus_infinity_is_plain_attention_and_a_high_one_silences_the
     mask = torch.ones(6, 6, dtype=torch.bool).tril() & ~torch.ones(6, 6, dtype=torch.bool).tril(-3)
     mass = scores.masked_fill(~mask, float("-inf")).exp().sum(-1, keepdim=True)
     expected = plain * mass / (mass + sinks.exp().view(1, 4, 1, 1))
-    torch.testing.assert_close(sink_attention(q, k, v, sinks, n_rep=2, window=3), expected)
+    torch.testing.assert_close(matmul_attention(q, k, v, 2, 3, sinks=sinks), expected)
     torch.testing.assert_close(reference_attention(q, k, v, 2, 3, sinks)[0], expected)
-    assert sink_attention(q, k, v, sinks, n_rep=2)[:, 3].abs().max() < 1e-6  # e^30 swamps it
+    assert matmul_attention(q, k, v, 2, sinks=sinks)[:, 3].abs().max() < 1e-6  # e^30 swamps it
 
 
 @pytest.mark.parametrize(

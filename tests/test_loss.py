@@ -33,6 +33,22 @@ def test_loss_and_gradients_equal_the_plain_path(rows):
     torch.testing.assert_close(gw, rw, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("rows", [7, 1000])
+def test_soft_capped_logits_loss_and_gradients_equal_the_plain_path(rows):
+    # Gemma 2: cross-entropy of cap · tanh(z / cap)
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(37, 16, generator=g, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(50, 16, generator=g, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 50, (37,), generator=g)
+    ours = linear_cross_entropy(hidden, weight, targets, rows, softcap=1.5)
+    gh, gw = torch.autograd.grad(ours, (hidden, weight))
+    ref = F.cross_entropy(torch.tanh(hidden @ weight.t() / 1.5) * 1.5, targets)
+    rh, rw = torch.autograd.grad(ref, (hidden, weight))
+    torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gh, rh, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(gw, rw, rtol=1e-10, atol=1e-12)
+
+
 def test_a_scaled_loss_scales_its_gradients():
     hidden = torch.randn(9, 8, requires_grad=True)
     weight = torch.randn(11, 8, requires_grad=True)
@@ -44,9 +60,12 @@ def test_a_scaled_loss_scales_its_gradients():
     torch.testing.assert_close(weight.grad, w2.grad)
 
 
-@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("tied", [False, True, "gemma2"])
 def test_the_models_loss_equals_the_plain_one_with_its_gradients(tied):
-    cfg = PRESETS["debug"].replace(tie_embeddings=tied)
+    gemma = dict(
+        norm_position="sandwich", norm_plus_one=True, ffn_type="geglu", attn_softcap=2.0, logit_softcap=3.0
+    )
+    cfg = PRESETS["debug"].replace(tie_embeddings=bool(tied), **(gemma if tied == "gemma2" else {}))
     model = build_model(cfg, seed=0)
     ids = torch.randint(0, cfg.vocab_size, (3, 20), generator=torch.Generator().manual_seed(1))
     ours = model.loss(ids)

@@ -340,22 +340,26 @@ def test_rope_frequencies_stay_float32_under_bf16():
 
 
 # ---- issue 9: position tables once, models built in their dtype, last-position prefill ----------
-@pytest.mark.parametrize("pos_encoding", ["rope", "sinusoidal"])
+@pytest.mark.parametrize("pos_encoding", ["rope", "sinusoidal", "gemma3"])
 def test_position_tables_are_built_once_for_a_whole_decode(pos_encoding, monkeypatch):
     from llama_lab.model import positions
 
-    cfg = PRESETS["debug"].replace(pos_encoding=pos_encoding)
+    local_base = (
+        dict(sliding_window=6, local_layers="0", rope_local_theta=500.0) if pos_encoding == "gemma3" else {}
+    )
+    cfg = PRESETS["debug"].replace(pos_encoding="rope" if local_base else pos_encoding, **local_base)
     model = build_model(cfg).eval()
     builds = []
     original = positions.PositionTables._build
     monkeypatch.setattr(
         positions.PositionTables,
         "_build",
-        lambda self, n, device: builds.append(n) or original(self, n, device),
+        lambda self, n, device, local: builds.append(n) or original(self, n, device, local),
     )
     prompt = torch.randint(0, cfg.vocab_size, (2, 8))
     out = model.generate(prompt, max_new_tokens=20)
-    assert builds == [28]  # the cache's length, once, at prefill
+    # the cache's length, once, at prefill (Gemma 3: the windowed layers' own base, a second)
+    assert builds == ([28, 28] if local_base else [28])
     # and the tokens are those of greedy decoding without a cache
     ids = prompt
     with torch.no_grad():

@@ -22,18 +22,24 @@ ELEMENTWISE_FLOPS_PER_ELEMENT = {
     "softmax": 5,  # × 1/√D, − row max, exp, sum, ÷ sum (per score; the max compares free)
     "rope": 3,  # x·cos + rotate_half(x)·sin, per element of q and k
     "swiglu": 5,  # silu(g) = g·σ(g): exp, +1, ÷, × g; then × up
+    # 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))): g³ (2), × c, + g, × √(2/π), tanh (5, as erf),
+    # + 1, × 0.5·g (2); then × up
+    "geglu": 14,
     "relu": 1,
     "gelu": 8,  # 0.5·x·(1 + erf(x/√2)), erf counted as 5
     "residual": 1,  # per element of each residual add (two per block)
     "bias": 1,  # per output element of a biased linear layer
     "position_add": 1,  # learned or sinusoidal table added to the token embeddings
+    "embed_scale": 1,  # × √d on the token embeddings (2017 recipe, Gemma)
+    "softcap": 7,  # cap · tanh(x / cap): ÷, tanh (5, as erf), × (Gemma 2: scores and logits)
 }
 
 
 FLOP_CONVENTIONS = [
     "FLOPs = 2 per multiply-add: a (m×k)·(k×n) matmul costs 2·m·k·n.",
     "forward = matmul FLOPs only (the JSON key flops.forward): attention projections + attention scores "
-    "+ FFN + lm_head. Norms, softmax, RoPE, activations, bias and residual adds are listed in "
+    "+ FFN + lm_head. Norms, softmax, RoPE, activations, bias and residual adds, embedding scale "
+    "and soft caps are listed in "
     "'elementwise' (per-element constants in 'elementwise_constants') and are NOT in forward.",
     "attention scores = QKᵀ and AV over the full T×T: 4·B·T²·H·D per layer (2 for QKᵀ, 2 for AV); "
     "attention_scores_causal counts only the T(T+1)/2 unmasked pairs: 2·B·T(T+1)·H·D per layer.",
@@ -153,7 +159,7 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     s = Shapes.of(cfg)
     C, H, G, D, F, L = s.C, s.H, s.G, s.D, s.F, s.L
     n_sparse = sum(cfg.moe_layer_flags)
-    n_norms = 2 * L + (1 if cfg.final_norm else 0)
+    n_norms = (4 if cfg.norm_position == "sandwich" else 2) * L + (1 if cfg.final_norm else 0)
     gated = s.n_ffn_matrices == 3
     attention_biases = ((H + 2 * G) * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0)
     ffn_biases = ((2 * F if gated else F) + C) if cfg.mlp_bias else 0  # a dense block's
@@ -179,6 +185,12 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
         "position_add": (
             new_tokens * C * k["position_add"] if cfg.pos_encoding in ("learned", "sinusoidal") else 0
         ),
+        "embed_scale": new_tokens * C * k["embed_scale"] if cfg.embed_scale else 0,
+        "softcap": (
+            (sum(layer_pairs(cfg, query_key_pairs)) * H if cfg.attn_softcap else 0)
+            + (new_tokens * s.V if cfg.logit_softcap else 0)
+        )
+        * k["softcap"],
     }
     terms["total"] = sum(terms.values())
     return terms

@@ -58,8 +58,10 @@ ACTIVATION_ASSUMPTIONS = [
     "dtype: a few bytes per token less). A norm's output is saved by the linear layers that "
     "read it. QK-norm's inputs are views of the q/k/v projection's output, which they keep "
     "whole (SDPA's v is a view of it too).",
-    "SwiGLU saves the fused gate/up output and the product (3·F per token: silu(gate) is "
-    "recomputed in backward); ReLU its output; GELU its input and output.",
+    "SwiGLU and GeGLU save the fused gate/up output and the product (3·F per token: the "
+    "activation of the gate is recomputed in backward); ReLU its output; GELU its input and output.",
+    "Sandwich blocks (Gemma) save four norms' inputs and rstd; attention with sinks or soft-capped "
+    "scores runs as plain matmuls, saving the softmax (and the cap's tanh), never fused.",
     "RoPE saves cos and sin (T×D): the model's tables, built once per device for the longest "
     "length used (T in a training step), in float32; or one cast copy per use in 16-bit dtypes.",
     "checkpointing = torch.utils.checkpoint around every block: the block inputs stay, plus one "
@@ -85,7 +87,7 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     s = Shapes.of(cfg)
     if not sparse:
         F = s.F // tp
-        per_token = {"swiglu": 3 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
+        per_token = {"swiglu": 3 * F, "geglu": 3 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
         return nbytes(tokens * per_token, b)
     slots = tokens * s.K
     if cfg.moe_style == "gpt_oss":
@@ -135,7 +137,7 @@ def _block_saved(
     window = cfg.window_of(layer)
     n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors
     return {
-        "norms": 2 * _norm_saved_bytes(cfg, n_rep, b),
+        "norms": norms_per_block(cfg) * _norm_saved_bytes(cfg, n_rep, b),
         # QK-norm keeps the q/k/v output whole through its q and k views (less v when SDPA's
         # own v is that view, counted under qkv) and one rstd per head row
         "qk_norm": (
@@ -147,7 +149,11 @@ def _block_saved(
         ),
         "attention_input": nbytes(n_rep * C, b),  # read by q, k, v
         "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),  # saved by SDPA
-        **(_sink_saved(B, T, H, D, b) if cfg.attention_sinks else _sdpa_saved(B, T, H, D, b, window)),
+        **(
+            _matmul_saved(cfg, B, T, H, D, b)
+            if cfg.attention_sinks or cfg.attn_softcap
+            else _sdpa_saved(B, T, H, D, b, window)
+        ),
         # 16-bit: cos and sin cast afresh for q and for k
         "rope_casts": _rope_casts(cfg, T, b, dtype),
         "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
@@ -164,11 +170,19 @@ def _sdpa_saved(B: int, T: int, H: int, D: int, b: float, window: int | None) ->
     }
 
 
-def _sink_saved(B: int, T: int, H: int, D: int, b: float) -> dict:
-    """Attention with sinks (``model.attention.sink_attention``, plain matmuls): the softmax
-    over T keys and the sink (B·H·T·(T+1)), o_proj's input (the output, made contiguous), and
-    the (T, T) boolean mask."""
-    return {"attention_output": nbytes(B * H * T * (T + 1) + B * T * H * D, b), "window_mask": T * T}
+def _matmul_saved(cfg: ModelConfig, B: int, T: int, H: int, D: int, b: float) -> dict:
+    """Attention as plain matmuls (``model.attention.matmul_attention``): with sinks the softmax
+    over T keys and the sink (B·H·T·(T+1)); else the softmax (B·H·T·T) and, with soft-capped
+    scores, their tanh (B·H·T·T); o_proj's input (the output, made contiguous) and the (T, T)
+    boolean mask."""
+    probs = B * H * T * (T + 1) if cfg.attention_sinks else B * H * T * T
+    tanh = B * H * T * T if cfg.attn_softcap else 0
+    return {"attention_output": nbytes(probs + tanh + B * T * H * D, b), "window_mask": T * T}
+
+
+def norms_per_block(cfg: ModelConfig) -> int:
+    """Norms of the model width in one block: two, or four in a sandwich block (Gemma)."""
+    return 4 if cfg.norm_position == "sandwich" else 2
 
 
 def _rope_casts(cfg: ModelConfig, T: int, b: float, dtype: str) -> int:
@@ -194,7 +208,7 @@ def _mla_block_saved(
     n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors
     q_path = 2 * nbytes(N * s.Rq, b) + STATS_BYTES * N if s.Rq else 0
     return {
-        "norms": 2 * _norm_saved_bytes(cfg, n_rep, b),
+        "norms": norms_per_block(cfg) * _norm_saved_bytes(cfg, n_rep, b),
         "attention_input": nbytes(n_rep * C, b),  # read by q (or q_a) and kv_a
         "latent": q_path + nbytes(N * (2 * s.Rkv + s.Dr), b) + STATS_BYTES * N,
         "qkv": nbytes(N * H * (2 * s.D + max(s.D, s.Dv)), b),  # q, k, v padded to one width
@@ -221,7 +235,16 @@ def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> i
     V = math.ceil(s.V / tp)
     if loss == "chunked":
         return norm + nbytes(N * s.C, b) + nbytes(V * s.C, b)
-    return norm + nbytes(N * s.C, b) + nbytes(N * V, b) + INT64_BYTES * N + math.ceil(b)
+    logits = (2 if cfg.logit_softcap else 1) * N * V
+    return norm + nbytes(N * s.C, b) + nbytes(logits, b) + INT64_BYTES * N + math.ceil(b)
+
+
+def _rope_tables_used(cfg: ModelConfig) -> int:
+    """RoPE tables the blocks read: one, or two when windowed and global blocks rotate with
+    different bases (Gemma 3)."""
+    if cfg.rope_local_theta == cfg.rope_theta:
+        return 1
+    return len(set(cfg.local_layer_flags))
 
 
 def activation_estimate(
@@ -254,7 +277,13 @@ def activation_estimate(
     per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0])]
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
-        "rope_tables": 2 * T * cfg.rope_dim * 4 if rope and dtype == "fp32" else 0,  # all layers' one
+        # all layers' one (cos, sin), or two where windowed layers rotate with their own base
+        # (checkpointed: the one block recomputed at a time holds its own)
+        "rope_tables": (
+            2 * T * cfg.rope_dim * 4 * (1 if checkpointing else _rope_tables_used(cfg))
+            if rope and dtype == "fp32"
+            else 0
+        ),
         "head_and_loss": _head_saved(cfg, N, b, loss, tp),
     }
     if checkpointing:
@@ -297,11 +326,11 @@ def activation_bytes(
 def autocast_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> int:
     """What the live model saves for backward under ``torch.autocast`` to ``dtype`` (fp32
     weights, mixed precision): ``activation_bytes`` in ``dtype``, except that the residual
-    stream stays float32, so every norm's input (two per block, the final norm) is saved in
-    4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself."""
+    stream stays float32, so every norm's input (two per block, four in a sandwich block, the
+    final norm) is saved in 4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself."""
     exact = activation_bytes(cfg, seq_len, batch, dtype)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
-    norm_inputs = 2 * cfg.n_layers + (1 if cfg.final_norm else 0)
+    norm_inputs = norms_per_block(cfg) * cfg.n_layers + (1 if cfg.final_norm else 0)
     return exact + norm_inputs * nbytes(batch * seq_len * cfg.d_model, 4 - b)
 
 
@@ -322,7 +351,7 @@ def inference_activation_bytes(
     T, N = seq_len, batch * seq_len
     s = Shapes.of(cfg)
     C, H, G, D, F, V = s.C, s.H, s.G, s.D, s.F, s.V
-    pre = cfg.norm_position == "pre"
+    pre = cfg.norm_position != "post"
     # Elements per token alive at each phase of a block. The block input stays referenced by
     # the layer loop; Pre-LN also holds the norm output being read, and on the FFN side the
     # residual after attention.
@@ -338,16 +367,20 @@ def inference_activation_bytes(
     if cfg.attention_sinks:  # plain matmuls: the scores, their concatenation with the sinks
         # and its softmax, (T + 1) per head, alive together; the (T, T) boolean mask
         at_scores, mask = q_k_v + H * T + 2 * H * (T + 1), T * T / N
+    elif cfg.attn_softcap:  # plain matmuls: the scores, scores / cap, tanh, × cap: three alive
+        at_scores, mask = q_k_v + 3 * H * T, T * T / N
     attention = (2 * C if pre else C) + max(at_o_proj, at_rope, at_scores)
     # SwiGLU: the fused gate/up output (2F, alive through the block), silu(g), the product;
     # ReLU/GELU: the activation's input and output
-    hidden = 4 * F if cfg.ffn_type == "swiglu" else 2 * F
+    hidden = 4 * F if cfg.gated_ffn else 2 * F
     ffn = (3 * C if pre else 2 * C) + max(hidden, F + C)  # F + C: down_proj's input and output
     if cfg.norm_type == "rmsnorm":  # float32 x·rstd, its cast, γ·x
         norm_bytes = 4 * C + (b * C if b != 4 else 0) + b * C
     else:
         norm_bytes = b * C + 2 * STATS_BYTES
-    norm = 2 * C * b + norm_bytes  # the two tensors held around a norm
+    # the two tensors held around a norm; three around a sandwich block's output norms (the
+    # block input, the residual, the sublayer's output)
+    norm = (3 if cfg.norm_position == "sandwich" else 2) * C * b + norm_bytes
     positions = INT64_BYTES * T if cfg.pos_encoding == "learned" else 0  # position ids
     if cfg.pos_encoding == "rope":  # the model's cos and sin tables, float32
         positions += 2 * T * D * 4  # (T, D) each, built for this forward
@@ -364,7 +397,8 @@ def inference_activation_bytes(
         per_token = max(per_token, held * b + router)
     block_peak = math.ceil(N * per_token) + positions
     logits = batch * V if last_only else N * V
-    head_peak = nbytes(N * C + logits, b)  # final hidden state + logits
+    # final hidden state + logits (soft-capped: the logits, their tanh and its product alive)
+    head_peak = nbytes(N * C + (3 if cfg.logit_softcap else 1) * logits, b)
     return max(block_peak, head_peak)
 
 

@@ -39,6 +39,8 @@ DETAIL_KEYS = (
     "shared_experts",
     "input_layernorm",
     "post_attention_layernorm",
+    "pre_feedforward_layernorm",
+    "post_feedforward_layernorm",
     "final_norm",
     "lm_head",
 )
@@ -70,6 +72,8 @@ COMPONENT_OF = {
     "shared_experts": "ffn",
     "input_layernorm": "norms",
     "post_attention_layernorm": "norms",
+    "pre_feedforward_layernorm": "norms",
+    "post_feedforward_layernorm": "norms",
     "final_norm": "norms",
     "lm_head": "lm_head",
 }
@@ -137,8 +141,12 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         "experts": s.E * 3 * C * s.Fe if sparse else 0,  # E × (gate, up: C→Fe; down: Fe→C)
         "expert_bias": s.E * (2 * s.Fe + C) if sparse and gpt_oss else 0,  # gpt-oss's experts
         "shared_experts": 3 * C * s.Fs if sparse else 0,  # one SwiGLU of width Fs, always on
+        # sandwich (Gemma): post_attention_layernorm is the attention output's, and the FFN
+        # has a norm before and after it
         "input_layernorm": norm_params(cfg),
         "post_attention_layernorm": norm_params(cfg),
+        "pre_feedforward_layernorm": norm_params(cfg) if cfg.norm_position == "sandwich" else 0,
+        "post_feedforward_layernorm": norm_params(cfg) if cfg.norm_position == "sandwich" else 0,
     }
 
 
@@ -192,7 +200,11 @@ def _detail_key(name: str) -> str:
     owner, kind = parts[-2], parts[-1]
     if name.startswith("model.norm."):
         return "final_norm"
-    if owner in ("embed_tokens", "embed_positions", "lm_head", "input_layernorm", "post_attention_layernorm"):
+    if (
+        owner in ("embed_tokens", "embed_positions", "lm_head")
+        or owner.endswith("_layernorm")
+        and owner in DETAIL_KEYS
+    ):
         return owner
     if owner in ("q_norm", "k_norm"):
         return "qk_norm"

@@ -77,6 +77,11 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
         TensorGroup("input_layernorm", "norms", n, 1, norm_params(cfg)),
         TensorGroup("post_attention_layernorm", "norms", n, 1, norm_params(cfg)),
     ]
+    if cfg.norm_position == "sandwich":  # Gemma: a norm before and after the FFN too
+        groups += [
+            TensorGroup(name, "norms", n, 1, norm_params(cfg))
+            for name in ("pre_feedforward_layernorm", "post_feedforward_layernorm")
+        ]
     if cfg.qkv_bias:
         groups.append(TensorGroup("qkv_bias", "bias", n, 1, s.q_dim + 2 * s.kv_dim))
     if cfg.o_bias:

@@ -45,7 +45,7 @@ class Shapes:
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> "Shapes":
-        gated = cfg.ffn_type == "swiglu"
+        gated = cfg.gated_ffn
         return cls(
             V=cfg.vocab_size,
             C=cfg.d_model,

@@ -51,6 +51,8 @@ PARAM_GROUPS = {  # module name inside a block (an expert tensor's own name) →
     "experts": "experts",
     "input_layernorm": "norms",
     "post_attention_layernorm": "norms",
+    "pre_feedforward_layernorm": "norms",  # sandwich (Gemma)
+    "post_feedforward_layernorm": "norms",
     "q_norm": "norms",
     "k_norm": "norms",
 }

@@ -190,7 +190,17 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
     far o_proj(weights @ v) is from what the module returned."""
     attn = model.model.layers[i].self_attn
     q, k, v = attn.project(x, rope)
-    mixed, weights = reference_attention(q, k, v, model.cfg.n_rep, attn.window, getattr(attn, "sinks", None))
+    cfg = model.cfg
+    mixed, weights = reference_attention(
+        q,
+        k,
+        v,
+        cfg.n_rep,
+        attn.window,
+        getattr(attn, "sinks", None),
+        scale=cfg.query_pre_attn_scalar**-0.5,
+        softcap=cfg.attn_softcap,
+    )
     B, H, T, D = mixed.shape
     again = attn.o_proj(mixed.transpose(1, 2).reshape(B, T, H * D))
     return weights[0], float((again - out).abs().max())
@@ -210,7 +220,7 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
         weights, error = _attention_weights(model, i, attn_x, rope, seen[(i, "attn_out")])
         h = seen[(i, "block_out")]
         head_in = body.norm(h) if cfg.final_norm else h
-        lens_logits = model.lm_head(head_in)[0].float()
+        lens_logits = model.cap(model.lm_head(head_in))[0].float()
         lens.append(lens_logits)
         gate_up = seen.get((i, "gate_up_out"))  # SwiGLU's gate and up, one GEMM
         gate = layer.mlp.gate_up_proj.split(gate_up)[0] if gate_up is not None else None
@@ -338,7 +348,10 @@ def _pair_score(model: CausalLM, emb: torch.Tensor, kind: str, m: int, head: int
         x = emb + body.embed_positions(rows.to(emb.device))
     else:
         if cfg.pos_encoding == "rope":  # the model's own tables (rotated width, pair layout)
-            cos, sin = (t[rows.to(emb.device)] for t in body.position_tables.get(m + 1, emb.device))
+            cos, sin = (
+                t[rows.to(emb.device)]
+                for t in body.position_tables.get(m + 1, emb.device, cfg.local_layer_flags[0])
+            )
         else:
             cos, sin = rope_cos_sin(rows, rope_inv_freq(cfg.head_dim, cfg.rope_theta))
         rope = cos.to(emb.device), sin.to(emb.device)

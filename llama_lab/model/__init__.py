@@ -7,7 +7,7 @@ Parts: ``kernels`` (the two custom autograd Functions beside their references), 
 ``mlp``, ``kv_cache``, ``decoder``, ``init``, ``checkpoint``.
 """
 
-from .attention import Attention, attention_mask, causal_attention, reference_attention, sink_attention
+from .attention import Attention, attention_mask, causal_attention, matmul_attention, reference_attention
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import CausalLM, DecoderBody, DecoderLayer
 from .fused import FusedLinear, keep_part_keys, part_tensors
@@ -61,7 +61,7 @@ __all__ = [
     "rms_norm_reference",
     "rope_cos_sin",
     "rope_inv_freq",
-    "sink_attention",
+    "matmul_attention",
     "rotate_half",
     "sinusoidal_table",
     "swiglu",

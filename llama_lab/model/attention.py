@@ -1,12 +1,12 @@
 """Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), an optional sliding window,
-QK-norm and attention sinks (gpt-oss), through SDPA, plain matmuls where a sink joins the
-softmax (SDPA takes none), or a reference matmul path that also returns the weights. Shapes: B batch,
-T new tokens, S keys attended (cached + new), H query heads, G KV heads, D head dim, C = d_model.
+QK-norm, a score scale of its own (Gemma's query_pre_attn_scalar), attention sinks (gpt-oss) and
+soft-capped scores (Gemma 2), through SDPA, plain matmuls where a sink joins the softmax or the
+scores are capped (SDPA takes neither), or a reference matmul path that also returns the
+weights. Shapes: B batch, T new tokens, S keys attended (cached + new), H query heads, G KV heads,
+D head dim, C = d_model.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn as nn
@@ -65,38 +65,57 @@ def causal_attention(
     )
 
 
-def sink_attention(
+def matmul_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    sinks: torch.Tensor,
     n_rep: int,
     window: int | None = None,
+    scale: float | None = None,
+    sinks: torch.Tensor | None = None,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
-    """gpt-oss: each head's sink logit (``sinks``, (H,)) joins the softmax over its scores and
-    is dropped after it, so the weights sum to less than 1 (a head may attend to nothing).
-    Shapes as ``causal_attention``; the R = n_rep query heads sharing a KV head are stacked
-    along the rows, (B, G, R·T, ·), so K and V are never repeated."""
+    """Causal attention as plain matmuls, for what SDPA cannot take: ``softcap`` (Gemma 2) turns
+    the scaled scores into cap · tanh(scores / cap); each head's sink logit (``sinks``, (H,):
+    gpt-oss) joins the softmax and is dropped after it, so the weights sum to less than 1 (a head
+    may attend to nothing). Shapes as ``causal_attention``; the R = n_rep query heads sharing a
+    KV head are stacked along the rows, (B, G, R·T, ·), so K and V are never repeated."""
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
-    scores = q.reshape(B, G, n_rep * T, D) @ k.transpose(-2, -1) / math.sqrt(D)  # (B, G, R·T, S)
+    scale = D**-0.5 if scale is None else scale
+    scores = q.reshape(B, G, n_rep * T, D) @ k.transpose(-2, -1) * scale  # (B, G, R·T, S)
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
     mask = attention_mask(T, S, window, q.device)
     scores = scores.view(B, G, n_rep, T, S).masked_fill(~mask, float("-inf"))
-    sink = sinks.view(1, G, n_rep, 1, 1).expand(B, G, n_rep, T, 1).to(scores.dtype)
-    weights = torch.cat((scores, sink), dim=-1).softmax(dim=-1)[..., :S]  # the sink dropped
+    if sinks is None:
+        weights = scores.softmax(dim=-1)
+    else:
+        sink = sinks.view(1, G, n_rep, 1, 1).expand(B, G, n_rep, T, 1).to(scores.dtype)
+        weights = torch.cat((scores, sink), dim=-1).softmax(dim=-1)[..., :S]  # the sink dropped
     return (weights.reshape(B, G, n_rep * T, S) @ v).view(B, H, T, v.shape[-1])
 
 
 def reference_attention(
-    q, k, v, n_rep: int, window: int | None = None, sinks: torch.Tensor | None = None
+    q,
+    k,
+    v,
+    n_rep: int,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    scale: float | None = None,
+    softcap: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain-matmul causal attention that also returns the weights (B, H, T, S): for teaching
     and for tests of the fused path. ``sinks`` (H,): each head's sink logit joins the softmax
-    and is dropped after it (the weights then sum to less than 1)."""
+    and is dropped after it (the weights then sum to less than 1); ``scale`` of the scores
+    (default 1/√D); ``softcap``: scores → cap · tanh(scores / cap)."""
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
-    (B, H, T, _), S = q.shape, k.shape[2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    (B, H, T, D), S = q.shape, k.shape[2]
+    scores = q @ k.transpose(-2, -1) * (D**-0.5 if scale is None else scale)  # (B, H, T, S)
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
     scores = scores.masked_fill(~attention_mask(T, S, window, q.device), float("-inf"))
     if sinks is not None:
         scores = torch.cat((scores, sinks.view(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)), dim=-1)
@@ -122,8 +141,8 @@ class Attention(nn.Module):
         keep_part_keys(self, "qkv_proj")
         self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
         if cfg.qk_norm:  # Qwen3: per head, over D
-            self.q_norm = RMSNorm(D, cfg.norm_eps)
-            self.k_norm = RMSNorm(D, cfg.norm_eps)
+            self.q_norm = RMSNorm(D, cfg.norm_eps, cfg.norm_plus_one)
+            self.k_norm = RMSNorm(D, cfg.norm_eps, cfg.norm_plus_one)
         if cfg.attention_sinks:  # gpt-oss: one learned logit per query head
             self.sinks = nn.Parameter(torch.empty(cfg.n_heads))
 
@@ -154,8 +173,10 @@ class Attention(nn.Module):
         q, k, v = self.project(x, rope)
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)  # (B, G, S, D)
-        if self.cfg.attention_sinks:
-            out = sink_attention(q, k, v, self.sinks, self.cfg.n_rep, self.window)
+        cfg, scale = self.cfg, self.cfg.query_pre_attn_scalar**-0.5
+        if cfg.attention_sinks or cfg.attn_softcap:
+            sinks = self.sinks if cfg.attention_sinks else None
+            out = matmul_attention(q, k, v, cfg.n_rep, self.window, scale, sinks, cfg.attn_softcap)
         else:
-            out = causal_attention(q, k, v, self.cfg.n_rep, self.window)  # (B, H, T, D)
+            out = causal_attention(q, k, v, cfg.n_rep, self.window, scale)  # (B, H, T, D)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))

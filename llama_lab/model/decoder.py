@@ -22,17 +22,35 @@ from .positions import PositionTables
 
 
 class DecoderLayer(nn.Module):
+    """A block: Pre-LN, Post-LN, or sandwich (Gemma 2/3: Pre-LN plus a norm on each sublayer's
+    output before the add; its modules named as Gemma's — post_attention_layernorm is then the
+    attention output's norm, pre_feedforward_layernorm the FFN input's)."""
+
     def __init__(self, cfg: ModelConfig, layer_idx: int):
         super().__init__()
-        self.pre_norm = cfg.norm_position == "pre"
+        self.pre_norm = cfg.norm_position != "post"
+        self.sandwich = cfg.norm_position == "sandwich"
         self.self_attn = LatentAttention(cfg, layer_idx) if cfg.is_mla else Attention(cfg, layer_idx)
         moe = GptOssMoE if cfg.moe_style == "gpt_oss" else SparseMoE
         self.mlp = moe(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
         self.input_layernorm = make_norm(cfg)  # the attention sublayer's norm
-        self.post_attention_layernorm = make_norm(cfg)  # the FFN sublayer's norm
+        if self.sandwich:
+            self.post_attention_layernorm = make_norm(cfg)  # the attention output's
+            self.pre_feedforward_layernorm = make_norm(cfg)  # the FFN sublayer's
+            self.post_feedforward_layernorm = make_norm(cfg)  # the FFN output's
+        else:
+            self.post_attention_layernorm = make_norm(cfg)  # the FFN sublayer's norm
+
+    @property
+    def ffn_norm(self) -> nn.Module:
+        """The norm the FFN sublayer reads through (Pre-LN) or ends with (Post-LN)."""
+        return self.pre_feedforward_layernorm if self.sandwich else self.post_attention_layernorm
 
     def forward(self, x, rope=None, cache=None):
-        if self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l)) · LN'(x_l)
+        if self.sandwich:  # x + norm(f(norm(x))): the residual path stays the identity
+            x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), rope, cache))
+            x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+        elif self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l)) · LN'(x_l)
             x = x + self.self_attn(self.input_layernorm(x), rope, cache)
             x = x + self.mlp(self.post_attention_layernorm(x))
         else:  # Post-LN: the norm sits on the residual path
@@ -63,21 +81,22 @@ class DecoderBody(nn.Module):
         if cache is not None and start + T > cache.max_len:
             raise ValueError(f"sequence of {start + T} tokens exceeds the cache's max_len={cache.max_len}")
         x = self.embed_tokens(input_ids)  # (B, T, C)
-        if self.cfg.embed_scale:  # Vaswani et al. §3.4
-            x = x * math.sqrt(self.cfg.d_model)
-        rope = None
+        if self.cfg.embed_scale:  # Vaswani et al. §3.4; √d rounded to the weights' dtype (Gemma)
+            x = x * torch.tensor(math.sqrt(self.cfg.d_model), dtype=x.dtype).item()
+        ropes: tuple = (None, None)  # (global, windowed) layers' RoPE tables
         if self.cfg.pos_encoding in ("rope", "sinusoidal"):
             # a cache will hold up to its max_len tokens: build the tables for all of them once
             end = cache.max_len if cache is not None else start + T
             tables = [t[start : start + T] for t in self.position_tables.get(end, input_ids.device)]
             if self.cfg.pos_encoding == "rope":
-                rope = tables[0], tables[1]  # (T, D) each
+                local = [t[start : start + T] for t in self.position_tables.get(end, input_ids.device, True)]
+                ropes = (tables[0], tables[1]), (local[0], local[1])  # (T, D) each
             else:
                 x = x + tables[0].to(x)  # (T, C)
         elif self.cfg.pos_encoding == "learned":
             x = x + self.embed_positions(torch.arange(start, start + T, device=input_ids.device))
-        for layer in self.layers:
-            x = layer(x, rope, cache)
+        for layer, windowed in zip(self.layers, self.cfg.local_layer_flags):
+            x = layer(x, ropes[windowed], cache)
         if cache is not None:
             cache.length += T
         return self.norm(x) if self.cfg.final_norm and final_norm else x
@@ -100,7 +119,13 @@ class CausalLM(nn.Module):
         """Logits (B, T, V); ``last_only``: only the last position's (B, 1, V), as a prefill
         that is followed by decoding needs — T·V fewer multiply-adds and logits."""
         hidden = self.model(input_ids, cache)  # (B, T, C)
-        return self.lm_head(hidden[:, -1:] if last_only else hidden)
+        return self.cap(self.lm_head(hidden[:, -1:] if last_only else hidden))
+
+    def cap(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits soft-capped, cap · tanh(z / cap) (Gemma 2's final_logit_softcapping), or as
+        they are."""
+        cap = self.cfg.logit_softcap
+        return torch.tanh(logits / cap) * cap if cap else logits
 
     def loss(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy: positions 0..T-2 predicting 1..T-1 (transformers'
@@ -113,11 +138,13 @@ class CausalLM(nn.Module):
         (B, T), through the LM head in chunks (``model.loss``: never the B·T·V logits at
         once)."""
         hidden = self.model(inputs)  # (B, T, C)
-        return linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, targets)
+        return linear_cross_entropy(
+            hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, targets, softcap=self.cfg.logit_softcap
+        )
 
     def logits_without_final_norm(self, input_ids: torch.Tensor) -> torch.Tensor:
         """What the seed's "forgot the final norm" bug computes: lm_head on the raw last block."""
-        return self.lm_head(self.model(input_ids, final_norm=False))
+        return self.cap(self.lm_head(self.model(input_ids, final_norm=False)))
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
         p = self.lm_head.weight

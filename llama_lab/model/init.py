@@ -33,7 +33,7 @@ def _draw(weight: torch.Tensor, init: str, generator: torch.Generator | None) ->
 
 def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator | None = None) -> None:
     """normal: every matrix N(0, 0.02) (GPT-2/LLaMA); xavier: Glorot-uniform (2017).
-    Biases and attention sinks 0, norm gains 1."""
+    Biases and attention sinks 0, norm gains 1 (a 1 + γ norm's γ 0)."""
     for module in model.modules():
         if isinstance(module, (nn.Linear, nn.Embedding)):
             if module.weight.is_meta:
@@ -63,7 +63,8 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
         elif isinstance(module, Attention) and hasattr(module, "sinks") and not module.sinks.is_meta:
             nn.init.zeros_(module.sinks)  # a sink at logit 0: one more "key" of score 0
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
-            nn.init.ones_(module.weight)
+            # gain 1: γ = 1, or γ = 0 where the norm scales by 1 + γ (Gemma)
+            (nn.init.zeros_ if getattr(module, "plus_one", False) else nn.init.ones_)(module.weight)
             bias = getattr(module, "bias", None)  # LayerNorm's
             if isinstance(bias, torch.Tensor):
                 nn.init.zeros_(bias)

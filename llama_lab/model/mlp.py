@@ -16,17 +16,17 @@ import torch.nn.functional as F
 
 from ..config import ModelConfig
 from .fused import FusedLinear, keep_part_keys
-from .kernels import swiglu
+from .kernels import gated, swiglu
 
 
 class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) ⊙ up(x)), gate and up in one GEMM (checkpoints keep
-    gate_proj and up_proj; ``kernels.swiglu`` keeps only their output for backward);
-    ReLU/GELU: down(act(up(x)))."""
+    gate_proj and up_proj; ``kernels.gated`` keeps only their output for backward); GeGLU
+    (Gemma) the same with tanh-approximated GELU for silu; ReLU/GELU: down(act(up(x)))."""
 
     def __init__(self, cfg: ModelConfig, hidden: int | None = None):
         super().__init__()
-        self.gated = cfg.ffn_type == "swiglu"
+        self.gated = cfg.gated_ffn
         C, F_ = cfg.d_model, hidden or cfg.ffn_hidden  # hidden: DeepSeek's shared experts' width
         if self.gated:
             self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)), bias=cfg.mlp_bias)
@@ -34,11 +34,12 @@ class MLP(nn.Module):
         else:
             self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(F_, cfg.d_model, bias=cfg.mlp_bias)
-        self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn_type]
+        self.gate_activation = "gelu_tanh" if cfg.ffn_type == "geglu" else "silu"  # gated
+        self.act = {"relu": F.relu, "gelu": F.gelu}.get(cfg.ffn_type)  # ungated
 
     def forward(self, x):
         if self.gated:
-            return self.down_proj(swiglu(self.gate_up_proj(x)))  # gate/up: (..., 2F)
+            return self.down_proj(gated(self.gate_up_proj(x), self.gate_activation))  # gate/up: (..., 2F)
         return self.down_proj(self.act(self.up_proj(x)))
 
 

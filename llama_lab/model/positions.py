@@ -60,16 +60,18 @@ class PositionTables:
     positions < end: built once for the longest length asked so far (exactly that length on
     the first call, so a training step at T holds T rows), grown at least 2× past it when a
     longer one comes (amortised decoding), never past max_seq_len. Plain attributes, not
-    buffers: ``model.to(bf16)`` must not round them."""
+    buffers: ``model.to(bf16)`` must not round them. A model whose windowed layers rotate with a
+    base of their own (Gemma 3's ``rope_local_theta``) has a second RoPE table for them
+    (``get(..., local=True)``)."""
 
     def __init__(self, cfg: ModelConfig):
         self.cfg = cfg
         self._tables: dict[str, tuple[torch.Tensor, ...]] = {}
 
-    def _build(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    def _build(self, n: int, device: torch.device, local: bool) -> tuple[torch.Tensor, ...]:
         # ordinary tensors even under inference_mode: a later training forward saves them
         with torch.inference_mode(False), torch.no_grad():
-            return self._tables_for(n, device)
+            return self._tables_for(n, device, local)
 
     @property
     def inv_freq(self) -> torch.Tensor:
@@ -77,14 +79,24 @@ class PositionTables:
         (``cfg.rope_dim``: a head, or MLA's RoPE part)."""
         return rope_inv_freq(self.cfg.rope_dim, self.cfg.rope_theta)
 
-    def _tables_for(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    @property
+    def separate_local(self) -> bool:
+        """Whether the windowed layers rotate with a base of their own (Gemma 3)."""
+        cfg = self.cfg
+        return cfg.pos_encoding == "rope" and cfg.rope_local_theta != cfg.rope_theta
+
+    def _tables_for(self, n: int, device: torch.device, local: bool) -> tuple[torch.Tensor, ...]:
         cfg = self.cfg
         if cfg.pos_encoding == "rope":
-            return rope_cos_sin(torch.arange(n, device=device), self.inv_freq.to(device))
+            theta = cfg.rope_local_theta if local else cfg.rope_theta
+            return rope_cos_sin(torch.arange(n, device=device), rope_inv_freq(cfg.rope_dim, theta).to(device))
         return (sinusoidal_table(n, cfg.d_model, device=device),)
 
-    def get(self, end: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-        key = str(device)
+    def get(self, end: int, device: torch.device, local: bool = False) -> tuple[torch.Tensor, ...]:
+        """Tables covering positions < end; ``local``: the windowed layers' (their own RoPE base,
+        where they have one)."""
+        local = local and self.separate_local
+        key = f"{device}:local" if local else str(device)
         tables = self._tables.get(key)
         if tables is None or tables[0].shape[0] < end:
             n = (
@@ -92,7 +104,7 @@ class PositionTables:
                 if tables is None
                 else min(max(end, 2 * tables[0].shape[0]), max(end, self.cfg.max_seq_len))
             )
-            tables = self._tables[key] = self._build(n, device)
+            tables = self._tables[key] = self._build(n, device, local)
         return tables
 
     def rows(self) -> int:

@@ -68,7 +68,7 @@ def logit_stats(model: CausalLM, inputs: torch.Tensor, precision: Precision) -> 
     def stats(hidden: torch.Tensor) -> LogitStats:
         hidden = hidden.reshape(-1, hidden.shape[-1])
         chunks = row_chunks(hidden, model.cfg.vocab_size)
-        return LogitStats.of_chunks(model.lm_head(h) for h in chunks)
+        return LogitStats.of_chunks(model.cap(model.lm_head(h)) for h in chunks)
 
     with precision.autocast():
         return stats(model.model(inputs)), stats(model.model(inputs, final_norm=False))

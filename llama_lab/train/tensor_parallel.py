@@ -95,7 +95,7 @@ class HeadNorm(ParallelStyle):
 
         def local_norm(x: torch.Tensor) -> torch.Tensor:
             weight = _SumGradOverGroup.apply(module.weight.to_local(), group)
-            return rms_norm(x, weight, module.eps)
+            return rms_norm(x, weight, module.eps, module.plus_one)
 
         module.forward = local_norm
         return module
@@ -112,7 +112,7 @@ def block_plan(cfg: ModelConfig, layer: int) -> dict[str, ParallelStyle]:
     plan = {"self_attn.qkv_proj": FusedColwiseParallel(), "self_attn.o_proj": RowwiseParallel()}
     if cfg.qk_norm:
         plan |= {"self_attn.q_norm": HeadNorm(), "self_attn.k_norm": HeadNorm()}
-    if cfg.ffn_type == "swiglu":
+    if cfg.gated_ffn:
         plan["mlp.gate_up_proj"] = FusedColwiseParallel()
     else:
         plan["mlp.up_proj"] = ColwiseParallel()
