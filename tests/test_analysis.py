@@ -252,16 +252,17 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
             elif cfg.pos_encoding == "sinusoidal":
                 x = x + sinusoidal_table(T, cfg.d_model).to(x)
             inputs = []
-            for layer, windowed in zip(body.layers, cfg.local_layer_flags):
+            for layer, windowed, rotated in zip(body.layers, cfg.local_layer_flags, cfg.rope_layer_flags):
                 inputs.append(x)
-                x = checkpoint(layer, x, ropes[windowed], None, use_reentrant=True)
+                x = checkpoint(layer, x, ropes[windowed] if rotated else None, None, use_reentrant=True)
             logits = model.cap(model.lm_head(body.norm(x) if cfg.final_norm else x))
         F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         stored = sum(seen.values())
         recomputed = 0
         for i, (layer, block_input) in enumerate(zip(body.layers, inputs if checkpointing else [])):
             before = dict(seen)
-            layer(block_input.detach().requires_grad_(), ropes[cfg.local_layer_flags[i]], None)
+            rope = ropes[cfg.local_layer_flags[i]] if cfg.rope_layer_flags[i] else None
+            layer(block_input.detach().requires_grad_(), rope, None)
             recomputed = max(recomputed, sum(seen.values()) - stored)
             seen.clear()
             seen.update(before)
@@ -344,6 +345,12 @@ ACTIVATION_CASES = [
         "sliding_window": 8,
         "local_layers": "0",
     },
+    # OLMo 2: output norms only, QK-norm over the projections; SmolLM3: a NoPE block; Phi-3:
+    # partial rotary and fused checkpoint keys; GLM-4.5: partial rotary, per-head QK-norm, biases
+    {"norm_position": "output", "qk_norm": True, "qk_norm_scope": "projection"},
+    {"nope_layers": "1"},
+    {"partial_rotary_factor": 0.75, "fused_keys": True, "head_dim": 16},
+    {"partial_rotary_factor": 0.5, "qk_norm": True, "qkv_bias": True, "o_bias": False},
 ]
 
 

@@ -21,7 +21,7 @@ from .common import STATS_BYTES, checked_gpu
 from .flash import attention_memory
 from .flops import count_flops
 from .kv import kv_cache_bytes, kv_cache_bytes_per_token, max_context_that_fits, weight_bytes
-from .params import count_params, norm_params
+from .params import count_params, norm_params, norms_per_block
 from .quant import as_weight_quant, kv_head_bytes, kv_scale_bytes, weights_bytes
 from .shapes import Shapes
 
@@ -128,7 +128,7 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
             terms["b_ffn"] = (2 * s.F if s.n_ffn_matrices == 3 else s.F) + s.C
             parts.append("b_ffn")
     terms["n_norm"] = norm_params(cfg)
-    parts.append("2*n_norm")
+    parts.append(f"{norms_per_block(cfg)}*n_norm")  # sandwich blocks (Gemma): 4
     return " + ".join(parts), terms
 
 

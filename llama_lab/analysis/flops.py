@@ -168,7 +168,8 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     biases = L * attention_biases + (L - n_sparse) * ffn_biases + n_sparse * expert_biases
     qk_norm = new_tokens * (H + G) * D * L * k["rmsnorm"] if cfg.qk_norm else 0
     latent_norms = new_tokens * (s.Rq + s.Rkv) * L * k["rmsnorm"]  # MLA's two RMSNorms
-    rotated = (H + 1) * s.Dr if cfg.is_mla else (H + G) * D  # MLA: q's rope parts, the one key
+    # MLA: q's rope parts, the one key; partial rotary (Phi-3, GLM) the first rope_dim of each head
+    rotated = (H + 1) * s.Dr if cfg.is_mla else (H + G) * cfg.rope_dim
     terms = {
         "norms": n_norms * new_tokens * C * k[cfg.norm_type] + qk_norm + latent_norms,
         # + a sink per query and head (gpt-oss), + the router's (gpt-oss's: over its top k)
@@ -178,7 +179,7 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
             + new_tokens * (s.K if cfg.moe_style == "gpt_oss" else s.E) * n_sparse
         )
         * k["softmax"],
-        "rope": new_tokens * rotated * L * k["rope"] if cfg.pos_encoding == "rope" else 0,
+        "rope": new_tokens * rotated * sum(cfg.rope_layer_flags) * k["rope"],  # NoPE blocks: none
         "activation": new_tokens * (F * (L - n_sparse) + (s.K * s.Fe + s.Fs) * n_sparse) * k[cfg.ffn_type],
         "residual": 2 * L * new_tokens * C * k["residual"],
         "bias": new_tokens * biases * k["bias"],

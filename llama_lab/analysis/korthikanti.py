@@ -83,13 +83,19 @@ def gpt_recipe(cfg: ModelConfig) -> ModelConfig:
         moe_style="standard",
         swiglu_limit=7.0,
         swiglu_alpha=1.702,
+        norm_plus_one=False,
+        query_pre_attn_scalar=None,
+        rope_local_theta=None,
+        attn_softcap=0.0,
+        logit_softcap=0.0,
+        embed_scale=False,
         final_norm=True,
     )
 
 
 # Our _block_saved parts, in the order of their terms above
 OUR_ROWS = (
-    ("layer norms' inputs (2)", ("norms",)),
+    ("layer norms' inputs (2; a sandwich block's 4)", ("norms",)),
     ("QKV input", ("attention_input",)),
     ("Q, K and V (MLA: and its latent)", ("qkv", "latent")),
     ("attention output (projection input)", ("attention_output",)),

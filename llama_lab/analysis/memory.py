@@ -22,7 +22,7 @@ from .common import (
     nbytes,
 )
 from .kv import kv_cache_bytes, weight_bytes
-from .params import count_params
+from .params import count_params, norms_per_block
 from .quant import WeightQuant
 from .shapes import Shapes
 
@@ -143,7 +143,7 @@ def _block_saved(
         "qk_norm": (
             nbytes(N * (H + 2 * G) * D, b)
             - (nbytes(N * G * D, b) if kv_heads_saved == G else 0)
-            + STATS_BYTES * N * (H + G)
+            + STATS_BYTES * N * ((H + G) if cfg.qk_norm_scope == "head" else 2)
             if cfg.qk_norm
             else 0
         ),
@@ -155,7 +155,7 @@ def _block_saved(
             else _sdpa_saved(B, T, H, D, b, window)
         ),
         # 16-bit: cos and sin cast afresh for q and for k
-        "rope_casts": _rope_casts(cfg, T, b, dtype),
+        "rope_casts": _rope_casts(cfg, T, b, dtype) if cfg.rope_layer_flags[layer] else 0,
         "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
         "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
     }
@@ -178,11 +178,6 @@ def _matmul_saved(cfg: ModelConfig, B: int, T: int, H: int, D: int, b: float) ->
     probs = B * H * T * (T + 1) if cfg.attention_sinks else B * H * T * T
     tanh = B * H * T * T if cfg.attn_softcap else 0
     return {"attention_output": nbytes(probs + tanh + B * T * H * D, b), "window_mask": T * T}
-
-
-def norms_per_block(cfg: ModelConfig) -> int:
-    """Norms of the model width in one block: two, or four in a sandwich block (Gemma)."""
-    return 4 if cfg.norm_position == "sandwich" else 2
 
 
 def _rope_casts(cfg: ModelConfig, T: int, b: float, dtype: str) -> int:
@@ -241,10 +236,11 @@ def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> i
 
 def _rope_tables_used(cfg: ModelConfig) -> int:
     """RoPE tables the blocks read: one, or two when windowed and global blocks rotate with
-    different bases (Gemma 3)."""
-    if cfg.rope_local_theta == cfg.rope_theta:
-        return 1
-    return len(set(cfg.local_layer_flags))
+    different bases (Gemma 3); none when no block rotates."""
+    windowed = [w for w, rotated in zip(cfg.local_layer_flags, cfg.rope_layer_flags) if rotated]
+    if not windowed:  # NoPE everywhere
+        return 0
+    return 1 if cfg.rope_local_theta == cfg.rope_theta else len(set(windowed))
 
 
 def activation_estimate(
@@ -266,21 +262,26 @@ def activation_estimate(
     s = Shapes.of(cfg)
     C, L = s.C, s.L
     rope = cfg.pos_encoding == "rope"
-    kinds: dict[tuple[int | None, bool], list[int]] = {}  # blocks come in few kinds: (window, sparse)
+    # blocks come in few kinds: (window, sparse, rotated)
+    kinds: dict[tuple[int | None, bool, bool], list[int]] = {}
     for layer in range(L):
-        key = (cfg.window_of(layer), cfg.moe_layer_flags[layer])
+        key = (cfg.window_of(layer), cfg.moe_layer_flags[layer], cfg.rope_layer_flags[layer])
         kinds.setdefault(key, [layer, 0])[1] += 1
     saved = {
         key: sum(_block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
         for key, (first, _) in kinds.items()
     }
-    per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0])]
+    per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0], cfg.rope_layer_flags[0])]
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
         # all layers' one (cos, sin), or two where windowed layers rotate with their own base
         # (checkpointed: the one block recomputed at a time holds its own)
         "rope_tables": (
-            2 * T * cfg.rope_dim * 4 * (1 if checkpointing else _rope_tables_used(cfg))
+            2
+            * T
+            * cfg.rope_dim
+            * 4
+            * (min(1, _rope_tables_used(cfg)) if checkpointing else _rope_tables_used(cfg))
             if rope and dtype == "fp32"
             else 0
         ),

@@ -115,6 +115,11 @@ def norm_params(cfg: ModelConfig) -> int:
     return cfg.d_model * (2 if cfg.norm_type == "layernorm" else 1)
 
 
+def norms_per_block(cfg: ModelConfig) -> int:
+    """Norms of the model width in one block: two, or four in a sandwich block (Gemma)."""
+    return 4 if cfg.norm_position == "sandwich" else 2
+
+
 def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
     """Parameters of decoder block ``layer`` by tensor kind (blocks differ when only some are
     sparse)."""
@@ -131,7 +136,8 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         **attention,
         "attention_bias": (H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0),
         "attention_sinks": H if cfg.attention_sinks else 0,  # gpt-oss: one logit per query head
-        "qk_norm": 2 * D if cfg.qk_norm else 0,  # one γ of size D for q, one for k
+        # one γ of size D for q, one for k (OLMo 2: over the projections, H·D and G·D)
+        "qk_norm": (((H + G) * D if cfg.qk_norm_scope == "projection" else 2 * D) if cfg.qk_norm else 0),
         "gate_proj": C * F if gated and not sparse else 0,  # SwiGLU's third matrix
         "up_proj": 0 if sparse else C * F,
         "down_proj": 0 if sparse else F * C,

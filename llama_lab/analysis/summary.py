@@ -45,6 +45,7 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
                 else "."
             )
         )
+    notes += _gemma_notes(cfg, params) + _rope_and_norm_notes(cfg)
     if cfg.attention_sinks:
         notes.append(
             f"**Attention sinks** (gpt-oss): each of the {cfg.n_heads} heads of every block has a "
@@ -64,6 +65,72 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"{cfg.experts_per_token} per token. All experts are weights to store "
             f"({experts / params.total:.0%} of the {params.total:,} parameters); a "
             f"token uses {params.active:,} ({params.active / params.total:.1%})."
+        )
+    return notes
+
+
+def _gemma_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
+    """Gemma 2/3's departures from LLaMA, each with its figure."""
+    notes = []
+    if cfg.norm_position == "sandwich":
+        extra = params.detail["pre_feedforward_layernorm"] + params.detail["post_feedforward_layernorm"]
+        notes.append(
+            f"**Sandwich norms** (Gemma 2/3): each sublayer's output is normalised too before the "
+            f"residual add, x + norm(f(norm(x))): 4 norms per block instead of 2 "
+            f"({extra:,} more parameters)"
+            + (", each scaling by 1 + γ (γ stored from 0)." if cfg.norm_plus_one else ".")
+        )
+    if cfg.ffn_type == "geglu":
+        notes.append(
+            f"**GeGLU**: the gate goes through tanh-approximated GELU, not SiLU; the same three "
+            f"matrices of {cfg.d_model:,}×{cfg.ffn_hidden:,} as SwiGLU."
+        )
+    if cfg.query_pre_attn_scalar != cfg.head_dim:
+        notes.append(
+            f"**Score scale 1/√{cfg.query_pre_attn_scalar}** (query_pre_attn_scalar), not "
+            f"1/√head_dim = 1/√{cfg.head_dim}: same FLOPs, softer or sharper attention."
+        )
+    local = sum(cfg.local_layer_flags)
+    if local and cfg.pos_encoding == "rope" and cfg.rope_local_theta != cfg.rope_theta:
+        notes.append(
+            f"**Two RoPE bases**: the {local} windowed blocks rotate with base "
+            f"{cfg.rope_local_theta:,.0f}, the {cfg.n_layers - local} global ones with "
+            f"{cfg.rope_theta:,.0f} (Gemma 3's local:global pattern)."
+        )
+    caps = [f"scores at ±{cfg.attn_softcap:g}"] * bool(cfg.attn_softcap)
+    caps += [f"final logits at ±{cfg.logit_softcap:g}"] * bool(cfg.logit_softcap)
+    if caps:
+        notes.append(
+            f"**Soft-capping** (Gemma 2): x → cap · tanh(x / cap) bounds the {' and the '.join(caps)}; "
+            f"element-wise work only (capped scores run as plain matmuls: SDPA takes no cap)."
+        )
+    return notes
+
+
+def _rope_and_norm_notes(cfg: ModelConfig) -> list[str]:
+    """OLMo 2's output norms and QK-norm, SmolLM3's NoPE blocks, partial rotary (Phi-3, GLM)."""
+    notes = []
+    if cfg.norm_position == "output":
+        notes.append(
+            "**Output norms** (OLMo 2): each sublayer reads the residual stream itself and its "
+            "output is normalised before the add, x + norm(f(x)); no norm before attention or FFN."
+        )
+    if cfg.qk_norm and cfg.qk_norm_scope == "projection":
+        notes.append(
+            f"**QK-norm over the projection** (OLMo 2): one RMSNorm over all {cfg.n_heads * cfg.head_dim:,} "
+            f"q dimensions and one over the {cfg.kv_dim:,} of k, not per head."
+        )
+    rotated = sum(cfg.rope_layer_flags)
+    if cfg.pos_encoding == "rope" and rotated < cfg.n_layers:
+        notes.append(
+            f"**NoPE blocks** (SmolLM3): {cfg.n_layers - rotated} of {cfg.n_layers} blocks attend "
+            f"without RoPE (no position signal but the causal mask); the other {rotated} rotate."
+        )
+    if cfg.pos_encoding == "rope" and not cfg.is_mla and cfg.rope_dim < cfg.head_dim:
+        notes.append(
+            f"**Partial RoPE**: only the first {cfg.rope_dim} of each head's {cfg.head_dim} "
+            f"dimensions rotate (partial_rotary_factor {cfg.partial_rotary_factor:g}); the rest "
+            f"carry content only."
         )
     return notes
 

@@ -33,13 +33,14 @@ MINIMUMS = {"vocab_size": 2}
 
 # The choice fields' types (ModelConfig annotates its fields with them); CHOICES lists each
 # one's values, read off the type.
-NormPosition = Literal["pre", "post", "sandwich"]
+NormPosition = Literal["pre", "post", "sandwich", "output"]
 NormType = Literal["rmsnorm", "layernorm"]
 PosEncoding = Literal["rope", "sinusoidal", "learned", "none"]
 FfnType = Literal["swiglu", "geglu", "relu", "gelu"]
 Init = Literal["normal", "xavier"]
 MoeScoring = Literal["softmax", "sigmoid"]
 MoeStyle = Literal["standard", "gpt_oss"]
+QkNormScope = Literal["head", "projection"]
 CHOICES: dict[str, tuple[str, ...]] = {
     "norm_position": get_args(NormPosition),
     "norm_type": get_args(NormType),
@@ -48,6 +49,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "init": get_args(Init),
     "moe_scoring": get_args(MoeScoring),
     "moe_style": get_args(MoeStyle),
+    "qk_norm_scope": get_args(QkNormScope),
 }
 
 INIT_STD = 0.02  # init="normal": every matrix N(0, 0.02) (GPT-2 / LLaMA)

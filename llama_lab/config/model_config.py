@@ -32,6 +32,7 @@ from .bounds import (
     NormPosition,
     NormType,
     PosEncoding,
+    QkNormScope,
 )
 
 _check_int = messages.check_int
@@ -98,7 +99,8 @@ class ModelConfig:
     ffn_hidden: int = 1365  # int(8/3 · 512): SwiGLU's three matrices ≈ a 4d ReLU FFN's two
     max_seq_len: int = 128
     # "post" = the 2017 recipe: norm after the residual add; "sandwich" (Gemma 2/3): "pre" plus a
-    # norm on each sublayer's output before the add, x + norm(f(norm(x)))
+    # norm on each sublayer's output before the add, x + norm(f(norm(x))); "output" (OLMo 2):
+    # that output norm alone, x + norm(f(x))
     norm_position: NormPosition = "pre"
     norm_type: NormType = "rmsnorm"
     pos_encoding: PosEncoding = "rope"
@@ -154,10 +156,16 @@ class ModelConfig:
     rope_local_theta: float = None  # type: ignore[assignment]  # windowed layers' RoPE base; None: rope_theta
     attn_softcap: float = 0.0  # scores → cap · tanh(scores / cap) before the softmax (Gemma 2); 0: none
     logit_softcap: float = 0.0  # the same on the LM head's logits (Gemma 2: 30); 0: none
+    # ---- OLMo 2, SmolLM3, Phi-3 / Phi-4-mini, GLM-4.5 ---------------------------------------
+    qk_norm_scope: QkNormScope = "head"  # QK-norm per head (Qwen3) or over the projection (OLMo 2)
+    nope_layers: str = "none"  # blocks that skip RoPE (NoPE: SmolLM3's every fourth)
+    partial_rotary_factor: float = 1.0  # RoPE rotates the first factor × head_dim dims (Phi-3, GLM)
+    fused_keys: bool = False  # checkpoint keys qkv_proj / gate_up_proj, fused (Phi-3)
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
         _moe_flags: ClassVar[tuple[bool, ...]]
+        _rope_flags: ClassVar[tuple[bool, ...]]
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -170,6 +178,13 @@ class ModelConfig:
                 f"pos_encoding='rope' (RoPE rotates pairs of dimensions)",
                 field="head_dim",
                 also=(("n_heads", "d_model") if implied else ()) + ("pos_encoding",),
+            )
+        if self.pos_encoding == "rope" and not self.is_mla and (self.rope_dim % 2 or self.rope_dim < 2):
+            raise ConfigError(
+                f"partial_rotary_factor={self.partial_rotary_factor} rotates {self.rope_dim} of "
+                f"head_dim={self.head_dim} dimensions: RoPE needs an even number ≥ 2",
+                field="partial_rotary_factor",
+                also=("head_dim",),
             )
 
     def _check_sizes(self) -> None:
@@ -213,6 +228,7 @@ class ModelConfig:
             "rope_interleave",
             "attention_sinks",
             "norm_plus_one",
+            "fused_keys",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
@@ -220,6 +236,13 @@ class ModelConfig:
             self._check_number(name)
         for name in ("attn_softcap", "logit_softcap"):
             self._check_number(name, zero="0 turns it off")
+        self._check_number("partial_rotary_factor")
+        if self.partial_rotary_factor > 1:
+            raise ConfigError(
+                f"partial_rotary_factor={self.partial_rotary_factor} must be at most 1 (a share of "
+                f"each head's dimensions)",
+                field="partial_rotary_factor",
+            )
 
     def _check_number(self, name: str, zero: str | None = None) -> None:
         """A finite float > 0 (≥ 0 where ``zero`` says what 0 means), stored as a float."""
@@ -268,6 +291,8 @@ class ModelConfig:
         sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
         object.__setattr__(self, "_local_flags", local if self.sliding_window else (False,) * self.n_layers)
         object.__setattr__(self, "_moe_flags", sparse if self.n_experts else (False,) * self.n_layers)
+        nope = _layer_set(self.nope_layers, self.n_layers, "nope_layers")
+        object.__setattr__(self, "_rope_flags", tuple(self.pos_encoding == "rope" and not n for n in nope))
 
     def _check_mla(self) -> None:
         for name in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"):
@@ -389,6 +414,7 @@ class ModelConfig:
             )
 
     def _check_gemma(self) -> None:
+        """Gemma's fields, and the RoPE and QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM."""
         self._check_number("rope_local_theta")
         _check_int(
             "query_pre_attn_scalar", self.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"]
@@ -404,6 +430,16 @@ class ModelConfig:
                 self.attn_softcap and self.attention_sinks,
                 "attn_softcap",
                 "with attention_sinks is not modelled",
+            ),
+            (
+                self.is_mla and (self.partial_rotary_factor != 1 or self.nope_layers != "none"),
+                "partial_rotary_factor" if self.partial_rotary_factor != 1 else "nope_layers",
+                "with MLA is not modelled (its decoupled key sets the rotated part)",
+            ),
+            (
+                self.qk_norm_scope != "head" and not self.qk_norm,
+                "qk_norm_scope",
+                "needs qk_norm (it says what QK-norm normalises)",
             ),
         ]
         for broken, name, rule in rules:
@@ -423,8 +459,14 @@ class ModelConfig:
 
     @property
     def rope_dim(self) -> int:
-        """Dimensions RoPE rotates per head: head_dim, or MLA's qk_rope_head_dim."""
-        return self.qk_rope_head_dim if self.is_mla else self.head_dim
+        """Dimensions RoPE rotates per head: head_dim (its first partial_rotary_factor share:
+        Phi-3, GLM), or MLA's qk_rope_head_dim."""
+        return self.qk_rope_head_dim if self.is_mla else int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def rope_layer_flags(self) -> tuple[bool, ...]:
+        """Per block: whether it rotates q and k (RoPE, and not one of nope_layers)."""
+        return self._rope_flags
 
     @property
     def local_layer_flags(self) -> tuple[bool, ...]:
@@ -485,6 +527,9 @@ class ModelConfig:
             and not (self.attn_softcap or self.logit_softcap)
             and self.query_pre_attn_scalar == self.head_dim
             and self.rope_local_theta == self.rope_theta
+            and self.partial_rotary_factor == 1.0
+            and self.nope_layers == "none"
+            and self.qk_norm_scope == "head"
         )
 
     def replace(self, **changes: Any) -> "ModelConfig":

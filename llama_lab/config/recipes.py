@@ -88,7 +88,7 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
     attention kind always, and a GQA model's query/KV head ratio."""
     d = d_model or TRAINING_SHAPE["d_model"]
     heads, kv, head_dim = _live_heads(cfg, d)
-    width = seed_ffn_hidden(d) if cfg.ffn_type == "swiglu" else round(cfg.ffn_hidden / cfg.d_model * d)
+    width = seed_ffn_hidden(d) if cfg.gated_ffn else round(cfg.ffn_hidden / cfg.d_model * d)
     # families: head_dim d / 4 heads; an expert keeps its width relative to d; experts and the
     # top-k stay as they are (the router is the point); layer sets refer to blocks that exist
     expert = max(1, round(cfg.expert_ffn_hidden / cfg.d_model * d))
@@ -103,7 +103,7 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         )
         head_dim = Dv + mla["qk_rope_head_dim"]
         cfg = cfg.replace(**mla)
-    return cfg.replace(
+    small = cfg.replace(
         **{**TRAINING_SHAPE, "d_model": d, "n_heads": heads},
         n_kv_heads=kv,
         ffn_hidden=max(1, width),
@@ -112,6 +112,11 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
         moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers),
     )
+    if cfg.query_pre_attn_scalar == cfg.head_dim:
+        return small
+    # a score scale of its own (Gemma 3 27B: 168 for heads of 128) keeps its ratio to head_dim
+    ratio = cfg.query_pre_attn_scalar / cfg.head_dim
+    return small.replace(query_pre_attn_scalar=max(1, round(ratio * small.head_dim)))
 
 
 def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:

@@ -169,7 +169,7 @@ class _Recorder:
                 (layer, "block"),
                 (layer.self_attn, "attn"),
                 (layer.mlp, "ffn"),
-                (layer.input_layernorm, "norm1"),
+                (layer.first_norm, "norm1"),
             ]
             for module, name in pairs:
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_in", "in")))
@@ -353,7 +353,7 @@ def _pair_score(model: CausalLM, emb: torch.Tensor, kind: str, m: int, head: int
                 for t in body.position_tables.get(m + 1, emb.device, cfg.local_layer_flags[0])
             )
         else:
-            cos, sin = rope_cos_sin(rows, rope_inv_freq(cfg.head_dim, cfg.rope_theta))
+            cos, sin = rope_cos_sin(rows, rope_inv_freq(cfg.rope_dim, cfg.rope_theta))
         rope = cos.to(emb.device), sin.to(emb.device)
     x = x.unsqueeze(0)
     if layer.pre_norm:

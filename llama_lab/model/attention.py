@@ -138,11 +138,13 @@ class Attention(nn.Module):
             (("q_proj", cfg.n_heads * D), ("k_proj", cfg.n_kv_heads * D), ("v_proj", cfg.n_kv_heads * D)),
             bias=cfg.qkv_bias,
         )
-        keep_part_keys(self, "qkv_proj")
+        if not cfg.fused_keys:  # Phi-3's checkpoints keep qkv_proj itself
+            keep_part_keys(self, "qkv_proj")
         self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
-        if cfg.qk_norm:  # Qwen3: per head, over D
-            self.q_norm = RMSNorm(D, cfg.norm_eps, cfg.norm_plus_one)
-            self.k_norm = RMSNorm(D, cfg.norm_eps, cfg.norm_plus_one)
+        if cfg.qk_norm:  # Qwen3: per head, over D; OLMo 2: over the whole projection
+            whole = cfg.qk_norm_scope == "projection"
+            self.q_norm = RMSNorm(cfg.n_heads * D if whole else D, cfg.norm_eps, cfg.norm_plus_one)
+            self.k_norm = RMSNorm(cfg.n_kv_heads * D if whole else D, cfg.norm_eps, cfg.norm_plus_one)
         if cfg.attention_sinks:  # gpt-oss: one learned logit per query head
             self.sinks = nn.Parameter(torch.empty(cfg.n_heads))
 
@@ -152,13 +154,14 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         H, G, D = self.n_heads, self.n_kv_heads, self.cfg.head_dim
         q, k, v = self.qkv_proj.split(self.qkv_proj(x))  # (B, T, H·D), (B, T, G·D) ×2
+        if self.cfg.qk_norm and self.cfg.qk_norm_scope == "projection":  # OLMo 2: over H·D, G·D
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.view(B, T, H, D), k.view(B, T, G, D), v.view(B, T, G, D)
-        if self.cfg.qk_norm:
+        if self.cfg.qk_norm and self.cfg.qk_norm_scope == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H|G, T, D)
-        if rope is not None:  # RoPE rotates q and k, never v
-            rotate = apply_rope_interleaved if self.cfg.rope_interleave else apply_rope
-            q, k = rotate(q, *rope), rotate(k, *rope)
+        if rope is not None:  # RoPE rotates q and k (their first rope_dim dimensions), never v
+            q, k = self._rotate(q, rope), self._rotate(k, rope)
         if rope is not None or self.cfg.qk_norm:
             # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive
             # (SDPA saves v for backward): it gets its own storage — unless QK-norm saves its
@@ -166,6 +169,18 @@ class Attention(nn.Module):
             if not (self.cfg.qk_norm and torch.is_grad_enabled()):
                 v = v.contiguous()
         return q, k, v
+
+    def _rotate(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """RoPE on a head's first rope_dim dimensions (all of them but under partial rotary:
+        Phi-3, GLM), the rest passed through."""
+        rotate = apply_rope_interleaved if self.cfg.rope_interleave else apply_rope
+        width = self.cfg.rope_dim
+        if width == x.shape[-1]:
+            return rotate(x, *rope)
+        # joined in the (B, T, heads, D) layout the projection wrote, as a full rotation keeps
+        # it: SDPA's output then has it too, and o_proj reads that without a copy
+        x, (cos, sin) = x.transpose(1, 2), (t[:, None] for t in rope)  # (T, 1, width) tables
+        return torch.cat((rotate(x[..., :width], cos, sin), x[..., width:]), dim=-1).transpose(1, 2)
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape

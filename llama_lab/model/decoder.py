@@ -22,17 +22,23 @@ from .positions import PositionTables
 
 
 class DecoderLayer(nn.Module):
-    """A block: Pre-LN, Post-LN, or sandwich (Gemma 2/3: Pre-LN plus a norm on each sublayer's
+    """A block: Pre-LN, Post-LN, sandwich (Gemma 2/3: Pre-LN plus a norm on each sublayer's
     output before the add; its modules named as Gemma's — post_attention_layernorm is then the
-    attention output's norm, pre_feedforward_layernorm the FFN input's)."""
+    attention output's norm, pre_feedforward_layernorm the FFN input's) or output norms only
+    (OLMo 2: post_attention_layernorm and post_feedforward_layernorm on the sublayers' outputs)."""
 
     def __init__(self, cfg: ModelConfig, layer_idx: int):
         super().__init__()
-        self.pre_norm = cfg.norm_position != "post"
+        self.pre_norm = cfg.norm_position in ("pre", "sandwich")  # the sublayers read a norm
         self.sandwich = cfg.norm_position == "sandwich"
+        self.output_norm = cfg.norm_position == "output"  # OLMo 2: x + norm(f(x))
         self.self_attn = LatentAttention(cfg, layer_idx) if cfg.is_mla else Attention(cfg, layer_idx)
         moe = GptOssMoE if cfg.moe_style == "gpt_oss" else SparseMoE
         self.mlp = moe(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
+        if self.output_norm:  # the two output norms only, named as OLMo 2's
+            self.post_attention_layernorm = make_norm(cfg)
+            self.post_feedforward_layernorm = make_norm(cfg)
+            return
         self.input_layernorm = make_norm(cfg)  # the attention sublayer's norm
         if self.sandwich:
             self.post_attention_layernorm = make_norm(cfg)  # the attention output's
@@ -42,12 +48,22 @@ class DecoderLayer(nn.Module):
             self.post_attention_layernorm = make_norm(cfg)  # the FFN sublayer's norm
 
     @property
+    def first_norm(self) -> nn.Module:
+        """The block's first norm: the attention input's, or (OLMo 2) the attention output's."""
+        return self.post_attention_layernorm if self.output_norm else self.input_layernorm
+
+    @property
     def ffn_norm(self) -> nn.Module:
-        """The norm the FFN sublayer reads through (Pre-LN) or ends with (Post-LN)."""
+        """The norm the FFN sublayer reads through (Pre-LN) or ends with (Post-LN, OLMo 2)."""
+        if self.output_norm:
+            return self.post_feedforward_layernorm
         return self.pre_feedforward_layernorm if self.sandwich else self.post_attention_layernorm
 
     def forward(self, x, rope=None, cache=None):
-        if self.sandwich:  # x + norm(f(norm(x))): the residual path stays the identity
+        if self.output_norm:  # the sublayers read x itself; their outputs are normalised
+            x = x + self.post_attention_layernorm(self.self_attn(x, rope, cache))
+            x = x + self.post_feedforward_layernorm(self.mlp(x))
+        elif self.sandwich:  # x + norm(f(norm(x))): the residual path stays the identity
             x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), rope, cache))
             x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
         elif self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l)) · LN'(x_l)
@@ -95,8 +111,10 @@ class DecoderBody(nn.Module):
                 x = x + tables[0].to(x)  # (T, C)
         elif self.cfg.pos_encoding == "learned":
             x = x + self.embed_positions(torch.arange(start, start + T, device=input_ids.device))
-        for layer, windowed in zip(self.layers, self.cfg.local_layer_flags):
-            x = layer(x, ropes[windowed], cache)
+        for layer, windowed, rotated in zip(
+            self.layers, self.cfg.local_layer_flags, self.cfg.rope_layer_flags
+        ):
+            x = layer(x, ropes[windowed] if rotated else None, cache)  # NoPE blocks: none
         if cache is not None:
             cache.length += T
         return self.norm(x) if self.cfg.final_norm and final_norm else x

@@ -30,7 +30,8 @@ class MLP(nn.Module):
         C, F_ = cfg.d_model, hidden or cfg.ffn_hidden  # hidden: DeepSeek's shared experts' width
         if self.gated:
             self.gate_up_proj = FusedLinear(C, (("gate_proj", F_), ("up_proj", F_)), bias=cfg.mlp_bias)
-            keep_part_keys(self, "gate_up_proj")
+            if not cfg.fused_keys:  # Phi-3's checkpoints keep gate_up_proj itself
+                keep_part_keys(self, "gate_up_proj")
         else:
             self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(F_, cfg.d_model, bias=cfg.mlp_bias)

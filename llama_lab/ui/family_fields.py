@@ -263,3 +263,48 @@ def draw_gemma(after) -> None:
             help="Gemma 2: x → cap · tanh(x / cap) (50 on the scores, 30 on the logits).",
         )
         after(name)
+
+
+ROPE_NORM_FIELDS = {"qk_norm_scope", "nope_layers", "partial_rotary_factor", "fused_keys"}
+
+
+def draw_rope_and_norm(after) -> None:
+    """OLMo 2's projection-wide QK-norm, SmolLM3's NoPE blocks, Phi-3's and GLM's partial
+    rotary, Phi-3's fused checkpoint keys (OLMo 2's output norms are a choice of the recipe)."""
+    st.selectbox(
+        "QK-norm over",
+        list(CHOICES["qk_norm_scope"]),
+        key=field_key("qk_norm_scope"),
+        on_change=_on_change,
+        args=("qk_norm_scope",),
+        help="head: one norm of head_dim per q and k head (Qwen3, Gemma 3, GLM); projection: one "
+        "norm over all of q (H·D) and of k (G·D) (OLMo 2).",
+    )
+    after("qk_norm_scope")
+    st.text_input(
+        "blocks without RoPE (NoPE)",
+        key=field_key("nope_layers"),
+        on_change=_on_change,
+        args=("nope_layers",),
+        help="SmolLM3 leaves every fourth block unrotated ('every:4'). " + LAYER_SET_HELP,
+    )
+    after("nope_layers")
+    st.number_input(
+        "share of each head RoPE rotates",
+        min_value=0.0,
+        max_value=1.0,
+        step=0.05,
+        key=field_key("partial_rotary_factor"),
+        on_change=_on_change,
+        args=("partial_rotary_factor",),
+        help="partial_rotary_factor: Phi-4-mini 0.75, GLM-4.5 0.5 (the first dimensions of each head).",
+    )
+    after("partial_rotary_factor")
+    st.toggle(
+        "fused checkpoint keys (qkv_proj, gate_up_proj)",
+        key=field_key("fused_keys"),
+        on_change=_on_change,
+        args=("fused_keys",),
+        help="Phi-3 stores q/k/v and gate/up as one matrix each; the maths is the same.",
+    )
+    after("fused_keys")

@@ -17,10 +17,12 @@ from .family_fields import (
     FAMILY_FIELDS,
     GEMMA_FIELDS,
     GPT_OSS_FIELDS,
+    ROPE_NORM_FIELDS,
     draw_deepseek,
     draw_family,
     draw_gemma,
     draw_gpt_oss,
+    draw_rope_and_norm,
     int_input,
 )
 from .sliders import field_options, slider_beside, workload_options
@@ -162,6 +164,11 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         "Gemma 2/3 (1 + γ norms, score scale, local RoPE, soft caps)", expanded=bad_field in GEMMA_FIELDS
     ):
         draw_gemma(after)
+    with st.expander(
+        "OLMo 2, SmolLM3, Phi-3, GLM (QK-norm scope, NoPE, partial RoPE)",
+        expanded=bad_field in ROPE_NORM_FIELDS,
+    ):
+        draw_rope_and_norm(after)
     _draw_workload(values)
 
 
@@ -188,7 +195,7 @@ def _draw_model_name(values: dict[str, Any]) -> None:
 
 
 SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len"}
-RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS - GEMMA_FIELDS) | {
+RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS - GEMMA_FIELDS - ROPE_NORM_FIELDS) | {
     "bias",
     "final_norm",
     "tie_embeddings",
