@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, get_origin, get_type_hints
 
 from ..errors import ConfigError
-from . import hf, hf_export, messages
+from . import family_rules, hf, hf_export, messages
 from .bounds import (
     CHOICES,
     FAMILY_LIMITS,
@@ -282,10 +282,10 @@ class ModelConfig:
                 )
         else:
             _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
-        self._check_mla()
-        self._check_routing()
-        self._check_gpt_oss()
-        self._check_gemma()
+        family_rules.check_mla(self)
+        family_rules.check_routing(self)
+        family_rules.check_gpt_oss(self)
+        family_rules.check_gemma(self)
         # both layer sets, validated and kept (every count reads them per block)
         local = _layer_set(self.local_layers, self.n_layers, "local_layers")
         sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
@@ -293,158 +293,6 @@ class ModelConfig:
         object.__setattr__(self, "_moe_flags", sparse if self.n_experts else (False,) * self.n_layers)
         nope = _layer_set(self.nope_layers, self.n_layers, "nope_layers")
         object.__setattr__(self, "_rope_flags", tuple(self.pos_encoding == "rope" and not n for n in nope))
-
-    def _check_mla(self) -> None:
-        for name in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"):
-            _check_int(name, getattr(self, name), 0, FAMILY_LIMITS[name])
-        _check_int("v_head_dim", self.v_head_dim, 1, FAMILY_LIMITS["v_head_dim"])
-        if not self.is_mla:
-            for name in ("q_lora_rank", "qk_rope_head_dim"):
-                if getattr(self, name):
-                    raise ConfigError(
-                        f"{name}={getattr(self, name)} needs MLA (kv_lora_rank > 0)",
-                        field=name,
-                        also=("kv_lora_rank",),
-                    )
-            if self.v_head_dim != self.head_dim:
-                raise ConfigError(
-                    f"v_head_dim={self.v_head_dim} differs from head_dim={self.head_dim}: only "
-                    f"MLA (kv_lora_rank > 0) has value heads of another width",
-                    field="v_head_dim",
-                    also=("head_dim", "kv_lora_rank"),
-                )
-            return
-        rules = [
-            (
-                self.pos_encoding != "rope",
-                "pos_encoding",
-                "needs pos_encoding='rope' (its decoupled key is rotated)",
-            ),
-            (
-                self.n_kv_heads != self.n_heads,
-                "n_kv_heads",
-                f"rebuilds K and V for every query head: n_kv_heads={self.n_kv_heads} must equal "
-                f"n_heads={self.n_heads}",
-            ),
-            (
-                self.qk_rope_head_dim < 2 or self.qk_rope_head_dim % 2,
-                "qk_rope_head_dim",
-                f"needs an even qk_rope_head_dim ≥ 2 (RoPE rotates pairs), got {self.qk_rope_head_dim}",
-            ),
-            (
-                self.qk_rope_head_dim >= self.head_dim,
-                "head_dim",
-                f"needs head_dim={self.head_dim} (qk_nope_head_dim + qk_rope_head_dim) above "
-                f"qk_rope_head_dim={self.qk_rope_head_dim}",
-            ),
-            (self.qk_norm, "qk_norm", "has no QK-norm (its latent has its own norm)"),
-            (self.sliding_window > 0, "sliding_window", "is modelled without a sliding window"),
-            (self.qkv_bias or self.o_bias, "qkv_bias", "is modelled without attention biases"),
-        ]
-        for broken, name, rule in rules:
-            if broken:
-                raise ConfigError(
-                    f"MLA (kv_lora_rank={self.kv_lora_rank}) {rule}", field=name, also=("kv_lora_rank",)
-                )
-
-    def _check_routing(self) -> None:
-        _check_int("n_shared_experts", self.n_shared_experts, 0, FAMILY_LIMITS["n_shared_experts"])
-        _check_int("moe_groups", self.moe_groups, 1, FAMILY_LIMITS["moe_groups"])
-        _check_int("moe_topk_groups", self.moe_topk_groups, 1, self.moe_groups)
-        if not self.n_experts:
-            if self.n_shared_experts:
-                raise ConfigError(
-                    f"n_shared_experts={self.n_shared_experts} needs routed experts (n_experts > 0)",
-                    field="n_shared_experts",
-                    also=("n_experts",),
-                )
-            return
-        E, groups = self.n_experts, self.moe_groups
-        if E % groups:
-            raise ConfigError(
-                f"n_experts={E} is not divisible by moe_groups={groups}",
-                field="moe_groups",
-                also=("n_experts",),
-            )
-        reachable = self.moe_topk_groups * (E // groups)
-        if self.experts_per_token > reachable:
-            raise ConfigError(
-                f"experts_per_token={self.experts_per_token} exceeds the {reachable} experts of the "
-                f"moe_topk_groups={self.moe_topk_groups} groups a token may pick from",
-                field="experts_per_token",
-                also=("moe_topk_groups", "moe_groups"),
-            )
-        if self.moe_scoring == "sigmoid" and groups > 1 and E // groups < 2:
-            raise ConfigError(
-                f"moe_scoring='sigmoid' ranks a group by its two best experts: moe_groups={groups} "
-                f"leaves {E // groups} per group",
-                field="moe_groups",
-                also=("moe_scoring",),
-            )
-
-    def _check_gpt_oss(self) -> None:
-        if self.moe_style == "gpt_oss":
-            rules = [
-                (not self.n_experts, "n_experts", "needs routed experts (n_experts > 0)"),
-                (self.moe_scoring != "softmax", "moe_scoring", "routes by a softmax over the top-k logits"),
-                (not self.moe_renormalize, "moe_renormalize", "renormalises over the top k (their softmax)"),
-                (self.n_shared_experts > 0, "n_shared_experts", "has no shared experts"),
-                (self.moe_groups > 1, "moe_groups", "has no expert groups"),
-                (self.routed_scaling != 1.0, "routed_scaling", "does not scale the routed weights"),
-            ]
-            for broken, name, rule in rules:
-                if broken:
-                    raise ConfigError(
-                        f"moe_style='gpt_oss' {rule}: {name}={getattr(self, name)!r}",
-                        field=name,
-                        also=("moe_style",),
-                    )
-        elif (self.swiglu_limit, self.swiglu_alpha) != (7.0, 1.702):
-            raise ConfigError(
-                f"swiglu_limit={self.swiglu_limit} and swiglu_alpha={self.swiglu_alpha} shape only "
-                f"gpt-oss's experts: they need moe_style='gpt_oss' (else keep 7.0 and 1.702)",
-                field="swiglu_limit" if self.swiglu_limit != 7.0 else "swiglu_alpha",
-                also=("moe_style",),
-            )
-        if self.attention_sinks and self.is_mla:
-            raise ConfigError(
-                "attention_sinks with MLA is not modelled (no published model has both)",
-                field="attention_sinks",
-                also=("kv_lora_rank",),
-            )
-
-    def _check_gemma(self) -> None:
-        """Gemma's fields, and the RoPE and QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM."""
-        self._check_number("rope_local_theta")
-        _check_int(
-            "query_pre_attn_scalar", self.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"]
-        )
-        rules = [
-            (
-                self.norm_plus_one and self.norm_type != "rmsnorm",
-                "norm_plus_one",
-                "needs norm_type='rmsnorm'",
-            ),
-            (self.attn_softcap and self.is_mla, "attn_softcap", "with MLA is not modelled"),
-            (
-                self.attn_softcap and self.attention_sinks,
-                "attn_softcap",
-                "with attention_sinks is not modelled",
-            ),
-            (
-                self.is_mla and (self.partial_rotary_factor != 1 or self.nope_layers != "none"),
-                "partial_rotary_factor" if self.partial_rotary_factor != 1 else "nope_layers",
-                "with MLA is not modelled (its decoupled key sets the rotated part)",
-            ),
-            (
-                self.qk_norm_scope != "head" and not self.qk_norm,
-                "qk_norm_scope",
-                "needs qk_norm (it says what QK-norm normalises)",
-            ),
-        ]
-        for broken, name, rule in rules:
-            if broken:
-                raise ConfigError(f"{name}={getattr(self, name)!r} {rule}", field=name)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -490,10 +338,6 @@ class ModelConfig:
     def gated_ffn(self) -> bool:
         """A gated FFN (three matrices: gate, up, down): SwiGLU or GeGLU."""
         return self.ffn_type in ("swiglu", "geglu")
-
-    def rope_theta_of(self, layer: int) -> float:
-        """The RoPE base of block ``layer``: rope_local_theta for a windowed block, else rope_theta."""
-        return self.rope_local_theta if self._local_flags[layer] else self.rope_theta
 
     @property
     def n_rep(self) -> int:

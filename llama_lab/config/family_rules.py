@@ -1,0 +1,169 @@
+"""The rules of each family's fields, checked once a ModelConfig's derived fields are resolved:
+MLA and DeepSeekMoE (``check_mla``, ``check_routing``), gpt-oss's expert block and sinks
+(``check_gpt_oss``), Gemma's and the RoPE / QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM
+(``check_gemma``). Each raises ConfigError naming the field, its value and the rule."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from .bounds import FAMILY_LIMITS
+from .messages import check_int as _check_int
+
+if TYPE_CHECKING:
+    from .model_config import ModelConfig
+
+
+def check_mla(cfg: "ModelConfig") -> None:
+    for name in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"):
+        _check_int(name, getattr(cfg, name), 0, FAMILY_LIMITS[name])
+    _check_int("v_head_dim", cfg.v_head_dim, 1, FAMILY_LIMITS["v_head_dim"])
+    if not cfg.is_mla:
+        for name in ("q_lora_rank", "qk_rope_head_dim"):
+            if getattr(cfg, name):
+                raise ConfigError(
+                    f"{name}={getattr(cfg, name)} needs MLA (kv_lora_rank > 0)",
+                    field=name,
+                    also=("kv_lora_rank",),
+                )
+        if cfg.v_head_dim != cfg.head_dim:
+            raise ConfigError(
+                f"v_head_dim={cfg.v_head_dim} differs from head_dim={cfg.head_dim}: only "
+                f"MLA (kv_lora_rank > 0) has value heads of another width",
+                field="v_head_dim",
+                also=("head_dim", "kv_lora_rank"),
+            )
+        return
+    rules = [
+        (
+            cfg.pos_encoding != "rope",
+            "pos_encoding",
+            "needs pos_encoding='rope' (its decoupled key is rotated)",
+        ),
+        (
+            cfg.n_kv_heads != cfg.n_heads,
+            "n_kv_heads",
+            f"rebuilds K and V for every query head: n_kv_heads={cfg.n_kv_heads} must equal "
+            f"n_heads={cfg.n_heads}",
+        ),
+        (
+            cfg.qk_rope_head_dim < 2 or cfg.qk_rope_head_dim % 2,
+            "qk_rope_head_dim",
+            f"needs an even qk_rope_head_dim ≥ 2 (RoPE rotates pairs), got {cfg.qk_rope_head_dim}",
+        ),
+        (
+            cfg.qk_rope_head_dim >= cfg.head_dim,
+            "head_dim",
+            f"needs head_dim={cfg.head_dim} (qk_nope_head_dim + qk_rope_head_dim) above "
+            f"qk_rope_head_dim={cfg.qk_rope_head_dim}",
+        ),
+        (cfg.qk_norm, "qk_norm", "has no QK-norm (its latent has its own norm)"),
+        (cfg.sliding_window > 0, "sliding_window", "is modelled without a sliding window"),
+        (cfg.qkv_bias or cfg.o_bias, "qkv_bias", "is modelled without attention biases"),
+    ]
+    for broken, name, rule in rules:
+        if broken:
+            raise ConfigError(
+                f"MLA (kv_lora_rank={cfg.kv_lora_rank}) {rule}", field=name, also=("kv_lora_rank",)
+            )
+
+
+def check_routing(cfg: "ModelConfig") -> None:
+    _check_int("n_shared_experts", cfg.n_shared_experts, 0, FAMILY_LIMITS["n_shared_experts"])
+    _check_int("moe_groups", cfg.moe_groups, 1, FAMILY_LIMITS["moe_groups"])
+    _check_int("moe_topk_groups", cfg.moe_topk_groups, 1, cfg.moe_groups)
+    if not cfg.n_experts:
+        if cfg.n_shared_experts:
+            raise ConfigError(
+                f"n_shared_experts={cfg.n_shared_experts} needs routed experts (n_experts > 0)",
+                field="n_shared_experts",
+                also=("n_experts",),
+            )
+        return
+    E, groups = cfg.n_experts, cfg.moe_groups
+    if E % groups:
+        raise ConfigError(
+            f"n_experts={E} is not divisible by moe_groups={groups}",
+            field="moe_groups",
+            also=("n_experts",),
+        )
+    reachable = cfg.moe_topk_groups * (E // groups)
+    if cfg.experts_per_token > reachable:
+        raise ConfigError(
+            f"experts_per_token={cfg.experts_per_token} exceeds the {reachable} experts of the "
+            f"moe_topk_groups={cfg.moe_topk_groups} groups a token may pick from",
+            field="experts_per_token",
+            also=("moe_topk_groups", "moe_groups"),
+        )
+    if cfg.moe_scoring == "sigmoid" and groups > 1 and E // groups < 2:
+        raise ConfigError(
+            f"moe_scoring='sigmoid' ranks a group by its two best experts: moe_groups={groups} "
+            f"leaves {E // groups} per group",
+            field="moe_groups",
+            also=("moe_scoring",),
+        )
+
+
+def check_gpt_oss(cfg: "ModelConfig") -> None:
+    if cfg.moe_style == "gpt_oss":
+        rules = [
+            (not cfg.n_experts, "n_experts", "needs routed experts (n_experts > 0)"),
+            (cfg.moe_scoring != "softmax", "moe_scoring", "routes by a softmax over the top-k logits"),
+            (not cfg.moe_renormalize, "moe_renormalize", "renormalises over the top k (their softmax)"),
+            (cfg.n_shared_experts > 0, "n_shared_experts", "has no shared experts"),
+            (cfg.moe_groups > 1, "moe_groups", "has no expert groups"),
+            (cfg.routed_scaling != 1.0, "routed_scaling", "does not scale the routed weights"),
+        ]
+        for broken, name, rule in rules:
+            if broken:
+                raise ConfigError(
+                    f"moe_style='gpt_oss' {rule}: {name}={getattr(cfg, name)!r}",
+                    field=name,
+                    also=("moe_style",),
+                )
+    elif (cfg.swiglu_limit, cfg.swiglu_alpha) != (7.0, 1.702):
+        raise ConfigError(
+            f"swiglu_limit={cfg.swiglu_limit} and swiglu_alpha={cfg.swiglu_alpha} shape only "
+            f"gpt-oss's experts: they need moe_style='gpt_oss' (else keep 7.0 and 1.702)",
+            field="swiglu_limit" if cfg.swiglu_limit != 7.0 else "swiglu_alpha",
+            also=("moe_style",),
+        )
+    if cfg.attention_sinks and cfg.is_mla:
+        raise ConfigError(
+            "attention_sinks with MLA is not modelled (no published model has both)",
+            field="attention_sinks",
+            also=("kv_lora_rank",),
+        )
+
+
+def check_gemma(cfg: "ModelConfig") -> None:
+    """Gemma's fields, and the RoPE and QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM."""
+    cfg._check_number("rope_local_theta")  # a derived float, resolved by now
+    _check_int("query_pre_attn_scalar", cfg.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"])
+    rules = [
+        (
+            cfg.norm_plus_one and cfg.norm_type != "rmsnorm",
+            "norm_plus_one",
+            "needs norm_type='rmsnorm'",
+        ),
+        (cfg.attn_softcap and cfg.is_mla, "attn_softcap", "with MLA is not modelled"),
+        (
+            cfg.attn_softcap and cfg.attention_sinks,
+            "attn_softcap",
+            "with attention_sinks is not modelled",
+        ),
+        (
+            cfg.is_mla and (cfg.partial_rotary_factor != 1 or cfg.nope_layers != "none"),
+            "partial_rotary_factor" if cfg.partial_rotary_factor != 1 else "nope_layers",
+            "with MLA is not modelled (its decoupled key sets the rotated part)",
+        ),
+        (
+            cfg.qk_norm_scope != "head" and not cfg.qk_norm,
+            "qk_norm_scope",
+            "needs qk_norm (it says what QK-norm normalises)",
+        ),
+    ]
+    for broken, name, rule in rules:
+        if broken:
+            raise ConfigError(f"{name}={getattr(cfg, name)!r} {rule}", field=name)
