@@ -19,7 +19,8 @@ def test_fvcore_agrees_with_closed_form_at_2048(name):
     assert abs(check.relative_difference) < 0.01
     assert check.difference == 0  # both count the same matmuls exactly
     flops = count_flops(cfg, 2048)
-    if not cfg.attention_sinks:  # (sinks run as plain matmuls, as gpt-oss's experts do)
+    # (sinks and capped scores run as plain matmuls, as gpt-oss's experts do)
+    if not (cfg.attention_sinks or cfg.attn_softcap):
         sdpa = check.fvcore_by_operator["scaled_dot_product_attention"] - check.masked_flops
         assert sdpa == flops.by_component["attention_scores"]
         assert check.fvcore_by_operator["linear"] == (flops.forward - flops.by_component["attention_scores"])

@@ -89,6 +89,25 @@ CASES = {
         "swiglu_limit": 0.5,
         "rope_parameters": {"rope_type": "default", "rope_theta": 150000.0},
     },
+    # Gemma 3: sandwich (1 + γ) norms, GeGLU, √d embeddings, QK-norm, a score scale of its own,
+    # local layers (window 8 < T) with their own RoPE base; Gemma 2: soft-capped scores, logits
+    "gemma3_text": {
+        "head_dim": 16,
+        "query_pre_attn_scalar": 24,
+        "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    },
+    "gemma2": {
+        "head_dim": 16,
+        "query_pre_attn_scalar": 24,
+        "sliding_window": 8,
+        "attn_logit_softcapping": 5.0,
+        "final_logit_softcapping": 3.0,
+    },
     "deepseek_v2-lite": {
         **MLA,
         "model_type": "deepseek_v2",

@@ -1,5 +1,6 @@
 """Every page renders for the families of 2025–26 at their published sizes (DeepSeek-V3's MLA
-and DeepSeekMoE, gpt-oss's sinks and experts): no exception, no error box, and Home shows the
+and DeepSeekMoE, gpt-oss's sinks and experts, Gemma 3's sandwich norms and local:global RoPE,
+Gemma 2's soft caps): no exception, no error box, and Home shows the
 family's own lines. What a page does not model for a family is said on it (e.g. tensor
 parallelism of experts), never a traceback."""
 
@@ -12,7 +13,18 @@ from llama_lab import ui
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["home.py", *(page.path for page in ui.PAGES)]
-FAMILIES = {"deepseek-v3": "**MLA**", "gpt-oss-20b": "**Attention sinks**"}
+FAMILIES = {
+    "deepseek-v3": "**MLA**",
+    "gpt-oss-20b": "**Attention sinks**",
+    "gemma-3-27b": "**Two RoPE bases**",
+    "gemma-2-9b": "**Soft-capping**",
+}
+SHOWN_PARAMETERS = {
+    "deepseek-v3": "671 bn",
+    "gpt-oss-20b": "20.9 bn",
+    "gemma-3-27b": "27 bn",
+    "gemma-2-9b": "9.24 bn",
+}
 
 
 @pytest.mark.slow
@@ -24,4 +36,4 @@ def test_every_page_renders_for_the_new_families(page, name):
     assert at.title, "the page drew nothing"
     if page == "home.py":
         assert any(FAMILIES[name] in m.value for m in at.markdown)
-        assert metrics(at)["Parameters"] == {"deepseek-v3": "671 bn", "gpt-oss-20b": "20.9 bn"}[name]
+        assert metrics(at)["Parameters"] == SHOWN_PARAMETERS[name]

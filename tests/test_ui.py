@@ -450,6 +450,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
             # an explicit head_dim (GQA heads that do not divide d: llama-3.2-3b's 3 per KV head
             # as 6 heads) is the copy's own at each width
             head_dim=small.head_dim if small.d_model % small.n_heads or small.is_mla else None,
+            # a score scale of its own (Gemma 3 27B's) keeps its ratio to head_dim at each width
+            query_pre_attn_scalar=small.query_pre_attn_scalar,
             **({name: getattr(small, name) for name in mla} if small.is_mla else {}),
             **layer_sets,
         )

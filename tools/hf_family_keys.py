@@ -3,14 +3,18 @@ keys its transformers model reads, and its config class's defaults — from the 
 transformers (the release the tests run against; the file records which).
 
 A key is *read* when the family's modelling code reads it from its config (``config.X``,
-``self.config.X``, ``getattr(config, "X", …)`` in ``models/<family>/modeling_<family>.py``), or
-when the config class's ``__post_init__`` derives something from it (``self.X``: Qwen2's
-``use_sliding_window`` and ``max_window_layers`` set ``layer_types``), or when it is an alias
-(``attribute_map``) of a read key. Keys every family shares (``PreTrainedModel`` reads
-``tie_word_embeddings``; the RoPE utilities ``rope_parameters``) are read by LLaMA Lab's own
-COMMON_KEYS and need no table. Each family also records its config class's defaults, its
-``default_theta`` and the RoPE a file that names none gets (``default_rope``: plain RoPE for
-all but gpt_oss, whose ``__post_init__`` sets YaRN).
+``self.config.X``, ``getattr(config, "X", …)`` in ``models/<family>/modeling_<family>.py``, or
+the module ``MODULES`` names: gemma3_text's decoder is in ``modeling_gemma3.py``, whose wrapper
+definitions are left out), or when the config class's ``__post_init__`` derives something from
+it (``self.X``: Qwen2's ``use_sliding_window`` and ``max_window_layers`` set ``layer_types``),
+or when the class's own ``__post_init__`` or ``convert_rope_params_to_dict`` takes it as a
+keyword argument (``kwargs.get("X")``: Gemma3TextConfig's ``sliding_window_pattern`` and
+``rope_local_base_freq``), or when it is an alias (``attribute_map``) of a read key. Keys every
+family shares (``PreTrainedModel`` reads ``tie_word_embeddings``; the RoPE utilities
+``rope_parameters``) are read by LLaMA Lab's own COMMON_KEYS and need no table. Each family also
+records its config class's defaults, its ``default_theta`` (Gemma3TextConfig's: one per layer
+type) and the RoPE a file that names none gets (``default_rope``: plain RoPE for all but
+gpt_oss, whose ``__post_init__`` sets YaRN).
 
     python tools/hf_family_keys.py          # rewrite the file
     python tools/hf_family_keys.py --check  # exit 1 if the file differs from a fresh table
@@ -39,7 +43,18 @@ FAMILIES = (
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
+    "gemma2",
+    "gemma3_text",
 )
+# A family whose modelling file is named after another model type: Gemma3TextConfig's decoder
+# (Gemma3ForCausalLM) lives in models/gemma3/modeling_gemma3.py, beside the multimodal wrapper
+MODULES = {"gemma3_text": "gemma3"}
+# What only a multimodal wrapper's classes read (its sub-configs): a definition that reads one
+# belongs to the wrapper, not to the text decoder, and is left out of the decoder's keys
+WRAPPER_READS = {"text_config", "vision_config", "get_text_config"}
+# The config class's methods that read file keys passed as keyword arguments (kwargs.get / pop):
+# Gemma3TextConfig's sliding_window_pattern (__post_init__), rope_local_base_freq (its RoPE)
+KWARG_METHODS = ("__post_init__", "convert_rope_params_to_dict")
 CONFIG_NAMES = {"config", "text_config"}
 
 
@@ -69,21 +84,52 @@ def keys_read_by(source: str) -> set[str]:
     return keys
 
 
+def decoder_source(source: str) -> str:
+    """A modelling file without the definitions of a multimodal wrapper held beside the text
+    decoder (those that read the wrapper's sub-configs: ``WRAPPER_READS``)."""
+    tree = ast.parse(source)
+    tree.body = [
+        node
+        for node in tree.body
+        if not (
+            isinstance(node, (ast.ClassDef, ast.FunctionDef))
+            and keys_read_by(ast.unparse(node)) & WRAPPER_READS
+        )
+    ]
+    return ast.unparse(tree)
+
+
 def keys_derived_from(config_class: type) -> set[str]:
-    """The fields the config class's ``__post_init__`` reads to derive others."""
-    post_init = config_class.__dict__.get("__post_init__")
-    if post_init is None:
-        return set()
-    tree = ast.parse(_dedent(inspect.getsource(post_init)))
-    return {
-        node.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-        and isinstance(node.ctx, ast.Load)
-        and not node.attr.startswith("_")
-    }
+    """The fields the config class's ``__post_init__`` reads to derive others, and the keys its
+    own ``KWARG_METHODS`` read from the file's extra keyword arguments (``kwargs.get("X")``)."""
+    keys = set()
+    for name in KWARG_METHODS:
+        method = config_class.__dict__.get(name)
+        if method is None:
+            continue
+        tree = ast.parse(_dedent(inspect.getsource(method)))
+        for node in ast.walk(tree):
+            if (
+                name == "__post_init__"
+                and isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and isinstance(node.ctx, ast.Load)
+                and not node.attr.startswith("_")
+            ):
+                keys.add(node.attr)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "pop")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "kwargs"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                keys.add(node.args[0].value)
+    return keys
 
 
 def _dedent(source: str) -> str:
@@ -121,8 +167,11 @@ def family_table(model_type: str) -> dict[str, Any]:
     import transformers
 
     config_class = transformers.CONFIG_MAPPING[model_type]
-    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
-    read = keys_read_by(inspect.getsource(modeling)) | keys_derived_from(config_class)
+    module = MODULES.get(model_type, model_type)
+    modeling = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
+    source = inspect.getsource(modeling)
+    read = keys_read_by(decoder_source(source) if module != model_type else source)
+    read |= keys_derived_from(config_class)
     aliases = getattr(config_class, "attribute_map", {}) or {}
     # an alias reads its target and the target its aliases (config.x and config.alias are one)
     read |= {alias for alias, target in aliases.items() if target in read}

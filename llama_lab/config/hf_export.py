@@ -1,8 +1,12 @@
 """Writing a Hugging Face ``config.json``: the supported family that expresses a config
 (``family_of``: the first whose model has everything it sets, else a ConfigError listing what
 each lacks) and that family's own keys (``to_hf_config``), read back by transformers as the
-same model. RoPE is written plain (LLaMA Lab models no scaling): gpt_oss's explicitly, as
-rope_parameters, since GptOssConfig's default is YaRN."""
+same model. A LLaMA block (pre-norm RMSNorm, SwiGLU) goes to the LLaMA-style families, Gemma's
+(sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings) to gemma2 (no QK-norm, one RoPE base,
+soft caps on scores and logits) or gemma3_text (QK-norm, a RoPE base per layer type, a logit
+cap only: Gemma3Attention applies no score cap in transformers 5.24). RoPE is written plain
+(LLaMA Lab models no scaling): gpt_oss's explicitly, as rope_parameters, since GptOssConfig's
+default is YaRN; gemma3_text's as rope_parameters keyed by layer type."""
 
 from __future__ import annotations
 
@@ -11,13 +15,31 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .bounds import INIT_STD
 from .hf import FAMILIES, Family, reads
+from .hf_families import GELU_TANH
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
 
 
+GEMMA = ("gemma2", "gemma3_text")
+# The block each kind of family builds, field by field: a config has one of them or no family
+LLAMA_BLOCK = dict(norm_position="pre", ffn_type="swiglu", embed_scale=False, norm_plus_one=False)
+GEMMA_BLOCK = dict(norm_position="sandwich", ffn_type="geglu", embed_scale=True, norm_plus_one=True)
+_SHARED_BLOCK = dict(norm_type="rmsnorm", pos_encoding="rope", final_norm=True)
+
+
+def _is_gemma_block(cfg) -> bool:
+    return all(getattr(cfg, name) == value for name, value in {**GEMMA_BLOCK, **_SHARED_BLOCK}.items())
+
+
 def _reasons(cfg, model_type: str) -> list[str]:
     """Why ``model_type`` cannot express ``cfg`` (empty: it can)."""
+    if (model_type in GEMMA) != _is_gemma_block(cfg):
+        return [
+            "not Gemma's block (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings)"
+            if model_type in GEMMA
+            else "not a LLaMA block (pre-norm RMSNorm, SwiGLU, unscaled embeddings)"
+        ]
     local = cfg.local_layer_flags
     window_all = not any(local) or all(local)
     same_attention_bias = cfg.qkv_bias == cfg.o_bias
@@ -46,6 +68,11 @@ def _reasons(cfg, model_type: str) -> list[str]:
         (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases"),
         (not all(flags[first_sparse:]), "sparse blocks that are not the last ones"),
         (cfg.is_moe and not cfg.n_shared_experts, "no shared expert"),
+    ]
+    gemma = [
+        (cfg.is_moe, "experts"),
+        (not same_attention_bias, "q/k/v and o biases differ"),
+        (cfg.mlp_bias, "MLP biases"),
     ]
     checks = {
         "llama": [
@@ -93,6 +120,22 @@ def _reasons(cfg, model_type: str) -> list[str]:
             (not cfg.rope_interleave, "RoPE on halves"),
         ],
         "deepseek_v3": deepseek + [(cfg.is_moe and cfg.moe_scoring != "sigmoid", "softmax router scores")],
+        # Gemma2Config: one RoPE base, attention_bias for q/k/v/o, no MLP biases, no QK-norm
+        "gemma2": gemma
+        + [
+            (cfg.qk_norm, "QK-norm"),
+            (cfg.rope_local_theta != cfg.rope_theta, "a RoPE base of its own on the sliding layers"),
+        ],
+        # Gemma3TextConfig: QK-norm on every layer; Gemma3Attention never applies a score cap
+        "gemma3_text": gemma
+        + [
+            (not cfg.qk_norm, "no QK-norm"),
+            (
+                cfg.attn_softcap > 0,
+                "attention soft-capping (Gemma3Attention does not apply attn_logit_softcapping in "
+                "transformers 5.24)",
+            ),
+        ],
         # GptOssConfig: sinks on every layer, gpt-oss experts on every layer (their biases:
         # mlp_bias), one attention_bias for q/k/v/o, one width for intermediate_size
         "gpt_oss": [
@@ -118,13 +161,25 @@ def _reasons(cfg, model_type: str) -> list[str]:
 
 def family_of(cfg: "ModelConfig") -> Family:
     """The first supported family that expresses ``cfg`` exactly (ConfigError: none does)."""
-    if not cfg.is_llama_style:
+    if not cfg.is_llama_style and not _is_gemma_block(cfg):
+        block = {**_SHARED_BLOCK, **LLAMA_BLOCK}
+        gemma_only = dict(
+            query_pre_attn_scalar=cfg.head_dim,
+            rope_local_theta=cfg.rope_theta,
+            attn_softcap=0.0,
+            logit_softcap=0.0,
+        )
+        shown = [f"{name}={getattr(cfg, name)!r}" for name in block]
+        shown += [
+            f"{name}={getattr(cfg, name)!r}"
+            for name, plain in gemma_only.items()
+            if getattr(cfg, name) != plain
+        ]
         raise ConfigError(
-            "to_hf_config needs a LLaMA-style config (pre-norm, rmsnorm, rope, swiglu, "
-            f"final norm, unscaled embeddings); this one has norm_position={cfg.norm_position!r}, "
-            f"norm_type={cfg.norm_type!r}, pos_encoding={cfg.pos_encoding!r}, "
-            f"ffn_type={cfg.ffn_type!r}, final_norm={cfg.final_norm}, "
-            f"embed_scale={cfg.embed_scale}"
+            "to_hf_config needs a LLaMA-style config (pre-norm, rmsnorm, rope, swiglu, final norm, "
+            "unscaled embeddings, none of Gemma's fields) or a Gemma-style one (sandwich norms, "
+            "rmsnorm × (1 + γ), rope, geglu, final norm, √d-scaled embeddings); this one has "
+            + ", ".join(shown)
         )
     reasons = {mt: _reasons(cfg, mt) for mt in FAMILIES}
     for model_type, why in reasons.items():
@@ -203,13 +258,29 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
         )
         if "swiglu_alpha" in family.defaults:  # GptOssConfig holds it (transformers 5)
             out["swiglu_alpha"] = cfg.swiglu_alpha
+    if mt in GEMMA:
+        out.update(
+            hidden_activation=GELU_TANH,
+            attention_bias=cfg.qkv_bias,
+            query_pre_attn_scalar=cfg.query_pre_attn_scalar,
+            # a window the model can build its sliding mask with, even with no sliding layer
+            sliding_window=cfg.sliding_window or family.defaults["sliding_window"],
+            layer_types=["sliding_attention" if flag else "full_attention" for flag in local],
+            attn_logit_softcapping=cfg.attn_softcap or None,
+            final_logit_softcapping=cfg.logit_softcap or None,
+        )
+    if mt == "gemma3_text":
+        out["rope_parameters"] = {
+            "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": cfg.rope_local_theta},
+        }
     return out
 
 
 def to_hf_config(cfg: "ModelConfig") -> dict:
     """The config.json of the family that expresses ``cfg`` (ConfigError when none does)."""
     family = family_of(cfg)
-    return {
+    out = {
         "architectures": [family.architecture],
         "model_type": family.model_type,
         "vocab_size": cfg.vocab_size,
@@ -229,3 +300,6 @@ def to_hf_config(cfg: "ModelConfig") -> dict:
         "initializer_range": INIT_STD,
         **_family_keys(cfg, family),
     }
+    if "rope_theta" not in family.defaults:  # one base per layer type: rope_parameters says both
+        del out["rope_theta"], out["rope_scaling"]
+    return out

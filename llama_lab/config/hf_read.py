@@ -19,15 +19,23 @@ KEY_TABLE: Mapping[str, Any] = json.loads(Path(__file__).with_name("hf_keys.json
 
 
 def _defaults(model_type: str) -> dict[str, Any]:
-    """The config class's defaults: what a key left out of a config.json becomes."""
+    """The config class's defaults: what a key left out of a config.json becomes (rope_theta:
+    the class's default_theta, where it is one number; Gemma3TextConfig's is one per layer type,
+    read by ``hf_families._gemma3_rope``)."""
     table = KEY_TABLE["families"][model_type]
-    return {**table["defaults"], "rope_theta": table["default_theta"]}
+    theta = table["default_theta"]
+    return {**table["defaults"], **({} if isinstance(theta, Mapping) else {"rope_theta": theta})}
 
 
 def reads(model_type: str) -> frozenset[str]:
     """The config.json keys ``model_type``'s transformers model reads (aliases included)."""
     table = KEY_TABLE["families"][model_type]
     return frozenset(table["read"]) | frozenset(table["aliases"])
+
+
+def config_class(model_type: str) -> str:
+    """The name of ``model_type``'s transformers config class (Gemma3TextConfig for gemma3_text)."""
+    return KEY_TABLE["families"][model_type]["config_class"]
 
 
 def default_rope(model_type: str) -> Mapping[str, Any]:

@@ -1,5 +1,6 @@
-"""Presets: the seed's demo model, the 2017 recipe and the published LLaMA configs, a source
-comment each, with the parameter counts published for them.
+"""Presets: the seed's demo model, the 2017 recipe and the published configs (LLaMA, Mistral,
+Qwen, DeepSeek, gpt-oss, Gemma 2/3), a source comment each, with the parameter counts published
+for them (exact totals, rounded totals, or Gemma's embedding and non-embedding split).
 """
 
 from __future__ import annotations
@@ -72,6 +73,26 @@ _GPT_OSS: dict[str, Any] = dict(
 
 def _even_layers(n_layers: int) -> str:
     return ",".join(map(str, range(0, n_layers, 2)))
+
+
+# Gemma 2/3: sandwich norms with RMSNorm × (1 + γ), GeGLU (tanh GELU), embeddings × √d, a tied
+# head, a window on the local layers, RMSNorm eps 1e-6
+_GEMMA: dict[str, Any] = dict(
+    norm_position="sandwich",
+    norm_plus_one=True,
+    ffn_type="geglu",
+    embed_scale=True,
+    tie_embeddings=True,
+    norm_eps=1e-6,
+)
+# Gemma 3: QK-norm, five local layers to one global (sliding_window_pattern 6), RoPE θ 1e6 on the
+# global layers and 1e4 on the local ones
+_GEMMA3: dict[str, Any] = dict(**_GEMMA, qk_norm=True, rope_theta=1e6, rope_local_theta=1e4)
+
+
+def _gemma3_local(n_layers: int, pattern: int = 6) -> str:
+    """Gemma3TextConfig's sliding layers: every layer but each ``pattern``-th."""
+    return ",".join(str(i) for i in range(n_layers) if (i + 1) % pattern)
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -312,6 +333,64 @@ PRESETS: dict[str, ModelConfig] = {
     # openai/gpt-oss-120b config.json (tests/published_configs/gpt-oss-120b.json): 36 layers, 128
     # experts. GptOssForCausalLM on the meta device (as above): 116,829,156,672 parameters
     "gpt-oss-120b": ModelConfig(**_GPT_OSS, n_layers=36, local_layers=_even_layers(36), n_experts=128),
+    # google/gemma-3-1b-it config.json (tests/published_configs/gemma-3-1b-it.json, gemma3_text):
+    # 4 heads of 256 (one KV head) on d 1152, window 512. Gemma3ForCausalLM on the meta device
+    # (transformers 5.24): 999,885,952 = 301,989,888 embedding + 697,896,064 non-embedding; the
+    # Gemma 3 report's Table 1: 302M + 698M
+    "gemma-3-1b": ModelConfig(
+        **_GEMMA3,
+        vocab_size=262144,
+        d_model=1152,
+        n_layers=26,
+        n_heads=4,
+        n_kv_heads=1,
+        head_dim=256,
+        ffn_hidden=6912,
+        max_seq_len=32768,
+        sliding_window=512,
+        local_layers=_gemma3_local(26),
+        query_pre_attn_scalar=256,
+    ),
+    # google/gemma-3-27b-it config.json (tests/published_configs/gemma-3-27b-it.json): the text
+    # decoder of the gemma3 wrapper (Gemma3TextConfig's defaults for the keys its text_config
+    # leaves out: vocab 262208, 128k positions), scores × 168^-½, window 1024; its linear ×8 RoPE
+    # scaling on the global layers not modelled. Gemma3ForCausalLM on the meta device: 27,009,346,304
+    # = 1,409,630,208 embedding + 25,599,716,096 non-embedding (the report: 1,416M + 25,600M; its
+    # vision tower of 417M not counted)
+    "gemma-3-27b": ModelConfig(
+        **_GEMMA3,
+        vocab_size=262208,
+        d_model=5376,
+        n_layers=62,
+        n_heads=32,
+        n_kv_heads=16,
+        head_dim=128,
+        ffn_hidden=21504,
+        max_seq_len=131072,
+        sliding_window=1024,
+        local_layers=_gemma3_local(62),
+        query_pre_attn_scalar=168,
+    ),
+    # google/gemma-2-9b config.json (tests/published_configs/gemma-2-9b.json): window 4096 on the
+    # even layers, scores soft-capped at 50 and logits at 30, RoPE θ 1e4. Gemma2ForCausalLM on the
+    # meta device: 9,241,705,984 = 917,504,000 embedding + 8,324,201,984 non-embedding (the Gemma 2
+    # report: 917,962,752 + 8,324,201,984; its embedding counts 256,128 rows, the file 256,000)
+    "gemma-2-9b": ModelConfig(
+        **_GEMMA,
+        vocab_size=256000,
+        d_model=3584,
+        n_layers=42,
+        n_heads=16,
+        n_kv_heads=8,
+        head_dim=256,
+        ffn_hidden=14336,
+        max_seq_len=8192,
+        sliding_window=4096,
+        local_layers=_even_layers(42),
+        query_pre_attn_scalar=256,
+        attn_softcap=50.0,
+        logit_softcap=30.0,
+    ),
     # TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
     "tinyllama-1.1b": ModelConfig(
         d_model=2048, n_layers=22, n_heads=32, n_kv_heads=4, ffn_hidden=5632, max_seq_len=2048, **_LLAMA
@@ -369,6 +448,29 @@ PUBLISHED_ROUNDED = {
         5.13e9,
         "Total Parameters 116.83B, Active Parameters 5.13B (Unembedding parameters are counted "
         "towards active, but not embeddings); 117B parameters with 5.1B active parameters",
+    ),
+}
+
+
+# Counts published as embedding and non-embedding parameters (no total of the model itself):
+# (embedding, non-embedding, the unit they are rounded to, the quote). The Gemma 3 report (arXiv
+# 2503.19786) Table 1, in millions; the Gemma 2 report (arXiv 2408.00118) Table 2, exact.
+# transformers' embedding of the 27B text decoder is 1,409.6M (the report's 1,416M is 6.2M more:
+# the multimodal projector's 6,194,304, 1,152 × 5,376 + 1,152, would make it 1,415.8M) and of
+# Gemma 2 9B 917,504,000 (the report's is 256,128 × 3,584: 128 rows more than the file's vocab).
+PUBLISHED_SPLIT = {
+    "gemma-3-1b": (302e6, 698e6, 1e6, "1B: Vision Encoder 0, Embedding Parameters 302M, Non-embedding 698M"),
+    "gemma-3-27b": (
+        1416e6,
+        25600e6,
+        1e6,
+        "27B: Vision Encoder 417M, Embedding Parameters 1,416M, Non-embedding Parameters 25,600M",
+    ),
+    "gemma-2-9b": (
+        917_962_752,
+        8_324_201_984,
+        1,
+        "9B: Embedding Parameters 917,962,752, Non-embedding Parameters 8,324,201,984",
     ),
 }
 
