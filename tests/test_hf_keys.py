@@ -243,7 +243,7 @@ def _ints(obj) -> set:
 @pytest.mark.parametrize(
     "qc,match",
     [
-        ({"quant_method": "gptq", "bits": 4}, "quant_method='gptq' is not modelled yet"),
+        ({"quant_method": "hqq"}, "quant_method='hqq' is not modelled yet"),  # GPTQ is: test_quant_config
         ({"quant_method": "mxfp4"}, "quant_method='mxfp4' is not modelled yet"),
         ({**AWQ, "bits": 8}, "bits=8"),
         ({**AWQ, "version": "gemv_fast"}, "version='gemv_fast'"),

@@ -369,7 +369,12 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
 def weights_stored(cfg: ModelConfig, weights) -> Derivation:
     stored = weights_bytes(cfg, weights)
     quant = as_weight_quant(weights)
-    terms = {"data": stored.quantised, "scales": stored.scales + stored.zero_points, "kept": stored.kept}
+    # scales: with their zero points and a checkpoint layout's per-module extras (GPTQ's g_idx)
+    terms = {
+        "data": stored.quantised,
+        "scales": stored.scales + stored.zero_points + stored.other,
+        "kept": stored.kept,
+    }
     return Derivation(
         f"Weights at {quant.dtype}",
         r"\text{data} + \text{scales} + \text{kept}",

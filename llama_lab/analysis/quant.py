@@ -15,16 +15,23 @@ per output channel) or one for the tensor (``group_size=-1``), each of ``scale_d
 zero points packed two per byte per row, as GPTQ/AWQ store them). MXFP4 (OCP microscaling,
 gpt-oss's experts) is a stored format read from a checkpoint: e2m1 values two per byte, one e8m0
 (a power of two, 1 byte) scale per 32 inputs: 4.25 bits a weight.
+
+Checkpoint layouts (``WeightQuant.layout``, read from a quantization_config by
+``stored_weights``) count the tensors a saved checkpoint holds per linear module, byte for byte:
+"gptq" (AutoGPTQ / GPTQModel / optimum), "bnb4" and "bnb8" (bitsandbytes, as transformers saves
+it); see ``stored_weights``. Their per-module extras that are neither data, scales nor zero
+points (GPTQ's g_idx; bitsandbytes' code tables, quant-state blob, weight_format) are ``other``.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ModelConfig
-from ..config.hf_quant import StoredQuant
+from ..config.hf_quant import BNB_STORAGE_BYTES, StoredQuant
 from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES
 from .params import norm_params
@@ -32,9 +39,22 @@ from .shapes import Shapes
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")  # int4: KIVI-style, per-token scales
-STORED_ONLY = ("mxfp4",)  # read from a checkpoint's quantization_config, not offered as a choice
-QUANTISED = ("fp8", "int8", "int4", "mxfp4")  # the formats with scales
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "mxfp4": 4}
+# read from a checkpoint's quantization_config, not offered as a choice (nf4, fp4: bitsandbytes'
+# 4-bit codes, two a byte)
+STORED_ONLY = ("mxfp4", "nf4", "fp4")
+QUANTISED = ("fp8", "int8", "int4", "mxfp4", "nf4", "fp4")  # the formats with scales
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "mxfp4": 4, "nf4": 4, "fp4": 4}
+# "": LLaMA Lab's own layout (the module's docstring); the others: a checkpoint's (stored_weights)
+LAYOUTS = ("", "gptq", "bnb4", "bnb8")
+TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+# bitsandbytes double quant: the absmax quantised in blocks of 256 with an 8-bit dynamic code
+BNB_NESTED_BLOCK = 256
+BNB_CODE_BYTES = 16 * 4  # get_4bit_type: 16 float32 values, one copy per linear layer
+BNB_NESTED_CODE_BYTES = 256 * 4  # create_dynamic_map: 256 float32 values, cloned per layer
+# nested_offset (absmax.mean(), a float32 read as a Python float) in the quant-state JSON: its
+# repr is 19 characters for most offsets in [0.01, 0.1), a block of LLM weights' usual mean
+# absmax; a real file's differs by a few bytes per linear layer (the one approximate term)
+BNB_OFFSET_CHARS = 19
 SCALE_DTYPES = ("fp16", "bf16", "fp32")
 SCALE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "e8m0": 1}  # e8m0: MXFP4's power-of-two scales
 # may stay in 16 bits; "linear": the attention projections and the dense FFN matrices
@@ -57,6 +77,9 @@ class TensorGroup:
     count: int
     rows: int
     cols: int
+    # linear modules one tensor is in a checkpoint, stacked along its rows (a mixture's
+    # gate_up_proj: each expert's gate_proj and up_proj); per-module layouts count each apart
+    parts: int = 1
 
     @property
     def params(self) -> int:
@@ -93,7 +116,7 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
     if sparse:
         groups += [
             TensorGroup("router", "router", n, E, C),
-            TensorGroup("experts.gate_up_proj", "experts", n * E, 2 * Fe, C),
+            TensorGroup("experts.gate_up_proj", "experts", n * E, 2 * Fe, C, parts=2),
             TensorGroup("experts.down_proj", "experts", n * E, C, Fe),
         ]
         if cfg.moe_style == "gpt_oss":  # the router's bias, each expert's two biases
@@ -148,6 +171,13 @@ class WeightQuant:
     # the experts of a mixture are quantised by default (they are most of its bytes)
     keep_dtype: str = KEEP_DTYPE  # what the kept tensors and biases are stored in
     block_rows: int = 0  # > 0: scales per block of block_rows × group_size (0: per row's groups)
+    layout: str = ""  # a checkpoint's per-module layout (LAYOUTS; stored_weights); "": ours
+    double_quant: bool = False  # bnb4: the absmax quantised again (bnb_4bit_use_double_quant)
+    storage_bytes: int = 1  # bnb4: the itemsize of the packed weight's dtype (quant_storage)
+    label: str = field(default="", compare=False)  # the format in words (a file's: its label)
+
+    def __str__(self) -> str:
+        return self.label or self.dtype
 
     @classmethod
     def of(
@@ -175,6 +205,12 @@ class WeightQuant:
         return quant
 
     def check(self) -> None:
+        if self.dtype not in WEIGHT_DTYPES + STORED_ONLY:
+            raise AnalysisError(f"weight dtype={self.dtype!r} must be one of {', '.join(WEIGHT_DTYPES)}")
+        if self.layout not in LAYOUTS:
+            raise AnalysisError(f"layout={self.layout!r} must be one of {', '.join(map(repr, LAYOUTS))}")
+        if self.storage_bytes not in (1, 2, 4, 8):
+            raise AnalysisError(f"storage_bytes={self.storage_bytes!r} must be 1, 2, 4 or 8")
         if self.scale_dtype not in SCALE_DTYPES + (("e8m0",) if self.dtype == "mxfp4" else ()):
             raise AnalysisError(f"scale dtype={self.scale_dtype!r} must be one of {', '.join(SCALE_DTYPES)}")
         if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < -1:
@@ -202,6 +238,8 @@ class WeightQuant:
         """The format a tensor of ``role`` is stored in."""
         if not self.quantised:
             return self.dtype
+        if role == "bias" and self.layout == "gptq":  # QuantLinear's bias buffer: fp16
+            return "fp16"
         if role == "bias" or role in self.keep:
             return self.keep_dtype
         return self.dtype
@@ -215,10 +253,16 @@ class WeightQuant:
         return rows * (1 if self.group_size == 0 else math.ceil(cols / self.group_size))
 
     def tensor_bytes(self, group: TensorGroup) -> dict[str, int]:
-        """data, scales and zero points of the ``group``'s tensors."""
+        """data, scales, zero points and other stored bytes (a checkpoint layout's per-module
+        extras: ``module_bytes``) of the ``group``'s tensors."""
         fmt = self.stored_as(group.role)
         if fmt not in QUANTISED:
-            return {"data": math.ceil(group.params * DTYPE_BYTES[fmt]), "scales": 0, "zero_points": 0}
+            data = math.ceil(group.params * DTYPE_BYTES[fmt])
+            return {"data": data, "scales": 0, "zero_points": 0, "other": 0}
+        if self.layout:
+            modules = group.count * group.parts
+            one = self.module_bytes(group.rows // group.parts, group.cols)
+            return {key: modules * value for key, value in one.items()}
         bits = BITS[fmt]
         data = group.count * group.rows * math.ceil(group.cols * bits / 8)  # packed per row
         n = self.n_scales(group.rows, group.cols)
@@ -227,6 +271,48 @@ class WeightQuant:
             "data": data,
             "scales": group.count * n * SCALE_BYTES[self.scale_dtype],
             "zero_points": zeros,
+            "other": 0,
+        }
+
+    def module_bytes(self, outputs: int, inputs: int) -> dict[str, int]:
+        """The tensors a checkpoint layout stores for one quantised linear module of ``inputs``
+        (K) and ``outputs`` (N), by part (see ``stored_weights`` for the sources)."""
+        N, K = outputs, inputs
+        if self.layout == "gptq":
+            bits = BITS[self.dtype]
+            group = K if self.group_size <= 0 else self.group_size
+            groups = math.ceil(K / group)
+            return {
+                "data": (K // 32 * bits) * N * 4,  # qweight int32 (K // 32 · bits, N)
+                "scales": groups * N * 2,  # scales fp16 (⌈K/g⌉, N)
+                "zero_points": groups * (N // 32 * bits) * 4,  # qzeros int32 (⌈K/g⌉, N // 32 · bits)
+                "other": K * 4,  # g_idx int32 (K,)
+            }
+        if self.layout == "bnb8":
+            return {
+                "data": N * K,  # weight int8 (N, K)
+                "scales": N * 4,  # SCB float32 (N,)
+                "zero_points": 0,
+                "other": 1,  # weight_format uint8, a 0-d tensor
+            }
+        n, s = N * K, self.storage_bytes
+        blocks = math.ceil(n / self.group_size)
+        blob = {"quant_type": self.dtype, "blocksize": self.group_size}
+        blob.update({"dtype": TORCH_DTYPE_NAMES[self.keep_dtype], "shape": [N, K]})
+        other = BNB_CODE_BYTES  # quant_map float32 (16,)
+        if self.double_quant:
+            scales = blocks + math.ceil(blocks / BNB_NESTED_BLOCK) * 4  # absmax uint8, nested_absmax f32
+            other += BNB_NESTED_CODE_BYTES  # nested_quant_map float32 (256,)
+            blob.update({"nested_blocksize": BNB_NESTED_BLOCK, "nested_dtype": "float32"})
+            blob_bytes = len(json.dumps({**blob, "nested_offset": 0.0})) - len("0.0") + BNB_OFFSET_CHARS
+        else:
+            scales = blocks * 4  # absmax float32 (⌈n/64⌉,)
+            blob_bytes = len(json.dumps(blob))
+        return {
+            "data": (n + 1) // (2 * s) * s,  # weight: ((n+1) // (2·itemsize), 1) of quant_storage
+            "scales": scales,
+            "zero_points": 0,
+            "other": other + blob_bytes,  # + quant_state.bitsandbytes__<type> uint8 (the JSON)
         }
 
     def row_bytes(self, role: str, cols: int) -> float:
@@ -250,11 +336,13 @@ class WeightQuant:
             "keep": list(self.keep) if self.quantised else [],
             "keep_dtype": self.keep_dtype if self.quantised else self.dtype,
             "block_rows": self.block_rows,
+            "layout": self.layout,
         }
 
 
 def stored_weights(stored: StoredQuant) -> WeightQuant:
-    """The stored format a checkpoint's quantization_config declares (``config.hf_quant.stored_quant``):
+    """The stored format a checkpoint's quantization_config declares (``config.hf_quant.stored_quant``).
+
     AWQ's GEMM int4 packs eight 4-bit weights per int32 (qweight K × R/8), one fp16 scale per
     group of inputs of each output (scales K/g × R) and, with zero points, eight 4-bit zeros per
     int32 (qzeros K/g × R/8); the embeddings, the head, the norms and a router are not linear
@@ -262,17 +350,47 @@ def stored_weights(stored: StoredQuant) -> WeightQuant:
     K2): every linear layer's e4m3 weight and its float32 ``weight_scale_inv`` of ⌈R/r⌉ × ⌈K/c⌉
     blocks; the same tensors kept in the checkpoint's dtype. MXFP4 (gpt-oss): every expert's
     gate_up and down as ``*_blocks`` (e2m1, two per byte) and ``*_scales`` (one e8m0 byte per 32
-    inputs of a row); everything else, the experts' biases included, in the checkpoint's dtype."""
+    inputs of a row); everything else, the experts' biases included, in the checkpoint's dtype.
+
+    GPTQ (layout "gptq"), per linear module of K inputs and N outputs, as QuantLinear registers
+    its buffers — AutoGPTQ ``auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py`` and
+    ``qlinear_exllama.py`` ``__init__``, GPTQModel ``gptqmodel/nn_modules/qlinear/__init__.py``
+    ``GPTQQuantLinear._register_gptq_buffers`` — and ``pack`` fills them (GPTQModel ``pack_block``
+    registers ``g_idx`` from the quantiser for every layer, and casts ``scales`` and ``bias`` to
+    float16): qweight int32 (K // 32 · bits, N), qzeros int32 (⌈K/g⌉, N // 32 · bits) — for
+    ``sym`` too —, scales fp16 (⌈K/g⌉, N), g_idx int32 (K,) — with or without ``desc_act`` —,
+    bias fp16 (N,) where the layer has one; g = K for ``group_size`` -1. The linear modules are
+    every block's attention and FFN projections (a mixture: each expert's gate, up and down) and,
+    with ``lm_head: true``, the head; the embeddings, norms and router stay in the checkpoint's
+    dtype (AutoGPTQ's model definitions, e.g. ``auto_gptq/modeling/mixtral.py``, list the
+    attention and the experts, not the router). GPTQModel's packer refuses K or N not divisible
+    by 32; the floor is AutoGPTQ's buffer shape for them.
+
+    bitsandbytes 4-bit (layout "bnb4"), per nn.Linear transformers converts (``integrations/
+    bitsandbytes.py`` ``replace_with_bnb_linear``; not the skipped modules, by default the head),
+    as ``Linear4bit._save_to_state_dict`` writes the weight, its bias and
+    ``QuantState.as_dict(packed=True)`` (bitsandbytes ``nn/modules.py``, ``functional.py``;
+    shapes from ``_ops.py``'s ``quantize_4bit``): weight ((n+1) // (2·itemsize), 1) in
+    ``quant_storage`` for n = N·K; absmax float32 (⌈n/64⌉,) — with double quant uint8 (⌈n/64⌉,)
+    plus nested_absmax float32 (⌈⌈n/64⌉/256⌉,) and nested_quant_map float32 (256,) —; quant_map
+    float32 (16,); ``quant_state.bitsandbytes__nf4`` (or ``__fp4``) uint8, the UTF-8 of
+    ``json.dumps`` of quant_type, blocksize, dtype and shape [N, K] (``utils.pack_dict_to_tensor``)
+    — exact, except with double quant, whose JSON also holds ``nested_offset``, a float whose
+    digits depend on the weights (BNB_OFFSET_CHARS assumed: a few bytes per module off); the bias
+    in the checkpoint's dtype. bitsandbytes 8-bit (layout "bnb8", ``Linear8bitLt
+    ._save_to_state_dict``): weight int8 (N, K), SCB float32 (N,) (``int8_vectorwise_quant``'s
+    row stats), weight_format uint8 (a 0-d tensor); the bias in the checkpoint's dtype."""
+    label = stored.label()
     if stored.method == "mxfp4":  # the experts only; attention, router, embeddings, head: as stored
-        return WeightQuant.of(
+        quant = WeightQuant.of(
             "mxfp4",
             group_size=stored.group_size,
             scale_dtype="e8m0",
             keep=DEFAULT_KEEP + ("linear",),
             keep_dtype=stored.dtype,
         )
-    if stored.method == "fp8":
-        return WeightQuant.of(
+    elif stored.method == "fp8":
+        quant = WeightQuant.of(
             "fp8",
             group_size=stored.group_size,
             block_rows=stored.block_rows,
@@ -280,14 +398,37 @@ def stored_weights(stored: StoredQuant) -> WeightQuant:
             keep=DEFAULT_KEEP,
             keep_dtype=stored.dtype,
         )
-    return WeightQuant.of(
-        "int4",
-        group_size=stored.group_size,
-        scale_dtype="fp16",
-        zero_point=stored.zero_point,
-        keep=DEFAULT_KEEP,
-        keep_dtype=stored.dtype,
-    )
+    elif stored.method in ("gptq", "bitsandbytes"):
+        keep = tuple(k for k in DEFAULT_KEEP if not (k == "lm_head" and stored.lm_head))
+        if stored.method == "gptq":
+            dtype, group, scale, zeros, layout = f"int{stored.bits}", stored.group_size, "fp16", True, "gptq"
+            group = 0 if group == -1 else group  # one group over a row's inputs: one scale per row
+        elif stored.bits == 8:
+            dtype, group, scale, zeros, layout = "int8", 0, "fp32", False, "bnb8"
+        else:
+            dtype, group, scale, zeros, layout = stored.quant_type, stored.group_size, "fp32", False, "bnb4"
+        quant = WeightQuant(
+            dtype,
+            group,
+            scale,
+            zeros,
+            keep,
+            stored.dtype,
+            layout=layout,
+            double_quant=stored.double_quant,
+            storage_bytes=BNB_STORAGE_BYTES.get(stored.storage, 1) if layout == "bnb4" else 1,
+        )
+        quant.check()
+    else:
+        quant = WeightQuant.of(
+            "int4",
+            group_size=stored.group_size,
+            scale_dtype="fp16",
+            zero_point=stored.zero_point,
+            keep=DEFAULT_KEEP,
+            keep_dtype=stored.dtype,
+        )
+    return replace(quant, label=label)
 
 
 def as_weight_quant(weights: "WeightQuant | str") -> WeightQuant:
@@ -304,6 +445,7 @@ class WeightBytes:
     kept: int  # tensors stored in 16 bits (or the float format itself)
     by_role: dict[str, int]  # role → bytes
     by_tensor: list[dict[str, Any]]  # one row per tensor kind
+    other: int = 0  # a checkpoint layout's per-module extras (GPTQ's g_idx, bitsandbytes' state)
 
     def to_dict(self) -> dict:
         return {
@@ -312,6 +454,7 @@ class WeightBytes:
             "quantised": self.quantised,
             "scales": self.scales,
             "zero_points": self.zero_points,
+            "other": self.other,
             "kept": self.kept,
             "by_role": self.by_role,
             "by_tensor": self.by_tensor,
@@ -332,19 +475,27 @@ def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> We
     """Every weight's bytes in ``weights``' format, quantisation scales included, and the
     checkpoint's float32 buffers (``buffer_tensors``)."""
     quant = as_weight_quant(weights)
+    if quant.layout and cfg.fused_keys:
+        raise AnalysisError(
+            f"a {quant.label or quant.layout} checkpoint of a model with fused_keys (Phi-3's "
+            f"qkv_proj and gate_up_proj) is not modelled: its layout is counted per linear module"
+        )
     rows: list[dict[str, Any]] = []
     by_role: dict[str, int] = {}
-    totals = {"quantised": 0, "scales": 0, "zero_points": 0, "kept": 0}
+    totals = {"quantised": 0, "scales": 0, "zero_points": 0, "other": 0, "kept": 0}
     for group in weight_tensors(cfg) + buffer_tensors(cfg):
         fp32 = group.role == "float32_buffer"  # float32 in the checkpoint and in memory
         parts = (
-            {"data": group.params * 4, "scales": 0, "zero_points": 0} if fp32 else quant.tensor_bytes(group)
+            {"data": group.params * 4, "scales": 0, "zero_points": 0, "other": 0}
+            if fp32
+            else quant.tensor_bytes(group)
         )
         fmt = "fp32" if fp32 else quant.stored_as(group.role)
         size = sum(parts.values())
         totals["quantised" if fmt in QUANTISED else "kept"] += parts["data"]
         totals["scales"] += parts["scales"]
         totals["zero_points"] += parts["zero_points"]
+        totals["other"] += parts["other"]
         by_role[group.role] = by_role.get(group.role, 0) + size
         rows.append(
             {

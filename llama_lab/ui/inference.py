@@ -10,7 +10,7 @@ import streamlit as st
 from .. import analysis, experiments
 from ..analysis import DEFAULT_GPU, WeightQuant, derive
 from ..analysis.common import training_dtype
-from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES
+from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant
 from ..config import ModelConfig
 from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
@@ -67,9 +67,12 @@ def _group_label(group: int) -> str:
     return {-1: "one per tensor", 0: "one per output row"}.get(group, f"groups of {group}")
 
 
-def _weight_options(weights: str, prefix: str) -> WeightQuant:
+def _weight_options(weights: "WeightQuant | str", prefix: str) -> WeightQuant:
     """The sidebar's weight format with this page's options: group size, scale dtype, zero
-    points, what stays in 16 bits (each defaulting to the format's usual choice)."""
+    points, what stays in 16 bits (each defaulting to the format's usual choice). An uploaded
+    file's own stored format is taken as it is (its checkpoint fixes every choice)."""
+    if isinstance(weights, WeightQuant):
+        return weights
     base = WeightQuant.of(weights)
     if not base.quantised:
         return base
@@ -91,21 +94,28 @@ def _weight_options(weights: str, prefix: str) -> WeightQuant:
 
 
 def quantisation_section(
-    cfg: ModelConfig, preset: str, gpu: str, prefix: str, formats: tuple[str, str]
+    cfg: ModelConfig, preset: str, gpu: str, prefix: str, formats: "tuple[WeightQuant | str, str]"
 ) -> None:
-    """``formats``: the sidebar's weight and KV-cache formats."""
+    """``formats``: the sidebar's weight and KV-cache formats (the weights' may be an uploaded
+    file's own stored format, a WeightQuant)."""
     st.subheader("Quantisation: every byte of the stored formats")
     w, k = formats
-    st.caption(
-        f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; "
-        + (
+    if isinstance(w, WeightQuant):
+        how = (
+            "as the uploaded file's quantization_config stores them: every tensor of its checkpoint "
+            "(choose another format in the sidebar to open this page's options)."
+        )
+    elif as_weight_quant(w).quantised:
+        how = (
             "the options below apply on this page (the other pages use the format's usual "
             "group size and scales)."
-            if WeightQuant.of(w).quantised
-            else "a quantised format there (fp8, int8, int4) opens its options here: group size, "
+        )
+    else:
+        how = (
+            "a quantised format there (fp8, int8, int4) opens its options here: group size, "
             "scales and what stays in 16 bits."
         )
-    )
+    st.caption(f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; " + how)
     quant = _weight_options(w, prefix)
     stored = analysis.weights_bytes(cfg, quant)
     cols = st.columns(3)
@@ -134,14 +144,17 @@ def quantisation_section(
         prefix + "d.context",
     )
     if quant.quantised:
-        st.latex(
-            rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{w} data}}}}"
-            rf" + \underbrace{{{stored.scales + stored.zero_points:,}}}_{{\text{{"
-            rf"{quant.scale_dtype} scales{' + zero points' if quant.zero_point else ''}, "
-            rf"{_group_label(quant.group_size)}}}}} + \underbrace{{{stored.kept:,}}}_"
-            rf"{{\text{{kept in bf16}}}}"
+        extras = (" + zero points" if quant.zero_point else "") + (
+            r" + g\_idx, quant state" if stored.other else ""
         )
-        st.caption(f"Kept in bf16: {', '.join(quant.keep) or 'nothing'} and every bias.")
+        st.latex(
+            rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{quant.dtype} data}}}}"
+            rf" + \underbrace{{{stored.scales + stored.zero_points + stored.other:,}}}_{{\text{{"
+            rf"{quant.scale_dtype} scales{extras}, "
+            rf"{_group_label(quant.group_size)}}}}} + \underbrace{{{stored.kept:,}}}_"
+            rf"{{\text{{kept in {quant.keep_dtype}}}}}"
+        )
+        st.caption(f"Kept in {quant.keep_dtype}: {', '.join(quant.keep) or 'nothing'} and every bias.")
     head = analysis.kv_head_bytes(k, cfg.head_dim)
     st.latex(
         rf"\text{{KV bytes/token}} = 2 \cdot L \cdot G \cdot {head} = 2 \cdot {cfg.n_layers}"

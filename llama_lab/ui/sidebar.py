@@ -30,6 +30,7 @@ from .state import (
     AS_DTYPE,
     BUILDER_KEYS,
     CONFIG_FIELDS,
+    FROM_FILE,
     KEY_BATCH,
     KEY_BUILDER,
     KEY_CONFIG_ERROR,
@@ -46,6 +47,7 @@ from .state import (
     KEY_PRESET_VIEW,
     KEY_SEQ_LEN,
     KEY_SEQ_NOTE,
+    KEY_STORED_QUANT,
     KEY_UPLOAD,
     KEY_UPLOAD_ERROR,
     KEY_UPLOAD_NOTES,
@@ -65,6 +67,7 @@ from .state import (
     dtype_names,
     error_field,
     field_key,
+    file_weights,
     kv_dtype_names,
     kv_label,
     stored_format,
@@ -107,6 +110,7 @@ def sidebar_config() -> Selection | None:
         state.get(KEY_MODEL_NAME),
         stored_format(state[KEY_WEIGHT_DTYPE]),
         stored_format(state[KEY_KV_DTYPE]),
+        file_weights(state),
     )
     _sync_query_params(selection.query())
     return selection
@@ -379,20 +383,31 @@ def _draw_workload(values: dict[str, Any]) -> None:
         "stored at it unless set below.",
     )
     dtype = values[KEY_DTYPE]
+    from_file = _state().get(KEY_STORED_QUANT)  # the uploaded file's quantization_config, if any
 
     def stored(value: str) -> str:
+        if value == FROM_FILE and from_file is not None:
+            return f"{FROM_FILE}: {from_file.label()}"
         return f"as dtype ({dtype})" if value == AS_DTYPE else value
 
     st.selectbox(
         "weights stored as",
-        weight_dtype_names(),
+        weight_dtype_names(from_file),
         key=KEY_WEIGHT_DTYPE,
         format_func=stored,
         on_change=_on_change,
         help="int4 in groups of 128 inputs, int8 per output row, fp8 per tensor, each "
         "with its scales; embeddings, lm_head, norms and the router stay in bf16 "
-        "(the Inference systems page changes these).",
+        "(the Inference systems page changes these)."
+        + (
+            " From the file: the uploaded config.json's quantization_config, every tensor its "
+            "checkpoint stores, byte for byte."
+            if from_file is not None
+            else ""
+        ),
     )
+    if from_file is not None and _state()[KEY_WEIGHT_DTYPE] == FROM_FILE:
+        st.caption("Weights as the file stores them: " + escape_markdown(from_file.describe()) + ".")
     st.selectbox(
         "KV cache stored as",
         kv_dtype_names(),

@@ -19,7 +19,7 @@ from typing import Any
 import streamlit as st
 
 from ..analysis.common import TRAINING_DTYPES
-from ..analysis.quant import KV_DTYPES, WEIGHT_DTYPES
+from ..analysis.quant import KV_DTYPES, WEIGHT_DTYPES, WeightQuant, stored_weights
 from ..config import (
     MAX_BATCH,
     PRESETS,
@@ -30,7 +30,9 @@ from ..config import (
     ffn_from_rule,
     parse_config_json,
 )
+from ..config.files import stored_quant_of
 from ..config.hf import TEXT_DECODER
+from ..config.hf_quant import StoredQuant
 from ..config.model_config import DERIVED
 from ..errors import LabError
 from ..experiments import KINDS
@@ -69,6 +71,11 @@ KEY_MODEL_BASE = "llama_lab.model_base"  # dict | None: its builder values (what
 
 
 KEY_SEQ_NOTE = "llama_lab.seq_note"  # (T, why) | None: T was moved within max_seq_len
+
+
+# StoredQuant | None: the weights' stored format the uploaded config.json declares (its
+# quantization_config); KEY_WEIGHT_DTYPE is FROM_FILE while the weights are counted in it
+KEY_STORED_QUANT = "llama_lab.stored_quant"
 
 
 # This session's experiment results, one ExperimentEntry per kind of the experiment registry:
@@ -118,6 +125,10 @@ KEY_KV_DTYPE = WIDGET_PREFIX + "kv_dtype"  # AS_DTYPE: the KV cache is stored at
 
 AS_DTYPE = "as dtype"  # a stored format that follows the dtype (not None: a selectbox shows
 # None as no choice at all)
+
+
+FROM_FILE = "from the file"  # the weights in the uploaded file's own stored format (offered
+# only while an upload declared one: KEY_STORED_QUANT; never in the URL, which cannot carry it)
 
 
 KEY_UPLOAD = WIDGET_PREFIX + "upload"
@@ -182,10 +193,15 @@ class Selection:
     name: str | None = None  # an uploaded model's name (None: the preset, maybe edited)
     weight_dtype: str | None = None
     kv_dtype: str | None = None
+    # the uploaded file's stored format (stored_weights of its quantization_config), when the
+    # sidebar counts the weights in it ("from the file"); it wins over weight_dtype
+    file_weights: WeightQuant | None = None
 
     @property
-    def weight_format(self) -> str:
-        return self.weight_dtype or self.dtype
+    def weight_format(self) -> "WeightQuant | str":
+        """How the weights are stored: a format's name, or the file's own WeightQuant (every
+        analysis function takes either; its str() is its label)."""
+        return self.file_weights or self.weight_dtype or self.dtype
 
     @property
     def kv_format(self) -> str:
@@ -209,8 +225,17 @@ def dtype_names() -> list[str]:
     return list(TRAINING_DTYPES)
 
 
-def weight_dtype_names() -> list[str]:
-    return [AS_DTYPE, *WEIGHT_DTYPES]
+def weight_dtype_names(stored: StoredQuant | None = None) -> list[str]:
+    """The weights' formats offered: FROM_FILE too while an upload declared its own."""
+    return [AS_DTYPE, *([FROM_FILE] if stored is not None else []), *WEIGHT_DTYPES]
+
+
+def file_weights(state: Any) -> WeightQuant | None:
+    """The uploaded file's stored format, while the sidebar counts the weights in it."""
+    stored = state.get(KEY_STORED_QUANT)
+    if stored is None or state.get(KEY_WEIGHT_DTYPE) != FROM_FILE:
+        return None
+    return stored_weights(stored)
 
 
 def kv_dtype_names() -> list[str]:
@@ -218,8 +243,9 @@ def kv_dtype_names() -> list[str]:
 
 
 def stored_format(value: str) -> str | None:
-    """A stored-format widget's value for ``Selection`` (None: as the dtype)."""
-    return None if value == AS_DTYPE else value
+    """A stored-format widget's value for ``Selection`` (None: as the dtype, or the file's own
+    format, which ``Selection.file_weights`` carries)."""
+    return None if value in (AS_DTYPE, FROM_FILE) else value
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -457,9 +483,12 @@ def _init_state() -> None:
         state[KEY_UPLOAD_NOTES] = []
         state[KEY_UPLOAD_ERROR] = None
         state[KEY_MODEL_NAME], state[KEY_MODEL_BASE] = name, dict(values) if name else None
+        state[KEY_STORED_QUANT] = None
     store = state[KEY_BUILDER]
     for key in BUILDER_KEYS:
         state[key] = state[key] if key in state else store[key]
+    if state[KEY_WEIGHT_DTYPE] == FROM_FILE and state.get(KEY_STORED_QUANT) is None:
+        state[KEY_WEIGHT_DTYPE] = AS_DTYPE  # no file's format to count in (never offered then)
     _apply_derived(state)
 
 
@@ -501,8 +530,16 @@ def _stored(state: Any) -> tuple[str, str]:
     return state[KEY_WEIGHT_DTYPE], state[KEY_KV_DTYPE]
 
 
+def _drop_file_format(state: Any) -> None:
+    """No uploaded file's stored format any more: the weights as the dtype if they were in it."""
+    state[KEY_STORED_QUANT] = None
+    if state.get(KEY_WEIGHT_DTYPE) == FROM_FILE:
+        state[KEY_WEIGHT_DTYPE] = AS_DTYPE
+
+
 def _on_preset() -> None:
     state = _state()
+    _drop_file_format(state)  # a preset is not the uploaded model
     preset = state[KEY_PRESET]
     _load_values(
         values_for_config(
@@ -532,6 +569,7 @@ def _on_upload() -> None:
     try:
         text = uploaded.getvalue().decode("utf-8")
         cfg, notes = parse_config_json(text, source=uploaded.name)
+        stored = stored_quant_of(text, source=uploaded.name)  # read (and checked) just above
     except UnicodeDecodeError:
         state[KEY_UPLOAD_ERROR] = f"{uploaded.name} is not UTF-8 text"
         return
@@ -541,6 +579,9 @@ def _on_upload() -> None:
             message if message.startswith(uploaded.name) else f"{uploaded.name}: {message}"
         )
         return
+    _drop_file_format(state)  # the file declares its own stored format, or none
+    if stored is not None:  # the weights are counted as the file stores them (another stays a choice)
+        state[KEY_STORED_QUANT], state[KEY_WEIGHT_DTYPE] = stored, FROM_FILE
     values = values_for_config(
         state[KEY_PRESET], cfg, batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
     )  # T: max_seq_len
