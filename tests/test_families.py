@@ -108,6 +108,44 @@ CASES = {
         "attn_logit_softcapping": 5.0,
         "final_logit_softcapping": 3.0,
     },
+    # OLMo 2: norms on the sublayers' outputs only (no input norms), QK-norm over all of q and k
+    "olmo2": {"attention_bias": True},
+    # SmolLM3: the last block skips RoPE (NoPE), a tied head, a window (6 < T) on the NoPE block
+    "smollm3": {
+        "no_rope_layers": [1, 1, 0],
+        "tie_word_embeddings": True,
+        "use_sliding_window": True,
+        "sliding_window": 6,
+        "attention_bias": True,
+        "mlp_bias": True,
+        "pad_token_id": 0,
+    },
+    # Phi-3 / Phi-4-mini: fused qkv_proj and gate_up_proj, RoPE on the first 3/4 of each head
+    # (as rope_parameters holds it), a window (7 < T) on every layer
+    "phi3": {
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75},
+        "sliding_window": 7,
+        "pad_token_id": 0,
+    },
+    "phi3-top-level-factor": {"model_type": "phi3", "partial_rotary_factor": 0.5, "pad_token_id": 0},
+    # GLM-4.5: q/k/v biases (none on o_proj), per-head QK-norm, half of each head rotated, a dense
+    # block, then sigmoid routing in 2 groups (best 1) with the correction bias, renormalised
+    # × 1.5, and a shared expert
+    "glm4_moe": {
+        "head_dim": 16,
+        "partial_rotary_factor": 0.5,
+        "attention_bias": True,
+        "use_qk_norm": True,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 24,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "n_group": 2,
+        "topk_group": 1,
+        "routed_scaling_factor": 1.5,
+        "norm_topk_prob": True,
+    },
     "deepseek_v2-lite": {
         **MLA,
         "model_type": "deepseek_v2",
@@ -287,7 +325,7 @@ def test_expected_experts_read_per_decode_step_grow_with_batch():
     )
 
 
-@pytest.mark.parametrize("model_type", ["gpt_neox", "gemma", "phi3", "qwen2_moe"])
+@pytest.mark.parametrize("model_type", ["gpt_neox", "gemma", "phimoe", "qwen2_moe"])
 def test_other_families_are_refused_by_name(model_type):
     data = {**BASE, "model_type": model_type}
     with pytest.raises(ConfigError, match=f"model_type='{model_type}' is not supported.*qwen3_moe"):

@@ -18,12 +18,21 @@ FAMILIES = {
     "gpt-oss-20b": "**Attention sinks**",
     "gemma-3-27b": "**Two RoPE bases**",
     "gemma-2-9b": "**Soft-capping**",
+    "olmo-2-7b": "**Output norms**",
+    "smollm3-3b": "**NoPE blocks**",
+    "phi-4-mini": "**Partial RoPE**",
+    "glm-4.5-air": "**Partial RoPE**",
 }
 SHOWN_PARAMETERS = {
     "deepseek-v3": "671 bn",
     "gpt-oss-20b": "20.9 bn",
     "gemma-3-27b": "27 bn",
     "gemma-2-9b": "9.24 bn",
+    # the published counts (SOURCES.md), as Home rounds them
+    "olmo-2-7b": "7.3 bn",
+    "smollm3-3b": "3.08 bn",
+    "phi-4-mini": "3.84 bn",
+    "glm-4.5-air": "107 bn",
 }
 
 

@@ -436,7 +436,7 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
     assert ui.live_config(PRESETS[preset], n_layers=4) == small
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
     # a layer list is fitted to the copy's depth (gpt-oss's "0,2" on 4 blocks, "0" on 2)
-    layer_sets = {"local_layers": small.local_layers, "moe_layers": small.moe_layers}
+    layer_sets = {name: getattr(small, name) for name in ("local_layers", "moe_layers", "nope_layers")}
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
     # MLA: its widths (latent, RoPE key, heads) follow d too
     mla = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
@@ -452,6 +452,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
             head_dim=small.head_dim if small.d_model % small.n_heads or small.is_mla else None,
             # a score scale of its own (Gemma 3 27B's) keeps its ratio to head_dim at each width
             query_pre_attn_scalar=small.query_pre_attn_scalar,
+            # a partial RoPE keeps an even rotated part at each width (Phi-4-mini, GLM-4.5)
+            partial_rotary_factor=small.partial_rotary_factor,
             **({name: getattr(small, name) for name in mla} if small.is_mla else {}),
             **layer_sets,
         )

@@ -8,8 +8,9 @@ the module ``MODULES`` names: gemma3_text's decoder is in ``modeling_gemma3.py``
 definitions are left out), or when the config class's ``__post_init__`` derives something from
 it (``self.X``: Qwen2's ``use_sliding_window`` and ``max_window_layers`` set ``layer_types``),
 or when the class's own ``__post_init__`` or ``convert_rope_params_to_dict`` takes it as a
-keyword argument (``kwargs.get("X")``: Gemma3TextConfig's ``sliding_window_pattern`` and
-``rope_local_base_freq``), or when it is an alias (``attribute_map``) of a read key. Keys every
+keyword argument (``kwargs.get("X")``, ``pop``, ``setdefault``: Gemma3TextConfig's
+``sliding_window_pattern`` and ``rope_local_base_freq``, Glm4MoeConfig's and Phi3Config's
+``partial_rotary_factor``), or when it is an alias (``attribute_map``) of a read key. Keys every
 family shares (``PreTrainedModel`` reads ``tie_word_embeddings``; the RoPE utilities
 ``rope_parameters``) are read by LLaMA Lab's own COMMON_KEYS and need no table. Each family also
 records its config class's defaults, its ``default_theta`` (Gemma3TextConfig's: one per layer
@@ -45,6 +46,10 @@ FAMILIES = (
     "gpt_oss",
     "gemma2",
     "gemma3_text",
+    "olmo2",
+    "smollm3",
+    "phi3",
+    "glm4_moe",
 )
 # A family whose modelling file is named after another model type: Gemma3TextConfig's decoder
 # (Gemma3ForCausalLM) lives in models/gemma3/modeling_gemma3.py, beside the multimodal wrapper
@@ -53,7 +58,8 @@ MODULES = {"gemma3_text": "gemma3"}
 # belongs to the wrapper, not to the text decoder, and is left out of the decoder's keys
 WRAPPER_READS = {"text_config", "vision_config", "get_text_config"}
 # The config class's methods that read file keys passed as keyword arguments (kwargs.get / pop):
-# Gemma3TextConfig's sliding_window_pattern (__post_init__), rope_local_base_freq (its RoPE)
+# Gemma3TextConfig's sliding_window_pattern (__post_init__), rope_local_base_freq (its RoPE);
+# Glm4MoeConfig's partial_rotary_factor (kwargs.setdefault, then folded into rope_parameters)
 KWARG_METHODS = ("__post_init__", "convert_rope_params_to_dict")
 CONFIG_NAMES = {"config", "text_config"}
 
@@ -121,7 +127,7 @@ def keys_derived_from(config_class: type) -> set[str]:
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("get", "pop")
+                and node.func.attr in ("get", "pop", "setdefault")
                 and isinstance(node.func.value, ast.Name)
                 and node.func.value.id == "kwargs"
                 and node.args

@@ -115,19 +115,22 @@ def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
     return by_operator, unsupported
 
 
-def _block_kinds(cfg: ModelConfig) -> dict[tuple[bool, bool], int]:
-    """How many blocks of each kind (windowed?, experts?) the model has."""
-    kinds: dict[tuple[bool, bool], int] = {}
-    for kind in zip(cfg.local_layer_flags, cfg.moe_layer_flags):
+def _block_kinds(cfg: ModelConfig) -> dict[tuple[bool, bool, bool], int]:
+    """How many blocks of each kind (windowed?, experts?, rotated?) the model has."""
+    kinds: dict[tuple[bool, bool, bool], int] = {}
+    for kind in zip(cfg.local_layer_flags, cfg.moe_layer_flags, cfg.rope_layer_flags):
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
 
 
-def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool], n_layers: int) -> ModelConfig:
+def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool, bool], n_layers: int) -> ModelConfig:
     """``n_layers`` blocks, all of one kind."""
-    local, moe = kind
+    local, moe, rotated = kind
     return cfg.replace(
-        n_layers=n_layers, local_layers="all" if local else "none", moe_layers="all" if moe else "none"
+        n_layers=n_layers,
+        local_layers="all" if local else "none",
+        moe_layers="all" if moe else "none",
+        nope_layers="none" if rotated or cfg.pos_encoding != "rope" else "all",
     )
 
 

@@ -109,8 +109,8 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
     if attn_bias:
         terms["b_attn"] = attn_bias
         parts.append("b_attn")
-    if cfg.qk_norm:
-        parts.append("2*D")
+    if cfg.qk_norm:  # one γ per head for q and for k, or (OLMo 2) over the projections
+        parts.append("2*D" if cfg.qk_norm_scope == "head" else "(H + G)*D")
     if cfg.attention_sinks:  # gpt-oss: one sink logit per query head
         parts.append("H")
     if sparse:

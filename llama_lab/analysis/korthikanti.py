@@ -55,41 +55,27 @@ def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, variant:
 
 def gpt_recipe(cfg: ModelConfig) -> ModelConfig:
     """Their GPT block at ``cfg``'s size: Pre-LN, LayerNorm, learned positions, GELU 4h,
-    biases, multi-head attention."""
-    return cfg.replace(
+    biases, multi-head attention — built afresh from the sizes, so no family field of ``cfg``
+    (experts, MLA, windows, Gemma's or OLMo's norms …) carries over. Heads keep ``cfg``'s
+    width where d_model / n_heads does not divide (GLM-4.5-Air: 96 heads of 128 on 4096)."""
+    # head_dim None: d_model / n_heads (ModelConfig resolves it)
+    head_dim = cfg.head_dim if cfg.d_model % cfg.n_heads else None
+    return ModelConfig(
+        vocab_size=cfg.vocab_size,
+        d_model=cfg.d_model,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        n_kv_heads=cfg.n_heads,
+        ffn_hidden=4 * cfg.d_model,
+        max_seq_len=cfg.max_seq_len,
         norm_position="pre",
         norm_type="layernorm",
         pos_encoding="learned",
         ffn_type="gelu",
-        ffn_hidden=4 * cfg.d_model,
         bias=True,
-        n_kv_heads=cfg.n_heads,
-        qk_norm=False,
-        sliding_window=0,
-        n_experts=0,
-        experts_per_token=0,
-        head_dim=None,
-        kv_lora_rank=0,
-        q_lora_rank=0,
-        qk_rope_head_dim=0,
-        v_head_dim=None,
-        rope_interleave=False,
-        n_shared_experts=0,
-        moe_scoring="softmax",
-        moe_groups=1,
-        moe_topk_groups=1,
-        routed_scaling=1.0,
-        attention_sinks=False,
-        moe_style="standard",
-        swiglu_limit=7.0,
-        swiglu_alpha=1.702,
-        norm_plus_one=False,
-        query_pre_attn_scalar=None,
-        rope_local_theta=None,
-        attn_softcap=0.0,
-        logit_softcap=0.0,
-        embed_scale=False,
         final_norm=True,
+        tie_embeddings=cfg.tie_embeddings,
+        head_dim=head_dim,  # type: ignore[arg-type]
     )
 
 

@@ -115,9 +115,34 @@ def norm_params(cfg: ModelConfig) -> int:
     return cfg.d_model * (2 if cfg.norm_type == "layernorm" else 1)
 
 
+# The model-width norms of one block, by module name, for each norm_position: Pre-LN and
+# Post-LN's two (the attention's and the FFN's), Gemma's sandwich of four (post_attention_layernorm
+# is then the attention output's), OLMo 2's two output norms.
+BLOCK_NORMS = {
+    "pre": ("input_layernorm", "post_attention_layernorm"),
+    "post": ("input_layernorm", "post_attention_layernorm"),
+    "sandwich": (
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    ),
+    "output": ("post_attention_layernorm", "post_feedforward_layernorm"),
+}
+
+
 def norms_per_block(cfg: ModelConfig) -> int:
     """Norms of the model width in one block: two, or four in a sandwich block (Gemma)."""
-    return 4 if cfg.norm_position == "sandwich" else 2
+    return len(BLOCK_NORMS[cfg.norm_position])
+
+
+def qk_norm_widths(cfg: ModelConfig) -> tuple[int, int]:
+    """γ widths of the q and the k norm: a head (D each), or (OLMo 2) the whole projections
+    (H·D, G·D); (0, 0) without QK-norm."""
+    if not cfg.qk_norm:
+        return 0, 0
+    D = cfg.head_dim
+    return (cfg.n_heads * D, cfg.kv_dim) if cfg.qk_norm_scope == "projection" else (D, D)
 
 
 def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
@@ -136,8 +161,7 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         **attention,
         "attention_bias": (H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0),
         "attention_sinks": H if cfg.attention_sinks else 0,  # gpt-oss: one logit per query head
-        # one γ of size D for q, one for k (OLMo 2: over the projections, H·D and G·D)
-        "qk_norm": (((H + G) * D if cfg.qk_norm_scope == "projection" else 2 * D) if cfg.qk_norm else 0),
+        "qk_norm": sum(qk_norm_widths(cfg)),
         "gate_proj": C * F if gated and not sparse else 0,  # SwiGLU's third matrix
         "up_proj": 0 if sparse else C * F,
         "down_proj": 0 if sparse else F * C,
@@ -147,12 +171,8 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         "experts": s.E * 3 * C * s.Fe if sparse else 0,  # E × (gate, up: C→Fe; down: Fe→C)
         "expert_bias": s.E * (2 * s.Fe + C) if sparse and gpt_oss else 0,  # gpt-oss's experts
         "shared_experts": 3 * C * s.Fs if sparse else 0,  # one SwiGLU of width Fs, always on
-        # sandwich (Gemma): post_attention_layernorm is the attention output's, and the FFN
-        # has a norm before and after it
-        "input_layernorm": norm_params(cfg),
-        "post_attention_layernorm": norm_params(cfg),
-        "pre_feedforward_layernorm": norm_params(cfg) if cfg.norm_position == "sandwich" else 0,
-        "post_feedforward_layernorm": norm_params(cfg) if cfg.norm_position == "sandwich" else 0,
+        **{name: 0 for names in BLOCK_NORMS.values() for name in names},
+        **{name: norm_params(cfg) for name in BLOCK_NORMS[cfg.norm_position]},
     }
 
 

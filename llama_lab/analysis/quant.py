@@ -34,7 +34,7 @@ from ..config import ModelConfig
 from ..config.hf_quant import BNB_STORAGE_BYTES, StoredQuant
 from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES
-from .params import norm_params
+from .params import BLOCK_NORMS, norm_params, qk_norm_widths
 from .shapes import Shapes
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
@@ -96,21 +96,16 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
         for name, width in (("q_a_layernorm", s.Rq), ("kv_a_layernorm", s.Rkv))
         if width
     ]
-    groups += [
-        TensorGroup("input_layernorm", "norms", n, 1, norm_params(cfg)),
-        TensorGroup("post_attention_layernorm", "norms", n, 1, norm_params(cfg)),
-    ]
-    if cfg.norm_position == "sandwich":  # Gemma: a norm before and after the FFN too
-        groups += [
-            TensorGroup(name, "norms", n, 1, norm_params(cfg))
-            for name in ("pre_feedforward_layernorm", "post_feedforward_layernorm")
-        ]
+    groups += [TensorGroup(name, "norms", n, 1, norm_params(cfg)) for name in BLOCK_NORMS[cfg.norm_position]]
     if cfg.qkv_bias:
         groups.append(TensorGroup("qkv_bias", "bias", n, 1, s.q_dim + 2 * s.kv_dim))
     if cfg.o_bias:
         groups.append(TensorGroup("o_bias", "bias", n, 1, C))
-    if cfg.qk_norm:
-        groups.append(TensorGroup("qk_norm", "norms", 2 * n, 1, s.D))
+    groups += [
+        TensorGroup(name, "norms", n, 1, width)
+        for name, width in zip(("q_norm", "k_norm"), qk_norm_widths(cfg))
+        if width
+    ]
     if cfg.attention_sinks:
         groups.append(TensorGroup("sinks", "bias", n, 1, s.H))
     if sparse:

@@ -10,7 +10,7 @@ from .flash import attention_memory
 from .flops import count_flops
 from .kv import kv_cache, max_context_that_fits, naive_mla_bytes_per_token
 from .memory import inference_memory, training_memory
-from .params import ParamCount, count_params
+from .params import ParamCount, count_params, qk_norm_widths
 from .quant import WeightQuant, as_weight_quant, weights_bytes
 
 
@@ -28,9 +28,14 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"{cfg.n_heads * cfg.head_dim:,} wide, o_proj maps it back to {cfg.d_model:,}."
         )
     if cfg.qk_norm:
+        q_width, k_width = qk_norm_widths(cfg)
+        where = (
+            f"the {cfg.head_dim} dimensions of every q and k head (Qwen3)"
+            if cfg.qk_norm_scope == "head"
+            else f"all {q_width:,} dimensions of q and the {k_width:,} of k, not per head (OLMo 2)"
+        )
         notes.append(
-            f"**QK-norm**: an RMSNorm over the {cfg.head_dim} dimensions of every q and k "
-            f"head before RoPE (Qwen3), {2 * cfg.head_dim} parameters per block."
+            f"**QK-norm**: an RMSNorm over {where} before RoPE, {q_width + k_width:,} parameters per block."
         )
     local = sum(cfg.local_layer_flags)
     if local:
@@ -114,11 +119,6 @@ def _rope_and_norm_notes(cfg: ModelConfig) -> list[str]:
         notes.append(
             "**Output norms** (OLMo 2): each sublayer reads the residual stream itself and its "
             "output is normalised before the add, x + norm(f(x)); no norm before attention or FFN."
-        )
-    if cfg.qk_norm and cfg.qk_norm_scope == "projection":
-        notes.append(
-            f"**QK-norm over the projection** (OLMo 2): one RMSNorm over all {cfg.n_heads * cfg.head_dim:,} "
-            f"q dimensions and one over the {cfg.kv_dim:,} of k, not per head."
         )
     rotated = sum(cfg.rope_layer_flags)
     if cfg.pos_encoding == "rope" and rotated < cfg.n_layers:

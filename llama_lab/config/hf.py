@@ -1,18 +1,19 @@
 """Hugging Face ``config.json`` interop for the families LLaMA Lab models exactly: llama,
-mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, gemma2 and
-gemma3_text, read the way transformers reads them (the families and their keys: ``hf_table``;
-each family's own fields: ``hf_families``; the key table, ``Family`` and the typed getters:
-``hf_read``). A key matters only if the family's transformers model reads it (``KEY_TABLE``,
-generated from the transformers release the tests run against by ``tools/hf_family_keys.py``):
-one it never reads is a note, one it reads that LLaMA Lab does not model an error naming it. A
-key left out takes the family config class's default, as ``AutoConfig.for_model`` does; a file
-without ``model_type`` and a family outside the list are refused by name; a multimodal wrapper
-is read as its text decoder (``text_decoder``); ``quantization_config`` is the stored format
-(``hf_quant``). A null is read as the config class reads it (transformers 5): "derive" or
-"none" where it takes null (``Family.nullable``), an error naming the key everywhere else (and
-where the class takes a null its model cannot run with: ``NULL_WHY``). Messages show file
-values through ``messages.shown`` (cut, escaped) and list at most MAX_NOTES keys or notes, then
-a count. Writing one: ``hf_export``.
+mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, gemma2,
+gemma3_text, olmo2, smollm3, phi3 and glm4_moe, read the way transformers reads them (the
+families and their keys: ``hf_table``; each family's own fields: ``hf_families``; the key table,
+``Family`` and the typed getters: ``hf_read``). A key matters only if the family's
+transformers model reads it (``KEY_TABLE``, generated from the transformers release the tests
+run against by ``tools/hf_family_keys.py``): one it never reads is a note, one it reads that
+LLaMA Lab does not model an error naming it. A key left out takes the family config class's
+default, as ``AutoConfig.for_model`` does; a file without ``model_type`` and a family outside
+the list are refused by name; a multimodal wrapper is read as its text decoder
+(``text_decoder``); ``quantization_config`` is the stored format (``hf_quant``). A null is read
+as the config class reads it (transformers 5): "derive" or "none" where it takes null
+(``Family.nullable``), an error naming the key everywhere else (and where the class takes a null
+its model cannot run with: ``NULL_WHY``). Messages show file values through ``messages.shown``
+(cut, escaped) and list at most MAX_NOTES keys or notes, then a count. Writing one:
+``hf_export``.
 """
 
 from __future__ import annotations
@@ -60,13 +61,25 @@ class HFConfigWarning(UserWarning):
 
 
 def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: list[str]) -> None:
-    """RoPE's base from ``rope_theta`` or transformers ≥ 5's ``rope_parameters``
-    ({"rope_theta": ..., "rope_type": ...}); scaling is noted as not modelled."""
+    """RoPE's base as the config class builds rope_parameters (transformers 5,
+    ``convert_rope_params_to_dict``): a legacy ``rope_scaling`` object, when given, takes the
+    place of ``rope_parameters``; its ``rope_theta``, else the top-level ``rope_theta``, else the
+    class's default. Scaling is noted as not modelled."""
     theta = _get(data, family, "rope_theta")
     kwargs["rope_theta"] = family.defaults["rope_theta"] if theta is None else theta
     rope_parameters = data.get("rope_parameters")
     rope_scaling = data.get("rope_scaling")
-    if isinstance(rope_parameters, Mapping):
+    if isinstance(rope_scaling, Mapping) and rope_scaling:
+        if rope_scaling.get("rope_theta") is not None:
+            kwargs["rope_theta"] = rope_scaling["rope_theta"]
+        if isinstance(rope_parameters, Mapping) and rope_parameters:
+            notes.append(
+                f"rope_parameters={cut(json.dumps(rope_parameters, sort_keys=True, default=repr), 200)} "
+                f"is not used: {config_class(family.model_type)} takes rope_scaling in its place"
+            )
+        if rope_scaling.get("rope_type", rope_scaling.get("type", "default")) == "default":
+            rope_scaling = None  # plain RoPE spelled the legacy way
+    elif isinstance(rope_parameters, Mapping):
         if rope_parameters.get("rope_theta") is not None:
             kwargs["rope_theta"] = rope_parameters["rope_theta"]
         extra = {k: v for k, v in rope_parameters.items() if k != "rope_theta"}
@@ -168,7 +181,7 @@ def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
             f"not read by {family.model_type}'s model ({family.architecture}, transformers "
             f"{KEY_TABLE['transformers']}): {name_keys(unread)}; ignored"
         )
-    for key in ("attention_dropout", "router_jitter_noise"):
+    for key in ("attention_dropout", "router_jitter_noise", "resid_pdrop"):
         if data.get(key) not in (None, 0, 0.0):
             notes.append(f"{key}={shown(data[key])} is training-time noise, not modelled (no dropout)")
     mtp = data.get("num_nextn_predict_layers", data.get("num_mtp_layers"))
@@ -178,10 +191,16 @@ def _notes(data: Mapping[str, Any], family: Family) -> list[str]:
             f"not part of {family.architecture} (its loader skips them): not counted. DeepSeek-V3's "
             f"685B on the Hub = 671B main model + 14B MTP module"
         )
+    if family.model_type == "glm4_moe" and mtp:
+        notes.append(
+            f"num_nextn_predict_layers={shown(mtp)}: the multi-token-prediction layer(s) are not "
+            f"part of {family.architecture} (its loader skips model.layers.46 / 92, the MTP layer "
+            f"of GLM-4.5-Air / GLM-4.5): not counted"
+        )
     if data.get("pretraining_tp") not in (None, 1):
         notes.append(
-            f"pretraining_tp={shown(data['pretraining_tp'])} only changes how Meta "
-            f"sharded the matmuls; the maths is the same"
+            f"pretraining_tp={shown(data['pretraining_tp'])} only changes how the training "
+            f"run sharded the matmuls; the maths is the same"
         )
     return notes
 

@@ -1,12 +1,15 @@
 """Writing a Hugging Face ``config.json``: the supported family that expresses a config
 (``family_of``: the first whose model has everything it sets, else a ConfigError listing what
 each lacks) and that family's own keys (``to_hf_config``), read back by transformers as the
-same model. A LLaMA block (pre-norm RMSNorm, SwiGLU) goes to the LLaMA-style families, Gemma's
-(sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings) to gemma2 (no QK-norm, one RoPE base,
-soft caps on scores and logits) or gemma3_text (QK-norm, a RoPE base per layer type, a logit
-cap only: Gemma3Attention applies no score cap in transformers 5.24). RoPE is written plain
-(LLaMA Lab models no scaling): gpt_oss's explicitly, as rope_parameters, since GptOssConfig's
-default is YaRN; gemma3_text's as rope_parameters keyed by layer type."""
+same model. A LLaMA block (pre-norm RMSNorm, SwiGLU) goes to the LLaMA-style families (smollm3
+for NoPE blocks, phi3 for fused qkv_proj / gate_up_proj keys, phi3 or glm4_moe for partial RoPE,
+glm4_moe for DeepSeekMoE-style experts without MLA), OLMo 2's (output norms, QK-norm over the
+projection) to olmo2, Gemma's (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings) to
+gemma2 (no QK-norm, one RoPE base, soft caps on scores and logits) or gemma3_text (QK-norm, a
+RoPE base per layer type, a logit cap only: Gemma3Attention applies no score cap in
+transformers 5.24). RoPE is written plain (LLaMA Lab models no scaling): gpt_oss's explicitly,
+as rope_parameters, since GptOssConfig's default is YaRN; gemma3_text's as rope_parameters keyed
+by layer type."""
 
 from __future__ import annotations
 
@@ -22,24 +25,55 @@ if TYPE_CHECKING:
 
 
 GEMMA = ("gemma2", "gemma3_text")
+DEEPSEEK_MOE = ("deepseek_v2", "deepseek_v3", "glm4_moe")  # shared experts, groups, scaling
+PARTIAL_ROPE = ("phi3", "glm4_moe")  # RoPE on the first partial_rotary_factor of each head
 # The block each kind of family builds, field by field: a config has one of them or no family
 LLAMA_BLOCK = dict(norm_position="pre", ffn_type="swiglu", embed_scale=False, norm_plus_one=False)
+OLMO2_BLOCK = {**LLAMA_BLOCK, "norm_position": "output"}  # x + norm(f(x)), no input norms
 GEMMA_BLOCK = dict(norm_position="sandwich", ffn_type="geglu", embed_scale=True, norm_plus_one=True)
 _SHARED_BLOCK = dict(norm_type="rmsnorm", pos_encoding="rope", final_norm=True)
 
 
+def _has(cfg, block: dict) -> bool:
+    return all(getattr(cfg, name) == value for name, value in {**block, **_SHARED_BLOCK}.items())
+
+
 def _is_gemma_block(cfg) -> bool:
-    return all(getattr(cfg, name) == value for name, value in {**GEMMA_BLOCK, **_SHARED_BLOCK}.items())
+    return _has(cfg, GEMMA_BLOCK)
+
+
+def _gemma_only(cfg) -> dict:
+    """Gemma's fields that a LLaMA or OLMo 2 block must leave at their plain values."""
+    return dict(
+        query_pre_attn_scalar=cfg.head_dim,
+        rope_local_theta=cfg.rope_theta,
+        attn_softcap=0.0,
+        logit_softcap=0.0,
+    )
+
+
+def _block_of(cfg) -> str | None:
+    """The block a config's fields build: "gemma", "olmo2" or "llama" (None: no family's)."""
+    if _is_gemma_block(cfg):
+        return "gemma"
+    plain = all(getattr(cfg, name) == value for name, value in _gemma_only(cfg).items())
+    if plain and _has(cfg, OLMO2_BLOCK):
+        return "olmo2"
+    return "llama" if plain and _has(cfg, LLAMA_BLOCK) else None
+
+
+_BLOCK_WORDS = {
+    "gemma": "Gemma's block (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings)",
+    "olmo2": "OLMo 2's block (norms on the sublayers' outputs only, x + norm(f(x)))",
+    "llama": "a LLaMA block (pre-norm RMSNorm, SwiGLU, unscaled embeddings)",
+}
 
 
 def _reasons(cfg, model_type: str) -> list[str]:
     """Why ``model_type`` cannot express ``cfg`` (empty: it can)."""
-    if (model_type in GEMMA) != _is_gemma_block(cfg):
-        return [
-            "not Gemma's block (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings)"
-            if model_type in GEMMA
-            else "not a LLaMA block (pre-norm RMSNorm, SwiGLU, unscaled embeddings)"
-        ]
+    wanted = "gemma" if model_type in GEMMA else "olmo2" if model_type == "olmo2" else "llama"
+    if _block_of(cfg) != wanted:
+        return [f"not {_BLOCK_WORDS[wanted]}"]
     local = cfg.local_layer_flags
     window_all = not any(local) or all(local)
     same_attention_bias = cfg.qkv_bias == cfg.o_bias
@@ -49,15 +83,31 @@ def _reasons(cfg, model_type: str) -> list[str]:
         (cfg.attention_sinks, "attention sinks"),
         (cfg.moe_style == "gpt_oss", "gpt-oss experts"),
     ]
-    # DeepSeek's features: no other family has them
-    deepseek_only = [
+    # DeepSeek's MLA: no other family has it
+    mla_only = [
         (cfg.is_mla, "MLA"),
+        (cfg.rope_interleave, "interleaved RoPE"),
+        (cfg.v_head_dim != cfg.head_dim, "a value head width apart"),
+    ]
+    # DeepSeekMoE's routing: DeepSeek-V2/V3 and GLM-4.5 only
+    deepseek_moe_only = [
         (cfg.n_shared_experts > 0, "shared experts"),
         (cfg.moe_scoring != "softmax", f"{cfg.moe_scoring} router scores"),
         (cfg.moe_groups > 1, "expert groups"),
         (cfg.routed_scaling != 1.0, "routed_scaling"),
-        (cfg.rope_interleave, "interleaved RoPE"),
-        (cfg.v_head_dim != cfg.head_dim, "a value head width apart"),
+    ]
+    # the 2025 families' features: each only in its own family (fused keys: a checkpoint layout)
+    new_fields = [
+        (
+            cfg.fused_keys != (model_type == "phi3"),
+            "fused qkv_proj / gate_up_proj keys" if cfg.fused_keys else "separate q/k/v and gate/up keys",
+        ),
+        (cfg.partial_rotary_factor != 1 and model_type not in PARTIAL_ROPE, "partial RoPE"),
+        (not all(cfg.rope_layer_flags) and model_type != "smollm3", "NoPE blocks"),
+        (
+            cfg.qk_norm and cfg.qk_norm_scope == "projection" and model_type != "olmo2",
+            "QK-norm over the whole projection",
+        ),
     ]
     # DeepseekV2/V3: dense blocks first (first_k_dense_replace), then sparse ones
     first_sparse = flags.index(True) if any(flags) else cfg.n_layers
@@ -120,6 +170,39 @@ def _reasons(cfg, model_type: str) -> list[str]:
             (not cfg.rope_interleave, "RoPE on halves"),
         ],
         "deepseek_v3": deepseek + [(cfg.is_moe and cfg.moe_scoring != "sigmoid", "softmax router scores")],
+        # Olmo2Config: QK-norm over the projections always, attention_bias for q/k/v/o, no MLP
+        # biases, no window, no experts
+        "olmo2": [
+            (not (cfg.qk_norm and cfg.qk_norm_scope == "projection"), "no QK-norm over the projections"),
+            (any(local), "a sliding window"),
+            (cfg.is_moe, "experts"),
+            (not same_attention_bias, "q/k/v and o biases differ"),
+            (cfg.mlp_bias, "MLP biases"),
+        ],
+        # SmolLM3Config: no_rope_layers, layer_types (any layers) with one window, attention_bias
+        # for q/k/v/o, mlp_bias
+        "smollm3": [
+            (cfg.qk_norm, "QK-norm"),
+            (cfg.is_moe, "experts"),
+            (not same_attention_bias, "q/k/v and o biases differ"),
+        ],
+        # Phi3Config: fused keys, no biases, a window on every layer or none
+        "phi3": [
+            (cfg.qk_norm, "QK-norm"),
+            (not window_all, "a window on some layers only"),
+            (cfg.is_moe, "experts"),
+            (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases"),
+        ],
+        # Glm4MoeConfig: q/k/v biases only, per-head QK-norm or none, dense blocks first, then
+        # sigmoid-routed experts with shared ones
+        "glm4_moe": [
+            (any(local), "a sliding window"),
+            (cfg.o_bias, "an o_proj bias"),
+            (cfg.mlp_bias, "MLP biases"),
+            (not all(flags[first_sparse:]), "sparse blocks that are not the last ones"),
+            (cfg.is_moe and not cfg.n_shared_experts, "no shared expert"),
+            (cfg.is_moe and cfg.moe_scoring != "sigmoid", "softmax router scores"),
+        ],
         # Gemma2Config: one RoPE base, attention_bias for q/k/v/o, no MLP biases, no QK-norm
         "gemma2": gemma
         + [
@@ -155,31 +238,27 @@ def _reasons(cfg, model_type: str) -> list[str]:
     if model_type != "gpt_oss":
         checks = checks + gpt_oss_only
     if not model_type.startswith("deepseek"):
-        checks = checks + deepseek_only
-    return [why for broken, why in checks if broken]
+        checks = checks + mla_only
+    if model_type not in DEEPSEEK_MOE:
+        checks = checks + deepseek_moe_only
+    return [why for broken, why in checks + new_fields if broken]
 
 
 def family_of(cfg: "ModelConfig") -> Family:
     """The first supported family that expresses ``cfg`` exactly (ConfigError: none does)."""
-    if not cfg.is_llama_style and not _is_gemma_block(cfg):
+    if _block_of(cfg) is None:
         block = {**_SHARED_BLOCK, **LLAMA_BLOCK}
-        gemma_only = dict(
-            query_pre_attn_scalar=cfg.head_dim,
-            rope_local_theta=cfg.rope_theta,
-            attn_softcap=0.0,
-            logit_softcap=0.0,
-        )
         shown = [f"{name}={getattr(cfg, name)!r}" for name in block]
         shown += [
             f"{name}={getattr(cfg, name)!r}"
-            for name, plain in gemma_only.items()
+            for name, plain in _gemma_only(cfg).items()
             if getattr(cfg, name) != plain
         ]
         raise ConfigError(
             "to_hf_config needs a LLaMA-style config (pre-norm, rmsnorm, rope, swiglu, final norm, "
-            "unscaled embeddings, none of Gemma's fields) or a Gemma-style one (sandwich norms, "
-            "rmsnorm × (1 + γ), rope, geglu, final norm, √d-scaled embeddings); this one has "
-            + ", ".join(shown)
+            "unscaled embeddings, none of Gemma's fields), OLMo 2's (the same with norm_position "
+            "'output') or a Gemma-style one (sandwich norms, rmsnorm × (1 + γ), rope, geglu, final "
+            "norm, √d-scaled embeddings); this one has " + ", ".join(shown)
         )
     reasons = {mt: _reasons(cfg, mt) for mt in FAMILIES}
     for model_type, why in reasons.items():
@@ -269,6 +348,39 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
             attn_logit_softcapping=cfg.attn_softcap or None,
             final_logit_softcapping=cfg.logit_softcap or None,
         )
+    if mt == "olmo2":
+        out["attention_bias"] = cfg.qkv_bias
+    if mt == "smollm3":
+        out.update(
+            attention_bias=cfg.qkv_bias,
+            mlp_bias=cfg.mlp_bias,
+            no_rope_layers=[int(rope) for rope in cfg.rope_layer_flags],
+            use_sliding_window=any(local),
+            sliding_window=cfg.sliding_window or None,
+            layer_types=["sliding_attention" if flag else "full_attention" for flag in local],
+        )
+    if mt == "phi3":
+        out.update(
+            sliding_window=cfg.sliding_window if any(local) else None,
+            partial_rotary_factor=cfg.partial_rotary_factor,
+        )
+    if mt == "glm4_moe":
+        flags = cfg.moe_layer_flags
+        out.update(
+            attention_bias=cfg.qkv_bias,
+            use_qk_norm=cfg.qk_norm,
+            partial_rotary_factor=cfg.partial_rotary_factor,
+            n_routed_experts=cfg.n_experts,
+            num_experts_per_tok=cfg.experts_per_token,
+            moe_intermediate_size=cfg.expert_ffn_hidden,
+            n_shared_experts=cfg.n_shared_experts,
+            first_k_dense_replace=flags.index(True) if any(flags) else cfg.n_layers,
+            norm_topk_prob=cfg.moe_renormalize,
+            routed_scaling_factor=cfg.routed_scaling,
+            n_group=cfg.moe_groups,
+            topk_group=cfg.moe_topk_groups,
+            num_nextn_predict_layers=0,  # LLaMA Lab models no MTP layer
+        )
     if mt == "gemma3_text":
         out["rope_parameters"] = {
             "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
@@ -302,4 +414,9 @@ def to_hf_config(cfg: "ModelConfig") -> dict:
     }
     if "rope_theta" not in family.defaults:  # one base per layer type: rope_parameters says both
         del out["rope_theta"], out["rope_scaling"]
+    pad = family.defaults.get("pad_token_id")
+    if isinstance(pad, int) and pad >= cfg.vocab_size:
+        # the class's default padding row (Phi3Config's 32000, SmolLM3Config's 128004) lies outside
+        # a smaller vocabulary, where nn.Embedding refuses it: no padding row (LLaMA Lab has none)
+        out["pad_token_id"] = None
     return out

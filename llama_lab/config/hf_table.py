@@ -281,6 +281,82 @@ FAMILIES: dict[str, Family] = {
             _GEMMA_KEYS | {"sliding_window_pattern", "rope_local_base_freq"},
             _GEMMA_NULLABLE | {"sliding_window_pattern", "rope_local_base_freq"},
         ),
+        # Olmo2Config: every block x + post_attention_layernorm(attn(x)), then
+        # x + post_feedforward_layernorm(mlp(x)) (no input norms); q_norm over all H·D of q and
+        # k_norm over G·D of k, before RoPE; attention_bias on q/k/v/o; head_dim only if given.
+        Family(
+            "olmo2",
+            "Olmo2ForCausalLM",
+            _defaults("olmo2"),
+            frozenset({"attention_bias"}),
+            frozenset({"num_key_value_heads"}),
+        ),
+        # SmolLM3Config: a LLaMA block whose RoPE is skipped where no_rope_layers says 0 (by
+        # default every no_rope_layer_interval-th layer, 4); attention_bias on q/k/v/o, mlp_bias;
+        # layer_types (by default sliding on the NoPE layers when use_sliding_window) picks the
+        # layers the mask windows; tied head by default.
+        Family(
+            "smollm3",
+            "SmolLM3ForCausalLM",
+            _defaults("smollm3"),
+            frozenset(
+                {
+                    "attention_bias",
+                    "mlp_bias",
+                    "use_sliding_window",
+                    "sliding_window",
+                    "layer_types",
+                    "no_rope_layers",
+                    "no_rope_layer_interval",
+                }
+            ),
+            frozenset({"num_key_value_heads", "sliding_window", "layer_types", "no_rope_layers"}),
+        ),
+        # Phi3Config (Phi-3, Phi-3.5-mini, Phi-4-mini): qkv_proj and gate_up_proj fused (gate
+        # first), no biases; RoPE on the first partial_rotary_factor of each head (rope_parameters,
+        # or the top-level key Phi3Config folds into it); sliding_window on every layer unless null.
+        Family(
+            "phi3",
+            "Phi3ForCausalLM",
+            _defaults("phi3"),
+            frozenset(
+                {"sliding_window", "partial_rotary_factor", "original_max_position_embeddings", "resid_pdrop"}
+            ),
+            frozenset({"num_key_value_heads", "sliding_window"}),
+        ),
+        # Glm4MoeConfig (GLM-4.5, GLM-4.5-Air, GLM-4.6/4.7): attention_bias on q/k/v only (o_proj
+        # has none), QK-norm per head when use_qk_norm, partial RoPE (0.5 unless given); dense
+        # blocks before first_k_dense_replace, then DeepSeek-V3's routing (sigmoid scores with the
+        # correction bias, the best topk_group of n_group groups, norm_topk_prob,
+        # routed_scaling_factor) and n_shared_experts shared experts. The MTP layer is not part of
+        # Glm4MoeForCausalLM.
+        Family(
+            "glm4_moe",
+            "Glm4MoeForCausalLM",
+            _defaults("glm4_moe"),
+            frozenset(
+                {
+                    "attention_bias",
+                    "partial_rotary_factor",
+                    "use_qk_norm",
+                    "moe_intermediate_size",
+                    "n_routed_experts",
+                    "num_local_experts",
+                    "n_shared_experts",
+                    "num_experts_per_tok",
+                    "routed_scaling_factor",
+                    "n_group",
+                    "topk_group",
+                    "first_k_dense_replace",
+                    "norm_topk_prob",
+                    "num_nextn_predict_layers",
+                    "num_mtp_layers",
+                }
+            ),
+            # a null partial_rotary_factor is never folded into rope_parameters: Glm4MoeRotary-
+            # Embedding rotates whole heads (its .get(..., 1.0)); the MTP count nothing reads
+            frozenset({"partial_rotary_factor", "num_nextn_predict_layers"}),
+        ),
     )
 }
 # Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
@@ -293,9 +369,10 @@ KIND = {
     "hidden_act": "a string",
     "hidden_activation": "a string",
     "topk_method": "a string",
-    **dict.fromkeys(("rope_interleave", "use_bidirectional_attention"), "true or false"),
+    **dict.fromkeys(("rope_interleave", "use_bidirectional_attention", "use_qk_norm"), "true or false"),
     "layer_types": "a list",
     "mlp_only_layers": "a list",
+    "no_rope_layers": "a list",
 }
 # Nulls a config class takes that its model then cannot run with: refused, with the reason.
 NULL_WHY = {
@@ -305,6 +382,15 @@ NULL_WHY = {
     "and raises without a window",
     ("gemma3_text", "sliding_window"): "Gemma3TextModel builds its sliding-window mask on every "
     "forward and raises without a window",
+    # Olmo2Config, SmolLM3Config, Phi3Config and Glm4MoeConfig have no head_dim field: a file's
+    # head_dim becomes an attribute, which their attention takes whenever it is there
+    **{
+        (model_type, "head_dim"): f"{model_type}'s attention reads head_dim whenever the key is "
+        f"there and cannot size its projections with none"
+        for model_type in ("olmo2", "smollm3", "phi3", "glm4_moe")
+    },
+    ("glm4_moe", "num_local_experts"): "Glm4MoeConfig's alias of n_routed_experts: its router and "
+    "experts cannot be built for no expert count",
 }
 # Keys common to the families that count only where the model reads them (``reads``): gpt_oss's
 # experts run their own clamped SwiGLU and never read hidden_act; Gemma's config classes do not

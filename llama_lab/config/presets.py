@@ -1,5 +1,6 @@
 """Presets: the seed's demo model, the 2017 recipe and the published configs (LLaMA, Mistral,
-Qwen, DeepSeek, gpt-oss, Gemma 2/3), a source comment each, with the parameter counts published
+Qwen, DeepSeek, gpt-oss, Gemma 2/3, OLMo 2, SmolLM3, Phi-3 / Phi-4-mini, GLM-4.5-Air), a source
+comment each, with the parameter counts published
 for them (exact totals, rounded totals, or Gemma's embedding and non-embedding split).
 """
 
@@ -391,6 +392,100 @@ PRESETS: dict[str, ModelConfig] = {
         attn_softcap=50.0,
         logit_softcap=30.0,
     ),
+    # allenai/OLMo-2-1124-7B config.json (tests/published_configs/olmo-2-1124-7b.json): norms on
+    # the sublayers' outputs only (x + norm(f(x))), QK-norm over all of q and k, 32 heads of 128
+    # (MHA), vocab 100352, RoPE θ 5e5. Olmo2ForCausalLM on the meta device: 7,298,617,344, the
+    # Hub's safetensors total
+    "olmo-2-7b": ModelConfig(
+        vocab_size=100352,
+        d_model=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=32,
+        ffn_hidden=11008,
+        max_seq_len=4096,
+        norm_position="output",
+        qk_norm=True,
+        qk_norm_scope="projection",
+        rope_theta=500000.0,
+        norm_eps=1e-6,
+    ),
+    # HuggingFaceTB/SmolLM3-3B config.json (tests/published_configs/smollm3-3b.json): every fourth
+    # block without RoPE (no_rope_layers), 16 heads of 128 on 4 KV heads, a tied head, RoPE θ 5e6.
+    # SmolLM3ForCausalLM on the meta device: 3,075,098,624, the Hub's safetensors total
+    "smollm3-3b": ModelConfig(
+        vocab_size=128256,
+        d_model=2048,
+        n_layers=36,
+        n_heads=16,
+        n_kv_heads=4,
+        ffn_hidden=11008,
+        max_seq_len=65536,
+        tie_embeddings=True,
+        nope_layers=",".join(str(i) for i in range(3, 36, 4)),
+        rope_theta=5e6,
+        norm_eps=1e-6,
+    ),
+    # microsoft/Phi-4-mini-instruct config.json (tests/published_configs/phi-4-mini-instruct.json):
+    # qkv_proj and gate_up_proj fused, RoPE on the first 96 of each head's 128 dimensions, 24 heads
+    # on 8 KV heads, a tied head of vocab 200064, a window of 262144 on every layer (longer than
+    # its 131072 positions); its LongRoPE scaling not modelled. Phi3ForCausalLM on the meta device:
+    # 3,836,021,760, the Hub's safetensors total
+    "phi-4-mini": ModelConfig(
+        vocab_size=200064,
+        d_model=3072,
+        n_layers=32,
+        n_heads=24,
+        n_kv_heads=8,
+        ffn_hidden=8192,
+        max_seq_len=131072,
+        tie_embeddings=True,
+        sliding_window=262144,
+        partial_rotary_factor=0.75,
+        fused_keys=True,
+        norm_eps=1e-5,
+    ),
+    # microsoft/Phi-3-mini-4k-instruct config.json (tests/published_configs/phi-3-mini-4k-instruct.json):
+    # fused projections, 32 heads of 96 (MHA), a window of 2047 on every layer, vocab 32064.
+    # Phi3ForCausalLM on the meta device: 3,821,079,552, the Hub's safetensors total
+    "phi-3-mini-4k": ModelConfig(
+        vocab_size=32064,
+        d_model=3072,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=32,
+        ffn_hidden=8192,
+        max_seq_len=4096,
+        sliding_window=2047,
+        fused_keys=True,
+        norm_eps=1e-5,
+    ),
+    # zai-org/GLM-4.5-Air config.json (tests/published_configs/glm-4.5-air.json): 96 heads of 128
+    # on 8 KV heads with q/k/v biases (none on o_proj), half of each head rotated, one dense block
+    # then 128 experts of 1408 (top-8, sigmoid scores with the correction bias, renormalised) and a
+    # shared one; its MTP layer is not part of Glm4MoeForCausalLM. On the meta device:
+    # 106,852,245,504 (the card: 106B total, 12B active)
+    "glm-4.5-air": ModelConfig(
+        vocab_size=151552,
+        d_model=4096,
+        n_layers=46,
+        n_heads=96,
+        n_kv_heads=8,
+        head_dim=128,
+        ffn_hidden=10944,
+        max_seq_len=131072,
+        qkv_bias=True,
+        o_bias=False,
+        partial_rotary_factor=0.5,
+        n_experts=128,
+        experts_per_token=8,
+        expert_ffn_hidden=1408,
+        n_shared_experts=1,
+        moe_layers="from:1",
+        moe_scoring="sigmoid",
+        rope_theta=1e6,
+        norm_eps=1e-5,
+    ),
     # TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
     "tinyllama-1.1b": ModelConfig(
         d_model=2048, n_layers=22, n_heads=32, n_kv_heads=4, ffn_hidden=5632, max_seq_len=2048, **_LLAMA
@@ -418,6 +513,11 @@ PUBLISHED_PARAMS = {
     "qwen2.5-7b": 7_615_616_512,
     "qwen3-8b": 8_190_735_360,
     "qwen3-30b-a3b": 30_532_122_624,
+    # the Hub's safetensors totals (its API's safetensors.total; tests/published_configs/SOURCES.md)
+    "olmo-2-7b": 7_298_617_344,
+    "smollm3-3b": 3_075_098_624,
+    "phi-4-mini": 3_836_021_760,
+    "phi-3-mini-4k": 3_821_079_552,
 }
 
 
@@ -442,6 +542,15 @@ PUBLISHED_ROUNDED = {
         3.61e9,
         "Total Parameters 20.91B, Active Parameters 3.61B (Unembedding parameters are counted "
         "towards active, but not embeddings); 21B parameters with 3.6B active parameters",
+    ),
+    # transformers' Glm4Moe model doc: 106,852,245,504 is "106 billion" truncated (rounded it
+    # is 107); the 12B active leave out the embedding table and the head (12.18B; with both,
+    # 13.42B)
+    "glm-4.5-air": (
+        106e9,
+        12e9,
+        "GLM-4.5-Air adopts a more compact design with 106 billion total parameters and 12 billion "
+        "active parameters",
     ),
     "gpt-oss-120b": (
         116.83e9,

@@ -111,7 +111,10 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         expert_ffn_hidden=expert if cfg.is_moe else None,
         local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
         moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers),
+        nope_layers=_fit_layers(_nope_flags(cfg), cfg.nope_layers),
+        partial_rotary_factor=1.0,  # the copy's heads first, then the share that fits them
     )
+    small = small.replace(partial_rotary_factor=_even_rotary_share(cfg.partial_rotary_factor, small))
     if cfg.query_pre_attn_scalar == cfg.head_dim:
         return small
     # a score scale of its own (Gemma 3 27B: 168 for heads of 128) keeps its ratio to head_dim
@@ -135,6 +138,27 @@ def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:
     heads = 2 * r
     size = (d // heads) // 2 * 2
     return heads, 2, None if size * heads == d else size
+
+
+def _nope_flags(cfg: ModelConfig) -> tuple[bool, ...]:
+    """Per block: whether it is one of nope_layers (rotates nothing)."""
+    if cfg.pos_encoding != "rope":
+        return (False,) * cfg.n_layers
+    return tuple(not rope for rope in cfg.rope_layer_flags)
+
+
+def _even_rotary_share(factor: float, small: ModelConfig) -> float:
+    """A partial RoPE's share for the copy's heads: RoPE rotates pairs, so the rotated part
+    int(head_dim × factor) must be even and at least 2; the share whose part is the even number
+    nearest the model's (Phi-4-mini's 3/4 of heads of 10 rotates 8: 0.8; a whole head: 1)."""
+    if factor == 1 or small.is_mla:
+        return factor
+    head = small.head_dim
+    if int(head * factor) % 2 == 0 and int(head * factor) >= 2:
+        return factor
+    part = min(head, max(2, round(head * factor / 2) * 2))
+    share = part / head
+    return share if int(head * share) == part else (part + 0.5) / head
 
 
 def _fit_layers(flags: tuple[bool, ...], spec: str, n: int = TRAINING_SHAPE["n_layers"]) -> str:
@@ -161,4 +185,5 @@ def live_config(
         max_seq_len=max(seq_len, small.max_seq_len),
         local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers, n_layers),
         moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers, n_layers),
+        nope_layers=_fit_layers(_nope_flags(cfg), cfg.nope_layers, n_layers),
     )

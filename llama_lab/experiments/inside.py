@@ -277,13 +277,15 @@ def rope_probe(model: CausalLM, x: torch.Tensor, head: int = 0, n_positions: int
         q, k = attn.query(x)[..., cfg.qk_nope_head_dim :], attn.latent(x)[1]
     else:
         q, k, _ = attn.project(x, None)  # (1, H, T, D), before RoPE
-    kv_head = min(head // cfg.n_rep, k.shape[1] - 1)
-    qv, kv = q[0, head, 0].float(), k[0, kv_head, min(1, k.shape[2] - 1)].float()
     D, body = cfg.rope_dim, model.model
+    kv_head = min(head // cfg.n_rep, k.shape[1] - 1)
+    # the rotated part of each head (all of it but under partial rotary: its first D dimensions)
+    qv, kv = q[0, head, 0, :D].float(), k[0, kv_head, min(1, k.shape[2] - 1), :D].float()
     rotate = apply_rope_interleaved if cfg.rope_interleave else apply_rope
     n_positions = min(n_positions, cfg.max_seq_len)
-    inv_freq = body.position_tables.inv_freq  # the model's own frequencies ...
-    cos, sin = (t[:n_positions] for t in body.position_tables.get(n_positions, x.device))  # ... tables
+    local = cfg.local_layer_flags[0]  # block 0's base: Gemma 3's local layers have their own
+    inv_freq = body.position_tables.frequencies(local)  # the model's own frequencies ...
+    cos, sin = (t[:n_positions] for t in body.position_tables.get(n_positions, x.device, local))  # ... tables
     rotated_q = rotate(qv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
     rotated_k = rotate(kv.view(1, 1, 1, D).expand(1, 1, n_positions, D), cos, sin)[0, 0]
     pairs = sorted({0, D // 4, D // 2 - 1})

@@ -76,8 +76,13 @@ class PositionTables:
     @property
     def inv_freq(self) -> torch.Tensor:
         """RoPE's frequencies θ_i of this model (float32, on the CPU), over the rotated width
-        (``cfg.rope_dim``: a head, or MLA's RoPE part)."""
-        return rope_inv_freq(self.cfg.rope_dim, self.cfg.rope_theta)
+        (``cfg.rope_dim``: a head, its rotated share, or MLA's RoPE part)."""
+        return self.frequencies()
+
+    def frequencies(self, local: bool = False) -> torch.Tensor:
+        """``inv_freq``, or with ``local`` the windowed layers' (their own base, if any)."""
+        cfg = self.cfg
+        return rope_inv_freq(cfg.rope_dim, cfg.rope_local_theta if local else cfg.rope_theta)
 
     @property
     def separate_local(self) -> bool:
@@ -88,8 +93,7 @@ class PositionTables:
     def _tables_for(self, n: int, device: torch.device, local: bool) -> tuple[torch.Tensor, ...]:
         cfg = self.cfg
         if cfg.pos_encoding == "rope":
-            theta = cfg.rope_local_theta if local else cfg.rope_theta
-            return rope_cos_sin(torch.arange(n, device=device), rope_inv_freq(cfg.rope_dim, theta).to(device))
+            return rope_cos_sin(torch.arange(n, device=device), self.frequencies(local).to(device))
         return (sinusoidal_table(n, cfg.d_model, device=device),)
 
     def get(self, end: int, device: torch.device, local: bool = False) -> tuple[torch.Tensor, ...]:
