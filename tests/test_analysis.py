@@ -269,6 +269,16 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
     return stored + recomputed
 
 
+# Gemma 2's block: sandwich (1 + γ) norms, GeGLU, √d embeddings, soft-capped scores (plain
+# matmuls) and logits
+GEMMA2 = {
+    "norm_position": "sandwich",
+    "norm_plus_one": True,
+    "ffn_type": "geglu",
+    "embed_scale": True,
+    "attn_softcap": 50.0,
+    "logit_softcap": 30.0,
+}
 ACTIVATION_CASES = [
     {},
     {"n_kv_heads": 4},
@@ -335,16 +345,7 @@ ACTIVATION_CASES = [
         "rope_theta": 1e6,
         "rope_local_theta": 1e4,
     },
-    {
-        "norm_position": "sandwich",
-        "norm_plus_one": True,
-        "ffn_type": "geglu",
-        "embed_scale": True,
-        "attn_softcap": 50.0,
-        "logit_softcap": 30.0,
-        "sliding_window": 8,
-        "local_layers": "0",
-    },
+    {**GEMMA2, "sliding_window": 8, "local_layers": "0"},
     # OLMo 2: output norms only, QK-norm over the projections; SmolLM3: a NoPE block; Phi-3:
     # partial rotary and fused checkpoint keys; GLM-4.5: partial rotary, per-head QK-norm, biases
     {"norm_position": "output", "qk_norm": True, "qk_norm_scope": "projection"},
@@ -404,14 +405,7 @@ PEAK_EXTRAS = {
     "mha": {"n_kv_heads": 4},
     "post-relu": {"norm_position": "post", "ffn_type": "relu", "bias": True},
     "narrow-ffn": {"ffn_hidden": 16, "n_kv_heads": 1},
-    "gemma2": {  # sandwich norms, GeGLU, soft-capped scores (plain matmuls) and logits
-        "norm_position": "sandwich",
-        "norm_plus_one": True,
-        "ffn_type": "geglu",
-        "embed_scale": True,
-        "attn_softcap": 50.0,
-        "logit_softcap": 30.0,
-    },
+    "gemma2": GEMMA2,
 }
 _FRESH_PEAKS = """
 import json, sys, torch

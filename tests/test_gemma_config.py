@@ -11,10 +11,11 @@ import copy
 import inspect
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
+from hf_helpers import meta_count, meta_model, theirs
+from hf_helpers import published as published_file
 
 from llama_lab.config import PRESETS, PUBLISHED_SPLIT, ConfigError, ModelConfig, read_hf_config
 from llama_lab.config.hf import FAMILIES, KEY_TABLE
@@ -23,7 +24,6 @@ from llama_lab.config.hf_export import family_of
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
 
-PUBLISHED = Path(__file__).with_name("published_configs")
 FILES = {"gemma-2-9b": "gemma-2-9b", "gemma-3-1b": "gemma-3-1b-it", "gemma-3-27b": "gemma-3-27b-it"}
 NAMES = list(FILES)
 # transformers' CausalLM of each published file (the wrapper's text decoder) on the meta device
@@ -57,23 +57,8 @@ VISION = dict(
 
 
 def published(name: str) -> dict:
-    return json.loads((PUBLISHED / f"{FILES[name]}.json").read_text())
-
-
-def theirs(data: dict):
-    """AutoConfig.for_model of ``data`` (a copy: transformers edits nested dicts in place); of a
-    gemma3 wrapper its text_config (Gemma3TextConfig)."""
-    config = transformers.AutoConfig.for_model(**copy.deepcopy(data))
-    return getattr(config, "text_config", None) or config
-
-
-def meta_model(config):
-    with torch.device("meta"):
-        return transformers.AutoModelForCausalLM.from_config(config)
-
-
-def meta_count(config) -> int:
-    return sum(p.numel() for p in meta_model(config).parameters())
+    """The published config.json of preset ``name``."""
+    return published_file(FILES[name])
 
 
 def same_fields(cfg: ModelConfig, hf) -> None:

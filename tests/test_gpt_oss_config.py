@@ -4,13 +4,12 @@ for what their model never reads; the fields and the defaults equal AutoConfig.f
 export read back by transformers as the same model; MXFP4 as the stored format; refusals by
 name. The live module against transformers: tests/test_gpt_oss_model.py."""
 
-import copy
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
+from hf_helpers import meta_count, published, theirs
 
 from llama_lab import analysis
 from llama_lab.config import PRESETS, PUBLISHED_ROUNDED, ConfigError, ModelConfig, read_hf_config
@@ -21,7 +20,6 @@ from llama_lab.config.hf_quant import stored_quant
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
 
-PUBLISHED = Path(__file__).with_name("published_configs")
 NAMES = ["gpt-oss-20b", "gpt-oss-120b"]
 # GptOssForCausalLM on the meta device for each published file (its quantization_config left out)
 TRANSFORMERS_PARAMS = {"gpt-oss-20b": 20_914_757_184, "gpt-oss-120b": 116_829_156_672}
@@ -39,23 +37,6 @@ TINY = dict(
     sliding_window=8,
     max_position_embeddings=64,
 )
-
-
-def published(name: str) -> dict:
-    return json.loads((PUBLISHED / f"{name}.json").read_text())
-
-
-def theirs(data: dict):
-    """AutoConfig.for_model of ``data`` (a copy: transformers edits nested dicts in place),
-    quantization_config left out (the loader's, not the config's)."""
-    data = {k: v for k, v in copy.deepcopy(data).items() if k != "quantization_config"}
-    return transformers.AutoConfig.for_model(**data)
-
-
-def meta_count(config) -> int:
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
 
 
 def same_fields(cfg: ModelConfig, hf) -> None:

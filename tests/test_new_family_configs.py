@@ -11,10 +11,11 @@ cached decoding and FLOPs against transformers: test_families.)"""
 import copy
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
+from hf_helpers import meta_count, theirs
+from hf_helpers import published as published_file
 
 from llama_lab import analysis
 from llama_lab.config import (
@@ -33,7 +34,6 @@ transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
 transformers.logging.set_verbosity_error()
 
-PUBLISHED = Path(__file__).with_name("published_configs")
 FILES = {
     "olmo-2-7b": "olmo-2-1124-7b",
     "smollm3-3b": "smollm3-3b",
@@ -81,18 +81,8 @@ GLM = dict(
 
 
 def published(name: str) -> dict:
-    return json.loads((PUBLISHED / f"{FILES[name]}.json").read_text())
-
-
-def theirs(data: dict):
-    """AutoConfig.for_model of ``data`` (a copy: transformers edits nested dicts in place)."""
-    return transformers.AutoConfig.for_model(**copy.deepcopy(data))
-
-
-def meta_count(config) -> int:
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
+    """The published config.json of preset ``name``."""
+    return published_file(FILES[name])
 
 
 def same_fields(cfg: ModelConfig, hf) -> None:

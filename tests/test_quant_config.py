@@ -17,6 +17,7 @@ import json
 import math
 
 import pytest
+from hf_helpers import GPTQ, QWEN2_SMALL
 
 from llama_lab import analysis
 from llama_lab.analysis import AnalysisError, TensorGroup, stored_weights, weights_bytes
@@ -63,21 +64,6 @@ def bnb8_module(K: int, N: int) -> int:
 def counted(data: dict) -> int:
     cfg, _ = read_hf_config(data)
     return analysis.weight_bytes(cfg, stored_weights(stored_quant(data)))
-
-
-# A 2-layer Qwen2 (its q, k, v carry biases), every width a multiple of 32 as GPTQ packs it.
-QWEN2_SMALL = {
-    "model_type": "qwen2",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "tie_word_embeddings": False,
-    "torch_dtype": "float16",
-}
-GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
 
 
 def qwen2_small_gptq(bits: int, group: int, lm_head: bool) -> int:

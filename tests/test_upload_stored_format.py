@@ -6,6 +6,7 @@ file (or a preset) drops it."""
 import json
 from pathlib import Path
 
+import hf_helpers
 import pytest
 from apptest_helpers import errors, metrics
 from streamlit.testing.v1 import AppTest
@@ -17,19 +18,8 @@ from llama_lab.ui.state import FROM_FILE, KEY_STORED_QUANT
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "tests" / "published_configs"
-QWEN2_SMALL = {
-    "model_type": "qwen2",
-    "_name_or_path": "tiny/qwen2-gptq",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "tie_word_embeddings": False,
-    "torch_dtype": "float16",
-}
-GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+QWEN2_SMALL = {**hf_helpers.QWEN2_SMALL, "_name_or_path": "tiny/qwen2-gptq"}
+GPTQ = hf_helpers.GPTQ
 GPTQ_TEXT = json.dumps({**QWEN2_SMALL, "quantization_config": GPTQ})
 
 

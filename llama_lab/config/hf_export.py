@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .bounds import INIT_STD
 from .hf import FAMILIES, Family, reads
-from .hf_families import GELU_TANH
+from .hf_gemma import GELU_TANH
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig

@@ -6,12 +6,13 @@ for a key left out (``_get``, ``_bool``, ``_count``, ``_list``)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from .messages import check_int, shown
+from .messages import check_int, cut, shown
 
 # What each family's transformers model reads and its config class's defaults, generated from
 # the transformers release the tests run against by tools/hf_family_keys.py (checked by a test).
@@ -21,7 +22,7 @@ KEY_TABLE: Mapping[str, Any] = json.loads(Path(__file__).with_name("hf_keys.json
 def _defaults(model_type: str) -> dict[str, Any]:
     """The config class's defaults: what a key left out of a config.json becomes (rope_theta:
     the class's default_theta, where it is one number; Gemma3TextConfig's is one per layer type,
-    read by ``hf_families._gemma3_rope``)."""
+    read by ``hf_gemma._gemma3_rope``)."""
     table = KEY_TABLE["families"][model_type]
     theta = table["default_theta"]
     return {**table["defaults"], **({} if isinstance(theta, Mapping) else {"rope_theta": theta})}
@@ -89,3 +90,43 @@ def _list(data: Mapping[str, Any], family: Family, key: str, item: type) -> list
         kind = "strings" if item is str else "block indices (integers)"
         raise ConfigError(f"{key}={shown(value)} must be a list of {kind}", field=key)
     return value
+
+
+LAYER_KINDS = ("sliding_attention", "full_attention")
+
+
+def _layer_types(data: Mapping[str, Any], family: Family, n_layers: int) -> list[str] | None:
+    """``layer_types`` checked (one known kind per layer), None when absent or null."""
+    layer_types = _list(data, family, "layer_types", str)
+    if layer_types is not None and (set(layer_types) - set(LAYER_KINDS) or len(layer_types) != n_layers):
+        raise ConfigError(
+            f"layer_types must name 'full_attention' or 'sliding_attention' for "
+            f"each of the {n_layers} layers",
+            field="layer_types",
+        )
+    return layer_types
+
+
+def _windows(window: int | None, local: list[int], n_layers: int) -> tuple[int, str]:
+    """(sliding_window, local_layers) of the layers in ``local``; (0, "all") for none."""
+    if not local or window is None:
+        return 0, "all"
+    return window, "all" if len(local) == n_layers else ",".join(map(str, local))
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float; None for a bool, text, ±inf, NaN or an int beyond a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _json(value: Any) -> str:
+    try:
+        return cut(json.dumps(value, sort_keys=True), 200)
+    except (TypeError, ValueError):
+        return shown(value, 200)

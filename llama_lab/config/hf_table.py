@@ -134,7 +134,7 @@ _GEMMA_KEYS = frozenset(
 )
 # nulls the Gemma classes take: layer_types (derived), the soft caps (none), the bidirectional
 # switch (off); Gemma3TextConfig's keyword arguments (sliding_window_pattern, rope_local_base_freq)
-# are checked where they are used (hf_families._gemma); sliding_window: NULL_WHY
+# are checked where they are used (hf_gemma._gemma); sliding_window: NULL_WHY
 _GEMMA_NULLABLE = frozenset(
     {"layer_types", "attn_logit_softcapping", "final_logit_softcapping", "use_bidirectional_attention"}
 )

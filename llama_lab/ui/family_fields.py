@@ -41,6 +41,12 @@ DEEPSEEK_FIELDS = {
 }
 
 
+def field(widget, name: str, label: str, *args, **kwargs) -> None:
+    """``widget`` (st.toggle, st.number_input, …) bound to config field ``name``: its session
+    key, and the change handler that rebuilds the config."""
+    widget(label, *args, key=field_key(name), on_change=_on_change, args=(name,), **kwargs)
+
+
 def int_input(
     name: str,
     label: str,
@@ -53,13 +59,12 @@ def int_input(
 ) -> None:
     """No upper bound on the widget: ModelConfig refuses sizes beyond LIMITS with a message,
     shown next to the field, instead of the widget clamping silently."""
-    st.number_input(
+    field(
+        st.number_input,
+        name,
         label,
         min_value=minimum,
         step=step,
-        key=field_key(name),
-        on_change=_on_change,
-        args=(name,),
         disabled=disabled,
         help=help,
         label_visibility=label_visibility,
@@ -79,20 +84,18 @@ def draw_family(after) -> None:
         ("o_bias", "output-projection bias"),
         ("mlp_bias", "FFN biases"),
     ):
-        st.selectbox(
+        field(
+            st.selectbox,
+            name,
             label,
             list(FOLLOW),
             format_func=FOLLOW.get,
-            key=field_key(name),
-            on_change=_on_change,
-            args=(name,),
         )
         after(name)
-    st.toggle(
+    field(
+        st.toggle,
+        "qk_norm",
         "QK-norm (RMSNorm on q and k per head)",
-        key=field_key("qk_norm"),
-        on_change=_on_change,
-        args=("qk_norm",),
     )
     int_input(
         "sliding_window",
@@ -102,12 +105,11 @@ def draw_family(after) -> None:
         "cache holds at most W tokens.",
     )
     after("sliding_window")
-    st.text_input(
+    field(
+        st.text_input,
+        "local_layers",
         "layers with the window",
-        key=field_key("local_layers"),
         help=LAYER_SET_HELP,
-        on_change=_on_change,
-        args=("local_layers",),
     )
     after("local_layers")
     int_input(
@@ -121,19 +123,17 @@ def draw_family(after) -> None:
     after("experts_per_token")
     int_input("expert_ffn_hidden", "expert width (0 = ffn_hidden)", minimum=0)
     after("expert_ffn_hidden")
-    st.text_input(
+    field(
+        st.text_input,
+        "moe_layers",
         "sparse layers",
-        key=field_key("moe_layers"),
         help=LAYER_SET_HELP,
-        on_change=_on_change,
-        args=("moe_layers",),
     )
     after("moe_layers")
-    st.toggle(
+    field(
+        st.toggle,
+        "moe_renormalize",
         "renormalise the top-k router probabilities",
-        key=field_key("moe_renormalize"),
-        on_change=_on_change,
-        args=("moe_renormalize",),
     )
 
 
@@ -152,11 +152,10 @@ def draw_deepseek(after) -> None:
     after("qk_rope_head_dim")
     int_input("v_head_dim", "value head width (0 = head_dim)", minimum=0)
     after("v_head_dim")
-    st.toggle(
+    field(
+        st.toggle,
+        "rope_interleave",
         "RoPE on adjacent pairs (DeepSeek)",
-        key=field_key("rope_interleave"),
-        on_change=_on_change,
-        args=("rope_interleave",),
     )
     int_input(
         "n_shared_experts",
@@ -165,12 +164,11 @@ def draw_deepseek(after) -> None:
         help="DeepSeekMoE: experts every token passes besides its k routed ones.",
     )
     after("n_shared_experts")
-    st.selectbox(
+    field(
+        st.selectbox,
+        "moe_scoring",
         "router scores",
         list(CHOICES["moe_scoring"]),
-        key=field_key("moe_scoring"),
-        on_change=_on_change,
-        args=("moe_scoring",),
         help="softmax (Mixtral, DeepSeek-V2) or sigmoid with a correction bias (DeepSeek-V3).",
     )
     after("moe_scoring")
@@ -178,13 +176,12 @@ def draw_deepseek(after) -> None:
     after("moe_groups")
     int_input("moe_topk_groups", "groups a token picks from (topk_group)", minimum=1)
     after("moe_topk_groups")
-    st.number_input(
+    field(
+        st.number_input,
+        "routed_scaling",
         "routed experts' scale (routed_scaling_factor)",
         min_value=0.0,
         step=0.5,
-        key=field_key("routed_scaling"),
-        on_change=_on_change,
-        args=("routed_scaling",),
     )
     after("routed_scaling")
 
@@ -193,28 +190,24 @@ GPT_OSS_FIELDS = {"attention_sinks", "moe_style", "swiglu_limit", "swiglu_alpha"
 
 
 def draw_gpt_oss(after) -> None:
-    st.toggle(
+    field(
+        st.toggle,
+        "attention_sinks",
         "attention sinks (a learned logit per head)",
-        key=field_key("attention_sinks"),
-        on_change=_on_change,
-        args=("attention_sinks",),
         help="gpt-oss: each head's sink joins its softmax and is dropped after it.",
     )
     after("attention_sinks")
-    st.selectbox(
+    field(
+        st.selectbox,
+        "moe_style",
         "expert block",
         list(CHOICES["moe_style"]),
-        key=field_key("moe_style"),
-        on_change=_on_change,
-        args=("moe_style",),
         help="standard (Mixtral, Qwen, DeepSeek) or gpt_oss: a router with a bias, the softmax "
         "of the top-k logits, experts with biases and a clamped SwiGLU.",
     )
     after("moe_style")
     for name, label in (("swiglu_limit", "clamp (swiglu_limit)"), ("swiglu_alpha", "gate slope α")):
-        st.number_input(
-            label, min_value=0.0, step=0.1, key=field_key(name), on_change=_on_change, args=(name,)
-        )
+        field(st.number_input, name, label, min_value=0.0, step=0.1)
         after(name)
 
 
@@ -223,11 +216,10 @@ GEMMA_FIELDS = {"norm_plus_one", "query_pre_attn_scalar", "rope_local_theta", "a
 
 def draw_gemma(after) -> None:
     """Gemma 2/3's own fields; the sandwich norms and GeGLU are choices of the recipe."""
-    st.toggle(
+    field(
+        st.toggle,
+        "norm_plus_one",
         "RMSNorm scales by 1 + γ",
-        key=field_key("norm_plus_one"),
-        on_change=_on_change,
-        args=("norm_plus_one",),
         help="Gemma: the stored γ starts at 0, so a norm starts as the identity scale.",
     )
     after("norm_plus_one")
@@ -239,13 +231,12 @@ def draw_gemma(after) -> None:
         "head_dim = 128.",
     )
     after("query_pre_attn_scalar")
-    st.number_input(
+    field(
+        st.number_input,
+        "rope_local_theta",
         "RoPE base of the windowed layers (0 = rope_theta)",
         min_value=0.0,
         step=1000.0,
-        key=field_key("rope_local_theta"),
-        on_change=_on_change,
-        args=("rope_local_theta",),
         help="Gemma 3: 10,000 on its local layers, 1,000,000 on the global ones.",
     )
     after("rope_local_theta")
@@ -253,13 +244,12 @@ def draw_gemma(after) -> None:
         ("attn_softcap", "attention-score soft cap (0 = none)"),
         ("logit_softcap", "final-logit soft cap (0 = none)"),
     ):
-        st.number_input(
+        field(
+            st.number_input,
+            name,
             label,
             min_value=0.0,
             step=1.0,
-            key=field_key(name),
-            on_change=_on_change,
-            args=(name,),
             help="Gemma 2: x → cap · tanh(x / cap) (50 on the scores, 30 on the logits).",
         )
         after(name)
@@ -271,40 +261,36 @@ ROPE_NORM_FIELDS = {"qk_norm_scope", "nope_layers", "partial_rotary_factor", "fu
 def draw_rope_and_norm(after) -> None:
     """OLMo 2's projection-wide QK-norm, SmolLM3's NoPE blocks, Phi-3's and GLM's partial
     rotary, Phi-3's fused checkpoint keys (OLMo 2's output norms are a choice of the recipe)."""
-    st.selectbox(
+    field(
+        st.selectbox,
+        "qk_norm_scope",
         "QK-norm over",
         list(CHOICES["qk_norm_scope"]),
-        key=field_key("qk_norm_scope"),
-        on_change=_on_change,
-        args=("qk_norm_scope",),
         help="head: one norm of head_dim per q and k head (Qwen3, Gemma 3, GLM); projection: one "
         "norm over all of q (H·D) and of k (G·D) (OLMo 2).",
     )
     after("qk_norm_scope")
-    st.text_input(
+    field(
+        st.text_input,
+        "nope_layers",
         "blocks without RoPE (NoPE)",
-        key=field_key("nope_layers"),
-        on_change=_on_change,
-        args=("nope_layers",),
         help="SmolLM3 leaves every fourth block unrotated ('every:4'). " + LAYER_SET_HELP,
     )
     after("nope_layers")
-    st.number_input(
+    field(
+        st.number_input,
+        "partial_rotary_factor",
         "share of each head RoPE rotates",
         min_value=0.0,
         max_value=1.0,
         step=0.05,
-        key=field_key("partial_rotary_factor"),
-        on_change=_on_change,
-        args=("partial_rotary_factor",),
         help="partial_rotary_factor: Phi-4-mini 0.75, GLM-4.5 0.5 (the first dimensions of each head).",
     )
     after("partial_rotary_factor")
-    st.toggle(
+    field(
+        st.toggle,
+        "fused_keys",
         "fused checkpoint keys (qkv_proj, gate_up_proj)",
-        key=field_key("fused_keys"),
-        on_change=_on_change,
-        args=("fused_keys",),
         help="Phi-3 stores q/k/v and gate/up as one matrix each; the maths is the same.",
     )
     after("fused_keys")
