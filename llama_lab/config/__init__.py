@@ -8,7 +8,8 @@ from .files import MAX_CONFIG_BYTES, load_config_file, parse_config_json, read_b
 from .hf import HFConfigWarning
 from .model_config import ModelConfig
 from .overrides import apply_overrides, coerce_field, parse_override
-from .presets import PRESETS, PUBLISHED_PARAMS, PUBLISHED_ROUNDED, PUBLISHED_SPLIT, get_preset
+from .presets import PRESETS, get_preset
+from .published import PUBLISHED_PARAMS, PUBLISHED_ROUNDED, PUBLISHED_SPLIT
 from .recipes import (
     REGIMES,
     TRAINING_SHAPE,
