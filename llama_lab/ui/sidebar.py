@@ -25,6 +25,7 @@ from .family_fields import (
     draw_rope_and_norm,
     int_input,
 )
+from .model_source import _on_preset, _on_preset_view, _on_upload
 from .sliders import field_options, slider_beside, workload_options
 from .state import (
     AS_DTYPE,
@@ -58,9 +59,6 @@ from .state import (
     Selection,
     _init_state,
     _on_change,
-    _on_preset,
-    _on_preset_view,
-    _on_upload,
     _state,
     _sync_query_params,
     config_from_values,

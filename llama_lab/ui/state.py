@@ -12,7 +12,6 @@ a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<nam
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -28,13 +27,9 @@ from ..config import (
     coerce_field,
     detect_ffn_rule,
     ffn_from_rule,
-    parse_config_json,
 )
-from ..config.files import stored_quant_of
-from ..config.hf import TEXT_DECODER
 from ..config.hf_quant import StoredQuant
 from ..config.model_config import DERIVED
-from ..errors import LabError
 from ..experiments import KINDS
 from ..runtime.hardware import DTYPE_BYTES
 from ..units import strip_control
@@ -524,81 +519,6 @@ def _on_change(name: str | None = None) -> None:
     state[KEY_LINK_ERRORS] = []
     if name is not None:
         state[KEY_LAST_CHANGED] = name
-
-
-def _stored(state: Any) -> tuple[str, str]:
-    return state[KEY_WEIGHT_DTYPE], state[KEY_KV_DTYPE]
-
-
-def _drop_file_format(state: Any) -> None:
-    """No uploaded file's stored format any more: the weights as the dtype if they were in it."""
-    state[KEY_STORED_QUANT] = None
-    if state.get(KEY_WEIGHT_DTYPE) == FROM_FILE:
-        state[KEY_WEIGHT_DTYPE] = AS_DTYPE
-
-
-def _on_preset() -> None:
-    state = _state()
-    _drop_file_format(state)  # a preset is not the uploaded model
-    preset = state[KEY_PRESET]
-    _load_values(
-        values_for_config(
-            preset, PRESETS[preset], batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
-        )
-    )
-    state[KEY_LINK_ERRORS], state[KEY_UPLOAD_NOTES], state[KEY_UPLOAD_ERROR] = [], [], None
-    state[KEY_LAST_CHANGED] = state[KEY_MODEL_NAME] = state[KEY_MODEL_BASE] = None
-    state[KEY_SEQ_NOTE] = None
-
-
-def _on_preset_view() -> None:
-    """A preset chosen in the Preset box while it shows an uploaded model: load it."""
-    state = _state()
-    chosen = state[KEY_PRESET_VIEW]
-    if chosen != UPLOADED:
-        state[KEY_PRESET] = chosen
-        _on_preset()
-
-
-def _on_upload() -> None:
-    state = _state()
-    uploaded = state.get(KEY_UPLOAD)
-    if uploaded is None:
-        return
-    state[KEY_LINK_ERRORS] = []
-    try:
-        text = uploaded.getvalue().decode("utf-8")
-        cfg, notes = parse_config_json(text, source=uploaded.name)
-        stored = stored_quant_of(text, source=uploaded.name)  # read (and checked) just above
-    except UnicodeDecodeError:
-        state[KEY_UPLOAD_ERROR] = f"{uploaded.name} is not UTF-8 text"
-        return
-    except LabError as exc:  # the message names the file itself where the reader knew it
-        message = str(exc)
-        state[KEY_UPLOAD_ERROR] = (
-            message if message.startswith(uploaded.name) else f"{uploaded.name}: {message}"
-        )
-        return
-    _drop_file_format(state)  # the file declares its own stored format, or none
-    if stored is not None:  # the weights are counted as the file stores them (another stays a choice)
-        state[KEY_STORED_QUANT], state[KEY_WEIGHT_DTYPE] = stored, FROM_FILE
-    values = values_for_config(
-        state[KEY_PRESET], cfg, batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
-    )  # T: max_seq_len
-    _load_values(values)
-    state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
-    state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
-    data = json.loads(text)  # valid: it was just read
-    name = model_name(_name_in(data) or uploaded.name)[0]
-    wrapped = isinstance(data.get("text_config"), dict)  # a multimodal model's text decoder
-    state[KEY_MODEL_NAME] = f"{TEXT_DECODER} {name}" if wrapped else name
-    state[KEY_MODEL_BASE] = dict(values)
-
-
-def _name_in(data: dict) -> str | None:
-    """The model a Hugging Face config.json names (``_name_or_path``), if any."""
-    name = data.get("_name_or_path")
-    return name if isinstance(name, str) else None
 
 
 def _sync_query_params(query: dict[str, str]) -> None:
