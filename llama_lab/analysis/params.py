@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from ..config import ModelConfig
-from ..model import build_model, part_tensors
+from ..model import BLOCK_NORMS, build_model, part_tensors, qk_norm_widths
 from .shapes import Shapes
 
 # One key per kind of parameter tensor, named after the module that owns it.
@@ -115,34 +115,9 @@ def norm_params(cfg: ModelConfig) -> int:
     return cfg.d_model * (2 if cfg.norm_type == "layernorm" else 1)
 
 
-# The model-width norms of one block, by module name, for each norm_position: Pre-LN and
-# Post-LN's two (the attention's and the FFN's), Gemma's sandwich of four (post_attention_layernorm
-# is then the attention output's), OLMo 2's two output norms.
-BLOCK_NORMS = {
-    "pre": ("input_layernorm", "post_attention_layernorm"),
-    "post": ("input_layernorm", "post_attention_layernorm"),
-    "sandwich": (
-        "input_layernorm",
-        "post_attention_layernorm",
-        "pre_feedforward_layernorm",
-        "post_feedforward_layernorm",
-    ),
-    "output": ("post_attention_layernorm", "post_feedforward_layernorm"),
-}
-
-
 def norms_per_block(cfg: ModelConfig) -> int:
     """Norms of the model width in one block: two, or four in a sandwich block (Gemma)."""
     return len(BLOCK_NORMS[cfg.norm_position])
-
-
-def qk_norm_widths(cfg: ModelConfig) -> tuple[int, int]:
-    """γ widths of the q and the k norm: a head (D each), or (OLMo 2) the whole projections
-    (H·D, G·D); (0, 0) without QK-norm."""
-    if not cfg.qk_norm:
-        return 0, 0
-    D = cfg.head_dim
-    return (cfg.n_heads * D, cfg.kv_dim) if cfg.qk_norm_scope == "projection" else (D, D)
 
 
 def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:

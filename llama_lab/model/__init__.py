@@ -7,9 +7,16 @@ Parts: ``kernels`` (the two custom autograd Functions beside their references), 
 ``mlp``, ``kv_cache``, ``decoder``, ``init``, ``checkpoint``.
 """
 
-from .attention import Attention, attention_mask, causal_attention, matmul_attention, reference_attention
+from .attention import (
+    Attention,
+    attention_mask,
+    causal_attention,
+    matmul_attention,
+    qk_norm_widths,
+    reference_attention,
+)
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
-from .decoder import CausalLM, DecoderBody, DecoderLayer
+from .decoder import BLOCK_NORMS, CausalLM, DecoderBody, DecoderLayer
 from .fused import FusedLinear, keep_part_keys, part_tensors
 from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kernels import rms_norm, rms_norm_reference, swiglu, swiglu_reference
@@ -29,6 +36,8 @@ from .positions import (
 
 __all__ = [
     "Attention",
+    "BLOCK_NORMS",
+    "qk_norm_widths",
     "CausalLM",
     "DecoderBody",
     "DecoderLayer",

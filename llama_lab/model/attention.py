@@ -19,6 +19,15 @@ from .norms import RMSNorm
 from .positions import apply_rope, apply_rope_interleaved
 
 
+def qk_norm_widths(cfg: ModelConfig) -> tuple[int, int]:
+    """γ widths of the q and the k norm: a head (D each), or (OLMo 2) the whole projections
+    (H·D, G·D); (0, 0) without QK-norm."""
+    if not cfg.qk_norm:
+        return 0, 0
+    D = cfg.head_dim
+    return (cfg.n_heads * D, cfg.kv_dim) if cfg.qk_norm_scope == "projection" else (D, D)
+
+
 def attention_mask(T: int, S: int, window: int | None, device) -> torch.Tensor:
     """(T, S) bool: the T new queries are the last T of S positions; a query sees the keys at or
     before it and, with a window W, only the last W of them (transformers' kv > q - W)."""
@@ -142,9 +151,9 @@ class Attention(nn.Module):
             keep_part_keys(self, "qkv_proj")
         self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
         if cfg.qk_norm:  # Qwen3: per head, over D; OLMo 2: over the whole projection
-            whole = cfg.qk_norm_scope == "projection"
-            self.q_norm = RMSNorm(cfg.n_heads * D if whole else D, cfg.norm_eps, cfg.norm_plus_one)
-            self.k_norm = RMSNorm(cfg.n_kv_heads * D if whole else D, cfg.norm_eps, cfg.norm_plus_one)
+            q_width, k_width = qk_norm_widths(cfg)
+            self.q_norm = RMSNorm(q_width, cfg.norm_eps, cfg.norm_plus_one)
+            self.k_norm = RMSNorm(k_width, cfg.norm_eps, cfg.norm_plus_one)
         if cfg.attention_sinks:  # gpt-oss: one learned logit per query head
             self.sinks = nn.Parameter(torch.empty(cfg.n_heads))
 

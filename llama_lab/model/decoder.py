@@ -20,6 +20,21 @@ from .mlp import MLP, GptOssMoE, SparseMoE
 from .norms import make_norm
 from .positions import PositionTables
 
+# The model-width norms of one block, by module name, for each norm_position: Pre-LN and
+# Post-LN's two (the attention's and the FFN's), Gemma's sandwich of four (post_attention_layernorm
+# is then the attention output's), OLMo 2's two output norms.
+BLOCK_NORMS = {
+    "pre": ("input_layernorm", "post_attention_layernorm"),
+    "post": ("input_layernorm", "post_attention_layernorm"),
+    "sandwich": (
+        "input_layernorm",
+        "post_attention_layernorm",
+        "pre_feedforward_layernorm",
+        "post_feedforward_layernorm",
+    ),
+    "output": ("post_attention_layernorm", "post_feedforward_layernorm"),
+}
+
 
 class DecoderLayer(nn.Module):
     """A block: Pre-LN, Post-LN, sandwich (Gemma 2/3: Pre-LN plus a norm on each sublayer's
@@ -32,32 +47,17 @@ class DecoderLayer(nn.Module):
         self.pre_norm = cfg.norm_position in ("pre", "sandwich")  # the sublayers read a norm
         self.sandwich = cfg.norm_position == "sandwich"
         self.output_norm = cfg.norm_position == "output"  # OLMo 2: x + norm(f(x))
+        self.position = cfg.norm_position
         self.self_attn = LatentAttention(cfg, layer_idx) if cfg.is_mla else Attention(cfg, layer_idx)
         moe = GptOssMoE if cfg.moe_style == "gpt_oss" else SparseMoE
         self.mlp = moe(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
-        if self.output_norm:  # the two output norms only, named as OLMo 2's
-            self.post_attention_layernorm = make_norm(cfg)
-            self.post_feedforward_layernorm = make_norm(cfg)
-            return
-        self.input_layernorm = make_norm(cfg)  # the attention sublayer's norm
-        if self.sandwich:
-            self.post_attention_layernorm = make_norm(cfg)  # the attention output's
-            self.pre_feedforward_layernorm = make_norm(cfg)  # the FFN sublayer's
-            self.post_feedforward_layernorm = make_norm(cfg)  # the FFN output's
-        else:
-            self.post_attention_layernorm = make_norm(cfg)  # the FFN sublayer's norm
+        for name in BLOCK_NORMS[cfg.norm_position]:  # Gemma's, OLMo 2's or LLaMA's names
+            self.add_module(name, make_norm(cfg))
 
     @property
     def first_norm(self) -> nn.Module:
         """The block's first norm: the attention input's, or (OLMo 2) the attention output's."""
-        return self.post_attention_layernorm if self.output_norm else self.input_layernorm
-
-    @property
-    def ffn_norm(self) -> nn.Module:
-        """The norm the FFN sublayer reads through (Pre-LN) or ends with (Post-LN, OLMo 2)."""
-        if self.output_norm:
-            return self.post_feedforward_layernorm
-        return self.pre_feedforward_layernorm if self.sandwich else self.post_attention_layernorm
+        return self.get_submodule(BLOCK_NORMS[self.position][0])
 
     def forward(self, x, rope=None, cache=None):
         if self.output_norm:  # the sublayers read x itself; their outputs are normalised
