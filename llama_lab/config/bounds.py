@@ -28,6 +28,11 @@ FAMILY_LIMITS = {
     "n_shared_experts": 4_096,
     "moe_groups": 4_096,
     "query_pre_attn_scalar": 1_048_576,
+    "linear_k_heads": 131_072,
+    "linear_v_heads": 131_072,
+    "linear_k_head_dim": 131_072,
+    "linear_v_head_dim": 131_072,
+    "linear_conv_kernel": 1_024,
 }
 MINIMUMS = {"vocab_size": 2}
 

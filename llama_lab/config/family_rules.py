@@ -167,3 +167,58 @@ def check_gemma(cfg: "ModelConfig") -> None:
     for broken, name, rule in rules:
         if broken:
             raise ConfigError(f"{name}={getattr(cfg, name)!r} {rule}", field=name)
+
+
+def check_linear(cfg: "ModelConfig") -> None:
+    """Gated DeltaNet layers (Qwen3-Next, Qwen3.5), the gated attention output and the gated
+    shared expert."""
+    for name in ("linear_k_heads", "linear_v_heads", "linear_k_head_dim", "linear_v_head_dim"):
+        _check_int(name, getattr(cfg, name), 1, FAMILY_LIMITS[name])
+    for name in ("linear_conv_kernel",):
+        _check_int(name, getattr(cfg, name), 1, FAMILY_LIMITS[name])
+    linear = cfg.linear_layer_flags
+    if any(linear):
+        if cfg.linear_v_heads % cfg.linear_k_heads:
+            raise ConfigError(
+                f"linear_v_heads={cfg.linear_v_heads} is not a multiple of linear_k_heads="
+                f"{cfg.linear_k_heads} (each q/k head serves a whole group of value heads)",
+                field="linear_v_heads",
+                also=("linear_k_heads",),
+            )
+        rules = [
+            (cfg.is_mla, "kv_lora_rank", "MLA"),
+            (cfg.norm_type != "rmsnorm", "norm_type", "norm_type other than 'rmsnorm'"),
+            (cfg.norm_position not in ("pre",), "norm_position", f"norm_position={cfg.norm_position!r}"),
+            (cfg.pos_encoding in ("learned", "sinusoidal"), "pos_encoding", "added positions"),
+        ]
+        for broken, name, what in rules:
+            if broken:
+                raise ConfigError(
+                    f"linear_layers={cfg.linear_layers!r} with {what} is not modelled (Gated DeltaNet "
+                    f"blocks are modelled as Qwen3-Next and Qwen3.5 build them)",
+                    field="linear_layers",
+                    also=(name,),
+                )
+        both = [i for i, (lin, loc) in enumerate(zip(linear, cfg.local_layer_flags)) if lin and loc]
+        if both:
+            raise ConfigError(
+                f"block(s) {both} are both linear_layers and sliding-window layers: a Gated DeltaNet "
+                f"block has no window (its state is fixed-size); take them out of local_layers",
+                field="local_layers",
+                also=("linear_layers",),
+            )
+    elif cfg.linear_grouped_proj:
+        raise ConfigError(
+            "linear_grouped_proj=True lays out Gated DeltaNet projections: it needs linear_layers",
+            field="linear_grouped_proj",
+            also=("linear_layers",),
+        )
+    if cfg.attn_output_gate and cfg.is_mla:
+        raise ConfigError("attn_output_gate with MLA is not modelled", field="attn_output_gate")
+    if cfg.shared_expert_gate and not (cfg.n_experts and cfg.n_shared_experts == 1):
+        raise ConfigError(
+            f"shared_expert_gate=True gates Qwen's one shared expert: it needs n_experts > 0 and "
+            f"n_shared_experts=1 (n_experts={cfg.n_experts}, n_shared_experts={cfg.n_shared_experts})",
+            field="shared_expert_gate",
+            also=("n_shared_experts",),
+        )

@@ -161,11 +161,26 @@ class ModelConfig:
     nope_layers: str = "none"  # blocks that skip RoPE (NoPE: SmolLM3's every fourth)
     partial_rotary_factor: float = 1.0  # RoPE rotates the first factor × head_dim dims (Phi-3, GLM)
     fused_keys: bool = False  # checkpoint keys qkv_proj / gate_up_proj, fused (Phi-3)
+    # ---- Qwen3-Next, Qwen3.5: Gated DeltaNet beside gated attention --------------------------
+    # linear_layers mix tokens with Gated DeltaNet (Yang et al. 2024): per value head a state of
+    # linear_k_head_dim × linear_v_head_dim updated by the gated delta rule, after a causal
+    # depthwise convolution of linear_conv_kernel taps over q, k and v; a fixed-size state per
+    # sequence instead of a growing KV cache. The other blocks attend as usual.
+    linear_layers: str = "none"
+    linear_k_heads: int = 16  # q/k heads of a linear layer (Qwen3-Next's and Qwen3.5's 16)
+    linear_v_heads: int = 32  # value heads (and states); a multiple of linear_k_heads
+    linear_k_head_dim: int = 128
+    linear_v_head_dim: int = 128
+    linear_conv_kernel: int = 4
+    linear_grouped_proj: bool = False  # Qwen3-Next's in_proj_qkvz / in_proj_ba, grouped per key head
+    attn_output_gate: bool = False  # q_proj also emits a gate per head and dim: output × σ(gate)
+    shared_expert_gate: bool = False  # Qwen's shared_expert, scaled by σ(shared_expert_gate(x))
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
         _moe_flags: ClassVar[tuple[bool, ...]]
         _rope_flags: ClassVar[tuple[bool, ...]]
+        _linear_flags: ClassVar[tuple[bool, ...]]
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -229,6 +244,9 @@ class ModelConfig:
             "attention_sinks",
             "norm_plus_one",
             "fused_keys",
+            "linear_grouped_proj",
+            "attn_output_gate",
+            "shared_expert_gate",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
@@ -291,8 +309,12 @@ class ModelConfig:
         sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
         object.__setattr__(self, "_local_flags", local if self.sliding_window else (False,) * self.n_layers)
         object.__setattr__(self, "_moe_flags", sparse if self.n_experts else (False,) * self.n_layers)
+        linear = _layer_set(self.linear_layers, self.n_layers, "linear_layers")
+        object.__setattr__(self, "_linear_flags", linear)
+        family_rules.check_linear(self)
         nope = _layer_set(self.nope_layers, self.n_layers, "nope_layers")
-        object.__setattr__(self, "_rope_flags", tuple(self.pos_encoding == "rope" and not n for n in nope))
+        rotated = tuple(self.pos_encoding == "rope" and not n and not lin for n, lin in zip(nope, linear))
+        object.__setattr__(self, "_rope_flags", rotated)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -315,6 +337,35 @@ class ModelConfig:
     def rope_layer_flags(self) -> tuple[bool, ...]:
         """Per block: whether it rotates q and k (RoPE, and not one of nope_layers)."""
         return self._rope_flags
+
+    @property
+    def linear_layer_flags(self) -> tuple[bool, ...]:
+        """Per block: whether it mixes tokens with Gated DeltaNet (a fixed-size state, no KV)."""
+        return self._linear_flags
+
+    @property
+    def has_linear_attention(self) -> bool:
+        return any(self._linear_flags)
+
+    @property
+    def linear_key_dim(self) -> int:
+        """Width of a linear layer's q (and of its k): linear_k_heads · linear_k_head_dim."""
+        return self.linear_k_heads * self.linear_k_head_dim
+
+    @property
+    def linear_value_dim(self) -> int:
+        """Width of a linear layer's v (and of its output gate z): linear_v_heads · linear_v_head_dim."""
+        return self.linear_v_heads * self.linear_v_head_dim
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Channels of a linear layer's convolution: q, k and v."""
+        return 2 * self.linear_key_dim + self.linear_value_dim
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Blocks that attend with softmax attention (and keep a KV cache)."""
+        return self.n_layers - sum(self._linear_flags)
 
     @property
     def local_layer_flags(self) -> tuple[bool, ...]:
@@ -374,6 +425,9 @@ class ModelConfig:
             and self.partial_rotary_factor == 1.0
             and self.nope_layers == "none"
             and self.qk_norm_scope == "head"
+            and not self.has_linear_attention
+            and not self.attn_output_gate
+            and not self.shared_expert_gate
         )
 
     def replace(self, **changes: Any) -> "ModelConfig":

@@ -142,9 +142,11 @@ class Attention(nn.Module):
         self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
         C, D = cfg.d_model, cfg.head_dim
         # q, k and v in one GEMM; checkpoints keep q_proj, k_proj, v_proj (fewer KV heads: GQA/MQA)
+        # Qwen3-Next / Qwen3.5: q_proj also emits each head's output gate, [q_h, gate_h] per head
+        q_rows = cfg.n_heads * D * (2 if cfg.attn_output_gate else 1)
         self.qkv_proj = FusedLinear(
             C,
-            (("q_proj", cfg.n_heads * D), ("k_proj", cfg.n_kv_heads * D), ("v_proj", cfg.n_kv_heads * D)),
+            (("q_proj", q_rows), ("k_proj", cfg.n_kv_heads * D), ("v_proj", cfg.n_kv_heads * D)),
             bias=cfg.qkv_bias,
         )
         if not cfg.fused_keys:  # Phi-3's checkpoints keep qkv_proj itself
@@ -160,9 +162,17 @@ class Attention(nn.Module):
     def project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None):
         """q (B, H, T, D), k and v (B, G, T, D) of the new tokens x (B, T, C): QK-norm, then
         RoPE (``rope``: cos, sin of the tokens' positions; None: not rotated)."""
+        return self._project(x, rope)[:3]
+
+    def _project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None):
+        """``project``'s q, k, v and the output gate (B, T, H·D; None without one)."""
         B, T, _ = x.shape
         H, G, D = self.n_heads, self.n_kv_heads, self.cfg.head_dim
         q, k, v = self.qkv_proj.split(self.qkv_proj(x))  # (B, T, H·D), (B, T, G·D) ×2
+        gate = None
+        if self.cfg.attn_output_gate:  # each head's [q_h, gate_h]
+            q, gate = q.view(B, T, H, 2 * D).split(D, dim=-1)
+            gate = gate.reshape(B, T, H * D)
         if self.cfg.qk_norm and self.cfg.qk_norm_scope == "projection":  # OLMo 2: over H·D, G·D
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.view(B, T, H, D), k.view(B, T, G, D), v.view(B, T, G, D)
@@ -177,7 +187,7 @@ class Attention(nn.Module):
             # q and k inputs, views of that output, for backward anyway
             if not (self.cfg.qk_norm and torch.is_grad_enabled()):
                 v = v.contiguous()
-        return q, k, v
+        return q, k, v, gate
 
     def _rotate(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """RoPE on a head's first rope_dim dimensions (all of them but under partial rotary:
@@ -194,7 +204,7 @@ class Attention(nn.Module):
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape
         H, D = self.n_heads, self.cfg.head_dim
-        q, k, v = self.project(x, rope)
+        q, k, v, gate = self._project(x, rope)
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)  # (B, G, S, D)
         cfg, scale = self.cfg, self.cfg.query_pre_attn_scalar**-0.5
@@ -203,4 +213,5 @@ class Attention(nn.Module):
             out = matmul_attention(q, k, v, cfg.n_rep, self.window, scale, sinks, cfg.attn_softcap)
         else:
             out = causal_attention(q, k, v, cfg.n_rep, self.window, scale)  # (B, H, T, D)
-        return self.o_proj(out.transpose(1, 2).reshape(B, T, H * D))
+        out = out.transpose(1, 2).reshape(B, T, H * D)
+        return self.o_proj(out if gate is None else out * torch.sigmoid(gate))

@@ -13,6 +13,7 @@ import torch.nn as nn
 
 from ..config import ModelConfig
 from .attention import Attention
+from .delta_net import GatedDeltaNet
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
 from .mla import LatentAttention
@@ -48,7 +49,11 @@ class DecoderLayer(nn.Module):
         self.sandwich = cfg.norm_position == "sandwich"
         self.output_norm = cfg.norm_position == "output"  # OLMo 2: x + norm(f(x))
         self.position = cfg.norm_position
-        self.self_attn = LatentAttention(cfg, layer_idx) if cfg.is_mla else Attention(cfg, layer_idx)
+        self.linear = cfg.linear_layer_flags[layer_idx]  # Gated DeltaNet mixes its tokens
+        if self.linear:
+            self.linear_attn = GatedDeltaNet(cfg, layer_idx)
+        else:
+            self.self_attn = LatentAttention(cfg, layer_idx) if cfg.is_mla else Attention(cfg, layer_idx)
         moe = GptOssMoE if cfg.moe_style == "gpt_oss" else SparseMoE
         self.mlp = moe(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
         for name in BLOCK_NORMS[cfg.norm_position]:  # Gemma's, OLMo 2's or LLaMA's names
@@ -59,7 +64,15 @@ class DecoderLayer(nn.Module):
         """The block's first norm: the attention input's, or (OLMo 2) the attention output's."""
         return self.get_submodule(BLOCK_NORMS[self.position][0])
 
+    @property
+    def mixer(self) -> nn.Module:
+        """The block's token mixer: self_attn, or (Qwen3-Next, Qwen3.5) linear_attn."""
+        return self.linear_attn if self.linear else self.self_attn
+
     def forward(self, x, rope=None, cache=None):
+        if self.linear:  # Qwen3-Next's and Qwen3.5's blocks are Pre-LN
+            x = x + self.linear_attn(self.input_layernorm(x), rope, cache)
+            return x + self.mlp(self.post_attention_layernorm(x))
         if self.output_norm:  # the sublayers read x itself; their outputs are normalised
             x = x + self.post_attention_layernorm(self.self_attn(x, rope, cache))
             x = x + self.post_feedforward_layernorm(self.mlp(x))

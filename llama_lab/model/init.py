@@ -14,6 +14,7 @@ import torch.nn as nn
 from ..config import INIT_STD, ModelConfig
 from .attention import Attention
 from .decoder import CausalLM
+from .delta_net import GatedDeltaNet, GatedRMSNorm
 from .fused import FusedLinear
 from .mlp import Experts, GptOssExperts, SparseMoE
 from .norms import RMSNorm
@@ -62,6 +63,15 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
             nn.init.zeros_(module.gate.get_buffer("e_score_correction_bias"))
         elif isinstance(module, Attention) and hasattr(module, "sinks") and not module.sinks.is_meta:
             nn.init.zeros_(module.sinks)  # a sink at logit 0: one more "key" of score 0
+        elif isinstance(module, GatedDeltaNet) and not module.A_log.is_meta:
+            _draw(module.conv1d.weight, cfg.init, generator)  # its in_proj / out_proj: nn.Linear
+            nn.init.ones_(module.dt_bias)
+            # decay rates A = exp(A_log) ~ U(0.01, 16), as Qwen3-Next initialises them
+            decay = torch.empty(module.A_log.shape, dtype=torch.float32, device=module.A_log.device)
+            with torch.no_grad():
+                module.A_log.copy_(decay.uniform_(0.01, 16, generator=generator).log_())
+        elif isinstance(module, GatedRMSNorm) and not module.weight.is_meta:
+            nn.init.ones_(module.weight)
         elif isinstance(module, (RMSNorm, nn.LayerNorm)) and not module.weight.is_meta:
             # gain 1: γ = 1, or γ = 0 where the norm scales by 1 + γ (Gemma)
             (nn.init.zeros_ if getattr(module, "plus_one", False) else nn.init.ones_)(module.weight)

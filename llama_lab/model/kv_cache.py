@@ -5,7 +5,9 @@ cache: the new K and V are copied into their slot and the attention reads views 
 buffers (a full window's slots out of order: RoPE has already rotated each key by its own
 position and a window of W keys is exactly what the new token may see, so the order does not
 matter). Only a chunk of several tokens after a window has filled needs the held keys in
-order (one concatenation).
+order (one concatenation). A Gated DeltaNet layer (Qwen3-Next, Qwen3.5) keeps no per-token
+cache: its convolution's last K inputs (B, conv_dim, K) and its state (B, Hv, dk, dv) in
+float32, as transformers' cache holds them, whatever the sequence's length.
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ class KVCache(nn.Module):
         super().__init__()
         self.max_len = max_len or cfg.max_seq_len
         self.windows = [cfg.window_of(i) for i in range(cfg.n_layers)]
+        self.linear = cfg.linear_layer_flags
         for i, window in enumerate(self.windows):
+            if self.linear[i]:
+                self._add_state(cfg, i, batch_size, device, dtype)
+                continue
             slots = min(window, self.max_len) if window else self.max_len
             widths = (
                 (1, cfg.kv_lora_rank, cfg.qk_rope_head_dim)
@@ -42,6 +48,24 @@ class KVCache(nn.Module):
                     persistent=False,
                 )
         self.length = 0  # tokens seen so far (cached or evicted from a window)
+
+    def _add_state(self, cfg: ModelConfig, i: int, batch_size: int, device, dtype) -> None:
+        """A linear layer's two states: the convolution's inputs and the delta rule's S."""
+        state = (batch_size, cfg.linear_v_heads, cfg.linear_k_head_dim, cfg.linear_v_head_dim)
+        shapes = {
+            f"conv{i}": ((batch_size, cfg.linear_conv_dim, cfg.linear_conv_kernel), dtype),
+            f"state{i}": (state, torch.float32),
+        }
+        for name, (shape, kind) in shapes.items():
+            self.register_buffer(name, torch.zeros(shape, device=device, dtype=kind), persistent=False)
+
+    def conv_state(self, layer: int) -> torch.Tensor:
+        """Linear layer ``layer``'s last K convolution inputs (B, conv_dim, K), updated in place."""
+        return getattr(self, f"conv{layer}")
+
+    def recurrent_state(self, layer: int) -> torch.Tensor:
+        """Linear layer ``layer``'s delta-rule state S (B, Hv, dk, dv), float32, updated in place."""
+        return getattr(self, f"state{layer}")
 
     def _buffers_of(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         return getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
@@ -94,6 +118,11 @@ class KVCache(nn.Module):
         tokens out cannot go back (ValueError)."""
         if not 0 <= length <= self.length:
             raise ValueError(f"length={length} must be between 0 and the {self.length} tokens seen")
+        if any(self.linear) and length < self.length:
+            raise ValueError(
+                f"a Gated DeltaNet layer folds every token into its state: the cache cannot go "
+                f"back to {length}"
+            )
         for window in self.windows:
             if window and self.length > window and length < self.length:
                 raise ValueError(
@@ -110,6 +139,10 @@ class KVCache(nn.Module):
         """Bytes of the cache tensors holding the tokens cached so far."""
         total = 0
         for layer in range(len(self.windows)):
+            if self.linear[layer]:  # a fixed state once the first token is in
+                states = (self.conv_state(layer), self.recurrent_state(layer))
+                total += sum(b.numel() * b.element_size() for b in states) if self.length else 0
+                continue
             per_token = sum(b[:, :, :1].numel() * b.element_size() for b in self._buffers_of(layer))
             total += per_token * self.held(layer)
         return total

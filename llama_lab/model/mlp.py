@@ -149,7 +149,8 @@ class SparseMoE(MoE):
     scores plus ``gate.e_score_correction_bias`` while the weights stay the unbiased scores.
     With expert groups a token chooses only among the experts of its best ``moe_topk_groups``
     groups (a group ranked by its best score, or by the sum of its two best under sigmoid);
-    the weights are then × ``routed_scaling``, and the shared experts are added."""
+    the weights are then × ``routed_scaling``, and the shared experts are added (Qwen3-Next's
+    one shared expert scaled per token by σ(``shared_expert_gate``(x)))."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -159,7 +160,10 @@ class SparseMoE(MoE):
         if cfg.moe_scoring == "sigmoid":  # a buffer: it steers the choice, no gradient trains it
             self.gate.register_buffer("e_score_correction_bias", torch.zeros(cfg.n_experts))
         self.experts = Experts(cfg)
-        if cfg.n_shared_experts:
+        if cfg.shared_expert_gate:  # Qwen2-MoE / Qwen3-Next: one shared expert, gated per token
+            self.shared_expert = MLP(cfg, hidden=cfg.expert_ffn_hidden)
+            self.shared_expert_gate = nn.Linear(cfg.d_model, 1, bias=False)
+        elif cfg.n_shared_experts:
             self.shared_experts = MLP(cfg, hidden=cfg.n_shared_experts * cfg.expert_ffn_hidden)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -192,4 +196,6 @@ class SparseMoE(MoE):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = super().forward(x)
+        if self.cfg.shared_expert_gate:  # σ(w·x) · shared_expert(x)
+            return out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return out + self.shared_experts(x) if self.cfg.n_shared_experts else out
