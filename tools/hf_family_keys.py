@@ -50,10 +50,13 @@ FAMILIES = (
     "smollm3",
     "phi3",
     "glm4_moe",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
 )
 # A family whose modelling file is named after another model type: Gemma3TextConfig's decoder
 # (Gemma3ForCausalLM) lives in models/gemma3/modeling_gemma3.py, beside the multimodal wrapper
-MODULES = {"gemma3_text": "gemma3"}
+MODULES = {"gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 # What only a multimodal wrapper's classes read (its sub-configs): a definition that reads one
 # belongs to the wrapper, not to the text decoder, and is left out of the decoder's keys
 WRAPPER_READS = {"text_config", "vision_config", "get_text_config"}
@@ -92,14 +95,15 @@ def keys_read_by(source: str) -> set[str]:
 
 def decoder_source(source: str) -> str:
     """A modelling file without the definitions of a multimodal wrapper held beside the text
-    decoder (those that read the wrapper's sub-configs: ``WRAPPER_READS``)."""
+    decoder: those that read the wrapper's sub-configs (``WRAPPER_READS``) and the vision
+    tower's classes (named ``…Vision…``: Qwen3.5's read its vision config's depth, patch size …)."""
     tree = ast.parse(source)
     tree.body = [
         node
         for node in tree.body
         if not (
             isinstance(node, (ast.ClassDef, ast.FunctionDef))
-            and keys_read_by(ast.unparse(node)) & WRAPPER_READS
+            and (keys_read_by(ast.unparse(node)) & WRAPPER_READS or "Vision" in node.name)
         )
     ]
     return ast.unparse(tree)

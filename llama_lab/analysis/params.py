@@ -25,6 +25,11 @@ DETAIL_KEYS = (
     "kv_a_proj_with_mqa",
     "kv_b_proj",
     "latent_norms",
+    "linear_in_proj",
+    "linear_conv",
+    "linear_decay",
+    "linear_norm",
+    "linear_out_proj",
     "attention_bias",
     "attention_sinks",
     "qk_norm",
@@ -37,6 +42,7 @@ DETAIL_KEYS = (
     "experts",
     "expert_bias",
     "shared_experts",
+    "shared_expert_gate",
     "input_layernorm",
     "post_attention_layernorm",
     "pre_feedforward_layernorm",
@@ -58,6 +64,11 @@ COMPONENT_OF = {
     "kv_a_proj_with_mqa": "attention",
     "kv_b_proj": "attention",
     "latent_norms": "norms",
+    "linear_in_proj": "attention",
+    "linear_conv": "attention",
+    "linear_decay": "attention",
+    "linear_norm": "norms",
+    "linear_out_proj": "attention",
     "attention_bias": "attention",
     "attention_sinks": "attention",
     "qk_norm": "norms",
@@ -70,6 +81,7 @@ COMPONENT_OF = {
     "experts": "ffn",
     "expert_bias": "ffn",
     "shared_experts": "ffn",
+    "shared_expert_gate": "ffn",
     "input_layernorm": "norms",
     "post_attention_layernorm": "norms",
     "pre_feedforward_layernorm": "norms",
@@ -80,6 +92,15 @@ COMPONENT_OF = {
 
 
 MLA_KEYS = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj")
+# A Gated DeltaNet block's tensors (module, or parameter name) by kind; its in_proj_* parts
+# are linear_in_proj
+LINEAR_KEYS = {
+    "conv1d": "linear_conv",
+    "A_log": "linear_decay",
+    "dt_bias": "linear_decay",
+    "norm": "linear_norm",
+    "out_proj": "linear_out_proj",
+}
 COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head")
 
 
@@ -120,23 +141,44 @@ def norms_per_block(cfg: ModelConfig) -> int:
     return len(BLOCK_NORMS[cfg.norm_position])
 
 
+def linear_layer_detail(cfg: ModelConfig) -> dict:
+    """A Gated DeltaNet block's token mixer by tensor kind: the input projections (q, k, v, the
+    output gate z, β and the decay's a: C → 2·Hk·dk + 2·Hv·dv + 2·Hv), the depthwise convolution
+    (conv_dim · K), A_log and dt_bias (Hv each), the gated norm (dv) and out_proj (Hv·dv → C)."""
+    C, Hv = cfg.d_model, cfg.linear_v_heads
+    return {
+        "linear_in_proj": C * (2 * cfg.linear_key_dim + 2 * cfg.linear_value_dim + 2 * Hv),
+        "linear_conv": cfg.linear_conv_dim * cfg.linear_conv_kernel,
+        "linear_decay": 2 * Hv,
+        "linear_norm": cfg.linear_v_head_dim,
+        "linear_out_proj": cfg.linear_value_dim * C,
+    }
+
+
 def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
     """Parameters of decoder block ``layer`` by tensor kind (blocks differ when only some are
-    sparse)."""
+    sparse, or some mix tokens with Gated DeltaNet)."""
     s = Shapes.of(cfg)
     C, H, G, D, F = s.C, s.H, s.G, s.D, s.F
     gated = s.n_ffn_matrices == 3
     sparse = cfg.moe_layer_flags[layer]
+    linear = cfg.linear_layer_flags[layer]
     gpt_oss = cfg.moe_style == "gpt_oss"
     # q, k, v, o (GQA/MQA: G < H shrinks K and V); MLA: its low-rank projections
     attention = dict.fromkeys(("q_proj", "k_proj", "v_proj", "o_proj", *MLA_KEYS), 0)
-    attention.update({name: rows * cols for name, rows, cols in s.attention})
+    mixer = dict.fromkeys(linear_layer_detail(cfg), 0)
+    if linear:
+        mixer.update(linear_layer_detail(cfg))
+    else:
+        attention.update({name: rows * cols for name, rows, cols in s.attention})
     attention["latent_norms"] = s.Rq + s.Rkv  # MLA: RMSNorm γ of q's bottleneck and the latent
+    softmax = not linear  # the attention block's own tensors
     return {
         **attention,
-        "attention_bias": (H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0),
-        "attention_sinks": H if cfg.attention_sinks else 0,  # gpt-oss: one logit per query head
-        "qk_norm": sum(qk_norm_widths(cfg)),
+        **mixer,
+        "attention_bias": ((H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0)) * softmax,
+        "attention_sinks": H if cfg.attention_sinks and softmax else 0,  # gpt-oss: a logit per query head
+        "qk_norm": sum(qk_norm_widths(cfg)) * softmax,
         "gate_proj": C * F if gated and not sparse else 0,  # SwiGLU's third matrix
         "up_proj": 0 if sparse else C * F,
         "down_proj": 0 if sparse else F * C,
@@ -146,6 +188,7 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         "experts": s.E * 3 * C * s.Fe if sparse else 0,  # E × (gate, up: C→Fe; down: Fe→C)
         "expert_bias": s.E * (2 * s.Fe + C) if sparse and gpt_oss else 0,  # gpt-oss's experts
         "shared_experts": 3 * C * s.Fs if sparse else 0,  # one SwiGLU of width Fs, always on
+        "shared_expert_gate": C if sparse and cfg.shared_expert_gate else 0,  # Qwen: C → 1
         **{name: 0 for names in BLOCK_NORMS.values() for name in names},
         **{name: norm_params(cfg) for name in BLOCK_NORMS[cfg.norm_position]},
     }
@@ -183,10 +226,11 @@ def unrouted_expert_params(cfg: ModelConfig) -> int:
 def count_params(cfg: ModelConfig) -> ParamCount:
     """Closed form: L blocks + token embedding + learned positions + final norm + lm_head."""
     detail = dict.fromkeys(DETAIL_KEYS, 0)
-    flags = cfg.moe_layer_flags  # blocks come in two kinds: dense and sparse
-    for sparse in set(flags):
-        for key, count in layer_param_detail(cfg, flags.index(sparse)).items():
-            detail[key] += flags.count(sparse) * count
+    # blocks come in up to four kinds: dense or sparse FFN, attention or Gated DeltaNet
+    kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
+    for kind in set(kinds):
+        for key, count in layer_param_detail(cfg, kinds.index(kind)).items():
+            detail[key] += kinds.count(kind) * count
     s = Shapes.of(cfg)
     detail["embed_tokens"] = s.V * s.C
     detail["embed_positions"] = cfg.max_seq_len * s.C if cfg.pos_encoding == "learned" else 0
@@ -211,8 +255,12 @@ def _detail_key(name: str) -> str:
         return "qk_norm"
     if owner in ("q_a_layernorm", "kv_a_layernorm"):
         return "latent_norms"
-    if "shared_experts" in parts:
+    if "shared_experts" in parts or "shared_expert" in parts:
         return "shared_experts"
+    if owner == "shared_expert_gate":
+        return "shared_expert_gate"
+    if "linear_attn" in parts:
+        return LINEAR_KEYS.get(owner if kind == "weight" and owner in LINEAR_KEYS else kind, "linear_in_proj")
     if owner in ("gate", "router") and "mlp" in parts:
         return "router_bias" if kind == "bias" else "router"
     if owner == "experts" and kind.endswith("_bias"):

@@ -76,8 +76,9 @@ def attention_matrices(cfg: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     Dr (the latent and the shared RoPE key), kv_b: Rkv → H·(D − Dr + Dv) (every head's k_nope
     and v), o: H·Dv → C."""
     C, H, G, D = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    if not cfg.is_mla:
-        return (("q_proj", H * D, C), ("k_proj", G * D, C), ("v_proj", G * D, C), ("o_proj", C, H * D))
+    if not cfg.is_mla:  # a gated attention's q_proj also emits each head's output gate (Qwen3-Next)
+        q_rows = H * D * (2 if cfg.attn_output_gate else 1)
+        return (("q_proj", q_rows, C), ("k_proj", G * D, C), ("v_proj", G * D, C), ("o_proj", C, H * D))
     Rq, Rkv, Dr, Dv = cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_rope_head_dim, cfg.v_head_dim
     q = (("q_a_proj", Rq, C), ("q_b_proj", H * D, Rq)) if Rq else (("q_proj", H * D, C),)
     return q + (

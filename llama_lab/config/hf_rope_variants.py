@@ -37,12 +37,18 @@ def _floor_head_dim(data: Mapping[str, Any], family: Family) -> dict:
     return dict(head_dim=hidden // heads)
 
 
+# The config classes that kwargs.setdefault("partial_rotary_factor", x) before folding it into
+# rope_parameters: Glm4MoeConfig's 0.5, Qwen3NextConfig's and Qwen3.5's 0.25
+ROTARY_SETDEFAULT = {"glm4_moe": 0.5, "qwen3_next": 0.25, "qwen3_5_text": 0.25, "qwen3_5_moe_text": 0.25}
+
+
 def _partial_rotary(data: Mapping[str, Any], family: Family) -> float:
     """The share of each head RoPE rotates, as Phi3RotaryEmbedding and Glm4MoeRotaryEmbedding
     read it: ``rope_parameters.get("partial_rotary_factor", 1.0)`` after the config class built
     rope_parameters (``rope_scaling or rope_parameters``, then ``setdefault`` of the top-level
     key: Phi3Config.convert_rope_params_to_dict's ``kwargs.get(..., 1.0)``, Glm4MoeConfig's
-    ``kwargs.setdefault(..., 0.5)``, which PreTrainedConfig folds in only when it is not null)."""
+    ``kwargs.setdefault(..., 0.5)``, Qwen3-Next's and Qwen3.5's 0.25, which PreTrainedConfig
+    folds in only when it is not null)."""
     scaling, params = data.get("rope_scaling"), data.get("rope_parameters")
     source = scaling if scaling else params
     if isinstance(source, Mapping) and "partial_rotary_factor" in source:
@@ -50,9 +56,10 @@ def _partial_rotary(data: Mapping[str, Any], family: Family) -> float:
         key, value = f"{where}['partial_rotary_factor']", source["partial_rotary_factor"]
     else:
         key = "partial_rotary_factor"
-        value = data.get(key, 0.5 if family.model_type == "glm4_moe" else 1.0)
-        if value is None and family.model_type == "glm4_moe":
-            return 1.0  # not folded in: Glm4MoeRotaryEmbedding's .get(..., 1.0)
+        setdefault = ROTARY_SETDEFAULT.get(family.model_type)
+        value = data.get(key, 1.0 if setdefault is None else setdefault)
+        if value is None and setdefault is not None:
+            return 1.0  # not folded in: the rotary embedding's .get(..., 1.0)
     number = _number(value)
     if number is None or not 0 < number <= 1:
         raise ConfigError(

@@ -138,6 +138,22 @@ _GEMMA_KEYS = frozenset(
 _GEMMA_NULLABLE = frozenset(
     {"layer_types", "attn_logit_softcapping", "final_logit_softcapping", "use_bidirectional_attention"}
 )
+# Qwen3-Next's and Qwen3.5's keys (hf_qwen_next); a null layer_types is derived, a null
+# partial_rotary_factor rotates whole heads (never folded into rope_parameters)
+_HYBRID_KEYS = frozenset(
+    {
+        "attention_bias",
+        "layer_types",
+        "full_attention_interval",
+        "partial_rotary_factor",
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+        "linear_conv_kernel_dim",
+    }
+)
+_HYBRID_NULLABLE = frozenset({"layer_types", "partial_rotary_factor"})
 FAMILIES: dict[str, Family] = {
     f.model_type: f
     for f in (
@@ -357,6 +373,38 @@ FAMILIES: dict[str, Family] = {
             # Embedding rotates whole heads (its .get(..., 1.0)); the MTP count nothing reads
             frozenset({"partial_rotary_factor", "num_nextn_predict_layers"}),
         ),
+        # Qwen3NextConfig (Qwen3-Next-80B-A3B): layer_types (every full_attention_interval-th
+        # block gated attention, the others Gated DeltaNet), the linear heads and convolution,
+        # (1 + γ) norms, partial RoPE; experts every decoder_sparse_step-th block except
+        # mlp_only_layers, each with a gated shared expert
+        Family(
+            "qwen3_next",
+            "Qwen3NextForCausalLM",
+            _defaults("qwen3_next"),
+            _HYBRID_KEYS
+            | {
+                "decoder_sparse_step",
+                "mlp_only_layers",
+                "num_experts",
+                "num_experts_per_tok",
+                "moe_intermediate_size",
+                "shared_expert_intermediate_size",
+                "norm_topk_prob",
+            },
+            _HYBRID_NULLABLE | {"mlp_only_layers"},
+        ),
+        # Qwen3_5TextConfig (Qwen3.5 dense): the same blocks with Qwen3.5's separate projections
+        # (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) and a dense SwiGLU everywhere
+        Family("qwen3_5_text", "Qwen3_5ForCausalLM", _defaults("qwen3_5_text"), _HYBRID_KEYS, _HYBRID_NULLABLE),
+        # Qwen3_5MoeTextConfig (Qwen3.5-MoE): experts with a gated shared expert on every block
+        Family(
+            "qwen3_5_moe_text",
+            "Qwen3_5MoeForCausalLM",
+            _defaults("qwen3_5_moe_text"),
+            _HYBRID_KEYS
+            | {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"},
+            _HYBRID_NULLABLE,
+        ),
     )
 }
 # Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
@@ -373,6 +421,7 @@ KIND = {
     "layer_types": "a list",
     "mlp_only_layers": "a list",
     "no_rope_layers": "a list",
+    "full_attention_interval": "a whole number",
 }
 # Nulls a config class takes that its model then cannot run with: refused, with the reason.
 NULL_WHY = {
@@ -402,4 +451,8 @@ READ_WHERE_READ = frozenset({"hidden_act"})
 # that class's defaults when text_config is absent or null: Gemma3Config's Gemma3TextConfig.
 # The wrapper's own tie_word_embeddings ties the head (PreTrainedModel.tie_weights reads the
 # wrapper's config: Gemma3ForConditionalGeneration's), default as its class's.
-WRAPPED_TEXT = {"gemma3": ("gemma3_text", "Gemma3Config", True)}
+WRAPPED_TEXT = {
+    "gemma3": ("gemma3_text", "Gemma3Config", True),
+    "qwen3_5": ("qwen3_5_text", "Qwen3_5Config", False),
+    "qwen3_5_moe": ("qwen3_5_moe_text", "Qwen3_5MoeConfig", False),
+}
