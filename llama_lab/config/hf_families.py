@@ -3,8 +3,9 @@ transformers config class and model read them (``family_fields``): biases, QK-no
 windows (Mistral's on every layer, Qwen's, gpt-oss's and Gemma's per ``layer_types``), experts
 (Mixtral, Qwen3-MoE), MLA and DeepSeekMoE (DeepSeek-V2/V3), gpt-oss's sinks and expert block,
 Gemma 2/3's layer (``hf_gemma``), OLMo 2's, SmolLM3's, Phi-3's and GLM-4.5's
-(``hf_rope_variants``), Qwen3-Next's and Qwen3.5's hybrid layers (``hf_qwen_next``). The shared fields (sizes, heads, norms, one RoPE base) are ``hf``'s; the
-getters and layer-kind helpers all of them use are ``hf_read``'s."""
+(``hf_rope_variants``), Qwen3-Next's and Qwen3.5's hybrid layers (``hf_qwen_next``). The shared
+fields (sizes, heads, norms, one RoPE base) are ``hf``'s; the getters and layer-kind helpers all
+of them use are ``hf_read``'s."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any, Mapping
 from ..errors import ConfigError
 from .bounds import FAMILY_LIMITS
 from .hf_gemma import _gemma
-from .hf_read import LAYER_KINDS, Family, _bool, _count, _get, _layer_types, _list, _windows
 from .hf_qwen_next import HYBRID, qwen_hybrid
+from .hf_read import LAYER_KINDS, Family, _bool, _count, _get, _layer_types, _list, _windows
 from .hf_rope_variants import _glm4_moe, _olmo2, _phi3, _smollm3
 from .messages import shown
 

@@ -154,6 +154,9 @@ _HYBRID_KEYS = frozenset(
     }
 )
 _HYBRID_NULLABLE = frozenset({"layer_types", "partial_rotary_factor"})
+_HYBRID_EXPERT_KEYS = frozenset(
+    {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"}
+)
 FAMILIES: dict[str, Family] = {
     f.model_type: f
     for f in (
@@ -381,28 +384,26 @@ FAMILIES: dict[str, Family] = {
             "qwen3_next",
             "Qwen3NextForCausalLM",
             _defaults("qwen3_next"),
-            _HYBRID_KEYS
-            | {
-                "decoder_sparse_step",
-                "mlp_only_layers",
-                "num_experts",
-                "num_experts_per_tok",
-                "moe_intermediate_size",
-                "shared_expert_intermediate_size",
-                "norm_topk_prob",
-            },
+            _HYBRID_KEYS | _HYBRID_EXPERT_KEYS | {"decoder_sparse_step", "mlp_only_layers", "norm_topk_prob"},
             _HYBRID_NULLABLE | {"mlp_only_layers"},
         ),
         # Qwen3_5TextConfig (Qwen3.5 dense): the same blocks with Qwen3.5's separate projections
         # (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) and a dense SwiGLU everywhere
-        Family("qwen3_5_text", "Qwen3_5ForCausalLM", _defaults("qwen3_5_text"), _HYBRID_KEYS, _HYBRID_NULLABLE),
+        Family(
+            "qwen3_5_text", "Qwen3_5ForCausalLM", _defaults("qwen3_5_text"), _HYBRID_KEYS, _HYBRID_NULLABLE
+        ),
         # Qwen3_5MoeTextConfig (Qwen3.5-MoE): experts with a gated shared expert on every block
         Family(
             "qwen3_5_moe_text",
             "Qwen3_5MoeForCausalLM",
             _defaults("qwen3_5_moe_text"),
             _HYBRID_KEYS
-            | {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"},
+            | {
+                "num_experts",
+                "num_experts_per_tok",
+                "moe_intermediate_size",
+                "shared_expert_intermediate_size",
+            },
             _HYBRID_NULLABLE,
         ),
     )
