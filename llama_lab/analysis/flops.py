@@ -52,6 +52,11 @@ FLOP_CONVENTIONS = [
     "attends over the cached latent in the absorbed form (DeepSeek-V2 §2.1.2: W_UK folded into the "
     "query, W_UV into the output, as serving engines decode): (2·Rkv + Dr) per pair and head, the "
     "projections unchanged (W_UK and W_UV are kv_b_proj's rows). Shared experts run for every token.",
+    "Gated DeltaNet (Qwen3-Next, Qwen3.5): its projections are in attention_proj (q_proj of a gated "
+    "attention block includes its output gate); 'delta_rule' is the causal convolution and the "
+    "gated delta rule in the chunked form (chunks of 64, the sequence padded to a whole chunk; the two "
+    "unit-triangular solves per chunk included: FlopCounterMode has no rule for solve_triangular and "
+    "counts 0 for them) or, decoding, the recurrent form (3·dk·dv per value head and token).",
     "GQA/MQA shrink the K/V projections (2·C·G·D per token) but not the scores: every query head "
     "still attends over all keys.",
     "the token-embedding lookup is a gather: 0 FLOPs.",
@@ -109,12 +114,46 @@ Pairs = Union[int, Callable[[Optional[int]], int]]  # query-key pairs, or pairs(
 
 
 def layer_pairs(cfg: ModelConfig, pairs: Pairs) -> list[int]:
-    """Query-key pairs of each block: ``pairs`` itself, or ``pairs(window)`` with the block's
-    sliding window (None: it attends every earlier key)."""
+    """Query-key pairs of each attention block: ``pairs`` itself, or ``pairs(window)`` with the
+    block's sliding window (None: it attends every earlier key). Gated DeltaNet blocks have none."""
+    full = cfg.full_attention_layers
     if not callable(pairs):
-        return [pairs] * cfg.n_layers
-    local = sum(cfg.local_layer_flags)  # two kinds of block: windowed or not
-    return ([pairs(cfg.sliding_window)] * local if local else []) + ([pairs(None)] * (cfg.n_layers - local))
+        return [pairs] * full
+    local = sum(cfg.local_layer_flags)  # two kinds of attention block: windowed or not
+    return ([pairs(cfg.sliding_window)] * local if local else []) + ([pairs(None)] * (full - local))
+
+
+def linear_proj_params(cfg: ModelConfig) -> int:
+    """A Gated DeltaNet block's projection matrices (multiply-adds per token through them): its
+    input projections C → 2·Hk·dk + 2·Hv·dv + 2·Hv and out_proj Hv·dv → C."""
+    C = cfg.d_model
+    return (
+        C * (2 * cfg.linear_key_dim + 2 * cfg.linear_value_dim + 2 * cfg.linear_v_heads)
+        + cfg.linear_value_dim * C
+    )
+
+
+def delta_rule_flops(cfg: ModelConfig, batch: int, seq_len: int, decode: bool) -> int:
+    """Matmul FLOPs of the Gated DeltaNet blocks' token mixing, all of them: the causal
+    convolution (conv_dim · K multiply-adds per token) and the gated delta rule per value head.
+    A forward over T tokens runs the chunked form (chunks of c = 64, T padded to n·c, as
+    transformers and the FLA kernels run it): per chunk k·kᵀ and q·kᵀ (c²·dk each), two
+    unit-triangular solves (c(c−1)/2 · (dv + dk)), and against the state S·k, S·q, k·u (c·dk·dv
+    each) and the scores times the writes (c²·dv). A decode step is the recurrent form:
+    3 · dk · dv per head (read S with k, write k ⊗ u, read S with q)."""
+    from ..model.delta_net import CHUNK
+
+    n_linear = sum(cfg.linear_layer_flags)
+    if not n_linear:
+        return 0
+    dk, dv, Hv = cfg.linear_k_head_dim, cfg.linear_v_head_dim, cfg.linear_v_heads
+    conv = cfg.linear_conv_dim * cfg.linear_conv_kernel * seq_len
+    if decode:
+        rule = 3 * dk * dv * seq_len
+    else:
+        c, n = CHUNK, -(-seq_len // CHUNK)
+        rule = n * (2 * c * c * dk + c * c * dv + 3 * c * dk * dv + c * (c - 1) // 2 * (dk + dv))
+    return 2 * batch * n_linear * (conv + Hv * rule)
 
 
 def pair_width(cfg: ModelConfig, absorbed: bool = False) -> int:
@@ -136,11 +175,15 @@ def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs, abso
     (``pair_width``); its projections cost the same (W_UK and W_UV are kv_b_proj's rows)."""
     s = Shapes.of(cfg)
     C, H, F, L, V = s.C, s.H, s.F, s.L, s.V
-    n_sparse = sum(cfg.moe_layer_flags)
+    n_sparse, n_linear = sum(cfg.moe_layer_flags), sum(cfg.linear_layer_flags)
     sparse_ffn = s.K * 3 * C * s.Fe + 3 * C * s.Fs  # k routed experts + the shared ones
+    if cfg.shared_expert_gate:
+        sparse_ffn += C  # its gate: C → 1
+    projections = s.attention_params * (L - n_linear) + linear_proj_params(cfg) * n_linear
     flops = {
-        # q: C→H·D, k and v: C→G·D, o: H·D→C (or MLA's projections), every token and layer
-        "attention_proj": 2 * new_tokens * s.attention_params * L,
+        # q: C→H·D (and its gate), k and v: C→G·D, o: H·D→C (or MLA's projections), every
+        # token and attention block; Gated DeltaNet blocks: their input projections and out_proj
+        "attention_proj": 2 * new_tokens * projections,
         # QKᵀ and AV: 2 FLOPs per MAC × (D + Dv) MACs per (query, key) pair, every head and layer
         "attention_scores": 2 * sum(layer_pairs(cfg, query_key_pairs)) * pair_width(cfg, absorbed) * H,
         # dense blocks: gate/up C→F, down F→C; sparse blocks: k experts (gate/up C→Fe, down Fe→C)
@@ -166,7 +209,7 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     # gpt-oss: the router's bias, and each routed expert's gate/up and down biases
     expert_biases = s.E + s.K * (2 * s.Fe + C) if cfg.moe_style == "gpt_oss" else 0
     biases = L * attention_biases + (L - n_sparse) * ffn_biases + n_sparse * expert_biases
-    qk_norm = new_tokens * (H + G) * D * L * k["rmsnorm"] if cfg.qk_norm else 0
+    qk_norm = new_tokens * (H + G) * D * cfg.full_attention_layers * k["rmsnorm"] if cfg.qk_norm else 0
     latent_norms = new_tokens * (s.Rq + s.Rkv) * L * k["rmsnorm"]  # MLA's two RMSNorms
     # MLA: q's rope parts, the one key; partial rotary (Phi-3, GLM) the first rope_dim of each head
     rotated = (H + 1) * s.Dr if cfg.is_mla else (H + G) * cfg.rope_dim
@@ -210,6 +253,8 @@ def _flop_count(
     tokens = batch * seq_len
     absorbed = phase == "decode" and mla_form == "absorbed"  # MLA over its cached latent
     by_component = matmul_flops(cfg, tokens, pairs, absorbed)
+    if cfg.has_linear_attention:  # Gated DeltaNet: the convolution and the delta rule
+        by_component["delta_rule"] = delta_rule_flops(cfg, batch, seq_len, phase == "decode")
     if phase == "decode" and mla_form == "rebuilt" and cfg.is_mla:  # kv_b over every cached latent
         s = Shapes.of(cfg)
         kv_b = s.Rkv * s.H * (s.D - s.Dr + s.Dv)
@@ -221,7 +266,8 @@ def _flop_count(
     # block's last query attends (T, or its window)
     s = Shapes.of(cfg)
     local = sum(cfg.local_layer_flags)
-    keys = local * min(context_len, cfg.sliding_window or context_len) + (s.L - local) * context_len
+    full = cfg.full_attention_layers  # Gated DeltaNet blocks attend no keys
+    keys = local * min(context_len, cfg.sliding_window or context_len) + (full - local) * context_len
     palm = 6 * n_palm + 6 * s.H * (s.D + s.Dv) * keys  # 12·H·Q when q/k and v heads are alike
     return FlopCount(
         phase=phase,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..config import LIMITS, MAX_BATCH, ModelConfig
 from ..config.recipes import without_mla
-from ..runtime.hardware import GPU
+from ..runtime.hardware import DTYPE_BYTES, GPU
 from .common import check_count, check_seq, checked_gpu
 from .quant import KV_DTYPES, WeightQuant, kv_head_bytes, weights_bytes
 from .shapes import Shapes
@@ -27,9 +27,30 @@ def layer_token_bytes(cfg: ModelConfig, dtype: str = "bf16", kv_heads: int | Non
 
 
 def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
-    """The cache of every layer for one token, L · ``layer_token_bytes`` (a sliding-window
-    layer stops growing once it holds its window: ``kv_cache_bytes``)."""
-    return cfg.n_layers * layer_token_bytes(cfg, dtype)
+    """The cache of every attention layer for one token, ``layer_token_bytes`` each (a
+    sliding-window layer stops growing once it holds its window: ``kv_cache_bytes``; a Gated
+    DeltaNet layer never grows: ``state_bytes``)."""
+    return cfg.full_attention_layers * layer_token_bytes(cfg, dtype)
+
+
+def linear_state_bytes(cfg: ModelConfig, dtype: str = "bf16") -> dict[str, int]:
+    """One sequence's fixed state in one Gated DeltaNet layer, as transformers' cache holds it:
+    ``conv`` the convolution's last K inputs (conv_dim · K, in the activations' dtype: ``dtype``
+    when it is a float format, else 16-bit) and ``recurrent`` the delta rule's state per value
+    head (Hv · dk · dv, float32: transformers' delta rule keeps it so, and Qwen3.5's configs say
+    mamba_ssm_dtype float32). The convolution needs only K − 1 earlier inputs between steps (the
+    FLA and vLLM kernels keep K − 1); transformers keeps K."""
+    width = DTYPE_BYTES[dtype] if dtype in ("fp32", "bf16", "fp16") else 2
+    return {
+        "conv": cfg.linear_conv_dim * cfg.linear_conv_kernel * width,
+        "recurrent": cfg.linear_v_heads * cfg.linear_k_head_dim * cfg.linear_v_head_dim * 4,
+    }
+
+
+def state_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """One sequence's state in every Gated DeltaNet layer (``linear_state_bytes``): the same at
+    any context length; 0 without such layers."""
+    return sum(cfg.linear_layer_flags) * sum(linear_state_bytes(cfg, dtype).values())
 
 
 def naive_mla_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
@@ -43,11 +64,12 @@ def naive_mla_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
 
 
 def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
-    """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences: every layer
-    ``layer_token_bytes`` per token held, a sliding-window layer holding at most its window."""
+    """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences: every
+    attention layer ``layer_token_bytes`` per token held, a sliding-window layer holding at most
+    its window; every Gated DeltaNet layer its fixed state per sequence (``state_bytes``)."""
     local = sum(cfg.local_layer_flags)
-    held = local * min(tokens, cfg.sliding_window or tokens) + (cfg.n_layers - local) * tokens
-    return batch * layer_token_bytes(cfg, dtype) * held
+    held = local * min(tokens, cfg.sliding_window or tokens) + (cfg.full_attention_layers - local) * tokens
+    return batch * (layer_token_bytes(cfg, dtype) * held + state_bytes(cfg, dtype))
 
 
 def gqa_kv_heads(cfg: ModelConfig) -> int:
@@ -94,6 +116,7 @@ class KVCacheReport:
     compare_kv_heads: dict[str, int]  # mha/gqa/mqa → n_kv_heads used
     by_dtype: dict[str, int]  # dtype → bytes_per_token
     note: str
+    state_bytes: int = 0  # per sequence: every Gated DeltaNet layer's fixed state (in ``bytes``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -132,6 +155,14 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
             f"GQA column: {g} KV heads ({cfg.n_heads // g} query heads per KV head), the "
             f"divisor of n_heads nearest n_heads/8 as in LLaMA-2-70B/LLaMA-3."
         )
+    n_linear = sum(cfg.linear_layer_flags)
+    if n_linear:
+        note += (
+            f" {n_linear} of {cfg.n_layers} layers are Gated DeltaNet: no per-token cache, a fixed "
+            f"state of {state_bytes(cfg, dtype) // n_linear:,} bytes per layer and sequence (the "
+            f"convolution's last {cfg.linear_conv_kernel} inputs and the float32 delta-rule state, "
+            f"as transformers' cache holds them), counted in the cache's bytes at every length."
+        )
     local = sum(cfg.local_layer_flags)
     if local and seq_len > cfg.sliding_window:
         note += (
@@ -152,6 +183,7 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
         compare_kv_heads={k: v.n_kv_heads for k, v in variants.items()},
         by_dtype={name: kv_cache_bytes_per_token(cfg, name) for name in KV_DTYPES},
         note=note,
+        state_bytes=state_bytes(cfg, dtype),
     )
 
 
@@ -179,17 +211,19 @@ def max_context_that_fits(
     free = _free_after_weights(cfg, gpu, dtype)
     dtype = kv_dtype or _name(dtype)
     per_token = kv_cache_bytes_per_token(cfg, dtype)
+    free -= batch * state_bytes(cfg, dtype)  # Gated DeltaNet layers: a fixed state per sequence
     if free < batch * per_token:
         return 0
+    if per_token == 0:  # no attention layer grows: any length fits once the states do
+        return LIMITS["max_seq_len"]
     window = cfg.sliding_window if any(cfg.local_layer_flags) else None
-    if window is None or free < kv_cache_bytes(cfg, window, batch, dtype):
+    states = batch * state_bytes(cfg, dtype)  # already set aside: kv_cache_bytes holds them too
+    if window is None or free < kv_cache_bytes(cfg, window, batch, dtype) - states:
         return free // (batch * per_token)  # every layer still grows per token
-    global_per_token = (
-        kv_cache_bytes_per_token(cfg, dtype) * (cfg.n_layers - sum(cfg.local_layer_flags)) // cfg.n_layers
-    )
+    global_per_token = layer_token_bytes(cfg, dtype) * (cfg.full_attention_layers - sum(cfg.local_layer_flags))
     if global_per_token == 0:  # every layer local: the cache stops at W
         return LIMITS["max_seq_len"]
-    left = free - kv_cache_bytes(cfg, window, batch, dtype)
+    left = free - (kv_cache_bytes(cfg, window, batch, dtype) - states)
     return window + left // (batch * global_per_token)
 
 

@@ -288,6 +288,7 @@ def analyze(
             "compare_kv_heads": kv.compare_kv_heads,
             "by_dtype": kv.by_dtype,
             **({"naive_bytes_per_token": naive_mla_bytes_per_token(cfg, kv_dtype)} if cfg.is_mla else {}),
+            **({"state_bytes": kv.state_bytes} if cfg.has_linear_attention else {}),
             "max_context_by_gpu": {
                 name: max_context_that_fits(cfg, gpu, batch, weights, kv_dtype) for name, gpu in GPUS.items()
             },
