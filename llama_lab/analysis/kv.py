@@ -220,7 +220,9 @@ def max_context_that_fits(
     states = batch * state_bytes(cfg, dtype)  # already set aside: kv_cache_bytes holds them too
     if window is None or free < kv_cache_bytes(cfg, window, batch, dtype) - states:
         return free // (batch * per_token)  # every layer still grows per token
-    global_per_token = layer_token_bytes(cfg, dtype) * (cfg.full_attention_layers - sum(cfg.local_layer_flags))
+    global_per_token = layer_token_bytes(cfg, dtype) * (
+        cfg.full_attention_layers - sum(cfg.local_layer_flags)
+    )
     if global_per_token == 0:  # every layer local: the cache stops at W
         return LIMITS["max_seq_len"]
     left = free - (kv_cache_bytes(cfg, window, batch, dtype) - states)

@@ -86,21 +86,39 @@ class TensorGroup:
         return self.count * self.rows * self.cols
 
 
-def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
-    """The tensors of ``n`` blocks of one kind (dense or sparse)."""
+def _linear_mixer_tensors(cfg: ModelConfig, n: int) -> list[TensorGroup]:
+    """A Gated DeltaNet block's tensors: its input projections (each a linear module, as the
+    checkpoints keep them) and out_proj are linear; the depthwise convolution, A_log and dt_bias
+    are kept in 16 bits as biases are (no quantised checkpoint converts them); the gated norm."""
+    from ..model.delta_net import projection_parts
+
+    C = cfg.d_model
+    groups = [
+        TensorGroup(f"linear_attn.{name}", "linear", n, rows, C) for name, rows in projection_parts(cfg)
+    ]
+    groups += [
+        TensorGroup("linear_attn.out_proj", "linear", n, C, cfg.linear_value_dim),
+        TensorGroup("linear_attn.conv1d", "bias", n, cfg.linear_conv_dim, cfg.linear_conv_kernel),
+        TensorGroup("linear_attn.A_log, dt_bias", "bias", n, 2, cfg.linear_v_heads),
+        TensorGroup("linear_attn.norm", "norms", n, 1, cfg.linear_v_head_dim),
+    ]
+    return groups
+
+
+def _attention_tensors(cfg: ModelConfig, n: int) -> list[TensorGroup]:
+    """An attention block's tensors: the projections (q, k, v, o or MLA's), MLA's latent norms,
+    biases, QK-norms, sinks."""
     s = Shapes.of(cfg)
-    C, F, E, Fe = s.C, s.F, s.E, s.Fe
     groups = [TensorGroup(name, "linear", n, rows, cols) for name, rows, cols in s.attention]
     groups += [
         TensorGroup(name, "norms", n, 1, width)
         for name, width in (("q_a_layernorm", s.Rq), ("kv_a_layernorm", s.Rkv))
         if width
     ]
-    groups += [TensorGroup(name, "norms", n, 1, norm_params(cfg)) for name in BLOCK_NORMS[cfg.norm_position]]
     if cfg.qkv_bias:
         groups.append(TensorGroup("qkv_bias", "bias", n, 1, s.q_dim + 2 * s.kv_dim))
     if cfg.o_bias:
-        groups.append(TensorGroup("o_bias", "bias", n, 1, C))
+        groups.append(TensorGroup("o_bias", "bias", n, 1, s.C))
     groups += [
         TensorGroup(name, "norms", n, 1, width)
         for name, width in zip(("q_norm", "k_norm"), qk_norm_widths(cfg))
@@ -108,6 +126,15 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
     ]
     if cfg.attention_sinks:
         groups.append(TensorGroup("sinks", "bias", n, 1, s.H))
+    return groups
+
+
+def _block_tensors(cfg: ModelConfig, sparse: bool, linear: bool, n: int) -> list[TensorGroup]:
+    """The tensors of ``n`` blocks of one kind (dense or sparse; attention or Gated DeltaNet)."""
+    s = Shapes.of(cfg)
+    C, F, E, Fe = s.C, s.F, s.E, s.Fe
+    groups = _linear_mixer_tensors(cfg, n) if linear else _attention_tensors(cfg, n)
+    groups += [TensorGroup(name, "norms", n, 1, norm_params(cfg)) for name in BLOCK_NORMS[cfg.norm_position]]
     if sparse:
         groups += [
             TensorGroup("router", "router", n, E, C),
@@ -120,6 +147,8 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
                 TensorGroup("experts.gate_up_proj_bias", "bias", n * E, 1, 2 * Fe),
                 TensorGroup("experts.down_proj_bias", "bias", n * E, 1, C),
             ]
+        if cfg.shared_expert_gate:  # Qwen's C → 1 gate of the shared expert, kept as a router is
+            groups.append(TensorGroup("shared_expert_gate", "router", n, 1, C))
         if s.Fs:  # the shared experts: one SwiGLU, quantised like any dense FFN
             groups += [
                 TensorGroup(f"shared_experts.{name}", "linear", n, s.Fs, C)
@@ -140,12 +169,12 @@ def _block_tensors(cfg: ModelConfig, sparse: bool, n: int) -> list[TensorGroup]:
 def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
     """Every parameter tensor of the model by kind (their sizes sum to count_params.total)."""
     s = Shapes.of(cfg)
-    flags = cfg.moe_layer_flags
+    kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
     groups = [TensorGroup("embed_tokens", "embeddings", 1, s.V, s.C)]
     if cfg.pos_encoding == "learned":
         groups.append(TensorGroup("embed_positions", "embeddings", 1, cfg.max_seq_len, s.C))
-    for sparse in sorted(set(flags)):
-        groups += _block_tensors(cfg, sparse, flags.count(sparse))
+    for sparse, linear in sorted(set(kinds)):
+        groups += _block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
     if cfg.final_norm:
         groups.append(TensorGroup("final_norm", "norms", 1, 1, norm_params(cfg)))
     if not cfg.tie_embeddings:
