@@ -56,11 +56,13 @@ def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
         pytest.skip("MLA is modelled without biases")
     cfg = PRESETS[name].replace(bias=bias)  # transformer-2017: ReLU, two matrices
     flops = analysis.count_flops(cfg, 96, batch=3)
-    flags = cfg.moe_layer_flags  # blocks of each kind (dense, sparse) times their count
-    tables = [(fparams.block_table(cfg, flops, flags.index(kind)), flags.count(kind)) for kind in set(flags)]
+    # blocks of each kind (dense or sparse; attention or Gated DeltaNet) times their count
+    kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
+    tables = [(fparams.block_table(cfg, flops, kinds.index(kind)), kinds.count(kind)) for kind in set(kinds)]
     assert sum(t.forward_flops.sum() * n for t, n in tables) + flops.by_component["lm_head"] == flops.forward
     attention = sum(t[t.component == "attention"].forward_flops.sum() * n for t, n in tables)
-    assert attention == flops.by_component["attention_proj"] + flops.by_component["attention_scores"]
+    mixing = flops.by_component["attention_scores"] + flops.by_component.get("delta_rule", 0)
+    assert attention == flops.by_component["attention_proj"] + mixing
     assert sum(t[t.component == "ffn"].forward_flops.sum() * n for t, n in tables) == flops.by_component[
         "ffn"
     ] + flops.by_component.get("router", 0)  # MoE: router + k experts

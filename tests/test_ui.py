@@ -436,7 +436,9 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
     assert ui.live_config(PRESETS[preset], n_layers=4) == small
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
     # a layer list is fitted to the copy's depth (gpt-oss's "0,2" on 4 blocks, "0" on 2)
-    layer_sets = {name: getattr(small, name) for name in ("local_layers", "moe_layers", "nope_layers")}
+    layer_sets = {
+        name: getattr(small, name) for name in ("local_layers", "moe_layers", "nope_layers", "linear_layers")
+    }
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
     # MLA: its widths (latent, RoPE key, heads) follow d too
     mla = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
@@ -455,6 +457,9 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
             # a partial RoPE keeps an even rotated part at each width (Phi-4-mini, GLM-4.5)
             partial_rotary_factor=small.partial_rotary_factor,
             **({name: getattr(small, name) for name in mla} if small.is_mla else {}),
+            # Gated DeltaNet heads of d / 4 (Qwen3-Next, Qwen3.5)
+            linear_k_head_dim=small.linear_k_head_dim,
+            linear_v_head_dim=small.linear_v_head_dim,
             **layer_sets,
         )
         == small

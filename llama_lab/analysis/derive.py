@@ -20,7 +20,7 @@ from ..runtime.hardware import DTYPE_BYTES
 from .common import STATS_BYTES, checked_gpu
 from .flash import attention_memory
 from .flops import count_flops
-from .kv import kv_cache_bytes, kv_cache_bytes_per_token, max_context_that_fits, weight_bytes
+from .kv import kv_cache_bytes, kv_cache_bytes_per_token, max_context_that_fits, state_bytes, weight_bytes
 from .params import count_params, norm_params, norms_per_block
 from .quant import as_weight_quant, kv_head_bytes, kv_scale_bytes, weights_bytes
 from .shapes import Shapes
@@ -92,12 +92,23 @@ SHAPE_WORDS = {
 }
 
 
-def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
-    """One block's parameters as an expression: attention, FFN (or router and experts), norms,
-    and whatever biases and QK-norm the family has."""
+def _mixer_terms(cfg: ModelConfig, linear: bool) -> tuple[list[str], dict]:
+    """A block's token mixer as expression parts: attention (q, k, v, o; MLA's projections;
+    biases, QK-norm, sinks) or (``linear``) Gated DeltaNet."""
     s = Shapes.of(cfg)
+    if linear:  # in_proj (q, k, v, z, b, a), the convolution, A_log and dt_bias, the norm, out_proj
+        terms = {
+            "C": s.C,
+            "K_q": cfg.linear_key_dim,
+            "V_d": cfg.linear_value_dim,
+            "H_v": cfg.linear_v_heads,
+            "K_c": cfg.linear_conv_kernel,
+            "d_v": cfg.linear_v_head_dim,
+        }
+        return ["C*(2*K_q + 2*V_d + 2*H_v) + (2*K_q + V_d)*K_c + 2*H_v + d_v + V_d*C"], terms
     terms = {"C": s.C, "H": s.H, "G": s.G, "D": s.D}
-    parts = ["C*H*D + 2*C*G*D + H*D*C"]
+    # a gated attention's q_proj also emits each head's output gate (Qwen3-Next, Qwen3.5)
+    parts = ["2*C*H*D + 2*C*G*D + H*D*C" if cfg.attn_output_gate else "C*H*D + 2*C*G*D + H*D*C"]
     if cfg.is_mla:  # q (or q_a, q_b), kv_a, kv_b, o and the two latent norms
         terms = {"C": s.C, "H": s.H, "D": s.D, "D_v": s.Dv, "D_r": s.Dr, "R_kv": s.Rkv}
         q = "C*H*D"
@@ -113,6 +124,14 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
         parts.append("2*D" if cfg.qk_norm_scope == "head" else "(H + G)*D")
     if cfg.attention_sinks:  # gpt-oss: one sink logit per query head
         parts.append("H")
+    return parts, terms
+
+
+def _block_terms(cfg: ModelConfig, sparse: bool, linear: bool = False) -> tuple[str, dict]:
+    """One block's parameters as an expression: attention (or Gated DeltaNet), FFN (or router
+    and experts), norms, and whatever biases and QK-norm the family has."""
+    s = Shapes.of(cfg)
+    parts, terms = _mixer_terms(cfg, linear)
     if sparse:
         terms.update(E=s.E, F_e=s.Fe)
         parts.append("C*E + E*3*C*F_e")
@@ -121,6 +140,8 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
         if s.Fs:
             terms["F_s"] = s.Fs
             parts.append("3*C*F_s")
+        if cfg.shared_expert_gate:  # its gate: C → 1
+            parts.append("C")
     else:
         terms.update(n_ffn=s.n_ffn_matrices, F=s.F)
         parts.append("n_ffn*C*F")
@@ -134,7 +155,6 @@ def _block_terms(cfg: ModelConfig, sparse: bool) -> tuple[str, dict]:
 
 def params_total(cfg: ModelConfig) -> Derivation:
     p = count_params(cfg)
-    n_sparse = sum(cfg.moe_layer_flags)
     terms: dict[str, float] = {
         "V": cfg.vocab_size,
         "C": cfg.d_model,
@@ -142,12 +162,18 @@ def params_total(cfg: ModelConfig) -> Derivation:
         "n_final": norm_params(cfg) if cfg.final_norm else 0,
     }
     blocks, meaning = [], {}
-    for kind, sparse, count in (("dense", False, cfg.n_layers - n_sparse), ("sparse", True, n_sparse)):
-        if count:
-            expr, block_terms = _block_terms(cfg, sparse)
-            terms[f"N_{kind}"], terms[f"L_{kind}"] = _evaluate(expr, block_terms), count
-            meaning[f"N_{kind}"] = f"a {kind} block: {expr}"
-            blocks.append(f"L_{kind}*N_{kind}")
+    kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
+    for linear in (False, True):
+        for kind, sparse in (("dense", False), ("sparse", True)):
+            count = kinds.count((sparse, linear))
+            if not count:
+                continue
+            name = f"lin_{kind}" if linear else kind  # a Gated DeltaNet block's
+            expr, block_terms = _block_terms(cfg, sparse, linear)
+            terms[f"N_{name}"], terms[f"L_{name}"] = _evaluate(expr, block_terms), count
+            words = f"Gated DeltaNet {kind}" if linear else kind
+            meaning[f"N_{name}"] = f"a {words} block: {expr}"
+            blocks.append(f"L_{name}*N_{name}")
     expression = " + ".join(blocks) + " + V*C + untied*V*C + n_final"
     if cfg.pos_encoding == "learned":
         terms["P"] = cfg.max_seq_len
@@ -167,7 +193,7 @@ def params_total(cfg: ModelConfig) -> Derivation:
 
 
 def params_per_block(cfg: ModelConfig) -> Derivation:
-    expr, terms = _block_terms(cfg, cfg.moe_layer_flags[0])
+    expr, terms = _block_terms(cfg, cfg.moe_layer_flags[0], cfg.linear_layer_flags[0])
     return Derivation(
         "Per block (block 0)",
         r"N_\text{block} = \underbrace{C H D + 2 C G D + H D C}_"
@@ -200,7 +226,8 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
     """One forward over B×T tokens (``per_token``: divided by B·T), 2 FLOPs per multiply-add,
     scores over the full T×T; the causal half as the alternative."""
     f = count_flops(cfg, seq_len, batch)
-    matmul = f.forward - f.by_component["attention_scores"]
+    delta = f.by_component.get("delta_rule", 0)  # Gated DeltaNet's convolution and delta rule
+    matmul = f.forward - f.by_component["attention_scores"] - delta
     s = Shapes.of(cfg)
     pair = 2 * s.H * (s.D + s.Dv)  # FLOPs per query-key pair, every head: QKᵀ over D, AV over Dv
     terms = {
@@ -228,6 +255,11 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
         expression = "2*B*T*N_mm + 2*H*(D + D_v)*S"
         formula = formula.replace(r"4\,H D", r"2\,H (D + D_v)")
         meaning["D_v"] = "a value head's width (MLA)"
+    if delta:
+        terms["F_delta"] = delta
+        expression += " + F_delta"
+        formula += r" + F_\Delta"
+        meaning["F_delta"] = "Gated DeltaNet blocks: the causal convolution and the chunked delta rule"
     if per_token:
         expression, formula = f"({expression})/(B*T)", formula + r"\quad \div\; B T"
     tokens = batch * seq_len if per_token else 1
@@ -328,7 +360,7 @@ def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
             },
         )
     head = kv_head_bytes(kv_dtype, s.D)
-    terms = {"L": s.L, "G": s.G, "b_head": head}
+    terms = {"L": cfg.full_attention_layers, "G": s.G, "b_head": head}  # Gated DeltaNet: no K, V
     return Derivation(
         f"KV cache per token ({kv_dtype})",
         r"2\,(K, V) \cdot L \cdot G \cdot b_\text{head}",
@@ -338,7 +370,14 @@ def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
         "what a decoder caches: each block's K and V of every KV head",
         f"b_head = D · bytes per element{' + an fp16 scale' if kv_scale_bytes(kv_dtype) else ''} "
         f"({kv_dtype}); GQA/MQA cut G",
-        meaning={"b_head": f"bytes of one KV head's vector at {kv_dtype} (D = {s.D})"},
+        meaning={
+            "b_head": f"bytes of one KV head's vector at {kv_dtype} (D = {s.D})",
+            **(
+                {"L": "attention blocks (the Gated DeltaNet blocks cache no K, V)"}
+                if cfg.has_linear_attention
+                else {}
+            ),
+        },
     )
 
 
@@ -350,19 +389,31 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
         "b_tok": per,
         "B": batch,
         "T": seq_len,
-        "L": cfg.n_layers,
+        "L": cfg.full_attention_layers,
         "L_w": local,
         "W": min(window, seq_len),
     }
+    formula = r"b_\text{tok}\,B\,\frac{L_w \min(W, T) + (L - L_w)\,T}{L}"
+    expression = "b_tok*B*(L_w*W + (L - L_w)*T)//L"
+    meaning = {"L_w": "blocks with a sliding window"}
+    if cfg.has_linear_attention:  # their fixed state, whatever T
+        terms["S"] = state_bytes(cfg, kv_dtype)
+        formula, expression = formula + r" + B\,S", expression + " + B*S"
+        meaning.update(L="attention blocks", S="one sequence's state in every Gated DeltaNet block")
     return Derivation(
         f"KV cache at B×T ({kv_dtype})",
-        r"b_\text{tok}\,B\,\frac{L_w \min(W, T) + (L - L_w)\,T}{L}",
-        "b_tok*B*(L_w*W + (L - L_w)*T)//L",
+        formula,
+        expression,
         terms,
         kv_cache_bytes(cfg, seq_len, batch, kv_dtype),
-        "bytes per token × tokens held",
+        "bytes per token × tokens held"
+        + (
+            " + the Gated DeltaNet blocks' states (transformers' cache tensors)"
+            if cfg.has_linear_attention
+            else ""
+        ),
         "a sliding-window block holds at most W tokens",
-        meaning={"L_w": "blocks with a sliding window"},
+        meaning=meaning,
     )
 
 
@@ -401,6 +452,11 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
         "max(0, (M - W_bytes)//(B*b_tok))",
         ("weights + KV cache ≤ GPU memory; decoding's activations are small and not reserved"),
     )
+    if cfg.has_linear_attention:  # every sequence's Gated DeltaNet state first
+        terms["S"] = state_bytes(cfg, kv_dtype)
+        formula = r"\left\lfloor \frac{M - W_\text{bytes} - B\,S}{B\,b_\text{tok}} \right\rfloor"
+        expression = "max(0, (M - W_bytes - B*S)//(B*b_tok))"
+        note += "; S: one sequence's fixed Gated DeltaNet state"
     local = sum(cfg.local_layer_flags)
     free = terms["M"] - terms["W_bytes"]
     if (

@@ -86,7 +86,7 @@ def longest_fitting(cfg: ModelConfig, batch: int, dtype: str, gpu: GPU, layer_by
     room = gpu.memory_bytes - weights_bytes(cfg, dtype).total
 
     def too_long(T: int) -> bool:
-        return cfg.n_layers * layer_bytes(cfg, T, batch, dtype) > room
+        return cfg.full_attention_layers * layer_bytes(cfg, T, batch, dtype) > room
 
     first = first_true(too_long, 1, MAX_FIT_LEN)
     return MAX_FIT_LEN if first is None else first - 1
@@ -101,15 +101,16 @@ def attention_memory(
     gpu = checked_gpu(gpu)
     s = Shapes.of(cfg)
     standard, flash, cols, rows = hbm_elements(seq_len, s.D, int(gpu.sram_bytes // b))
-    heads = s.L * batch * s.H
+    L = cfg.full_attention_layers  # the blocks that attend (Gated DeltaNet blocks keep no scores)
+    heads = L * batch * s.H
     naive_layer = naive_layer_bytes(cfg, seq_len, batch, dtype)
     flash_layer = flash_layer_bytes(cfg, seq_len, batch, dtype)
     return AttentionMemory(
         dtype=dtype,
         seq_len=seq_len,
         batch=batch,
-        naive_bytes=s.L * naive_layer,
-        flash_bytes=s.L * flash_layer,
+        naive_bytes=L * naive_layer,
+        flash_bytes=L * flash_layer,
         naive_layer_bytes=naive_layer,
         flash_layer_bytes=flash_layer,
         gpu=gpu.name,

@@ -195,10 +195,10 @@ def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
 def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGroup]:
     """The tensors one GPU of ``stage`` holds (its tensor-parallel piece of each)."""
     layers = _layers_of(cfg, layout, stage)
-    flags = [cfg.moe_layer_flags[i] for i in layers]
+    kinds = [(cfg.moe_layer_flags[i], cfg.linear_layer_flags[i]) for i in layers]
     groups = []
-    for sparse in sorted(set(flags)):
-        groups += _block_tensors(cfg, sparse, flags.count(sparse))
+    for sparse, linear in sorted(set(kinds)):  # Gated DeltaNet blocks: replicated (not split)
+        groups += _block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
     ends = {g.name: g for g in weight_tensors(cfg)}
     if stage == 0:
         groups += [ends[name] for name in ("embed_tokens", "embed_positions") if name in ends]

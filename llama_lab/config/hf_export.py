@@ -26,10 +26,18 @@ if TYPE_CHECKING:
 
 GEMMA = ("gemma2", "gemma3_text")
 DEEPSEEK_MOE = ("deepseek_v2", "deepseek_v3", "glm4_moe")  # shared experts, groups, scaling
-PARTIAL_ROPE = ("phi3", "glm4_moe")  # RoPE on the first partial_rotary_factor of each head
+PARTIAL_ROPE = (
+    "phi3",
+    "glm4_moe",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+)  # RoPE on the first partial_rotary_factor of each head
 # The block each kind of family builds, field by field: a config has one of them or no family
 LLAMA_BLOCK = dict(norm_position="pre", ffn_type="swiglu", embed_scale=False, norm_plus_one=False)
 OLMO2_BLOCK = {**LLAMA_BLOCK, "norm_position": "output"}  # x + norm(f(x)), no input norms
+QWEN_HYBRID_BLOCK = {**LLAMA_BLOCK, "norm_plus_one": True}  # Qwen3-Next's and Qwen3.5's: (1 + γ) norms
+QWEN_HYBRID = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 GEMMA_BLOCK = dict(norm_position="sandwich", ffn_type="geglu", embed_scale=True, norm_plus_one=True)
 _SHARED_BLOCK = dict(norm_type="rmsnorm", pos_encoding="rope", final_norm=True)
 
@@ -59,6 +67,8 @@ def _block_of(cfg) -> str | None:
     plain = all(getattr(cfg, name) == value for name, value in _gemma_only(cfg).items())
     if plain and _has(cfg, OLMO2_BLOCK):
         return "olmo2"
+    if plain and _has(cfg, QWEN_HYBRID_BLOCK):
+        return "qwen_hybrid"
     return "llama" if plain and _has(cfg, LLAMA_BLOCK) else None
 
 
@@ -66,12 +76,19 @@ _BLOCK_WORDS = {
     "gemma": "Gemma's block (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings)",
     "olmo2": "OLMo 2's block (norms on the sublayers' outputs only, x + norm(f(x)))",
     "llama": "a LLaMA block (pre-norm RMSNorm, SwiGLU, unscaled embeddings)",
+    "qwen_hybrid": "Qwen3-Next's block (pre-norm RMSNorm × (1 + γ), SwiGLU)",
 }
+
+
+def _has_nope_blocks(cfg) -> bool:
+    """Attention blocks that skip RoPE (a Gated DeltaNet block has no RoPE to skip)."""
+    return any(not rope and not linear for rope, linear in zip(cfg.rope_layer_flags, cfg.linear_layer_flags))
 
 
 def _reasons(cfg, model_type: str) -> list[str]:
     """Why ``model_type`` cannot express ``cfg`` (empty: it can)."""
-    wanted = "gemma" if model_type in GEMMA else "olmo2" if model_type == "olmo2" else "llama"
+    wanted = {"olmo2": "olmo2", **dict.fromkeys(GEMMA, "gemma"), **dict.fromkeys(QWEN_HYBRID, "qwen_hybrid")}
+    wanted = wanted.get(model_type, "llama")
     if _block_of(cfg) != wanted:
         return [f"not {_BLOCK_WORDS[wanted]}"]
     local = cfg.local_layer_flags
@@ -103,11 +120,30 @@ def _reasons(cfg, model_type: str) -> list[str]:
             "fused qkv_proj / gate_up_proj keys" if cfg.fused_keys else "separate q/k/v and gate/up keys",
         ),
         (cfg.partial_rotary_factor != 1 and model_type not in PARTIAL_ROPE, "partial RoPE"),
-        (not all(cfg.rope_layer_flags) and model_type != "smollm3", "NoPE blocks"),
+        (_has_nope_blocks(cfg) and model_type != "smollm3", "NoPE blocks"),
         (
             cfg.qk_norm and cfg.qk_norm_scope == "projection" and model_type != "olmo2",
             "QK-norm over the whole projection",
         ),
+    ]
+    # Qwen3-Next's and Qwen3.5's: gated attention with per-head QK-norm, Gated DeltaNet blocks,
+    # the gated shared expert
+    hybrid = [
+        (not cfg.attn_output_gate, "no gated attention output"),
+        (not (cfg.qk_norm and cfg.qk_norm_scope == "head"), "no per-head QK-norm"),
+        (any(local), "a sliding window"),
+        (not same_attention_bias, "q/k/v and o biases differ"),
+        (cfg.mlp_bias, "MLP biases"),
+        (cfg.is_moe and not cfg.shared_expert_gate, "experts without a gated shared expert"),
+        (
+            cfg.has_linear_attention and cfg.linear_grouped_proj != (model_type == "qwen3_next"),
+            "Qwen3-Next's grouped in_proj_qkvz" if cfg.linear_grouped_proj else "Qwen3.5's split in_proj_*",
+        ),
+    ]
+    hybrid_only = [
+        (cfg.has_linear_attention, "Gated DeltaNet layers"),
+        (cfg.attn_output_gate, "a gated attention output"),
+        (cfg.shared_expert_gate, "a gated shared expert"),
     ]
     # DeepseekV2/V3: dense blocks first (first_k_dense_replace), then sparse ones
     first_sparse = flags.index(True) if any(flags) else cfg.n_layers
@@ -219,6 +255,16 @@ def _reasons(cfg, model_type: str) -> list[str]:
                 "transformers 5.24)",
             ),
         ],
+        # Qwen3NextConfig: experts every block but mlp_only_layers, or none
+        "qwen3_next": hybrid,
+        # Qwen3_5TextConfig: a dense SwiGLU on every block
+        "qwen3_5_text": hybrid + [(cfg.is_moe, "experts")],
+        # Qwen3_5MoeTextConfig: experts on every block, the router always renormalised
+        "qwen3_5_moe_text": hybrid
+        + [
+            (not cfg.is_moe or not all(flags), "experts on every block"),
+            (not cfg.moe_renormalize, "unnormalised top-k"),
+        ],
         # GptOssConfig: sinks on every layer, gpt-oss experts on every layer (their biases:
         # mlp_bias), one attention_bias for q/k/v/o, one width for intermediate_size
         "gpt_oss": [
@@ -240,7 +286,12 @@ def _reasons(cfg, model_type: str) -> list[str]:
     if not model_type.startswith("deepseek"):
         checks = checks + mla_only
     if model_type not in DEEPSEEK_MOE:
-        checks = checks + deepseek_moe_only
+        # Qwen's one gated shared expert is n_shared_experts=1 (its gate: shared_expert_gate)
+        checks = checks + [
+            c for c in deepseek_moe_only if model_type not in QWEN_HYBRID or c[1] != "shared experts"
+        ]
+    if model_type not in QWEN_HYBRID:
+        checks = checks + hybrid_only
     return [why for broken, why in checks + new_fields if broken]
 
 
@@ -381,11 +432,44 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
             topk_group=cfg.moe_topk_groups,
             num_nextn_predict_layers=0,  # LLaMA Lab models no MTP layer
         )
+    if mt in QWEN_HYBRID:
+        out.update(_qwen_hybrid_keys(cfg, mt))
     if mt == "gemma3_text":
         out["rope_parameters"] = {
             "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
             "sliding_attention": {"rope_type": "default", "rope_theta": cfg.rope_local_theta},
         }
+    return out
+
+
+def _qwen_hybrid_keys(cfg: "ModelConfig", model_type: str) -> dict:
+    """Qwen3-Next's and Qwen3.5's own keys: layer_types, the linear layers' sizes, partial RoPE
+    (folded into rope_parameters by the config class) and the experts."""
+    out: dict[str, Any] = dict(
+        attention_bias=cfg.qkv_bias,
+        layer_types=["linear_attention" if flag else "full_attention" for flag in cfg.linear_layer_flags],
+        linear_num_key_heads=cfg.linear_k_heads,
+        linear_num_value_heads=cfg.linear_v_heads,
+        linear_key_head_dim=cfg.linear_k_head_dim,
+        linear_value_head_dim=cfg.linear_v_head_dim,
+        linear_conv_kernel_dim=cfg.linear_conv_kernel,
+        partial_rotary_factor=cfg.partial_rotary_factor,
+    )
+    if cfg.is_moe:
+        out.update(
+            num_experts=cfg.n_experts,
+            num_experts_per_tok=cfg.experts_per_token,
+            moe_intermediate_size=cfg.expert_ffn_hidden,
+            shared_expert_intermediate_size=cfg.expert_ffn_hidden,
+        )
+    if model_type == "qwen3_next":  # its own keys: sparse blocks but mlp_only_layers, or none
+        flags = cfg.moe_layer_flags
+        out.update(
+            num_experts=cfg.n_experts if cfg.is_moe else 0,  # the class's default is 512 experts
+            decoder_sparse_step=1,
+            mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse] if cfg.is_moe else [],
+            norm_topk_prob=cfg.moe_renormalize,
+        )
     return out
 
 
@@ -412,6 +496,8 @@ def to_hf_config(cfg: "ModelConfig") -> dict:
         "initializer_range": INIT_STD,
         **_family_keys(cfg, family),
     }
+    if "intermediate_size" not in family.defaults:  # Qwen3_5MoeTextConfig: no dense FFN to size
+        del out["intermediate_size"]
     if "rope_theta" not in family.defaults:  # one base per layer type: rope_parameters says both
         del out["rope_theta"], out["rope_scaling"]
     pad = family.defaults.get("pad_token_id")

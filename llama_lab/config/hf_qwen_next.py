@@ -26,7 +26,7 @@ def _linear_layers(data: Mapping[str, Any], family: Family, n_layers: int) -> li
     full_attention_interval-th."""
     layer_types = _list(data, family, "layer_types", str)
     if layer_types is None:
-        interval = data.get("full_attention_interval", 4)
+        interval = data.get("full_attention_interval", 4)  # (a null: used only without layer_types)
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
             raise ConfigError(
                 f"full_attention_interval={shown(interval)} must be a whole number ≥ 1: "

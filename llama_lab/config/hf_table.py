@@ -153,7 +153,7 @@ _HYBRID_KEYS = frozenset(
         "linear_conv_kernel_dim",
     }
 )
-_HYBRID_NULLABLE = frozenset({"layer_types", "partial_rotary_factor"})
+_HYBRID_NULLABLE = frozenset({"layer_types", "partial_rotary_factor", "full_attention_interval"})
 _HYBRID_EXPERT_KEYS = frozenset(
     {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"}
 )
@@ -404,7 +404,7 @@ FAMILIES: dict[str, Family] = {
                 "moe_intermediate_size",
                 "shared_expert_intermediate_size",
             },
-            _HYBRID_NULLABLE,
+            _HYBRID_NULLABLE | {"intermediate_size"},  # no such field: any value kept, never read
         ),
     )
 }
@@ -445,7 +445,8 @@ NULL_WHY = {
 # Keys common to the families that count only where the model reads them (``reads``): gpt_oss's
 # experts run their own clamped SwiGLU and never read hidden_act; Gemma's config classes do not
 # even have it (their MLP reads hidden_activation).
-READ_WHERE_READ = frozenset({"hidden_act"})
+# Qwen3_5MoeTextConfig has no intermediate_size (no dense FFN anywhere): a note, its null kept.
+READ_WHERE_READ = frozenset({"hidden_act", "intermediate_size"})
 
 # Multimodal wrappers whose config class builds its text_config with one class whatever the
 # file's text_config says (a SubConfigSpec naming a config class, not AutoConfig), and builds

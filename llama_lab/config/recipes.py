@@ -112,6 +112,8 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
         moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers),
         nope_layers=_fit_layers(_nope_flags(cfg), cfg.nope_layers),
+        linear_layers=_fit_layers(cfg.linear_layer_flags, cfg.linear_layers),
+        **_live_linear(cfg, d),
         partial_rotary_factor=1.0,  # the copy's heads first, then the share that fits them
     )
     small = small.replace(partial_rotary_factor=_even_rotary_share(cfg.partial_rotary_factor, small))
@@ -140,11 +142,23 @@ def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:
     return heads, 2, None if size * heads == d else size
 
 
+def _live_linear(cfg: ModelConfig, d: int) -> dict:
+    """A small copy's Gated DeltaNet heads: 2 q/k heads, the model's value heads per q/k head,
+    heads of d / 4 (Qwen3-Next's 16 and 32 heads of 128 at d 2048 become 2 and 4 of 16 at 64)."""
+    if not cfg.has_linear_attention:
+        return {}
+    per_key = cfg.linear_v_heads // cfg.linear_k_heads
+    size = max(2, d // 4)
+    return dict(linear_k_heads=2, linear_v_heads=2 * per_key, linear_k_head_dim=size, linear_v_head_dim=size)
+
+
 def _nope_flags(cfg: ModelConfig) -> tuple[bool, ...]:
-    """Per block: whether it is one of nope_layers (rotates nothing)."""
+    """Per block: whether it is one of nope_layers (an attention block that rotates nothing)."""
     if cfg.pos_encoding != "rope":
         return (False,) * cfg.n_layers
-    return tuple(not rope for rope in cfg.rope_layer_flags)
+    return tuple(
+        not rope and not linear for rope, linear in zip(cfg.rope_layer_flags, cfg.linear_layer_flags)
+    )
 
 
 def _even_rotary_share(factor: float, small: ModelConfig) -> float:
@@ -186,4 +200,5 @@ def live_config(
         local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers, n_layers),
         moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers, n_layers),
         nope_layers=_fit_layers(_nope_flags(cfg), cfg.nope_layers, n_layers),
+        linear_layers=_fit_layers(cfg.linear_layer_flags, cfg.linear_layers, n_layers),
     )

@@ -28,6 +28,12 @@ MATMUL_TENSORS = (
     "router",
     "experts",
     "shared_experts",
+    "shared_expert_gate",
+    # Gated DeltaNet: its projections and the depthwise convolution (one multiply-add per weight
+    # and token)
+    "linear_in_proj",
+    "linear_out_proj",
+    "linear_conv",
     *analysis.params.MLA_KEYS,
 )
 
@@ -83,9 +89,10 @@ def params_sunburst(params: analysis.ParamCount) -> go.Figure:
 
 
 def typical_block(cfg: ModelConfig) -> int:
-    """The first block of the most common kind (dense or sparse): the one a block table shows."""
-    flags = cfg.moe_layer_flags
-    return flags.index(max(set(flags), key=flags.count))
+    """The first block of the most common kind (dense or sparse; attention or Gated DeltaNet):
+    the one a block table shows."""
+    kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
+    return kinds.index(max(sorted(set(kinds)), key=kinds.count))
 
 
 def block_table(cfg: ModelConfig, flops: analysis.FlopCount, layer: int | None = None) -> pd.DataFrame:
@@ -97,7 +104,8 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount, layer: int | None =
     outside the matmul count (0 here; see ``flops.elementwise``). The column times L, plus
     lm_head, is ``flops.forward`` when every block is alike."""
     s = analysis.Shapes.of(cfg)
-    detail = analysis.layer_param_detail(cfg, typical_block(cfg) if layer is None else layer)
+    layer = typical_block(cfg) if layer is None else layer
+    detail = analysis.layer_param_detail(cfg, layer)
     block_params = sum(detail.values())
     rows = []
     for kind, count in detail.items():
@@ -119,13 +127,26 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount, layer: int | None =
                 }
             )
     keys = "T" if flops.context_len == flops.seq_len else "S"
+    if cfg.linear_layer_flags[layer]:  # Gated DeltaNet: the convolution and the delta rule
+        rows.append(
+            {
+                "tensor": "gated delta rule",
+                "component": "attention",
+                "params": 0,
+                "share_of_block": 0.0,
+                "forward_flops": flops.by_component["delta_rule"] // sum(cfg.linear_layer_flags)
+                - 2 * flops.tokens * detail["linear_conv"],  # (the convolution: its own row)
+                "flops_rule": "c = 64: 2·B·H_v·n·(2c²d_k + c²d_v + 3c·d_k·d_v + c(c−1)/2·(d_k + d_v))",
+            }
+        )
+        return pd.DataFrame(rows)
     rows.append(
         {
             "tensor": "attention scores (QKᵀ, AV)",
             "component": "attention",
             "params": 0,
             "share_of_block": 0.0,
-            "forward_flops": flops.by_component["attention_scores"] // s.L,
+            "forward_flops": flops.by_component["attention_scores"] // cfg.full_attention_layers,
             "flops_rule": (
                 f"2·B·T·{keys}·H·(D + D_v) (QKᵀ over D, AV over D_v, every key)"
                 if cfg.is_mla
