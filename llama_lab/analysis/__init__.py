@@ -32,6 +32,7 @@ from .kv import (
     max_batch_that_fits,
     max_context_that_fits,
     naive_mla_bytes_per_token,
+    state_bytes,
     weight_bytes,
 )
 from .memory import (
@@ -137,6 +138,7 @@ __all__ = [
     "kv_cache",
     "kv_cache_bytes",
     "kv_cache_bytes_per_token",
+    "state_bytes",
     "naive_mla_bytes_per_token",
     "layer_param_detail",
     "matmul_flops",

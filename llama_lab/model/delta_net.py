@@ -39,14 +39,15 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 def _prepare(q, k, v, g, beta):
-    """(B, T, heads, d) inputs as float32 (B, Hv, T, d): q and k repeated to the value heads,
-    L2-normalised, q scaled by 1/√dk; g and beta (B, Hv, T)."""
+    """(B, T, heads, d) inputs as float32 (float64 stays float64) (B, Hv, T, d): q and k
+    repeated to the value heads, L2-normalised, q scaled by 1/√dk; g and beta (B, Hv, T)."""
     rep = v.shape[2] // k.shape[2]
     if rep > 1:
         q, k = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
-    q, k, v = (x.transpose(1, 2).float() for x in (q, k, v))
+    wide = torch.promote_types(v.dtype, torch.float32)
+    q, k, v = (x.transpose(1, 2).to(wide) for x in (q, k, v))
     q, k = l2_normalize(q), l2_normalize(k)
-    return q * q.shape[-1] ** -0.5, k, v, g.transpose(1, 2).float(), beta.transpose(1, 2).float()
+    return q * q.shape[-1] ** -0.5, k, v, g.transpose(1, 2).to(wide), beta.transpose(1, 2).to(wide)
 
 
 def recurrent_delta_rule(q, k, v, g, beta, state):
@@ -54,6 +55,7 @@ def recurrent_delta_rule(q, k, v, g, beta, state):
     (B, T, Hv), state (B, Hv, dk, dv) float32: (output (B, T, Hv, dv) in v's dtype, new state)."""
     dtype = v.dtype
     q, k, v, g, beta = _prepare(q, k, v, g, beta)
+    state = state.to(v.dtype)
     outputs = []
     for t in range(q.shape[2]):
         state = state * g[:, :, t, None, None].exp()  # α_t S
@@ -77,6 +79,7 @@ def chunk_delta_rule(q, k, v, g, beta, state, chunk: int = CHUNK):
     the next chunk e^{Γ_c} S₀ + Σ_j e^{Γ_c−Γ_j} k_j ⊗ u_j."""
     dtype, T = v.dtype, q.shape[1]
     q, k, v, g, beta = _prepare(q, k, v, g, beta)
+    state = state.to(v.dtype)
     pad = -T % chunk
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     g, beta = (F.pad(x, (0, pad)) for x in (g, beta))
@@ -116,9 +119,10 @@ class GatedRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
+        wide = torch.promote_types(x.dtype, torch.float32)  # float32 (float64 stays)
+        xf = x.to(wide)
         x_hat = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
-        return (self.weight * x_hat * F.silu(z.float())).to(x.dtype)
+        return (self.weight * x_hat * F.silu(z.to(wide))).to(x.dtype)
 
 
 def projection_parts(cfg: ModelConfig) -> tuple[tuple[str, int], ...]:
@@ -189,9 +193,10 @@ class GatedDeltaNet(nn.Module):
         q, k = q.reshape(B, T, self.Hk, self.dk), k.reshape(B, T, self.Hk, self.dk)
         v = v.reshape(B, T, self.Hv, self.dv)
         beta = b.sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)  # (B, T, Hv), ≤ 0
+        wide = torch.promote_types(x.dtype, torch.float32)
+        g = -self.A_log.to(wide).exp() * F.softplus(a.to(wide) + self.dt_bias)  # (B, T, Hv), ≤ 0
         if cache is None:
-            state = q.new_zeros(B, self.Hv, self.dk, self.dv, dtype=torch.float32)
+            state = q.new_zeros(B, self.Hv, self.dk, self.dv, dtype=wide)
         else:
             state = cache.recurrent_state(self.layer_idx)
         if cache is not None and T == 1 and cache.length > 0:  # a decode step
