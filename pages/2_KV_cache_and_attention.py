@@ -25,6 +25,8 @@ ui.kv_fit_section(selection, gpu, P)
 ui.kv_gpus_section(selection, gpu, P)
 if cfg.is_mla:
     ui.mla_section(selection, gpu)
+if cfg.has_linear_attention:
+    ui.linear_attention_section(selection)
 
 st.subheader("Decode roofline")
 st.latex(

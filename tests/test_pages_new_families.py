@@ -22,6 +22,7 @@ FAMILIES = {
     "smollm3-3b": "**NoPE blocks**",
     "phi-4-mini": "**Partial RoPE**",
     "glm-4.5-air": "**Partial RoPE**",
+    "qwen3-next-80b-a3b": "**Gated DeltaNet**",
 }
 SHOWN_PARAMETERS = {
     "deepseek-v3": "671 bn",
@@ -33,6 +34,7 @@ SHOWN_PARAMETERS = {
     "smollm3-3b": "3.08 bn",
     "phi-4-mini": "3.84 bn",
     "glm-4.5-air": "107 bn",
+    "qwen3-next-80b-a3b": "79.7 bn",
 }
 
 

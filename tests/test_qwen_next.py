@@ -253,3 +253,24 @@ def test_a_hybrid_config_needs_consistent_fields():
     with pytest.raises(ConfigError, match="both linear_layers and sliding-window layers"):
         ModelConfig(linear_layers="0", sliding_window=8, local_layers="0")
     assert json.loads(json.dumps(PRESETS["qwen3.5-27b"].to_dict()))["linear_layers"].startswith("0,1,2,4")
+
+
+def test_where_the_hybrid_cache_crosses_all_attention():
+    """Qwen3-Next's cache: 24,576 bytes per token + a 77,856,768-byte state, against 98,304 per
+    token with attention in all 48 blocks: equal at 77,856,768 / 73,728 = 1,056 tokens exactly,
+    smaller from 1,057 on."""
+    cfg = PRESETS["qwen3-next-80b-a3b"]
+    assert analysis.kv_cache_bytes_per_token(analysis.kv.all_attention(cfg)) == 48 * 2 * 2 * 256 * 2 == 98304
+    assert analysis.kv.hybrid_crossover(cfg) == 1057
+    assert analysis.kv_cache_bytes(cfg, 1056) == analysis.kv_cache_bytes(analysis.kv.all_attention(cfg), 1056)
+    frame = analysis.kv.hybrid_cache_frame(cfg, (1, 32768))
+    assert list(frame["hybrid total"]) == [24576 + 77_856_768, 24576 * 32768 + 77_856_768]
+
+
+def test_home_says_what_sets_the_hybrids_apart():
+    from llama_lab.analysis.summary import family_notes
+
+    notes = " ".join(family_notes(PRESETS["qwen3.5-27b"]))
+    assert "**Gated DeltaNet**" in notes and "48 of 64 blocks" in notes
+    assert "**Gated attention**" in notes and "**NoPE blocks**" not in notes
+    assert "**Gated shared expert**" in " ".join(family_notes(PRESETS["qwen3.5-35b-a3b"]))

@@ -245,3 +245,39 @@ def max_batch_that_fits(
 def _name(weights: "WeightQuant | str") -> str:
     """The KV dtype that follows a weight format when none is given: the same name."""
     return weights.dtype if isinstance(weights, WeightQuant) else weights
+
+
+def all_attention(cfg: ModelConfig) -> ModelConfig:
+    """The same model with every Gated DeltaNet block attending as its attention blocks do (a
+    pure-GQA model of the same heads): what its hybrid layout is compared against."""
+    return cfg.replace(linear_layers="none", linear_grouped_proj=False)
+
+
+def hybrid_crossover(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """The shortest context at which the hybrid's cache (attention blocks' K and V plus the
+    linear blocks' fixed state) is smaller than the same model with attention in every block:
+    ⌈S / (b_all − b_hybrid)⌉ + (1 where it ties), S one sequence's state, b the bytes per token."""
+    saved = kv_cache_bytes_per_token(all_attention(cfg), dtype) - kv_cache_bytes_per_token(cfg, dtype)
+    if saved <= 0:
+        raise ValueError("the model has no Gated DeltaNet block: no crossover")
+    return state_bytes(cfg, dtype) // saved + 1
+
+
+def hybrid_cache_frame(cfg: ModelConfig, contexts, batch: int = 1, dtype: str = "bf16") -> pd.DataFrame:
+    """Per context length: the hybrid's cache (its attention blocks' K and V, its linear blocks'
+    state) against the same model with attention in every block."""
+    pure = all_attention(cfg)
+    rows = []
+    for T in contexts:
+        hybrid = kv_cache_bytes(cfg, T, batch, dtype)
+        rows.append(
+            {
+                "context": T,
+                "attention blocks' K, V": hybrid - batch * state_bytes(cfg, dtype),
+                "Gated DeltaNet state": batch * state_bytes(cfg, dtype),
+                "hybrid total": hybrid,
+                "all blocks attention": kv_cache_bytes(pure, T, batch, dtype),
+                "hybrid ÷ all attention": hybrid / kv_cache_bytes(pure, T, batch, dtype),
+            }
+        )
+    return pd.DataFrame(rows)

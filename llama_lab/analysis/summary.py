@@ -35,7 +35,8 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             else f"all {q_width:,} dimensions of q and the {k_width:,} of k, not per head (OLMo 2)"
         )
         notes.append(
-            f"**QK-norm**: an RMSNorm over {where} before RoPE, {q_width + k_width:,} parameters per block."
+            f"**QK-norm**: an RMSNorm over {where} before RoPE, {q_width + k_width:,} parameters per "
+            f"{'attention ' if cfg.has_linear_attention else ''}block."
         )
     local = sum(cfg.local_layer_flags)
     if local:
@@ -58,8 +59,17 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"may sum to less than 1 (it can attend to nothing); {cfg.n_heads * cfg.n_layers:,} "
             f"parameters in all, no KV cache."
         )
+    notes += _hybrid_notes(cfg, params)
     if cfg.is_moe and cfg.moe_style == "gpt_oss":
         notes.append(_gpt_oss_moe_note(cfg, params))
+    elif cfg.is_moe and cfg.shared_expert_gate:
+        notes.append(
+            f"**Gated shared expert** (Qwen3-Next / Qwen3.5): {sum(cfg.moe_layer_flags)} sparse blocks "
+            f"of {cfg.n_experts} experts of {cfg.expert_ffn_hidden:,}, {cfg.experts_per_token} per "
+            f"token, plus one shared expert as wide that every token passes, scaled by "
+            f"σ(w·x) (shared_expert_gate, {cfg.d_model:,} parameters per block); a token uses "
+            f"{params.active:,} of {params.total:,} parameters ({params.active / params.total:.1%})."
+        )
     elif cfg.is_moe and (cfg.n_shared_experts or cfg.moe_scoring != "softmax" or cfg.moe_groups > 1):
         notes.append(_deepseek_moe_note(cfg, params))
     elif cfg.is_moe:
@@ -70,6 +80,32 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"{cfg.experts_per_token} per token. All experts are weights to store "
             f"({experts / params.total:.0%} of the {params.total:,} parameters); a "
             f"token uses {params.active:,} ({params.active / params.total:.1%})."
+        )
+    return notes
+
+
+def _hybrid_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
+    """Qwen3-Next's and Qwen3.5's Gated DeltaNet blocks and gated attention."""
+    from .kv import state_bytes
+
+    notes = []
+    n_linear = sum(cfg.linear_layer_flags)
+    if n_linear:
+        per_block = state_bytes(cfg, "bf16") // n_linear
+        notes.append(
+            f"**Gated DeltaNet** (linear attention, Qwen3-Next / Qwen3.5): {n_linear} of {cfg.n_layers} "
+            f"blocks mix tokens with the gated delta rule instead of softmax attention: per value "
+            f"head a {cfg.linear_k_head_dim}×{cfg.linear_v_head_dim} state (×{cfg.linear_v_heads} "
+            f"heads) updated per token after a {cfg.linear_conv_kernel}-tap causal convolution, so "
+            f"they cache no K or V: {per_block:,} bytes of state per block and sequence at any "
+            f"length (bf16 conv inputs, float32 state); the other {cfg.full_attention_layers} "
+            f"attend over the whole context."
+        )
+    if cfg.attn_output_gate:
+        notes.append(
+            f"**Gated attention**: q_proj also emits a gate for each head and dimension; the "
+            f"attention output is multiplied by σ(gate) before o_proj "
+            f"({cfg.n_heads * cfg.head_dim * cfg.d_model:,} more parameters per attention block)."
         )
     return notes
 
@@ -120,11 +156,11 @@ def _rope_and_norm_notes(cfg: ModelConfig) -> list[str]:
             "**Output norms** (OLMo 2): each sublayer reads the residual stream itself and its "
             "output is normalised before the add, x + norm(f(x)); no norm before attention or FFN."
         )
-    rotated = sum(cfg.rope_layer_flags)
-    if cfg.pos_encoding == "rope" and rotated < cfg.n_layers:
+    rotated, attending = sum(cfg.rope_layer_flags), cfg.full_attention_layers
+    if cfg.pos_encoding == "rope" and rotated < attending:
         notes.append(
-            f"**NoPE blocks** (SmolLM3): {cfg.n_layers - rotated} of {cfg.n_layers} blocks attend "
-            f"without RoPE (no position signal but the causal mask); the other {rotated} rotate."
+            f"**NoPE blocks** (SmolLM3): {attending - rotated} of {attending} attention blocks "
+            f"attend without RoPE (no position signal but the causal mask); the other {rotated} rotate."
         )
     if cfg.pos_encoding == "rope" and not cfg.is_mla and cfg.rope_dim < cfg.head_dim:
         notes.append(

@@ -105,7 +105,7 @@ class OffsetScores(TypedDict):
 class LayerTrace:
     """One block of the forward pass (batch of one, T tokens)."""
 
-    attention: torch.Tensor  # (H, T, T) softmax weights, rows sum to 1 over the keys
+    attention: torch.Tensor | None  # (H, T, T) softmax weights, rows sum to 1; None: Gated DeltaNet
     kv_head_of: list[int]  # the KV head each query head reads (GQA/MQA groups)
     window: int | None  # a sliding-window layer's W
     residual_in_rms: torch.Tensor  # (T,) RMS of the block's input, per token
@@ -167,7 +167,7 @@ class _Recorder:
         for i, layer in enumerate(self.model.model.layers):
             pairs = [
                 (layer, "block"),
-                (layer.self_attn, "attn"),
+                (layer.mixer, "attn"),  # self_attn, or a Gated DeltaNet block's linear_attn
                 (layer.mlp, "ffn"),
                 (layer.first_norm, "norm1"),
             ]
@@ -217,7 +217,9 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
         seen = rec.seen
         x_in = seen[(i, "block_in")][0]
         attn_x, rope = seen[(i, "attn_in")][0], seen[(i, "attn_in")][1]
-        weights, error = _attention_weights(model, i, attn_x, rope, seen[(i, "attn_out")])
+        weights, error = None, 0.0  # a Gated DeltaNet block has no attention weights
+        if not layer.linear:
+            weights, error = _attention_weights(model, i, attn_x, rope, seen[(i, "attn_out")])
         h = seen[(i, "block_out")]
         head_in = body.norm(h) if cfg.final_norm else h
         lens_logits = model.cap(model.lm_head(head_in))[0].float()
@@ -230,9 +232,9 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
             experts = layer.mlp.route(flat)[1]
         layers.append(
             LayerTrace(
-                attention=weights.float(),
+                attention=None if weights is None else weights.float(),
                 kv_head_of=[q // cfg.n_rep for q in range(cfg.n_heads)],
-                window=layer.self_attn.window,
+                window=None if layer.linear else layer.self_attn.window,
                 residual_in_rms=x_in[0].float().pow(2).mean(-1).sqrt(),
                 residual_out_rms=h[0].float().pow(2).mean(-1).sqrt(),
                 norm_in=_stats(seen[(i, "norm1_in")][0][0]),
@@ -255,11 +257,17 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
         logits=logits,
         lens_logits=torch.stack(lens),
     )
-    x0 = rec.seen[(0, "attn_in")][0]
+    first = first_attention_block(model)  # the probes read an attention block's q and k
+    x0 = rec.seen[(first, "attn_in")][0]
     if cfg.pos_encoding == "rope":
         result.rope = rope_probe(model, x0)
     result.positions = offset_probe(model, ids)
     return result
+
+
+def first_attention_block(model: CausalLM) -> int:
+    """The first block that attends (Qwen3-Next's and Qwen3.5's first three are Gated DeltaNet)."""
+    return next(i for i, layer in enumerate(model.model.layers) if not layer.linear)
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor) -> float:
@@ -272,7 +280,7 @@ def rope_probe(model: CausalLM, x: torch.Tensor, head: int = 0, n_positions: int
     rotation): the rotated q's first, middle and last frequency pair over positions 0…n−1 (each
     turns by θ_i per position), and the score q_m·k_n for pairs at the same offset m − n."""
     cfg = model.cfg
-    attn = model.model.layers[0].self_attn
+    attn = model.model.layers[first_attention_block(model)].self_attn
     if cfg.is_mla:  # MLA rotates q's decoupled part and the one shared RoPE key only
         q, k = attn.query(x)[..., cfg.qk_nope_head_dim :], attn.latent(x)[1]
     else:
@@ -341,7 +349,7 @@ def offset_probe(model: CausalLM, ids: torch.Tensor, head: int = 0, n_positions:
 def _pair_score(model: CausalLM, emb: torch.Tensor, kind: str, m: int, head: int) -> float:
     """Block 0's score of the first token at position m against the second at m − 1."""
     cfg, body = model.cfg, model.model
-    layer = body.layers[0]
+    layer = body.layers[first_attention_block(model)]
     rows = torch.tensor([m, m - 1])
     x, rope = emb, None
     if kind == "sinusoidal":

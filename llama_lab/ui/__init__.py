@@ -69,6 +69,7 @@ from .kv import (
     kv_gpu_choice,
     kv_gpus_section,
     kv_sharing,
+    linear_attention_section,
     mla_section,
     roofline_section,
 )
@@ -324,6 +325,7 @@ __all__ = [
     "roofline_points",
     "roofline_section",
     "mla_section",
+    "linear_attention_section",
     "run_with_status",
     "runs_live_quickly",
     "scores_crossover",

@@ -294,3 +294,52 @@ def draw_rope_and_norm(after) -> None:
         help="Phi-3 stores q/k/v and gate/up as one matrix each; the maths is the same.",
     )
     after("fused_keys")
+
+
+HYBRID_FIELDS = {
+    "linear_layers",
+    "linear_k_heads",
+    "linear_v_heads",
+    "linear_k_head_dim",
+    "linear_v_head_dim",
+    "linear_conv_kernel",
+    "linear_grouped_proj",
+    "attn_output_gate",
+    "shared_expert_gate",
+}
+
+
+def draw_hybrid(after) -> None:
+    """Qwen3-Next's and Qwen3.5's Gated DeltaNet blocks, gated attention, gated shared expert."""
+    field(
+        st.text_input,
+        "linear_layers",
+        "Gated DeltaNet blocks (linear attention)",
+        help="Qwen3-Next and Qwen3.5: three of every four blocks ('0,1,2,4,5,6,…'); the others "
+        "attend. " + LAYER_SET_HELP,
+    )
+    after("linear_layers")
+    for name, label in (
+        ("linear_k_heads", "q/k heads"),
+        ("linear_v_heads", "value heads (states)"),
+        ("linear_k_head_dim", "q/k head dim"),
+        ("linear_v_head_dim", "value head dim"),
+        ("linear_conv_kernel", "convolution taps"),
+    ):
+        int_input(name, label, help="Qwen3-Next-80B: 16 q/k and 32 value heads of 128, 4 taps.")
+        after(name)
+    for name, label, help in (
+        (
+            "linear_grouped_proj",
+            "grouped in_proj_qkvz / in_proj_ba",
+            "Qwen3-Next's checkpoint layout; Qwen3.5 keeps in_proj_qkv, _z, _b, _a apart.",
+        ),
+        (
+            "attn_output_gate",
+            "gated attention output",
+            "q_proj also emits a gate; the output × σ(gate) before o_proj.",
+        ),
+        ("shared_expert_gate", "gated shared expert", "Qwen: the one shared expert × σ(w·x)."),
+    ):
+        field(st.toggle, name, label, help=help)
+        after(name)

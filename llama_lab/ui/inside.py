@@ -111,13 +111,30 @@ def attention_section(t, prefix: str) -> None:
         f"{cfg['n_heads'] // cfg['n_kv_heads']} query heads, titled by it. Each row is "
         f"one query's softmax over the keys it may see (rows sum to 1)."
     )
-    layer = st.select_slider("block", list(range(len(t.layers))), key=prefix + "block")
+    attending = [i for i, block in enumerate(t.layers) if block.attention is not None]
+    if len(attending) < len(t.layers):
+        st.caption(
+            f"Blocks {', '.join(str(i) for i, b in enumerate(t.layers) if b.attention is None)} are "
+            f"Gated DeltaNet (linear attention): they mix tokens through a recurrent state, with no "
+            f"softmax weights to show."
+        )
+    if not attending:
+        return
+    if len(attending) > 1:
+        layer = st.select_slider("block", attending, key=prefix + "block")
+    else:
+        layer = attending[0]
     st.plotly_chart(fig.attention_figure(t, layer), key=prefix + "attention")
-    error = max(layer.max_attention_error for layer in t.layers)
+    error = max(t.layers[i].max_attention_error for i in attending)
     st.caption(
         f"Recomputed from each block's own q and k (the fused kernel does not return its "
         f"weights); o_proj(weights · v) matches the block's own output to {error:.1e}."
     )
+
+
+def _first_attending(t) -> int:
+    """The first block with attention weights (Gated DeltaNet blocks have none)."""
+    return next((i for i, block in enumerate(t.layers) if block.attention is not None), 0)
 
 
 def positions_section(t, prefix: str) -> None:
@@ -137,7 +154,7 @@ def positions_section(t, prefix: str) -> None:
     )
     st.caption(
         f"The text's first two tokens, one apart, placed at every position and scored "
-        f"by block 0's own projections — {spreads}. Added to the input, positions pass "
+        f"by block {_first_attending(t)}'s own projections — {spreads}. Added to the input, positions pass "
         f"through the norm and the projections, so the score depends on where the pair "
         f"stands, not only on how far apart it is."
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..analysis import DEFAULT_GPU, attention_variants, derive
+from ..analysis.kv import hybrid_cache_frame, hybrid_crossover, kv_cache_bytes_per_token, linear_state_bytes
 from ..analysis.quant import kv_scale_bytes
 from ..config import ModelConfig
 from ..figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
@@ -102,6 +103,32 @@ def mla_section(selection: Selection, gpu_name: str) -> None:
         "over the S cached latents of every layer), bytes moved (the weights read once, the cache "
         "read and the new token's entry written; rebuilt also writes and reads every head's K and "
         "V), and the roofline bound on the data sheet. Fits: weights + that cache ≤ GPU memory."
+    )
+
+
+def linear_attention_section(selection: Selection) -> None:
+    """A hybrid model's Gated DeltaNet state beside its attention blocks' cache, against the
+    same model with attention in every block, at the sidebar's B."""
+    cfg, B, kv_dtype = selection.cfg, selection.batch, selection.kv_format
+    n_linear = sum(cfg.linear_layer_flags)
+    per_block = linear_state_bytes(cfg, kv_dtype)
+    st.subheader(f"Linear attention: {n_linear} Gated DeltaNet blocks hold a state, not a cache")
+    st.markdown(
+        f"A Gated DeltaNet block keeps, per sequence, its convolution's last {cfg.linear_conv_kernel} "
+        f"inputs ({per_block['conv']:,} bytes) and the delta rule's state, {cfg.linear_v_heads} "
+        f"value heads of {cfg.linear_k_head_dim}×{cfg.linear_v_head_dim} in float32 "
+        f"({per_block['recurrent']:,} bytes), at any context length — as transformers' cache holds "
+        f"them (the convolution needs only {cfg.linear_conv_kernel - 1} between steps; FLA and vLLM "
+        f"keep that many). Only the {cfg.full_attention_layers} attention blocks grow, "
+        f"{kv_cache_bytes_per_token(cfg, kv_dtype):,} bytes per token."
+    )
+    crossover = hybrid_crossover(cfg, kv_dtype)
+    contexts = sorted({1, 256, 4096, 32768, cfg.max_seq_len, crossover})
+    show_table(hybrid_cache_frame(cfg, tuple(contexts), B, kv_dtype), width="stretch")
+    st.caption(
+        f"B = {B}, KV at {kv_dtype}. 'all blocks attention': the same model with every block "
+        f"attending with {cfg.n_kv_heads} KV heads of {cfg.head_dim}. The hybrid's cache is "
+        f"smaller from T = {crossover:,} on (its fixed state outweighs the K and V it saves below that)."
     )
 
 

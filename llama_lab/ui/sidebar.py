@@ -17,11 +17,13 @@ from .family_fields import (
     FAMILY_FIELDS,
     GEMMA_FIELDS,
     GPT_OSS_FIELDS,
+    HYBRID_FIELDS,
     ROPE_NORM_FIELDS,
     draw_deepseek,
     draw_family,
     draw_gemma,
     draw_gpt_oss,
+    draw_hybrid,
     draw_rope_and_norm,
     int_input,
 )
@@ -171,6 +173,8 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         expanded=bad_field in ROPE_NORM_FIELDS,
     ):
         draw_rope_and_norm(after)
+    with st.expander("Qwen3-Next, Qwen3.5 (Gated DeltaNet)", expanded=bad_field in HYBRID_FIELDS):
+        draw_hybrid(after)
     _draw_workload(values)
 
 
@@ -197,7 +201,9 @@ def _draw_model_name(values: dict[str, Any]) -> None:
 
 
 SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len"}
-RECIPE_FIELDS = (set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS - GEMMA_FIELDS - ROPE_NORM_FIELDS) | {
+RECIPE_FIELDS = (
+    set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS - GEMMA_FIELDS - ROPE_NORM_FIELDS - HYBRID_FIELDS
+) | {
     "bias",
     "final_norm",
     "tie_embeddings",
