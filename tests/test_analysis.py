@@ -352,6 +352,30 @@ ACTIVATION_CASES = [
     {"nope_layers": "1"},
     {"partial_rotary_factor": 0.75, "fused_keys": True, "head_dim": 16},
     {"partial_rotary_factor": 0.5, "qk_norm": True, "qkv_bias": True, "o_bias": False},
+    # Qwen3-Next / Qwen3.5: Gated DeltaNet blocks (4 value heads on 2 q/k heads; grouped
+    # projections with experts and a gated shared expert) beside gated attention with QK-norm
+    {
+        "linear_layers": "0",
+        "linear_k_heads": 2,
+        "linear_v_heads": 4,
+        "linear_k_head_dim": 8,
+        "linear_v_head_dim": 12,
+        "qk_norm": True,
+        "norm_plus_one": True,
+        "attn_output_gate": True,
+    },
+    {
+        "linear_layers": "0,1",
+        "linear_k_heads": 1,
+        "linear_v_heads": 3,
+        "linear_k_head_dim": 4,
+        "linear_v_head_dim": 6,
+        "linear_grouped_proj": True,
+        "n_experts": 4,
+        "experts_per_token": 2,
+        "n_shared_experts": 1,
+        "shared_expert_gate": True,
+    },
 ]
 
 
@@ -362,17 +386,20 @@ ACTIVATION_CASES = [
 def test_activation_bytes_match_saved_tensor_hooks(debug_cfg, extra, dtype, checkpointing):
     # Tolerance 1%: exact for RMSNorm models; the CPU LayerNorm kernel keeps mean/rstd in the
     # input dtype where the estimate assumes float32 (as on CUDA).
+    # Gated DeltaNet blocks: the closed form is within 2% (exact on some shapes; on others
+    # autograd keeps a few padded chunk tensors more or fewer than it counts)
     cfg, B, T = debug_cfg.replace(**extra), 2, 24
+    tolerance, exact = (0.02, False) if cfg.has_linear_attention else (0.01, cfg.norm_type == "rmsnorm")
     measured = _measure_saved_bytes(cfg, B, T, dtype, checkpointing)
     estimated = A.activation_bytes(cfg, T, B, dtype, checkpointing, loss="logits")
-    assert abs(estimated / measured - 1) < 0.01, (measured, estimated)
-    if cfg.norm_type == "rmsnorm":
+    assert abs(estimated / measured - 1) < tolerance, (measured, estimated)
+    if exact:
         assert estimated == measured
     if not checkpointing:  # the model's own loss: the head's two gradients instead
         measured = _measure_saved_bytes(cfg, B, T, dtype, loss="chunked")
         estimated = A.activation_bytes(cfg, T, B, dtype)
-        assert abs(estimated / measured - 1) < 0.01, (measured, estimated)
-        if cfg.norm_type == "rmsnorm":
+        assert abs(estimated / measured - 1) < tolerance, (measured, estimated)
+        if exact:
             assert estimated == measured
 
 

@@ -66,6 +66,10 @@ ACTIVATION_ASSUMPTIONS = [
     "length used (T in a training step), in float32; or one cast copy per use in 16-bit dtypes.",
     "checkpointing = torch.utils.checkpoint around every block: the block inputs stay, plus one "
     "block's activations while it is recomputed in backward.",
+    "Gated DeltaNet blocks (Qwen3-Next, Qwen3.5): the tensors of the chunked rule over the "
+    "sequence padded to whole chunks of 64 (float32), the convolution's input and output, the "
+    "gates and the gated norm; within 2% of saved-tensor hooks on the tested shapes (exact on "
+    "some), not exact as the other blocks are.",
 ]
 
 
@@ -101,6 +105,8 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
         router += STATS_BYTES * (slots + tokens)
     per_slot = nbytes(3 * s.C + 3 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
     shared = nbytes(tokens * 3 * (s.Fs // tp), b)  # the shared experts: a SwiGLU of width Fs
+    if cfg.shared_expert_gate:  # Qwen: σ(gate) (1 per token) and the shared expert's output (C)
+        shared += nbytes(tokens * (s.C + 1), b)
     # sigmoid scores come from float32 logits: float32 copies of a 16-bit input and of the
     # router's weight (E × C) are saved
     upcast = STATS_BYTES * (tokens + s.E) * s.C if cfg.moe_scoring == "sigmoid" and b != STATS_BYTES else 0
@@ -128,6 +134,8 @@ def _block_saved(
     ranks (Megatron's split: the query heads, the KV heads and the FFN width divided by tp; the
     block input, the norms and the linear layers' inputs replicated — or, with
     ``sequence_parallel``, each rank's T/tp positions of them)."""
+    if cfg.linear_layer_flags[layer]:
+        return _linear_block_saved(cfg, layer, B, T, b, tp, sequence_parallel)
     if cfg.is_mla:
         return _mla_block_saved(cfg, layer, B, T, b, dtype, tp, sequence_parallel)
     s = Shapes.of(cfg)
@@ -141,7 +149,7 @@ def _block_saved(
         # QK-norm keeps the q/k/v output whole through its q and k views (less v when SDPA's
         # own v is that view, counted under qkv) and one rstd per head row
         "qk_norm": (
-            nbytes(N * (H + 2 * G) * D, b)
+            nbytes(N * (H * (2 if cfg.attn_output_gate else 1) + 2 * G) * D, b)  # (q_proj: and its gate)
             - (nbytes(N * G * D, b) if kv_heads_saved == G else 0)
             + STATS_BYTES * N * ((H + G) if cfg.qk_norm_scope == "head" else 2)
             if cfg.qk_norm
@@ -154,6 +162,8 @@ def _block_saved(
             if cfg.attention_sinks or cfg.attn_softcap
             else _sdpa_saved(B, T, H, D, b, window)
         ),
+        # gated attention (Qwen3-Next): σ(gate) and the gated output (o_proj's input)
+        "output_gate": 2 * nbytes(N * H * D, b) if cfg.attn_output_gate else 0,
         # 16-bit: cos and sin cast afresh for q and for k
         "rope_casts": _rope_casts(cfg, T, b, dtype) if cfg.rope_layer_flags[layer] else 0,
         "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
@@ -212,6 +222,51 @@ def _mla_block_saved(
         "rope_casts": _rope_casts(cfg, T, b, dtype),
         "ffn_input": nbytes(n_rep * C, b),
         "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
+    }
+
+
+def _linear_block_saved(
+    cfg: ModelConfig, layer: int, B: int, T: int, b: float, tp: int, sequence_parallel: bool
+) -> dict:
+    """What a Gated DeltaNet block saves (``model.delta_net``, no cache), by part: its input
+    (in_proj's); the convolution's input (K − 1 zeros, then the T tokens) and output (SiLU's
+    input); β, the decay's softplus in and out and exp(A_log) (float32); q and k repeated to the
+    Hv value heads and their L2 norms' inputs and rstd (float32); then the chunked rule over
+    Tp = n·64 padded tokens, all float32: the causal mask (bool), the pairwise decay, k·kᵀ and
+    q·kᵀ (c per token and head each), the padded q, k, v and β, k·β, e^Γ and e^{Γ_c − Γ},
+    the triangular system and its solution (dk + dv), the decayed scores, k decayed to the
+    chunk's end, and per chunk the state entering it and its writes u (q decayed too once a
+    chunk follows a state that carries gradient); then the gated norm: its float32 input and
+    rstd, x̂ and γ·x̂ (the dtype), z's float32 copy and SiLU(z), and out_proj's input. Gated
+    DeltaNet blocks are replicated under tensor parallelism (``analysis.parallel``)."""
+    from ..model.delta_net import CHUNK
+
+    del tp, sequence_parallel  # replicated: every rank holds the whole block and its rows
+    s = Shapes.of(cfg)
+    N, C, f, c = B * T, s.C, 4, CHUNK
+    n = -(-T // c)
+    Hv, dk, dv, K = cfg.linear_v_heads, cfg.linear_k_head_dim, cfg.linear_v_head_dim, cfg.linear_conv_kernel
+    P, PT, Vd = B * Hv * n * c, B * Hv * T, cfg.linear_value_dim
+    n_rep = N  # replicated: no rank's share of the rows either (sequence parallelism is not applied)
+    rule = (
+        c * c  # the bool causal mask
+        # decay, k·kᵀ, the system, q·kᵀ, the scores (c each); β, e^Γ, e^{Γ_c − Γ}; q, k, k·β, k
+        # to the chunk's end (dk each); v; the solution (dk + dv)
+        + f * P * (5 * c + 3 + 4 * dk + dv + (dk + dv))
+        + f * (P * dk if n > 1 else 0)  # q decayed, read against a state that carries gradient
+        + f * n * B * Hv * (dk * dv + c * dv)  # per chunk: the state entering it, its writes
+    )
+    return {
+        "norms": norms_per_block(cfg) * _norm_saved_bytes(cfg, n_rep, b),
+        "attention_input": nbytes(n_rep * C, b),  # read by in_proj
+        "linear_conv": nbytes(B * cfg.linear_conv_dim * (2 * T + K - 1), b),  # its input and output
+        "linear_gates": nbytes(N * Hv, b) + f * (2 * N * Hv + 2 * Hv),  # β; softplus in, out; A
+        "linear_qk_norm": 2 * f * PT * (dk + 1),  # q and k at Hv heads, their rstd
+        "delta_rule": rule,
+        # the gated norm: float32 input, rstd, z's copy and SiLU(z); x̂, γ·x̂, out_proj's input
+        "linear_norm": f * (3 * N * Vd + N * Hv) + 3 * nbytes(N * Vd, b),
+        "ffn_input": nbytes(n_rep * C, b),
+        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], 1),
     }
 
 
@@ -463,7 +518,16 @@ def inference_memory(
             "activations: peak working set of a no-grad prefill that "
             "computes the last position's logits only, as generate does "
             "(inference_activation_bytes)"
-        ],
+        ]
+        + (
+            [
+                "Gated DeltaNet blocks: their prefill working set (the chunked rule's float32 "
+                "chunk matrices) is not modelled; the activations are the attention and FFN "
+                "blocks' peak"
+            ]
+            if cfg.has_linear_attention
+            else []
+        ),
     )
 
 

@@ -45,7 +45,8 @@ def _prepare(q, k, v, g, beta):
     if rep > 1:
         q, k = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
     wide = torch.promote_types(v.dtype, torch.float32)
-    q, k, v = (x.transpose(1, 2).to(wide) for x in (q, k, v))
+    # each its own contiguous (B, Hv, T, d) tensor, as transformers' rule takes them
+    q, k, v = (x.transpose(1, 2).to(wide).contiguous() for x in (q, k, v))
     q, k = l2_normalize(q), l2_normalize(k)
     return q * q.shape[-1] ** -0.5, k, v, g.transpose(1, 2).to(wide), beta.transpose(1, 2).to(wide)
 
@@ -94,20 +95,21 @@ def chunk_delta_rule(q, k, v, g, beta, state, chunk: int = CHUNK):
     k_beta = k * beta[..., None]
     system = (k_beta @ k.transpose(-2, -1) * decay).tril(-1)  # A: strictly lower
     eye = torch.eye(chunk, dtype=q.dtype, device=q.device)
+    e_gamma = gamma.exp()  # e^Γ: the decay from the chunk's start
     # (I + A)⁻¹ applied to β ⊙ v and to β ⊙ e^Γ ⊙ k: the writes' two parts (solved once per chunk)
-    rhs = torch.cat((v * beta[..., None], k_beta * gamma.exp()[..., None]), dim=-1)
+    rhs = torch.cat((v * beta[..., None], k_beta * e_gamma[..., None]), dim=-1)
     solved = torch.linalg.solve_triangular(system + eye, rhs, upper=False, unitriangular=True)
     writes, k_decayed = solved.split([v.shape[-1], dk], dim=-1)
     scores = q @ k.transpose(-2, -1) * decay  # (B, Hv, n, c, c), j ≤ i
-    q_decayed = q * gamma.exp()[..., None]
+    q_decayed = q * e_gamma[..., None]
     k_to_end = k * (gamma[..., -1:] - gamma).exp()[..., None]  # e^{Γ_c − Γ_j} k_j
     outputs = []
     for i in range(n):
         u = writes[:, :, i] - k_decayed[:, :, i] @ state  # (B, Hv, c, dv)
         outputs.append(q_decayed[:, :, i] @ state + scores[:, :, i] @ u)
-        state = state * gamma[:, :, i, -1, None, None].exp() + k_to_end[:, :, i].transpose(-2, -1) @ u
+        state = state * e_gamma[:, :, i, -1, None, None] + k_to_end[:, :, i].transpose(-2, -1) @ u
     out = torch.cat(outputs, dim=2)[:, :, :T]  # (B, Hv, T, dv)
-    return out.transpose(1, 2).to(dtype), state
+    return out.transpose(1, 2).to(dtype).contiguous(), state
 
 
 class GatedRMSNorm(nn.Module):
@@ -122,7 +124,9 @@ class GatedRMSNorm(nn.Module):
         wide = torch.promote_types(x.dtype, torch.float32)  # float32 (float64 stays)
         xf = x.to(wide)
         x_hat = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
-        return (self.weight * x_hat * F.silu(z.to(wide))).to(x.dtype)
+        # z copied in float32 whatever its dtype (autograd then keeps that copy, never the whole
+        # in_proj output z is a view of)
+        return (self.weight * x_hat * F.silu(z.to(wide, copy=True))).to(x.dtype)
 
 
 def projection_parts(cfg: ModelConfig) -> tuple[tuple[str, int], ...]:
