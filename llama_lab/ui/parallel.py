@@ -106,6 +106,11 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         show_error(f"This layout cannot run: {exc}")
         return
     g = est.per_gpu
+    if cfg.has_linear_attention and layout.tp > 1:
+        show_caption(
+            f"The {sum(cfg.linear_layer_flags)} Gated DeltaNet blocks are counted replicated on every "
+            f"tensor-parallel rank (their weights, activations and state are not split here)."
+        )
     cols = st.columns(4)
     cols[0].metric(
         f"per GPU (stage {g['stage']}, the fullest)",
