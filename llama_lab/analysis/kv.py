@@ -40,7 +40,7 @@ def linear_state_bytes(cfg: ModelConfig, dtype: str = "bf16") -> dict[str, int]:
     head (Hv · dk · dv, float32: transformers' delta rule keeps it so, and Qwen3.5's configs say
     mamba_ssm_dtype float32). The convolution needs only K − 1 earlier inputs between steps (the
     FLA and vLLM kernels keep K − 1); transformers keeps K."""
-    width = DTYPE_BYTES[dtype] if dtype in ("fp32", "bf16", "fp16") else 2
+    width = int(DTYPE_BYTES[dtype]) if dtype in ("fp32", "bf16", "fp16") else 2
     return {
         "conv": cfg.linear_conv_dim * cfg.linear_conv_kernel * width,
         "recurrent": cfg.linear_v_heads * cfg.linear_k_head_dim * cfg.linear_v_head_dim * 4,

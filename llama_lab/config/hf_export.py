@@ -87,8 +87,8 @@ def _has_nope_blocks(cfg) -> bool:
 
 def _reasons(cfg, model_type: str) -> list[str]:
     """Why ``model_type`` cannot express ``cfg`` (empty: it can)."""
-    wanted = {"olmo2": "olmo2", **dict.fromkeys(GEMMA, "gemma"), **dict.fromkeys(QWEN_HYBRID, "qwen_hybrid")}
-    wanted = wanted.get(model_type, "llama")
+    blocks = {"olmo2": "olmo2", **dict.fromkeys(GEMMA, "gemma"), **dict.fromkeys(QWEN_HYBRID, "qwen_hybrid")}
+    wanted = blocks.get(model_type, "llama")
     if _block_of(cfg) != wanted:
         return [f"not {_BLOCK_WORDS[wanted]}"]
     local = cfg.local_layer_flags
