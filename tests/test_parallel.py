@@ -8,9 +8,9 @@ import math
 import pytest
 
 from llama_lab.analysis import count_params
+from llama_lab.analysis.activations import activation_bytes
 from llama_lab.analysis.korthikanti import TERMS, compare, gpt_recipe, korthikanti_layer_bytes
 from llama_lab.analysis.layouts import search_layouts, serving_fit, serving_fits
-from llama_lab.analysis.memory import activation_bytes
 from llama_lab.analysis.parallel import (
     Layout,
     bubble_fraction,

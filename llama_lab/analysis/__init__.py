@@ -10,6 +10,13 @@ FLOPs count 2 per multiply-add.
 
 from ..config import MAX_BATCH
 from ..errors import AnalysisError
+from .activations import (
+    ACTIVATION_ASSUMPTIONS,
+    ActivationEstimate,
+    activation_bytes,
+    activation_estimate,
+    autocast_activation_bytes,
+)
 from .common import TRAINING_DTYPES
 from .flash import AttentionMemory, attention_memory, flash_layer_bytes, hbm_elements, naive_layer_bytes
 from .flops import (
@@ -36,14 +43,9 @@ from .kv import (
     weight_bytes,
 )
 from .memory import (
-    ACTIVATION_ASSUMPTIONS,
     SHARDED_STATES,
     SHARDINGS,
-    ActivationEstimate,
     MemoryEstimate,
-    activation_bytes,
-    activation_estimate,
-    autocast_activation_bytes,
     inference_activation_bytes,
     inference_memory,
     training_memory,

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import TypedDict
 
 from ..config import ModelConfig
+from .activations import _block_saved
 from .common import STATS_BYTES
-from .memory import _block_saved
 from .shapes import Shapes
 
 B16 = 2  # their activations are 16-bit

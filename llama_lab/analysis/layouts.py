@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass
 from ..config import LIMITS, ModelConfig
 from ..errors import AnalysisError
 from ..runtime.hardware import GPU
+from .activations import local_kv_heads
 from .common import check_count, checked_gpu, first_true
 from .flops import count_flops
 from .kv import layer_token_bytes
-from .memory import local_kv_heads
 from .parallel import Layout, check_layout, parallel_memory, stage_layers, stage_tensors
 from .params import count_params
 from .quant import as_weight_quant, weights_bytes

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import AnalysisError
+from .activations import _block_saved, _head_saved, local_kv_heads
 from .common import (
     INT64_BYTES,
     STATS_BYTES,
@@ -33,7 +34,6 @@ from .common import (
     checked_dtype_bytes,
     nbytes,
 )
-from .memory import _block_saved, _head_saved, local_kv_heads
 from .quant import TensorGroup, _block_tensors, weight_tensors
 from .shapes import Shapes
 

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from .bounds import INIT_STD
 from .hf import FAMILIES, Family, reads
 from .hf_gemma import GELU_TANH
+from .hf_qwen_next import qwen_hybrid_keys
 
 if TYPE_CHECKING:
     from .model_config import ModelConfig
@@ -433,43 +434,12 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
             num_nextn_predict_layers=0,  # LLaMA Lab models no MTP layer
         )
     if mt in QWEN_HYBRID:
-        out.update(_qwen_hybrid_keys(cfg, mt))
+        out.update(qwen_hybrid_keys(cfg, mt))
     if mt == "gemma3_text":
         out["rope_parameters"] = {
             "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
             "sliding_attention": {"rope_type": "default", "rope_theta": cfg.rope_local_theta},
         }
-    return out
-
-
-def _qwen_hybrid_keys(cfg: "ModelConfig", model_type: str) -> dict:
-    """Qwen3-Next's and Qwen3.5's own keys: layer_types, the linear layers' sizes, partial RoPE
-    (folded into rope_parameters by the config class) and the experts."""
-    out: dict[str, Any] = dict(
-        attention_bias=cfg.qkv_bias,
-        layer_types=["linear_attention" if flag else "full_attention" for flag in cfg.linear_layer_flags],
-        linear_num_key_heads=cfg.linear_k_heads,
-        linear_num_value_heads=cfg.linear_v_heads,
-        linear_key_head_dim=cfg.linear_k_head_dim,
-        linear_value_head_dim=cfg.linear_v_head_dim,
-        linear_conv_kernel_dim=cfg.linear_conv_kernel,
-        partial_rotary_factor=cfg.partial_rotary_factor,
-    )
-    if cfg.is_moe:
-        out.update(
-            num_experts=cfg.n_experts,
-            num_experts_per_tok=cfg.experts_per_token,
-            moe_intermediate_size=cfg.expert_ffn_hidden,
-            shared_expert_intermediate_size=cfg.expert_ffn_hidden,
-        )
-    if model_type == "qwen3_next":  # its own keys: sparse blocks but mlp_only_layers, or none
-        flags = cfg.moe_layer_flags
-        out.update(
-            num_experts=cfg.n_experts if cfg.is_moe else 0,  # the class's default is 512 experts
-            decoder_sparse_step=1,
-            mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse] if cfg.is_moe else [],
-            norm_topk_prob=cfg.moe_renormalize,
-        )
     return out
 
 

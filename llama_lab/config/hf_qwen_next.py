@@ -5,16 +5,20 @@ full_attention_interval-th block full attention, the others Gated DeltaNet), the
 heads and convolution, gated attention (q_proj emits each head's output gate; QK-norm per head),
 (1 + γ) RMSNorms, partial RoPE (0.25 unless given), and the experts: Qwen3-Next's per
 decoder_sparse_step and mlp_only_layers, Qwen3.5-MoE's on every block, each with one shared
-expert gated by σ(shared_expert_gate(x)). Called by ``hf_families.family_fields``."""
+expert gated by σ(shared_expert_gate(x)). Called by ``hf_families.family_fields``; the keys
+written back: ``qwen_hybrid_keys`` (for ``hf_export``)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
 from .hf_read import Family, _bool, _count, _get, _list
 from .hf_rope_variants import _layer_list, _partial_rotary
 from .messages import shown
+
+if TYPE_CHECKING:
+    from .model_config import ModelConfig
 
 HYBRID = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 LINEAR_KINDS = ("linear_attention", "full_attention")
@@ -119,5 +123,37 @@ def qwen_hybrid(data: Mapping[str, Any], family: Family, n_layers: int, notes: l
             "rope_parameters' mrope_section / mrope_interleaved split the rotated pairs between "
             "the text, height and width positions of images and video; a text sequence's three "
             "positions are equal, so its RoPE is plain partial RoPE"
+        )
+    return out
+
+
+def qwen_hybrid_keys(cfg: "ModelConfig", model_type: str) -> dict:
+    """The config.json keys of ``model_type`` (Qwen3-Next's or Qwen3.5's) for ``cfg`` (what
+    ``hf_export.to_hf_config`` writes beyond the common ones): layer_types, the linear layers'
+    sizes, partial RoPE (folded into rope_parameters by the config class) and the experts."""
+    out: dict[str, Any] = dict(
+        attention_bias=cfg.qkv_bias,
+        layer_types=["linear_attention" if flag else "full_attention" for flag in cfg.linear_layer_flags],
+        linear_num_key_heads=cfg.linear_k_heads,
+        linear_num_value_heads=cfg.linear_v_heads,
+        linear_key_head_dim=cfg.linear_k_head_dim,
+        linear_value_head_dim=cfg.linear_v_head_dim,
+        linear_conv_kernel_dim=cfg.linear_conv_kernel,
+        partial_rotary_factor=cfg.partial_rotary_factor,
+    )
+    if cfg.is_moe:
+        out.update(
+            num_experts=cfg.n_experts,
+            num_experts_per_tok=cfg.experts_per_token,
+            moe_intermediate_size=cfg.expert_ffn_hidden,
+            shared_expert_intermediate_size=cfg.expert_ffn_hidden,
+        )
+    if model_type == "qwen3_next":  # its own keys: sparse blocks but mlp_only_layers, or none
+        flags = cfg.moe_layer_flags
+        out.update(
+            num_experts=cfg.n_experts if cfg.is_moe else 0,  # the class's default is 512 experts
+            decoder_sparse_step=1,
+            mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse] if cfg.is_moe else [],
+            norm_topk_prob=cfg.moe_renormalize,
         )
     return out

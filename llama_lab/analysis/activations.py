@@ -1,0 +1,383 @@
+"""Activations: the tensors our implementation saves for backward, block by block (attention,
+MLA, Gated DeltaNet, the FFN or experts, the loss head), plain or with activation checkpointing,
+on one tensor-parallel rank. ``memory`` adds them to the weights and states of training."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from ..config import ModelConfig
+from ..errors import AnalysisError
+from .common import (
+    INT64_BYTES,
+    STATS_BYTES,
+    TRAINING_DTYPES,
+    check_count,
+    check_seq,
+    checked_dtype_bytes,
+    nbytes,
+)
+from .params import norms_per_block
+from .shapes import Shapes
+
+
+@dataclass(frozen=True)
+class ActivationEstimate:
+    dtype: str
+    seq_len: int
+    batch: int
+    checkpointing: bool
+    per_layer: int  # bytes one block saves for backward
+    components: dict[str, int]
+    total_bytes: int
+    assumptions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+ACTIVATION_ASSUMPTIONS = [
+    "Counts the tensors autograd saves for backward in llama_lab.model with every parameter in "
+    "`dtype` (model.to(dtype), no autocast), each storage once, parameters excluded, for the "
+    "model's own loss (loss='chunked': model.loss, the LM head and cross-entropy in chunks, "
+    "which keeps the gradients of the hidden states (N·C) and of the head's weight (V·C), never "
+    "the N·V logits) or F.cross_entropy on the logits (loss='logits': the lm_head input and "
+    "the N·V log-probabilities).",
+    "Attention runs in a fused SDPA kernel (flash / CPU flash): it saves q, k, v (G heads, not "
+    "repeated), its output and a float32 logsumexp (B·H·T) - never the T×T weights.",
+    "RMSNorm saves its input and rstd (float32, one per row; backward recomputes x·rstd); "
+    "LayerNorm saves its input and float32 mean/rstd (the CPU kernel keeps them in the input "
+    "dtype: a few bytes per token less). A norm's output is saved by the linear layers that "
+    "read it. QK-norm's inputs are views of the q/k/v projection's output, which they keep "
+    "whole (SDPA's v is a view of it too).",
+    "SwiGLU and GeGLU save the fused gate/up output and the product (3·F per token: the "
+    "activation of the gate is recomputed in backward); ReLU its output; GELU its input and output.",
+    "Sandwich blocks (Gemma) save four norms' inputs and rstd; attention with sinks or soft-capped "
+    "scores runs as plain matmuls, saving the softmax (and the cap's tanh), never fused.",
+    "RoPE saves cos and sin (T×D): the model's tables, built once per device for the longest "
+    "length used (T in a training step), in float32; or one cast copy per use in 16-bit dtypes.",
+    "checkpointing = torch.utils.checkpoint around every block: the block inputs stay, plus one "
+    "block's activations while it is recomputed in backward.",
+    "Gated DeltaNet blocks (Qwen3-Next, Qwen3.5): the tensors of the chunked rule over the "
+    "sequence padded to whole chunks of 64 (float32), the convolution's input and output, the "
+    "gates and the gated norm; within 2% of saved-tensor hooks on the tested shapes (exact on "
+    "some), not exact as the other blocks are.",
+]
+
+
+def _norm_saved_bytes(cfg: ModelConfig, tokens: int, b: float) -> int:
+    C = Shapes.of(cfg).C
+    if cfg.norm_type == "rmsnorm":
+        return nbytes(tokens * C, b) + STATS_BYTES * tokens  # input + rstd
+    return nbytes(tokens * C, b) + 2 * STATS_BYTES * tokens  # input + mean, rstd
+
+
+def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: int = 1) -> int:
+    """What one block's FFN saves beyond its input, on one of ``tp`` tensor-parallel ranks (the
+    hidden width F, or each expert's Fe, split across them; the router replicated). Dense
+    SwiGLU: the gate/up output and the product (3·F per token); ReLU its output; GELU input
+    and output. Sparse: the router's float32 softmax (E per token), top-k indices (int64), the
+    renormalisation's weights and sum (float32), and per (token, expert) slot the gathered
+    input, gate/up (2·Fe) and the product (Fe: ``kernels.swiglu`` recomputes silu), the expert's
+    output and its weighted copy (2·C), the weight and two int64 indices."""
+    s = Shapes.of(cfg)
+    if not sparse:
+        F = s.F // tp
+        per_token = {"swiglu": 3 * F, "geglu": 3 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
+        return nbytes(tokens * per_token, b)
+    slots = tokens * s.K
+    if cfg.moe_style == "gpt_oss":
+        # the top-k indices and the softmax over the k logits (in the dtype); per slot the
+        # gathered input, gate/up (2·Fe) and five Fe-wide steps of the clamped SwiGLU (the
+        # clamped gate, σ(α·g), g·σ, up + 1, the product), the output and its weighted copy
+        per_slot = nbytes(3 * s.C + 7 * s.Fe + 1, b) + 2 * INT64_BYTES
+        return INT64_BYTES * slots + nbytes(slots, b) + slots * per_slot
+    router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots
+    if cfg.moe_renormalize:
+        router += STATS_BYTES * (slots + tokens)
+    per_slot = nbytes(3 * s.C + 3 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
+    shared = nbytes(tokens * 3 * (s.Fs // tp), b)  # the shared experts: a SwiGLU of width Fs
+    if cfg.shared_expert_gate:  # Qwen: σ(gate) (1 per token) and the shared expert's output (C)
+        shared += nbytes(tokens * (s.C + 1), b)
+    # sigmoid scores come from float32 logits: float32 copies of a 16-bit input and of the
+    # router's weight (E × C) are saved
+    upcast = STATS_BYTES * (tokens + s.E) * s.C if cfg.moe_scoring == "sigmoid" and b != STATS_BYTES else 0
+    return router + slots * per_slot + shared + upcast
+
+
+def local_kv_heads(cfg: ModelConfig, tp: int) -> int:
+    """KV heads one of ``tp`` tensor-parallel ranks holds: G/tp, or one (each KV head
+    replicated on tp/G ranks) when tp exceeds G."""
+    G = Shapes.of(cfg).G
+    return G // tp if G >= tp else 1
+
+
+def _block_saved(
+    cfg: ModelConfig,
+    layer: int,
+    B: int,
+    T: int,
+    b: float,
+    dtype: str,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+) -> dict:
+    """The tensors block ``layer`` saves for backward, by part, on one of ``tp`` tensor-parallel
+    ranks (Megatron's split: the query heads, the KV heads and the FFN width divided by tp; the
+    block input, the norms and the linear layers' inputs replicated — or, with
+    ``sequence_parallel``, each rank's T/tp positions of them)."""
+    if cfg.linear_layer_flags[layer]:
+        return _linear_block_saved(cfg, layer, B, T, b, tp, sequence_parallel)
+    if cfg.is_mla:
+        return _mla_block_saved(cfg, layer, B, T, b, dtype, tp, sequence_parallel)
+    s = Shapes.of(cfg)
+    N, C, D = B * T, s.C, s.D
+    H, G = s.H // tp, local_kv_heads(cfg, tp)
+    kv_heads_saved = G  # SDPA broadcasts the KV heads (enable_gqa): K and V saved as G heads
+    window = cfg.window_of(layer)
+    n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors
+    return {
+        "norms": norms_per_block(cfg) * _norm_saved_bytes(cfg, n_rep, b),
+        # QK-norm keeps the q/k/v output whole through its q and k views (less v when SDPA's
+        # own v is that view, counted under qkv) and one rstd per head row
+        "qk_norm": (
+            nbytes(N * (H * (2 if cfg.attn_output_gate else 1) + 2 * G) * D, b)  # (q_proj: and its gate)
+            - (nbytes(N * G * D, b) if kv_heads_saved == G else 0)
+            + STATS_BYTES * N * ((H + G) if cfg.qk_norm_scope == "head" else 2)
+            if cfg.qk_norm
+            else 0
+        ),
+        "attention_input": nbytes(n_rep * C, b),  # read by q, k, v
+        "qkv": nbytes(N * (H + 2 * kv_heads_saved) * D, b),  # saved by SDPA
+        **(
+            _matmul_saved(cfg, B, T, H, D, b)
+            if cfg.attention_sinks or cfg.attn_softcap
+            else _sdpa_saved(B, T, H, D, b, window)
+        ),
+        # gated attention (Qwen3-Next): σ(gate) and the gated output (o_proj's input)
+        "output_gate": 2 * nbytes(N * H * D, b) if cfg.attn_output_gate else 0,
+        # 16-bit: cos and sin cast afresh for q and for k
+        "rope_casts": _rope_casts(cfg, T, b, dtype) if cfg.rope_layer_flags[layer] else 0,
+        "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
+        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
+    }
+
+
+def _sdpa_saved(B: int, T: int, H: int, D: int, b: float, window: int | None) -> dict:
+    """SDPA's output (also o_proj's input: same storage) and its float32 logsumexp; with a
+    window shorter than T, the (T, T) mask it keeps, converted to the dtype."""
+    return {
+        "attention_output": nbytes(B * T * H * D, b) + STATS_BYTES * B * H * T,
+        "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
+    }
+
+
+def _matmul_saved(cfg: ModelConfig, B: int, T: int, H: int, D: int, b: float) -> dict:
+    """Attention as plain matmuls (``model.attention.matmul_attention``): with sinks the softmax
+    over T keys and the sink (B·H·T·(T+1)); else the softmax (B·H·T·T) and, with soft-capped
+    scores, their tanh (B·H·T·T); o_proj's input (the output, made contiguous) and the (T, T)
+    boolean mask."""
+    probs = B * H * T * (T + 1) if cfg.attention_sinks else B * H * T * T
+    tanh = B * H * T * T if cfg.attn_softcap else 0
+    return {"attention_output": nbytes(probs + tanh + B * T * H * D, b), "window_mask": T * T}
+
+
+def _rope_casts(cfg: ModelConfig, T: int, b: float, dtype: str) -> int:
+    """16-bit: cos and sin cast afresh for q and for k, over the rotated width (interleaved
+    RoPE casts the half it uses)."""
+    if cfg.pos_encoding != "rope" or dtype == "fp32":
+        return 0
+    return nbytes(4 * T * (cfg.rope_dim // 2 if cfg.rope_interleave else cfg.rope_dim), b)
+
+
+def _mla_block_saved(
+    cfg: ModelConfig, layer: int, B: int, T: int, b: float, dtype: str, tp: int, sequence_parallel: bool
+) -> dict:
+    """What an MLA block saves (``model.mla``, no cache: every head's K and V rebuilt): its
+    input; q's bottleneck (q_a's output, its norm's rstd and output); kv_a's output (the latent's
+    norm saves it whole, a view), the rstd and the normalised latent (kv_b's input); the
+    rebuilt q and k (H·D each) and v zero-padded to their width (the fused kernel takes one
+    head width: ``model.attention.causal_attention``), SDPA's padded output and logsumexp, and
+    o_proj's input (the output cut to Dv, made contiguous); then the FFN. The latent projections
+    are replicated under tensor parallelism, the heads split."""
+    s = Shapes.of(cfg)
+    N, C, H = B * T, s.C, s.H // tp
+    n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors
+    q_path = 2 * nbytes(N * s.Rq, b) + STATS_BYTES * N if s.Rq else 0
+    return {
+        "norms": norms_per_block(cfg) * _norm_saved_bytes(cfg, n_rep, b),
+        "attention_input": nbytes(n_rep * C, b),  # read by q (or q_a) and kv_a
+        "latent": q_path + nbytes(N * (2 * s.Rkv + s.Dr), b) + STATS_BYTES * N,
+        "qkv": nbytes(N * H * (2 * s.D + max(s.D, s.Dv)), b),  # q, k, v padded to one width
+        # SDPA's output (padded) and its logsumexp; o_proj's input, the output cut to Dv
+        "attention_output": nbytes(N * H * (max(s.D, s.Dv) + s.Dv), b) + STATS_BYTES * B * H * T,
+        "rope_casts": _rope_casts(cfg, T, b, dtype),
+        "ffn_input": nbytes(n_rep * C, b),
+        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
+    }
+
+
+def _linear_block_saved(
+    cfg: ModelConfig, layer: int, B: int, T: int, b: float, tp: int, sequence_parallel: bool
+) -> dict:
+    """What a Gated DeltaNet block saves (``model.delta_net``, no cache), by part: its input
+    (in_proj's); the convolution's input (K − 1 zeros, then the T tokens) and output (SiLU's
+    input); β, the decay's softplus in and out and exp(A_log) (float32); q and k repeated to the
+    Hv value heads and their L2 norms' inputs and rstd (float32); then the chunked rule over
+    Tp = n·64 padded tokens, all float32: the causal mask (bool), the pairwise decay, k·kᵀ and
+    q·kᵀ (c per token and head each), the padded q, k, v and β, k·β, e^Γ and e^{Γ_c − Γ},
+    the triangular system and its solution (dk + dv), the decayed scores, k decayed to the
+    chunk's end, and per chunk the state entering it and its writes u (q decayed too once a
+    chunk follows a state that carries gradient); then the gated norm: its float32 input and
+    rstd, x̂ and γ·x̂ (the dtype), z's float32 copy and SiLU(z), and out_proj's input. Gated
+    DeltaNet blocks are replicated under tensor parallelism (``analysis.parallel``)."""
+    from ..model.delta_net import CHUNK
+
+    del tp, sequence_parallel  # replicated: every rank holds the whole block and its rows
+    s = Shapes.of(cfg)
+    N, C, f, c = B * T, s.C, 4, CHUNK
+    n = -(-T // c)
+    Hv, dk, dv, K = cfg.linear_v_heads, cfg.linear_k_head_dim, cfg.linear_v_head_dim, cfg.linear_conv_kernel
+    P, PT, Vd = B * Hv * n * c, B * Hv * T, cfg.linear_value_dim
+    n_rep = N  # replicated: no rank's share of the rows either (sequence parallelism is not applied)
+    rule = (
+        c * c  # the bool causal mask
+        # decay, k·kᵀ, the system, q·kᵀ, the scores (c each); β, e^Γ, e^{Γ_c − Γ}; q, k, k·β, k
+        # to the chunk's end (dk each); v; the solution (dk + dv)
+        + f * P * (5 * c + 3 + 4 * dk + dv + (dk + dv))
+        + f * (P * dk if n > 1 else 0)  # q decayed, read against a state that carries gradient
+        + f * n * B * Hv * (dk * dv + c * dv)  # per chunk: the state entering it, its writes
+    )
+    return {
+        "norms": norms_per_block(cfg) * _norm_saved_bytes(cfg, n_rep, b),
+        "attention_input": nbytes(n_rep * C, b),  # read by in_proj
+        "linear_conv": nbytes(B * cfg.linear_conv_dim * (2 * T + K - 1), b),  # its input and output
+        "linear_gates": nbytes(N * Hv, b) + f * (2 * N * Hv + 2 * Hv),  # β; softplus in, out; A
+        "linear_qk_norm": 2 * f * PT * (dk + 1),  # q and k at Hv heads, their rstd
+        "delta_rule": rule,
+        # the gated norm: float32 input, rstd, z's copy and SiLU(z); x̂, γ·x̂, out_proj's input
+        "linear_norm": f * (3 * N * Vd + N * Hv) + 3 * nbytes(N * Vd, b),
+        "ffn_input": nbytes(n_rep * C, b),
+        "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], 1),
+    }
+
+
+LOSS_PATHS = ("chunked", "logits")
+
+
+def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> int:
+    """What the loss head saves on one of ``tp`` ranks (a vocabulary-parallel head holds V/tp
+    rows): the final norm's tensors, then for the chunked loss its two gradients, for
+    F.cross_entropy the lm_head input, the log-probabilities, the targets and nll_loss's total
+    weight."""
+    if loss not in LOSS_PATHS:
+        raise AnalysisError(f"loss={loss!r} must be one of {', '.join(LOSS_PATHS)}")
+    s = Shapes.of(cfg)
+    norm = _norm_saved_bytes(cfg, N, b) if cfg.final_norm else 0
+    V = math.ceil(s.V / tp)
+    if loss == "chunked":
+        return norm + nbytes(N * s.C, b) + nbytes(V * s.C, b)
+    logits = (2 if cfg.logit_softcap else 1) * N * V
+    return norm + nbytes(N * s.C, b) + nbytes(logits, b) + INT64_BYTES * N + math.ceil(b)
+
+
+def _rope_tables_used(cfg: ModelConfig) -> int:
+    """RoPE tables the blocks read: one, or two when windowed and global blocks rotate with
+    different bases (Gemma 3); none when no block rotates."""
+    windowed = [w for w, rotated in zip(cfg.local_layer_flags, cfg.rope_layer_flags) if rotated]
+    if not windowed:  # NoPE everywhere
+        return 0
+    return 1 if cfg.rope_local_theta == cfg.rope_theta else len(set(windowed))
+
+
+def activation_estimate(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "fp32",
+    checkpointing: bool = False,
+    loss: str = "chunked",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+) -> ActivationEstimate:
+    """What autograd saves in one forward over ``batch`` × ``seq_len`` tokens, on one of ``tp``
+    tensor-parallel ranks (1: the whole model)."""
+    check_seq(seq_len, batch)
+    check_count("tp", tp, Shapes.of(cfg).H)
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    B, T, N = batch, seq_len, batch * seq_len
+    s = Shapes.of(cfg)
+    C, L = s.C, s.L
+    rope = cfg.pos_encoding == "rope"
+    # blocks come in few kinds: (window, sparse, rotated)
+    kinds: dict[tuple[int | None, bool, bool], list[int]] = {}
+    for layer in range(L):
+        key = (cfg.window_of(layer), cfg.moe_layer_flags[layer], cfg.rope_layer_flags[layer])
+        kinds.setdefault(key, [layer, 0])[1] += 1
+    saved = {
+        key: sum(_block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
+        for key, (first, _) in kinds.items()
+    }
+    per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0], cfg.rope_layer_flags[0])]
+    components = {
+        "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
+        # all layers' one (cos, sin), or two where windowed layers rotate with their own base
+        # (checkpointed: the one block recomputed at a time holds its own)
+        "rope_tables": (
+            2
+            * T
+            * cfg.rope_dim
+            * 4
+            * (min(1, _rope_tables_used(cfg)) if checkpointing else _rope_tables_used(cfg))
+            if rope and dtype == "fp32"
+            else 0
+        ),
+        "head_and_loss": _head_saved(cfg, N, b, loss, tp),
+    }
+    if checkpointing:
+        block_input = nbytes((math.ceil(N / tp) if sequence_parallel else N) * C, b)
+        components["block_inputs"] = L * block_input
+        # While a block is recomputed, its first saved tensor is the stored input itself
+        # (Post-LN: q/k/v read it; Pre-LN: the first norm saves it)
+        components["recomputed_block"] = max(saved.values()) - block_input
+    else:
+        components["blocks"] = sum(saved[key] * count for key, (_, count) in kinds.items())
+    return ActivationEstimate(
+        dtype,
+        seq_len,
+        batch,
+        checkpointing,
+        per_layer,
+        components,
+        sum(components.values()),
+        list(ACTIVATION_ASSUMPTIONS),
+    )
+
+
+def activation_bytes(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "fp32",
+    checkpointing: bool = False,
+    loss: str = "chunked",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+) -> int:
+    """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS),
+    on one of ``tp`` tensor-parallel ranks."""
+    return activation_estimate(
+        cfg, seq_len, batch, dtype, checkpointing, loss, tp, sequence_parallel
+    ).total_bytes
+
+
+def autocast_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> int:
+    """What the live model saves for backward under ``torch.autocast`` to ``dtype`` (fp32
+    weights, mixed precision): ``activation_bytes`` in ``dtype``, except that the residual
+    stream stays float32, so every norm's input (two per block, four in a sandwich block, the
+    final norm) is saved in 4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself."""
+    exact = activation_bytes(cfg, seq_len, batch, dtype)
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    norm_inputs = norms_per_block(cfg) * cfg.n_layers + (1 if cfg.final_norm else 0)
+    return exact + norm_inputs * nbytes(batch * seq_len * cfg.d_model, 4 - b)
