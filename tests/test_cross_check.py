@@ -15,6 +15,10 @@ def test_fvcore_agrees_with_closed_form_at_2048(name):
     # Every preset at T=2048: models beyond 2 layers are traced at 1 and 2 layers and
     # extrapolated (test_scaled_equals_full shows that is exact) to keep this file fast.
     cfg = PRESETS[name]
+    if cfg.has_linear_attention:  # fvcore cannot trace Gated DeltaNet: said, by name
+        with pytest.raises(AnalysisError, match="cannot follow the Gated DeltaNet blocks"):
+            fvcore_check(cfg, 2048, method="scaled")
+        return
     check = fvcore_check(cfg, 2048, method="scaled")
     assert abs(check.relative_difference) < 0.01
     assert check.difference == 0  # both count the same matmuls exactly

@@ -115,22 +115,25 @@ def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
     return by_operator, unsupported
 
 
-def _block_kinds(cfg: ModelConfig) -> dict[tuple[bool, bool, bool], int]:
-    """How many blocks of each kind (windowed?, experts?, rotated?) the model has."""
-    kinds: dict[tuple[bool, bool, bool], int] = {}
-    for kind in zip(cfg.local_layer_flags, cfg.moe_layer_flags, cfg.rope_layer_flags):
+def _block_kinds(cfg: ModelConfig) -> dict[tuple[bool, bool, bool, bool], int]:
+    """How many blocks of each kind (windowed?, experts?, rotated?, Gated DeltaNet?) the model has."""
+    kinds: dict[tuple[bool, bool, bool, bool], int] = {}
+    for kind in zip(cfg.local_layer_flags, cfg.moe_layer_flags, cfg.rope_layer_flags, cfg.linear_layer_flags):
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
 
 
-def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool, bool], n_layers: int) -> ModelConfig:
+def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool, bool, bool], n_layers: int) -> ModelConfig:
     """``n_layers`` blocks, all of one kind."""
-    local, moe, rotated = kind
+    local, moe, rotated, linear = kind
     return cfg.replace(
         n_layers=n_layers,
         local_layers="all" if local else "none",
         moe_layers="all" if moe else "none",
-        nope_layers="none" if rotated or cfg.pos_encoding != "rope" else "all",
+        # a Gated DeltaNet block has no RoPE to skip
+        nope_layers="none" if rotated or linear or cfg.pos_encoding != "rope" else "all",
+        linear_layers="all" if linear else "none",
+        linear_grouped_proj=cfg.linear_grouped_proj and linear,
     )
 
 
@@ -166,6 +169,12 @@ def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "
     if method not in METHODS:
         raise AnalysisError(f"method={method!r} must be one of {', '.join(METHODS)}")
     ours = count_flops(cfg, seq_len, batch).forward  # validates seq_len and batch
+    if cfg.has_linear_attention:
+        raise AnalysisError(
+            "fvcore's jit trace cannot follow the Gated DeltaNet blocks (their chunked delta rule "
+            "and triangular solves); the closed form is held against PyTorch's FlopCounterMode on "
+            "transformers' own Qwen3-Next / Qwen3.5 modules instead (tests/test_qwen_next.py)"
+        )
     notes = [
         "fvcore counts 1 per multiply-add: its counts are doubled here.",
         "aten::scaled_dot_product_attention counted by a registered handle (QKᵀ + AV over the full T×T).",

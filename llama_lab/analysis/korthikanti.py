@@ -138,7 +138,9 @@ class KorthikantiComparison:
 
 
 def _ours(cfg: ModelConfig, s: int, b: int, t: int, sp: bool) -> dict:
-    return _block_saved(cfg, 0, b, s, B16, "bf16", t, sp)
+    """The first attention block's saved tensors (a hybrid's Gated DeltaNet blocks aside)."""
+    first = next((i for i, linear in enumerate(cfg.linear_layer_flags) if not linear), 0)
+    return _block_saved(cfg, first, b, s, B16, "bf16", t, sp)
 
 
 def _our_variant(cfg: ModelConfig, s: int, b: int, t: int, variant: str) -> int:

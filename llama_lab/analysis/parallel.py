@@ -266,14 +266,18 @@ def stage_activations(
     B, T, t, sp = layout.micro_batch, seq_len, layout.tp, layout.sequence_parallel and layout.tp > 1
     N = B * T
     layers = _layers_of(cfg, layout, stage)
-    kinds: dict[tuple[int | None, bool], list[int]] = {}  # blocks come in few kinds: (window, sparse)
+    # blocks come in few kinds: (window, sparse, Gated DeltaNet)
+    kinds: dict[tuple[int | None, bool, bool], list[int]] = {}
     for i in layers:
-        kinds.setdefault((cfg.window_of(i), cfg.moe_layer_flags[i]), [i, 0])[1] += 1
+        kinds.setdefault((cfg.window_of(i), cfg.moe_layer_flags[i], cfg.linear_layer_flags[i]), [i, 0])[
+            1
+        ] += 1
     saved = {key: _block_saved(cfg, first, B, T, b, dtype, t, sp) for key, (first, _) in kinds.items()}
     if layout.recompute == "selective":  # the attention core is recomputed from q, k, v:
         for part in saved.values():  # its logsumexp and a window mask are not kept
-            part["attention_output"] -= STATS_BYTES * B * (s.H // t) * T
-            part["window_mask"] = 0
+            if "attention_output" in part:  # (a Gated DeltaNet block keeps all it saves)
+                part["attention_output"] -= STATS_BYTES * B * (s.H // t) * T
+                part["window_mask"] = 0
     parts = {
         "blocks": sum(sum(saved[key].values()) * n for key, (_, n) in kinds.items()),
         "recomputed_block": 0,
