@@ -45,34 +45,44 @@ class MLP(nn.Module):
 
 
 class ExpertLoop(nn.Module, ABC):
-    """E experts (``expert``: one expert on its tokens), each run on the tokens routed to it."""
+    """E experts (``expert``: one expert on its tokens), each run on the tokens routed to it.
+    The stacked weights are split into per-expert views once per forward (``unbind``: its
+    backward writes every expert's gradient into one tensor, where indexing each expert would
+    fill a zero tensor of all E experts per expert used)."""
 
     def __init__(self, n_experts: int):
         super().__init__()
         self.n_experts = n_experts
 
     @abstractmethod
-    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
-        """Expert ``e`` on its tokens x (n, C)."""
+    def expert(self, weights: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
+        """One expert, its tensors ``weights`` (``per_expert``'s e-th), on its tokens x (n, C)."""
+
+    def per_expert(self) -> list[tuple[torch.Tensor, ...]]:
+        """Each expert's tensors, in the order of the module's parameters."""
+        return list(zip(*(p.unbind(0) for p in self.parameters(recurse=False))))
 
     def forward(self, x: torch.Tensor, experts: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x (N, C); experts, weights (N, k): each token's chosen experts and their weights."""
         out = torch.zeros_like(x)
+        tensors = self.per_expert()
         if x.is_meta:  # shapes only (counting): spread the N·k slots evenly
-            return self._meta_forward(x, weights)
+            return self._meta_forward(x, weights, tensors)
         for e in torch.unique(experts).tolist():  # only the experts some token chose
             token, slot = torch.where(experts == e)
-            y = self.expert(e, x[token])  # (n_e, C)
+            y = self.expert(tensors[e], x[token])  # (n_e, C)
             out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
         return out
 
-    def _meta_forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def _meta_forward(self, x: torch.Tensor, weights: torch.Tensor, tensors) -> torch.Tensor:
         """On the meta device routing is unknown: the same matmuls as any routing would run
         (N·k token-slots in all) spread evenly over the experts, their outputs weighted and
         summed per token so that a tracer keeps every one of them."""
         N, k = weights.shape
         E, slots = self.n_experts, weights.numel()
-        outputs = [self.expert(e, x.new_empty(slots // E + (e < slots % E), x.shape[1])) for e in range(E)]
+        outputs = [
+            self.expert(tensors[e], x.new_empty(slots // E + (e < slots % E), x.shape[1])) for e in range(E)
+        ]
         return (torch.cat(outputs).view(N, k, -1) * weights[..., None]).sum(dim=1)
 
 
@@ -85,8 +95,9 @@ class Experts(ExpertLoop):
         self.gate_up_proj = nn.Parameter(torch.empty(E, 2 * F_, C))
         self.down_proj = nn.Parameter(torch.empty(E, C, F_))
 
-    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(swiglu(F.linear(x, self.gate_up_proj[e])), self.down_proj[e])
+    def expert(self, weights: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
+        gate_up, down = weights
+        return F.linear(swiglu(F.linear(x, gate_up)), down)
 
 
 class GptOssExperts(ExpertLoop):
@@ -103,12 +114,13 @@ class GptOssExperts(ExpertLoop):
         self.down_proj_bias = nn.Parameter(torch.empty(E, C))
         self.limit, self.alpha = cfg.swiglu_limit, cfg.swiglu_alpha
 
-    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
-        gate_up = x @ self.gate_up_proj[e] + self.gate_up_proj_bias[e]  # (n, 2F)
+    def expert(self, weights: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
+        gate_up_proj, gate_up_bias, down_proj, down_bias = weights
+        gate_up = x @ gate_up_proj + gate_up_bias  # (n, 2F)
         gate = gate_up[..., ::2].clamp(max=self.limit)
         up = gate_up[..., 1::2].clamp(-self.limit, self.limit)
         hidden = (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
-        return hidden @ self.down_proj[e] + self.down_proj_bias[e]
+        return hidden @ down_proj + down_bias
 
 
 class MoE(nn.Module, ABC):
