@@ -274,3 +274,17 @@ def test_home_says_what_sets_the_hybrids_apart():
     assert "**Gated DeltaNet**" in notes and "48 of 64 blocks" in notes
     assert "**Gated attention**" in notes and "**NoPE blocks**" not in notes
     assert "**Gated shared expert**" in " ".join(family_notes(PRESETS["qwen3.5-35b-a3b"]))
+
+
+def test_inside_the_model_traces_the_hybrid_small_copy():
+    """The page's trace on Qwen3-Next's small copy (untrained): attention maps for the attending
+    block only, the probes on it, the Gated DeltaNet blocks' residual stream all the same."""
+    from llama_lab.experiments.inside import first_attention_block, inside_config, text_tokens, trace
+
+    cfg = inside_config(PRESETS["qwen3-next-80b-a3b"])
+    model = build_model(cfg).eval()
+    t = trace(model, text_tokens("Return the number of items.", cfg))
+    assert [layer.attention is None for layer in t.layers] == [True, True, True, False]
+    assert first_attention_block(model) == 3 and t.rope is not None
+    assert all(layer.residual_out_rms.isfinite().all() for layer in t.layers)
+    assert t.layers[3].max_attention_error < 1e-4

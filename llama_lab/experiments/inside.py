@@ -189,7 +189,7 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
     """The block's attention weights from its own projections (``Attention.project``), and how
     far o_proj(weights @ v) is from what the module returned."""
     attn = model.model.layers[i].self_attn
-    q, k, v = attn.project(x, rope)
+    q, k, v, gate = attn._project(x, rope) if not model.cfg.is_mla else (*attn.project(x, rope), None)
     cfg = model.cfg
     mixed, weights = reference_attention(
         q,
@@ -202,7 +202,8 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
         softcap=cfg.attn_softcap,
     )
     B, H, T, D = mixed.shape
-    again = attn.o_proj(mixed.transpose(1, 2).reshape(B, T, H * D))
+    mixed = mixed.transpose(1, 2).reshape(B, T, H * D)
+    again = attn.o_proj(mixed if gate is None else mixed * torch.sigmoid(gate))  # (Qwen3-Next's gate)
     return weights[0], float((again - out).abs().max())
 
 
