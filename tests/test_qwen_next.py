@@ -119,6 +119,7 @@ def test_forward_flops_equal_flop_counter_over_several_chunks(kind, T):
     from test_families import uncounted_delta_rule_flops
 
     hf, _, cfg = hf_and_ours(kind)
+    hf.requires_grad_(False)  # (FlopCounterMode's module tracker: see test_families)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         hf(torch.randint(0, 97, (2, T)))
     counts = analysis.count_flops(cfg, T, 2)
