@@ -310,16 +310,21 @@ def activation_estimate(
     s = Shapes.of(cfg)
     C, L = s.C, s.L
     rope = cfg.pos_encoding == "rope"
-    # blocks come in few kinds: (window, sparse, rotated)
-    kinds: dict[tuple[int | None, bool, bool], list[int]] = {}
+
+    # blocks come in few kinds: (window, sparse, rotated, Gated DeltaNet); a NoPE attention block
+    # and a linear block are both unrotated, so the last flag tells them apart
+    def kind(layer: int) -> tuple[int | None, bool, bool, bool]:
+        moe, rope, linear = cfg.moe_layer_flags, cfg.rope_layer_flags, cfg.linear_layer_flags
+        return cfg.window_of(layer), moe[layer], rope[layer], linear[layer]
+
+    kinds: dict[tuple[int | None, bool, bool, bool], list[int]] = {}
     for layer in range(L):
-        key = (cfg.window_of(layer), cfg.moe_layer_flags[layer], cfg.rope_layer_flags[layer])
-        kinds.setdefault(key, [layer, 0])[1] += 1
+        kinds.setdefault(kind(layer), [layer, 0])[1] += 1
     saved = {
         key: sum(_block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
         for key, (first, _) in kinds.items()
     }
-    per_layer = saved[(cfg.window_of(0), cfg.moe_layer_flags[0], cfg.rope_layer_flags[0])]
+    per_layer = saved[kind(0)]
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
         # all layers' one (cos, sin), or two where windowed layers rotate with their own base
