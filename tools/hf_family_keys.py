@@ -53,13 +53,21 @@ FAMILIES = (
     "qwen3_next",
     "qwen3_5_text",
     "qwen3_5_moe_text",
+    "llama4_text",
 )
 # A family whose modelling file is named after another model type: Gemma3TextConfig's decoder
 # (Gemma3ForCausalLM) lives in models/gemma3/modeling_gemma3.py, beside the multimodal wrapper
-MODULES = {"gemma3_text": "gemma3", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
+MODULES = {
+    "gemma3_text": "gemma3",
+    "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe_text": "qwen3_5_moe",
+    "llama4_text": "llama4",
+}
 # What only a multimodal wrapper's classes read (its sub-configs): a definition that reads one
 # belongs to the wrapper, not to the text decoder, and is left out of the decoder's keys
 WRAPPER_READS = {"text_config", "vision_config", "get_text_config"}
+# Words naming the vision tower's classes in a modelling file that holds the text decoder too
+TOWER_WORDS = ("Vision", "MultiModalProjector", "UnfoldConvolution")
 # The config class's methods that read file keys passed as keyword arguments (kwargs.get / pop):
 # Gemma3TextConfig's sliding_window_pattern (__post_init__), rope_local_base_freq (its RoPE);
 # Glm4MoeConfig's partial_rotary_factor (kwargs.setdefault, then folded into rope_parameters)
@@ -96,14 +104,16 @@ def keys_read_by(source: str) -> set[str]:
 def decoder_source(source: str) -> str:
     """A modelling file without the definitions of a multimodal wrapper held beside the text
     decoder: those that read the wrapper's sub-configs (``WRAPPER_READS``) and the vision
-    tower's classes (named ``…Vision…``: Qwen3.5's read its vision config's depth, patch size …)."""
+    tower's classes (named ``…Vision…``, and Llama 4's ``Llama4UnfoldConvolution`` and
+    ``Llama4MultiModalProjector``: ``TOWER_WORDS``; Qwen3.5's read its vision config's depth,
+    patch size …)."""
     tree = ast.parse(source)
     tree.body = [
         node
         for node in tree.body
         if not (
             isinstance(node, (ast.ClassDef, ast.FunctionDef))
-            and (keys_read_by(ast.unparse(node)) & WRAPPER_READS or "Vision" in node.name)
+            and (keys_read_by(ast.unparse(node)) & WRAPPER_READS or any(w in node.name for w in TOWER_WORDS))
         )
     ]
     return ast.unparse(tree)

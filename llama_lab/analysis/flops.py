@@ -44,7 +44,9 @@ FLOP_CONVENTIONS = [
     "attention scores = QKᵀ and AV over the full T×T: 4·B·T²·H·D per layer (2 for QKᵀ, 2 for AV); "
     "attention_scores_causal counts only the T(T+1)/2 unmasked pairs: 2·B·T(T+1)·H·D per layer.",
     "a sliding-window layer (Mistral) limits each query to its last W keys: T·min(T, W) pairs "
-    "(full convention) and Σ min(i+1, W) causally, as a windowed kernel computes them.",
+    "(full convention) and Σ min(i+1, W) causally, as a windowed kernel computes them; a chunked "
+    "layer (Llama 4) to the keys of its own chunk of W positions: Σ n_c² over the chunks (full) "
+    "and Σ n_c(n_c+1)/2 causally; a decoded token at position p meets p mod W + 1 keys.",
     "a sparse (MoE) layer costs its router (2·C·E per token, listed as 'router') and the k "
     "experts each token is routed to (k × 3 matrices of C×Fe, in 'ffn'), not all E.",
     "MLA (DeepSeek): the projections are its low-rank matrices (q_a, q_b, kv_a, kv_b, o); the scores "
@@ -121,6 +123,11 @@ def layer_pairs(cfg: ModelConfig, pairs: Pairs) -> list[int]:
         return [pairs] * full
     local = sum(cfg.local_layer_flags)  # two kinds of attention block: windowed or not
     return ([pairs(cfg.sliding_window)] * local if local else []) + ([pairs(None)] * (full - local))
+
+
+def chunk_lengths(T: int, chunk: int) -> list[int]:
+    """The lengths of the chunks of ``chunk`` positions that T tokens from position 0 fill."""
+    return [chunk] * (T // chunk) + ([T % chunk] if T % chunk else [])
 
 
 def linear_proj_params(cfg: ModelConfig) -> int:
@@ -295,10 +302,16 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
     check_seq(seq_len, batch)
     T = seq_len
 
-    def full(window):  # every query meets all T keys, or the W of its window
+    chunked = cfg.chunked_attention
+
+    def full(window):  # every query meets all T keys, or the W of its window (its chunk's)
+        if window and chunked:
+            return batch * sum(n * n for n in chunk_lengths(T, window))
         return batch * T * min(T, window or T)
 
     def causal(window):  # only keys ≤ its own position: T(T+1)/2, or capped at W each
+        if window and chunked:
+            return batch * sum(n * (n + 1) // 2 for n in chunk_lengths(T, window))
         W = min(T, window or T)
         return batch * (W * (W + 1) // 2 + (T - W) * W)
 
@@ -328,7 +341,9 @@ def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1, mla_form: s
     if mla_form not in MLA_FORMS:
         raise AnalysisError(f"mla_form={mla_form!r} must be one of {', '.join(MLA_FORMS)}")
 
-    def pairs(window):  # one query per sequence meets S keys, or its window's
+    def pairs(window):  # one query per sequence meets S keys, or its window's (its chunk's)
+        if window and cfg.chunked_attention:
+            return batch * ((context_len - 1) % window + 1)
         return batch * min(context_len, window or context_len)
 
     return _flop_count(cfg, "decode", batch, 1, context_len, pairs, pairs, mla_form)

@@ -33,6 +33,7 @@ FAMILY_LIMITS = {
     "linear_k_head_dim": 131_072,
     "linear_v_head_dim": 131_072,
     "linear_conv_kernel": 1_024,
+    "attn_floor_scale": 16_777_216,
 }
 MINIMUMS = {"vocab_size": 2}
 
@@ -44,8 +45,8 @@ PosEncoding = Literal["rope", "sinusoidal", "learned", "none"]
 FfnType = Literal["swiglu", "geglu", "relu", "gelu"]
 Init = Literal["normal", "xavier"]
 MoeScoring = Literal["softmax", "sigmoid"]
-MoeStyle = Literal["standard", "gpt_oss"]
-QkNormScope = Literal["head", "projection"]
+MoeStyle = Literal["standard", "gpt_oss", "llama4"]
+QkNormScope = Literal["head", "projection", "rope_l2"]
 CHOICES: dict[str, tuple[str, ...]] = {
     "norm_position": get_args(NormPosition),
     "norm_type": get_args(NormType),

@@ -222,3 +222,40 @@ def check_linear(cfg: "ModelConfig") -> None:
             field="shared_expert_gate",
             also=("n_shared_experts",),
         )
+
+
+def check_llama4(cfg: "ModelConfig") -> None:
+    """Llama 4's chunked attention, its QK-norm after RoPE, the attention temperature of its
+    NoPE blocks and its expert block."""
+    _check_int("attn_floor_scale", cfg.attn_floor_scale, 1, FAMILY_LIMITS["attn_floor_scale"])
+    if cfg.chunked_attention and not cfg.sliding_window:
+        raise ConfigError(
+            "chunked_attention=True splits the local_layers' keys into chunks of sliding_window "
+            "positions: it needs sliding_window > 0 (the chunk size)",
+            field="chunked_attention",
+            also=("sliding_window",),
+        )
+    if cfg.qk_norm_scope == "rope_l2" and cfg.pos_encoding != "rope":
+        raise ConfigError(
+            f"qk_norm_scope='rope_l2' normalises q and k after RoPE: it needs pos_encoding='rope', "
+            f"got {cfg.pos_encoding!r}",
+            field="qk_norm_scope",
+            also=("pos_encoding",),
+        )
+    if cfg.moe_style != "llama4":
+        return
+    rules = [
+        (not cfg.n_experts, "n_experts", "needs routed experts (n_experts > 0)"),
+        (cfg.moe_scoring != "sigmoid", "moe_scoring", "weighs an expert by σ of its router logit"),
+        (cfg.moe_renormalize, "moe_renormalize", "does not renormalise the top-k weights"),
+        (cfg.n_shared_experts != 1, "n_shared_experts", "has one shared expert"),
+        (cfg.moe_groups > 1, "moe_groups", "has no expert groups"),
+        (cfg.routed_scaling != 1.0, "routed_scaling", "does not scale the routed weights"),
+        (cfg.shared_expert_gate, "shared_expert_gate", "does not gate its shared expert"),
+        (cfg.mlp_bias, "mlp_bias", "has no FFN biases"),
+    ]
+    for broken, name, rule in rules:
+        if broken:
+            raise ConfigError(
+                f"moe_style='llama4' {rule}: {name}={getattr(cfg, name)!r}", field=name, also=("moe_style",)
+            )

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from .bounds import INIT_STD
 from .hf import FAMILIES, Family, reads
 from .hf_gemma import GELU_TANH
+from .hf_llama4 import llama4_keys
 from .hf_qwen_next import qwen_hybrid_keys
 
 if TYPE_CHECKING:
@@ -101,11 +102,18 @@ def _reasons(cfg, model_type: str) -> list[str]:
         (cfg.attention_sinks, "attention sinks"),
         (cfg.moe_style == "gpt_oss", "gpt-oss experts"),
     ]
-    # DeepSeek's MLA: no other family has it
+    # DeepSeek's MLA: no other family has it (Llama 4 rotates adjacent pairs too)
     mla_only = [
         (cfg.is_mla, "MLA"),
-        (cfg.rope_interleave, "interleaved RoPE"),
+        (cfg.rope_interleave and model_type != "llama4_text", "interleaved RoPE"),
         (cfg.v_head_dim != cfg.head_dim, "a value head width apart"),
+    ]
+    # Llama 4's: chunked attention, QK-norm after RoPE, the NoPE blocks' temperature, its experts
+    llama4_only = [
+        (cfg.chunked_attention, "chunked attention"),
+        (cfg.qk_norm and cfg.qk_norm_scope == "rope_l2", "QK-norm after RoPE"),
+        (cfg.attn_temperature_tuning, "attention temperature tuning"),
+        (cfg.moe_style == "llama4", "Llama 4 experts"),
     ]
     # DeepSeekMoE's routing: DeepSeek-V2/V3 and GLM-4.5 only
     deepseek_moe_only = [
@@ -121,7 +129,7 @@ def _reasons(cfg, model_type: str) -> list[str]:
             "fused qkv_proj / gate_up_proj keys" if cfg.fused_keys else "separate q/k/v and gate/up keys",
         ),
         (cfg.partial_rotary_factor != 1 and model_type not in PARTIAL_ROPE, "partial RoPE"),
-        (_has_nope_blocks(cfg) and model_type != "smollm3", "NoPE blocks"),
+        (_has_nope_blocks(cfg) and model_type not in ("smollm3", "llama4_text"), "NoPE blocks"),
         (
             cfg.qk_norm and cfg.qk_norm_scope == "projection" and model_type != "olmo2",
             "QK-norm over the whole projection",
@@ -266,6 +274,16 @@ def _reasons(cfg, model_type: str) -> list[str]:
             (not cfg.is_moe or not all(flags), "experts on every block"),
             (not cfg.moe_renormalize, "unnormalised top-k"),
         ],
+        # Llama4TextConfig: RoPE on adjacent pairs, no window but chunks, QK-norm after RoPE or
+        # none, Llama 4's expert block (one shared expert as wide as an expert), one
+        # attention_bias for q/k/v/o, no MLP biases
+        "llama4_text": [
+            (not cfg.rope_interleave, "RoPE on halves"),
+            (any(local) and not cfg.chunked_attention, "a sliding window"),
+            (cfg.qk_norm and cfg.qk_norm_scope != "rope_l2", "QK-norm before RoPE"),
+            (cfg.moe_style != "llama4", "no Llama 4 expert block (moe_style='llama4')"),
+            (not same_attention_bias, "q/k/v and o biases differ"),
+        ],
         # GptOssConfig: sinks on every layer, gpt-oss experts on every layer (their biases:
         # mlp_bias), one attention_bias for q/k/v/o, one width for intermediate_size
         "gpt_oss": [
@@ -287,12 +305,15 @@ def _reasons(cfg, model_type: str) -> list[str]:
     if not model_type.startswith("deepseek"):
         checks = checks + mla_only
     if model_type not in DEEPSEEK_MOE:
-        # Qwen's one gated shared expert is n_shared_experts=1 (its gate: shared_expert_gate)
+        # Qwen's one gated shared expert and Llama 4's are n_shared_experts=1; Llama 4 weighs by σ
+        own = {"shared experts"} | ({"sigmoid router scores"} if model_type == "llama4_text" else set())
         checks = checks + [
-            c for c in deepseek_moe_only if model_type not in QWEN_HYBRID or c[1] != "shared experts"
+            c for c in deepseek_moe_only if model_type not in QWEN_HYBRID + ("llama4_text",) or c[1] not in own
         ]
     if model_type not in QWEN_HYBRID:
         checks = checks + hybrid_only
+    if model_type != "llama4_text":
+        checks = checks + llama4_only
     return [why for broken, why in checks + new_fields if broken]
 
 
@@ -435,6 +456,9 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
         )
     if mt in QWEN_HYBRID:
         out.update(qwen_hybrid_keys(cfg, mt))
+    if mt == "llama4_text":
+        out.update(llama4_keys(cfg))
+        out["rope_parameters"] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if mt == "gemma3_text":
         out["rope_parameters"] = {
             "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},

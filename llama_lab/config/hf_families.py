@@ -3,7 +3,8 @@ transformers config class and model read them (``family_fields``): biases, QK-no
 windows (Mistral's on every layer, Qwen's, gpt-oss's and Gemma's per ``layer_types``), experts
 (Mixtral, Qwen3-MoE), MLA and DeepSeekMoE (DeepSeek-V2/V3), gpt-oss's sinks and expert block,
 Gemma 2/3's layer (``hf_gemma``), OLMo 2's, SmolLM3's, Phi-3's and GLM-4.5's
-(``hf_rope_variants``), Qwen3-Next's and Qwen3.5's hybrid layers (``hf_qwen_next``). The shared
+(``hf_rope_variants``), Qwen3-Next's and Qwen3.5's hybrid layers (``hf_qwen_next``), Llama 4's
+(``hf_llama4``). The shared
 fields (sizes, heads, norms, one RoPE base) are ``hf``'s; the getters and layer-kind helpers all
 of them use are ``hf_read``'s."""
 
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 from ..errors import ConfigError
 from .bounds import FAMILY_LIMITS
 from .hf_gemma import _gemma
+from .hf_llama4 import llama4
 from .hf_qwen_next import HYBRID, qwen_hybrid
 from .hf_read import LAYER_KINDS, Family, _bool, _count, _get, _layer_types, _list, _windows
 from .hf_rope_variants import _glm4_moe, _olmo2, _phi3, _smollm3
@@ -190,4 +192,6 @@ def family_fields(data: Mapping[str, Any], family: Family, n_layers: int, notes:
         out.update(_glm4_moe(data, family, n_layers))
     if mt in HYBRID:
         out.update(qwen_hybrid(data, family, n_layers, notes))
+    if mt == "llama4_text":
+        out.update(llama4(data, family, n_layers, notes))
     return out

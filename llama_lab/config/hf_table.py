@@ -406,6 +406,37 @@ FAMILIES: dict[str, Family] = {
             },
             _HYBRID_NULLABLE | {"intermediate_size"},  # no such field: any value kept, never read
         ),
+        # Llama4TextConfig (Llama 4 Scout, Maverick): NoPE blocks per no_rope_layers (every 4th by
+        # default), chunked attention on the rotated blocks (attention_chunk_size), QK-norm after
+        # RoPE there (use_qk_norm), the NoPE blocks' attention temperature, experts with one
+        # shared expert on the moe_layers (every interleave_moe_layer_step-th), dense blocks of
+        # intermediate_size_mlp
+        Family(
+            "llama4_text",
+            "Llama4ForCausalLM",
+            _defaults("llama4_text"),
+            frozenset(
+                {
+                    "attention_bias",
+                    "attention_chunk_size",
+                    "layer_types",
+                    "no_rope_layers",
+                    "no_rope_layer_interval",
+                    "use_qk_norm",
+                    "attn_temperature_tuning",
+                    "floor_scale",
+                    "attn_scale",
+                    "intermediate_size_mlp",
+                    "num_local_experts",
+                    "num_experts_per_tok",
+                    "moe_layers",
+                    "interleave_moe_layer_step",
+                }
+            ),
+            frozenset(
+                {"num_key_value_heads", "head_dim", "no_rope_layers", "moe_layers", "layer_types", "attention_chunk_size"}
+            ),
+        ),
     )
 }
 # Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
@@ -421,6 +452,8 @@ KIND = {
     **dict.fromkeys(("rope_interleave", "use_bidirectional_attention", "use_qk_norm"), "true or false"),
     "layer_types": "a list",
     "mlp_only_layers": "a list",
+    "moe_layers": "a list",
+    "attn_temperature_tuning": "true or false",
     "no_rope_layers": "a list",
     "full_attention_interval": "a whole number",
 }
@@ -457,4 +490,5 @@ WRAPPED_TEXT = {
     "gemma3": ("gemma3_text", "Gemma3Config", True),
     "qwen3_5": ("qwen3_5_text", "Qwen3_5Config", False),
     "qwen3_5_moe": ("qwen3_5_moe_text", "Qwen3_5MoeConfig", False),
+    "llama4": ("llama4_text", "Llama4Config", False),
 }

@@ -175,6 +175,18 @@ class ModelConfig:
     linear_grouped_proj: bool = False  # Qwen3-Next's in_proj_qkvz / in_proj_ba, grouped per key head
     attn_output_gate: bool = False  # q_proj also emits a gate per head and dim: output × σ(gate)
     shared_expert_gate: bool = False  # Qwen's shared_expert, scaled by σ(shared_expert_gate(x))
+    # ---- Llama 4 ---------------------------------------------------------------------------
+    # chunked_attention: the local_layers attend within fixed chunks of sliding_window positions
+    # (attention_chunk_size: a query at p sees the earlier keys of chunk ⌊p/W⌋ only) instead of
+    # the last W; qk_norm_scope="rope_l2": q and k of the rotated blocks RMS-normalised per head
+    # after RoPE, with no γ; attn_temperature_tuning: the unrotated (NoPE) blocks scale q at
+    # position p by 1 + attn_temperature_scale · ln(1 + ⌊(p + 1) / attn_floor_scale⌋); the
+    # llama4 expert block (moe_style): σ of the top-k router logits scales each chosen expert's
+    # input (not its output), beside one shared expert
+    chunked_attention: bool = False
+    attn_temperature_tuning: bool = False
+    attn_floor_scale: int = 8192
+    attn_temperature_scale: float = 0.1
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -247,12 +259,14 @@ class ModelConfig:
             "linear_grouped_proj",
             "attn_output_gate",
             "shared_expert_gate",
+            "chunked_attention",
+            "attn_temperature_tuning",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
         for name in ("rope_theta", "norm_eps", "routed_scaling", "swiglu_limit", "swiglu_alpha"):
             self._check_number(name)
-        for name in ("attn_softcap", "logit_softcap"):
+        for name in ("attn_softcap", "logit_softcap", "attn_temperature_scale"):
             self._check_number(name, zero="0 turns it off")
         self._check_number("partial_rotary_factor")
         if self.partial_rotary_factor > 1:
@@ -312,6 +326,7 @@ class ModelConfig:
         linear = _layer_set(self.linear_layers, self.n_layers, "linear_layers")
         object.__setattr__(self, "_linear_flags", linear)
         family_rules.check_linear(self)
+        family_rules.check_llama4(self)
         nope = _layer_set(self.nope_layers, self.n_layers, "nope_layers")
         rotated = tuple(self.pos_encoding == "rope" and not n and not lin for n, lin in zip(nope, linear))
         object.__setattr__(self, "_rope_flags", rotated)
@@ -428,6 +443,9 @@ class ModelConfig:
             and not self.has_linear_attention
             and not self.attn_output_gate
             and not self.shared_expert_gate
+            and not self.chunked_attention
+            and not self.attn_temperature_tuning
+            and self.moe_style != "llama4"
         )
 
     def replace(self, **changes: Any) -> "ModelConfig":

@@ -9,9 +9,10 @@ from typing import Any
 from .model_config import ModelConfig
 
 
-def _linear_but_every(n_layers: int, interval: int = 4) -> str:
-    """Every block but each interval-th (Qwen3-Next's and Qwen3.5's layer_types by default:
-    3 Gated DeltaNet blocks, then one gated attention block)."""
+def all_but_every(n_layers: int, interval: int = 4) -> str:
+    """Every block but each interval-th, as a layer set (Qwen3-Next's and Qwen3.5's layer_types
+    by default: 3 Gated DeltaNet blocks, then one gated attention block; Llama 4's chunked
+    blocks: 3 rotated, then one NoPE)."""
     return ",".join(str(i) for i in range(n_layers) if (i + 1) % interval)
 
 
@@ -53,7 +54,7 @@ HYBRID_PRESETS = {
         n_heads=16,
         n_kv_heads=2,
         ffn_hidden=5120,
-        linear_layers=_linear_but_every(48),
+        linear_layers=all_but_every(48),
         linear_v_heads=32,
         linear_grouped_proj=True,
         n_experts=512,
@@ -72,7 +73,7 @@ HYBRID_PRESETS = {
         n_heads=16,
         n_kv_heads=2,
         ffn_hidden=512,
-        linear_layers=_linear_but_every(40),
+        linear_layers=all_but_every(40),
         linear_v_heads=32,
         n_experts=256,
         experts_per_token=8,
@@ -88,7 +89,7 @@ HYBRID_PRESETS = {
         n_heads=24,
         n_kv_heads=4,
         ffn_hidden=17408,
-        linear_layers=_linear_but_every(64),
+        linear_layers=all_but_every(64),
         linear_v_heads=48,
     ),
 }

@@ -62,6 +62,10 @@ PUBLISHED_ROUNDED = {
         "GLM-4.5-Air adopts a more compact design with 106 billion total parameters and 12 billion "
         "active parameters",
     ),
+    # Meta's model card (meta-llama/llama-models models/llama4/MODEL_CARD.md @038acb9): the totals
+    # count the whole checkpoint, Scout's with its vision tower (the text decoder: 107.77B)
+    "llama-4-scout": (109e9, 17e9, "Llama 4 Scout (17Bx16E): 17B (Activated) 109B (Total)"),
+    "llama-4-maverick": (400e9, 17e9, "Llama 4 Maverick (17Bx128E): 17B (Activated) 400B (Total)"),
     "gpt-oss-120b": (
         116.83e9,
         5.13e9,

@@ -71,7 +71,7 @@ def _group(name: str) -> str:
 
 def _down_weight(layer) -> torch.Tensor:
     """The FFN's output projection: down_proj, or every expert's (E, C, F) tensor."""
-    return layer.mlp.experts.down_proj if hasattr(layer.mlp, "experts") else layer.mlp.down_proj.weight
+    return layer.ffn.experts.down_proj if hasattr(layer.ffn, "experts") else layer.ffn.down_proj.weight
 
 
 def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
@@ -141,7 +141,7 @@ def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Ten
         for i, layer in enumerate(layers)
     ]
     handles += [
-        layer.mlp.register_forward_hook(catch_output("ffn_out_rms", i)) for i, layer in enumerate(layers)
+        layer.ffn.register_forward_hook(catch_output("ffn_out_rms", i)) for i, layer in enumerate(layers)
     ]
     last_norm = layers[-1].post_attention_layernorm if model.cfg.norm_position == "post" else model.model.norm
     handles.append(

@@ -168,15 +168,15 @@ class _Recorder:
             pairs = [
                 (layer, "block"),
                 (layer.mixer, "attn"),  # self_attn, or a Gated DeltaNet block's linear_attn
-                (layer.mlp, "ffn"),
+                (layer.ffn, "ffn"),
                 (layer.first_norm, "norm1"),
             ]
             for module, name in pairs:
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_in", "in")))
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_out", "out")))
-            if getattr(layer.mlp, "gated", False):
+            if getattr(layer.ffn, "gated", False):
                 self.handles.append(
-                    layer.mlp.gate_up_proj.register_forward_hook(self._save(i, "gate_up_out", "out"))
+                    layer.ffn.gate_up_proj.register_forward_hook(self._save(i, "gate_up_out", "out"))
                 )
         return self
 
@@ -226,11 +226,11 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
         lens_logits = model.cap(model.lm_head(head_in))[0].float()
         lens.append(lens_logits)
         gate_up = seen.get((i, "gate_up_out"))  # SwiGLU's gate and up, one GEMM
-        gate = layer.mlp.gate_up_proj.split(gate_up)[0] if gate_up is not None else None
+        gate = layer.ffn.gate_up_proj.split(gate_up)[0] if gate_up is not None else None
         experts = None
-        if isinstance(layer.mlp, MoE):
+        if isinstance(layer.ffn, MoE):
             flat = seen[(i, "ffn_in")][0].reshape(-1, cfg.d_model)
-            experts = layer.mlp.route(flat)[1]
+            experts = layer.ffn.route(flat)[1]
         layers.append(
             LayerTrace(
                 attention=None if weights is None else weights.float(),

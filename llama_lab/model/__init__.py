@@ -22,7 +22,7 @@ from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
 from .kernels import rms_norm, rms_norm_reference, swiglu, swiglu_reference
 from .kv_cache import KVCache
 from .mla import LatentAttention
-from .mlp import MLP, Experts, GptOssExperts, GptOssMoE, MoE, SparseMoE
+from .mlp import MLP, ExpertLoop, Experts, GptOssExperts, GptOssMoE, Llama4Experts, Llama4MoE, MoE, SparseMoE
 from .norms import RMSNorm, make_norm
 from .positions import (
     PositionTables,
@@ -41,7 +41,10 @@ __all__ = [
     "CausalLM",
     "DecoderBody",
     "DecoderLayer",
+    "ExpertLoop",
     "Experts",
+    "Llama4Experts",
+    "Llama4MoE",
     "GptOssExperts",
     "GptOssMoE",
     "FusedLinear",

@@ -1,5 +1,6 @@
-"""Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), an optional sliding window,
-QK-norm, a score scale of its own (Gemma's query_pre_attn_scalar), attention sinks (gpt-oss) and
+"""Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), an optional sliding window
+or fixed chunks (Llama 4), QK-norm (before RoPE, or Llama 4's after it), Llama 4's attention
+temperature on unrotated blocks, a score scale of its own (Gemma's query_pre_attn_scalar), attention sinks (gpt-oss) and
 soft-capped scores (Gemma 2), through SDPA, plain matmuls where a sink joins the softmax or the
 scores are capped (SDPA takes neither), or a reference matmul path that also returns the
 weights. Shapes: B batch, T new tokens, S keys attended (cached + new), H query heads, G KV heads,
@@ -21,22 +22,36 @@ from .positions import apply_rope, apply_rope_interleaved
 
 def qk_norm_widths(cfg: ModelConfig) -> tuple[int, int]:
     """γ widths of the q and the k norm: a head (D each), or (OLMo 2) the whole projections
-    (H·D, G·D); (0, 0) without QK-norm."""
-    if not cfg.qk_norm:
+    (H·D, G·D); (0, 0) without QK-norm or with Llama 4's, which has no γ."""
+    if not cfg.qk_norm or cfg.qk_norm_scope == "rope_l2":
         return 0, 0
     D = cfg.head_dim
     return (cfg.n_heads * D, cfg.kv_dim) if cfg.qk_norm_scope == "projection" else (D, D)
 
 
-def attention_mask(T: int, S: int, window: int | None, device) -> torch.Tensor:
+def attention_mask(T: int, S: int, window: int | None, device, chunk_start: int | None = None) -> torch.Tensor:
     """(T, S) bool: the T new queries are the last T of S positions; a query sees the keys at or
-    before it and, with a window W, only the last W of them (transformers' kv > q - W)."""
+    before it and, with a window W, only the last W of them (transformers' kv > q - W); with
+    ``chunk_start`` (the absolute position of the first key) the window is a chunk size instead:
+    a query sees only the keys of its own chunk of W positions (Llama 4's chunked attention)."""
     q_pos = torch.arange(S - T, S, device=device)[:, None]
     k_pos = torch.arange(S, device=device)[None, :]
     mask = k_pos <= q_pos
-    if window is not None:
+    if window is not None and chunk_start is not None:
+        mask &= (k_pos + chunk_start) // window == (q_pos + chunk_start) // window
+    elif window is not None:
         mask &= k_pos > q_pos - window
     return mask
+
+
+def one_span(S: int, window: int | None, chunk_start: int | None) -> bool:
+    """Whether S keys from ``chunk_start`` (None: a sliding window) all fall in one window or
+    chunk, so that the window masks nothing beyond causality."""
+    if window is None:
+        return True
+    if chunk_start is None:
+        return window >= S
+    return chunk_start // window == (chunk_start + S - 1) // window
 
 
 def causal_attention(
@@ -46,25 +61,26 @@ def causal_attention(
     n_rep: int,
     window: int | None = None,
     scale: float | None = None,
+    chunk_start: int | None = None,
 ) -> torch.Tensor:
     """q: (B, H, T, D); k: (B, G, S, D), v: (B, G, S, Dv) with S ≥ T, the last T keys being the
     new tokens; ``scale`` of the scores, default 1/√D (MLA's absorbed form attends over the
-    latent with its heads' own 1/√D)."""
+    latent with its heads' own 1/√D); ``window`` and ``chunk_start`` as ``attention_mask``."""
     if v.shape[-1] != q.shape[-1]:  # (MLA) the fused kernels take one head width: zeros pad
         # the narrower (dot products and weighted sums unchanged), the output is cut back
         width, common = v.shape[-1], max(v.shape[-1], q.shape[-1])
         scale = q.shape[-1] ** -0.5 if scale is None else scale
         q, k, v = (F.pad(t, (0, common - t.shape[-1])) for t in (q, k, v))
-        return causal_attention(q, k, v, n_rep, window, scale)[..., :width]
+        return causal_attention(q, k, v, n_rep, window, scale, chunk_start)[..., :width]
     T, S = q.shape[2], k.shape[2]
-    if window is not None and window >= S:
-        window = None  # every key is inside the window
+    if one_span(S, window, chunk_start):
+        window = None  # every key is inside the window (or the chunk)
     if window is None and T == S:
         mask, is_causal = None, True
     elif window is None and T == 1:
         mask, is_causal = None, False  # one new token sees everything cached
     else:  # after a cache, or a window: explicit
-        mask, is_causal = attention_mask(T, S, window, q.device), False
+        mask, is_causal = attention_mask(T, S, window, q.device, chunk_start), False
     # SDPA broadcasts the KV heads itself (torch ≥ 2.5): no repeated K/V tensor is made or saved.
     # MHA calls it without the flag (on the CPU an explicit enable_gqa=False takes another path)
     if n_rep == 1:
@@ -83,6 +99,7 @@ def matmul_attention(
     scale: float | None = None,
     sinks: torch.Tensor | None = None,
     softcap: float = 0.0,
+    chunk_start: int | None = None,
 ) -> torch.Tensor:
     """Causal attention as plain matmuls, for what SDPA cannot take: ``softcap`` (Gemma 2) turns
     the scaled scores into cap · tanh(scores / cap); each head's sink logit (``sinks``, (H,):
@@ -95,7 +112,7 @@ def matmul_attention(
     scores = q.reshape(B, G, n_rep * T, D) @ k.transpose(-2, -1) * scale  # (B, G, R·T, S)
     if softcap:
         scores = torch.tanh(scores / softcap) * softcap
-    mask = attention_mask(T, S, window, q.device)
+    mask = attention_mask(T, S, window, q.device, chunk_start)
     scores = scores.view(B, G, n_rep, T, S).masked_fill(~mask, float("-inf"))
     if sinks is None:
         weights = scores.softmax(dim=-1)
@@ -114,22 +131,39 @@ def reference_attention(
     sinks: torch.Tensor | None = None,
     scale: float | None = None,
     softcap: float = 0.0,
+    chunk_start: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain-matmul causal attention that also returns the weights (B, H, T, S): for teaching
     and for tests of the fused path. ``sinks`` (H,): each head's sink logit joins the softmax
     and is dropped after it (the weights then sum to less than 1); ``scale`` of the scores
-    (default 1/√D); ``softcap``: scores → cap · tanh(scores / cap)."""
+    (default 1/√D); ``softcap``: scores → cap · tanh(scores / cap); ``window`` and
+    ``chunk_start`` as ``attention_mask``."""
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
     (B, H, T, D), S = q.shape, k.shape[2]
     scores = q @ k.transpose(-2, -1) * (D**-0.5 if scale is None else scale)  # (B, H, T, S)
     if softcap:
         scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.masked_fill(~attention_mask(T, S, window, q.device), float("-inf"))
+    scores = scores.masked_fill(~attention_mask(T, S, window, q.device, chunk_start), float("-inf"))
     if sinks is not None:
         scores = torch.cat((scores, sinks.view(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)), dim=-1)
     weights = scores.softmax(dim=-1)[..., :S]
     return weights @ v, weights
+
+
+def unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / rms(x) over the last dimension, in float32 and cast back, with no γ (Llama 4's
+    ``Llama4TextL2Norm`` on q and k)."""
+    return F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def attention_temperature(cfg: ModelConfig, start: int, T: int, device) -> torch.Tensor:
+    """(T, 1) float32 factors of the queries at positions start..start+T-1 of an unrotated
+    block (Llama 4; Nakanishi 2025, arXiv 2501.19399): 1 + scale · ln(1 + ⌊(p + 1) / floor⌋),
+    1 until p + 1 reaches attn_floor_scale, then growing as the log of the position."""
+    p = torch.arange(start, start + T, device=device, dtype=torch.float32)
+    steps = torch.floor((p + 1.0) / cfg.attn_floor_scale)
+    return (torch.log1p(steps) * cfg.attn_temperature_scale + 1.0)[:, None]
 
 
 class Attention(nn.Module):
@@ -137,6 +171,7 @@ class Attention(nn.Module):
         super().__init__()
         self.cfg, self.layer_idx = cfg, layer_idx
         self.window = cfg.window_of(layer_idx)
+        self.chunked = cfg.chunked_attention and self.window is not None  # Llama 4's chunks
         # the heads this module computes: the config's, or one rank's share under tensor
         # parallelism (llama_lab.train.tensor_parallel overwrites them)
         self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
@@ -152,19 +187,20 @@ class Attention(nn.Module):
         if not cfg.fused_keys:  # Phi-3's checkpoints keep qkv_proj itself
             keep_part_keys(self, "qkv_proj")
         self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
-        if cfg.qk_norm:  # Qwen3: per head, over D; OLMo 2: over the whole projection
+        if cfg.qk_norm and cfg.qk_norm_scope != "rope_l2":  # Qwen3: per head; OLMo 2: projection
             q_width, k_width = qk_norm_widths(cfg)
             self.q_norm = RMSNorm(q_width, cfg.norm_eps, cfg.norm_plus_one)
             self.k_norm = RMSNorm(k_width, cfg.norm_eps, cfg.norm_plus_one)
         if cfg.attention_sinks:  # gpt-oss: one learned logit per query head
             self.sinks = nn.Parameter(torch.empty(cfg.n_heads))
 
-    def project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None):
-        """q (B, H, T, D), k and v (B, G, T, D) of the new tokens x (B, T, C): QK-norm, then
-        RoPE (``rope``: cos, sin of the tokens' positions; None: not rotated)."""
-        return self._project(x, rope)[:3]
+    def project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, start: int = 0):
+        """q (B, H, T, D), k and v (B, G, T, D) of the new tokens x (B, T, C) at positions
+        ``start``.. : QK-norm, then RoPE (``rope``: cos, sin of the tokens' positions; None: not
+        rotated), or (Llama 4) RoPE, then the norm; an unrotated block's temperature."""
+        return self._project(x, rope, start)[:3]
 
-    def _project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None):
+    def _project(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, start: int = 0):
         """``project``'s q, k, v and the output gate (B, T, H·D; None without one)."""
         B, T, _ = x.shape
         H, G, D = self.n_heads, self.n_kv_heads, self.cfg.head_dim
@@ -181,6 +217,10 @@ class Attention(nn.Module):
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H|G, T, D)
         if rope is not None:  # RoPE rotates q and k (their first rope_dim dimensions), never v
             q, k = self._rotate(q, rope), self._rotate(k, rope)
+            if self.cfg.qk_norm and self.cfg.qk_norm_scope == "rope_l2":  # Llama 4: after RoPE
+                q, k = unit_rms(q, self.cfg.norm_eps), unit_rms(k, self.cfg.norm_eps)
+        elif self.cfg.attn_temperature_tuning:  # Llama 4's NoPE blocks: q sharpened with position
+            q = (q * attention_temperature(self.cfg, start, T, q.device)).to(q.dtype)
         if rope is not None or self.cfg.qk_norm:
             # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive
             # (SDPA saves v for backward): it gets its own storage — unless QK-norm saves its
@@ -204,14 +244,17 @@ class Attention(nn.Module):
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape
         H, D = self.n_heads, self.cfg.head_dim
-        q, k, v, gate = self._project(x, rope)
+        q, k, v, gate = self._project(x, rope, cache.length if cache is not None else 0)
+        chunk_start = None  # a chunked block: the absolute position of its first key
+        if self.chunked:
+            chunk_start = cache.chunk_start(self.layer_idx) if cache is not None else 0
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)  # (B, G, S, D)
-        cfg, scale = self.cfg, self.cfg.query_pre_attn_scalar**-0.5
+        cfg, scale, window = self.cfg, self.cfg.query_pre_attn_scalar**-0.5, self.window
         if cfg.attention_sinks or cfg.attn_softcap:
             sinks = self.sinks if cfg.attention_sinks else None
-            out = matmul_attention(q, k, v, cfg.n_rep, self.window, scale, sinks, cfg.attn_softcap)
+            out = matmul_attention(q, k, v, cfg.n_rep, window, scale, sinks, cfg.attn_softcap, chunk_start)
         else:
-            out = causal_attention(q, k, v, cfg.n_rep, self.window, scale)  # (B, H, T, D)
+            out = causal_attention(q, k, v, cfg.n_rep, window, scale, chunk_start)  # (B, H, T, D)
         out = out.transpose(1, 2).reshape(B, T, H * D)
         return self.o_proj(out if gate is None else out * torch.sigmoid(gate))

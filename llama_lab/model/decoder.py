@@ -17,7 +17,7 @@ from .delta_net import GatedDeltaNet
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
 from .mla import LatentAttention
-from .mlp import MLP, GptOssMoE, SparseMoE
+from .mlp import MLP, GptOssMoE, Llama4MoE, SparseMoE
 from .norms import make_norm
 from .positions import PositionTables
 
@@ -54,8 +54,10 @@ class DecoderLayer(nn.Module):
             self.linear_attn = GatedDeltaNet(cfg, layer_idx)
         else:
             self.self_attn = LatentAttention(cfg, layer_idx) if cfg.is_mla else Attention(cfg, layer_idx)
-        moe = GptOssMoE if cfg.moe_style == "gpt_oss" else SparseMoE
-        self.mlp = moe(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
+        moe = {"gpt_oss": GptOssMoE, "llama4": Llama4MoE}.get(cfg.moe_style, SparseMoE)
+        ffn = moe(cfg) if cfg.moe_layer_flags[layer_idx] else MLP(cfg)
+        self.ffn_name = "feed_forward" if cfg.moe_style == "llama4" else "mlp"  # Llama 4's name
+        self.add_module(self.ffn_name, ffn)
         for name in BLOCK_NORMS[cfg.norm_position]:  # Gemma's, OLMo 2's or LLaMA's names
             self.add_module(name, make_norm(cfg))
 
@@ -65,6 +67,12 @@ class DecoderLayer(nn.Module):
         return self.get_submodule(BLOCK_NORMS[self.position][0])
 
     @property
+    def ffn(self) -> nn.Module:
+        """The block's FFN (a dense one or a mixture of experts): ``mlp``, or Llama 4's
+        ``feed_forward``."""
+        return self.get_submodule(self.ffn_name)
+
+    @property
     def mixer(self) -> nn.Module:
         """The block's token mixer: self_attn, or (Qwen3-Next, Qwen3.5) linear_attn."""
         return self.linear_attn if self.linear else self.self_attn
@@ -72,19 +80,19 @@ class DecoderLayer(nn.Module):
     def forward(self, x, rope=None, cache=None):
         if self.linear:  # Qwen3-Next's and Qwen3.5's blocks are Pre-LN
             x = x + self.linear_attn(self.input_layernorm(x), rope, cache)
-            return x + self.mlp(self.post_attention_layernorm(x))
+            return x + self.ffn(self.post_attention_layernorm(x))
         if self.output_norm:  # the sublayers read x itself; their outputs are normalised
             x = x + self.post_attention_layernorm(self.self_attn(x, rope, cache))
-            x = x + self.post_feedforward_layernorm(self.mlp(x))
+            x = x + self.post_feedforward_layernorm(self.ffn(x))
         elif self.sandwich:  # x + norm(f(norm(x))): the residual path stays the identity
             x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), rope, cache))
-            x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+            x = x + self.post_feedforward_layernorm(self.ffn(self.pre_feedforward_layernorm(x)))
         elif self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l)) · LN'(x_l)
             x = x + self.self_attn(self.input_layernorm(x), rope, cache)
-            x = x + self.mlp(self.post_attention_layernorm(x))
+            x = x + self.ffn(self.post_attention_layernorm(x))
         else:  # Post-LN: the norm sits on the residual path
             x = self.input_layernorm(x + self.self_attn(x, rope, cache))
-            x = self.post_attention_layernorm(x + self.mlp(x))
+            x = self.post_attention_layernorm(x + self.ffn(x))
         return x
 
 

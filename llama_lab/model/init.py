@@ -16,7 +16,7 @@ from .attention import Attention
 from .decoder import CausalLM
 from .delta_net import GatedDeltaNet, GatedRMSNorm
 from .fused import FusedLinear
-from .mlp import Experts, GptOssExperts, SparseMoE
+from .mlp import ExpertLoop, GptOssExperts, SparseMoE
 from .norms import RMSNorm
 
 
@@ -49,11 +49,11 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
             bias = getattr(module, "bias", None)  # an embedding has none
             if isinstance(bias, torch.Tensor):
                 nn.init.zeros_(bias)
-        elif isinstance(module, (Experts, GptOssExperts)) and not module.gate_up_proj.is_meta:
+        elif isinstance(module, ExpertLoop) and not module.gate_up_proj.is_meta:
             for weight in (module.gate_up_proj, module.down_proj):  # each expert as a matrix
                 for e in range(weight.shape[0]):
-                    # gpt-oss stores them transposed (E, in, out): drawn as (out, in) all the same
-                    matrix = weight[e].T if isinstance(module, GptOssExperts) else weight[e]
+                    # gpt-oss and Llama 4 store them transposed (E, in, out): drawn as (out, in)
+                    matrix = weight[e].T if module.transposed else weight[e]
                     _draw(matrix, cfg.init, generator)
             if isinstance(module, GptOssExperts):
                 nn.init.zeros_(module.gate_up_proj_bias)

@@ -5,7 +5,9 @@ cache: the new K and V are copied into their slot and the attention reads views 
 buffers (a full window's slots out of order: RoPE has already rotated each key by its own
 position and a window of W keys is exactly what the new token may see, so the order does not
 matter). Only a chunk of several tokens after a window has filled needs the held keys in
-order (one concatenation). A Gated DeltaNet layer (Qwen3-Next, Qwen3.5) keeps no per-token
+order (one concatenation). A chunked layer (Llama 4) keeps the tokens of the current chunk of
+W positions, position p in slot p mod W: in order, slots 0.. of the chunk; a chunk boundary
+starts over from slot 0. A Gated DeltaNet layer (Qwen3-Next, Qwen3.5) keeps no per-token
 cache: its convolution's last K inputs (B, conv_dim, K) and its state (B, Hv, dk, dv) in
 float32, as transformers' cache holds them, whatever the sequence's length.
 """
@@ -29,6 +31,7 @@ class KVCache(nn.Module):
         super().__init__()
         self.max_len = max_len or cfg.max_seq_len
         self.windows = [cfg.window_of(i) for i in range(cfg.n_layers)]
+        self.chunked = cfg.chunked_attention
         self.linear = cfg.linear_layer_flags
         for i, window in enumerate(self.windows):
             if self.linear[i]:
@@ -75,12 +78,21 @@ class KVCache(nn.Module):
         window = self.windows[layer]
         return min(self.length, window) if window else self.length
 
+    def chunk_start(self, layer: int) -> int:
+        """A chunked layer's first position of the chunk the next token falls in."""
+        window = self.windows[layer]
+        assert window is not None and self.chunked
+        return self.length // window * window
+
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k, v (B, G, T, D) of positions [length, length+T); return the keys/values the
         new queries may attend: all so far, or for a window layer the held ones and the new
-        ones (the attention masks what lies outside each query's window)."""
+        ones (the attention masks what lies outside each query's window), or for a chunked layer
+        those of the current chunk and the new ones, from position ``chunk_start``."""
         keys, values = self._buffers_of(layer)
         held, T = self.held(layer), k.shape[2]
+        if self.windows[layer] is not None and self.chunked:
+            return self._update_chunked(layer, k, v)
         if self.windows[layer] is None:
             keys[:, :, held : held + T] = k
             values[:, :, held : held + T] = v
@@ -100,6 +112,24 @@ class KVCache(nn.Module):
             return in_order
         n = min(self.length + T, slots)  # otherwise the ring's slots themselves
         return keys[:, :, :n], values[:, :, :n]
+
+    def _update_chunked(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``update`` of a chunked layer: the current chunk's keys lie in order in slots 0.. ."""
+        keys, values = self._buffers_of(layer)
+        window, T = self.windows[layer], k.shape[2]
+        assert window is not None
+        start = self.chunk_start(layer)
+        held, end = self.length - start, self.length + T
+        last = (end - 1) // window * window  # where the last new token's chunk begins
+        if last == start:  # the new tokens stay in the current chunk: views of the buffers
+            keys[:, :, held : held + T] = k
+            values[:, :, held : held + T] = v
+            return keys[:, :, : held + T], values[:, :, : held + T]
+        attended = torch.cat((keys[:, :, :held], k), dim=2), torch.cat((values[:, :, :held], v), dim=2)
+        tail = end - last  # the new tokens of the last chunk, kept from slot 0
+        keys[:, :, :tail] = k[:, :, T - tail :]
+        values[:, :, :tail] = v[:, :, T - tail :]
+        return attended
 
     def _write_ring(self, buffer: torch.Tensor, new: torch.Tensor) -> None:
         """Copy the new tokens (the last ``slots`` of them) into slots position mod ``slots``."""
@@ -124,7 +154,13 @@ class KVCache(nn.Module):
                 f"back to {length}"
             )
         for window in self.windows:
-            if window and self.length > window and length < self.length:
+            if window and self.chunked:  # only back within the chunk of the last token
+                if length < self.length and length < (self.length - 1) // window * window:
+                    raise ValueError(
+                        f"a chunked layer (chunks of {window}) has started a new chunk: the cache "
+                        f"cannot go back to {length}"
+                    )
+            elif window and self.length > window and length < self.length:
                 raise ValueError(
                     f"a sliding-window layer (window {window}) has shifted out "
                     f"tokens: the cache cannot go back to {length}"

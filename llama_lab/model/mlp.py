@@ -2,9 +2,11 @@
 experts of Mixtral, Qwen3-MoE and DeepSeek (a router picks the top-k SwiGLU experts of each
 token; DeepSeekMoE adds shared experts every token passes, expert groups, sigmoid scores with a
 correction bias that steers the choice, and a scale on the routed experts' weights), and
-gpt-oss's (a router with a bias, experts with biases and a clamped SwiGLU).
+gpt-oss's (a router with a bias, experts with biases and a clamped SwiGLU), and Llama 4's (σ
+of the chosen router logits scales each expert's input, beside one shared expert).
 Expert weights are stored fused, as transformers ≥ 5 stores them: ``experts.gate_up_proj``
-(E, 2F, C) and ``experts.down_proj`` (E, C, F); gpt-oss's transposed, gate and up interleaved."""
+(E, 2F, C) and ``experts.down_proj`` (E, C, F); gpt-oss's transposed, gate and up interleaved;
+Llama 4's transposed, gate and up in halves."""
 
 from __future__ import annotations
 
@@ -50,9 +52,18 @@ class ExpertLoop(nn.Module, ABC):
     backward writes every expert's gradient into one tensor, where indexing each expert would
     fill a zero tensor of all E experts per expert used)."""
 
+    scales_input = False  # the routing weight scales the expert's output (Llama 4: its input)
+    transposed = False  # weights stored (E, out, in); gpt-oss and Llama 4: (E, in, out)
+
     def __init__(self, n_experts: int):
         super().__init__()
         self.n_experts = n_experts
+
+    def _run(self, weights: tuple[torch.Tensor, ...], x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """One expert on its tokens x (n, C) with their routing weights w (n, 1), weighted."""
+        if self.scales_input:
+            return self.expert(weights, x * w.to(x.dtype))
+        return self.expert(weights, x) * w
 
     @abstractmethod
     def expert(self, weights: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
@@ -70,8 +81,8 @@ class ExpertLoop(nn.Module, ABC):
             return self._meta_forward(x, weights, tensors)
         for e in torch.unique(experts).tolist():  # only the experts some token chose
             token, slot = torch.where(experts == e)
-            y = self.expert(tensors[e], x[token])  # (n_e, C)
-            out.index_add_(0, token, (y * weights[token, slot, None]).to(out.dtype))
+            y = self._run(tensors[e], x[token], weights[token, slot, None])  # (n_e, C)
+            out.index_add_(0, token, y.to(out.dtype))
         return out
 
     def _meta_forward(self, x: torch.Tensor, weights: torch.Tensor, tensors) -> torch.Tensor:
@@ -80,6 +91,11 @@ class ExpertLoop(nn.Module, ABC):
         summed per token so that a tracer keeps every one of them."""
         N, k = weights.shape
         E, slots = self.n_experts, weights.numel()
+        if self.scales_input:  # the weights meet the inputs: (N·k, C) scaled copies
+            inputs = (x[:, None] * weights[..., None].to(x.dtype)).reshape(slots, x.shape[1])
+            sizes = [slots // E + (e < slots % E) for e in range(E)]
+            outputs = [self.expert(tensors[e], part) for e, part in enumerate(inputs.split(sizes))]
+            return torch.cat(outputs).view(N, k, -1).sum(dim=1)
         outputs = [
             self.expert(tensors[e], x.new_empty(slots // E + (e < slots % E), x.shape[1])) for e in range(E)
         ]
@@ -105,6 +121,8 @@ class GptOssExperts(ExpertLoop):
     interleaved (gate the even columns, up the odd), (E, F, C) down, each with a bias; the
     clamped SwiGLU (up.clamp(±limit) + 1) · g·σ(α·g), g = gate.clamp(max=limit)."""
 
+    transposed = True
+
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg.n_experts)
         E, C, F_ = cfg.n_experts, cfg.d_model, cfg.expert_ffn_hidden
@@ -121,6 +139,23 @@ class GptOssExperts(ExpertLoop):
         up = gate_up[..., 1::2].clamp(-self.limit, self.limit)
         hidden = (up + 1) * (gate * torch.sigmoid(gate * self.alpha))
         return hidden @ down_proj + down_bias
+
+
+class Llama4Experts(ExpertLoop):
+    """Llama 4's E SwiGLU experts as its checkpoints store them: (E, C, 2F) with gate and up in
+    halves, (E, F, C) down, no biases; each token's routing weight scales its input."""
+
+    scales_input = transposed = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg.n_experts)
+        E, C, F_ = cfg.n_experts, cfg.d_model, cfg.expert_ffn_hidden
+        self.gate_up_proj = nn.Parameter(torch.empty(E, C, 2 * F_))
+        self.down_proj = nn.Parameter(torch.empty(E, F_, C))
+
+    def expert(self, weights: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
+        gate_up, down = weights
+        return swiglu(x @ gate_up) @ down
 
 
 class MoE(nn.Module, ABC):
@@ -211,3 +246,23 @@ class SparseMoE(MoE):
         if self.cfg.shared_expert_gate:  # σ(w·x) · shared_expert(x)
             return out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return out + self.shared_experts(x) if self.cfg.n_shared_experts else out
+
+
+class Llama4MoE(MoE):
+    """Llama 4: ``router`` (C → E logits), each token's top-k logits through a sigmoid as the
+    weights of its experts' inputs (transformers runs every expert on every token, the others
+    scaled by σ(−∞) = 0: the same sum), plus one ``shared_expert`` every token passes."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.top_k = cfg.experts_per_token
+        self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
+        self.experts = Llama4Experts(cfg)
+        self.shared_expert = MLP(cfg, hidden=cfg.expert_ffn_hidden)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        top, experts = self.router(x).topk(self.top_k, dim=-1)
+        return torch.sigmoid(top.float()).to(x.dtype), experts
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared_expert(x) + super().forward(x)
