@@ -54,7 +54,9 @@ def test_block_table_is_one_block():
 def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
     if bias and PRESETS[name].is_mla:
         pytest.skip("MLA is modelled without biases")
-    cfg = PRESETS[name].replace(bias=bias)  # transformer-2017: ReLU, two matrices
+    # transformer-2017: ReLU, two matrices; Llama 4's expert block has no biases (the attention's only)
+    no_ffn_bias = {"mlp_bias": False} if PRESETS[name].moe_style == "llama4" else {}
+    cfg = PRESETS[name].replace(bias=bias, **no_ffn_bias)
     flops = analysis.count_flops(cfg, 96, batch=3)
     # blocks of each kind (dense or sparse; attention or Gated DeltaNet) times their count
     kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))

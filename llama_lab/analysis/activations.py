@@ -61,8 +61,8 @@ ACTIVATION_ASSUMPTIONS = [
     "block's activations while it is recomputed in backward.",
     "Gated DeltaNet blocks (Qwen3-Next, Qwen3.5): the tensors of the chunked rule over the "
     "sequence padded to whole chunks of 64 (float32), the convolution's input and output, the "
-    "gates and the gated norm; within 2% of saved-tensor hooks on the tested shapes (exact on "
-    "some), not exact as the other blocks are.",
+    "gates and the gated norm; equal to saved-tensor hooks on the tested shapes (T = 5 to 130: "
+    "one chunk, whole chunks, a partial last chunk).",
 ]
 
 
@@ -93,7 +93,10 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
         # clamped gate, σ(α·g), g·σ, up + 1, the product), the output and its weighted copy
         per_slot = nbytes(3 * s.C + 7 * s.Fe + 1, b) + 2 * INT64_BYTES
         return INT64_BYTES * slots + nbytes(slots, b) + slots * per_slot
-    router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots
+    if cfg.moe_style == "llama4":  # σ of the k chosen logits in float32, not a softmax over E
+        router = STATS_BYTES * slots + INT64_BYTES * slots
+    else:
+        router = STATS_BYTES * tokens * s.E + INT64_BYTES * slots
     if cfg.moe_renormalize:
         router += STATS_BYTES * (slots + tokens)
     per_slot = nbytes(3 * s.C + 3 * (s.Fe // tp) + 1, b) + 2 * INT64_BYTES
@@ -102,7 +105,8 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
         shared += nbytes(tokens * (s.C + 1), b)
     # sigmoid scores come from float32 logits: float32 copies of a 16-bit input and of the
     # router's weight (E × C) are saved
-    upcast = STATS_BYTES * (tokens + s.E) * s.C if cfg.moe_scoring == "sigmoid" and b != STATS_BYTES else 0
+    deepseek_sigmoid = cfg.moe_scoring == "sigmoid" and cfg.moe_style == "standard"
+    upcast = STATS_BYTES * (tokens + s.E) * s.C if deepseek_sigmoid and b != STATS_BYTES else 0
     return router + slots * per_slot + shared + upcast
 
 
@@ -142,10 +146,19 @@ def _block_saved(
         # QK-norm keeps the q/k/v output whole through its q and k views (less v when SDPA's
         # own v is that view, counted under qkv) and one rstd per head row
         "qk_norm": (
-            nbytes(N * (H * (2 if cfg.attn_output_gate else 1) + 2 * G) * D, b)  # (q_proj: and its gate)
+            _rope_l2_saved(cfg, layer, N, H, G)
+            if cfg.qk_norm_scope == "rope_l2"
+            else nbytes(N * (H * (2 if cfg.attn_output_gate else 1) + 2 * G) * D, b)  # (q_proj: and its gate)
             - (nbytes(N * G * D, b) if kv_heads_saved == G else 0)
             + STATS_BYTES * N * ((H + G) if cfg.qk_norm_scope == "head" else 2)
             if cfg.qk_norm
+            else 0
+        ),
+        # Llama 4's NoPE blocks: q × its positions' factors (float32, T) is a new tensor, so
+        # SDPA's q is no longer a view of the q/k/v output, which k and v keep alive
+        "temperature": (
+            nbytes(N * H * D, b) + STATS_BYTES * T
+            if cfg.attn_temperature_tuning and not cfg.rope_layer_flags[layer]
             else 0
         ),
         "attention_input": nbytes(n_rep * C, b),  # read by q, k, v
@@ -162,6 +175,13 @@ def _block_saved(
         "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
         "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
     }
+
+
+def _rope_l2_saved(cfg: ModelConfig, layer: int, N: int, H: int, G: int) -> int:
+    """Llama 4's QK-norm after RoPE (a rotated block only): ``F.rms_norm`` of the rotated q and
+    k in float32 keeps that float32 input and one rstd per head row, (H + G)·(D + 1) float32
+    values per token, whatever the dtype."""
+    return STATS_BYTES * N * (H + G) * (Shapes.of(cfg).D + 1) if cfg.rope_layer_flags[layer] else 0
 
 
 def _sdpa_saved(B: int, T: int, H: int, D: int, b: float, window: int | None) -> dict:
@@ -325,19 +345,14 @@ def activation_estimate(
         for key, (first, _) in kinds.items()
     }
     per_layer = saved[kind(0)]
+    table = 2 * T * cfg.rope_dim * 4 if rope and dtype == "fp32" else 0  # one (cos, sin), float32
+    # checkpointed: the block recomputed at a time that saves the most, with the table it reads
+    heaviest = max(saved, key=lambda key: saved[key] + table * key[2])
     components = {
         "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
         # all layers' one (cos, sin), or two where windowed layers rotate with their own base
-        # (checkpointed: the one block recomputed at a time holds its own)
-        "rope_tables": (
-            2
-            * T
-            * cfg.rope_dim
-            * 4
-            * (min(1, _rope_tables_used(cfg)) if checkpointing else _rope_tables_used(cfg))
-            if rope and dtype == "fp32"
-            else 0
-        ),
+        # (checkpointed: the one block recomputed at a time holds its own, if it rotates)
+        "rope_tables": table * (heaviest[2] if checkpointing else _rope_tables_used(cfg)),
         "head_and_loss": _head_saved(cfg, N, b, loss, tp),
     }
     if checkpointing:
@@ -345,7 +360,7 @@ def activation_estimate(
         components["block_inputs"] = L * block_input
         # While a block is recomputed, its first saved tensor is the stored input itself
         # (Post-LN: q/k/v read it; Pre-LN: the first norm saves it)
-        components["recomputed_block"] = max(saved.values()) - block_input
+        components["recomputed_block"] = saved[heaviest] - block_input
     else:
         components["blocks"] = sum(saved[key] * count for key, (_, count) in kinds.items())
     return ActivationEstimate(

@@ -120,8 +120,8 @@ def _mixer_terms(cfg: ModelConfig, linear: bool) -> tuple[list[str], dict]:
     if attn_bias:
         terms["b_attn"] = attn_bias
         parts.append("b_attn")
-    if cfg.qk_norm:  # one γ per head for q and for k, or (OLMo 2) over the projections
-        parts.append("2*D" if cfg.qk_norm_scope == "head" else "(H + G)*D")
+    if cfg.qk_norm and cfg.qk_norm_scope != "rope_l2":  # one γ per head for q and for k, or
+        parts.append("2*D" if cfg.qk_norm_scope == "head" else "(H + G)*D")  # (OLMo 2) the projections
     if cfg.attention_sinks:  # gpt-oss: one sink logit per query head
         parts.append("H")
     return parts, terms

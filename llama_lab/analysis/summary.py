@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..config import ModelConfig
 from ..runtime.hardware import GPUS
 from ..units import human_bytes, human_count, human_params
@@ -27,7 +29,13 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"{cfg.d_model / cfg.n_heads:g}: q is {cfg.n_heads}×{cfg.head_dim} = "
             f"{cfg.n_heads * cfg.head_dim:,} wide, o_proj maps it back to {cfg.d_model:,}."
         )
-    if cfg.qk_norm:
+    if cfg.qk_norm and cfg.qk_norm_scope == "rope_l2":
+        notes.append(
+            f"**QK-norm after RoPE** (Llama 4): q and k of the {sum(cfg.rope_layer_flags)} rotated "
+            f"blocks are scaled to unit RMS over each head's {cfg.head_dim} dimensions after "
+            f"rotation, with no γ (0 parameters); the NoPE blocks are not normalised."
+        )
+    elif cfg.qk_norm:
         q_width, k_width = qk_norm_widths(cfg)
         where = (
             f"the {cfg.head_dim} dimensions of every q and k head (Qwen3)"
@@ -39,7 +47,19 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"{'attention ' if cfg.has_linear_attention else ''}block."
         )
     local = sum(cfg.local_layer_flags)
-    if local:
+    if local and cfg.chunked_attention:
+        notes.append(
+            f"**Chunked attention** (Llama 4): {local} of {cfg.n_layers} blocks cut the sequence "
+            f"into chunks of {cfg.sliding_window:,} positions; a query sees only the earlier keys "
+            f"of its own chunk, so their scores cost at most T·W and their cache holds at most W "
+            f"tokens"
+            + (
+                f"; the other {cfg.n_layers - local} attend every earlier token."
+                if local < cfg.n_layers
+                else "."
+            )
+        )
+    elif local:
         notes.append(
             f"**Sliding window** (sparse attention, Mistral): {local} of {cfg.n_layers} "
             f"blocks let each query see only its last {cfg.sliding_window:,} keys, so "
@@ -60,8 +80,11 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
             f"parameters in all, no KV cache."
         )
     notes += _hybrid_notes(cfg, params)
+    notes += _llama4_notes(cfg, params)
     if cfg.is_moe and cfg.moe_style == "gpt_oss":
         notes.append(_gpt_oss_moe_note(cfg, params))
+    elif cfg.is_moe and cfg.moe_style == "llama4":
+        pass  # _llama4_notes
     elif cfg.is_moe and cfg.shared_expert_gate:
         notes.append(
             f"**Gated shared expert** (Qwen3-Next / Qwen3.5): {sum(cfg.moe_layer_flags)} sparse blocks "
@@ -106,6 +129,34 @@ def _hybrid_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
             f"**Gated attention**: q_proj also emits a gate for each head and dimension; the "
             f"attention output is multiplied by σ(gate) before o_proj "
             f"({cfg.n_heads * cfg.head_dim * cfg.d_model:,} more parameters per attention block)."
+        )
+    return notes
+
+
+def _llama4_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
+    """Llama 4's attention temperature on its NoPE blocks and its expert block."""
+    notes = []
+    unrotated = cfg.full_attention_layers - sum(cfg.rope_layer_flags)
+    if cfg.attn_temperature_tuning and unrotated:
+        floor, scale = cfg.attn_floor_scale, cfg.attn_temperature_scale
+        at = [(p, 1 + scale * math.log1p((p + 1) // floor)) for p in (floor - 1, 8 * floor - 1)]
+        notes.append(
+            f"**Attention temperature** (Llama 4): the {unrotated} NoPE blocks multiply q at "
+            f"position p by 1 + {scale:g}·ln(1 + ⌊(p + 1) / {floor:,}⌋): 1 before position "
+            f"{floor - 1:,}, then {at[0][1]:.3f} at {at[0][0]:,}, {at[1][1]:.3f} at {at[1][0]:,} "
+            f"(sharper attention far into a long context; no parameters, no FLOPs counted)."
+        )
+    if cfg.is_moe and cfg.moe_style == "llama4":
+        sparse = sum(cfg.moe_layer_flags)
+        dense = cfg.n_layers - sparse
+        notes.append(
+            f"**Experts and a shared expert** (Llama 4): {sparse} sparse blocks of {cfg.n_experts} "
+            f"experts of {cfg.expert_ffn_hidden:,}; the router picks {cfg.experts_per_token} per token "
+            f"and σ(its logit) scales the expert's input (not its output), beside one shared expert "
+            f"as wide that every token passes"
+            + (f"; the {dense} dense blocks have an FFN of {cfg.ffn_hidden:,}" if dense else "")
+            + f". A token uses {params.active:,} of {params.total:,} parameters "
+            f"({params.active / params.total:.1%})."
         )
     return notes
 
@@ -159,7 +210,7 @@ def _rope_and_norm_notes(cfg: ModelConfig) -> list[str]:
     rotated, attending = sum(cfg.rope_layer_flags), cfg.full_attention_layers
     if cfg.pos_encoding == "rope" and rotated < attending:
         notes.append(
-            f"**NoPE blocks** (SmolLM3): {attending - rotated} of {attending} attention blocks "
+            f"**NoPE blocks** (SmolLM3, Llama 4): {attending - rotated} of {attending} attention blocks "
             f"attend without RoPE (no position signal but the causal mask); the other {rotated} rotate."
         )
     if cfg.pos_encoding == "rope" and not cfg.is_mla and cfg.rope_dim < cfg.head_dim:

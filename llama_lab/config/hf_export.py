@@ -308,7 +308,9 @@ def _reasons(cfg, model_type: str) -> list[str]:
         # Qwen's one gated shared expert and Llama 4's are n_shared_experts=1; Llama 4 weighs by σ
         own = {"shared experts"} | ({"sigmoid router scores"} if model_type == "llama4_text" else set())
         checks = checks + [
-            c for c in deepseek_moe_only if model_type not in QWEN_HYBRID + ("llama4_text",) or c[1] not in own
+            c
+            for c in deepseek_moe_only
+            if model_type not in QWEN_HYBRID + ("llama4_text",) or c[1] not in own
         ]
     if model_type not in QWEN_HYBRID:
         checks = checks + hybrid_only

@@ -39,7 +39,9 @@ def _rotated(data: Mapping[str, Any], family: Family, n_layers: int, notes: list
             field="no_rope_layers",
         )
     if len(flags) > n_layers:
-        notes.append(f"no_rope_layers has {len(flags)} entries for {n_layers} layers: the rest are never read")
+        notes.append(
+            f"no_rope_layers has {len(flags)} entries for {n_layers} layers: the rest are never read"
+        )
     return [bool(flag) for flag in flags[:n_layers]]
 
 
@@ -76,7 +78,9 @@ def _temperature(data: Mapping[str, Any], family: Family, notes: list[str]) -> d
         notes.append(f"attn_temperature_tuning={tuning} is read as {str(bool(tuning)).lower()} (its truth)")
         tuning = bool(tuning)
     elif not isinstance(tuning, bool):
-        raise ConfigError(f"attn_temperature_tuning={shown(tuning)} must be true or false", field="attn_temperature_tuning")
+        raise ConfigError(
+            f"attn_temperature_tuning={shown(tuning)} must be true or false", field="attn_temperature_tuning"
+        )
     floor = _get(data, family, "floor_scale")
     if isinstance(floor, float) and floor.is_integer():
         floor = int(floor)
@@ -94,7 +98,12 @@ def _moe_blocks(data: Mapping[str, Any], family: Family, n_layers: int) -> str:
         step = _count(data, family, "interleave_moe_layer_step", 1, 1 << 62)
         return "all" if step == 1 else f"every:{step}"
     sparse = sorted({i for i in listed if 0 <= i < n_layers})
-    return "all" if len(sparse) == n_layers else ",".join(map(str, sparse)) or "none"
+    if len(sparse) == n_layers:
+        return "all"
+    step = sparse[0] + 1 if sparse else 0
+    if step > 1 and sparse == list(range(step - 1, n_layers, step)):  # as the default writes it
+        return f"every:{step}"
+    return ",".join(map(str, sparse)) or "none"
 
 
 def llama4(data: Mapping[str, Any], family: Family, n_layers: int, notes: list[str]) -> dict:
@@ -108,8 +117,7 @@ def llama4(data: Mapping[str, Any], family: Family, n_layers: int, notes: list[s
     sparse = _moe_blocks(data, family, n_layers)
     if sparse != "none" and experts < 1:
         raise ConfigError(
-            "num_local_experts=0 cannot route the moe_layers' tokens (Llama4Router's top-k of no "
-            "experts)",
+            "num_local_experts=0 cannot route the moe_layers' tokens (Llama4Router's top-k of no experts)",
             field="num_local_experts",
         )
     nope = [i for i, rope in enumerate(rotated) if not rope]
@@ -141,6 +149,8 @@ def llama4(data: Mapping[str, Any], family: Family, n_layers: int, notes: list[s
 def llama4_keys(cfg: "ModelConfig") -> dict:
     """The Llama4TextConfig keys of ``cfg`` (``hf_export.to_hf_config``)."""
     local = cfg.local_layer_flags
+    # layer_types only where it departs from the default, the rotated blocks chunked
+    derived = any(local) and local == cfg.rope_layer_flags
     return dict(
         attention_bias=cfg.qkv_bias,
         intermediate_size=cfg.expert_ffn_hidden,
@@ -151,7 +161,9 @@ def llama4_keys(cfg: "ModelConfig") -> dict:
         use_qk_norm=cfg.qk_norm,
         no_rope_layers=[int(rope) for rope in cfg.rope_layer_flags],
         attention_chunk_size=cfg.sliding_window if any(local) else None,
-        layer_types=["chunked_attention" if flag else "full_attention" for flag in local],
+        layer_types=None
+        if derived
+        else ["chunked_attention" if flag else "full_attention" for flag in local],
         attn_temperature_tuning=cfg.attn_temperature_tuning,
         floor_scale=cfg.attn_floor_scale,
         attn_scale=cfg.attn_temperature_scale,

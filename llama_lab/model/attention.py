@@ -1,10 +1,10 @@
 """Causal self-attention with MHA, GQA or MQA (``n_kv_heads``), an optional sliding window
 or fixed chunks (Llama 4), QK-norm (before RoPE, or Llama 4's after it), Llama 4's attention
-temperature on unrotated blocks, a score scale of its own (Gemma's query_pre_attn_scalar), attention sinks (gpt-oss) and
-soft-capped scores (Gemma 2), through SDPA, plain matmuls where a sink joins the softmax or the
-scores are capped (SDPA takes neither), or a reference matmul path that also returns the
-weights. Shapes: B batch, T new tokens, S keys attended (cached + new), H query heads, G KV heads,
-D head dim, C = d_model.
+temperature on unrotated blocks, a score scale of its own (Gemma's query_pre_attn_scalar),
+attention sinks (gpt-oss) and soft-capped scores (Gemma 2), through SDPA, plain matmuls where a
+sink joins the softmax or the scores are capped (SDPA takes neither), or a reference matmul path
+that also returns the weights. Shapes: B batch, T new tokens, S keys attended (cached + new), H
+query heads, G KV heads, D head dim, C = d_model.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def qk_norm_widths(cfg: ModelConfig) -> tuple[int, int]:
     return (cfg.n_heads * D, cfg.kv_dim) if cfg.qk_norm_scope == "projection" else (D, D)
 
 
-def attention_mask(T: int, S: int, window: int | None, device, chunk_start: int | None = None) -> torch.Tensor:
+def attention_mask(
+    T: int, S: int, window: int | None, device, chunk_start: int | None = None
+) -> torch.Tensor:
     """(T, S) bool: the T new queries are the last T of S positions; a query sees the keys at or
     before it and, with a window W, only the last W of them (transformers' kv > q - W); with
     ``chunk_start`` (the absolute position of the first key) the window is a chunk size instead:
@@ -152,9 +154,11 @@ def reference_attention(
 
 
 def unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """x / rms(x) over the last dimension, in float32 and cast back, with no γ (Llama 4's
-    ``Llama4TextL2Norm`` on q and k)."""
-    return F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+    """x (B, heads, T, D) / rms(x) over D, in float32 and cast back, with no γ (Llama 4's
+    ``Llama4TextL2Norm`` on q and k); computed in the (B, T, heads, D) layout the rotation
+    keeps, so that SDPA's output has it too and o_proj reads that without a copy."""
+    rows = x.transpose(1, 2)
+    return F.rms_norm(rows.float(), (x.shape[-1],), eps=eps).to(x.dtype).transpose(1, 2)
 
 
 def attention_temperature(cfg: ModelConfig, start: int, T: int, device) -> torch.Tensor:
@@ -221,25 +225,29 @@ class Attention(nn.Module):
                 q, k = unit_rms(q, self.cfg.norm_eps), unit_rms(k, self.cfg.norm_eps)
         elif self.cfg.attn_temperature_tuning:  # Llama 4's NoPE blocks: q sharpened with position
             q = (q * attention_temperature(self.cfg, start, T, q.device)).to(q.dtype)
-        if rope is not None or self.cfg.qk_norm:
+        norm_first = self.cfg.qk_norm and self.cfg.qk_norm_scope != "rope_l2"  # before RoPE
+        if rope is not None or norm_first:
             # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive
             # (SDPA saves v for backward): it gets its own storage — unless QK-norm saves its
             # q and k inputs, views of that output, for backward anyway
-            if not (self.cfg.qk_norm and torch.is_grad_enabled()):
+            if not (norm_first and torch.is_grad_enabled()):
                 v = v.contiguous()
         return q, k, v, gate
 
     def _rotate(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """RoPE on a head's first rope_dim dimensions (all of them but under partial rotary:
         Phi-3, GLM), the rest passed through."""
-        rotate = apply_rope_interleaved if self.cfg.rope_interleave else apply_rope
-        width = self.cfg.rope_dim
-        if width == x.shape[-1]:
-            return rotate(x, *rope)
-        # joined in the (B, T, heads, D) layout the projection wrote, as a full rotation keeps
-        # it: SDPA's output then has it too, and o_proj reads that without a copy
+        width, interleaved = self.cfg.rope_dim, self.cfg.rope_interleave
+        if width == x.shape[-1] and not interleaved:
+            return apply_rope(x, *rope)
+        # in the (B, T, heads, D) layout the projection wrote, as a full rotate-half rotation
+        # keeps it (its output joined, or the evens and odds concatenated, in that layout): SDPA's
+        # output then has it too, and o_proj reads that without a copy
         x, (cos, sin) = x.transpose(1, 2), (t[:, None] for t in rope)  # (T, 1, width) tables
-        return torch.cat((rotate(x[..., :width], cos, sin), x[..., width:]), dim=-1).transpose(1, 2)
+        rotated = (apply_rope_interleaved if interleaved else apply_rope)(x[..., :width], cos, sin)
+        if width < x.shape[-1]:
+            rotated = torch.cat((rotated, x[..., width:]), dim=-1)
+        return rotated.transpose(1, 2)
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape

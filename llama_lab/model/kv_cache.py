@@ -113,7 +113,9 @@ class KVCache(nn.Module):
         n = min(self.length + T, slots)  # otherwise the ring's slots themselves
         return keys[:, :, :n], values[:, :, :n]
 
-    def _update_chunked(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _update_chunked(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``update`` of a chunked layer: the current chunk's keys lie in order in slots 0.. ."""
         keys, values = self._buffers_of(layer)
         window, T = self.windows[layer], k.shape[2]

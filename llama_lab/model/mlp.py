@@ -52,6 +52,8 @@ class ExpertLoop(nn.Module, ABC):
     backward writes every expert's gradient into one tensor, where indexing each expert would
     fill a zero tensor of all E experts per expert used)."""
 
+    gate_up_proj: nn.Parameter  # every expert's gate and up, stacked (E, ·, ·)
+    down_proj: nn.Parameter
     scales_input = False  # the routing weight scales the expert's output (Llama 4: its input)
     transposed = False  # weights stored (E, out, in); gpt-oss and Llama 4: (E, in, out)
 

@@ -1,6 +1,6 @@
 """The sidebar's family fields: head_dim, biases, QK-norm, windows and experts (Mistral,
-Mixtral, Qwen), MLA with DeepSeekMoE (DeepSeek-V2/V3, Kimi K2), and gpt-oss's sinks and
-experts."""
+Mixtral, Qwen), MLA with DeepSeekMoE (DeepSeek-V2/V3, Kimi K2), gpt-oss's sinks and experts,
+Gemma's, OLMo 2's, SmolLM3's, Phi-3's and GLM's, Qwen3-Next's and Qwen3.5's, Llama 4's."""
 
 from __future__ import annotations
 
@@ -202,8 +202,9 @@ def draw_gpt_oss(after) -> None:
         "moe_style",
         "expert block",
         list(CHOICES["moe_style"]),
-        help="standard (Mixtral, Qwen, DeepSeek) or gpt_oss: a router with a bias, the softmax "
-        "of the top-k logits, experts with biases and a clamped SwiGLU.",
+        help="standard (Mixtral, Qwen, DeepSeek); gpt_oss: a router with a bias, the softmax "
+        "of the top-k logits, experts with biases and a clamped SwiGLU; llama4: σ of the top-k "
+        "logits scales each expert's input, one shared expert beside them.",
     )
     after("moe_style")
     for name, label in (("swiglu_limit", "clamp (swiglu_limit)"), ("swiglu_alpha", "gate slope α")):
@@ -267,7 +268,8 @@ def draw_rope_and_norm(after) -> None:
         "QK-norm over",
         list(CHOICES["qk_norm_scope"]),
         help="head: one norm of head_dim per q and k head (Qwen3, Gemma 3, GLM); projection: one "
-        "norm over all of q (H·D) and of k (G·D) (OLMo 2).",
+        "norm over all of q (H·D) and of k (G·D) (OLMo 2); rope_l2: per head after RoPE, no γ, "
+        "on the rotated blocks only (Llama 4).",
     )
     after("qk_norm_scope")
     field(
@@ -343,3 +345,30 @@ def draw_hybrid(after) -> None:
     ):
         field(st.toggle, name, label, help=help)
         after(name)
+
+
+LLAMA4_FIELDS = {"chunked_attention", "attn_temperature_tuning", "attn_floor_scale", "attn_temperature_scale"}
+
+
+def draw_llama4(after) -> None:
+    """Llama 4's chunked attention and its NoPE blocks' attention temperature (its QK-norm after
+    RoPE is a QK-norm scope, its expert block an expert block: both in the groups above)."""
+    field(
+        st.toggle,
+        "chunked_attention",
+        "the window is fixed chunks",
+        help="Llama 4: the windowed blocks (local_layers, sliding_window = the chunk size, 8,192) "
+        "attend within fixed chunks: a query sees the earlier keys of its own chunk only.",
+    )
+    after("chunked_attention")
+    field(
+        st.toggle,
+        "attn_temperature_tuning",
+        "attention temperature on NoPE blocks",
+        help="Llama 4: q at position p × (1 + scale · ln(1 + ⌊(p + 1) / floor⌋)) on the blocks without RoPE.",
+    )
+    after("attn_temperature_tuning")
+    int_input("attn_floor_scale", "temperature floor (positions)", help="Llama 4: 8,192.")
+    after("attn_floor_scale")
+    field(st.number_input, "attn_temperature_scale", "temperature scale", min_value=0.0, step=0.05)
+    after("attn_temperature_scale")

@@ -18,12 +18,14 @@ from .family_fields import (
     GEMMA_FIELDS,
     GPT_OSS_FIELDS,
     HYBRID_FIELDS,
+    LLAMA4_FIELDS,
     ROPE_NORM_FIELDS,
     draw_deepseek,
     draw_family,
     draw_gemma,
     draw_gpt_oss,
     draw_hybrid,
+    draw_llama4,
     draw_rope_and_norm,
     int_input,
 )
@@ -175,6 +177,8 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         draw_rope_and_norm(after)
     with st.expander("Qwen3-Next, Qwen3.5 (Gated DeltaNet)", expanded=bad_field in HYBRID_FIELDS):
         draw_hybrid(after)
+    with st.expander("Llama 4 (chunked attention, temperature)", expanded=bad_field in LLAMA4_FIELDS):
+        draw_llama4(after)
     _draw_workload(values)
 
 
