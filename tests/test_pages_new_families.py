@@ -23,6 +23,7 @@ FAMILIES = {
     "phi-4-mini": "**Partial RoPE**",
     "glm-4.5-air": "**Partial RoPE**",
     "qwen3-next-80b-a3b": "**Gated DeltaNet**",
+    "llama-4-scout": "**Chunked attention**",
 }
 SHOWN_PARAMETERS = {
     "deepseek-v3": "671 bn",
@@ -35,6 +36,7 @@ SHOWN_PARAMETERS = {
     "phi-4-mini": "3.84 bn",
     "glm-4.5-air": "107 bn",
     "qwen3-next-80b-a3b": "79.7 bn",
+    "llama-4-scout": "108 bn",
 }
 
 

@@ -9,7 +9,7 @@ import torch
 
 from llama_lab import analysis
 from llama_lab.analysis import WeightQuant, weight_tensors, weights_bytes
-from llama_lab.analysis.quant import TensorGroup
+from llama_lab.analysis.quant import DEFAULT_KEEP, TensorGroup
 from llama_lab.config import PRESETS
 from llama_lab.model import build_model
 from llama_lab.model.quant import QuantLinear, dequantize, quantize, quantize_linears
@@ -19,9 +19,11 @@ from llama_lab.model.quant import QuantLinear, dequantize, quantize, quantize_li
 def test_the_tensor_inventory_is_every_parameter_of_every_preset(name):
     cfg = PRESETS[name]
     assert sum(g.params for g in weight_tensors(cfg)) == analysis.count_params(cfg).total
-    # + the float32 buffers a checkpoint holds (DeepSeek-V3's router correction bias)
+    # + the float32 buffers a checkpoint holds (DeepSeek-V3's router correction bias; Llama 4's
+    # sigmoid router has none)
     buffers = 4 * sum(g.params for g in analysis.quant.buffer_tensors(cfg))
-    assert buffers == (4 * cfg.n_experts * sum(cfg.moe_layer_flags) if cfg.moe_scoring == "sigmoid" else 0)
+    bias = cfg.moe_scoring == "sigmoid" and cfg.moe_style == "standard"
+    assert buffers == (4 * cfg.n_experts * sum(cfg.moe_layer_flags) if bias else 0)
     assert weights_bytes(cfg, "bf16").total == 2 * analysis.count_params(cfg).total + buffers
     assert weights_bytes(cfg, "fp32").total == 4 * analysis.count_params(cfg).total + buffers
 
@@ -209,3 +211,22 @@ def test_a_quant_linear_computes_from_its_buffers_after_a_move_or_a_load(dtype):
     assert out.dtype == torch.float64
     torch.testing.assert_close(out, qb(x).double(), rtol=1e-5, atol=1e-5)
     assert qa.to("meta")(x.to("meta")).is_meta
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["mixtral-8x7b", "deepseek-v3", "gpt-oss-20b", "qwen3-next-80b-a3b", "llama-4-scout", "llama-4-maverick"],
+)
+def test_the_live_copies_of_the_expert_families_hold_the_predicted_bytes(name):
+    """As the Inference systems page quantises them: every nn.Linear in int8 but the head and the
+    routers (Qwen's shared-expert gate and Llama 4's feed_forward.router among them), the fused
+    experts kept in bf16; the bytes held equal weights_bytes, buffers included (DeepSeek-V3's
+    correction bias; Llama 4's sigmoid router has none)."""
+    from llama_lab.config.recipes import live_config
+    from llama_lab.experiments.quantize import ROUTERS, bf16_copy, held_bytes
+
+    cfg = live_config(PRESETS[name], 2, 64, 64)
+    model = bf16_copy(build_model(cfg, seed=0))
+    quantize_linears(model, "int8", 0, skip=("lm_head", *ROUTERS))
+    quant = WeightQuant.of("int8", group_size=0, keep=DEFAULT_KEEP + ("experts",))
+    assert held_bytes(model) == weights_bytes(cfg, quant).total

@@ -164,7 +164,15 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
             f"as transformers' cache holds them), counted in the cache's bytes at every length."
         )
     local = sum(cfg.local_layer_flags)
-    if local and seq_len > cfg.sliding_window:
+    if local and seq_len > cfg.sliding_window and cfg.chunked_attention:
+        note += (
+            f" {local} of {cfg.n_layers} layers attend in chunks of {cfg.sliding_window:,} tokens and hold"
+            f" at most one chunk (W slots: the ring writes a new token's K and V before attending;"
+            f" transformers' chunked cache keeps W − 1 between steps, as for a sliding window). A token"
+            f" at position p attends only the p mod W + 1 keys of its own chunk, so right after a"
+            f" chunk boundary a full ring holds keys no query reads."
+        )
+    elif local and seq_len > cfg.sliding_window:
         note += (
             f" {local} of {cfg.n_layers} layers hold at most their window of {cfg.sliding_window:,} tokens"
             f" (W: the preallocated ring writes a new token's K and V before attending; transformers'"

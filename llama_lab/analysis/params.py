@@ -261,7 +261,7 @@ def _detail_key(name: str) -> str:
         return "shared_expert_gate"
     if "linear_attn" in parts:
         return LINEAR_KEYS.get(owner if kind == "weight" and owner in LINEAR_KEYS else kind, "linear_in_proj")
-    if owner in ("gate", "router") and "mlp" in parts:
+    if owner in ("gate", "router") and ("mlp" in parts or "feed_forward" in parts):
         return "router_bias" if kind == "bias" else "router"
     if owner == "experts" and kind.endswith("_bias"):
         return "expert_bias"

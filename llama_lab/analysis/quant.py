@@ -487,8 +487,9 @@ class WeightBytes:
 
 def buffer_tensors(cfg: ModelConfig) -> list[TensorGroup]:
     """Checkpoint tensors that are not parameters: DeepSeek-V3's router correction bias (one
-    float32 per expert of every sparse layer; it steers the choice, no gradient trains it)."""
-    if not cfg.is_moe or cfg.moe_scoring != "sigmoid":
+    float32 per expert of every sparse layer; it steers the choice, no gradient trains it).
+    Llama 4's sigmoid router has none."""
+    if not cfg.is_moe or cfg.moe_scoring != "sigmoid" or cfg.moe_style != "standard":
         return []
     return [
         TensorGroup("e_score_correction_bias", "float32_buffer", sum(cfg.moe_layer_flags), 1, cfg.n_experts)

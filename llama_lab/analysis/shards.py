@@ -63,7 +63,7 @@ def check_tensor_parallel(cfg: ModelConfig, tp: int) -> None:
     """Refuse (ConfigError) a config our tensor-parallel plan cannot split into tp equal parts."""
     if tp == 1:
         return
-    if cfg.is_moe:
+    if cfg.is_moe or cfg.moe_style == "llama4":  # (Llama 4's dense blocks: feed_forward.*)
         raise ConfigError(
             f"tensor parallel of experts is not modelled (n_experts={cfg.n_experts}, tp={tp}): use fsdp"
         )

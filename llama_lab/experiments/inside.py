@@ -107,7 +107,8 @@ class LayerTrace:
 
     attention: torch.Tensor | None  # (H, T, T) softmax weights, rows sum to 1; None: Gated DeltaNet
     kv_head_of: list[int]  # the KV head each query head reads (GQA/MQA groups)
-    window: int | None  # a sliding-window layer's W
+    window: int | None  # a sliding-window layer's W (a chunked layer's chunk)
+    chunked: bool  # Llama 4: the window is fixed chunks of W positions, not the last W
     residual_in_rms: torch.Tensor  # (T,) RMS of the block's input, per token
     residual_out_rms: torch.Tensor  # (T,) of its output
     norm_in: dict[str, float]  # the attention sublayer's norm: its input's mean/std/rms
@@ -200,6 +201,7 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
         getattr(attn, "sinks", None),
         scale=cfg.query_pre_attn_scalar**-0.5,
         softcap=cfg.attn_softcap,
+        chunk_start=0 if getattr(attn, "chunked", False) else None,
     )
     B, H, T, D = mixed.shape
     mixed = mixed.transpose(1, 2).reshape(B, T, H * D)
@@ -236,6 +238,7 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
                 attention=None if weights is None else weights.float(),
                 kv_head_of=[q // cfg.n_rep for q in range(cfg.n_heads)],
                 window=None if layer.linear else layer.self_attn.window,
+                chunked=not layer.linear and getattr(layer.self_attn, "chunked", False),
                 residual_in_rms=x_in[0].float().pow(2).mean(-1).sqrt(),
                 residual_out_rms=h[0].float().pow(2).mean(-1).sqrt(),
                 norm_in=_stats(seen[(i, "norm1_in")][0][0]),

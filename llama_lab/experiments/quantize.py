@@ -34,6 +34,21 @@ QUANT_DEFAULTS = dict(d_model=128, n_layers=4, steps=150, seq_len=64, batch=8, n
 Q = QUANT_DEFAULTS
 
 
+# Mixtral's and DeepSeek's, gpt-oss's, Llama 4's routers and Qwen's shared-expert gate: kept in the
+# live copy, as analysis.quant keeps every router
+ROUTERS = ("mlp.gate", "mlp.router", "feed_forward.router", "shared_expert_gate")
+
+
+def bf16_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A bf16 copy of ``model`` as a checkpoint stores it: DeepSeek-V3's router correction bias
+    stays float32 (transformers keeps it so; the router reads it in float32)."""
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    for name, buffer in half.named_buffers():
+        if name.endswith("e_score_correction_bias"):
+            buffer.data = buffer.data.float()
+    return half
+
+
 def held_bytes(model: torch.nn.Module) -> int:
     """Bytes of every parameter and buffer the model holds (a tied tensor once)."""
     return tensor_bytes([*model.parameters(), *model.buffers()])
@@ -118,11 +133,10 @@ def quantize_run(
         t.to(dev) for t in get_batch(data.val, Q["batch"], Q["seq_len"], torch.Generator().manual_seed(0))
     )
     loss_fp, logits_fp = _loss_and_logits(model, inputs, targets)
-    half = copy.deepcopy(model).to(torch.bfloat16)
+    half = bf16_copy(model)
     loss_bf16, logits_bf16 = _loss_and_logits(half, inputs, targets)
     quantised = copy.deepcopy(half)
-    routers = ("mlp.gate", "mlp.router")  # Mixtral's and DeepSeek's; gpt-oss's
-    quantize_linears(quantised, weight_dtype, quant.group_size, quant.scale_dtype, skip=("lm_head", *routers))
+    quantize_linears(quantised, weight_dtype, quant.group_size, quant.scale_dtype, skip=("lm_head", *ROUTERS))
     loss_q, logits_q = _loss_and_logits(quantised, inputs, targets)
     if progress:
         progress(0.8, "timing greedy decoding")

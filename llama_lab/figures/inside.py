@@ -57,7 +57,9 @@ def attention_figure(trace, layer: int) -> go.Figure:
     )
     # the model's own mask; NaN (a gap) where a query may not look. A numpy array, not nested
     # lists: plotly validates lists element by element (half a second for 8 heads at T = 96)
-    shown = weights.float().masked_fill(~attention_mask(T, T, block.window, weights.device), math.nan).numpy()
+    chunk_start = 0 if block.chunked else None  # Llama 4's chunks, from position 0
+    mask = attention_mask(T, T, block.window, weights.device, chunk_start)
+    shown = weights.float().masked_fill(~mask, math.nan).numpy()
     for h in range(H):
         fig.add_trace(
             go.Heatmap(
@@ -73,7 +75,8 @@ def attention_figure(trace, layer: int) -> go.Figure:
         )
     fig.update_xaxes(**_ticks(trace.pieces), tickangle=0)
     fig.update_yaxes(**_ticks(trace.pieces), autorange="reversed")
-    window = f", sliding window W={block.window}" if block.window else ""
+    kind = "chunks of" if block.chunked else "sliding window"
+    window = f", {kind} W={block.window}" if block.window else ""
     return layout_figure(
         fig,
         f"Block {layer}: attention weights (rows: queries, columns: keys; blank = masked{window})",

@@ -193,8 +193,8 @@ def quantize_linears(
 ) -> int:
     """Replace every nn.Linear of ``model`` (but those whose name ends with one of ``skip``)
     by a QuantLinear; the number of matrices quantised (a fused projection's parts each). A
-    mixture of experts' router (``mlp.gate``) is skipped as ``analysis.quant`` keeps it unless
-    told."""
+    mixture of experts' router (``mlp.gate``, ``feed_forward.router``) is skipped as
+    ``analysis.quant`` keeps it unless told."""
     replaced = 0
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
