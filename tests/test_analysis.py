@@ -388,7 +388,7 @@ ACTIVATION_CASES = [
         "rope_interleave": True,
         "qk_norm": True,
         "qk_norm_scope": "rope_l2",
-        "attn_temperature_tuning": True,
+        "attn_temperature_layers": "1",
         "attn_floor_scale": 4,
         "n_experts": 4,
         "experts_per_token": 2,

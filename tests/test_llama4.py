@@ -60,7 +60,8 @@ def test_the_reader_sees_the_chunked_nope_and_sparse_blocks():
     assert cfg.local_layer_flags == (True, True, True, False) and cfg.chunked_attention
     assert cfg.moe_layer_flags == (False, True, False, True)
     assert (cfg.ffn_hidden, cfg.expert_ffn_hidden, cfg.n_shared_experts) == (80, 48, 1)
-    assert cfg.qk_norm and cfg.qk_norm_scope == "rope_l2" and cfg.attn_temperature_tuning
+    assert cfg.qk_norm and cfg.qk_norm_scope == "rope_l2"
+    assert cfg.temperature_layer_flags == (False, False, False, True) and cfg.attn_temperature_offset == 1
 
 
 def test_logits_over_several_chunks_and_decoding_equal_transformers():
@@ -91,7 +92,7 @@ def test_a_chunk_boundary_cuts_the_attention_off():
 
 
 def test_the_attention_temperature_by_hand():
-    cfg = ModelConfig(attn_temperature_tuning=True, attn_floor_scale=3, attn_temperature_scale=0.5)
+    cfg = ModelConfig(attn_temperature_layers="all", attn_floor_scale=3, attn_temperature_scale=0.5)
     got = attention_temperature(cfg, 1, 8, "cpu").flatten()
     # positions 1..8: ⌊(p + 1) / 3⌋ = 0, 1, 1, 1, 2, 2, 2, 3
     want = torch.tensor([1 + 0.5 * torch.log1p(torch.tensor(float(n))) for n in (0, 1, 1, 1, 2, 2, 2, 3)])
@@ -173,7 +174,7 @@ def test_scouts_published_total_counts_the_vision_tower():
 
 def test_meta_files_temperature_flag_written_as_a_number_reads_as_true():
     cfg, notes = read_hf_config({**TINY, "model_type": "llama4_text", "attn_temperature_tuning": 4})
-    assert cfg.attn_temperature_tuning and any(
+    assert any(cfg.temperature_layer_flags) and any(
         "attn_temperature_tuning=4 is read as true" in n for n in notes
     )
 

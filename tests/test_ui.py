@@ -437,7 +437,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
     wide = ui.live_config(PRESETS[preset], n_layers=2, d_model=128, seq_len=512)
     # a layer list is fitted to the copy's depth (gpt-oss's "0,2" on 4 blocks, "0" on 2)
     layer_sets = {
-        name: getattr(small, name) for name in ("local_layers", "moe_layers", "nope_layers", "linear_layers")
+        name: getattr(small, name)
+        for name in ("local_layers", "moe_layers", "nope_layers", "linear_layers", "attn_temperature_layers")
     }
     assert (wide.d_model, wide.n_layers, wide.max_seq_len, wide.vocab_size) == (128, 2, 512, 256)
     # MLA: its widths (latent, RoPE key, heads) follow d too

@@ -155,10 +155,11 @@ def _block_saved(
             else 0
         ),
         # Llama 4's NoPE blocks: q × its positions' factors (float32, T) is a new tensor, so
-        # SDPA's q is no longer a view of the q/k/v output, which k and v keep alive
+        # SDPA's q is no longer a view of the q/k/v output, which k and v keep alive (a rotated
+        # q is a new tensor anyway: the product replaces it)
         "temperature": (
-            nbytes(N * H * D, b) + STATS_BYTES * T
-            if cfg.attn_temperature_tuning and not cfg.rope_layer_flags[layer]
+            (0 if cfg.rope_layer_flags[layer] else nbytes(N * H * D, b)) + STATS_BYTES * T
+            if cfg.temperature_layer_flags[layer]
             else 0
         ),
         "attention_input": nbytes(n_rep * C, b),  # read by q, k, v
@@ -331,13 +332,19 @@ def activation_estimate(
     C, L = s.C, s.L
     rope = cfg.pos_encoding == "rope"
 
-    # blocks come in few kinds: (window, sparse, rotated, Gated DeltaNet); a NoPE attention block
-    # and a linear block are both unrotated, so the last flag tells them apart
-    def kind(layer: int) -> tuple[int | None, bool, bool, bool]:
+    # blocks come in few kinds: (window, sparse, rotated, Gated DeltaNet, temperature); a NoPE
+    # attention block and a linear block are both unrotated, so the fourth flag tells them apart
+    def kind(layer: int) -> tuple[int | None, bool, bool, bool, bool]:
         moe, rope, linear = cfg.moe_layer_flags, cfg.rope_layer_flags, cfg.linear_layer_flags
-        return cfg.window_of(layer), moe[layer], rope[layer], linear[layer]
+        return (
+            cfg.window_of(layer),
+            moe[layer],
+            rope[layer],
+            linear[layer],
+            cfg.temperature_layer_flags[layer],
+        )
 
-    kinds: dict[tuple[int | None, bool, bool, bool], list[int]] = {}
+    kinds: dict[tuple[int | None, bool, bool, bool, bool], list[int]] = {}
     for layer in range(L):
         kinds.setdefault(kind(layer), [layer, 0])[1] += 1
     saved = {

@@ -115,17 +115,23 @@ def _trace(cfg: ModelConfig, seq_len: int, batch: int) -> tuple[dict, dict]:
     return by_operator, unsupported
 
 
-def _block_kinds(cfg: ModelConfig) -> dict[tuple[bool, bool, bool, bool], int]:
+def _block_kinds(cfg: ModelConfig) -> dict[tuple[bool, bool, bool, bool, bool], int]:
     """How many blocks of each kind (windowed?, experts?, rotated?, Gated DeltaNet?) the model has."""
-    kinds: dict[tuple[bool, bool, bool, bool], int] = {}
-    for kind in zip(cfg.local_layer_flags, cfg.moe_layer_flags, cfg.rope_layer_flags, cfg.linear_layer_flags):
+    kinds: dict[tuple[bool, bool, bool, bool, bool], int] = {}
+    for kind in zip(
+        cfg.local_layer_flags,
+        cfg.moe_layer_flags,
+        cfg.rope_layer_flags,
+        cfg.linear_layer_flags,
+        cfg.temperature_layer_flags,
+    ):
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
 
 
-def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool, bool, bool], n_layers: int) -> ModelConfig:
+def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool, bool, bool, bool], n_layers: int) -> ModelConfig:
     """``n_layers`` blocks, all of one kind."""
-    local, moe, rotated, linear = kind
+    local, moe, rotated, linear, sharpened = kind
     return cfg.replace(
         n_layers=n_layers,
         local_layers="all" if local else "none",
@@ -134,6 +140,7 @@ def _of_kind(cfg: ModelConfig, kind: tuple[bool, bool, bool, bool], n_layers: in
         nope_layers="none" if rotated or linear or cfg.pos_encoding != "rope" else "all",
         linear_layers="all" if linear else "none",
         linear_grouped_proj=cfg.linear_grouped_proj and linear,
+        attn_temperature_layers="all" if sharpened else "none",
     )
 
 

@@ -136,15 +136,21 @@ def _hybrid_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
 def _llama4_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
     """Llama 4's attention temperature on its NoPE blocks and its expert block."""
     notes = []
-    unrotated = cfg.full_attention_layers - sum(cfg.rope_layer_flags)
-    if cfg.attn_temperature_tuning and unrotated:
-        floor, scale = cfg.attn_floor_scale, cfg.attn_temperature_scale
-        at = [(p, 1 + scale * math.log1p((p + 1) // floor)) for p in (floor - 1, 8 * floor - 1)]
+    sharpened = sum(cfg.temperature_layer_flags)
+    if sharpened:
+        floor, scale, offset = cfg.attn_floor_scale, cfg.attn_temperature_scale, cfg.attn_temperature_offset
+        first = floor - offset  # the first position whose factor is above 1
+        at = [(p, 1 + scale * math.log1p((p + offset) // floor)) for p in (first, 8 * floor - offset)]
+        which = (
+            f"the {sharpened} NoPE blocks (Llama 4)"
+            if cfg.temperature_layer_flags == tuple(not r for r in cfg.rope_layer_flags)
+            else f"{sharpened} of {cfg.n_layers} blocks"
+        )
         notes.append(
-            f"**Attention temperature** (Llama 4): the {unrotated} NoPE blocks multiply q at "
-            f"position p by 1 + {scale:g}·ln(1 + ⌊(p + 1) / {floor:,}⌋): 1 before position "
-            f"{floor - 1:,}, then {at[0][1]:.3f} at {at[0][0]:,}, {at[1][1]:.3f} at {at[1][0]:,} "
-            f"(sharper attention far into a long context; no parameters, no FLOPs counted)."
+            f"**Attention temperature**: {which} multiply q at position p by 1 + {scale:g}·ln(1 + "
+            f"⌊{'(p + 1)' if offset else 'p'} / {floor:,}⌋): 1 before position {first:,}, then "
+            f"{at[0][1]:.3f} at {at[0][0]:,}, {at[1][1]:.3f} at {at[1][0]:,} (sharper attention far "
+            f"into a long context; no parameters, no FLOPs counted)."
         )
     if cfg.is_moe and cfg.moe_style == "llama4":
         sparse = sum(cfg.moe_layer_flags)

@@ -227,7 +227,6 @@ def check_linear(cfg: "ModelConfig") -> None:
 def check_llama4(cfg: "ModelConfig") -> None:
     """Llama 4's chunked attention, its QK-norm after RoPE, the attention temperature of its
     NoPE blocks and its expert block."""
-    _check_int("attn_floor_scale", cfg.attn_floor_scale, 1, FAMILY_LIMITS["attn_floor_scale"])
     if cfg.chunked_attention and not cfg.sliding_window:
         raise ConfigError(
             "chunked_attention=True splits the local_layers' keys into chunks of sliding_window "
@@ -259,3 +258,19 @@ def check_llama4(cfg: "ModelConfig") -> None:
             raise ConfigError(
                 f"moe_style='llama4' {rule}: {name}={getattr(cfg, name)!r}", field=name, also=("moe_style",)
             )
+
+
+def check_temperature(cfg: "ModelConfig") -> None:
+    """The attention temperature (Llama 4's NoPE blocks, Mistral 4's every block)."""
+    _check_int("attn_floor_scale", cfg.attn_floor_scale, 1, FAMILY_LIMITS["attn_floor_scale"])
+    _check_int("attn_temperature_offset", cfg.attn_temperature_offset, 0, 1)
+    hit = [
+        i for i, (t, lin) in enumerate(zip(cfg.temperature_layer_flags, cfg.linear_layer_flags)) if t and lin
+    ]
+    if hit:
+        raise ConfigError(
+            f"block(s) {hit} are Gated DeltaNet blocks: they have no attention scores for "
+            f"attn_temperature_layers to sharpen",
+            field="attn_temperature_layers",
+            also=("linear_layers",),
+        )

@@ -112,7 +112,7 @@ def _reasons(cfg, model_type: str) -> list[str]:
     llama4_only = [
         (cfg.chunked_attention, "chunked attention"),
         (cfg.qk_norm and cfg.qk_norm_scope == "rope_l2", "QK-norm after RoPE"),
-        (cfg.attn_temperature_tuning, "attention temperature tuning"),
+        (any(cfg.temperature_layer_flags), "attention temperature"),
         (cfg.moe_style == "llama4", "Llama 4 experts"),
     ]
     # DeepSeekMoE's routing: DeepSeek-V2/V3 and GLM-4.5 only
@@ -282,6 +282,15 @@ def _reasons(cfg, model_type: str) -> list[str]:
             (any(local) and not cfg.chunked_attention, "a sliding window"),
             (cfg.qk_norm and cfg.qk_norm_scope != "rope_l2", "QK-norm before RoPE"),
             (cfg.moe_style != "llama4", "no Llama 4 expert block (moe_style='llama4')"),
+            (
+                any(cfg.temperature_layer_flags)
+                and cfg.temperature_layer_flags != tuple(not rope for rope in cfg.rope_layer_flags),
+                "an attention temperature on blocks other than the NoPE ones",
+            ),
+            (
+                any(cfg.temperature_layer_flags) and cfg.attn_temperature_offset != 1,
+                "a temperature offset of 0",
+            ),
             (not same_attention_bias, "q/k/v and o biases differ"),
         ],
         # GptOssConfig: sinks on every layer, gpt-oss experts on every layer (their biases:

@@ -69,7 +69,7 @@ def _chunked(data: Mapping[str, Any], family: Family, rotated: list[bool]) -> tu
     return (chunk or 0), chunked
 
 
-def _temperature(data: Mapping[str, Any], family: Family, notes: list[str]) -> dict:
+def _temperature(data: Mapping[str, Any], family: Family, nope: str, notes: list[str]) -> dict:
     """The NoPE blocks' attention temperature: on when attn_temperature_tuning is truthy (the
     model tests its truth: Meta's converted files wrote 4), q × (1 + attn_scale ·
     ln(1 + ⌊(p + 1) / floor_scale⌋))."""
@@ -85,9 +85,10 @@ def _temperature(data: Mapping[str, Any], family: Family, notes: list[str]) -> d
     if isinstance(floor, float) and floor.is_integer():
         floor = int(floor)
     return dict(
-        attn_temperature_tuning=tuning,
+        attn_temperature_layers=nope if tuning else "none",  # the NoPE blocks
         attn_floor_scale=floor,
         attn_temperature_scale=_get(data, family, "attn_scale"),
+        attn_temperature_offset=1,  # ⌊(p + 1) / floor_scale⌋
     )
 
 
@@ -120,14 +121,14 @@ def llama4(data: Mapping[str, Any], family: Family, n_layers: int, notes: list[s
             "num_local_experts=0 cannot route the moe_layers' tokens (Llama4Router's top-k of no experts)",
             field="num_local_experts",
         )
-    nope = [i for i, rope in enumerate(rotated) if not rope]
+    nope = ",".join(str(i) for i, rope in enumerate(rotated) if not rope) or "none"
     qk_norm = _bool(data, family, "use_qk_norm")
     return dict(
         qkv_bias=attention,
         o_bias=attention,
         mlp_bias=False,
         rope_interleave=True,  # complex multiplication of adjacent pairs (apply_rotary_emb)
-        nope_layers=",".join(map(str, nope)) or "none",
+        nope_layers=nope,
         sliding_window=chunk if chunked else 0,
         local_layers="all" if len(chunked) == n_layers else ",".join(map(str, chunked)) or "all",
         chunked_attention=bool(chunked),
@@ -142,7 +143,7 @@ def llama4(data: Mapping[str, Any], family: Family, n_layers: int, notes: list[s
         moe_style="llama4",
         moe_scoring="sigmoid",
         moe_renormalize=False,
-        **_temperature(data, family, notes),
+        **_temperature(data, family, nope, notes),
     )
 
 
@@ -164,7 +165,7 @@ def llama4_keys(cfg: "ModelConfig") -> dict:
         layer_types=None
         if derived
         else ["chunked_attention" if flag else "full_attention" for flag in local],
-        attn_temperature_tuning=cfg.attn_temperature_tuning,
+        attn_temperature_tuning=any(cfg.temperature_layer_flags),
         floor_scale=cfg.attn_floor_scale,
         attn_scale=cfg.attn_temperature_scale,
     )

@@ -179,20 +179,23 @@ class ModelConfig:
     # chunked_attention: the local_layers attend within fixed chunks of sliding_window positions
     # (attention_chunk_size: a query at p sees the earlier keys of chunk ⌊p/W⌋ only) instead of
     # the last W; qk_norm_scope="rope_l2": q and k of the rotated blocks RMS-normalised per head
-    # after RoPE, with no γ; attn_temperature_tuning: the unrotated (NoPE) blocks scale q at
-    # position p by 1 + attn_temperature_scale · ln(1 + ⌊(p + 1) / attn_floor_scale⌋); the
-    # llama4 expert block (moe_style): σ of the top-k router logits scales each chosen expert's
-    # input (not its output), beside one shared expert
+    # after RoPE, with no γ; the attention temperature (Llama 4's NoPE blocks, every Mistral 4
+    # block): the attn_temperature_layers scale q at position p by
+    # 1 + attn_temperature_scale · ln(1 + ⌊(p + attn_temperature_offset) / attn_floor_scale⌋)
+    # (offset 1: Llama 4; 0: Mistral 4); the llama4 expert block (moe_style): σ of the top-k
+    # router logits scales each chosen expert's input (not its output), beside one shared expert
     chunked_attention: bool = False
-    attn_temperature_tuning: bool = False
+    attn_temperature_layers: str = "none"
     attn_floor_scale: int = 8192
     attn_temperature_scale: float = 0.1
+    attn_temperature_offset: int = 1
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
         _moe_flags: ClassVar[tuple[bool, ...]]
         _rope_flags: ClassVar[tuple[bool, ...]]
         _linear_flags: ClassVar[tuple[bool, ...]]
+        _temperature_flags: ClassVar[tuple[bool, ...]]
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -260,7 +263,6 @@ class ModelConfig:
             "attn_output_gate",
             "shared_expert_gate",
             "chunked_attention",
-            "attn_temperature_tuning",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
@@ -330,6 +332,9 @@ class ModelConfig:
         nope = _layer_set(self.nope_layers, self.n_layers, "nope_layers")
         rotated = tuple(self.pos_encoding == "rope" and not n and not lin for n, lin in zip(nope, linear))
         object.__setattr__(self, "_rope_flags", rotated)
+        temperature = _layer_set(self.attn_temperature_layers, self.n_layers, "attn_temperature_layers")
+        object.__setattr__(self, "_temperature_flags", temperature)
+        family_rules.check_temperature(self)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -352,6 +357,11 @@ class ModelConfig:
     def rope_layer_flags(self) -> tuple[bool, ...]:
         """Per block: whether it rotates q and k (RoPE, and not one of nope_layers)."""
         return self._rope_flags
+
+    @property
+    def temperature_layer_flags(self) -> tuple[bool, ...]:
+        """Per block: whether its queries get the attention temperature (Llama 4, Mistral 4)."""
+        return self._temperature_flags
 
     @property
     def linear_layer_flags(self) -> tuple[bool, ...]:
@@ -444,7 +454,7 @@ class ModelConfig:
             and not self.attn_output_gate
             and not self.shared_expert_gate
             and not self.chunked_attention
-            and not self.attn_temperature_tuning
+            and not any(self._temperature_flags)
             and self.moe_style != "llama4"
         )
 

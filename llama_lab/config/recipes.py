@@ -109,10 +109,7 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         ffn_hidden=max(1, width),
         head_dim=head_dim,
         expert_ffn_hidden=expert if cfg.is_moe else None,
-        local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers),
-        moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers),
-        nope_layers=_fit_layers(_nope_flags(cfg), cfg.nope_layers),
-        linear_layers=_fit_layers(cfg.linear_layer_flags, cfg.linear_layers),
+        **fitted_layer_sets(cfg, TRAINING_SHAPE["n_layers"]),
         **_live_linear(cfg, d),
         partial_rotary_factor=1.0,  # the copy's heads first, then the share that fits them
     )
@@ -187,6 +184,17 @@ def _fit_layers(flags: tuple[bool, ...], spec: str, n: int = TRAINING_SHAPE["n_l
     return ",".join(chosen) or "none"
 
 
+def fitted_layer_sets(cfg: ModelConfig, n: int) -> dict[str, str]:
+    """Every layer set of ``cfg`` for a copy of ``n`` blocks (``_fit_layers``)."""
+    return dict(
+        local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers, n),
+        moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers, n),
+        nope_layers=_fit_layers(_nope_flags(cfg), cfg.nope_layers, n),
+        linear_layers=_fit_layers(cfg.linear_layer_flags, cfg.linear_layers, n),
+        attn_temperature_layers=_fit_layers(cfg.temperature_layer_flags, cfg.attn_temperature_layers, n),
+    )
+
+
 def live_config(
     cfg: ModelConfig, n_layers: int, d_model: int = TRAINING_SHAPE["d_model"], seq_len: int = 0
 ) -> ModelConfig:
@@ -197,8 +205,5 @@ def live_config(
     return small.replace(
         n_layers=n_layers,
         max_seq_len=max(seq_len, small.max_seq_len),
-        local_layers=_fit_layers(cfg.local_layer_flags, cfg.local_layers, n_layers),
-        moe_layers=_fit_layers(cfg.moe_layer_flags, cfg.moe_layers, n_layers),
-        nope_layers=_fit_layers(_nope_flags(cfg), cfg.nope_layers, n_layers),
-        linear_layers=_fit_layers(cfg.linear_layer_flags, cfg.linear_layers, n_layers),
+        **fitted_layer_sets(cfg, n_layers),
     )

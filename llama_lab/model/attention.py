@@ -162,12 +162,19 @@ def unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def attention_temperature(cfg: ModelConfig, start: int, T: int, device) -> torch.Tensor:
-    """(T, 1) float32 factors of the queries at positions start..start+T-1 of an unrotated
-    block (Llama 4; Nakanishi 2025, arXiv 2501.19399): 1 + scale · ln(1 + ⌊(p + 1) / floor⌋),
-    1 until p + 1 reaches attn_floor_scale, then growing as the log of the position."""
+    """(T, 1) float32 factors of the queries at positions start..start+T-1 of a temperature
+    block (Llama 4's NoPE blocks, every Mistral 4 block; Nakanishi 2025, arXiv 2501.19399):
+    1 + scale · ln(1 + ⌊(p + offset) / floor⌋), 1 until p + offset reaches attn_floor_scale,
+    then growing as the log of the position."""
     p = torch.arange(start, start + T, device=device, dtype=torch.float32)
-    steps = torch.floor((p + 1.0) / cfg.attn_floor_scale)
+    steps = torch.floor((p + cfg.attn_temperature_offset) / cfg.attn_floor_scale)
     return (torch.log1p(steps) * cfg.attn_temperature_scale + 1.0)[:, None]
+
+
+def sharpen(q: torch.Tensor, cfg: ModelConfig, start: int) -> torch.Tensor:
+    """q (B, H, T, D) of the tokens at positions start.. times their temperature, the product
+    in float32 and cast back (as Llama 4 computes it)."""
+    return (q * attention_temperature(cfg, start, q.shape[2], q.device)).to(q.dtype)
 
 
 class Attention(nn.Module):
@@ -223,8 +230,8 @@ class Attention(nn.Module):
             q, k = self._rotate(q, rope), self._rotate(k, rope)
             if self.cfg.qk_norm and self.cfg.qk_norm_scope == "rope_l2":  # Llama 4: after RoPE
                 q, k = unit_rms(q, self.cfg.norm_eps), unit_rms(k, self.cfg.norm_eps)
-        elif self.cfg.attn_temperature_tuning:  # Llama 4's NoPE blocks: q sharpened with position
-            q = (q * attention_temperature(self.cfg, start, T, q.device)).to(q.dtype)
+        if self.cfg.temperature_layer_flags[self.layer_idx]:  # Llama 4's NoPE blocks
+            q = sharpen(q, self.cfg, start)
         norm_first = self.cfg.qk_norm and self.cfg.qk_norm_scope != "rope_l2"  # before RoPE
         if rope is not None or norm_first:
             # q and k are new tensors now; v, a view, would keep the whole q/k/v output alive

@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 
 from ..config import ModelConfig
-from .attention import causal_attention
+from .attention import causal_attention, sharpen
 from .kv_cache import KVCache
 from .norms import RMSNorm
 from .positions import apply_rope, apply_rope_interleaved
@@ -71,22 +71,26 @@ class LatentAttention(nn.Module):
         w = self.kv_b_proj.weight.view(self.n_heads, cfg.qk_nope_head_dim + cfg.v_head_dim, cfg.kv_lora_rank)
         return w.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=1)
 
-    def _parts(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None):
-        """q's two parts (B, H, T, Dn) and (B, H, T, Dr), the latent c and the RoPE key, rotated."""
+    def _parts(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None, start: int = 0):
+        """q's two parts (B, H, T, Dn) and (B, H, T, Dr), the latent c and the RoPE key, rotated;
+        q × its temperature at positions start.. (Mistral 4)."""
         cfg = self.cfg
         assert rope is not None, "MLA rotates its decoupled key: pos_encoding='rope'"
         q_nope, q_rope = self.query(x).split([cfg.qk_nope_head_dim, cfg.qk_rope_head_dim], -1)
         c, k_rope = self.latent(x)
-        return q_nope, self.rotate(q_rope, *rope), c, self.rotate(k_rope, *rope)
+        q_rope = self.rotate(q_rope, *rope)
+        if cfg.temperature_layer_flags[self.layer_idx]:
+            q_nope, q_rope = sharpen(q_nope, cfg, start), sharpen(q_rope, cfg, start)
+        return q_nope, q_rope, c, self.rotate(k_rope, *rope)
 
-    def project(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None):
+    def project(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None, start: int = 0):
         """Every head's q, k (B, H, T, D) and v (B, H, T, Dv) of the new tokens, K and V rebuilt
         from the latent (the expanded form's inputs; the reference path reads them)."""
-        return self._expand(*self._parts(x, rope))
+        return self._expand(*self._parts(x, rope, start))
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape
-        q_nope, q_rope, c, k_rope = self._parts(x, rope)
+        q_nope, q_rope, c, k_rope = self._parts(x, rope, cache.length if cache is not None else 0)
         if cache is None:
             out = causal_attention(*self._expand(q_nope, q_rope, c, k_rope), 1, scale=self.scale)
         else:

@@ -347,11 +347,18 @@ def draw_hybrid(after) -> None:
         after(name)
 
 
-LLAMA4_FIELDS = {"chunked_attention", "attn_temperature_tuning", "attn_floor_scale", "attn_temperature_scale"}
+LLAMA4_FIELDS = {
+    "chunked_attention",
+    "attn_temperature_layers",
+    "attn_floor_scale",
+    "attn_temperature_scale",
+    "attn_temperature_offset",
+}
 
 
 def draw_llama4(after) -> None:
-    """Llama 4's chunked attention and its NoPE blocks' attention temperature (its QK-norm after
+    """Llama 4's chunked attention and the attention temperature (its NoPE blocks', every Mistral 4
+    block's) (its QK-norm after
     RoPE is a QK-norm scope, its expert block an expert block: both in the groups above)."""
     field(
         st.toggle,
@@ -362,13 +369,16 @@ def draw_llama4(after) -> None:
     )
     after("chunked_attention")
     field(
-        st.toggle,
-        "attn_temperature_tuning",
-        "attention temperature on NoPE blocks",
-        help="Llama 4: q at position p × (1 + scale · ln(1 + ⌊(p + 1) / floor⌋)) on the blocks without RoPE.",
+        st.text_input,
+        "attn_temperature_layers",
+        "blocks with the attention temperature",
+        help="q at position p × (1 + scale · ln(1 + ⌊(p + offset) / floor⌋)): Llama 4 on its NoPE "
+        "blocks (offset 1), Mistral 4 on every block (offset 0). " + LAYER_SET_HELP,
     )
-    after("attn_temperature_tuning")
-    int_input("attn_floor_scale", "temperature floor (positions)", help="Llama 4: 8,192.")
+    after("attn_temperature_layers")
+    int_input("attn_floor_scale", "temperature floor (positions)", help="Llama 4 and Mistral 4: 8,192.")
     after("attn_floor_scale")
     field(st.number_input, "attn_temperature_scale", "temperature scale", min_value=0.0, step=0.05)
     after("attn_temperature_scale")
+    int_input("attn_temperature_offset", "temperature offset (0 or 1)", minimum=0)
+    after("attn_temperature_offset")

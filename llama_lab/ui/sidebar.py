@@ -177,7 +177,9 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         draw_rope_and_norm(after)
     with st.expander("Qwen3-Next, Qwen3.5 (Gated DeltaNet)", expanded=bad_field in HYBRID_FIELDS):
         draw_hybrid(after)
-    with st.expander("Llama 4 (chunked attention, temperature)", expanded=bad_field in LLAMA4_FIELDS):
+    with st.expander(
+        "Llama 4, Mistral 4 (chunks, attention temperature)", expanded=bad_field in LLAMA4_FIELDS
+    ):
         draw_llama4(after)
     _draw_workload(values)
 
