@@ -26,10 +26,18 @@ def theirs(data: dict):
     return getattr(config, "text_config", None) or config
 
 
+def causal_lm(config):
+    """transformers' causal-LM class of ``config``'s family (AutoModelForCausalLM does not map
+    Mistral4Config in transformers 5.24; the family's own class always builds it)."""
+    from llama_lab.config.hf import FAMILIES
+
+    return getattr(transformers, FAMILIES[config.model_type].architecture)
+
+
 def meta_model(config):
     """transformers' causal LM of ``config`` on the meta device (no weights)."""
     with torch.device("meta"):
-        return transformers.AutoModelForCausalLM.from_config(config)
+        return causal_lm(config)._from_config(config)
 
 
 def meta_count(config) -> int:

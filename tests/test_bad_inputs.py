@@ -334,6 +334,18 @@ def test_null_policy_matches_the_transformers_config_classes():
         # n_routed_experts takes null likewise
         *((model_type, "head_dim") for model_type in ("olmo2", "smollm3", "phi3", "glm4_moe")),
         ("glm4_moe", "num_local_experts"),
+        # Mistral4Config takes DeepSeek-V3's nulls, which its model cannot run with either
+        *(
+            ("mistral4", key)
+            for key in (
+                "first_k_dense_replace",
+                "n_group",
+                "topk_group",
+                "num_experts_per_tok",
+                "num_local_experts",
+                "v_head_dim",
+            )
+        ),
     }
     for param in _null_cases():
         model_type, key, allowed = param.values

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from hf_helpers import causal_lm, meta_model
 from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
@@ -188,6 +189,25 @@ CASES = {
         "no_rope_layers": [0, 1, 1],
         "use_qk_norm": False,
     },
+    # Mistral 4: DeepSeek-V3's MLA and experts with a softmax router in 4 groups ranked by their
+    # two best scores, and the temperature on every block (floor 4: it grows within T); RoPE as
+    # linear at factor 1 (plain, over the rotated part: transformers' default would rotate whole
+    # heads, which its MLA split cannot take)
+    "mistral4": {
+        **MLA,
+        "n_routed_experts": 8,
+        "n_group": 4,
+        "topk_group": 2,
+        "routed_scaling_factor": 1.5,
+        "rope_parameters": {
+            "rope_type": "linear",
+            "factor": 1.0,
+            "rope_theta": 1e4,
+            "partial_rotary_factor": 8 / 24,
+            "llama_4_scaling_beta": 0.5,
+            "original_max_position_embeddings": 4,
+        },
+    },
     "deepseek_v2-lite": {
         **MLA,
         "model_type": "deepseek_v2",
@@ -206,12 +226,15 @@ def hf_config(case: str):
 
 
 def hf_model(config, device=None):
+    """transformers' causal LM of ``config`` (its family's class: AutoModelForCausalLM does not
+    map Mistral4Config in transformers 5.24)."""
     if device == "meta":
-        with torch.device("meta"):
-            return transformers.AutoModelForCausalLM.from_config(config)
-    return transformers.AutoModelForCausalLM.from_config(
-        config, attn_implementation="eager", experts_implementation="eager"
-    ).eval()
+        return meta_model(config)
+    return (
+        causal_lm(config)
+        ._from_config(config, attn_implementation="eager", experts_implementation="eager")
+        .eval()
+    )
 
 
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 import transformers
+from hf_helpers import meta_count
 
 from llama_lab import analysis
 from llama_lab.config import ConfigError, parse_config_json
@@ -58,10 +58,7 @@ def _generator():
 
 def transformers_count(data: dict) -> int:
     """Parameters of transformers' own module for ``data`` (meta device, nothing allocated)."""
-    config = transformers.AutoConfig.for_model(**data)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
+    return meta_count(transformers.AutoConfig.for_model(**data))
 
 
 def test_the_key_table_is_what_the_installed_transformers_reads():
@@ -108,8 +105,8 @@ def test_a_missing_key_takes_the_config_classs_default(model_type):
     cfg, _ = parse_config_json(json.dumps(data))
     theirs = transformers.AutoConfig.for_model(**data)
     assert cfg.n_kv_heads == theirs.num_key_value_heads
-    if cfg.is_mla:  # transformers' head_dim is the rotary width; ours a q/k head's whole width
-        assert (cfg.head_dim, cfg.qk_rope_head_dim) == (theirs.qk_head_dim, theirs.head_dim)
+    if cfg.is_mla:  # a q/k head's whole width (DeepSeek's head_dim is the rotary width)
+        assert (cfg.head_dim, cfg.qk_rope_head_dim) == (theirs.qk_head_dim, theirs.qk_rope_head_dim)
     else:
         head_dim = getattr(theirs, "head_dim", None) or theirs.hidden_size // theirs.num_attention_heads
         assert cfg.head_dim == head_dim

@@ -24,6 +24,7 @@ FAMILIES = {
     "glm-4.5-air": "**Partial RoPE**",
     "qwen3-next-80b-a3b": "**Gated DeltaNet**",
     "llama-4-scout": "**Chunked attention**",
+    "mistral-small-4": "**Attention temperature**",
 }
 SHOWN_PARAMETERS = {
     "deepseek-v3": "671 bn",
@@ -37,6 +38,7 @@ SHOWN_PARAMETERS = {
     "glm-4.5-air": "107 bn",
     "qwen3-next-80b-a3b": "79.7 bn",
     "llama-4-scout": "108 bn",
+    "mistral-small-4": "119 bn",
 }
 
 

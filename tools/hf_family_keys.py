@@ -54,6 +54,7 @@ FAMILIES = (
     "qwen3_5_text",
     "qwen3_5_moe_text",
     "llama4_text",
+    "mistral4",
 )
 # A family whose modelling file is named after another model type: Gemma3TextConfig's decoder
 # (Gemma3ForCausalLM) lives in models/gemma3/modeling_gemma3.py, beside the multimodal wrapper

@@ -144,6 +144,8 @@ def _llama4_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
         which = (
             f"the {sharpened} NoPE blocks (Llama 4)"
             if cfg.temperature_layer_flags == tuple(not r for r in cfg.rope_layer_flags)
+            else "every block (Mistral 4)"
+            if sharpened == cfg.n_layers
             else f"{sharpened} of {cfg.n_layers} blocks"
         )
         notes.append(

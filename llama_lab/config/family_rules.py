@@ -96,10 +96,18 @@ def check_routing(cfg: "ModelConfig") -> None:
             field="experts_per_token",
             also=("moe_topk_groups", "moe_groups"),
         )
-    if cfg.moe_scoring == "sigmoid" and groups > 1 and E // groups < 2:
+    if cfg.moe_group_top2 and (cfg.moe_scoring != "softmax" or groups == 1):
         raise ConfigError(
-            f"moe_scoring='sigmoid' ranks a group by its two best experts: moe_groups={groups} "
-            f"leaves {E // groups} per group",
+            f"moe_group_top2=True ranks softmax expert groups by their two best scores (Mistral 4): "
+            f"it needs moe_scoring='softmax' (sigmoid groups are ranked so already) and moe_groups > 1 "
+            f"(moe_scoring={cfg.moe_scoring!r}, moe_groups={groups})",
+            field="moe_group_top2",
+            also=("moe_groups", "moe_scoring"),
+        )
+    if (cfg.moe_scoring == "sigmoid" or cfg.moe_group_top2) and groups > 1 and E // groups < 2:
+        raise ConfigError(
+            f"{'moe_group_top2=True' if cfg.moe_group_top2 else 'moe_scoring=' + repr('sigmoid')} ranks "
+            f"a group by its two best experts: moe_groups={groups} leaves {E // groups} per group",
             field="moe_groups",
             also=("moe_scoring",),
         )

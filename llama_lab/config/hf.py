@@ -30,6 +30,7 @@ from .hf_table import (
     COMMON_KEYS,
     FAMILIES,
     KIND,
+    NOT_MODELLED,
     NULL_MEANS_UNSET,
     NULL_WHY,
     QUIET_KEYS,
@@ -83,11 +84,13 @@ def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: lis
         if rope_parameters.get("rope_theta") is not None:
             kwargs["rope_theta"] = rope_parameters["rope_theta"]
         extra = {k: v for k, v in rope_parameters.items() if k != "rope_theta"}
-        if extra.get("rope_type", "default") != "default":
+        if extra.get("rope_type", extra.get("type", "default")) != "default":
             rope_scaling = extra
     elif rope_parameters is not None:
         notes.append(f"rope_parameters={shown(rope_parameters)} is not an object; ignored")
     label = "rope_scaling="
+    if isinstance(rope_scaling, Mapping) and _plain_linear(rope_scaling):
+        rope_scaling = None  # linear at factor 1: plain RoPE (Mistral 4's export writes it so)
     if rope_parameters is None and not rope_scaling:
         # neither key given: the config class's own default RoPE (GptOssConfig's is YaRN)
         default = default_rope(family.model_type)
@@ -103,6 +106,12 @@ def _read_rope(data: Mapping[str, Any], family: Family, kwargs: dict, notes: lis
             f"{label}{cut(text, 200)} is not modelled: positions use plain RoPE; "
             f"parameter, FLOP and memory counts are unaffected"
         )
+
+
+def _plain_linear(rope: Mapping[str, Any]) -> bool:
+    """A linear RoPE scaling of factor 1: positions as plain RoPE has them."""
+    kind = rope.get("rope_type", rope.get("type"))
+    return kind == "linear" and rope.get("factor") == 1
 
 
 def _refuse_nulls(data: Mapping[str, Any], family: Family) -> None:
@@ -234,11 +243,16 @@ def _family(data: Mapping[str, Any]) -> Family:
     model_type = data["model_type"]
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise ConfigError(
-            f"model_type={shown(model_type)} is not supported; LLaMA Lab models "
-            f"{', '.join(FAMILIES)} exactly and refuses the rest",
+            f"model_type={shown(model_type)} is not supported{_what_is_missing(model_type)}; LLaMA Lab "
+            f"models {', '.join(FAMILIES)} exactly and refuses the rest",
             field="model_type",
         )
     return FAMILIES[model_type]
+
+
+def _what_is_missing(model_type: Any) -> str:
+    """ " (not modelled: …)" for a known family after the supported ones, else ""."""
+    return f" (not modelled: {NOT_MODELLED[model_type]})" if model_type in NOT_MODELLED else ""
 
 
 def text_decoder(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
@@ -282,7 +296,8 @@ def text_decoder(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None
     if not isinstance(inner_type, str) or inner_type not in FAMILIES:
         raise ConfigError(
             f"model_type={outer} wraps a text decoder of model_type={shown(inner_type)}, a family "
-            f"LLaMA Lab does not model; it models {', '.join(FAMILIES)} exactly and refuses the rest",
+            f"LLaMA Lab does not model{_what_is_missing(inner_type)}; it models {', '.join(FAMILIES)} "
+            f"exactly and refuses the rest",
             field="model_type",
         )
     return inner, (

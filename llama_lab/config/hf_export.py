@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 
 GEMMA = ("gemma2", "gemma3_text")
-DEEPSEEK_MOE = ("deepseek_v2", "deepseek_v3", "glm4_moe")  # shared experts, groups, scaling
+DEEPSEEK_MOE = ("deepseek_v2", "deepseek_v3", "glm4_moe", "mistral4")  # shared experts, groups, scaling
+MLA_FAMILIES = ("deepseek_v2", "deepseek_v3", "mistral4")
 PARTIAL_ROPE = (
     "phi3",
     "glm4_moe",
@@ -215,6 +216,24 @@ def _reasons(cfg, model_type: str) -> list[str]:
             (not cfg.rope_interleave, "RoPE on halves"),
         ],
         "deepseek_v3": deepseek + [(cfg.is_moe and cfg.moe_scoring != "sigmoid", "softmax router scores")],
+        # Mistral4Config: DeepSeek-V3's layout with softmax scores (groups by their two best), and
+        # the temperature on every block at ⌊p / original_max_position_embeddings⌋ (or none: β 0)
+        "mistral4": deepseek
+        + [
+            (cfg.is_moe and cfg.moe_scoring != "softmax", "sigmoid router scores"),
+            (
+                cfg.is_moe and cfg.moe_groups > 1 and not cfg.moe_group_top2,
+                "groups ranked by their best score",
+            ),
+            (
+                any(cfg.temperature_layer_flags) and not all(cfg.temperature_layer_flags),
+                "an attention temperature on some blocks only",
+            ),
+            (
+                any(cfg.temperature_layer_flags) and cfg.attn_temperature_offset != 0,
+                "a temperature offset of 1",
+            ),
+        ],
         # Olmo2Config: QK-norm over the projections always, attention_bias for q/k/v/o, no MLP
         # biases, no window, no experts
         "olmo2": [
@@ -311,8 +330,10 @@ def _reasons(cfg, model_type: str) -> list[str]:
     }[model_type]
     if model_type != "gpt_oss":
         checks = checks + gpt_oss_only
-    if not model_type.startswith("deepseek"):
+    if model_type not in MLA_FAMILIES:
         checks = checks + mla_only
+    if model_type != "mistral4":
+        checks = checks + [(cfg.moe_group_top2, "softmax groups ranked by their two best scores")]
     if model_type not in DEEPSEEK_MOE:
         # Qwen's one gated shared expert and Llama 4's are n_shared_experts=1; Llama 4 weighs by σ
         own = {"shared experts"} | ({"sigmoid router scores"} if model_type == "llama4_text" else set())
@@ -324,7 +345,10 @@ def _reasons(cfg, model_type: str) -> list[str]:
     if model_type not in QWEN_HYBRID:
         checks = checks + hybrid_only
     if model_type != "llama4_text":
-        checks = checks + llama4_only
+        # Mistral 4's temperature on every block is its own
+        checks = checks + [
+            c for c in llama4_only if model_type != "mistral4" or c[1] != "attention temperature"
+        ]
     return [why for broken, why in checks + new_fields if broken]
 
 
@@ -384,7 +408,7 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
             decoder_sparse_step=1,
             mlp_only_layers=[i for i, sparse in enumerate(flags) if not sparse],
         )
-    if mt in ("deepseek_v2", "deepseek_v3"):
+    if mt in MLA_FAMILIES:
         flags = cfg.moe_layer_flags
         out.update(
             q_lora_rank=cfg.q_lora_rank or None,
@@ -407,6 +431,18 @@ def _family_keys(cfg: "ModelConfig", family: Family) -> dict:
             out.update(topk_method="group_limited_greedy" if cfg.moe_groups > 1 else "greedy", mlp_bias=False)
         else:
             out.update(norm_topk_prob=cfg.moe_renormalize, rope_interleave=cfg.rope_interleave)
+        if mt == "mistral4":  # the temperature lives in rope_parameters; RoPE on qk_rope_head_dim
+            sharpened = any(cfg.temperature_layer_flags)
+            out["rope_parameters"] = {
+                # linear at factor 1: plain RoPE over the rotated part (Mistral4RotaryEmbedding's
+                # default rotates whole heads, which MLA's q/k split cannot take)
+                "rope_type": "linear",
+                "factor": 1.0,
+                "rope_theta": cfg.rope_theta,
+                "partial_rotary_factor": cfg.qk_rope_head_dim / cfg.head_dim,
+                "llama_4_scaling_beta": cfg.attn_temperature_scale if sharpened else 0.0,
+                "original_max_position_embeddings": cfg.attn_floor_scale,
+            }
     if mt == "gpt_oss":
         out.update(
             attention_bias=cfg.qkv_bias,

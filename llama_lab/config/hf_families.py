@@ -1,7 +1,7 @@
 """The fields that set each supported family apart, read from its config.json as its
 transformers config class and model read them (``family_fields``): biases, QK-norm, sliding
 windows (Mistral's on every layer, Qwen's, gpt-oss's and Gemma's per ``layer_types``), experts
-(Mixtral, Qwen3-MoE), MLA and DeepSeekMoE (DeepSeek-V2/V3), gpt-oss's sinks and expert block,
+(Mixtral, Qwen3-MoE), MLA and DeepSeekMoE (DeepSeek-V2/V3, Mistral 4), gpt-oss's sinks and expert block,
 Gemma 2/3's layer (``hf_gemma``), OLMo 2's, SmolLM3's, Phi-3's and GLM-4.5's
 (``hf_rope_variants``), Qwen3-Next's and Qwen3.5's hybrid layers (``hf_qwen_next``), Llama 4's
 (``hf_llama4``). The shared
@@ -17,7 +17,7 @@ from .bounds import FAMILY_LIMITS
 from .hf_gemma import _gemma
 from .hf_llama4 import llama4
 from .hf_qwen_next import HYBRID, qwen_hybrid
-from .hf_read import LAYER_KINDS, Family, _bool, _count, _get, _layer_types, _list, _windows
+from .hf_read import KEY_TABLE, LAYER_KINDS, Family, _bool, _count, _get, _layer_types, _list, _windows
 from .hf_rope_variants import _glm4_moe, _olmo2, _phi3, _smollm3
 from .messages import shown
 
@@ -64,7 +64,7 @@ def _deepseek(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     """MLA and DeepSeekMoE of DeepSeek-V2 and V3. transformers' config sets head_dim to
     qk_rope_head_dim (the rotary width) whatever the file says; LLaMA Lab's head_dim is a q/k
     head's whole width, qk_nope_head_dim + qk_rope_head_dim."""
-    v3 = family.model_type == "deepseek_v3"
+    v3 = family.model_type in ("deepseek_v3", "mistral4")  # Mistral 4: V3's keys, softmax scores
     for key in ("attention_bias",) + (() if v3 else ("mlp_bias",)):
         if _bool(data, family, key):
             raise ConfigError(
@@ -119,6 +119,39 @@ def _deepseek(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
         moe_topk_groups=1 if topk_groups is None else topk_groups,
         routed_scaling=_get(data, family, "routed_scaling_factor"),
     )
+
+
+def _mistral4(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
+    """Mistral4Config / Mistral4ForCausalLM (Mistral Small 4): DeepSeek-V3's MLA and expert
+    layout with a softmax router (no correction bias) whose groups are ranked by their two best
+    scores, and every query × 1 + β · ln(1 + ⌊p / original_max_position_embeddings⌋)
+    (``get_llama_4_attn_scale``, β = rope_parameters' llama_4_scaling_beta)."""
+    out = _deepseek(data, family, n_layers)
+    out.update(moe_scoring="softmax", moe_group_top2=out["moe_groups"] > 1 and out["n_experts"] > 0)
+    rope = data.get("rope_parameters") or data.get("rope_scaling")
+    if rope is None:  # absent or null: Mistral4Config.__post_init__'s YaRN
+        rope = KEY_TABLE["families"]["mistral4"].get("default_rope") or {}
+    if not isinstance(rope, Mapping):
+        raise ConfigError(f"rope_parameters={shown(rope)} must be an object", field="rope_parameters")
+    beta, floor = rope.get("llama_4_scaling_beta"), rope.get("original_max_position_embeddings")
+    for key, value, rule in (
+        ("llama_4_scaling_beta", beta, "a number"),
+        ("original_max_position_embeddings", floor, "a whole number ≥ 1"),
+    ):
+        bad = value is None or isinstance(value, bool) or not isinstance(value, (int, float))
+        if bad or (key != "llama_4_scaling_beta" and (value < 1 or value != int(value))):
+            raise ConfigError(
+                f"rope_parameters.{key}={shown(value)} must be {rule}: Mistral4Attention scales every "
+                f"query by 1 + β · ln(1 + ⌊position / original_max_position_embeddings⌋)",
+                field="rope_parameters",
+            )
+    out.update(
+        attn_temperature_layers="all",
+        attn_temperature_scale=beta,
+        attn_floor_scale=int(floor),
+        attn_temperature_offset=0,  # ⌊p / floor⌋
+    )
+    return out
 
 
 def _gpt_oss(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
@@ -178,6 +211,8 @@ def family_fields(data: Mapping[str, Any], family: Family, n_layers: int, notes:
         out.update(_experts(data, family, n_layers))
     if mt in ("deepseek_v2", "deepseek_v3"):
         out.update(_deepseek(data, family, n_layers))
+    if mt == "mistral4":
+        out.update(_mistral4(data, family, n_layers))
     if mt == "gpt_oss":
         out.update(_gpt_oss(data, family, n_layers))
     if mt in ("gemma2", "gemma3_text"):

@@ -261,6 +261,21 @@ FAMILIES: dict[str, Family] = {
                 }
             ),
         ),
+        # Mistral4Config (Mistral Small 4): DeepSeek-V3's MLA and experts, a softmax router without
+        # the correction bias (groups ranked by their two best scores), renormalised when
+        # norm_topk_prob, × routed_scaling_factor; every query × the Llama-4-style temperature
+        # of rope_parameters' llama_4_scaling_beta and original_max_position_embeddings
+        Family(
+            "mistral4",
+            "Mistral4ForCausalLM",
+            _defaults("mistral4"),
+            _DEEPSEEK_KEYS | {"norm_topk_prob", "rope_interleave", "num_local_experts"},
+            # a null norm_topk_prob or rope_interleave reads as false (the model's `if`); head_dim
+            # Mistral4Config sets from the q/k parts whatever the file says
+            frozenset(
+                {"num_key_value_heads", "head_dim", "q_lora_rank", "norm_topk_prob", "rope_interleave"}
+            ),
+        ),
         # GptOssConfig: q/k/v/o biases (attention_bias) and a sink per head on every layer;
         # layer_types (sliding on even layers unless given) with a window of 128; every layer
         # sparse: 128 experts of intermediate_size, top-4, softmax over the top-k logits,
@@ -438,6 +453,18 @@ FAMILIES: dict[str, Family] = {
         ),
     )
 }
+# Families after the supported ones, refused with what is not modelled (their transformers
+# classes name it)
+_DSA = "DeepSeek Sparse Attention, whose indexer ({}) picks the keys each query attends"
+NOT_MODELLED = {
+    "deepseek_v32": _DSA.format("DeepseekV32Indexer"),
+    "glm_moe_dsa": _DSA.format("GlmMoeDsaIndexer"),
+    "mistral_large4": _DSA.format("MistralLarge4TextIndexer"),
+    "mistral_large4_text": _DSA.format("MistralLarge4TextIndexer"),
+    "deepseek_v4": "compressed sparse attention (DeepseekV4CSACompressor, DeepseekV4HCACompressor, "
+    "an indexer), hyper-connections (DeepseekV4HyperConnection) and a hash router",
+}
+
 # Null means "not set" for these in every family (transformers 5 folds them into rope_parameters).
 NULL_MEANS_UNSET = frozenset({"rope_theta", "rope_parameters", "rope_scaling"})
 KIND = {

@@ -141,6 +141,7 @@ class ModelConfig:
     moe_groups: int = 1  # experts in groups (n_group): a token picks from its best groups only
     moe_topk_groups: int = 1  # groups a token may pick from (topk_group)
     routed_scaling: float = 1.0  # routed experts' weights × this (routed_scaling_factor)
+    moe_group_top2: bool = False  # softmax groups ranked by their two best scores (Mistral 4), not the best
     # ---- gpt-oss ---------------------------------------------------------------------------
     # attention sinks: one learned logit per query head joins every softmax (and is dropped
     # after it), so a head may attend to nothing; the gpt_oss expert block: a router with a
@@ -263,6 +264,7 @@ class ModelConfig:
             "attn_output_gate",
             "shared_expert_gate",
             "chunked_attention",
+            "moe_group_top2",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import ConfigError
 from .model_config import ModelConfig
 from .presets_hybrid import HYBRID_PRESETS
-from .presets_llama4 import LLAMA4_PRESETS
+from .presets_recent import RECENT_PRESETS
 
 _LLAMA: dict[str, Any] = dict(vocab_size=32000, norm_eps=1e-5, rope_theta=10000.0)
 
@@ -488,7 +488,7 @@ PRESETS: dict[str, ModelConfig] = {
         norm_eps=1e-5,
     ),
     **HYBRID_PRESETS,  # Qwen3-Next, Qwen3.5
-    **LLAMA4_PRESETS,  # Llama 4 Scout, Maverick
+    **RECENT_PRESETS,  # Llama 4 Scout, Maverick; Mistral Small 4
     # TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
     "tinyllama-1.1b": ModelConfig(
         d_model=2048, n_layers=22, n_heads=32, n_kv_heads=4, ffn_hidden=5632, max_seq_len=2048, **_LLAMA

@@ -66,6 +66,10 @@ PUBLISHED_ROUNDED = {
     # count the whole checkpoint, Scout's with its vision tower (the text decoder: 107.77B)
     "llama-4-scout": (109e9, 17e9, "Llama 4 Scout (17Bx16E): 17B (Activated) 109B (Total)"),
     "llama-4-maverick": (400e9, 17e9, "Llama 4 Maverick (17Bx128E): 17B (Activated) 400B (Total)"),
+    # transformers' docs/source/en/model_doc/mistral4.md @162e3fa (the config class's checkpoint,
+    # mistralai/Mistral-Small-4-119B-2603): the text decoder counts 118.97B, 6.63B active with the
+    # embedding and head (6.10B without the embedding): the published 6.5B lies between
+    "mistral-small-4": (119e9, 6.5e9, "119B with 6.5B activated parameters per token"),
     "gpt-oss-120b": (
         116.83e9,
         5.13e9,

@@ -197,7 +197,8 @@ class SparseMoE(MoE):
     DeepSeek-V2), or the sigmoid of float32 logits (DeepSeek-V3) whose top-k is chosen on the
     scores plus ``gate.e_score_correction_bias`` while the weights stay the unbiased scores.
     With expert groups a token chooses only among the experts of its best ``moe_topk_groups``
-    groups (a group ranked by its best score, or by the sum of its two best under sigmoid);
+    groups (a group ranked by its best score, or by the sum of its two best under sigmoid and in
+    Mistral 4);
     the weights are then × ``routed_scaling``, and the shared experts are added (Qwen3-Next's
     one shared expert scaled per token by σ(``shared_expert_gate``(x)))."""
 
@@ -237,7 +238,8 @@ class SparseMoE(MoE):
         """``choice`` (N, E) with the experts outside each token's best groups ruled out."""
         N, E = choice.shape
         grouped = choice.view(N, self.cfg.moe_groups, E // self.cfg.moe_groups)
-        ranks = grouped.topk(2, dim=-1).values.sum(-1) if sigmoid else grouped.max(dim=-1).values
+        top2 = sigmoid or self.cfg.moe_group_top2  # DeepSeek-V3, Mistral 4: the two best; V2: the best
+        ranks = grouped.topk(2, dim=-1).values.sum(-1) if top2 else grouped.max(dim=-1).values
         best = ranks.topk(self.cfg.moe_topk_groups, dim=-1).indices  # (N, topk_groups)
         keep = F.one_hot(best, self.cfg.moe_groups).amax(dim=1).bool()  # (N, groups)
         # DeepSeek-V2 zeroes the softmax scores outside (never above a kept one), V3 rules them out

@@ -1,5 +1,7 @@
-"""Presets of Llama 4 (Scout, Maverick): the text decoders of their published config.json files
-(tests/published_configs, SOURCES.md says which copy each is). Merged into ``presets.PRESETS``."""
+"""Presets of Llama 4 (Scout, Maverick: the text decoders of their published config.json files,
+tests/published_configs, SOURCES.md says which copy each is) and Mistral 4 (Mistral Small 4:
+transformers' Mistral4Config defaults, its documented checkpoint). Merged into
+``presets.PRESETS``."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ _LLAMA4: dict[str, Any] = dict(
     moe_renormalize=False,
 )
 
-LLAMA4_PRESETS = {
+RECENT_PRESETS = {
     # meta-llama/Llama-4-Scout-17B-16E text_config (the base model's 262,144-token context):
     # 16 experts on every block, QK-norm after RoPE. 107,769,861,120 on the meta device, 17.17B
     # active (the card: 17B activated, 109B total with the vision tower)
@@ -46,5 +48,31 @@ LLAMA4_PRESETS = {
     # device, 17.18B active (the card: 17B activated, 400B total)
     "llama-4-maverick": ModelConfig(
         **{**_LLAMA4, "n_experts": 128}, max_seq_len=1048576, moe_layers="every:2"
+    ),
+    # mistralai/Mistral-Small-4-119B-2603's text decoder as transformers' Mistral4Config defaults
+    # it (the class's documented checkpoint; no published config.json was found, SOURCES.md):
+    # MLA (q LoRA 1,024, latent 256 + a RoPE key of 64), 128 experts of 2,048 (top-4) with one
+    # shared expert on all 36 blocks, softmax routing, every query × 1 + 0.1 · ln(1 + ⌊p / 8,192⌋).
+    # 118,972,826,624 on the meta device (the docs: "119B with 6.5B activated parameters per
+    # token"; here 6.63B with the embedding and head, 6.10B without the embedding)
+    "mistral-small-4": ModelConfig(
+        vocab_size=131072,
+        d_model=4096,
+        n_layers=36,
+        n_heads=32,
+        n_kv_heads=32,
+        ffn_hidden=12288,
+        max_seq_len=1048576,
+        kv_lora_rank=256,
+        q_lora_rank=1024,
+        qk_rope_head_dim=64,
+        rope_interleave=True,
+        n_experts=128,
+        experts_per_token=4,
+        expert_ffn_hidden=2048,
+        n_shared_experts=1,
+        moe_layers="from:0",
+        attn_temperature_layers="all",
+        attn_temperature_offset=0,
     ),
 }
