@@ -38,6 +38,7 @@ DEEPSEEK_FIELDS = {
     "moe_groups",
     "moe_topk_groups",
     "routed_scaling",
+    "moe_group_top2",
 }
 
 
@@ -176,6 +177,14 @@ def draw_deepseek(after) -> None:
     after("moe_groups")
     int_input("moe_topk_groups", "groups a token picks from (topk_group)", minimum=1)
     after("moe_topk_groups")
+    field(
+        st.toggle,
+        "moe_group_top2",
+        "softmax groups ranked by their two best",
+        help="Mistral 4: a group's rank is the sum of its two best softmax scores (DeepSeek-V2: its "
+        "best; sigmoid routing always sums the two best).",
+    )
+    after("moe_group_top2")
     field(
         st.number_input,
         "routed_scaling",
