@@ -121,6 +121,19 @@ def _deepseek(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     )
 
 
+def _rope_number(rope: Mapping[str, Any], key: str, rule: str, whole: bool) -> float:
+    """rope_parameters' ``key`` for Mistral 4's temperature, a number (``whole``: an integer ≥ 1)."""
+    value = rope.get(key)
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if number is None or (whole and (number < 1 or number != int(number))):
+        raise ConfigError(
+            f"rope_parameters.{key}={shown(value)} must be {rule}: Mistral4Attention scales every "
+            f"query by 1 + β · ln(1 + ⌊position / original_max_position_embeddings⌋)",
+            field="rope_parameters",
+        )
+    return number
+
+
 def _mistral4(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
     """Mistral4Config / Mistral4ForCausalLM (Mistral Small 4): DeepSeek-V3's MLA and expert
     layout with a softmax router (no correction bias) whose groups are ranked by their two best
@@ -133,22 +146,12 @@ def _mistral4(data: Mapping[str, Any], family: Family, n_layers: int) -> dict:
         rope = KEY_TABLE["families"]["mistral4"].get("default_rope") or {}
     if not isinstance(rope, Mapping):
         raise ConfigError(f"rope_parameters={shown(rope)} must be an object", field="rope_parameters")
-    beta, floor = rope.get("llama_4_scaling_beta"), rope.get("original_max_position_embeddings")
-    for key, value, rule in (
-        ("llama_4_scaling_beta", beta, "a number"),
-        ("original_max_position_embeddings", floor, "a whole number ≥ 1"),
-    ):
-        bad = value is None or isinstance(value, bool) or not isinstance(value, (int, float))
-        if bad or (key != "llama_4_scaling_beta" and (value < 1 or value != int(value))):
-            raise ConfigError(
-                f"rope_parameters.{key}={shown(value)} must be {rule}: Mistral4Attention scales every "
-                f"query by 1 + β · ln(1 + ⌊position / original_max_position_embeddings⌋)",
-                field="rope_parameters",
-            )
+    beta = _rope_number(rope, "llama_4_scaling_beta", "a number", whole=False)
+    floor = _rope_number(rope, "original_max_position_embeddings", "a whole number ≥ 1", whole=True)
     out.update(
         attn_temperature_layers="all",
         attn_temperature_scale=beta,
-        attn_floor_scale=int(floor),
+        attn_floor_scale=int(floor),  # (a whole number, checked)
         attn_temperature_offset=0,  # ⌊p / floor⌋
     )
     return out
