@@ -92,6 +92,9 @@ def test_flops_chart_stacks_to_the_forward_per_token():
     assert tuple(fig.layout.xaxis.range) == (math.log10(16), math.log10(4096))
     sides = {round(10**a.x): a.xanchor for a in fig.layout.annotations}
     assert sides == {2048: "right", 128: "left"}
+    # two labels never share a line: LLaMA-3.1-405B's crossover (79,873) and its T (131,072)
+    # are both right of the middle, written leftwards, and would overlap at one height
+    assert len({a.y for a in fig.layout.annotations}) == 2
     assert fparams.flops_bar(counts[1]).data[0].y[0] == counts[1].by_component["attention_proj"]
 
 

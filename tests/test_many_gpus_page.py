@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from apptest_helpers import click, errors, metrics, open_page
 
-from llama_lab.analysis.layouts import serving_fits
+from llama_lab.analysis.layouts import fewest_gpus, gpus_for_states, serving_fits
 from llama_lab.analysis.parallel import Layout, parallel_memory
 from llama_lab.config import PRESETS
 from llama_lab.units import human_bytes
@@ -21,16 +21,26 @@ def test_the_page_shows_the_layouts_numbers_for_405b():
     at = open_page(PAGE, {"preset": "llama-3.1-405b", "seq": "8192"}, timeout=180)
     assert not errors(at)
     cfg = PRESETS["llama-3.1-405b"]
-    est = parallel_memory(cfg, Layout(64, 8, 4, 1, True), 8192, "bf16")
+    # first shown: the fewest GPUs holding twice the training states (256 H100s), tp 8, one stage
+    n = gpus_for_states(cfg, "H100 80GB", least=1)
+    assert n == 256
+    est = parallel_memory(cfg, Layout(n, 8, 1, 1, True), 8192, "bf16")
     shown = metrics(at)
-    assert shown["per GPU (stage 0, the fullest)"] == human_bytes(est.per_gpu["total_bytes"]) or any(
-        v == human_bytes(est.per_gpu["total_bytes"]) for v in shown.values()
-    )
-    assert shown["data-parallel replicas (dp)"] == "2"
+    assert human_bytes(est.per_gpu["total_bytes"]) in shown.values()
+    assert shown["data-parallel replicas (dp)"] == "32"
     texts = " ".join(m.value for m in at.markdown)
-    best = serving_fits(cfg, "H100 80GB", 8, 1, 8192, "bf16", "bf16")[0]
-    assert f"{best.max_context_at_batch:,}" in texts
+    serve = fewest_gpus(cfg, "H100 80GB", 8192, "bf16", True, 1, "bf16")
+    best = serving_fits(cfg, "H100 80GB", serve, 1, 8192, "bf16", "bf16")[0]
+    assert f"On **{serve} × H100 80GB**" in texts and f"{best.max_context_at_batch:,}" in texts
     assert "layouts fit; cheapest first" in texts
+
+
+def test_a_small_model_first_shows_one_gpu():
+    """The seed's 44M demo: one GPU, no tensor or pipeline split, served on one."""
+    at = open_page(PAGE, {"preset": "seed-demo"}, timeout=180)
+    assert not errors(at)
+    assert [at.select_slider(key=P + k).value for k in ("gpus", "tp", "pp")] == [1, 1, 1]
+    assert "On **1 × H100 80GB**" in " ".join(m.value for m in at.markdown)
 
 
 def test_an_impossible_layout_names_its_rule():

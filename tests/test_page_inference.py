@@ -71,6 +71,27 @@ def test_the_page_without_stored_formats_counts_the_plain_weights():
     assert not at.get("expander") or all("options" not in e.proto.label for e in at.get("expander"))
 
 
+def test_a_zero_context_says_why():
+    """LLaMA-3.1-405B's weights alone exceed an H100: the longest context and the naive
+    attention's fit are 0, and the page says it is the weights, with both sizes."""
+    at = open_page(PAGE, {"preset": "llama-3.1-405b"}, timeout=180)
+    assert not errors(at)
+    shown = metrics(at)
+    assert shown["longest context on H100 80GB (B=1)"] == "0"
+    assert shown["naive stops fitting at"] == "T = 0"
+    weights = ui.human_bytes(analysis.weight_bytes(PRESETS["llama-3.1-405b"], "bf16"))
+    captions = [c.value for c in at.caption if "0 because the weights alone" in c.value]
+    assert len(captions) == 2 and all(weights in c and "exceed H100 80GB" in c for c in captions)
+
+
+@pytest.mark.parametrize(
+    ("weights", "said"), [("bf16", "opens its options here"), ("int4", "the options below apply")]
+)
+def test_the_options_are_promised_only_where_they_are(weights, said):
+    at = open_page(PAGE, {"preset": "debug", "weights": weights}, timeout=180)
+    assert not errors(at) and any(said in c.value for c in at.caption)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "int4", "fp8"])
 def test_live_quantisation_holds_the_predicted_bytes(dtype):
     run = quantize_run("seed-demo", dtype, steps=0, device="cpu")

@@ -174,17 +174,19 @@ def mark(
     dash: str,
     log: bool = True,
     side: str = "left",
+    row: int = 0,
 ) -> None:
     """A vertical (x) or horizontal (y) reference line with a label. The label is placed by hand:
     plotly's add_vline/add_hline put annotations at raw values, which a log axis reads as
     exponents (and then stretches its range to reach them). ``side``: which side of a vertical
-    line its label is written on."""
+    line its label is written on; ``row``: how many label lines below the top (0: at the top), so
+    that two nearby lines' labels do not overlap."""
     position = lambda v: math.log10(v) if log else v  # noqa: E731
     if x is not None:
         fig.add_vline(x=x, line_dash=dash, line_color=color)
         fig.add_annotation(
             x=position(x),
-            y=1,
+            y=1 - 0.07 * row,
             yref="paper",
             text=text,
             showarrow=False,

@@ -215,6 +215,7 @@ def flops_vs_seq_len(
             color="#444",
             dash="dot",
             side=side(current_seq_len),
+            row=1 if crossover is not None else 0,  # under the crossover's label, never on it
         )
     fig.update_xaxes(type="log", title="sequence length T", range=[low, high])
     fig.update_yaxes(title="forward FLOPs per token")

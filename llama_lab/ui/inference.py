@@ -93,6 +93,21 @@ def _weight_options(weights: "WeightQuant | str", prefix: str) -> WeightQuant:
     return WeightQuant.of(weights, group, scale, zero and weights != "fp8", tuple(keep))
 
 
+def zero_context_reason(weights: int, stored_as: object, gpu: str, what: str = "KV cache") -> str:
+    """Why a context answer is 0: the weights alone exceed the GPU, or leave no room for one
+    token's ``what``."""
+    memory = GPUS[gpu].memory_bytes
+    if weights > memory:
+        return (
+            f"0 because the weights alone ({human_bytes(weights)} at {stored_as}) exceed {gpu}'s "
+            f"{human_bytes(memory)}: no context fits before the model is split across GPUs (Many GPUs)."
+        )
+    return (
+        f"0 because the weights ({human_bytes(weights)} at {stored_as}) leave {gpu}'s "
+        f"{human_bytes(memory)} no room for one token's {what}."
+    )
+
+
 def quantisation_section(
     cfg: ModelConfig, preset: str, gpu: str, prefix: str, formats: "tuple[WeightQuant | str, str]"
 ) -> None:
@@ -136,13 +151,16 @@ def quantisation_section(
         derive.kv_bytes_per_token(cfg, k),
         prefix + "d.kv",
     )
+    longest = analysis.max_context_that_fits(cfg, gpu, 1, quant, k)
     derived_metric(
         cols[2],
         f"longest context on {gpu} (B=1)",
-        f"{analysis.max_context_that_fits(cfg, gpu, 1, quant, k):,}",
+        f"{longest:,}",
         derive.longest_context(cfg, gpu, 1, quant, k),
         prefix + "d.context",
     )
+    if longest == 0:
+        st.caption(zero_context_reason(stored.total, w, gpu))
     if quant.quantised:
         extras = (" + zero points" if quant.zero_point else "") + (
             r" + g\_idx, quant state" if stored.other else ""
@@ -232,6 +250,10 @@ def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: 
         delta_arrow="off",
         delta_color="off",
     )
+    if r.naive_fits_up_to == 0:
+        st.caption(
+            "T = 0: " + zero_context_reason(analysis.weights_bytes(cfg, dtype).total, dtype, gpu, "attention")
+        )
     st.plotly_chart(fit_figure(cfg, 1, dtype, gpu, max(seq_len, r.flash_fits_up_to)), key=prefix + "fit")
     st.markdown(
         f"**Live**: one attention layer with this model's heads ({cfg.n_heads} / "

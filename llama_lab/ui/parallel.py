@@ -49,18 +49,17 @@ def _default_tp(cfg: ModelConfig) -> int:
 
 
 def layout_controls(cfg: ModelConfig, prefix: str) -> tuple[str, Layout]:
-    """The GPU kind and a layout, as the user sets them (first shown: a split the model
-    allows)."""
+    """The GPU kind and a layout, as the user sets them (first shown: the fewest GPUs whose
+    memory holds twice the training states, tensor parallel within them as the model allows, one
+    pipeline stage: a 44M model on one GPU, not a 64-GPU pipeline)."""
     top = st.columns(4)
     gpu = top[0].selectbox("GPU", list(GPUS), index=0, key=prefix + "gpu")
-    gpus = top[1].select_slider("GPUs (N)", GPU_COUNTS, value=64, key=prefix + "gpus")
-    tp = top[2].select_slider("tensor parallel (tp)", SPLITS, value=_default_tp(cfg), key=prefix + "tp")
-    pp = top[3].select_slider(
-        "pipeline stages (pp)",
-        SPLITS,
-        value=max(p for p in (1, 2, 4) if p <= cfg.n_layers),
-        key=prefix + "pp",
+    first = gpus_for_states(cfg, gpu, least=1)
+    gpus = top[1].select_slider("GPUs (N)", GPU_COUNTS, value=first, key=prefix + "gpus")
+    tp = top[2].select_slider(
+        "tensor parallel (tp)", SPLITS, value=min(_default_tp(cfg), first), key=prefix + "tp"
     )
+    pp = top[3].select_slider("pipeline stages (pp)", SPLITS, value=1, key=prefix + "pp")
     row = st.columns(5)
     zero = row[0].selectbox(
         "ZeRO stage",
@@ -166,7 +165,10 @@ def serving_section(
 ) -> None:
     """Serving on N GPUs: every TP × PP split, longest context and largest batch."""
     fewest = _fewest(cfg, gpu, seq_len, "bf16", True, batch, weights)
-    gpus = st.select_slider(f"GPUs ({gpu})", GPU_COUNTS, value=max(8, fewest or 8), key=prefix + "serve_gpus")
+    # first shown: the fewest GPUs that serve it (one for a model that fits on one)
+    gpus = st.select_slider(
+        f"GPUs ({gpu})", GPU_COUNTS, value=fewest or GPU_COUNTS[-1], key=prefix + "serve_gpus"
+    )
     fits = serving_fits(cfg, gpu, gpus, batch, seq_len, weights, kv)
     if not fits:
         show_caption(f"No TP × PP split of {gpus} GPUs divides this model's heads and layers.")
@@ -197,7 +199,7 @@ def search_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
     gpu = cols[0].selectbox("GPU", list(GPUS), key=prefix + "search_gpu")
     floor = states_floor_bytes(cfg)
     # first shown: the fewest GPUs a layout fits, else twice what the states alone need
-    start = max(8, _fewest(cfg, gpu, seq_len, dtype, False, 1, "bf16") or gpus_for_states(cfg, gpu))
+    start = max(2, _fewest(cfg, gpu, seq_len, dtype, False, 1, "bf16") or gpus_for_states(cfg, gpu))
     gpus = cols[1].select_slider(
         "GPUs",
         GPU_COUNTS[1:],
