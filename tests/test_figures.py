@@ -259,3 +259,15 @@ def test_plots_do_not_import_streamlit():
     )
     root = Path(__file__).resolve().parents[1]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+def test_the_gpus_memory_line_is_drawn_over_the_stage_bars():
+    """LLaMA-3.1-405B's stages pass an H100's 80 GB on few GPUs: the capacity line stays
+    visible over the stacked bars."""
+    from llama_lab.analysis.parallel import Layout, parallel_memory
+    from llama_lab.figures.parallel import stage_memory_figure
+
+    est = parallel_memory(PRESETS["llama-3.1-405b"], Layout(8, 8, 1, 1, True), 2048, "bf16")
+    fig = stage_memory_figure(est, "H100 80GB", 80 * 10**9)
+    (line,) = fig.layout.shapes
+    assert (line.layer, line.line.width, line.y0) == ("above", 2, 80 * 10**9)

@@ -200,3 +200,16 @@ def test_quotes_in_the_text_are_shown_as_quotes_not_entities():
 
     assert figures.token_label('"') == '"' and figures.token_label("'") == "'"
     assert figures.token_label("<") == "&lt;"  # markup stays escaped
+
+
+def test_attention_map_ticks_stay_legible_at_the_longest_text():
+    """At 96 positions a head's map is labelled every k-th position, at most 32 / heads per row
+    labels an axis (at least 6); the hover still names every cell."""
+    from llama_lab.figures import inside as figures
+
+    cfg = inside.inside_config(PRESETS["seed-demo"])
+    model = inside.inside_model(cfg, 0)
+    t = inside.trace(model, inside.text_tokens("abcdefgh" * 12, cfg))
+    axis = figures.attention_figure(t, 0).layout.xaxis
+    assert len(axis.tickvals) <= max(6, 32 // min(figures.HEADS_PER_ROW, cfg.n_heads))
+    assert axis.tickvals[0] == 0 and len(axis.tickvals) == len(axis.ticktext)

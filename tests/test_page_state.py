@@ -203,9 +203,13 @@ def test_an_upload_keeps_its_name_resets_t_and_a_preset_drops_it():
     assert at.sidebar.number_input(key=ui.field_key("n_layers")).value == 32
 
 
-def test_an_upload_without_a_model_name_is_called_by_its_file_name():
+def test_an_upload_without_a_model_name_is_called_by_its_file_name_and_family():
     at = upload(open_page(ROOT / "home.py"), "tiny-qwen.json", HF)
-    assert any(c.value.startswith("Model: " + E("tiny-qwen.json")) for c in at.sidebar.caption)
+    named = E(f"tiny-qwen.json ({HF['model_type']})")
+    assert any(c.value.startswith("Model: " + named) for c in at.sidebar.caption)
+    # the Hub's usual file name says little: the class it builds is named beside it
+    at = upload(open_page(ROOT / "home.py"), "config.json", {**HF, "architectures": ["Qwen3ForCausalLM"]})
+    assert at.subheader[0].value == "Current model: " + E("config.json (Qwen3ForCausalLM)")
 
 
 def test_a_link_keeps_the_name_and_drops_it_when_its_config_is_refused():

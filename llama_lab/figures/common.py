@@ -195,7 +195,8 @@ def mark(
             font=dict(color=color),
         )
     else:
-        fig.add_hline(y=y, line_dash=dash, line_color=color)
+        # drawn over the traces, and wide enough to see across stacked bars that pass it
+        fig.add_hline(y=y, line_dash=dash, line_color=color, line_width=2, layer="above")
         fig.add_annotation(
             y=position(y),
             x=0,

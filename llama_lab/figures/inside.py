@@ -29,12 +29,16 @@ def token_label(piece: str) -> str:
     return html.escape(piece, quote=False)  # plotly reads tick text as markup (not attributes)
 
 
-def _ticks(pieces: list) -> dict:
-    """Positions as ticks, labelled by their token (labels may repeat, positions do not)."""
+def _ticks(pieces: list, most: int = 24) -> dict:
+    """Positions as ticks, labelled by their token (labels may repeat, positions do not): every
+    k-th position, at most ``most`` of them, so that the labels stay legible (the hover names
+    every cell)."""
+    step = max(1, math.ceil(len(pieces) / most))
+    shown = range(0, len(pieces), step)
     return dict(
         tickmode="array",
-        tickvals=list(range(len(pieces))),
-        ticktext=[token_label(p) for p in pieces],
+        tickvals=list(shown),
+        ticktext=[token_label(pieces[i]) for i in shown],
         tickfont=dict(size=9),
     )
 
@@ -73,8 +77,10 @@ def attention_figure(trace, layer: int) -> go.Figure:
             row=h // cols + 1,
             col=h % cols + 1,
         )
-    fig.update_xaxes(**_ticks(trace.pieces), tickangle=0)
-    fig.update_yaxes(**_ticks(trace.pieces), autorange="reversed")
+    # a head's map is a fraction of the width: fewer labels the more heads share a row
+    most = max(6, 32 // cols)
+    fig.update_xaxes(**_ticks(trace.pieces, most), tickangle=0)
+    fig.update_yaxes(**_ticks(trace.pieces, most), autorange="reversed")
     kind = "chunks of" if block.chunked else "sliding window"
     window = f", {kind} W={block.window}" if block.window else ""
     return layout_figure(

@@ -57,7 +57,7 @@ def stage_memory_figure(est: ParallelEstimate, gpu_name: str, gpu_bytes: int) ->
         fig,
         y=gpu_bytes,
         text=f"{gpu_name}: {gpu_bytes / 1e9:,.0f} GB",
-        color="#7f7f7f",
+        color="#222222",
         dash="dot",
         log=False,
     )

@@ -100,10 +100,18 @@ def _on_upload() -> None:
     state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
     data = json.loads(text)  # valid: it was just read
-    name = model_name(_name_in(data) or uploaded.name)[0]
+    name = model_name(_name_in(data) or _file_and_family(uploaded.name, data))[0]
     wrapped = isinstance(data.get("text_config"), dict)  # a multimodal model's text decoder
     state[KEY_MODEL_NAME] = f"{TEXT_DECODER} {name}" if wrapped else name
     state[KEY_MODEL_BASE] = dict(values)
+
+
+def _file_and_family(file_name: str, data: dict) -> str:
+    """A file that names no model: its name and the class it builds ("config.json
+    (Qwen2ForCausalLM)"), or its model_type; LLaMA Lab's own format: the file name."""
+    architectures = data.get("architectures")
+    family = architectures[0] if isinstance(architectures, list) and architectures else data.get("model_type")
+    return f"{file_name} ({family})" if isinstance(family, str) and family else file_name
 
 
 def _name_in(data: dict) -> str | None:
