@@ -18,6 +18,7 @@ from ..experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
 from ..runtime.hardware import GPUS
 from ..units import human_bytes
 from .cached import measured, show_table
+from .context import capped_context
 from .derivations import derived_metric
 from .runs import measure_on_view
 from .widgets import choice_link, link_widgets
@@ -152,15 +153,18 @@ def quantisation_section(
         prefix + "d.kv",
     )
     longest = analysis.max_context_that_fits(cfg, gpu, 1, quant, k)
+    shown, capped = capped_context(longest, cfg)
     derived_metric(
         cols[2],
         f"longest context on {gpu} (B=1)",
-        f"{longest:,}",
+        f"{shown:,}",
         derive.longest_context(cfg, gpu, 1, quant, k),
         prefix + "d.context",
     )
     if longest == 0:
         st.caption(zero_context_reason(stored.total, w, gpu))
+    elif capped:
+        st.caption(f"Longest context: {capped}.")
     if quant.quantised:
         extras = (" + zero points" if quant.zero_point else "") + (
             r" + g\_idx, quant state" if stored.other else ""

@@ -15,6 +15,7 @@ from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_fi
 from ..runtime.hardware import GPUS
 from ..units import human_bytes, plural
 from .cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
+from .context import context_text
 from .derivations import derived_metric
 from .parallel import serving_section
 from .state import Selection, dtype_bytes
@@ -171,7 +172,7 @@ def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
         col.markdown(
             f"- cache at B×T: **{human_bytes(row.kv_cache_bytes)}**\n"
             f"- weights: {human_bytes(row.weight_bytes)}\n"
-            f"- longest context at B={B} on {gpu.name}: **{row.max_context_at_batch:,}**\n"
+            f"- longest context at B={B} on {gpu.name}: **{context_text(row.max_context_at_batch, cfg)}**\n"
             f"- largest batch at T={T:,}: **{row.max_batch_at_seq_len:,}**"
         )
     current = fit[fit.is_current].iloc[0]  # the sidebar's own attention variant

@@ -30,6 +30,7 @@ from ..figures.parallel import (
 from ..runtime.hardware import GPUS
 from ..units import human_bytes
 from .cached import measured, show_table
+from .context import context_text
 from .runs import measure_on_view
 from .widgets import show_caption, show_error, show_warning
 
@@ -183,7 +184,7 @@ def serving_section(
         )
     st.markdown(
         f"On **{gpus} × {gpu}**, the best split ({best.layout}) fits "
-        f"**{best.max_context_at_batch:,}** tokens per sequence at B={batch}, or "
+        f"**{context_text(best.max_context_at_batch, cfg)}** tokens per sequence at B={batch}, or "
         f"**{best.total_batch_at_seq_len:,}** sequences of {seq_len:,} tokens."
     )
     show_table(serving_frame(fits), width="stretch")
