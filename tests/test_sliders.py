@@ -102,3 +102,20 @@ def test_the_sliders_start_at_the_presets_values(preset):
     for name in SLIDER_FIELDS:
         key = slider_key(ui.field_key(name))
         assert at.sidebar.select_slider(key=key).value == getattr(cfg, name), name
+
+
+def test_a_size_the_browser_cannot_hold_exactly_is_bounded_and_refused_by_name():
+    """d_model past 2⁵³ would round in the browser and come back as another number (it became 1,
+    and the error blamed d_model=1): the widget stops at 2⁵³ − 1, and that is refused naming it."""
+    from pathlib import Path
+
+    from apptest_helpers import errors, open_page
+
+    from llama_lab import ui
+    from llama_lab.ui.family_fields import BROWSER_MAX_INT
+
+    at = open_page(Path(__file__).resolve().parents[1] / "home.py")
+    box = at.sidebar.number_input(key=ui.field_key("d_model"))
+    assert box.max == BROWSER_MAX_INT == 2**53 - 1
+    box.set_value(BROWSER_MAX_INT).run()
+    assert any("d_model=9007199254740991" in e for e in errors(at)), errors(at)

@@ -23,6 +23,7 @@ FAMILY_FIELDS = {
     "moe_layers",
     "moe_renormalize",
 }
+BROWSER_MAX_INT = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
 FOLLOW = {None: "follows 'biases in linear layers'", True: "on", False: "off"}
 LAYER_SET_HELP = (
     "'all', 'none', 'from:K' (block K on), 'every:N' (every N-th block) or a list such as '0,2,5'"
@@ -58,13 +59,16 @@ def int_input(
     help: str | None = None,
     label_visibility: str = "visible",
 ) -> None:
-    """No upper bound on the widget: ModelConfig refuses sizes beyond LIMITS with a message,
-    shown next to the field, instead of the widget clamping silently."""
+    """No upper bound of the model's on the widget: ModelConfig refuses sizes beyond LIMITS with
+    a message, shown next to the field, instead of the widget clamping silently. The browser's
+    own bound stays (the largest integer a JavaScript number holds exactly: past it a typed
+    value would round, and come back as another number)."""
     field(
         st.number_input,
         name,
         label,
         min_value=minimum,
+        max_value=BROWSER_MAX_INT,
         step=step,
         disabled=disabled,
         help=help,
