@@ -15,13 +15,13 @@ selection = ui.setup_page(
 cfg, T, B = selection.cfg, selection.seq_len, selection.batch
 weights, kv_dtype = selection.weight_format, selection.kv_format  # how each is stored
 
-ui.kv_formulas(cfg, T, B, kv_dtype)
-ui.kv_sharing(cfg)
 gpu = ui.kv_gpu_choice(T, P)
-
 kinds = "MLA vs MHA vs GQA vs MQA" if cfg.is_mla else "MHA vs GQA vs MQA"
 st.subheader(f"{kinds} at B={B}, T={T:,}: weights {weights}, KV cache {kv_dtype}")
-ui.kv_fit_section(selection, gpu, P)
+ui.kv_fit_section(selection, gpu, P)  # the answer first; how it is counted below
+with st.expander("How the cache is counted: the formulas"):
+    ui.kv_formulas(cfg, T, B, kv_dtype)
+ui.kv_sharing(cfg)
 ui.kv_gpus_section(selection, gpu, P)
 if cfg.is_mla:
     ui.mla_section(selection, gpu)

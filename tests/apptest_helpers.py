@@ -52,3 +52,22 @@ def holding_the_slot(monkeypatch, name: str) -> list:
 
     monkeypatch.setattr(experiments, name, wrapped)
     return seen
+
+
+def in_page_order(at) -> list:
+    """Every element and block of the main area, in the order the page shows them."""
+
+    def walk(node, out: list) -> list:
+        for child in getattr(node, "children", {}).values():
+            out.append(child)
+            walk(child, out)
+        return out
+
+    return walk(at.main, [])
+
+
+def shown_before(at, first, then) -> bool:
+    """Whether the first element satisfying ``first`` comes before the first satisfying ``then``."""
+    nodes = in_page_order(at)
+    index = lambda test: next(i for i, n in enumerate(nodes) if test(n))  # noqa: E731
+    return index(first) < index(then)

@@ -68,7 +68,9 @@ def test_a_model_too_big_for_the_gpu_says_so_with_its_own_weights():
 
 def test_the_cache_formula_is_split_and_readable_for_a_large_cache():
     at = run_page({"preset": "llama-2-70b", "seq": "4096", "batch": "64"})
-    first, second = [m.value.strip("$\n") for m in at.latex][:2]
+    # the formulas sit under the answer, in their expander
+    (box,) = [e for e in at.get("expander") if e.proto.label.startswith("How the cache is counted")]
+    first, second = [m.value.strip("$\n") for m in box.latex][:2]
     # 2 (K, V) · 80 layers · 8 KV heads · 128 · 2 bytes = 327,680 B/token
     assert first.endswith("= 327,680")
     # × 64 sequences × 4,096 tokens = 85,899,345,920 bytes = 80 GiB, written in binary units
