@@ -23,4 +23,4 @@ st.latex(
 )
 claims = ui.recomputed_claims()
 warmup = ui.warmup_for_claims(ui.default_warmup, P)  # its button runs the contrast at its defaults
-ui.claims_section(claims, warmup)
+ui.claims_section(claims, warmup, P)

@@ -109,3 +109,19 @@ def test_the_verdict_is_the_runs_own():
         assert verdict["post_needs_warmup_seeds"] == 2
         assert verdict["pre_fine_seeds"] == (2 if expected else 0)
     assert warmup_mod.MAJORITY == 0.8 and warmup_mod.MARGIN_NATS == 0.02
+
+
+def test_the_wrong_ones_alone_and_the_table_view():
+    at = run_page()
+    expected = seed_claims_mod.seed_claims()
+    wrong = [c for c in expected if not c.verdict]
+    at.radio(key="llama_lab.page6.claims_show").set_value("wrong ✗ only").run()
+    text = "\n".join(m.value for m in at.markdown)
+    assert all(c.claim_en in text for c in wrong)
+    assert not any(f":green[✓] {c.claim_en}" in text for c in expected if c.verdict)
+    at.radio(key="llama_lab.page6.claims_view").set_value("table").run()
+    table = at.dataframe[0].value
+    assert list(table.holds) == ["✗"] * len(wrong) and list(table.columns)[:2] == ["holds", "claim_en"]
+    # cards: the English claim first, the tutorial's words folded into an expander
+    at.radio(key="llama_lab.page6.claims_view").set_value("cards").run()
+    assert any(e.proto.label == "The tutorial's words (Chinese original)" for e in at.get("expander"))

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from ..seed import WARMUP_QUOTE, claims_frame, warmup_claim
-from .cached import seed_claims
+from .cached import seed_claims, show_table
 from .gradient import session_warmup
 
 
@@ -42,9 +42,10 @@ def warmup_for_claims(measure: Callable[[], Any], prefix: str) -> Any:
     return warmup
 
 
-def claims_section(claims: list, warmup: Any) -> None:
-    """The counts, each claim (with the warmup one when measured) and its verdict, and the
-    downloads."""
+def claims_section(claims: list, warmup: Any, prefix: str = "llama_lab.page6.") -> None:
+    """The counts, each claim (with the warmup one when measured) and its verdict — all or the
+    wrong ones, as cards (the English claim first, the tutorial's Chinese words folded away) or
+    as one table — and the downloads."""
     if warmup is not None:
         claims = [*claims, warmup_claim(warmup.result)]
     wrong = sum(not claim.verdict for claim in claims)
@@ -53,15 +54,26 @@ def claims_section(claims: list, warmup: Any) -> None:
     cols[1].metric("Hold ✓", len(claims) - wrong)
     cols[2].metric("Wrong ✗", wrong)
 
-    for claim in claims:
+    left, right = st.columns(2)
+    which = left.radio("Show", ("all", "wrong ✗ only"), horizontal=True, key=prefix + "claims_show")
+    view = right.radio("View", ("cards", "table"), horizontal=True, key=prefix + "claims_view")
+    shown = [claim for claim in claims if which == "all" or not claim.verdict]
+    if view == "table":  # one row per claim, English first; the tutorial's words in the last column
+        table = claims_frame(shown)
+        table.insert(0, "holds", ["✓" if v else "✗" for v in table.pop("verdict")])
+        show_table(
+            table[["holds", "claim_en", "computed", "explanation", "section", "quote"]], width="stretch"
+        )
+    for claim in shown if view == "cards" else []:
         mark = ":green[✓]" if claim.verdict else ":red[✗]"
         with st.container(border=True):
             st.markdown(
                 f"**{mark} {claim.claim_en}**  \n<small>seed §{claim.section} · `{claim.id}`</small>",
                 unsafe_allow_html=True,
             )
-            st.markdown(f"> {claim.quote}")
             st.markdown(f"**Lab:** {claim.computed}  \n{claim.explanation}")
+            with st.expander("The tutorial's words (Chinese original)"):
+                st.markdown(f"> {claim.quote}")
 
     st.download_button(
         "Claims (JSON)",
