@@ -37,7 +37,8 @@ def test_the_seeds_twelve_rows_each_computed_on_the_config():
         "LR schedule",
         "precision",
     ]
-    assert rows.loc["norm type", "seed row"] == "归一化类型"
+    assert rows.loc["norm type", "seed's reason"] == "fusable, faster"  # the seed's 可融合，更快
+    assert at.table[1].value.set_index("aspect").loc["norm type", "行"] == "归一化类型"
     # LayerNorm adds β to each of 2·4 + 1 norms of width 512: 4,608 parameters
     lab = "what the lab computes (2017 option → LLaMA option, on this config)"
     assert "-4,608" in rows.loc["norm type", lab]
@@ -103,3 +104,16 @@ def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeyp
 
     at.slider(key="llama_lab.page5.steps").set_value(30).run()
     assert any(ui.STALE_NOTE == c.value for c in at.caption)  # shown until trained again
+
+
+def test_the_comparison_reads_in_english_with_the_seeds_words_kept_apart():
+    import re
+
+    from apptest_helpers import open_page
+
+    at = open_page(PAGE, timeout=120)
+    main, original = at.table[0].value, at.table[1].value
+    cjk = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
+    assert not any(cjk.search(str(v)) for v in main.to_numpy().ravel()), "Chinese in the main table"
+    assert "seed's reason" in main.columns and "stable gradients" in list(main["seed's reason"])
+    assert "梯度稳定" in list(original["原因"])  # the seed's own words, in their expander

@@ -14,6 +14,31 @@ from ..config import ConfigError, ModelConfig, seed_ffn_hidden
 from ..model import INIT_STD
 from .claims import xavier_uniform_std
 
+# The seed table's Chinese cells in English (the originals are kept in RowText and shown apart)
+ENGLISH = {
+    "统一任务，训练并行": "one task format, parallel training",
+    "梯度稳定": "stable gradients",
+    "可融合，更快": "fusable, faster",
+    "相对位置，外推好": "relative positions, extrapolates well",
+    "门控表达力强": "gating is more expressive",
+    "补偿 SwiGLU 的额外矩阵": "makes up for SwiGLU's extra matrix",
+    "平滑": "smooth",
+    "省 KV cache": "saves KV cache",
+    "RMSNorm 已处理尺度": "RMSNorm already takes care of the scale",
+    "更简洁": "simpler",
+    "标准配置": "the standard setup",
+    "效率": "efficiency",
+    "正弦绝对位置 (sinusoidal)": "sinusoidal absolute positions",
+    "GQA（推理友好）": "GQA (inference-friendly)",
+    "无 bias (seed; in fact biases)": "no bias (seed; in fact biases)",
+    "无 bias": "no bias",
+}
+
+
+def in_english(text: str) -> str:
+    """A cell of the seed's table in English (as it is when it has no Chinese)."""
+    return ENGLISH.get(text, text)
+
 
 @dataclass(frozen=True)
 class RowText:

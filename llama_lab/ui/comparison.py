@@ -7,6 +7,7 @@ import streamlit as st
 
 from ..config import ModelConfig, small_training_config
 from ..experiments import ABLATIONS, CONTRAST_SETTINGS
+from ..seed.comparison import in_english
 from ..train.data import load_builtin
 from .cached import ablation_runs, architecture, show_table
 from .runs import keep_experiment, run_with_status, show_experiment
@@ -26,19 +27,28 @@ def comparison_tables(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str)
     """The seed's table with this config's column and what the lab computes, then each row's
     parameters, forward FLOPs and KV bytes per token under both options."""
     frame = architecture(cfg, seq_len, batch, kv_dtype).to_frame()
+    english = frame.copy()
+    for column in ("transformer_2017", "llama", "seed_reason"):
+        english[column] = english[column].map(in_english)
     st.table(
-        frame[["aspect_zh", "aspect", "transformer_2017", "llama", "seed_reason", "current", "lab"]].rename(
+        english[["aspect", "transformer_2017", "llama", "seed_reason", "current", "lab"]].rename(
             columns={
-                "aspect_zh": "seed row",
                 "transformer_2017": "2017 Transformer",
                 "llama": "LLaMA",
-                "seed_reason": "seed's reason (原因)",
+                "seed_reason": "seed's reason",
                 "current": "this config",
                 "lab": "what the lab computes (2017 option → LLaMA option, on this config)",
             }
         ),
         hide_index=True,
     )
+    with st.expander("The seed's table in its own words (Chinese)"):
+        st.table(
+            frame[["aspect", "aspect_zh", "transformer_2017", "llama", "seed_reason"]].rename(
+                columns={"aspect_zh": "行", "transformer_2017": "Transformer (2017)", "seed_reason": "原因"}
+            ),
+            hide_index=True,
+        )
     numbers = frame.dropna(subset=["params_2017"])
     show_table(
         numbers[["aspect", *COUNT_COLUMNS]],
