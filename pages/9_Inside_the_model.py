@@ -10,13 +10,13 @@ P = "llama_lab.page9."
 selection = ui.setup_page(
     "Inside the model",
     "A small model of the sidebar's recipe — its norms, positions, FFN, attention kind, window "
-    "and experts, at d = 64 and 4 blocks with a byte-level vocabulary — trained for a few seconds "
-    "on the built-in text, then run on the text you type. Every view below is read off that "
-    "forward pass.",
+    "and experts, at d = 64 and 4 blocks with a byte-level vocabulary — trained briefly on the "
+    "built-in text, then run on the text you type. Every view below is read off that forward "
+    "pass.",
 )
 cfg, steps, text = ui.inside_choice(selection.cfg, P)
 ui.inside_note(selection.cfg, cfg, steps)
-trace = ui.forward_trace(cfg, steps, text)
+trace = ui.forward_trace(cfg, steps, text, P)
 if trace is None:
     st.stop()
 

@@ -17,9 +17,19 @@ def run_page(query: dict | None = None) -> AppTest:
     return open_page(PAGE, query, timeout=120)
 
 
+def shown_claims() -> list:
+    """The recomputed claims and the measured warmup claim, decided by the shipped contrast."""
+    from llama_lab.experiments import premeasured
+    from llama_lab.seed import warmup_claim
+    from llama_lab.ui.gradient import default_warmup_choice
+
+    shipped = premeasured.lookup("warmup", *default_warmup_choice())
+    return [*seed_claims_mod.seed_claims(), warmup_claim(shipped.result)]
+
+
 def test_every_claim_is_listed_with_quote_figure_and_verdict():
     at = run_page()
-    expected = seed_claims_mod.seed_claims()
+    expected = shown_claims()
     shown = {m.label: m.value for m in at.metric}
     assert shown["Claims checked"] == str(len(expected))
     assert shown["Wrong ✗"] == str(sum(not c.verdict for c in expected))
@@ -37,13 +47,13 @@ def test_claims_do_not_depend_on_the_sidebar_and_survive_an_invalid_config():
     at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(7).run()
     assert not at.exception
     assert any(ui.escape_markdown("n_heads=7") in e.value for e in at.sidebar.error)
-    assert {m.label: m.value for m in at.metric}["Claims checked"] == str(len(seed_claims_mod.seed_claims()))
+    assert {m.label: m.value for m in at.metric}["Claims checked"] == str(len(shown_claims()))
 
 
 def test_downloads_hold_every_claim(stored):
     run_page()
     listed = json.loads(stored["seed_claims.json"])
-    assert [c["id"] for c in listed] == [c.id for c in seed_claims_mod.seed_claims()]
+    assert [c["id"] for c in listed] == [c.id for c in shown_claims()]
     csv_lines = stored["seed_claims.csv"].decode("utf-8").strip().splitlines()
     assert csv_lines[0].startswith("id,quote,claim_en") and len(csv_lines) > len(listed)
 
@@ -65,12 +75,19 @@ def tiny_warmup(steps: int = 3):
 
 def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeypatch):
     """Seed §三 3.3's row "warmup: Post-LN 必需 / Pre-LN 可选" is measured, not recomputed from a
-    formula: before a run the page offers one; with this session's run (the Gradient norms
-    page's, or this button's) the claim shows the run's own verdict and counts."""
-    from llama_lab.experiments import ExperimentEntry
+    formula: at once from the shipped contrast (said so), or with no shipped data the page
+    offers a run; with this session's run (the Gradient norms page's, or this button's) the
+    claim shows the run's own verdict and counts."""
+    from llama_lab.experiments import ExperimentEntry, premeasured
     from llama_lab.seed import WARMUP_QUOTE, warmup_claim
 
     at = run_page()
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "decided by the contrast pre-measured by tools/premeasure.py on" in captions
+    assert at.button(key="llama_lab.page6.warmup").label == "Measure it here"
+    with monkeypatch.context() as patched:
+        patched.setattr(premeasured, "lookup", lambda *args: None)
+        at = run_page()
     text = "\n".join(m.value for m in at.markdown)
     assert WARMUP_QUOTE in text and "Not measured in this session yet" in text
     contrast = tiny_warmup()

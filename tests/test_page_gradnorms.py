@@ -34,8 +34,8 @@ TINY = {
 
 
 def tiny(at: AppTest | None = None, **sizes) -> AppTest:
-    """The page opened at tiny live sizes (through its URL, so the measurements it makes on
-    view are tiny too), 3 training steps and 2 depths."""
+    """The page opened at tiny live sizes (through its URL), 3 training steps and 2 depths:
+    nothing measured until a button is pressed."""
     at = at or run_page({"preset": "debug", **TINY})
     at.number_input(key=P + "steps").set_value(3)
     for name, value in sizes.items():
@@ -44,11 +44,18 @@ def tiny(at: AppTest | None = None, **sizes) -> AppTest:
     return at.run()
 
 
-def test_the_page_measures_xiong_et_al_s_contrast_on_first_view():
-    """No click: the default view (theory setting: Xavier, LayerNorm, √d embeddings, d=128,
-    6 blocks, 5 seeds, the built-in text) draws the per-block norms, the ratio against depth
-    and the sweep, and Post-LN's last-block gradient is the larger in every seed."""
+def test_the_default_view_shows_xiong_et_al_s_contrast_at_once_from_the_shipped_data(monkeypatch):
+    """No click and no run: the default view (theory setting: Xavier, LayerNorm, √d
+    embeddings, d=128, 6 blocks, 5 seeds, the built-in text) draws the shipped per-block norms,
+    the ratio against depth and the sweep, labelled pre-measured with where they were measured,
+    and Post-LN's last-block gradient is the larger in every seed."""
+    runs = holding_the_slot(monkeypatch, "gradnorms_over_seeds")
+    sweeps = holding_the_slot(monkeypatch, "depth_sweep")
     at = run_page()
+    assert runs == [] and sweeps == []  # nothing ran on view
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")  # as shown, unescaped
+    assert "Shown at once: pre-measured by tools/premeasure.py on" in captions
+    assert at.button(key=P + "run_gradnorms").label.startswith("Re-measure here (about ")
     assert len(at.get("tab")) == 4 and not errors(at)
     latex = " ".join(m.value for m in at.latex)
     assert r"\mathrm{LN}'\big(x_l + F(x_l)\big)" in latex and r"I + F'\big(" in latex
@@ -60,6 +67,7 @@ def test_the_page_measures_xiong_et_al_s_contrast_on_first_view():
     )
     assert "the Pre-LN arm always normalises before lm_head" in info and "LN(LN(x))" in info
     entry = at.session_state[ui.KEY_GRADNORMS]
+    assert "pre-measured" in entry.settings  # the report says so too
     assert entry.result.seeds == [0, 1, 2, 3, 4] and "pydoc" in entry.result.data
     ratios = entry.result.last_ratio_by_seed()
     assert min(ratios) > 1.8  # Xiong et al.: Post-LN's is larger
@@ -67,7 +75,7 @@ def test_the_page_measures_xiong_et_al_s_contrast_on_first_view():
     assert shown["Post ÷ Pre, last block"] == f"{sorted(ratios)[2]:.3g}"  # median of 5
     sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
     assert sweep.depths == [2, 4, 8, 12] and sweep.ratio[-1] > sweep.ratio[0]
-    assert len(at.get("plotly_chart")) == 3  # profile, ratio vs depth, sweep
+    assert len(at.get("plotly_chart")) == 4  # profile, ratio vs depth, sweep; the warmup tab's
     text = " ".join(m.value for m in at.markdown)
     assert "; Post-LN's is larger than Pre-LN's" in text and "The ratio** Post/Pre grows" in text
     assert "its last-layer gradient is the larger here" in text
@@ -78,6 +86,8 @@ def test_the_llama_init_view_explains_why_the_picture_differs():
     """N(0, 0.02) and RMSNorm: Pre-LN's final norm sees a small stream, so Pre-LN's gradients
     are the larger; the page says so with the measured numbers."""
     at = run_page({"grad.regime": "llama", "grad.d_model": "64", "grad.seeds": "3"})
+    assert ui.KEY_GRADNORMS not in at.session_state  # not shipped: nothing runs until the button
+    at = click(at, "run_gradnorms")
     result = at.session_state[ui.KEY_GRADNORMS].result
     assert max(result.last_ratio_by_seed()) < 1
     assert result.pre.last_norm_input_rms < result.post.last_norm_input_rms
@@ -91,8 +101,10 @@ def test_the_llama_init_view_explains_why_the_picture_differs():
 def test_measure_matches_experiments_on_the_same_config(monkeypatch):
     seen = holding_the_slot(monkeypatch, "gradnorms_over_seeds")
     at = tiny()
-    at.selectbox(key=P + "data").set_value("random")  # a change the page re-measures on view
+    at.selectbox(key=P + "data").set_value("random")  # a change: nothing runs by itself
     at.run()
+    assert seen == [] and any("Not measured for these settings yet" in c.value for c in at.caption)
+    at = click(at, "run_gradnorms")
     assert seen and set(seen) == {1}  # ran inside ui.exclusive_run
     entry = at.session_state[ui.KEY_GRADNORMS]
     assert isinstance(entry, ExperimentEntry) and entry.config.vocab_size == 256
@@ -105,7 +117,7 @@ def test_measure_matches_experiments_on_the_same_config(monkeypatch):
 
 
 def test_depth_sweep_shows_both_slopes_and_needs_two_depths():
-    at = tiny()
+    at = click(tiny(), "run_depth_sweep")
     sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
     assert sweep.depths == [1, 2] and sweep.seeds == [0, 1]
     assert metrics(at)["Pre-LN fitted slope"] == f"{sweep.pre_slope:+.3f}"
@@ -170,10 +182,9 @@ def test_uploaded_text_trains_and_bad_text_is_refused():
 def test_too_big_runs_are_refused_with_the_guards_message():
     at = tiny(batch=65_536, seq_len=8192)
     assert any("press “Measure gradient norms”" in c.value for c in at.caption)  # not on view
-    before = at.session_state[ui.KEY_GRADNORMS]
     click(at, "run_gradnorms")
     assert any("is free (limit 90% of free" in e for e in errors(at))  # the memory guard
-    assert at.session_state[ui.KEY_GRADNORMS] is before  # nothing lost
+    assert ui.KEY_GRADNORMS not in at.session_state  # a refused run keeps nothing
     at = tiny(n_layers=8, seq_len=64, batch=8)
     at.number_input(key=P + "steps").set_value(2000).run()
     click(at, "run_train")
@@ -186,9 +197,9 @@ def test_asking_for_cuda_without_it_says_so(monkeypatch):
     at = tiny()
     calls = holding_the_slot(monkeypatch, "gradnorms_over_seeds")
     at.selectbox(key=P + "device").set_value("cuda").run()
+    assert calls == [] and not errors(at)  # a change starts nothing
+    at = click(at, "run_gradnorms")
     assert any("CUDA is not available" in e for e in errors(at))
     made = len(calls)
-    # a refused (or stopped) measurement on view is not retried by the next rerun
-    at.number_input(key=P + "w_steps").set_value(7).run()
+    at.number_input(key=P + "w_steps").set_value(7).run()  # a refused run is not retried
     assert len(calls) == made and not at.exception
-    assert any("stopped or refused" in c.value for c in at.caption)

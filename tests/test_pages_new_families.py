@@ -46,10 +46,6 @@ SHOWN_PARAMETERS = {
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_every_page_renders_for_the_new_families(page, name):
-    if name == "qwen3-next-80b-a3b" and page.endswith("Inside_the_model.py"):
-        # training its 512-expert small copy takes minutes on 2 cores (issue 27); the trace of
-        # the hybrid copy is held in tests/test_qwen_next.py, untrained
-        pytest.skip("Inside the model's hybrid trace: tests/test_qwen_next.py")
     at = open_page(ROOT / page, {"preset": name, "seq": "4096"}, timeout=240)
     assert not errors(at), errors(at)
     assert at.title, "the page drew nothing"

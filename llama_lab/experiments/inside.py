@@ -30,7 +30,7 @@ from ..model import (
 from ..model.mlp import MoE
 from ..runtime.devices import pick_device
 from ..train.data import TokenData, decode_tokens, encode_text, load_builtin
-from ..train.loop import TrainSettings, train
+from ..train.loop import TrainRun, TrainSettings, train
 from ..units import Progress
 
 # The model the page opens: the sidebar's recipe at d=64, 4 blocks, byte-level vocabulary,
@@ -50,6 +50,40 @@ def inside_config(base: ModelConfig) -> ModelConfig:
     return cfg
 
 
+def inside_settings(steps: int) -> dict:
+    """How the page's small copy is trained (INSIDE_DEFAULTS; ``steps`` 0: untrained)."""
+    return {"steps": steps, "lr": _D["lr"], "seq_len": _D["seq_len"], "batch": _D["batch"], "seed": 0}
+
+
+def trained_inside(
+    cfg: ModelConfig,
+    steps: int = _D["steps"],
+    device: str = "cpu",
+    data: TokenData | None = None,
+    progress: Progress | None = None,
+) -> tuple[CausalLM, TrainRun]:
+    """``cfg`` trained ``steps`` ≥ 1 AdamW steps on the built-in text, in eval mode, and the
+    run's record (its losses)."""
+    s = inside_settings(steps)
+    kept: list[CausalLM] = []
+    run = train(
+        cfg,
+        TrainSettings(
+            steps=steps,
+            lr=s["lr"],
+            seq_len=s["seq_len"],
+            batch=s["batch"],
+            seed=s["seed"],
+            device=device,
+            eval_batches=1,
+        ),
+        data=data or load_builtin(),
+        keep_model=kept,
+        progress=progress,
+    )
+    return kept[0].eval(), run
+
+
 def inside_model(
     cfg: ModelConfig,
     steps: int = _D["steps"],
@@ -60,23 +94,7 @@ def inside_model(
     """``cfg`` trained ``steps`` AdamW steps on the built-in text (0: as initialised), eval mode."""
     if steps == 0:
         return build_model(cfg, device=pick_device(device), seed=0).eval()
-    kept: list[CausalLM] = []
-    train(
-        cfg,
-        TrainSettings(
-            steps=steps,
-            lr=_D["lr"],
-            seq_len=_D["seq_len"],
-            batch=_D["batch"],
-            seed=0,
-            device=device,
-            eval_batches=1,
-        ),
-        data=data or load_builtin(),
-        keep_model=kept,
-        progress=progress,
-    )
-    return kept[0].eval()
+    return trained_inside(cfg, steps, device, data, progress)[0]
 
 
 def text_tokens(text: str, cfg: ModelConfig) -> torch.Tensor:

@@ -48,7 +48,6 @@ from .gradient import (
     gradient_setup,
     init_tab,
     session_warmup,
-    small_run,
     training_tab,
     warmup_tab,
 )
@@ -348,7 +347,6 @@ __all__ = [
     "show_table",
     "show_warning",
     "sidebar_config",
-    "small_run",
     "speculative_section",
     "STALE_NOTE",
     "stored_format",

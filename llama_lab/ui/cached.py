@@ -157,7 +157,12 @@ def measured(max_entries: int) -> Callable:
             with lock:
                 return args in cache
 
-        wrapper.clear, wrapper.holds = cache.clear, holds
+        def forget(*args: Any) -> None:
+            """Drop the value for ``args`` (the next call measures again)."""
+            with lock:
+                cache.pop(args, None)
+
+        wrapper.clear, wrapper.holds, wrapper.forget = cache.clear, holds, forget
         return wrapper
 
     return decorate

@@ -1,6 +1,6 @@
 """The Seed claims page's sections: the tutorial's numbers recomputed, the measured warmup claim
-(this session's contrast, or a button that runs it), each claim with its verdict, and the
-claims as JSON and CSV."""
+(this session's contrast or the shipped pre-measured one, and a button that runs it), each
+claim with its verdict, and the claims as JSON and CSV."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import streamlit as st
 from ..seed import WARMUP_QUOTE, claims_frame, warmup_claim
 from .cached import seed_claims, show_table
 from .gradient import session_warmup
+from .runs import PREMEASURED
 
 
 def recomputed_claims() -> list:
@@ -21,12 +22,12 @@ def recomputed_claims() -> list:
 
 
 def warmup_for_claims(measure: Callable[[], Any], prefix: str) -> Any:
-    """This session's warmup contrast entry (the Gradient norms page's run, or one made here);
-    without one, the claim's quote and a button that calls ``measure`` (then the entry it
-    kept, if any)."""
+    """This session's warmup contrast entry (the Gradient norms page's run, one made here, or
+    the default one shipped pre-measured, said so) with a button that calls ``measure`` to
+    measure the default here; without any, the claim's quote and that button."""
     warmup = session_warmup()
-    if warmup is None:
-        with st.container(border=True):
+    with st.container(border=True):
+        if warmup is None:
             st.markdown(
                 "**Measured claim: Post-LN needs warmup, Pre-LN does not** (seed §三 3.3)  \n> "
                 + WARMUP_QUOTE
@@ -36,9 +37,14 @@ def warmup_for_claims(measure: Callable[[], Any], prefix: str) -> Any:
                 "over five seeds (a few minutes on a CPU; the Gradient norms page's "
                 "Warmup tab runs the same measurement with any settings)."
             )
-            if st.button("Measure it", key=prefix + "warmup"):
-                measure()
-                warmup = session_warmup()
+        elif PREMEASURED in warmup.settings:
+            st.caption(
+                f"The warmup claim below is decided by the contrast {warmup.settings[PREMEASURED]}: "
+                f"three arms trained on the built-in text over five seeds."
+            )
+        if st.button("Measure it here" if warmup is not None else "Measure it", key=prefix + "warmup"):
+            measure()
+            warmup = session_warmup()
     return warmup
 
 

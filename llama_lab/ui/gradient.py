@@ -13,8 +13,23 @@ import streamlit as st
 
 from .. import experiments
 from ..analysis import count_flops
-from ..config import MAX_BATCH, REGIMES, ModelConfig, live_config, regime_recipe
-from ..experiments import DEFAULT_SEEDS, WARMUP_DEFAULTS, WarmupContrast, norm_position_specs, seed_list
+from ..config import MAX_BATCH, REGIMES, ModelConfig, regime_recipe
+from ..experiments import (
+    DEFAULT_SEEDS,
+    WARMUP_DEFAULTS,
+    WarmupContrast,
+    norm_position_specs,
+    premeasured,
+    seed_list,
+)
+from ..experiments.defaults import (
+    GRADIENT_PAGE,
+    depth_settings,
+    gradient_config,
+    size_settings,
+    warmup_config,
+    warmup_settings,
+)
 from ..runtime.devices import PAGE_DEVICES
 from ..train.budgets import guard
 from ..train.loop import TrainSettings
@@ -22,6 +37,7 @@ from ..train.schedules import SCHEDULES
 from ..units import plural
 from .cached import depth_measured, gradnorms_measured, warmup_measured
 from .runs import (
+    PREMEASURED,
     keep_experiment,
     live_run_note,
     measure_on_view,
@@ -35,13 +51,13 @@ from .state import EXPERIMENT_KEYS, _state
 from .widgets import bounded_number, choice_link, int_link, link_widgets, live_size_box
 
 W = WARMUP_DEFAULTS
-AUTO_RUN_FLOPS = 1e11  # a page measures on view what stays under this (a few seconds on a CPU)
+G = GRADIENT_PAGE
 HINT = "use fewer layers, steps, seeds or depths, a smaller width, batch or sequence, or a GPU"
 
 
-def small_run(cfg: ModelConfig, seq_len: int, batch: int, passes: float) -> bool:
-    """Whether ``passes`` training steps of ``cfg`` are small enough to run on view."""
-    return passes * count_flops(cfg, seq_len, batch).training_step <= AUTO_RUN_FLOPS
+def training_flops(cfg: ModelConfig, seq_len: int, batch: int, passes: float) -> float:
+    """FLOPs of ``passes`` training steps of ``cfg`` (what a button's expected time is of)."""
+    return passes * count_flops(cfg, seq_len, batch).training_step
 
 
 @dataclass(frozen=True)
@@ -63,7 +79,7 @@ class GradientSetup:
 def _initial_values(prefix: str) -> None:
     set_defaults(
         prefix,
-        depths=[2, 4, 8, 12],
+        depths=list(G["depths"]),
         steps=30,
         lr=3e-3,
         warmup=10,
@@ -81,15 +97,15 @@ def _link_size(prefix: str) -> None:
         "grad",
         prefix,
         [  # in the URL as grad.regime, grad.d_model, …
-            choice_link("regime", list(REGIMES), "theory"),
-            choice_link("d_model", experiments.WIDTH_CHOICES, 128),
-            int_link("n_layers", 6, 1, 96),
-            int_link("seq_len", 64, 2, 8192),
-            int_link("batch", 4, 1, MAX_BATCH),
-            int_link("seeds", experiments.DEFAULT_SEEDS, 1, experiments.MAX_SEEDS),
-            int_link("seed", 0, 0, 2**31 - 1),
-            choice_link("data", ("builtin", "random"), "builtin"),
-            choice_link("device", PAGE_DEVICES, "auto"),
+            choice_link("regime", list(REGIMES), G["regime"]),
+            choice_link("d_model", experiments.WIDTH_CHOICES, G["d_model"]),
+            int_link("n_layers", G["n_layers"], 1, 96),
+            int_link("seq_len", G["seq_len"], 2, 8192),
+            int_link("batch", G["batch"], 1, MAX_BATCH),
+            int_link("seeds", G["seeds"], 1, experiments.MAX_SEEDS),
+            int_link("seed", G["seed"], 0, 2**31 - 1),
+            choice_link("data", ("builtin", "random"), G["data"]),
+            choice_link("device", PAGE_DEVICES, G["device"]),
         ],
     )
 
@@ -124,8 +140,7 @@ def gradient_setup(cfg: ModelConfig, prefix: str) -> GradientSetup:
             format_func={"builtin": "built-in text", "random": "random ids"}.get,
         )
         device = cols[7].selectbox("device", PAGE_DEVICES, key=prefix + "device")
-        base = regime_recipe(cfg, regime)
-        run_cfg = live_config(base, n_layers, d_model, seq_len)
+        base, run_cfg = gradient_config(cfg, regime, d_model, n_layers, seq_len)
         st.info(
             live_run_note(
                 base,
@@ -135,12 +150,12 @@ def gradient_setup(cfg: ModelConfig, prefix: str) -> GradientSetup:
             )
         )
     seeds = tuple(experiments.seed_list(first, n_seeds))
-    size = {"seq_len": seq_len, "batch": batch, "seeds": seeds, "tokens": source, "device": device}
-    return GradientSetup(base, run_cfg, size)
+    return GradientSetup(base, run_cfg, size_settings(seq_len, batch, seeds, source, device))
 
 
 def init_tab(setup: GradientSetup, prefix: str) -> None:
-    """Post-LN vs Pre-LN at initialisation over the seeds, measured on view when small."""
+    """Post-LN vs Pre-LN at initialisation over the seeds: shown at once where it is shipped
+    (the defaults), measured on the button."""
     run_cfg, size = setup.run_cfg, setup.size
     seq_len, batch, seeds = size["seq_len"], size["batch"], size["seeds"]
     source, device = size["tokens"], size["device"]
@@ -162,8 +177,8 @@ def init_tab(setup: GradientSetup, prefix: str) -> None:
         run_cfg,
         size,
         measure,
-        auto=small_run(run_cfg, seq_len, batch, 2 * len(seeds)),
         button="Measure gradient norms",
+        flops=training_flops(run_cfg, seq_len, batch, 2 * len(seeds)),
         prefix=prefix,
     )
 
@@ -178,7 +193,7 @@ def depth_tab(setup: GradientSetup, prefix: str) -> None:
         "arrangements, every seed; slopes of log‖∇‖ against log L by least squares."
     )
     depths = tuple(sorted(st.multiselect("depths L", experiments.DEPTH_CHOICES, key=prefix + "depths")))
-    sweep_settings = {**size, "depths": depths}
+    sweep_settings = depth_settings(size, depths)
     sweep_cfg = experiments.sweep_config(run_cfg, depths)  # the sweep sets each depth
 
     def sweep(progress):
@@ -190,19 +205,11 @@ def depth_tab(setup: GradientSetup, prefix: str) -> None:
         sweep_cfg,
         sweep_settings,
         sweep,
-        auto=len(depths) >= 2
-        and small_run(
-            run_cfg.replace(n_layers=max(depths)), seq_len, batch, 2 * len(seeds) * sum(depths) / max(depths)
-        ),
         button="Run the depth sweep",
+        flops=training_flops(sweep_cfg, seq_len, batch, 2 * len(seeds) * sum(depths) / max(depths or [1])),
         prefix=prefix,
         not_on_view=None if len(depths) >= 2 else "Choose two depths or more.",
     )
-
-
-def warmup_config(base: ModelConfig) -> ModelConfig:
-    """``base``'s recipe at the contrast's size (WARMUP_DEFAULTS)."""
-    return live_config(base, W["n_layers"], W["d_model"], W["seq_len"])
 
 
 def warmup_work(
@@ -242,28 +249,39 @@ def warmup_tab(setup: GradientSetup, prefix: str) -> None:
     steps = cols[0].number_input("steps", 1, 2000, key=prefix + "w_steps")
     lr = cols[1].number_input("peak learning rate", 1e-6, 1.0, format="%.1e", key=prefix + "w_lr")
     warmup = cols[2].number_input("warmup steps", 1, 2000, key=prefix + "w_warmup")
-    settings = {"steps": steps, "lr": lr, "warmup_steps": warmup, "seeds": seeds, "device": device}
     measure_on_view(
         "warmup",
         cfg,
-        settings,
+        warmup_settings(steps, lr, warmup, seeds, device),
         warmup_work(cfg, steps, lr, warmup, seeds, device, hint),
-        auto=False,
         button="Train the three arms",
         prefix=prefix,
-        not_on_view="Not trained in this session yet (a few minutes on a CPU).",
+        flops=training_flops(cfg, W["seq_len"], W["batch"], 3 * steps * len(seeds)),
     )
 
 
+def default_warmup_choice(device: str = "auto") -> tuple[ModelConfig, dict]:
+    """The contrast at its defaults in the theory setting (the seed claim's measurement)."""
+    cfg = warmup_config(regime_recipe(ModelConfig(), "theory"))
+    seeds = tuple(seed_list(0, DEFAULT_SEEDS))
+    return cfg, warmup_settings(W["steps"], W["lr"], W["warmup_steps"], seeds, device)
+
+
 def session_warmup() -> Any:
-    """This session's warmup contrast entry, if it ran one."""
-    return _state().get(EXPERIMENT_KEYS["warmup"])
+    """This session's warmup contrast entry: its own run, else the default one shipped with the
+    package (kept as this session's entry, labelled pre-measured), else None."""
+    entry = _state().get(EXPERIMENT_KEYS["warmup"])
+    if entry is None:
+        cfg, settings = default_warmup_choice()
+        shipped = premeasured.lookup("warmup", cfg, settings)
+        if shipped is not None:
+            entry = keep_experiment("warmup", shipped.result, cfg, {**settings, PREMEASURED: shipped.label})
+    return entry
 
 
 def default_warmup(device: str = "auto") -> WarmupContrast | None:
-    """The contrast at its defaults in the theory setting (the claim's measurement)."""
-    cfg = warmup_config(regime_recipe(ModelConfig(), "theory"))
-    seeds = tuple(seed_list(0, DEFAULT_SEEDS))
+    """Measure the default contrast here (the Seed claims page's button) and keep it."""
+    cfg, settings = default_warmup_choice(device)
     result = run_with_status(
         "Warmup contrast",
         warmup_work(
@@ -271,24 +289,13 @@ def default_warmup(device: str = "auto") -> WarmupContrast | None:
             W["steps"],
             W["lr"],
             W["warmup_steps"],
-            seeds,
+            settings["seeds"],
             device,
             "use a GPU, or fewer seeds on the Gradient norms page",
         ),
     )
     if result is not None:
-        keep_experiment(
-            "warmup",
-            result,
-            cfg,
-            {
-                "steps": W["steps"],
-                "lr": W["lr"],
-                "warmup_steps": W["warmup_steps"],
-                "seeds": seeds,
-                "device": device,
-            },
-        )
+        keep_experiment("warmup", result, cfg, settings)
     return result
 
 

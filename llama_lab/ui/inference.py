@@ -54,7 +54,6 @@ def _live(kind: str, button: str, prefix: str, config: ModelConfig | None, setti
         config,
         settings,
         work,
-        auto=False,
         button=button,
         prefix=prefix,
         not_on_view="Not measured in this session yet.",

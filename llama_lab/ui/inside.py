@@ -1,25 +1,29 @@
-"""The Inside the model page's sections: the small model of the sidebar's recipe (trained once
-per config under the job slot, stoppable, cached for every session; or untrained), one forward
-pass of the text the user types, and each view of it."""
+"""The Inside the model page's sections: the small model of the sidebar's recipe (untrained, or
+trained: shipped pre-trained for the default model's recipe, or trained here on a button under
+the job slot, stoppable, cached for every session), one forward pass of the text the user
+types, and each view of it."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from ..config import ModelConfig
-from ..config import arrangement as config_arrangement
+from ..experiments import premeasured
+from ..experiments.defaults import inside_arrangement, inside_flops
 from ..experiments.inside import (
     DEFAULT_TEXT,
     INSIDE_DEFAULTS,
-    inside_config,
     inside_model,
+    inside_settings,
     text_tokens,
     trace,
+    trained_inside,
 )
 from ..figures import inside as fig
+from ..model import build_model
 from ..units import plural
 from .cached import measured, show_table
-from .runs import live_run_note, run_with_status
+from .runs import expected_time, live_run_note, run_with_status
 from .state import _state
 from .widgets import show_error
 
@@ -27,8 +31,37 @@ ARRANGEMENTS = {"sidebar": "as the sidebar", "pre": "Pre-LN", "post": "Post-LN"}
 
 
 @measured(max_entries=6)
-def _model(cfg: ModelConfig, steps: int, _progress=None):
-    return inside_model(cfg, steps, device="cpu", progress=_progress)
+def _untrained(cfg: ModelConfig, _progress=None):
+    return inside_model(cfg, 0, device="cpu")
+
+
+@measured(max_entries=6)
+def _trained(cfg: ModelConfig, steps: int, _progress=None):
+    """The small copy trained here and its run's record, shared by every session."""
+    return trained_inside(cfg, steps, device="cpu", progress=_progress)
+
+
+@measured(max_entries=6)
+def _shipped(cfg: ModelConfig, steps: int, _progress=None):
+    """The small copy with the weights ``tools/premeasure.py`` trained and shipped, and its
+    entry; None where it ships none."""
+    entry = premeasured.lookup("inside", cfg, inside_settings(steps))
+    if entry is None:
+        return None
+    model = build_model(cfg, device="cpu").eval()
+    model.load_state_dict(premeasured.load_weights(entry))
+    return model, entry
+
+
+def _run_note(run) -> str:
+    """A training run's losses, and where it stopped if it diverged."""
+    note = f"training loss {run.loss[0]:.3f} → {min(run.loss):.3f} at its lowest"
+    if run.diverged:
+        note += (
+            f"; it diverged and stopped after {plural(run.steps_run, 'step')} ({run.divergence_reason}): "
+            f"the views show the weights as it stopped"
+        )
+    return note
 
 
 @measured(max_entries=32)
@@ -54,7 +87,8 @@ def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str
         key=prefix + "weights",
         horizontal=True,
         help=f"trained: {INSIDE_DEFAULTS['steps']} AdamW steps on the built-in "
-        f"text (once per recipe, shared by every session)",
+        f"text (shipped pre-trained for the default model's recipe; any recipe trains here on "
+        f"its button, once for every session)",
     )
     _state().setdefault(prefix + "text", DEFAULT_TEXT)
     text = cols[2].text_input(
@@ -63,9 +97,11 @@ def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str
         max_chars=INSIDE_DEFAULTS["max_text"],
     )
     # the toggle's arms as on the Gradient norms page: Pre-LN with a final norm, Post-LN without
-    cfg = base if arrangement == "sidebar" else config_arrangement(base, arrangement)
-    cfg = inside_config(cfg)
-    return cfg, INSIDE_DEFAULTS["steps"] if trained == "trained" else 0, text
+    return (
+        inside_arrangement(base, arrangement),
+        INSIDE_DEFAULTS["steps"] if trained == "trained" else 0,
+        text,
+    )
 
 
 def inside_note(base: ModelConfig, cfg: ModelConfig, steps: int) -> None:
@@ -81,25 +117,54 @@ def inside_note(base: ModelConfig, cfg: ModelConfig, steps: int) -> None:
     )
 
 
-def forward_trace(cfg: ModelConfig, steps: int, text: str):
-    """The trace of ``text`` through the (cached) model; the training runs here on the first
-    view of a recipe, under the job slot and stoppable. None when refused or stopped."""
+def _trained_copy(cfg: ModelConfig, steps: int, prefix: str):
+    """The trained copy the page shows, with a button that trains it here (progress, expected
+    time): the one trained here, else the shipped one (said so), else the untrained weights
+    with a note. None when a run was refused or stopped."""
+    trained_here = _trained.holds(cfg, steps)
+    shipped = None if trained_here else _shipped(cfg, steps)
+    held = trained_here or shipped is not None
+    button = "Re-train here" if held else f"Train the small model ({plural(steps, 'step')})"
+    if st.button(
+        button + expected_time(inside_flops(cfg, steps), "cpu"),
+        type="secondary" if held else "primary",
+        key=prefix + "train",
+    ):
+        if trained_here:
+            _trained.forget(cfg, steps)
+        done = run_with_status(
+            f"Training the small model ({plural(steps, 'step')})",
+            lambda progress: _trained(cfg, steps, _progress=progress),
+        )
+        if done is None:
+            return None
+        trained_here = True
+    if trained_here:
+        model, run = _trained(cfg, steps)
+        st.caption(f"Trained here in this app: {_run_note(run)}.")
+        return model
+    if shipped is not None:
+        model, entry = shipped
+        st.caption(f"Shown at once: the weights were trained {entry.where}; {_run_note(entry.result)}.")
+        return model
+    st.info(
+        "This recipe's trained copy is not shipped with the lab: the views below show the "
+        "untrained weights until you press the button."
+    )
+    return _untrained(cfg)
+
+
+def forward_trace(cfg: ModelConfig, steps: int, text: str, prefix: str):
+    """The trace of ``text`` through the page's model: untrained, or the trained copy
+    (``_trained_copy``). Nothing trains without the button. None when refused or stopped."""
     try:
-        text_tokens(text, cfg)  # refused here, with its rule, before training
+        text_tokens(text, cfg)  # refused here, with its rule, before anything runs
     except ValueError as exc:
         show_error(str(exc))
         return None
-    if _model.holds(cfg, steps):
-        model = _model(cfg, steps)
-    else:
-        model = run_with_status(
-            f"Training the small model ({plural(steps, 'step')})"
-            if steps
-            else "Building the untrained model",
-            lambda progress: _model(cfg, steps, _progress=progress),
-        )
-        if model is None:
-            return None
+    model = _trained_copy(cfg, steps, prefix) if steps else _untrained(cfg)
+    if model is None:
+        return None
     return _traced(model, text)
 
 

@@ -275,7 +275,6 @@ def shard_section(cfg: ModelConfig, prefix: str) -> None:
         small.cfg,
         {"ranks": ranks, "strategy": strategy},
         lambda progress: _sharded(small.cfg, ranks, strategy, _progress=progress),
-        auto=False,
         button=f"Run {strategy} on {ranks} processes",
         prefix=prefix,
         not_on_view="Not run in this session yet.",

@@ -13,8 +13,9 @@ import streamlit as st
 
 from ..config import ModelConfig
 from ..errors import ExperimentError, LabError
-from ..experiments import KINDS, ExperimentEntry
+from ..experiments import KINDS, ExperimentEntry, premeasured
 from ..runtime import jobs
+from ..runtime.devices import pick_device
 from ..runtime.memory import allocation_failures_refused
 from ..train.budgets import CPU_FLOP_BUDGET
 from ..train.data import TokenData, load_builtin, load_user_text
@@ -44,8 +45,7 @@ def exclusive_run(what: str) -> Iterator[None]:
         notice.empty()
 
 
-STOPPED_TEXT = "This run was stopped or refused"
-BEYOND_VIEW_TEXT = "This size is beyond what the page measures on view (a few seconds on a CPU)"
+PREMEASURED = "pre-measured"  # the settings key of an entry shipped with the package
 STALE_NOTE = "These results are from earlier choices; run again to update them."
 
 
@@ -139,37 +139,51 @@ def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any], 
     panel.show(entry, prefix)
 
 
+def expected_time(flops: float, device: str) -> str:
+    """About how long ``flops`` of training work take here: on a CPU at the rate the shipped
+    measurements reached (``premeasured.shipped_rate``); on a GPU, not estimated."""
+    rate = premeasured.shipped_rate()
+    if rate is None or str(device) not in ("cpu", "auto") or pick_device(device).type != "cpu":
+        return ""
+    return f" (about {_duration(max(1.0, flops / rate))} on this CPU)"
+
+
 def measure_on_view(
     kind: str,
     config: ModelConfig,
     settings: Mapping[str, Any],
     work: Callable[[Progress], Any],
     *,
-    auto: bool,
     button: str,
     prefix: str,
+    flops: float | None = None,
     not_on_view: str | None = None,
 ) -> None:
-    """A measurement a page shows without a click: run ``work`` (under the job slot, with its
-    progress bar, stoppable) when this session holds no result for ``config`` and ``settings``
-    and ``auto`` says the run is small — once per choice of them: one that was refused or
-    stopped is not retried on the next rerun — otherwise on ``button``. Then draw the kind's
-    panel. ``not_on_view`` says why a run is not made on view (default: its size); the status
-    box is labelled with the button's words."""
+    """A measurement a page shows without running anything on view: this session's result for
+    ``config`` and ``settings``, else the one shipped with the package (``premeasured``, labelled
+    as such and kept as this session's entry, so the report carries it), else a note. ``work``
+    runs only on ``button`` (under the job slot, with its progress bar, stoppable), whose label
+    gives the expected time of ``flops`` of training work when given; then the kind's panel."""
     key = EXPERIMENT_KEYS[kind]
     entry = _state().get(key)
     fresh = entry is not None and not is_stale(entry, config, settings)
-    tried_key = prefix + "tried_on_view." + kind
-    choice = (config, tuple(sorted((k, repr(v)) for k, v in settings.items())))
-    tried = _state().get(tried_key) == choice
-    clicked = st.button(button, type="primary" if not fresh else "secondary", key=prefix + "run_" + kind)
-    if clicked or (auto and not fresh and not tried):
-        _state()[tried_key] = choice  # set before: a Stop ends the script here
+    if not fresh:
+        shipped = premeasured.lookup(kind, config, settings)
+        if shipped is not None:
+            entry = keep_experiment(kind, shipped.result, config, {**settings, PREMEASURED: shipped.label})
+            fresh = True
+    from_shipped = fresh and PREMEASURED in entry.settings
+    label = ("Re-measure here" if from_shipped else button) + expected_time(
+        flops, settings.get("device", "cpu")
+    )
+    if st.button(label, type="secondary" if fresh else "primary", key=prefix + "run_" + kind):
         result = run_with_status(button, work)
         if result is not None:
             keep_experiment(kind, result, config, settings)
+    elif from_shipped:
+        st.caption(f"Shown at once: {escape_markdown(entry.settings[PREMEASURED])}.")
     elif not fresh:
-        st.caption(not_on_view or (f"{STOPPED_TEXT if tried else BEYOND_VIEW_TEXT}; press “{button}”."))
+        st.caption(not_on_view or f"Not measured for these settings yet; press “{button}”.")
     show_experiment(key, config, settings, prefix)
 
 
