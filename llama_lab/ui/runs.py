@@ -173,9 +173,9 @@ def measure_on_view(
             entry = keep_experiment(kind, shipped.result, config, {**settings, PREMEASURED: shipped.label})
             fresh = True
     from_shipped = fresh and PREMEASURED in entry.settings
-    label = ("Re-measure here" if from_shipped else button) + expected_time(
-        flops, settings.get("device", "cpu")
-    )
+    label = "Re-measure here" if from_shipped else button
+    if flops is not None:
+        label += expected_time(flops, settings.get("device", "cpu"))
     if st.button(label, type="secondary" if fresh else "primary", key=prefix + "run_" + kind):
         result = run_with_status(button, work)
         if result is not None:
