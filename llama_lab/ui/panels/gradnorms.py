@@ -47,7 +47,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
 
 
 def explain_norm_positions() -> None:
-    """The Post-LN and Pre-LN Jacobians and Xiong et al.'s bound, as the page opens."""
+    """The Post-LN and Pre-LN Jacobians and Xiong et al.'s bound (the page's "why")."""
     st.latex(
         r"\text{Post-LN: } x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big) \;\Rightarrow\; "
         r"\frac{\partial x_{l+1}}{\partial x_l} = \mathrm{LN}'\big(x_l + F(x_l)\big)"
