@@ -1,5 +1,6 @@
 """Each page's answer comes before its formulas (issue 27: at 1440×900 the KV page's MHA/GQA/MQA
-numbers and the Parameters page's charts started below the first screen, behind formulas)."""
+numbers and the Parameters page's charts started below the first screen, behind formulas; the
+Gradient norms page's measured norms below the Jacobians and the live-run size box)."""
 
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def _formulas(label: str):
     [
         ("1_Parameters_and_FLOPs.py", _chart, "The formulas behind the counts"),
         ("2_KV_cache_and_attention.py", _metric, "How the cache is counted"),
+        ("3_Gradient_norms.py", _chart, "Why they differ"),
     ],
 )
 def test_the_answer_comes_before_the_formulas(page, answer, formulas):
