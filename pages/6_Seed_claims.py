@@ -8,7 +8,7 @@ P = "llama_lab.page6."
 
 ui.setup_page(
     "Seed claims",
-    f"The tutorial this lab grew from (`{ui.SEED_SOURCE}`, “从 Transformer 到 LLaMA 系列”) quotes "
+    f"The tutorial this lab grew from (`{ui.SEED_SOURCE}`, “From Transformer to the LLaMA series”) quotes "
     f"many numbers. Each is recomputed here — closed-form counts from `llama_lab.analysis`, "
     f"the published configs, and one real forward pass of the demo model — and marked ✓ when "
     f"the statement holds, ✗ when it does not. These claims concern fixed models, not the "

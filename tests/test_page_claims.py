@@ -74,7 +74,7 @@ def tiny_warmup(steps: int = 3):
 
 
 def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeypatch):
-    """Seed §三 3.3's row "warmup: Post-LN 必需 / Pre-LN 可选" is measured, not recomputed from a
+    """Seed §3.3's row "warmup: Post-LN required / Pre-LN optional" is measured, not recomputed from a
     formula: at once from the shipped contrast (said so), or with no shipped data the page
     offers a run; with this session's run (the Gradient norms page's, or this button's) the
     claim shows the run's own verdict and counts."""

@@ -33,7 +33,7 @@ class Claim:
     computed: str  # what the lab computes
     verdict: bool  # True: the statement holds
     explanation: str  # one line: why
-    section: str  # where in the seed
+    section: str  # where in the seed: its section number (the seed numbers them 一, 二, …)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -116,7 +116,7 @@ def _norm_claims() -> list[Claim]:
             f"at d = {d}: LayerNorm {one_ln:,}, RMSNorm {one_rms:,}",
             (one_ln, one_rms) == (2 * d, d),
             f"LayerNorm's bias β ({one_ln - one_rms:,}) is the difference.",
-            "四 (table)",
+            "4 (table)",
         ),
         Claim(
             "rmsnorm-savings",
@@ -127,7 +127,7 @@ def _norm_claims() -> list[Claim]:
             f"Two norms per block ({per_layer // 2:,} β each) plus the final norm: "
             f"{L}·{per_layer:,} + {final:,} = {saved:,}. Even 131K would be "
             f"{claimed / total:.4%}, not 0.02%.",
-            "四",
+            "4",
         ),
     ]
 
@@ -152,7 +152,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             f"256·⌈(⅔·4·{d})/256⌉ = {meta_rule:,}",
             released == 8192,
             f"The released LLaMA-7B uses {released:,} (⅔·4d rounded up to a multiple of 256).",
-            "五 5.3",
+            "5.3",
         ),
         Claim(
             "llama7b-ratio",
@@ -161,7 +161,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             f"{released:,} / {d:,} = {released / d:g}",
             released / d == 2.0,
             f"{released / d:g} ≈ 8/3 = {8 / 3:.4f}: LLaMA follows the 8/3·d rule.",
-            "五 5.3, 十 Q2",
+            "5.3, 10 Q2",
         ),
         Claim(
             "ffn-4d-params",
@@ -170,7 +170,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             f"{ffn_4d:,} per layer = {ffn_4d / d2:g}·d² (d = {d})",
             ffn_4d == 3 * d2,
             f"Two matrices, d×4d and 4d×d: {ffn_4d / d2:g}·d².",
-            "五 5.3 (table)",
+            "5.3 (table)",
         ),
         Claim(
             "swiglu-8-3",
@@ -181,7 +181,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             f"Three d×h matrices: 3·d·h = 8·d² at h = 8/3·d (rounding adds "
             f"{ffn_8_3 - 8 * d2:,}). The seed's own code floors to a multiple of 64: "
             f"{seed_ffn_hidden(d, multiple_of=64):,}.",
-            "五 5.3 (table)",
+            "5.3 (table)",
         ),
         Claim(
             "llama-ffn-100m",
@@ -191,7 +191,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             _within(ffn_8192, 100e6, 0.05),
             f"The arithmetic holds ({ffn_8192 / 1e6:.1f}M), but the released width gives "
             f"{ffn_released / 1e6:.1f}M per layer.",
-            "五 5.3 (table)",
+            "5.3 (table)",
         ),
     ], [
         Claim(
@@ -202,7 +202,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             f"{ffn_swiglu_4d / ffn_4d:g}× the ReLU FFN",
             ffn_swiglu_4d == 12 * d2 and 2 * ffn_swiglu_4d == 3 * ffn_4d,
             "Three d×4d matrices against two.",
-            "十 Q2",
+            "10 Q2",
         ),
         Claim(
             "llama-below-2017",
@@ -213,7 +213,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             ffn_released < ffn_4d,
             f"With the released width the FFN is {ffn_released / ffn_4d - 1:.2%} larger than "
             f"the 4d FFN, not smaller.",
-            "十 Q2",
+            "10 Q2",
         ),
     ]
 
@@ -235,7 +235,7 @@ def _attention_claims() -> list[Claim]:
             llama2_mqa and llama3_gqa,
             f"No LLaMA-2 uses MQA: 7B and 13B use MHA, 70B uses GQA with "
             f"{seventy.n_kv_heads} KV heads. LLaMA-3 does use GQA.",
-            "六",
+            "6",
         ),
     ]
 
@@ -258,7 +258,7 @@ def _demo_claims() -> list[Claim]:
             f"{n_demo:,}",
             n_demo == 43_780_608,
             f"Embedding {by['embedding']:,} + blocks {body_demo:,} + untied head {by['lm_head']:,}.",
-            "八 (demo output)",
+            "8 (demo output)",
         ),
         Claim(
             "demo-mha-twin",
@@ -268,7 +268,7 @@ def _demo_claims() -> list[Claim]:
             (n_mha, saved) == (45_353_472, 1_572_864),
             f"k_proj and v_proj shrink from {demo.d_model}×{demo.d_model} to "
             f"{demo.d_model}×{demo_kv_dim}: {kv_per_layer:,} per layer × {demo.n_layers}.",
-            "八 (GQA vs MHA)",
+            "8 (GQA vs MHA)",
         ),
         Claim(
             "demo-body",
@@ -278,7 +278,7 @@ def _demo_claims() -> list[Claim]:
             _within(body_demo, 1.1e6, 0.1),
             f"{n_demo:,} − {embeddings:,} (two embeddings) = {body_demo:,}: "
             f"{body_demo / 1.1e6:.0f}× the claim.",
-            "八 (notes on the numbers)",
+            "8 (notes on the numbers)",
         ),
         Claim(
             "demo-embeddings",
@@ -291,7 +291,7 @@ def _demo_claims() -> list[Claim]:
             and round(embeddings / 1e5) == 328
             and embeddings > n_demo / 2,
             "Two vocab×d matrices; they dominate a model this small.",
-            "八 (notes on the numbers)",
+            "8 (notes on the numbers)",
         ),
         Claim(
             "gqa-share",
@@ -302,7 +302,7 @@ def _demo_claims() -> list[Claim]:
             _within(saved / body_mha, 0.035, 0.15),
             f"3.5% is the share of the whole model; of the transformer blocks the saving is "
             f"{saved / body_mha:.1%}.",
-            "八 (GQA vs MHA)",
+            "8 (GQA vs MHA)",
         ),
         _initial_loss_claim(),
     ]
@@ -323,7 +323,7 @@ def _initial_loss_claim() -> Claim:
         holds,
         f"Random logits of variance {logit_var:.3f} (unit-RMS final hidden state × N(0, 0.02²) "
         f"weights) add ≈ variance/2 = {logit_var / 2:.3f} to ln V.",
-        "八 (demo output)",
+        "8 (demo output)",
     )
 
 
@@ -344,7 +344,7 @@ def _kv_claims() -> list[Claim]:
             f"{saved[long]:,} at T={long}",
             saved[long] * short == saved[short] * long,
             "The cache holds K and V of every token, so a per-token saving scales with T.",
-            "八",
+            "8",
         ),
         Claim(
             "llama2-context",
@@ -353,7 +353,7 @@ def _kv_claims() -> list[Claim]:
             f"max_position_embeddings: LLaMA-7B {llama1.max_seq_len:,}, LLaMA-2-7B {llama2.max_seq_len:,}",
             (llama1.max_seq_len, llama2.max_seq_len) == (2048, 4096),
             "As in the released config.json files.",
-            "九",
+            "9",
         ),
         Claim(
             "llama2-70b-kv",
@@ -364,7 +364,7 @@ def _kv_claims() -> list[Claim]:
             kv_mha == 2 * kv_gqa,
             f"{seventy.n_heads} query heads share {seventy.n_kv_heads} KV heads: the cache is "
             f"{kv_mha / kv_gqa:g}× smaller, not 2×.",
-            "九",
+            "9",
         ),
     ]
 
@@ -381,7 +381,7 @@ def _bias_claim() -> Claim:
         linear_biases + betas == 0,
         "The 2017 FFN is ReLU(xW₁ + b₁)W₂ + b₂ (the seed's own formula in 5.1) and LayerNorm "
         "has β; LLaMA drops both.",
-        "七 (table)",
+        "7 (table)",
     )
 
 
@@ -397,11 +397,12 @@ def _init_claim() -> Claim:
         xavier_big < INIT_STD,
         f"True at LLaMA-7B's width, but Xavier's std falls as 1/√d: at d={small} it is "
         f"{xavier_small / INIT_STD:.1f}× 0.02.",
-        "十 Q4",
+        "10 Q4",
     )
 
 
 WARMUP_QUOTE = "warmup | 必需（通常 4000 步）| 可选"
+WARMUP_QUOTE_EN = "warmup | required (usually 4,000 steps) | optional"  # the row: Post-LN | Pre-LN
 
 
 def warmup_claim(contrast) -> Claim:
@@ -426,7 +427,7 @@ def warmup_claim(contrast) -> Claim:
             + " Xiong et al. 2020 trace it to Post-LN's large last-layer gradients at "
             "initialisation (Gradient norms page)."
         ),
-        "三 3.3 (实证)",
+        "3.3 (evidence)",
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from ..seed import WARMUP_QUOTE, claims_frame, warmup_claim
+from ..seed import WARMUP_QUOTE, WARMUP_QUOTE_EN, claims_frame, warmup_claim
 from .cached import seed_claims, show_table
 from .gradient import session_warmup
 from .runs import PREMEASURED
@@ -29,9 +29,11 @@ def warmup_for_claims(measure: Callable[[], Any], prefix: str) -> Any:
     with st.container(border=True):
         if warmup is None:
             st.markdown(
-                "**Measured claim: Post-LN needs warmup, Pre-LN does not** (seed §三 3.3)  \n> "
-                + WARMUP_QUOTE
+                "**Measured claim: Post-LN needs warmup, Pre-LN does not** (seed §3.3)  \n> "
+                + WARMUP_QUOTE_EN
             )
+            with st.expander("The tutorial's words (Chinese original)"):
+                st.markdown(f"> {WARMUP_QUOTE}")
             st.markdown(
                 "Not measured in this session yet: three arms trained on the built-in text "
                 "over five seeds (a few minutes on a CPU; the Gradient norms page's "

@@ -8,6 +8,7 @@ import streamlit as st
 
 from ...experiments import ExperimentEntry
 from ...experiments.training import training_curves
+from ...seed import WARMUP_QUOTE
 from ..cached import show_table
 from ..widgets import show_warning
 
@@ -16,7 +17,10 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     result = entry.result
     verdict = result.verdict()
     mark = ":green[✓ holds]" if verdict["holds"] else ":red[✗ does not hold here]"
-    st.markdown(f"**The seed's row “warmup: Post-LN 必需 / Pre-LN 可选”: {mark}.** {result.verdict_text()}")
+    st.markdown(
+        f"**The seed's row “warmup: Post-LN required / Pre-LN optional”: {mark}.** {result.verdict_text()}",
+        help=f"The tutorial's words: {WARMUP_QUOTE}",
+    )
     for label, runs in result.runs.by_label().items():
         diverged = [run for run in runs if run.diverged]
         if diverged:
