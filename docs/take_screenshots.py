@@ -24,13 +24,13 @@ PAGES = [
     ("0_home", "", None),
     ("1_parameters_and_flops", "Parameters_and_FLOPs", None),
     ("2_kv_cache_and_attention", "KV_cache_and_attention", None),
-    ("3_gradient_norms", "Gradient_norms", None),  # measures on first view
+    ("3_gradient_norms", "Gradient_norms", None),  # pre-measured: shown at once
     ("4_live_pass", "Live_pass", "Run the training step"),
     ("5_architecture_comparison", "Architecture_comparison", None),
     ("6_seed_claims", "Seed_claims", None),
     ("7_report", "Report", None),
     ("8_inference_systems", "Inference_systems", None),
-    ("9_inside_the_model", "Inside_the_model", None),  # trains on first view
+    ("9_inside_the_model", "Inside_the_model", None),  # the shipped trained copy
     ("10_many_gpus", "Many_GPUs?preset=llama-3.1-405b&seq=8192", None),
     ("10b_many_gpus_measured", "Many_GPUs", "Run fsdp on 2 processes", "Measured on torch.distributed"),
 ]

@@ -1,7 +1,8 @@
 """The app in a real browser: `streamlit run app.py` driven by Debian's Chromium through
-Playwright — the sidebar's page list starts with "Home" (not the file name "app"), a sidebar
-change updates a shown number, the state survives a page switch, and the Report page downloads
-an HTML report holding a plotly figure."""
+Playwright — the top bar's page list starts with "Home" (not the file name "app"), a sidebar
+change updates a shown number, the state survives a page switch, the Report page downloads an
+HTML report holding a plotly figure, and at 1440×900 the sidebar's first screen holds the preset,
+the main shape and T/B."""
 
 import os
 import signal
@@ -89,16 +90,24 @@ def app_url():
 
 
 @pytest.fixture(scope="module")
-def page(app_url):
+def browser():
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-            tab = context.new_page()
-            tab.set_default_timeout(TIMEOUT_MS)
-            yield tab
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+def new_tab(browser, width: int, height: int):
+    tab = browser.new_context(viewport={"width": width, "height": height}, accept_downloads=True).new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    return tab
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    return new_tab(browser, 1400, 1000)
 
 
 def metric_value(page, label: str) -> str:
@@ -110,7 +119,14 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
     page.goto(app_url)
     page.get_by_text("Current model").wait_for()
     assert metric_value(page, "Parameters") == human_params(43_780_608)
-    nav = [text.strip() for text in page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
+    # the pages in the top bar (the sidebar is the model builder's), the last few under "N more"
+    nav = [
+        text.strip()
+        for text in page.get_by_role("navigation", name="App pages").get_by_role("link").all_inner_texts()
+    ]
+    page.get_by_test_id("stTopNav").get_by_test_id("stTopNavSection").click()
+    nav += [text.strip() for text in page.get_by_test_id("stTopNavDropdownLink").all_inner_texts()]
+    page.keyboard.press("Escape")
     assert nav[0].endswith("Home") and "app" not in nav
     assert nav[1:] == [
         "Parameters and FLOPs",
@@ -169,3 +185,35 @@ def test_a_hostile_link_renders_as_text_and_fetches_nothing(app_url, page):
     assert page.locator('a[href*="evil.example"]').count() == 0
     assert page.locator('img[src*="evil.example"]').count() == 0
     assert not [url for url in requests if "evil.example" in url.split("?")[0]]  # only the page
+
+
+FIRST_SCREEN = [
+    "Preset",
+    "d_model (hidden size d)",
+    "n_layers (blocks)",
+    "n_heads (query heads)",
+    "n_kv_heads (key/value heads)",
+    "ffn_hidden (FFN inner size)",
+    "sequence length T",
+    "batch B",
+]
+
+
+def test_the_sidebar_first_screen_holds_the_preset_shape_and_workload(app_url, browser):
+    """Issue 27: at 1440×900 the preset, the main shape sliders and T/B show without scrolling
+    the sidebar; every other field sits in a collapsed group below them."""
+    tab = new_tab(browser, 1440, 900)
+    tab.goto(app_url)
+    sidebar = tab.get_by_test_id("stSidebarUserContent")
+    sidebar.get_by_text("Load / save config").wait_for()
+    for label in FIRST_SCREEN:
+        box = sidebar.get_by_text(label, exact=True).first.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 900, label
+    # below T/B: only the groups' headers, all collapsed
+    groups = sidebar.get_by_test_id("stExpander")
+    assert groups.count() >= 10
+    for details in sidebar.locator("details").all():
+        assert details.get_attribute("open") is None
+    batch = sidebar.get_by_text("batch B", exact=True).first.bounding_box()
+    assert groups.first.bounding_box()["y"] > batch["y"]
+    tab.context.close()

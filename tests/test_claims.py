@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from llama_lab.config import PRESETS, small_training_config
+from llama_lab.config import PRESETS, ModelConfig, live_config, small_training_config
+from llama_lab.model import build_model
 from llama_lab.seed import architecture_comparison
 from llama_lab.seed import claims as seed_claims_mod
 
@@ -192,11 +193,45 @@ def test_small_training_config_keeps_the_recipe_and_the_head_ratio():
     # 14 query / 2 KV heads (Qwen2.5-0.5B): 7 per KV head kept, in 14 heads of 4 (56 of d = 64)
     odd = small_training_config(PRESETS["seed-demo"].replace(d_model=896, n_heads=14, n_kv_heads=2))
     assert (odd.n_heads, odd.n_kv_heads, odd.head_dim) == (14, 2, 4)
-    # more queries per KV head than heads of 2 can hold: the most that fit (d / 4 = 16)
+    # 32 queries per KV head: kept too, in 64 heads of 2 (spanning 128, more than d = 64)
     wide_r = small_training_config(PRESETS["seed-demo"].replace(d_model=2048, n_heads=64, n_kv_heads=2))
-    assert (wide_r.n_heads, wide_r.n_kv_heads, wide_r.head_dim) == (32, 2, 2)
+    assert (wide_r.n_heads, wide_r.n_kv_heads, wide_r.head_dim) == (64, 2, 2)
     assert demo.ffn_hidden == int(8 * 64 / 3)
     assert small_training_config(PRESETS["llama-2-7b"]).attention_kind == "MHA"
     assert small_training_config(PRESETS["seed-demo"].replace(n_kv_heads=1)).n_kv_heads == 1
     wide = small_training_config(PRESETS["seed-demo"], d_model=128)
     assert (wide.d_model, wide.ffn_hidden) == (128, int(8 * 128 / 3))
+
+
+# (n_heads, n_kv_heads): MHA (1 query per KV head), GQA with 2, 4, 7 (Qwen2.5-0.5B's 14/2), 8
+# (LLaMA-2-70B's 64/8) and 32, MQA with 8 and with Falcon-7B's 71 query heads
+HEAD_SHAPES = [(8, 8), (8, 4), (8, 2), (14, 2), (64, 8), (64, 2), (8, 1), (71, 1)]
+
+
+@pytest.mark.parametrize(("n_heads", "n_kv_heads"), HEAD_SHAPES)
+@pytest.mark.parametrize("d_model", [32, 64, 128])
+def test_the_live_copy_keeps_the_queries_per_kv_head_exactly(n_heads, n_kv_heads, d_model):
+    cfg = PRESETS["seed-demo"].replace(d_model=64 * n_heads, n_heads=n_heads, n_kv_heads=n_kv_heads)
+    copy = live_config(cfg, 2, d_model, 16)  # built: the config validates
+    assert copy.attention_kind == cfg.attention_kind and copy.d_model == d_model
+    if cfg.attention_kind == "MHA":
+        assert (copy.n_heads, copy.n_kv_heads) == (4, 4)
+    else:  # r queries per KV head over 2 KV heads (GQA) or 1 (MQA)
+        assert copy.n_heads // copy.n_kv_heads == n_heads // n_kv_heads
+        assert copy.n_heads % copy.n_kv_heads == 0 and copy.n_kv_heads == min(n_kv_heads, 2)
+    # heads as wide as d allows, even for RoPE's pairs, at least 2
+    assert copy.head_dim % 2 == 0 and copy.head_dim == max(2, d_model // copy.n_heads // 2 * 2)
+    if d_model % copy.n_heads == 0 and (d_model // copy.n_heads) % 2 == 0:
+        assert copy.head_dim * copy.n_heads == d_model  # the heads fill d exactly
+    tokens = torch.randint(0, copy.vocab_size, (2, 16))
+    assert build_model(copy)(tokens).shape == (2, 16, copy.vocab_size)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_presets_small_copies_validate_and_keep_its_head_ratio(name):
+    cfg = PRESETS[name]
+    for copy in (small_training_config(cfg), live_config(cfg, 2, 128, 256), live_config(cfg, 1, 32, 16)):
+        assert ModelConfig.from_dict(copy.to_dict()) == copy  # validates afresh
+        assert copy.attention_kind == cfg.attention_kind
+        if cfg.attention_kind in ("GQA", "MQA"):
+            assert copy.n_heads // copy.n_kv_heads == cfg.n_heads // cfg.n_kv_heads

@@ -74,8 +74,21 @@ def test_the_sharded_run_on_its_button():
 
 
 def test_sequence_parallel_is_off_and_disabled_without_tensor_parallelism():
+    """At tp = 1 the toggle shows off (nothing to split over), disabled; the user's choice (first:
+    on) comes back when tp > 1 again."""
     at = open_page(PAGE)
+    sp = lambda: at.toggle(key=P + "sp")  # noqa: E731
     at.select_slider(key=P + "tp").set_value(1).run()
-    assert at.toggle(key=P + "sp").disabled
+    assert sp().disabled and sp().value is False
     at.select_slider(key=P + "tp").set_value(2).run()
-    assert not at.toggle(key=P + "sp").disabled
+    assert not sp().disabled and sp().value is True
+    sp().set_value(False).run()
+    at.select_slider(key=P + "tp").set_value(1).run()
+    assert sp().disabled and sp().value is False
+    at.select_slider(key=P + "tp").set_value(4).run()
+    assert not sp().disabled and sp().value is False  # the user's off, kept
+    sp().set_value(True).run()
+    at.select_slider(key=P + "tp").set_value(1).run()
+    assert sp().value is False
+    at.select_slider(key=P + "tp").set_value(2).run()
+    assert sp().value is True and not at.exception

@@ -144,3 +144,24 @@ def test_a_sequence_length_cut_by_the_copy_comes_back_with_the_sidebars_model():
     assert at.number_input(key=P + "seq_len").value == 128
     assert not any("above the maximum" in c.value for c in at.caption)
     assert not at.exception
+
+
+def test_a_t_cut_by_the_copy_follows_the_sidebar_when_the_copy_is_left():
+    """The T the copy cut was the sidebar's (the default, not a value typed here): it comes back
+    as the sidebar's T of then, with no stale note, and a link never holds the cut value."""
+    at = run_page({"preset": "seed-demo"})  # T = 128, the copy holds 64
+    at.radio(key=P + "model").set_value("small").run()
+    assert at.number_input(key=P + "seq_len").value == 64 and "live.seq_len" not in at.query_params
+    at.sidebar.number_input(key=ui.KEY_SEQ_LEN).set_value(96).run()
+    assert any("96 is above the maximum 64" in c.value for c in at.caption)  # the note follows
+    at.radio(key=P + "model").set_value("sidebar").run()
+    assert at.number_input(key=P + "seq_len").value == 96  # the sidebar's, not the old 128
+    assert not any("above the maximum" in c.value for c in at.caption)
+    # the sidebar's model shrinks to the copy's 64 while the copy is shown: T is simply 64 now
+    at.radio(key=P + "model").set_value("small").run()
+    at.sidebar.number_input(key=ui.field_key("max_seq_len")).set_value(64).run()
+    assert not any("above the maximum" in c.value for c in at.caption)
+    at.radio(key=P + "model").set_value("sidebar").run()
+    assert at.number_input(key=P + "seq_len").value == 64 == at.sidebar.number_input(key=ui.KEY_SEQ_LEN).value
+    assert not any("above the maximum" in c.value for c in at.caption)
+    assert "live.seq_len" not in at.query_params and not at.exception

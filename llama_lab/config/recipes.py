@@ -85,7 +85,7 @@ TRAINING_SHAPE = dict(vocab_size=256, d_model=64, n_layers=4, n_heads=4, max_seq
 def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> ModelConfig:
     """``cfg``'s recipe (norms, positions, FFN type, bias, init, tying) at a size that trains in
     seconds on a CPU: d 64 (or ``d_model``), 4 layers, and heads by ``_live_heads``: the same
-    attention kind always, and a GQA model's query/KV head ratio."""
+    attention kind always, and the model's queries per KV head exactly."""
     d = d_model or TRAINING_SHAPE["d_model"]
     heads, kv, head_dim = _live_heads(cfg, d)
     width = seed_ffn_hidden(d) if cfg.gated_ffn else round(cfg.ffn_hidden / cfg.d_model * d)
@@ -123,20 +123,18 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
 
 def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:
     """(query heads, KV heads, head_dim or None for d / heads) of a small copy of width ``d``:
-    MHA stays 4/4 and MQA 4/1; GQA keeps the model's queries per KV head r with 2 KV heads (2r
-    query heads: LLaMA-2-70B's 64/8 becomes 16/2, a 14/2 model 14/2), in heads of an even
-    size ≥ 2 (RoPE rotates pairs) — d / 2r when that is even, else the even size below it, the
-    heads then spanning less than d (as Qwen3's do more); an r too large for heads of 2 takes
-    the largest that fits (d / 4)."""
-    base = TRAINING_SHAPE["n_heads"]
+    the same attention kind and exactly the model's queries per KV head r. MHA (and MLA) takes 4
+    heads; GQA r per KV head with 2 KV heads (LLaMA-2-70B's 64/8 becomes 16/2, a 14/2 model
+    14/2); MQA the model's r query heads over 1. Heads are d / heads wide when that is even (RoPE
+    rotates pairs), else the even size below it, at least 2: the heads then span a little less
+    than d (14 heads of 4 in d = 64), or more when d is narrower than 2 per head (Qwen3's span
+    more than d too)."""
     if cfg.attention_kind in ("MHA", "MLA"):
-        return base, base, None
-    if cfg.attention_kind == "MQA":
-        return base, 1, None
-    r = min(cfg.n_heads // cfg.n_kv_heads, d // 4)
-    heads = 2 * r
-    size = (d // heads) // 2 * 2
-    return heads, 2, None if size * heads == d else size
+        return TRAINING_SHAPE["n_heads"], TRAINING_SHAPE["n_heads"], None
+    kv = 1 if cfg.attention_kind == "MQA" else 2
+    heads = kv * (cfg.n_heads // cfg.n_kv_heads)
+    size = max(2, d // heads // 2 * 2)
+    return heads, kv, None if size * heads == d else size
 
 
 def _live_linear(cfg: ModelConfig, d: int) -> dict:
@@ -199,8 +197,9 @@ def live_config(
     cfg: ModelConfig, n_layers: int, d_model: int = TRAINING_SHAPE["d_model"], seq_len: int = 0
 ) -> ModelConfig:
     """``cfg``'s recipe (norms, positions, FFN type, biases, init, KV sharing) at a size that
-    runs live: small_training_config at the given width (4 heads, byte-level vocabulary
-    256, the recipe's FFN rule), then the given depth and room for ``seq_len`` tokens."""
+    runs live: small_training_config at the given width (the model's queries per KV head,
+    byte-level vocabulary 256, the recipe's FFN rule), then the given depth and room for
+    ``seq_len`` tokens."""
     small = small_training_config(cfg, d_model=d_model)
     return small.replace(
         n_layers=n_layers,

@@ -17,7 +17,8 @@ from .widgets import Link, bounded_number, choice_link, int_link, link_widgets, 
 
 MODELS = {
     "sidebar": "the sidebar's model",
-    "small": "a scaled-down copy (d 64, vocab 256, the sidebar's recipe and attention kind)",
+    "small": "a scaled-down copy (d 64, vocab 256, the sidebar's recipe, attention kind and "
+    "queries per KV head)",
 }
 
 

@@ -73,16 +73,7 @@ def layout_controls(cfg: ModelConfig, prefix: str) -> tuple[str, Layout]:
     micro = row[2].number_input("sequences per micro-batch", 1, 1024, 1, key=prefix + "micro")
     m = row[3].number_input("micro-batches per step (0: 1, or 4·pp)", 0, 100_000, 0, key=prefix + "m")
     chunks = row[4].number_input("chunks per GPU (interleaved if > 1)", 1, 64, 1, key=prefix + "chunks")
-    sp = (
-        st.toggle(
-            "sequence parallel",
-            value=True,
-            key=prefix + "sp",
-            disabled=tp == 1,
-            help="splits the norms' and dropout's activations over the tp ranks: only with tp > 1",
-        )
-        and tp > 1
-    )  # nothing to split over one tensor-parallel rank
+    sp = _sequence_parallel(tp, prefix)
     return gpu, Layout(
         gpus,
         tp,
@@ -94,6 +85,25 @@ def layout_controls(cfg: ModelConfig, prefix: str) -> tuple[str, Layout]:
         int(m),
         "interleaved" if chunks > 1 else "1f1b",
         int(chunks),
+    )
+
+
+def _copy_state(source: str, target: str) -> None:
+    st.session_state[target] = st.session_state[source]
+
+
+def _sequence_parallel(tp: int, prefix: str) -> bool:
+    """The sequence-parallel toggle: off (and disabled) at tp = 1, where there is nothing to
+    split over; the user's choice (first: on) is kept under its own key and shown again at tp > 1."""
+    state, key, choice = st.session_state, prefix + "sp", prefix + "sp_choice"
+    state[key] = tp > 1 and state.setdefault(choice, True)
+    return st.toggle(
+        "sequence parallel",
+        key=key,
+        disabled=tp == 1,
+        on_change=_copy_state,
+        args=(key, choice),
+        help="splits the norms' and dropout's activations over the tp ranks: only with tp > 1",
     )
 
 
@@ -117,7 +127,7 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         human_bytes(g["total_bytes"]),
         "fits" if g["total_bytes"] <= gpu.memory_bytes else "does not fit",
         delta_arrow="off",
-        delta_color="normal" if g["total_bytes"] <= gpu.memory_bytes else "inverse",
+        delta_color="off",
     )
     cols[1].metric(
         "data-parallel replicas (dp)",

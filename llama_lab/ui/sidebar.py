@@ -124,7 +124,6 @@ def config_error() -> str | None:
 
 def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | None) -> None:
     state = _state()
-    st.header("🦙 Model")
     for message in state[KEY_LINK_ERRORS]:
         show_error(message)
     if state.get(KEY_MODEL_BASE) is not None:  # an uploaded model fills the fields
@@ -156,8 +155,16 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
     if error and bad_field is None:
         show_error(error)
         st.caption(LINK_NOTE)
-    with st.expander("Shape", expanded=bad_field in SHAPE_FIELDS or bad_field is None):
-        _draw_shape(values, after)
+    # The first screen (1440×900): the preset, the main shape and the workload's T and B; every
+    # other field in a collapsed group, opened where the rule a value breaks is shown.
+    _draw_shape(values, after)
+    _draw_workload(values)
+    with st.expander(
+        "More shape: FFN rule, vocabulary, max_seq_len", expanded=bad_field in MORE_SHAPE_FIELDS
+    ):
+        _draw_more_shape(values, after)
+    with st.expander("Precision: compute dtype, weights, KV cache"):
+        _draw_precision(values)
     with st.expander("Recipe (2017 ↔ LLaMA)", expanded=bad_field in RECIPE_FIELDS):
         _draw_recipe(values, after)
     with st.expander("Families (Mistral, Mixtral, Qwen)", expanded=bad_field in FAMILY_FIELDS):
@@ -181,7 +188,6 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         "Llama 4, Mistral 4 (chunks, attention temperature)", expanded=bad_field in LLAMA4_FIELDS
     ):
         draw_llama4(after)
-    _draw_workload(values)
 
 
 def _draw_model_name(values: dict[str, Any]) -> None:
@@ -206,7 +212,7 @@ def _draw_model_name(values: dict[str, Any]) -> None:
         st.caption(f"Edited from {values[KEY_PRESET]}: {', '.join(edited)}")
 
 
-SHAPE_FIELDS = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len"}
+MORE_SHAPE_FIELDS = {"vocab_size", "max_seq_len"}
 RECIPE_FIELDS = (
     set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS - GEMMA_FIELDS - ROPE_NORM_FIELDS - HYBRID_FIELDS
 ) | {
@@ -219,30 +225,46 @@ RECIPE_FIELDS = (
 }
 
 
-def _draw_shape(values: dict[str, Any], after) -> None:
-    def shape(
-        name: str, label: str, help: str | None = None, *, minimum: int = 1, disabled: bool = False
-    ) -> None:
-        slider_beside(
-            field_key(name),
-            label,
-            field_options(name, values),
-            lambda text, shown: int_input(
-                name, text, minimum=minimum, disabled=disabled, label_visibility=shown
-            ),
-            name,
-            disabled=disabled,
-            help=help,
-        )
-        after(name)
+def _shape_slider(
+    values: dict[str, Any],
+    after,
+    name: str,
+    label: str,
+    help: str | None = None,
+    *,
+    minimum: int = 1,
+    disabled: bool = False,
+) -> None:
+    """Config field ``name`` as a slider over its valid values, the exact entry beside it."""
+    slider_beside(
+        field_key(name),
+        label,
+        field_options(name, values),
+        lambda text, shown: int_input(name, text, minimum=minimum, disabled=disabled, label_visibility=shown),
+        name,
+        disabled=disabled,
+        help=help,
+    )
+    after(name)
 
-    shape(
+
+def _draw_shape(values: dict[str, Any], after) -> None:
+    """The main shape: d_model, n_layers, n_heads, n_kv_heads and the FFN width."""
+    _shape_slider(
+        values,
+        after,
         "d_model",
         "d_model (hidden size d)",
         "Multiples of n_heads (×2 with RoPE: an even head_dim), log-spaced.",
     )
-    shape("n_layers", "n_layers (blocks)")
-    shape("n_heads", "n_heads (query heads)", "Divisors of d_model; head_dim = d_model / n_heads.")
+    _shape_slider(values, after, "n_layers", "n_layers (blocks)")
+    _shape_slider(
+        values,
+        after,
+        "n_heads",
+        "n_heads (query heads)",
+        "Divisors of d_model; head_dim = d_model / n_heads.",
+    )
     n_heads = values[field_key("n_heads")]
     current_kv = values[field_key("n_kv_heads")]
     options = divisors(n_heads) if 1 <= n_heads <= LIMITS["n_heads"] else []
@@ -264,6 +286,20 @@ def _draw_shape(values: dict[str, Any], after) -> None:
 
     slider_beside(field_key("n_kv_heads"), "n_kv_heads (key/value heads)", options, kv_entry, "n_kv_heads")
     after("n_kv_heads")
+    rule = values[KEY_FFN_RULE]
+    _shape_slider(
+        values,
+        after,
+        "ffn_hidden",
+        "ffn_hidden (FFN inner size)",
+        "Set by the FFN width rule under 'More shape' below; choose 'manual' there to set it here.",
+        minimum=0,
+        disabled=rule != "manual",
+    )
+
+
+def _draw_more_shape(values: dict[str, Any], after) -> None:
+    """The FFN width rule, the vocabulary and max_seq_len."""
     st.radio(
         "FFN width rule",
         list(FFN_RULES),
@@ -293,15 +329,15 @@ def _draw_shape(values: dict[str, Any], after) -> None:
             on_change=_on_change,
             args=("ffn_hidden",),
         )
-    shape(
-        "ffn_hidden",
-        "ffn_hidden (FFN inner size)",
-        "Set by the rule above; choose 'manual' to set it.",
-        minimum=0,
-        disabled=rule != "manual",
+    _shape_slider(
+        values,
+        after,
+        "vocab_size",
+        "vocab_size",
+        "Log-spaced, with the published tokenizers' sizes.",
+        minimum=2,
     )
-    shape("vocab_size", "vocab_size", "Log-spaced, with the published tokenizers' sizes.", minimum=2)
-    shape("max_seq_len", "max_seq_len", "Powers of two.")
+    _shape_slider(values, after, "max_seq_len", "max_seq_len", "Powers of two.")
 
 
 def _draw_recipe(values: dict[str, Any], after) -> None:
@@ -347,7 +383,7 @@ def _draw_recipe(values: dict[str, Any], after) -> None:
 
 
 def _draw_workload(values: dict[str, Any]) -> None:
-    st.subheader("Workload")
+    """The workload's T and B."""
     max_seq = max(1, values[field_key("max_seq_len")])
     slider_beside(
         KEY_SEQ_LEN,
@@ -384,6 +420,10 @@ def _draw_workload(values: dict[str, Any]) -> None:
         ),
         help="Sequences per batch; powers of two.",
     )
+
+
+def _draw_precision(values: dict[str, Any]) -> None:
+    """The compute dtype and the formats the weights and the KV cache are stored in."""
     st.selectbox(
         "dtype (compute)",
         dtype_names(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import streamlit as st
 
@@ -57,7 +57,7 @@ KEY_PAGE_NOTES = "llama_lab.page_link_notes"  # dict: page → (values read, mes
 KEY_LINKED = "llama_lab.linked_keys"  # dict: widget key → (URL key, default), this page
 
 
-KEY_BOUND_NOTES = "llama_lab.bound_notes"  # dict: widget key → (value, why it was moved)
+KEY_BOUND_NOTES = "llama_lab.bound_notes"  # dict: widget key → Moved (value, why it was moved)
 
 
 MAX_SHOWN = 40  # characters of a URL value quoted in a message
@@ -172,7 +172,7 @@ def remember(key: str) -> None:
     if url_key is None or key not in state:
         return
     store = state.setdefault(KEY_PAGE_VALUES, {})
-    if state[key] == default:
+    if state[key] == default or _bounded_default(key):
         store.pop(url_key, None)
         if url_key in st.query_params:
             del st.query_params[url_key]
@@ -183,12 +183,38 @@ def remember(key: str) -> None:
 
 
 # ---- values within their widget's bounds --------------------------------------------------------
+class Moved(NamedTuple):
+    """What a bound did to a widget's value (``KEY_BOUND_NOTES``): set it to ``value``, noted.
+    ``wanted``: the value given back once the bound no longer binds (None: none); when
+    ``default``, that is the widget's default of then (a bounded default follows the sidebar,
+    and is neither kept for later visits nor written into the URL)."""
+
+    value: Any
+    note: str
+    wanted: Any = None
+    default: bool = False
+
+
+def _linked_default(key: str) -> tuple[bool, Any]:
+    """Whether ``key`` is a linked widget of this page, and its default."""
+    linked = st.session_state.get(KEY_LINKED, {})
+    return key in linked, linked.get(key, (None, None))[1]
+
+
+def _bounded_default(key: str) -> bool:
+    """Whether ``key`` holds the value a bound set in place of its default."""
+    moved = st.session_state.get(KEY_BOUND_NOTES, {}).get(key)
+    return moved is not None and moved.default and moved.value == st.session_state.get(key)
+
+
 def _moved(key: str, value: Any, note: str, wanted: Any = None) -> None:
-    """Set ``key`` to ``value`` with its note; ``wanted``: the user's own value, given back
+    """Set ``key`` to ``value`` with its note; ``wanted``: the value it replaced, given back
     once the bound that moved it no longer binds (``keep_within``)."""
     state = st.session_state
+    linked, default = _linked_default(key)
     state[key] = value
-    state.setdefault(KEY_BOUND_NOTES, {})[key] = (value, note, wanted)
+    moved = Moved(value, note, wanted, linked and wanted is not None and wanted == default)
+    state.setdefault(KEY_BOUND_NOTES, {})[key] = moved
     remember(key)
     url_key = state.get(KEY_LINKED, {}).get(key, (None,))[0]  # the link's notes stay shown
     read_values = state.get(KEY_PAGE_NOTES, {}).get(str(url_key).split(".")[0], ({}, []))[0]
@@ -199,15 +225,21 @@ def _moved(key: str, value: Any, note: str, wanted: Any = None) -> None:
 def keep_within(key: str, lower: Any, upper: Any, label: str, why: str = "") -> None:
     """Bring ``st.session_state[key]`` within [lower, upper] before its widget is drawn
     (Streamlit would silently reset it), noting the bound; ``why`` says where a bound comes
-    from, e.g. " (this model's max_seq_len)"."""
-    value = st.session_state.get(key)
-    moved = st.session_state.get(KEY_BOUND_NOTES, {}).get(key)
-    if moved is not None and moved[0] == value and moved[2] is not None and lower <= moved[2] <= upper:
-        del st.session_state[KEY_BOUND_NOTES][key]  # the bound is gone (another model): the
-        st.session_state[key] = moved[2]  # user's own value is back, and the note goes
-        remember(key)
+    from, e.g. " (this model's max_seq_len)". While the value is the one a bound set, the value
+    it replaced is what is bounded: the user's own, or the default of now (the sidebar's T, say,
+    after the sidebar changed), so it comes back, and the note goes, once it fits."""
+    state = st.session_state
+    value = state.get(key)
+    moved = state.get(KEY_BOUND_NOTES, {}).get(key)
+    if moved is not None and moved.value == value and moved.wanted is not None:
+        del state[KEY_BOUND_NOTES][key]
+        value = _linked_default(key)[1] if moved.default else moved.wanted
+    if value is None:
         return
-    if value is None or lower <= value <= upper:
+    if lower <= value <= upper:
+        if state[key] != value:
+            state[key] = value
+            remember(key)
         return
     bound, side = (upper, "above the maximum") if value > upper else (lower, "below the minimum")
     _moved(key, bound, f"{label}: {value:,} is {side} {bound:,}{why}; using {bound:,}.", wanted=value)
@@ -231,9 +263,9 @@ def bound_note(key: str, where: Any = None) -> None:
     notes = st.session_state.get(KEY_BOUND_NOTES, {})
     if key not in notes:
         return
-    value, note, _ = notes[key]
-    if st.session_state.get(key) == value:
-        _host(where).caption("⚠️ " + escape_markdown(note))
+    moved = notes[key]
+    if st.session_state.get(key) == moved.value:
+        _host(where).caption("⚠️ " + escape_markdown(moved.note))
     else:
         del notes[key]
 
