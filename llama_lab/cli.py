@@ -122,7 +122,7 @@ def cmd_gradnorms(args, cfg: ModelConfig, notes: list[str]) -> None:
 def cmd_bench(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .experiments import bench
 
-    check_budget(args, cfg, args.steps + 3, f"{args.steps} timed steps (and a warm-up)")
+    check_budget(args, cfg, args.steps + 3, f"{plural(args.steps, 'timed step')} (and a warm-up)")
     result = bench(
         cfg, device=args.device, steps=args.steps, seq_len=args.seq_len, batch=args.batch, dtype=args.dtype
     )

@@ -218,6 +218,12 @@ def json_line(obj: Any) -> str:
     return json.dumps(cleaned, allow_nan=False)
 
 
-def plural(count: int, word: str) -> str:
-    """``count`` and ``word``, plural unless it is one: "1 training step", "2 training steps"."""
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``count`` and ``word``, plural unless it is one: "1 training step", "2 training steps";
+    ``many`` is an irregular plural ("1 entry", "2 entries")."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+def each_of(count: int, word: str, many: str | None = None) -> str:
+    """ "each of the 4 layers", or "the one layer" when there is one."""
+    return f"the one {word}" if count == 1 else f"each of the {count:,} {many or word + 's'}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -36,6 +37,24 @@ def errors(at: AppTest) -> list[str]:
     """The page's error boxes as the user reads them: the Markdown escapes (every message is
     escaped with escape_markdown) and the invisible autolink breakers taken out."""
     return [re.sub(r"\\(.)", r"\1", e.value).replace("\u2060", "") for e in at.main.error]
+
+
+def charts(at: AppTest) -> list[dict]:
+    """Every Plotly chart of the page as its figure: the JSON Streamlit sends, parsed. Tests
+    compare the figure's values, never its serialisation (plotly ≥ 7 writes "·" as \\u00b7)."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def chart_title(figure: dict) -> str:
+    """A figure's title text ("" without one)."""
+    title = figure.get("layout", {}).get("title", "")
+    return (title.get("text") or "") if isinstance(title, dict) else str(title or "")
+
+
+def chart_texts(figure: dict) -> list[str]:
+    """What a reader sees around the plot: the title, then the annotations (subplot titles)."""
+    annotations = figure.get("layout", {}).get("annotations", [])
+    return [chart_title(figure)] + [a.get("text", "") for a in annotations]
 
 
 def metrics(at: AppTest) -> dict:

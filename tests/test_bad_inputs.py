@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -775,20 +776,70 @@ def test_a_depth_sweep_whose_last_gradient_is_zero_says_why_it_has_no_slope(monk
 
 
 def test_counts_in_messages_are_singular_for_one():
-    from llama_lab.units import plural
+    from llama_lab.units import each_of, plural
 
     assert (plural(1, "training step"), plural(2, "seed"), plural(2000, "step")) == (
         "1 training step",
         "2 seeds",
         "2,000 steps",
     )
+    assert (plural(1, "entry", "entries"), plural(3, "entry", "entries")) == ("1 entry", "3 entries")
+    assert (each_of(1, "layer"), each_of(4, "layer")) == ("the one layer", "each of the 4 layers")
+
+
+def test_counts_of_one_read_singular_in_figures_notes_and_messages(capsys):
+    """MQA's one KV head, a one-layer model, one new token: no "1 KV heads" anywhere."""
+    from llama_lab.analysis import kv_cache
+    from llama_lab.analysis.summary import family_notes
+    from llama_lab.experiments.decode import decode_benchmark
+    from llama_lab.figures.kv import kv_memory_curve_frame, kv_memory_vs_context, kv_sharing_diagram
+    from llama_lab.figures.rooflines import roofline_figure, roofline_points
+    from llama_lab.runtime.hardware import GPUS
+
+    cfg = PRESETS["seed-demo"]
+    curve = kv_memory_vs_context(kv_memory_curve_frame(cfg, (128, 1024), 1, "bf16"))
+    assert [t.name for t in curve.data if t.name and "MQA" in t.name] == ["MQA (1 KV head)"]
+    roof = roofline_figure(roofline_points(cfg, GPUS["H100 80GB"], (1, 8), 1024, "bf16"), GPUS["H100 80GB"])
+    assert "MQA (1 KV head)" in [t.name for t in roof.data]
+    assert kv_sharing_diagram(8, 1).layout.title.text == "MQA: 8 query heads share 1 KV head (8 per KV head)"
+    assert kv_sharing_diagram(1, 1).layout.title.text == "MHA: 1 query head shares 1 KV head (1 per KV head)"
+    one = PRESETS["mistral-7b"].replace(n_layers=1)  # one sliding-window layer
+    notes = " ".join(family_notes(one)) + " " + kv_cache(one, 8192, 1).note
+    assert "1 of 1 block lets each query see" in notes and "1 of 1 layer holds at most its window" in notes
+    assert " 1 blocks" not in notes and " 1 layers" not in notes
+    with pytest.raises(ValueError, match=r"context 64 \+ 1 new token exceeds max_seq_len=64"):
+        decode_benchmark(PRESETS["debug"], context_lens=(64,), new_tokens=1)
+    assert (
+        main(["bench", "--preset", "tinyllama-1.1b", "--steps", "1", "--seq-len", "2048", "--batch", "64"])
+        == 2
+    )
+    assert "1 timed step (and a warm-up) needs about" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["rope_theta", "rope_local_theta"])
+@pytest.mark.parametrize("value", [1e-300, 1e-39, 0.0, 1e39, float("inf")])
+def test_a_rope_base_float32_cannot_hold_is_refused_naming_the_rule(capsys, name, value):
+    # 1e-300 is 0 in float32: RoPE's inverse frequencies base^(-2i/d) are infinite, the
+    # angles' cos/sin NaN, and so the first loss
+    rule = "^" + re.escape(f"{name}={value} must ") + r"(lie in float32's range|be a finite number)"
+    with pytest.raises(ConfigError, match=rule) as info:
+        PRESETS["debug"].replace(**{name: value})
+    assert info.value.field == name and "\n" not in str(info.value)
+    for held in (0.5, 1.2e-38, 3.4e38):  # SPEC: any float > 0 that the frequencies can use
+        assert getattr(PRESETS["debug"].replace(**{name: held}), name) == held
+    assert main(["analyze", "--preset", "debug", "--set", f"{name}={value}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{name}=" in err[0] and ("float32" in err[0] or "finite" in err[0]), err
 
 
 def test_a_nan_before_any_update_is_not_blamed_on_the_learning_rate():
     from llama_lab.train import train
     from llama_lab.train.data import load_builtin
 
-    cfg = PRESETS["debug"].replace(rope_theta=1e-300)  # RoPE's frequencies overflow float32
+    # a base ModelConfig refuses (the test above), forced past the check: RoPE's frequencies
+    # overflow float32 and the very first loss is NaN
+    cfg = PRESETS["debug"].replace()
+    object.__setattr__(cfg, "rope_theta", 1e-300)
     run = train(cfg, TrainSettings(steps=3, seq_len=16, batch=2), data=load_builtin())
     assert run.diverged and run.divergence_step == 0
     assert "before any update" in run.divergence_reason and "rope_theta" in run.divergence_reason

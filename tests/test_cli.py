@@ -254,3 +254,52 @@ def test_a_misspelt_option_names_the_closest_one(capsys):
     assert "unrecognized arguments: --seq-lne 8 (did you mean --seq-len?)" in capsys.readouterr().err
     assert main(["analyze", "--preset", "debug", "--bogus"]) == 2
     assert "did you mean" not in capsys.readouterr().err
+
+
+def test_set_accepts_every_valid_choice_of_pos_encoding_none_included(capsys):
+    from llama_lab.analysis import analyze
+
+    # "none" is a choice (NoPE), not a missing value; without RoPE an odd head_dim is fine
+    argv = ["analyze", "--preset", "debug", "--set", "pos_encoding=none", "--json"]
+    code, out, err = run(capsys, *argv, "--set", "d_model=24", "--set", "n_heads=8", "--set", "n_kv_heads=8")
+    assert code == 0 and err == "", err
+    cfg = PRESETS["debug"].replace(pos_encoding="none", d_model=24, n_heads=8, n_kv_heads=8)
+    assert cfg.head_dim == 3
+    assert json.loads(out)["params"] == analyze(cfg, seq_len=64, batch=1, dtype="bf16")["params"]
+
+
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("n_layers=", "n_layers= is empty; a number is required"),
+        ("n_layers= ", "n_layers= is empty; a number is required"),
+        ("pos_encoding=", "pos_encoding= is empty"),
+        ("pos_encoding=nope", "pos_encoding='nope' must be one of"),
+    ],
+)
+def test_set_with_an_empty_or_unknown_value_names_the_rule_in_one_line(capsys, override, needle):
+    code, out, err = run(capsys, "analyze", "--preset", "debug", "--set", override)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and needle in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("fmt", ["ours", "hf"])
+def test_analyze_of_a_file_defaults_t_to_its_context_length_in_either_format(capsys, tmp_path, fmt):
+    # the app's rule for an uploaded file: T = the file's max_seq_len (3,000, not the 2,048
+    # default a preset gets); an explicit --seq-len wins
+    cfg = PRESETS["debug"].replace(norm_eps=1e-5, max_seq_len=3000)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg.to_hf_config() if fmt == "hf" else cfg.to_dict()))
+    code, out, _ = run(capsys, "analyze", "--config", str(path), "--json")
+    assert code == 0 and json.loads(out)["inputs"]["seq_len"] == 3000
+    code, out, _ = run(capsys, "analyze", "--config", str(path), "--seq-len", "8", "--json")
+    assert json.loads(out)["inputs"]["seq_len"] == 8
+
+
+def test_a_config_files_refusal_names_the_file_once(capsys, tmp_path):
+    for text in ('{"rope_theta": 1e400}', '{"rope_theta": 1e-300}', '{"n_layers": 0}', '{"d_model": 64,'):
+        path = tmp_path / "theta.json"
+        path.write_text(text)
+        code, _, err = run(capsys, "analyze", "--config", str(path))
+        assert code == 2 and err.count("theta.json") == 1 and err.startswith(f"error: {path}"), err

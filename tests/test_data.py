@@ -1,4 +1,5 @@
 import pydoc_data.topics
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +27,17 @@ def test_builtin_corpus_is_the_pydoc_help_text():
     assert builtin_corpus() == expected
     assert 300_000 < len(expected) < 1_000_000
     assert b'The "if" statement is used for conditional execution' in builtin_corpus()
+
+
+def test_the_built_in_corpus_is_named_for_what_it_is_wherever_it_is_shown():
+    """A run's data label says what the corpus is, never a bare module name: in the runs'
+    settings, the report and the premeasured results alike."""
+    assert load_builtin().source == "builtin: Python's own help text (pydoc_data.topics)"
+    root = Path(data.__file__).parents[1]
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.json")]):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "pydoc_data" in line and not line.lstrip().startswith(("from ", "import ")):
+                assert "help text" in line, f"{path}:{number}: {line.strip()}"
 
 
 def test_builtin_split_is_fixed_last_tenth_validates():

@@ -3,13 +3,12 @@ reference_attention on the block's own q and k and reproduce its output, the log
 last block is the model's logits, RoPE's score depends only on the offset — and the page opens
 it for every kind of recipe."""
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from apptest_helpers import errors, open_page
+from apptest_helpers import chart_texts, charts, errors, open_page
 
 import llama_lab.ui.inside as ui_inside
 from llama_lab.config import PRESETS
@@ -163,12 +162,10 @@ def test_the_page_opens_a_forward_pass_and_follows_its_controls(monkeypatch):
     monkeypatch.setitem(inside.INSIDE_DEFAULTS, "steps", 2)
     at = open_page(PAGE, {"preset": "seed-demo"}, timeout=180)
     assert not errors(at)
-    assert len(at.get("plotly_chart")) == 6  # attention, rope, offset, residual, lens, final
-    # the chart JSON may escape "·" (plotly ≥ 7 writes \u00b7): read it decoded
-    assert any(
-        "q head 7 · KV head 1" in json.dumps(json.loads(c.proto.spec), ensure_ascii=False)
-        for c in at.get("plotly_chart")
-    )
+    figures = charts(at)
+    assert len(figures) == 6  # attention, rope, offset, residual, lens, final
+    # the attention map's subplot titles, read from the parsed figure
+    assert any("q head 7 · KV head 1" in chart_texts(figure) for figure in figures)
     at.radio(key=P + "arrangement").set_value("post").run()
     at.radio(key=P + "weights").set_value("untrained").run()
     assert not at.exception and not errors(at)

@@ -123,7 +123,13 @@ def test_the_estimate_is_within_15_percent_of_the_measured_peak(T, B, dtype):
 
 @pytest.mark.slow
 def test_at_tiny_batches_the_estimate_still_covers_the_peak():
+    """At B = T = 1 the tensors are nearly all weights, gradients and AdamW's moments, and the
+    library code the first steps fault in (file-backed pages, 21 MB with torch 2.13.0+cpu,
+    101 MB with 2.14.1+cu130) is a visible share of the peak: the estimate counts it
+    (budgets.LIBRARY_PAGES, 32 / 128 MiB) and covers the measured peak, 1.12× and 1.13×
+    there (0.97× on the CUDA build before)."""
     out = _run(PEAK_SCRIPT.format(T=1, B=1, dtype="fp32"))
+    assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert 1.0 <= r["estimate"] / r["measured"] <= 1.3, r
 

@@ -11,6 +11,7 @@ import pandas as pd
 from ..config import LIMITS, MAX_BATCH, ModelConfig
 from ..config.recipes import without_mla
 from ..runtime.hardware import DTYPE_BYTES, GPU
+from ..units import plural
 from .common import check_count, check_seq, checked_gpu
 from .quant import KV_DTYPES, WeightQuant, kv_head_bytes, weights_bytes
 from .shapes import Shapes
@@ -143,7 +144,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
     if cfg.is_mla:
         note = (
             f"MLA caches a latent of {cfg.kv_lora_rank} and a RoPE key of {cfg.qk_rope_head_dim} per "
-            f"layer and token; the MHA, GQA ({g} KV heads) and MQA columns are plain attention with "
+            f"layer and token; the MHA, GQA ({plural(g, 'KV head')}) and MQA columns are plain "
+            f"attention with "
             f"heads of its value width {cfg.v_head_dim} (DeepSeek-V2's Table 1)."
         )
     elif 1 < cfg.n_kv_heads < cfg.n_heads:
@@ -158,7 +160,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
     n_linear = sum(cfg.linear_layer_flags)
     if n_linear:
         note += (
-            f" {n_linear} of {cfg.n_layers} layers are Gated DeltaNet: no per-token cache, a fixed "
+            f" {n_linear} of {plural(cfg.n_layers, 'layer')} {'is' if n_linear == 1 else 'are'} Gated "
+            f"DeltaNet: no per-token cache, a fixed "
             f"state of {state_bytes(cfg, dtype) // n_linear:,} bytes per layer and sequence (the "
             f"convolution's last {cfg.linear_conv_kernel} inputs and the float32 delta-rule state, "
             f"as transformers' cache holds them), counted in the cache's bytes at every length."
@@ -166,7 +169,9 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
     local = sum(cfg.local_layer_flags)
     if local and seq_len > cfg.sliding_window and cfg.chunked_attention:
         note += (
-            f" {local} of {cfg.n_layers} layers attend in chunks of {cfg.sliding_window:,} tokens and hold"
+            f" {local} of {plural(cfg.n_layers, 'layer')} "
+            f"{'attends' if local == 1 else 'attend'} in chunks of {cfg.sliding_window:,} tokens and "
+            f"{'holds' if local == 1 else 'hold'}"
             f" at most one chunk (W slots: the ring writes a new token's K and V before attending;"
             f" transformers' chunked cache keeps W − 1 between steps, as for a sliding window). A token"
             f" at position p attends only the p mod W + 1 keys of its own chunk, so right after a"
@@ -174,7 +179,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
         )
     elif local and seq_len > cfg.sliding_window:
         note += (
-            f" {local} of {cfg.n_layers} layers hold at most their window of {cfg.sliding_window:,} tokens"
+            f" {local} of {plural(cfg.n_layers, 'layer')} {'holds' if local == 1 else 'hold'} at most "
+            f"{'its' if local == 1 else 'their'} window of {cfg.sliding_window:,} tokens"
             f" (W: the preallocated ring writes a new token's K and V before attending; transformers'"
             f" sliding-window cache keeps W − 1 between steps and joins the new token's on the fly:"
             f" both attend the same W keys)."

@@ -12,6 +12,7 @@ import pandas as pd
 from ..config import ModelConfig
 from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES
+from ..units import plural
 from .activations import activation_bytes
 from .common import (
     INT64_BYTES,
@@ -214,7 +215,7 @@ def training_memory(
         name: (math.ceil(value / n_gpus) if name in SHARDED_STATES[sharding] else value)
         for name, value in components.items()
     }
-    notes = [f"batch={batch} sequences per GPU; activations are never sharded"]
+    notes = [f"batch={batch}: {plural(batch, 'sequence')} per GPU; activations are never sharded"]
     if mixed_precision and dtype == "fp32":
         notes.append("dtype fp32: no mixed precision, no master copy")
     if sharding == "none" and n_gpus > 1:

@@ -6,7 +6,7 @@ import math
 
 from ..config import ModelConfig
 from ..runtime.hardware import GPUS
-from ..units import human_bytes, human_count, human_params
+from ..units import human_bytes, human_count, human_params, plural
 from .common import check_seq, checked_dtype_bytes, training_dtype
 from .flash import attention_memory
 from .flops import count_flops
@@ -49,24 +49,27 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
     local = sum(cfg.local_layer_flags)
     if local and cfg.chunked_attention:
         notes.append(
-            f"**Chunked attention** (Llama 4): {local} of {cfg.n_layers} blocks cut the sequence "
+            f"**Chunked attention** (Llama 4): {local} of {plural(cfg.n_layers, 'block')} "
+            f"{'cuts' if local == 1 else 'cut'} the sequence "
             f"into chunks of {cfg.sliding_window:,} positions; a query sees only the earlier keys "
             f"of its own chunk, so their scores cost at most T·W and their cache holds at most W "
             f"tokens"
             + (
-                f"; the other {cfg.n_layers - local} attend every earlier token."
+                f"; the other {cfg.n_layers - local} "
+                f"{'attends' if cfg.n_layers - local == 1 else 'attend'} every earlier token."
                 if local < cfg.n_layers
                 else "."
             )
         )
     elif local:
         notes.append(
-            f"**Sliding window** (sparse attention, Mistral): {local} of {cfg.n_layers} "
-            f"blocks let each query see only its last {cfg.sliding_window:,} keys, so "
+            f"**Sliding window** (sparse attention, Mistral): {local} of {plural(cfg.n_layers, 'block')} "
+            f"{'lets' if local == 1 else 'let'} each query see only its last {cfg.sliding_window:,} keys, so "
             f"their scores cost T·W instead of T² and their KV cache stops growing at "
             f"W tokens"
             + (
-                f"; the other {cfg.n_layers - local} attend every earlier token."
+                f"; the other {cfg.n_layers - local} "
+                f"{'attends' if cfg.n_layers - local == 1 else 'attend'} every earlier token."
                 if local < cfg.n_layers
                 else "."
             )
@@ -87,8 +90,9 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
         pass  # _llama4_notes
     elif cfg.is_moe and cfg.shared_expert_gate:
         notes.append(
-            f"**Gated shared expert** (Qwen3-Next / Qwen3.5): {sum(cfg.moe_layer_flags)} sparse blocks "
-            f"of {cfg.n_experts} experts of {cfg.expert_ffn_hidden:,}, {cfg.experts_per_token} per "
+            f"**Gated shared expert** (Qwen3-Next / Qwen3.5): "
+            f"{plural(sum(cfg.moe_layer_flags), 'sparse block')} of {cfg.n_experts} experts of "
+            f"{cfg.expert_ffn_hidden:,}, {cfg.experts_per_token} per "
             f"token, plus one shared expert as wide that every token passes, scaled by "
             f"σ(w·x) (shared_expert_gate, {cfg.d_model:,} parameters per block); a token uses "
             f"{params.active:,} of {params.total:,} parameters ({params.active / params.total:.1%})."
@@ -98,8 +102,8 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
     elif cfg.is_moe:
         experts = params.detail["experts"]
         notes.append(
-            f"**Mixture of experts** (Mixtral / Qwen3-MoE): {sum(cfg.moe_layer_flags)} "
-            f"sparse blocks of {cfg.n_experts} experts; a router picks "
+            f"**Mixture of experts** (Mixtral / Qwen3-MoE): "
+            f"{plural(sum(cfg.moe_layer_flags), 'sparse block')} of {cfg.n_experts} experts; a router picks "
             f"{cfg.experts_per_token} per token. All experts are weights to store "
             f"({experts / params.total:.0%} of the {params.total:,} parameters); a "
             f"token uses {params.active:,} ({params.active / params.total:.1%})."
@@ -116,13 +120,14 @@ def _hybrid_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
     if n_linear:
         per_block = state_bytes(cfg, "bf16") // n_linear
         notes.append(
-            f"**Gated DeltaNet** (linear attention, Qwen3-Next / Qwen3.5): {n_linear} of {cfg.n_layers} "
-            f"blocks mix tokens with the gated delta rule instead of softmax attention: per value "
+            f"**Gated DeltaNet** (linear attention, Qwen3-Next / Qwen3.5): {n_linear} of "
+            f"{plural(cfg.n_layers, 'block')} {'mixes' if n_linear == 1 else 'mix'} tokens with the "
+            f"gated delta rule instead of softmax attention: per value "
             f"head a {cfg.linear_k_head_dim}×{cfg.linear_v_head_dim} state (×{cfg.linear_v_heads} "
             f"heads) updated per token after a {cfg.linear_conv_kernel}-tap causal convolution, so "
             f"they cache no K or V: {per_block:,} bytes of state per block and sequence at any "
             f"length (bf16 conv inputs, float32 state); the other {cfg.full_attention_layers} "
-            f"attend over the whole context."
+            f"{'attends' if cfg.full_attention_layers == 1 else 'attend'} over the whole context."
         )
     if cfg.attn_output_gate:
         notes.append(
@@ -142,14 +147,15 @@ def _llama4_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
         first = floor - offset  # the first position whose factor is above 1
         at = [(p, 1 + scale * math.log1p((p + offset) // floor)) for p in (first, 8 * floor - offset)]
         which = (
-            f"the {sharpened} NoPE blocks (Llama 4)"
+            (f"the {sharpened} NoPE blocks (Llama 4)" if sharpened > 1 else "the one NoPE block (Llama 4)")
             if cfg.temperature_layer_flags == tuple(not r for r in cfg.rope_layer_flags)
             else "every block (Mistral 4)"
             if sharpened == cfg.n_layers
-            else f"{sharpened} of {cfg.n_layers} blocks"
+            else f"{sharpened} of {plural(cfg.n_layers, 'block')}"
         )
+        multiply = "multiplies" if sharpened == 1 else "multiply"
         notes.append(
-            f"**Attention temperature**: {which} multiply q at position p by 1 + {scale:g}·ln(1 + "
+            f"**Attention temperature**: {which} {multiply} q at position p by 1 + {scale:g}·ln(1 + "
             f"⌊{'(p + 1)' if offset else 'p'} / {floor:,}⌋): 1 before position {first:,}, then "
             f"{at[0][1]:.3f} at {at[0][0]:,}, {at[1][1]:.3f} at {at[1][0]:,} (sharper attention far "
             f"into a long context; no parameters, no FLOPs counted)."
@@ -158,11 +164,16 @@ def _llama4_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
         sparse = sum(cfg.moe_layer_flags)
         dense = cfg.n_layers - sparse
         notes.append(
-            f"**Experts and a shared expert** (Llama 4): {sparse} sparse blocks of {cfg.n_experts} "
+            f"**Experts and a shared expert** (Llama 4): {plural(sparse, 'sparse block')} of {cfg.n_experts} "
             f"experts of {cfg.expert_ffn_hidden:,}; the router picks {cfg.experts_per_token} per token "
             f"and σ(its logit) scales the expert's input (not its output), beside one shared expert "
             f"as wide that every token passes"
-            + (f"; the {dense} dense blocks have an FFN of {cfg.ffn_hidden:,}" if dense else "")
+            + (
+                f"; the {plural(dense, 'dense block')} {'has' if dense == 1 else 'have'} an FFN of "
+                f"{cfg.ffn_hidden:,}"
+                if dense
+                else ""
+            )
             + f". A token uses {params.active:,} of {params.total:,} parameters "
             f"({params.active / params.total:.1%})."
         )
@@ -193,8 +204,10 @@ def _gemma_notes(cfg: ModelConfig, params: ParamCount) -> list[str]:
     local = sum(cfg.local_layer_flags)
     if local and cfg.pos_encoding == "rope" and cfg.rope_local_theta != cfg.rope_theta:
         notes.append(
-            f"**Two RoPE bases**: the {local} windowed blocks rotate with base "
-            f"{cfg.rope_local_theta:,.0f}, the {cfg.n_layers - local} global ones with "
+            f"**Two RoPE bases**: the {plural(local, 'windowed block')} "
+            f"{'rotates' if local == 1 else 'rotate'} with base "
+            f"{cfg.rope_local_theta:,.0f}, the {cfg.n_layers - local} global "
+            f"{'one' if cfg.n_layers - local == 1 else 'ones'} with "
             f"{cfg.rope_theta:,.0f} (Gemma 3's local:global pattern)."
         )
     caps = [f"scores at ±{cfg.attn_softcap:g}"] * bool(cfg.attn_softcap)
@@ -218,8 +231,10 @@ def _rope_and_norm_notes(cfg: ModelConfig) -> list[str]:
     rotated, attending = sum(cfg.rope_layer_flags), cfg.full_attention_layers
     if cfg.pos_encoding == "rope" and rotated < attending:
         notes.append(
-            f"**NoPE blocks** (SmolLM3, Llama 4): {attending - rotated} of {attending} attention blocks "
-            f"attend without RoPE (no position signal but the causal mask); the other {rotated} rotate."
+            f"**NoPE blocks** (SmolLM3, Llama 4): {attending - rotated} of "
+            f"{plural(attending, 'attention block')} {'attends' if attending - rotated == 1 else 'attend'} "
+            f"without RoPE (no position signal but the causal mask); the other {rotated} "
+            f"{'rotates' if rotated == 1 else 'rotate'}."
         )
     if cfg.pos_encoding == "rope" and not cfg.is_mla and cfg.rope_dim < cfg.head_dim:
         notes.append(
@@ -234,7 +249,7 @@ def _gpt_oss_moe_note(cfg: ModelConfig, params: ParamCount) -> str:
     """gpt-oss's expert block, with its share of the parameters and the active count."""
     embedding = params.by_component["embedding"]
     return (
-        f"**gpt-oss experts**: {sum(cfg.moe_layer_flags)} sparse blocks of {cfg.n_experts} "
+        f"**gpt-oss experts**: {plural(sum(cfg.moe_layer_flags), 'sparse block')} of {cfg.n_experts} "
         f"experts; a router with a bias picks {cfg.experts_per_token} per token and weights them by "
         f"the softmax of their {cfg.experts_per_token} logits. Each expert is a SwiGLU with "
         f"biases, clamped at ±{cfg.swiglu_limit:g}: (up + 1) · g·σ({cfg.swiglu_alpha:g}·g). "
@@ -282,8 +297,8 @@ def _deepseek_moe_note(cfg: ModelConfig, params: ParamCount) -> str:
         else ""
     )
     return (
-        f"**DeepSeekMoE**: {sum(flags)} sparse blocks"
-        + (f" after {dense_first} dense ones" if dense_first else "")
+        f"**DeepSeekMoE**: {plural(sum(flags), 'sparse block')}"
+        + (f" after {dense_first} dense {'one' if dense_first == 1 else 'ones'}" if dense_first else "")
         + f"; {cfg.n_experts} routed experts of width {cfg.expert_ffn_hidden}, "
         f"{cfg.experts_per_token} per token{groups},{shared}; {scores}{renorm}, × "
         f"{cfg.routed_scaling:g}. A token uses {params.active:,} of the {params.total:,} "

@@ -15,8 +15,9 @@ import os
 import re
 import stat
 from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import ConfigError
 from .hf import read_hf_dict, text_decoder
@@ -224,7 +225,7 @@ def loads_json(text: str | bytes, source: str = "config", max_chars: int = MAX_C
     Infinity, floats beyond ±1.8e308, integers of more than 20 digits, lone surrogates,
     control characters, duplicate keys and more than 32 levels are refused with a message
     naming ``source``, the key and the rule."""
-    source = _cut_source(source)
+    source = source_label(source)
     if isinstance(text, (bytes, bytearray)):
         text = decode_utf8(bytes(text), source)
     text = text.lstrip("\ufeff")
@@ -254,8 +255,9 @@ def loads_json(text: str | bytes, source: str = "config", max_chars: int = MAX_C
     return data
 
 
-def _cut_source(source: str) -> str:
-    """A file or upload name as a message prefix: controls dropped, at most 200 characters."""
+def source_label(source: str) -> str:
+    """A file or upload name as a message prefix: controls dropped, at most 200 characters.
+    Every refusal of a named file's contents starts with it, once ("theta.json: rope_theta=…")."""
     text = UNPRINTABLE.sub("", str(source))
     return text if len(text) <= 200 else text[:200] + "…"
 
@@ -273,13 +275,26 @@ def load_config_file(path: str | Path) -> tuple[ModelConfig, list[str]]:
     return parse_config_json(read_bounded(path, MAX_CONFIG_BYTES, "config file"), source=str(path))
 
 
-def stored_quant_of(text: str | bytes, source: str = "config") -> StoredQuant | None:
+@contextmanager
+def _named(source: str | None) -> Iterator[None]:
+    """A refusal of a parsed document's values (a field, a key, a rule between them) starts
+    with the file's name, as the parser's own refusals do: the name appears once."""
+    try:
+        yield
+    except ConfigError as exc:
+        if source is not None:
+            exc.args = (f"{source_label(source)}: {exc}",)
+        raise
+
+
+def stored_quant_of(text: str | bytes, source: str | None = None) -> StoredQuant | None:
     """The weights' stored format a Hugging Face config.json declares (its quantization_config),
-    None for ours or an unquantised checkpoint."""
-    data = loads_json(text, source)
+    None for ours or an unquantised checkpoint. A refusal names ``source`` first, when given."""
+    data = loads_json(text, source or "config")
     if not isinstance(data, dict) or not any(key in data for key in HF_MARKERS):
         return None
-    return stored_quant(text_decoder(data)[0])
+    with _named(source):
+        return stored_quant(text_decoder(data)[0])
 
 
 def load_stored_quant(path: str | Path) -> StoredQuant | None:
@@ -287,15 +302,19 @@ def load_stored_quant(path: str | Path) -> StoredQuant | None:
     return stored_quant_of(read_bounded(path, MAX_CONFIG_BYTES, "config file"), source=str(path))
 
 
-def parse_config_json(text: str | bytes, source: str = "config") -> tuple[ModelConfig, list[str]]:
+def parse_config_json(text: str | bytes, source: str | None = None) -> tuple[ModelConfig, list[str]]:
     """Parse our JSON or a HF config.json (text, or an upload's bytes) as data only; notes are
-    capped (MAX_NOTES and one summary)."""
-    data = loads_json(text, source)
+    capped (MAX_NOTES and one summary). With ``source`` (a file or upload name) every refusal
+    starts with it, once; without, the document is called "config"."""
+    data = loads_json(text, source or "config")
     if not isinstance(data, dict):
-        raise ConfigError(f"{_cut_source(source)} must hold a JSON object, got {type(data).__name__}")
-    if any(key in data for key in HF_MARKERS):
-        return read_hf_config(data)
-    return ModelConfig.from_dict(data), []
+        raise ConfigError(
+            f"{source_label(source or 'config')} must hold a JSON object, got {type(data).__name__}"
+        )
+    with _named(source):
+        if any(key in data for key in HF_MARKERS):
+            return read_hf_config(data)
+        return ModelConfig.from_dict(data), []
 
 
 # Keys only a Hugging Face config.json has (none is a ModelConfig field): such a file is read as

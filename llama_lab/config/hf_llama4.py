@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
+from ..units import each_of, plural
 from .bounds import FAMILY_LIMITS
 from .hf_read import Family, _bool, _count, _get, _list
 from .messages import shown
@@ -34,13 +35,15 @@ def _rotated(data: Mapping[str, Any], family: Family, n_layers: int, notes: list
         return [(i + 1) % interval != 0 for i in range(n_layers)]
     if len(flags) < n_layers:
         raise ConfigError(
-            f"no_rope_layers has {len(flags)} entries for {n_layers} layers: Llama4TextAttention "
+            f"no_rope_layers has {plural(len(flags), 'entry', 'entries')} for "
+            f"{plural(n_layers, 'layer')}: Llama4TextAttention "
             f"reads no_rope_layers[layer_idx] for every layer (IndexError)",
             field="no_rope_layers",
         )
     if len(flags) > n_layers:
         notes.append(
-            f"no_rope_layers has {len(flags)} entries for {n_layers} layers: the rest are never read"
+            f"no_rope_layers has {plural(len(flags), 'entry', 'entries')} for {plural(n_layers, 'layer')}: "
+            f"the rest are never read"
         )
     return [bool(flag) for flag in flags[:n_layers]]
 
@@ -55,8 +58,8 @@ def _chunked(data: Mapping[str, Any], family: Family, rotated: list[bool]) -> tu
         return (chunk or 0), ([i for i, rope in enumerate(rotated) if rope] if chunk is not None else [])
     if set(layer_types) - set(CHUNK_KINDS) or len(layer_types) != n_layers:
         raise ConfigError(
-            f"layer_types must name 'chunked_attention' or 'full_attention' for each of the "
-            f"{n_layers} layers (the two masks Llama4TextModel builds)",
+            f"layer_types must name 'chunked_attention' or 'full_attention' for "
+            f"{each_of(n_layers, 'layer')} (the two masks Llama4TextModel builds)",
             field="layer_types",
         )
     chunked = [i for i, kind in enumerate(layer_types) if kind == "chunked_attention"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
+from ..units import each_of
 from .hf_read import Family, _bool, _count, _get, _list
 from .hf_rope_variants import _layer_list, _partial_rotary
 from .messages import shown
@@ -40,9 +41,9 @@ def _linear_layers(data: Mapping[str, Any], family: Family, n_layers: int) -> li
         return [i for i in range(n_layers) if (i + 1) % interval]
     if set(layer_types) - set(LINEAR_KINDS) or len(layer_types) != n_layers:
         raise ConfigError(
-            f"layer_types must name 'linear_attention' or 'full_attention' for each of the "
-            f"{n_layers} layers ({family.architecture} builds a Gated DeltaNet or a gated attention "
-            f"block from each)",
+            f"layer_types must name 'linear_attention' or 'full_attention' for "
+            f"{each_of(n_layers, 'layer')} ({family.architecture} builds a Gated DeltaNet or a "
+            f"gated attention block from each)",
             field="layer_types",
         )
     return [i for i, kind in enumerate(layer_types) if kind == "linear_attention"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigError
+from ..units import each_of
 from .messages import check_int, cut, shown
 
 # What each family's transformers model reads and its config class's defaults, generated from
@@ -100,8 +101,7 @@ def _layer_types(data: Mapping[str, Any], family: Family, n_layers: int) -> list
     layer_types = _list(data, family, "layer_types", str)
     if layer_types is not None and (set(layer_types) - set(LAYER_KINDS) or len(layer_types) != n_layers):
         raise ConfigError(
-            f"layer_types must name 'full_attention' or 'sliding_attention' for "
-            f"each of the {n_layers} layers",
+            f"layer_types must name 'full_attention' or 'sliding_attention' for {each_of(n_layers, 'layer')}",
             field="layer_types",
         )
     return layer_types

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import ConfigError
+from ..units import plural
 from .bounds import FAMILY_LIMITS
 from .hf_read import (
     Family,
@@ -108,13 +109,15 @@ def _smollm3(data: Mapping[str, Any], family: Family, n_layers: int, notes: list
     else:
         if len(rope) < n_layers:
             raise ConfigError(
-                f"no_rope_layers has {len(rope)} entries for {n_layers} layers: SmolLM3Attention "
+                f"no_rope_layers has {plural(len(rope), 'entry', 'entries')} for "
+                f"{plural(n_layers, 'layer')}: SmolLM3Attention "
                 f"reads no_rope_layers[layer_idx] for every layer (IndexError)",
                 field="no_rope_layers",
             )
         if len(rope) > n_layers:
             notes.append(
-                f"no_rope_layers has {len(rope)} entries for {n_layers} layers: the entries after "
+                f"no_rope_layers has {plural(len(rope), 'entry', 'entries')} for "
+                f"{plural(n_layers, 'layer')}: the entries after "
                 f"the last layer are never read; ignored"
             )
         given = data.get("no_rope_layer_interval")

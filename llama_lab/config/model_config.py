@@ -71,6 +71,16 @@ def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
     return tuple(i in chosen for i in range(n_layers))
 
 
+# RoPE's base θ sets the frequencies θ^(-2i/d), computed in float32: a base float32 cannot hold
+# (1e-300 is 0 there, so θ^(-2i/d) is infinite: the angles, the scores and the loss become NaN
+# before any update) is refused. Every published model uses 10,000 or more.
+FLOAT32_TINY, FLOAT32_MAX = 1.1754943508222875e-38, 3.4028234663852886e38
+ROPE_BASE_RULE = (
+    "must lie in float32's range (1.2e-38 to 3.4e38): RoPE's frequencies base^(-2i/d) are computed in "
+    "float32, and a base it cannot hold makes them infinite and the loss NaN"
+)
+
+
 # Fields whose default is derived from others (None = derive). ``replace`` keeps a derived value
 # following its source: a config whose head_dim is d_model / n_heads keeps that rule when
 # d_model changes; one whose biases follow ``bias`` keeps following it.
@@ -289,6 +299,8 @@ class ModelConfig:
             raise ConfigError(
                 f"{name}={messages.shown(value)} is beyond the range of a float (±1.8e308)", field=name
             )
+        if name in ("rope_theta", "rope_local_theta") and not FLOAT32_TINY <= value <= FLOAT32_MAX:
+            raise ConfigError(f"{name}={value} {ROPE_BASE_RULE}", field=name)
         if not math.isfinite(value) or value < 0 or (value == 0 and zero is None):
             rule = f"≥ 0 ({zero})" if zero else "> 0"
             raise ConfigError(f"{name}={value} must be a finite number {rule}", field=name)

@@ -108,7 +108,8 @@ def decode_benchmark(
         raise ExperimentError(f"new_tokens={new_tokens} must be at least 1")
     if context_lens[-1] + new_tokens > cfg.max_seq_len:
         raise ExperimentError(
-            f"context {context_lens[-1]} + {new_tokens} new tokens exceeds max_seq_len={cfg.max_seq_len}"
+            f"context {context_lens[-1]} + {plural(new_tokens, 'new token')} exceeds "
+            f"max_seq_len={cfg.max_seq_len}"
         )
     check_sizes(cfg, context_lens[-1], batch)
     dev = pick_device(device)
@@ -242,7 +243,8 @@ def decode_figure(bench: DecodeBench) -> go.Figure:
     fig.update_annotations(font_size=12)
     return layout_figure(
         fig,
-        f"KV-cache decoding on {bench.device}, {bench.dtype}, B={bench.batch}, {bench.new_tokens} new tokens",
+        f"KV-cache decoding on {bench.device}, {bench.dtype}, B={bench.batch}, "
+        f"{plural(bench.new_tokens, 'new token')}",
         height=400,
     )
 

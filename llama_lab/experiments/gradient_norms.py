@@ -24,7 +24,7 @@ from ..train.budgets import check_sizes, random_batch, training_bytes_needed
 from ..train.data import TokenData
 from ..train.measure import layer_grad_norms, norm_of
 from ..train.step import next_token_loss
-from ..units import Progress, plain, plain_fields
+from ..units import Progress, plain, plain_fields, plural
 from .registry import ExperimentKind, register
 from .seeds import band, median_list, median_of, over_seeds
 
@@ -394,7 +394,7 @@ def gradnorm_profile(result: GradNormSeeds) -> go.Figure:
     )
     return layout_figure(
         fig,
-        f"Gradient norms at initialisation, {n_layers} blocks, "
+        f"Gradient norms at initialisation, {plural(n_layers, 'block')}, "
         f"B={result.batch}, T={result.seq_len}, {result.data} ({seeds})",
         height=440,
     )

@@ -26,7 +26,7 @@ from ..model import CausalLM, KVCache, build_model
 from ..runtime.devices import pick_device
 from ..train.data import TokenData, decode_tokens, load_builtin
 from ..train.loop import TrainSettings, train
-from ..units import Progress, sub_progress
+from ..units import Progress, plural, sub_progress
 from .registry import ExperimentKind, register
 
 # The default pair: the seed demo's recipe, a 4-block target of width 128 and a 1-block draft of
@@ -371,7 +371,7 @@ def speculative_figure(run: SpeculativeRun) -> go.Figure:
     fig.add_hline(y=1.0, line=dict(color="#7f7f7f", dash="dot"))
     return layout_figure(
         fig,
-        f"Speculative decoding, γ={run.gamma}, {run.new_tokens} tokens: measured vs predicted",
+        f"Speculative decoding, γ={run.gamma}, {plural(run.new_tokens, 'token')}: measured vs predicted",
         height=420,
     )
 

@@ -16,7 +16,7 @@ from ..config import ModelConfig, arrangement
 from ..figures.common import Figure, Table
 from ..train.data import TokenData
 from ..train.loop import TrainSettings
-from ..units import Progress, plain, significant
+from ..units import Progress, plain, plural, significant
 from .registry import ExperimentKind, register
 from .seeds import median_of
 from .training import RunSpec, SeedRuns, compare_runs_over_seeds, run_figures, run_tables
@@ -97,13 +97,13 @@ class WarmupContrast:
         cfg = next(iter(self.runs.comparisons[0].runs.values())).config
         return (
             f"With {cfg['norm_type']}, {cfg['init']} init, d={cfg['d_model']}, "
-            f"{cfg['n_layers']} blocks, at lr {self.lr:g} over {self.steps} steps "
-            f"({v['seeds']} seeds), the final "
+            f"{plural(cfg['n_layers'], 'block')}, at lr {self.lr:g} over {plural(self.steps, 'step')} "
+            f"({plural(v['seeds'], 'seed')}), the final "
             f"validation loss (median) is {med['post_no_warmup']} for Post-LN without "
-            f"warmup, {med['post_warmup']} with {self.warmup_steps} warmup steps and "
+            f"warmup, {med['post_warmup']} with {plural(self.warmup_steps, 'warmup step')} and "
             f"{med['pre_no_warmup']} for Pre-LN without warmup; diverged: {div}. Warmup "
             f"helped Post-LN by more than {MARGIN_NATS} nats in "
-            f"{v['post_needs_warmup_seeds']} of {v['seeds']} seeds, and Pre-LN without "
+            f"{v['post_needs_warmup_seeds']} of {plural(v['seeds'], 'seed')}, and Pre-LN without "
             f"warmup did as well as Post-LN with it in {v['pre_fine_seeds']} of "
             f"{v['seeds']} (the row needs {v['needed']} of each)."
         )

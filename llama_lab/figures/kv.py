@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from .. import analysis
 from ..config import LIMITS, ModelConfig
 from ..runtime.hardware import GPU
+from ..units import plural
 from .common import ATTENTION_COLORS, GIB, GROUP_PALETTE, display_frame, layout_figure, mark, sweep_lengths
 
 KV_CONTEXT_FLOOR = 32_768  # the cache-vs-context chart reaches at least this context
@@ -121,7 +122,7 @@ def kv_memory_vs_context(frame: pd.DataFrame, gpu: GPU | None = None) -> go.Figu
                 x=part.context_len,
                 y=part.total_bytes / GIB,
                 mode="lines",
-                name=f"{kind.upper()} ({g} KV heads)",
+                name=f"{kind.upper()} ({plural(g, 'KV head')})",
                 line=dict(color=ATTENTION_COLORS.get(kind)),
                 customdata=part.kv_cache_bytes / GIB,
                 hovertemplate="T=%{x:,}: %{y:.2f} GiB total, KV %{customdata:.2f} GiB<extra></extra>",
@@ -190,7 +191,11 @@ def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go
         )
     )
     kind = "MHA" if n_kv_heads == n_heads else ("MQA" if n_kv_heads == 1 else "GQA")
-    title = f"{kind}: {n_heads} query heads share {n_kv_heads} KV heads ({n_rep} per KV head)"
+    share = "shares" if n_heads == 1 else "share"
+    title = (
+        f"{kind}: {plural(n_heads, 'query head')} {share} {plural(n_kv_heads, 'KV head')} "
+        f"({n_rep} per KV head)"
+    )
     if shown_q < n_heads:
         title += f" — first {shown_q} query heads shown"
     fig.update_xaxes(visible=False)

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from .. import analysis
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
+from ..units import plural
 from .common import ATTENTION_COLORS, layout_figure
 
 ROOFLINE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batches the decode roofline is drawn at
@@ -78,7 +79,7 @@ def roofline_figure(points: pd.DataFrame, gpu: GPU) -> go.Figure:
                 x=part.arithmetic_intensity,
                 y=part.achieved_flops_per_s,
                 mode="markers+lines",
-                name=f"{kind.upper()} ({g} KV heads)",
+                name=f"{kind.upper()} ({plural(g, 'KV head')})",
                 marker=dict(size=9),
                 line=dict(color=ATTENTION_COLORS.get(kind), dash="dot"),
                 customdata=part[["batch", "tokens_per_s", "bound"]].values,

@@ -41,6 +41,7 @@ from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_fi
 from ..runtime.devices import device_name, pick_device
 from ..runtime.hardware import GPU, GPUS
 from ..seed import SEED_SOURCE, architecture_comparison, claims_frame, seed_claims
+from ..units import plural
 
 ZERO_GPUS = 8  # data-parallel width of the ZeRO / FSDP table
 
@@ -344,7 +345,7 @@ def _analysis_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
             "memory_training",
             f"Training memory per GPU, AdamW, {compute} "
             f"({'mixed precision' if compute != 'fp32' else 'fp32'}), "
-            f"{batch} sequences of {seq_len:,} per GPU",
+            f"{plural(batch, 'sequence')} of {seq_len:,} per GPU",
             "Memory",
             _training_table(cfg, seq_len, batch, compute),
             f"ZeRO stages and FSDP across {ZERO_GPUS} GPUs (Rajbhandari et al. 2020); "
@@ -524,7 +525,7 @@ def _ran_on(entry: ExperimentEntry) -> str:
     if entry.config is not None:
         c = entry.config
         ran_on = (
-            f"Ran on d={c.d_model}, {c.n_layers} layers, {c.n_heads} heads / "
+            f"Ran on d={c.d_model}, {plural(c.n_layers, 'layer')}, {plural(c.n_heads, 'head')} / "
             f"{c.n_kv_heads} KV, vocab {c.vocab_size}, {c.norm_position}-norm "
             f"{c.norm_type}, {c.ffn_type} FFN {c.ffn_hidden}. "
         )

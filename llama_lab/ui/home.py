@@ -7,7 +7,7 @@ import streamlit as st
 
 from ..analysis import derive
 from ..analysis.summary import family_notes
-from ..units import escape_markdown, human_bytes, human_count, human_params
+from ..units import escape_markdown, human_bytes, human_count, human_params, plural
 from .cached import flop_count, kv_report, param_count
 from .derivations import derived_metric
 from .pages import PAGES
@@ -40,7 +40,7 @@ def current_model(selection: Selection, prefix: str) -> None:
         f"{cfg.n_heads:,} q / {cfg.n_kv_heads:,} kv heads",
         delta_color="off",
         delta_arrow="off",
-        help=f"head_dim {cfg.head_dim}; {cfg.n_rep} query heads per KV head",
+        help=f"head_dim {cfg.head_dim}; {plural(cfg.n_rep, 'query head')} per KV head",
     )
     derived_metric(
         cols[2],
@@ -48,7 +48,8 @@ def current_model(selection: Selection, prefix: str) -> None:
         human_bytes(kv.bytes_per_token),
         derive.kv_bytes_per_token(cfg, selection.kv_format),
         prefix + "kv",
-        help=f"{kv.bytes_per_token:,} bytes: all {cfg.n_layers} layers, K and V; "
+        help=f"{kv.bytes_per_token:,} bytes: {'all ' if cfg.n_layers > 1 else ''}"
+        f"{plural(cfg.n_layers, 'layer')}, K and V; "
         f"{human_bytes(kv.bytes)} for B={B} × T={T:,}",
     )
     derived_metric(
@@ -66,7 +67,7 @@ def _shape(selection: Selection) -> None:
     """The model's shape in a line, its family's notes and its KV bytes per token written out."""
     cfg = selection.cfg
     st.caption(
-        f"{cfg.n_layers} layers × d={cfg.d_model:,}, FFN {cfg.ffn_type} {cfg.ffn_hidden:,}, "
+        f"{plural(cfg.n_layers, 'layer')} × d={cfg.d_model:,}, FFN {cfg.ffn_type} {cfg.ffn_hidden:,}, "
         f"vocab {cfg.vocab_size:,}, {cfg.norm_position}-norm {cfg.norm_type}, "
         f"{cfg.pos_encoding} positions, max_seq_len {cfg.max_seq_len:,}"
         + (", LLaMA-style" if cfg.is_llama_style else "")

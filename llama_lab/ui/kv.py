@@ -57,7 +57,7 @@ def kv_formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> No
     st.caption(
         f"Cache at B×T: {kv.bytes:,} bytes"
         + (
-            f" — {sum(cfg.local_layer_flags)} sliding-window layers hold at most "
+            f" — {plural(local, 'sliding-window layer')} {'holds' if local == 1 else 'hold'} at most "
             f"{cfg.sliding_window:,} tokens each, so the cache grows more slowly past W "
             f"(the curve below bends there)."
             if any(cfg.local_layer_flags)
@@ -113,14 +113,17 @@ def linear_attention_section(selection: Selection) -> None:
     cfg, B, kv_dtype = selection.cfg, selection.batch, selection.kv_format
     n_linear = sum(cfg.linear_layer_flags)
     per_block = linear_state_bytes(cfg, kv_dtype)
-    st.subheader(f"Linear attention: {n_linear} Gated DeltaNet blocks hold a state, not a cache")
+    holds = "holds" if n_linear == 1 else "hold"
+    st.subheader(f"Linear attention: {plural(n_linear, 'Gated DeltaNet block')} {holds} a state, not a cache")
     st.markdown(
         f"A Gated DeltaNet block keeps, per sequence, its convolution's last {cfg.linear_conv_kernel} "
-        f"inputs ({per_block['conv']:,} bytes) and the delta rule's state, {cfg.linear_v_heads} "
-        f"value heads of {cfg.linear_k_head_dim}×{cfg.linear_v_head_dim} in float32 "
+        f"inputs ({per_block['conv']:,} bytes) and the delta rule's state, "
+        f"{plural(cfg.linear_v_heads, 'value head')} of {cfg.linear_k_head_dim}×{cfg.linear_v_head_dim} "
+        f"in float32 "
         f"({per_block['recurrent']:,} bytes), at any context length — as transformers' cache holds "
         f"them (the convolution needs only {cfg.linear_conv_kernel - 1} between steps; FLA and vLLM "
-        f"keep that many). Only the {cfg.full_attention_layers} attention blocks grow, "
+        f"keep that many). Only the {plural(cfg.full_attention_layers, 'attention block')} "
+        f"{'grows' if cfg.full_attention_layers == 1 else 'grow'}, "
         f"{kv_cache_bytes_per_token(cfg, kv_dtype):,} bytes per token."
     )
     crossover = hybrid_crossover(cfg, kv_dtype)
@@ -128,7 +131,7 @@ def linear_attention_section(selection: Selection) -> None:
     show_table(hybrid_cache_frame(cfg, tuple(contexts), B, kv_dtype), width="stretch")
     st.caption(
         f"B = {B}, KV at {kv_dtype}. 'all blocks attention': the same model with every block "
-        f"attending with {cfg.n_kv_heads} KV heads of {cfg.head_dim}. The hybrid's cache is "
+        f"attending with {plural(cfg.n_kv_heads, 'KV head')} of {cfg.head_dim}. The hybrid's cache is "
         f"smaller from T = {crossover:,} on (its fixed state outweighs the K and V it saves below that)."
     )
 
@@ -184,7 +187,7 @@ def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
     elif current.max_context_at_batch == 0:
         st.warning(
             f"This model's weights fit in {gpu.name}, but not one token of KV cache for "
-            f"B={B} sequences next to them."
+            f"B = {plural(B, 'sequence')} next to them."
         )
     st.caption(
         kv_report(cfg, T, B, kv_dtype).note

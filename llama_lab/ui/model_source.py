@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ..config import PRESETS, parse_config_json
-from ..config.files import stored_quant_of
+from ..config.files import source_label, stored_quant_of
 from ..config.hf import TEXT_DECODER
 from ..errors import LabError
 from .state import (
@@ -82,13 +82,11 @@ def _on_upload() -> None:
         cfg, notes = parse_config_json(text, source=uploaded.name)
         stored = stored_quant_of(text, source=uploaded.name)  # read (and checked) just above
     except UnicodeDecodeError:
-        state[KEY_UPLOAD_ERROR] = f"{uploaded.name} is not UTF-8 text"
+        state[KEY_UPLOAD_ERROR] = f"{source_label(uploaded.name)} is not UTF-8 text"
         return
-    except LabError as exc:  # the message names the file itself where the reader knew it
-        message = str(exc)
-        state[KEY_UPLOAD_ERROR] = (
-            message if message.startswith(uploaded.name) else f"{uploaded.name}: {message}"
-        )
+    except LabError as exc:  # the readers start every refusal with the file's name, once
+        message, name = str(exc), source_label(uploaded.name)
+        state[KEY_UPLOAD_ERROR] = message if message.startswith(name) else f"{name}: {message}"
         return
     _drop_file_format(state)  # the file declares its own stored format, or none
     if stored is not None:  # the weights are counted as the file stores them (another stays a choice)
@@ -97,7 +95,7 @@ def _on_upload() -> None:
         state[KEY_PRESET], cfg, batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
     )  # T: max_seq_len
     _load_values(values)
-    state[KEY_UPLOAD_NOTES] = [f"{uploaded.name}: {note}" for note in notes]
+    state[KEY_UPLOAD_NOTES] = [f"{source_label(uploaded.name)}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
     data = json.loads(text)  # valid: it was just read
     name = model_name(_name_in(data) or _file_and_family(uploaded.name, data))[0]

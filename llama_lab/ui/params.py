@@ -107,12 +107,18 @@ def block_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
     T, B = seq_len, batch
     flags, shown = cfg.moe_layer_flags, typical_block(cfg)
     alike = flags.count(flags[shown])
-    which = (
-        f"All {cfg.n_layers} blocks are identical."
-        if alike == cfg.n_layers
-        else f"Block {shown}, one of the {alike} {'sparse' if flags[shown] else 'dense'} blocks (the other "
-        f"{cfg.n_layers - alike} are {'dense' if flags[shown] else 'sparse'})."
-    )
+    kind, other = ("sparse", "dense") if flags[shown] else ("dense", "sparse")
+    rest = cfg.n_layers - alike
+    if cfg.n_layers == 1:
+        which = "The model has one block."
+    elif alike == cfg.n_layers:
+        which = f"All {cfg.n_layers} blocks are identical."
+    else:
+        which = (
+            f"Block {shown}, one of the {alike} {kind} blocks"
+            if alike > 1
+            else f"Block {shown}, the one {kind} block"
+        ) + (f" (the other {rest} are {other})." if rest > 1 else f" (the other one is {other}).")
     total = (
         f"{cfg.n_layers} × the column + lm_head = the forward total."
         if alike == cfg.n_layers
