@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from .cli_args import build_parser
+from .cli_predict import cmd_predict, cmd_validate
 from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 from .errors import LabError
 from .report.formats import check_output, write_atomically
@@ -33,6 +34,11 @@ def resolve_config(args: argparse.Namespace) -> tuple[ModelConfig, list[str]]:
 
 def _emit(obj: Any, as_json: bool, text: str) -> None:
     print(json_line(obj) if as_json else strip_control(text))
+
+
+def _emit_pair(answer: tuple[Any, str], as_json: bool) -> None:
+    """A command's (JSON object, text) answer, as --json asks."""
+    _emit(answer[0], as_json, answer[1])
 
 
 def check_budget(args, cfg: ModelConfig, passes: float, what: str) -> None:
@@ -332,11 +338,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("presets", "speculate"):  # no model config
             (cmd_presets if args.command == "presets" else cmd_speculate)(args)
             return 0
+        if args.command == "validate":
+            _emit_pair(cmd_validate(args), args.json)
+            return 0
         cfg, notes = resolve_config(args)
         for note in notes:
             print(strip_control(f"note: {note}"), file=sys.stderr)
         with allocation_failures_refused(f"python -m llama_lab {args.command}"):
-            COMMANDS[args.command](args, cfg, notes)
+            if args.command == "predict":
+                _emit_pair(cmd_predict(args, cfg), args.json)
+            else:
+                COMMANDS[args.command](args, cfg, notes)
         return 0
     except SystemExit as exc:  # --help
         return int(exc.code or 0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from .analysis.common import TRAINING_DTYPES
 from .analysis.quant import KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES
 from .analysis.speculative import MAX_GAMMA
+from .cli_predict import add_parsers as add_predict_parsers
 from .config import PRESETS
 from .errors import LabError
 from .report.formats import FORMATS
@@ -215,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_quantize_parser(sub)
     _add_parallel_parsers(sub)
+    add_predict_parsers(sub, _add_config_args, _positive_int)
 
     p = sub.add_parser("report", help="the app's full report")
     _add_config_args(p)

@@ -1,0 +1,108 @@
+"""``python -m llama_lab predict decode|train`` and ``validate``: predicted times against public
+measurements (llama_lab.validation). Their arguments and their commands."""
+
+from __future__ import annotations
+
+import argparse
+
+from .analysis.common import TRAINING_DTYPES
+from .config import ModelConfig
+from .runtime.hardware import GPUS
+
+
+def add_parsers(sub, add_config_args, positive_int) -> None:
+    """The ``predict`` (with its two kinds) and ``validate`` subcommands."""
+    p = sub.add_parser("predict", help="a workload's time: the roofline bound and the calibrated estimate")
+    kinds = p.add_subparsers(dest="predict_kind", required=True, parser_class=type(p))
+    gpu_help = f"one of: {', '.join(GPUS)} (case and spaces free, e.g. h100-80gb)"
+
+    d = kinds.add_parser("decode", help="generated tokens per second summed over the batch")
+    add_config_args(d)
+    d.add_argument("--gpu", required=True, help=gpu_help)
+    d.add_argument("--gpus", type=positive_int, default=1, help="GPUs of one tensor-parallel group")
+    d.add_argument("--tp", type=positive_int, default=None, help="tensor-parallel ranks (default --gpus)")
+    d.add_argument("--batch", type=positive_int, default=1)
+    d.add_argument("--prompt-len", type=positive_int, default=128)
+    d.add_argument("--new-tokens", type=positive_int, default=128)
+    d.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), default="bf16")
+    d.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8", "int8"), default="bf16")
+
+    t = kinds.add_parser("train", help="training tokens per second per GPU and MFU of a layout")
+    add_config_args(t)
+    t.add_argument("--gpu", required=True, help=gpu_help)
+    t.add_argument("--gpus", type=positive_int, required=True)
+    t.add_argument("--tp", type=positive_int, default=1)
+    t.add_argument("--pp", type=positive_int, default=1)
+    t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
+    t.add_argument("--seq-len", type=positive_int, default=None, help="default: the model's max_seq_len")
+    t.add_argument("--micro-batch", type=positive_int, default=1)
+    t.add_argument("--micro-batches", type=positive_int, default=None)
+    t.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    t.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
+    t.add_argument("--sequence-parallel", action="store_true")
+
+    v = sub.add_parser("validate", help="every public measurement against the prediction, with errors")
+    v.add_argument(
+        "--kind", choices=("decode_bs1", "decode_batched", "prefill", "train", "memory", "kv_capacity")
+    )
+    v.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def _band(values: dict, unit: str) -> str:
+    return (
+        f"bound {values['bound']:,.4g} {unit}, estimate {values['estimate']:,.4g} "
+        f"({values['low']:,.4g}–{values['high']:,.4g})"
+    )
+
+
+def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
+    """The prediction as JSON and as one line of text."""
+    from .analysis.parallel import Layout
+    from .validation.predict import find_gpu, predict_decode, predict_train
+
+    gpu = find_gpu(args.gpu)
+    if args.predict_kind == "decode":
+        workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
+        r = predict_decode(cfg, gpu, args.gpus, args.tp, *workload)
+        return r, f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}"
+    layout = Layout(
+        args.gpus,
+        args.tp,
+        args.pp,
+        args.zero,
+        args.sequence_parallel,
+        args.recompute,
+        args.micro_batch,
+        args.micro_batches or 0,
+        "1f1b",
+        1,
+    )
+    r = predict_train(cfg, gpu, layout, args.seq_len or cfg.max_seq_len, args.dtype)
+    fits = "fits" if r["fits"] else "does NOT fit"
+    return r, (
+        f"{r['layout']} on {gpu.name}: {_band(r['tokens_per_s_per_gpu'], 'tokens/s per GPU')}; MFU "
+        f"estimate {r['mfu']['estimate']:.1%}; {r['per_gpu_bytes'] / 2**30:,.1f} GiB per GPU {fits}"
+    )
+
+
+def cmd_validate(args: argparse.Namespace) -> tuple[dict, str]:
+    from .validation import validate
+
+    r = validate(args.kind)
+    lines = [f"{'row':50s} {'half':8s} {'measured':>10s} {'bound':>10s} {'estimate':>10s} {'error':>7s}"]
+    for row in r["rows"]:
+        if row["estimate"] is None:
+            why = row["not_predicted"]
+            lines.append(f"{row['id']:50s} {row['half']:8s} {row['measured']:10.4g}  not predicted: {why}")
+            continue
+        lines.append(
+            f"{row['id']:50s} {row['half']:8s} {row['measured']:10.4g} {row['bound']:10.4g} "
+            f"{row['estimate']:10.4g} {row['rel_error']:+7.1%}"
+        )
+    for kind, s in r["summary"].items():
+        held = s["held_out_median_abs_error"]
+        lines.append(
+            f"{kind}: {s['predicted']} of {s['n']} rows predicted; held-out median |error| "
+            + ("—" if held is None else f"{held:.1%}, worst {s['held_out_max_abs_error']:.1%}")
+        )
+    return r, "\n".join(lines)

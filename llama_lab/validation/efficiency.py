@@ -1,0 +1,126 @@
+"""Time predictions: the roofline **bound** from LLaMA Lab's exact FLOPs and bytes and the GPU's
+data sheet, and a calibrated **estimate** from a few named efficiency parameters.
+
+Decode (one token per sequence per step): the step reads the weights in their stored format and
+the KV cache (``analysis.roofline``); over ``tp`` GPUs each reads its share. The estimate divides
+the memory time by the fraction of HBM bandwidth the weight format's kernels reach
+(``decode_bw``), the compute time by ``matmul``, and adds a fixed cost per block per step
+(``layer_s``: kernel launches and synchronisation) and, under tensor parallelism, a per-block
+all-reduce latency (``tp_layer_s``). Prefill: the larger of compute at ``matmul`` × peak and
+memory at the 16-bit bandwidth share, plus a fixed floor (``prefill_floor_s``). Training: the
+matmul peak over the FLOPs per token (3 × the causal forward, one forward more under full
+recomputation) bounds tokens/s per GPU; the estimate is ``train_bf16`` (or ``train_fp8`` for
+runs whose matmuls are fp8, measured against the bf16 peak) of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..analysis import count_flops, roofline
+from ..config import ModelConfig
+from ..runtime.hardware import GPU
+
+PARAMS_FILE = Path(__file__).with_name("efficiency.json")
+FORMAT_CLASS = {"bf16": "16-bit", "fp16": "16-bit", "fp8": "8-bit", "int8": "8-bit", "int4": "4-bit"}
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The named parameters of the estimate (defaults: before any fit)."""
+
+    decode_bw: dict[str, float] = field(default_factory=lambda: {"16-bit": 0.8, "8-bit": 0.6, "4-bit": 0.5})
+    matmul: float = 0.6  # share of the matmul peak prefill reaches
+    layer_s: float = 10e-6  # per block per decode step
+    tp_layer_s: float = 20e-6  # per block per decode step, added under tensor parallelism
+    prefill_floor_s: float = 5e-3
+    train_bf16: float = 0.4  # MFU of bf16 training against the bf16 peak
+    train_fp8: float = 0.5  # the same for fp8 matmuls, against the bf16 peak
+
+    MEANING = {
+        "decode_bw": "share of HBM bandwidth a decode step reaches, per weight format",
+        "matmul": "share of the bf16 matmul peak prefill reaches",
+        "layer_s": "seconds per block per decode step (launches, synchronisation)",
+        "tp_layer_s": "seconds per block per decode step added by tensor parallelism (all-reduces)",
+        "prefill_floor_s": "fixed seconds of a prefill (scheduling, launch, the first token)",
+        "train_bf16": "MFU of bf16 training (causal FLOPs, against the bf16 peak)",
+        "train_fp8": "the same with fp8 matmuls (against the bf16 peak)",
+    }
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def load(cls) -> "Efficiency":
+        """The fitted parameters (``tools/fit_efficiency.py``), or the defaults before a fit."""
+        if not PARAMS_FILE.exists():
+            return cls()
+        return cls(**json.loads(PARAMS_FILE.read_text())["parameters"])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    bound: float  # the roofline's (the best the hardware allows)
+    estimate: float  # with the efficiency parameters
+
+
+def decode_step(
+    cfg: ModelConfig,
+    gpu: GPU,
+    batch: int,
+    context: int,
+    weights: str,
+    kv: str,
+    tp: int,
+    eff: Efficiency,
+) -> Prediction:
+    """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs."""
+    r = roofline(cfg, gpu, batch, context, "bf16", "decode", weights, kv)
+    bound = max(r.compute_time_s, r.memory_time_s) / tp
+    share = eff.decode_bw[FORMAT_CLASS[weights]]
+    fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
+    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) / tp + fixed)
+
+
+def decode_tokens_per_s(
+    cfg: ModelConfig,
+    gpu: GPU,
+    batch: int,
+    prompt_len: int,
+    new_tokens: int,
+    weights: str,
+    kv: str,
+    tp: int,
+    eff: Efficiency,
+) -> Prediction:
+    """Generated tokens per second summed over the batch, at the generation's mean context."""
+    context = max(1, prompt_len + new_tokens // 2)
+    step = decode_step(cfg, gpu, batch, context, weights, kv, tp, eff)
+    return Prediction(batch / step.bound, batch / step.estimate)
+
+
+def prefill_seconds(
+    cfg: ModelConfig, gpu: GPU, batch: int, prompt_len: int, weights: str, tp: int, eff: Efficiency
+) -> Prediction:
+    """Seconds to process ``batch`` prompts of ``prompt_len`` tokens (time to the first token)."""
+    r = roofline(cfg, gpu, batch, prompt_len, "bf16", "prefill", weights)
+    bound = max(r.compute_time_s, r.memory_time_s) / tp
+    share = eff.decode_bw["16-bit"]
+    return Prediction(
+        bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) / tp + eff.prefill_floor_s
+    )
+
+
+def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None) -> float:
+    """Training FLOPs per token: 3 × the causal forward (+ one forward under full recomputation)."""
+    forward = count_flops(cfg, seq_len, 1).forward_causal / seq_len
+    return (4 if recompute == "full" else 3) * forward
+
+
+def train_tokens_per_s_per_gpu(
+    cfg: ModelConfig, gpu: GPU, seq_len: int, recompute: str | None, fp8: bool, eff: Efficiency
+) -> Prediction:
+    bound = gpu.peak_bf16_flops / train_flops_per_token(cfg, seq_len, recompute)
+    return Prediction(bound, bound * (eff.train_fp8 if fp8 else eff.train_bf16))

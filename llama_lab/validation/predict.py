@@ -1,0 +1,116 @@
+"""``predict decode|train``: one workload's time, as the roofline bound and the calibrated
+estimate with an interval from the held-out errors of its kind (measured = estimate / (1 + e)
+for each held-out row's error e: the interval spans the smallest and largest such e)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from ..analysis.parallel import Layout, bubble_fraction, parallel_memory
+from ..config import ModelConfig
+from ..errors import LabError
+from ..runtime.hardware import GPU, GPUS
+from .efficiency import Efficiency, decode_tokens_per_s, train_flops_per_token, train_tokens_per_s_per_gpu
+from .validate import results
+
+
+def find_gpu(name: str) -> GPU:
+    """A GPU of the table by name, case, spaces, dashes and underscores free (``h100-80gb``)."""
+    key = re.sub(r"[\s_\-]", "", str(name).lower())
+    for gpu in GPUS.values():
+        if re.sub(r"[\s_\-]", "", gpu.name.lower()) == key:
+            return gpu
+    raise LabError(f"--gpu {name!r} must be one of: {', '.join(GPUS)} (case and spaces free)")
+
+
+@cache
+def held_out_errors(kind: str) -> tuple[float, ...]:
+    """The held-out relative errors of ``kind``'s predicted rows with the shipped parameters."""
+    return tuple(
+        r.rel_error
+        for r in results(Efficiency.load())
+        if r.row.kind == kind and r.row.half == "held_out" and r.rel_error is not None
+    )
+
+
+def _interval(estimate: float, kind: str) -> tuple[float, float]:
+    """(low, high) of what would be measured, from ``kind``'s held-out errors."""
+    errors = held_out_errors(kind) or held_out_errors("decode_bs1")
+    if not errors:
+        return estimate, estimate
+    return estimate / (1 + max(errors)), estimate / (1 + min(errors))
+
+
+def _band(bound: float, estimate: float, kind: str) -> dict[str, float]:
+    low, high = _interval(estimate, kind)
+    return {"bound": bound, "estimate": estimate, "low": low, "high": high}
+
+
+def predict_decode(
+    cfg: ModelConfig,
+    gpu: GPU,
+    gpus: int = 1,
+    tp: int | None = None,
+    batch: int = 1,
+    prompt_len: int = 128,
+    new_tokens: int = 128,
+    weights: str = "bf16",
+    kv: str = "bf16",
+) -> dict:
+    """Generated tokens per second summed over the batch, and milliseconds per decode step."""
+    tp = tp or gpus
+    if tp != gpus:
+        raise LabError(
+            f"--tp {tp} must equal --gpus {gpus}: decode is predicted for one tensor-parallel group"
+        )
+    if prompt_len + new_tokens > cfg.max_seq_len:
+        raise LabError(
+            f"--prompt-len {prompt_len} + --new-tokens {new_tokens} exceeds the model's "
+            f"max_seq_len={cfg.max_seq_len}"
+        )
+    eff = Efficiency.load()
+    kind = "decode_bs1" if batch == 1 else "decode_batched"
+    p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff)
+    tokens = _band(p.bound, p.estimate, kind)
+    ms = {key: 1000 * batch / value for key, value in tokens.items()}
+    ms["low"], ms["high"] = ms["high"], ms["low"]  # fewer tokens per second: more ms per token
+    return {
+        "gpu": gpu.name,
+        "tp": tp,
+        "batch": batch,
+        "prompt_len": prompt_len,
+        "new_tokens": new_tokens,
+        "weight_dtype": weights,
+        "kv_dtype": kv,
+        "tokens_per_s": tokens,
+        "ms_per_token": ms,
+        "interval_from": f"the held-out errors of {kind} (python -m llama_lab validate)",
+        "parameters": eff.to_dict(),
+    }
+
+
+def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtype: str = "bf16") -> dict:
+    """Tokens per second per GPU and MFU of a training layout, and whether its states fit."""
+    eff = Efficiency.load()
+    memory = parallel_memory(cfg, layout, seq_len, dtype)
+    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, False, eff)
+    busy = 1 - bubble_fraction(layout)  # the pipeline's idle share, on top of the fitted MFU
+    tokens = _band(p.bound, p.estimate * busy, "train")
+    per_token = train_flops_per_token(cfg, seq_len, "none")  # MFU counts the model's FLOPs once
+    mfu = {key: tokens[key] * per_token / gpu.peak_bf16_flops for key in ("bound", "estimate")}
+    total = memory.per_gpu["total_bytes"]
+    return {
+        "gpu": gpu.name,
+        "layout": layout.label(),
+        "seq_len": seq_len,
+        "tokens_per_s_per_gpu": tokens,
+        "mfu": mfu,
+        "fits": total <= gpu.memory_bytes,
+        "per_gpu_bytes": total,
+        "gpu_memory_bytes": gpu.memory_bytes,
+        "interval_from": "the held-out errors of train (python -m llama_lab validate)",
+        "conventions": "FLOPs: 3 × the causal forward per token (+1 forward under full recomputation); "
+        "MFU against the dense bf16 peak, the model's FLOPs counted once",
+        "parameters": eff.to_dict(),
+    }

@@ -1,0 +1,167 @@
+"""Every public measurement against LLaMA Lab's prediction: the bound, the calibrated estimate
+and its relative error; the efficiency parameters fitted on the declared ``fit`` half only
+(``fit``, deterministic), and per kind the median and worst |error| of each half.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .efficiency import (
+    Efficiency,
+    Prediction,
+    decode_tokens_per_s,
+    prefill_seconds,
+    train_tokens_per_s_per_gpu,
+)
+from .rows import KINDS, Row, load_rows
+
+
+def predict_row(row: Row, eff: Efficiency) -> Prediction:
+    """The row's metric predicted (its unit): tokens/s (per GPU where the row is), or seconds."""
+    cfg, gpu, w = row.config, row.gpu, row.workload
+    assert cfg is not None and gpu is not None  # rows with why_not are not predicted
+    tp = int(w.get("tp") or 1)
+    if row.kind == "train":
+        return train_tokens_per_s_per_gpu(
+            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.fp8_compute, eff
+        )
+    weights = row.weights or "bf16"
+    if row.kind == "prefill":
+        seconds = prefill_seconds(cfg, gpu, int(w["batch"]), int(w["prompt_len"]), weights, tp, eff)
+        if row.metric == "seconds":
+            return seconds
+        tokens = int(w["batch"]) * int(w["prompt_len"])
+        return Prediction(tokens / seconds.bound, tokens / seconds.estimate)
+    kv = "fp8" if weights == "fp8" else "bf16"
+    p = decode_tokens_per_s(
+        cfg, gpu, int(w["batch"]), int(w["prompt_len"]), int(w.get("new_tokens") or 1), weights, kv, tp, eff
+    )
+    per = tp if row.metric == "tokens_per_s_per_gpu" else 1
+    return Prediction(p.bound / per, p.estimate / per)
+
+
+def rel_error(estimate: float, measured: float) -> float:
+    """(estimate − measured) / measured."""
+    return (estimate - measured) / measured
+
+
+@dataclass(frozen=True)
+class Result:
+    row: Row
+    prediction: Prediction | None
+
+    @property
+    def rel_error(self) -> float | None:
+        return None if self.prediction is None else rel_error(self.prediction.estimate, self.row.measured)
+
+    def to_dict(self) -> dict:
+        r, p = self.row, self.prediction
+        return {
+            "id": r.id,
+            "kind": r.kind,
+            "source": r.source,
+            "quote": r.data["quote"],
+            "model": r.data["model"]["name"],
+            "gpu": r.data["hardware"]["gpu"],
+            "metric": r.metric,
+            "measured": r.measured,
+            "bound": None if p is None else p.bound,
+            "estimate": None if p is None else p.estimate,
+            "rel_error": self.rel_error,
+            "half": r.half,
+            "not_predicted": r.why_not,
+        }
+
+
+def results(eff: Efficiency, rows: tuple[Row, ...] | None = None) -> list[Result]:
+    rows = load_rows() if rows is None else rows
+    return [Result(r, None if r.why_not else predict_row(r, eff)) for r in rows]
+
+
+# Which parameters each kind's rows inform, and how each is searched (a log grid, or a linear one
+# for the fixed seconds): deterministic coordinate descent on the fit half's mean |log error|.
+GRIDS: dict[str, list[float]] = {
+    "share": [0.02 * 1.02**i for i in range(200) if 0.02 * 1.02**i <= 1.0],  # of a peak: ≤ 1
+    "fp8": [0.02 * 1.02**i for i in range(200) if 0.02 * 1.02**i <= 2.0],  # fp8 against bf16's peak
+    "seconds": [0.0] + [1e-6 * 1.1**i for i in range(160)],
+}
+PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
+    # kind → (parameter path, grid)
+    "decode": (
+        ("decode_bw.16-bit", "share"),
+        ("decode_bw.8-bit", "share"),
+        ("decode_bw.4-bit", "share"),
+        ("layer_s", "seconds"),
+        ("tp_layer_s", "seconds"),
+    ),
+    "prefill": (("matmul", "share"), ("prefill_floor_s", "seconds")),
+    "train": (("train_bf16", "share"), ("train_fp8", "fp8")),
+}
+REGIME = {"decode_bs1": "decode", "decode_batched": "decode", "prefill": "prefill", "train": "train"}
+
+
+def _set(eff: Efficiency, path: str, value: float) -> Efficiency:
+    """``eff`` with the parameter at ``path`` ("matmul", or "decode_bw.16-bit") set to ``value``."""
+    name, _, key = path.partition(".")
+    changed: dict[str, Any] = {name: {**getattr(eff, name), key: value} if key else value}
+    return replace(eff, **changed)
+
+
+def _loss(eff: Efficiency, rows: list[Row]) -> float:
+    errors = [abs(math.log(predict_row(r, eff).estimate / r.measured)) for r in rows]
+    return sum(errors) / len(errors)
+
+
+def fit(rows: tuple[Row, ...] | None = None, sweeps: int = 4) -> tuple[Efficiency, dict[str, int]]:
+    """The parameters that minimise the mean |log(estimate / measured)| over the ``fit`` half of
+    each regime's rows (coordinate descent over fixed grids, from the defaults); and how many
+    fit rows informed each regime (a regime with none keeps its defaults)."""
+    rows = load_rows() if rows is None else rows
+    eff, informed = Efficiency(), {}
+    for regime, params in PARAMETERS.items():
+        used = [r for r in rows if r.half == "fit" and not r.why_not and REGIME.get(r.kind) == regime]
+        informed[regime] = len(used)
+        if not used:
+            continue
+        for _ in range(sweeps):
+            for path, grid in params:
+                eff = min((_set(eff, path, v) for v in GRIDS[grid]), key=lambda e: _loss(e, used))
+    return eff, informed
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summary(found: list[Result]) -> dict[str, dict]:
+    """Per kind: rows, rows predicted, and the median and worst |relative error| of each half."""
+    out = {}
+    for kind in KINDS:
+        mine = [r for r in found if r.row.kind == kind]
+        fitted = [abs(r.rel_error) for r in mine if r.rel_error is not None and r.row.half == "fit"]
+        held = [abs(r.rel_error) for r in mine if r.rel_error is not None and r.row.half == "held_out"]
+        out[kind] = {
+            "n": len(mine),
+            "predicted": sum(r.prediction is not None for r in mine),
+            "fit_median_abs_error": _median(fitted),
+            "held_out_median_abs_error": _median(held),
+            "held_out_max_abs_error": max(held) if held else None,
+        }
+    return out
+
+
+def validate(kind: str | None = None, eff: Efficiency | None = None) -> dict:
+    """The ``validate`` answer: every row (or those of ``kind``) and the summary per kind."""
+    eff = eff or Efficiency.load()
+    found = results(eff)
+    shown = [r for r in found if kind is None or r.row.kind == kind]
+    return {
+        "parameters": eff.to_dict(),
+        "meaning": Efficiency.MEANING,
+        "rows": [r.to_dict() for r in shown],
+        "summary": summary(found) if kind is None else {kind: summary(found)[kind]},
+    }

@@ -1,0 +1,183 @@
+"""Predictions held against public measurements (llama_lab.validation): the rows and their
+sources, the declared halves, the bound and the estimate, the fit that sees only its half, and
+the CLI's `predict` and `validate` (SPEC's names and keys)."""
+
+import dataclasses
+import json
+import math
+import re
+
+import pytest
+
+from llama_lab.analysis import roofline
+from llama_lab.cli import main
+from llama_lab.config import PRESETS
+from llama_lab.runtime.hardware import GPUS
+from llama_lab.validation import KINDS, Efficiency, fit, load_rows, results, summary, validate
+from llama_lab.validation.efficiency import PARAMS_FILE, decode_step
+from llama_lab.validation.rows import Row
+
+ROWS = load_rows()
+
+
+def close(a, b) -> bool:
+    """Nested dicts and lists equal, floats to 1e-9 relative."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def test_at_least_40_public_measurements_each_with_its_source_and_quoted_line():
+    assert len(ROWS) >= 40 and len({r.id for r in ROWS}) == len(ROWS)
+    for row in ROWS:
+        s = row.data["source"]
+        assert row.kind in KINDS and row.measured > 0 and row.data["quote"].strip()
+        assert (s.get("repo") and s.get("path")) or s.get("url") or s.get("paper"), row.id
+        if s.get("path"):  # a file in a repository: the version read (an issue thread: its url)
+            assert re.fullmatch(r"[0-9a-f]{40}", s["commit"] or ""), row.id
+        for part in ("hardware", "software", "precision", "workload", "metric", "conventions"):
+            assert row.data[part], (row.id, part)
+    kinds = {row.kind for row in ROWS}
+    assert {"decode_bs1", "decode_batched", "prefill", "train", "memory", "kv_capacity"} <= kinds
+
+
+def test_the_halves_are_declared_by_id_alone_and_stratified_by_kind():
+    for kind in KINDS:
+        halves = [r.half for r in ROWS if r.kind == kind]
+        assert abs(halves.count("fit") - halves.count("held_out")) <= 1, kind
+    # changing every measured value changes no half: they are fixed before any fit
+    load_rows.cache_clear()
+    try:
+        assert [r.half for r in load_rows()] == [r.half for r in ROWS]
+    finally:
+        load_rows.cache_clear()
+
+
+def test_the_decode_bound_is_the_rooflines_step_and_the_estimate_adds_the_named_costs():
+    cfg, gpu = PRESETS["llama-2-7b"], GPUS["A100 80GB"]
+    eff = Efficiency()
+    step = decode_step(cfg, gpu, 1, 105, "bf16", "bf16", 1, eff)
+    r = roofline(cfg, gpu, 1, 105, "bf16", "decode", "bf16", "bf16")
+    assert step.bound == r.time_per_step_s == r.memory_time_s  # batch 1: memory-bound
+    assert step.estimate == pytest.approx(r.memory_time_s / eff.decode_bw["16-bit"] + 32 * eff.layer_s)
+    tp = decode_step(cfg, gpu, 1, 105, "bf16", "bf16", 8, eff)
+    assert tp.bound == pytest.approx(r.memory_time_s / 8)
+    assert tp.estimate == pytest.approx(r.memory_time_s / 0.8 / 8 + 32 * (eff.layer_s + eff.tp_layer_s))
+
+
+def test_no_estimate_beats_its_bound():
+    for found in results(Efficiency.load()):
+        if found.prediction is None or found.row.fp8_compute:  # fp8 training is bounded at bf16's peak
+            continue
+        p = found.prediction
+        if found.row.metric == "seconds":
+            assert p.estimate >= p.bound, found.row.id
+        else:
+            assert p.estimate <= p.bound * (1 + 1e-12), found.row.id
+
+
+def test_the_shipped_summary_is_what_the_shipped_parameters_give():
+    shipped = json.loads(PARAMS_FILE.read_text())
+    assert Efficiency.load().to_dict() == shipped["parameters"]
+    assert close(summary(results(Efficiency.load())), shipped["summary"])
+    decode = shipped["summary"]["decode_bs1"]
+    assert decode["predicted"] >= 10 and decode["held_out_median_abs_error"] is not None
+
+
+@pytest.mark.slow
+def test_the_shipped_parameters_are_a_fresh_fit():
+    eff, _ = fit()
+    shipped = json.loads(PARAMS_FILE.read_text())["parameters"]
+    assert close(eff.to_dict(), shipped)
+
+
+@pytest.mark.slow
+def test_the_fit_never_sees_the_held_out_half():
+    """Every held-out measurement scaled by 10: the fitted parameters do not move."""
+    changed = tuple(
+        Row({**r.data, "metric": {**r.data["metric"], "value": 10 * r.measured}}, r.half)
+        if r.half == "held_out"
+        else r
+        for r in ROWS
+    )
+    assert fit(changed, sweeps=1)[0] == fit(ROWS, sweeps=1)[0]
+
+
+def test_predict_decode_gives_spec_keys_bound_estimate_and_interval(capsys):
+    argv = ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    tokens, ms = out["tokens_per_s"], out["ms_per_token"]
+    assert set(tokens) == set(ms) == {"bound", "estimate", "low", "high"}
+    assert tokens["low"] <= tokens["estimate"] <= tokens["high"] and tokens["estimate"] < tokens["bound"]
+    assert ms["estimate"] == pytest.approx(1000 / tokens["estimate"])  # batch 1
+    assert out["gpu"] == "H100 80GB"
+
+
+def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
+    argv = ["predict", "train", "--preset", "llama-3-8b", "--gpu", "H100 80GB", "--gpus", "8", "--zero", "3"]
+    assert main([*argv, "--seq-len", "8192", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["tokens_per_s_per_gpu"]) == {"bound", "estimate", "low", "high"}
+    assert set(out["mfu"]) == {"bound", "estimate"} and 0 < out["mfu"]["estimate"] < out["mfu"]["bound"]
+    assert out["fits"] is True and 0 < out["per_gpu_bytes"] < GPUS["H100 80GB"].memory_bytes
+    assert main(["predict", "train", "--preset", "llama-3-70b", "--gpu", "L4", "--gpus", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fits"] is False  # predicted all the same, and said
+
+
+@pytest.mark.parametrize(
+    "argv,rule",
+    [
+        (["predict", "decode", "--preset", "llama-3-8b", "--gpu", "B300"], "--gpu 'B300' must be one of"),
+        (
+            ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "l4", "--gpus", "2", "--tp", "1"],
+            "must equal",
+        ),
+        (
+            ["predict", "decode", "--preset", "seed-demo", "--gpu", "l4", "--prompt-len", "200"],
+            "max_seq_len=128",
+        ),
+    ],
+)
+def test_predict_refuses_in_one_line(capsys, argv, rule):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and rule in err[0]
+
+
+def test_validate_lists_every_row_and_a_summary_per_kind(capsys):
+    assert main(["validate", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["rows"]) == len(ROWS)
+    for row in out["rows"]:
+        assert {"id", "kind", "source", "measured", "bound", "estimate", "rel_error", "half"} <= row.keys()
+        assert row["half"] in ("fit", "held_out")
+        if row["estimate"] is not None:
+            assert row["rel_error"] == pytest.approx((row["estimate"] - row["measured"]) / row["measured"])
+        else:
+            assert row["not_predicted"]  # said why
+    for kind in KINDS:
+        s = out["summary"][kind]
+        assert {
+            "n",
+            "fit_median_abs_error",
+            "held_out_median_abs_error",
+            "held_out_max_abs_error",
+        } <= s.keys()
+    assert main(["validate", "--kind", "train", "--json"]) == 0
+    only = json.loads(capsys.readouterr().out)
+    assert {r["kind"] for r in only["rows"]} == {"train"} and list(only["summary"]) == ["train"]
+    assert set(out["parameters"]) == {f.name for f in dataclasses.fields(Efficiency)}
+    assert all(math.isfinite(v) for v in out["parameters"]["decode_bw"].values())
+    assert validate("train")["rows"] == only["rows"]
+
+
+def test_the_readme_states_the_held_out_errors_the_shipped_fit_gives():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    shipped = json.loads(PARAMS_FILE.read_text())["summary"]
+    for kind in ("decode_bs1", "prefill", "train", "decode_batched"):
+        assert f"{kind} {100 * shipped[kind]['held_out_median_abs_error']:.1f} %" in readme, kind

@@ -1,0 +1,42 @@
+"""Fit the efficiency parameters of LLaMA Lab's time estimates on the declared fit half of the
+public measurements (``llama_lab/validation/measurements.json``) and write them, with the
+held-out errors they give, to ``llama_lab/validation/efficiency.json``. Deterministic: the
+halves are fixed by a hash of each row's id, the search is a coordinate descent over fixed grids.
+
+    python tools/fit_efficiency.py           # rewrite the file
+    python tools/fit_efficiency.py --check   # exit 1 if the file differs from a fresh fit
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from llama_lab.validation import fit, results, summary
+from llama_lab.validation.efficiency import PARAMS_FILE
+
+
+def render() -> str:
+    eff, informed = fit()
+    body = {
+        "parameters": eff.to_dict(),
+        "fit_rows_per_regime": informed,
+        "summary": summary(results(eff)),
+    }
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the file, write nothing")
+    text = render()
+    if parser.parse_args(argv).check:
+        return 0 if PARAMS_FILE.exists() and PARAMS_FILE.read_text() == text else 1
+    PARAMS_FILE.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
