@@ -33,6 +33,7 @@ PAGES = [
     ("9_inside_the_model", "Inside_the_model", None),  # the shipped trained copy
     ("10_many_gpus", "Many_GPUs?preset=llama-3.1-405b&seq=8192", None),
     ("10b_many_gpus_measured", "Many_GPUs", "Run fsdp on 2 processes", "Measured on torch.distributed"),
+    ("11_validation", "Validation", None),
 ]
 
 

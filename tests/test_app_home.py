@@ -58,6 +58,7 @@ def test_navigation_lists_home_then_the_pages_by_their_file_titles(monkeypatch):
         ("Inference systems", "Inference_systems"),
         ("Inside the model", "Inside_the_model"),
         ("Many GPUs", "Many_GPUs"),
+        ("Validation", "Validation"),
     ]
     assert registered[0].icon == "🦙"  # url_path "": the default
     assert at.title[0].value == "🦙 LLaMA Lab"  # the default page is home.py
@@ -77,6 +78,7 @@ def test_home_page_runs_alone_with_the_same_content():
         "Inference_systems",
         "Inside_the_model",
         "Many_GPUs",
+        "Validation",
     ]
 
 

@@ -505,6 +505,27 @@ def _claims_part() -> tuple[tuple, list[Table]]:
     ]
 
 
+def _validation_tables() -> list[Table]:
+    """The time predictions against public measurements (``validate``): the summary and the rows."""
+    from ..figures.validation import rows_frame, summary_frame
+    from ..validation import validate
+
+    answer = validate()
+    section = "Validation"
+    note = (
+        "Roofline bound and calibrated estimate of each public measurement; the efficiency "
+        "parameters are fitted on the fit half only (python -m llama_lab validate)."
+    )
+    rows = rows_frame(answer["rows"])
+    rows.insert(2, "source", rows["id"].map({r["id"]: r["source"] for r in answer["rows"]}))
+    return [
+        Table(
+            "validation_summary", "Held-out errors per kind", section, summary_frame(answer["summary"]), note
+        ),
+        Table("validation_rows", "Every measurement against its prediction", section, rows),
+    ]
+
+
 def _as_entry(kind: str, value: Any) -> ExperimentEntry:
     if kind not in KINDS:
         raise ReportError(f"experiment kind={kind!r} must be one of {', '.join(KINDS)}")
@@ -589,7 +610,7 @@ def build_report(
         )
     )
     claim_dicts, claim_tables = _claims_part()
-    tables += claim_tables
+    tables += claim_tables + _validation_tables()
     for entry in entries:
         more_tables, more_figures = _experiment_parts(entry)
         tables += more_tables

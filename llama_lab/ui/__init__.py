@@ -161,6 +161,11 @@ from .state import (
     values_from_query,
     weight_dtype_names,
 )
+from .validation import parameters_section as validation_parameters
+from .validation import rows_section as validation_rows
+from .validation import scatter_section as validation_scatter
+from .validation import summary_section as validation_summary
+from .validation import validation_answer
 from .widgets import (
     LIVE_SIZE_HEADING,
     Link,
@@ -202,6 +207,11 @@ __all__ = [
     "counting_conventions",
     "CPU_FLOP_BUDGET",
     "current_model",
+    "validation_answer",
+    "validation_parameters",
+    "validation_rows",
+    "validation_scatter",
+    "validation_summary",
     "decode_section",
     "DEFAULT_DTYPE",
     "DEFAULT_PRESET",

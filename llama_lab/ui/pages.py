@@ -56,4 +56,9 @@ PAGES: tuple[AppPage, ...] = (
         "Many GPUs",
         "tensor, pipeline and data parallelism per GPU, what fits on N GPUs, FSDP/TP measured",
     ),
+    AppPage(
+        "pages/11_Validation.py",
+        "Validation",
+        "the time predictions against public measurements, an error per row, held-out errors per kind",
+    ),
 )
