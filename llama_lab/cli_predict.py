@@ -55,6 +55,22 @@ def _band(values: dict, unit: str) -> str:
     )
 
 
+def _fits_line(m: dict) -> str:
+    """Whether the weights and the cache fit, with the reserves and the engine setting named."""
+    need, margin = m["weights_and_cache_bytes_per_gpu"], m["margin_bytes"]
+    text = (
+        f"weights + cache {need / 1e9:,.2f} GB per GPU of {m['reported_bytes'] / 1e9:,.2f} GB reported, "
+        f"less a {m['cuda_context_bytes'] / 1e9:.1f} GB CUDA context: "
+        + (f"fits with {margin / 1e9:,.2f} GB to spare" if m["fits"] else f"short by {-margin / 1e9:,.2f} GB")
+    )
+    default = m["vllm_default_gpu_memory_utilization"]
+    at = "fits" if m["fits_at_vllm_default"] else "does not fit"
+    return text + (
+        f"; at vLLM's default gpu_memory_utilization {default} it {at} "
+        f"(needs ≥ {m['gpu_memory_utilization_needed']:.3f})"
+    )
+
+
 def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
     """The prediction as JSON and as one line of text."""
     from .analysis.parallel import Layout
@@ -64,7 +80,7 @@ def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
     if args.predict_kind == "decode":
         workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
         r = predict_decode(cfg, gpu, args.gpus, args.tp, *workload)
-        return r, f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}"
+        return r, f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}\n{_fits_line(r['memory'])}"
     layout = Layout(
         args.gpus,
         args.tp,

@@ -104,7 +104,7 @@ def test_kv_fit_frame_for_the_demo_on_an_h100():
     per_token = {"MHA": 2 * 4 * 8 * 64 * 2, "GQA": 2 * 4 * 2 * 64 * 2, "MQA": 2 * 4 * 1 * 64 * 2}
     assert rows.kv_bytes_per_token.to_dict() == per_token
     assert rows.loc["GQA", "is_current"] and not rows.loc["MHA", "is_current"]
-    free = 80 * 10**9 - 2 * 43_780_608  # H100 bytes minus bf16 weights
+    free = (81_559 * 2**20 - 300 * 10**6) - 2 * 43_780_608  # H100 usable bytes minus bf16 weights
     assert rows.loc["GQA", "max_context_at_batch"] == free // 2048
     assert rows.loc["GQA", "max_batch_at_seq_len"] == free // (128 * 2048)
 
@@ -121,7 +121,9 @@ def test_memory_curve_is_weights_plus_cache():
     assert mqa.kv_cache_bytes == 2 * 4 * 1 * 64 * 4 * 2 * 1024  # K,V·L·G·D·fp32·B·T
     assert mqa.total_bytes == mqa.weight_bytes + mqa.kv_cache_bytes
     fig = fkv.kv_memory_vs_context(frame, GPUS["L4"])
-    assert len(fig.data) == 3 and fig.layout.shapes[0].y0 == pytest.approx(24e9 / 2**30)
+    assert len(fig.data) == 3 and fig.layout.shapes[0].y0 == pytest.approx(
+        (23_034 * 2**20 - 300 * 10**6) / 2**30
+    )
 
 
 @pytest.mark.parametrize("n_heads,n_kv_heads", [(8, 2), (8, 8), (8, 1), (128, 8)])

@@ -69,7 +69,7 @@ def test_the_longest_fitting_context_is_the_boundary():
     cfg, gpu = PRESETS["llama-3-8b"], GPUS["H100 80GB"]
     for layer_bytes in (analysis.naive_layer_bytes, analysis.flash_layer_bytes):
         T = longest_fitting(cfg, 1, "bf16", gpu, layer_bytes)
-        room = gpu.memory_bytes - analysis.weight_bytes(cfg, "bf16")
+        room = gpu.usable_bytes - analysis.weight_bytes(cfg, "bf16")
         assert cfg.n_layers * layer_bytes(cfg, T, 1, "bf16") <= room
         assert cfg.n_layers * layer_bytes(cfg, T + 1, 1, "bf16") > room
     r = analysis.attention_memory(cfg, 8192, 1, "bf16")

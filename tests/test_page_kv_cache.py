@@ -34,20 +34,28 @@ def test_mha_gqa_mqa_side_by_side_for_the_demo():
         "GQA (this model)": ui.human_bytes(2048) + "/token",
         "MQA": ui.human_bytes(1024) + "/token",
     }
-    # H100 80GB = 80e9 bytes; GQA weights 2 · 43,780,608 bytes; (80e9 − 87,561,216) // 2048,
-    # shown capped at the model's 128-token context, memory's figure beside it
+    # H100 80GB = 81,559 MiB reported less the 300 MB CUDA context; GQA weights 2 · 43,780,608
+    # bytes; (85,220,809,984 − 87,561,216) // 2048, shown capped at the model's 128-token
+    # context, memory's figure beside it
     assert "**128 (capped at the model's context length" in fit_lines(at)[1]
-    assert "memory alone holds 39,019,745)**" in fit_lines(at)[1]
+    assert (
+        f"memory alone holds {(81_559 * 2**20 - 300 * 10**6 - 87_561_216) // 2048:,})**" in fit_lines(at)[1]
+    )
     assert len(at.get("plotly_chart")) == 4  # diagram, memory curve, roofline, tokens/s
 
 
 def test_gpu_batch_and_context_changes_update_the_fit_and_roofline():
     at = run_page()
     at.selectbox(key=KEY_GPU).set_value("L4").run()
-    # L4 = 24e9 bytes: (24e9 − 87,561,216) // 2048
-    assert f"memory alone holds {(24 * 10**9 - 87_561_216) // 2048:,})**" in fit_lines(at)[1]
+    # L4 = 23,034 MiB less the context: (…− 87,561,216) // 2048
+    assert (
+        f"memory alone holds {((23_034 * 2**20 - 300 * 10**6) - 87_561_216) // 2048:,})**" in fit_lines(at)[1]
+    )
     at.sidebar.number_input(key=ui.KEY_BATCH).set_value(4).run()
-    assert f"memory alone holds {(24 * 10**9 - 87_561_216) // (4 * 2048):,})**" in fit_lines(at)[1]
+    assert (
+        f"memory alone holds {((23_034 * 2**20 - 300 * 10**6) - 87_561_216) // (4 * 2048):,})**"
+        in fit_lines(at)[1]
+    )
     at.select_slider(key=KEY_CONTEXT).set_value(4096).run()
     assert not at.exception
     assert chart_title(charts(at)[2]).startswith("Decode roofline at context 4,096 ")
@@ -99,7 +107,9 @@ def test_the_weights_and_the_cache_are_stored_apart_in_the_fits_and_the_roofline
     assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(65_536) + "/token"
     weights = analysis.weight_bytes(PRESETS["llama-3-8b"], "int4")
     assert weights == 5_700_591_616  # analysis.quant, checked in test_quant
-    assert f"memory alone holds {(80 * 10**9 - weights) // 65_536:,})**" in fit_lines(at)[1]
+    assert (
+        f"memory alone holds {((81_559 * 2**20 - 300 * 10**6) - weights) // 65_536:,})**" in fit_lines(at)[1]
+    )
     assert "weights int4, cache fp8" in " ".join(c.value for c in at.caption)
     roof = rooflines.roofline(
         PRESETS["llama-3-8b"], "H100 80GB", 1, 8192, "bf16", weights="int4", kv_dtype="fp8"

@@ -191,7 +191,7 @@ def test_the_kv_page_numbers_of_qwen3_next():
     # the longest context on one H100 sets the state aside first
     from llama_lab.runtime.hardware import GPUS
 
-    free = GPUS["H100 80GB"].memory_bytes - analysis.weight_bytes(cfg, "int4")
+    free = GPUS["H100 80GB"].usable_bytes - analysis.weight_bytes(cfg, "int4")
     expected = (free - state) // 24576
     assert analysis.max_context_that_fits(cfg, "H100 80GB", 1, "int4", "bf16") == expected
 

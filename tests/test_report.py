@@ -295,7 +295,7 @@ def test_cli_report_stores_the_weights_and_the_cache_apart(tmp_path):
     fit = [
         row for row in loaded["tables"]["gpu_fit"]["rows"] if row["gpu"] == "H100 80GB" and row["is_current"]
     ][0]
-    assert fit["max_context_at_batch"] == (80 * 10**9 - 5_700_591_616) // 65_536
+    assert fit["max_context_at_batch"] == ((81_559 * 2**20 - 300 * 10**6) - 5_700_591_616) // 65_536
     memory = {row["component"]: row["bytes"] for row in loaded["tables"]["memory_inference"]["rows"]}
     assert memory["weights"] == 5_700_591_616 and memory["kv_cache"] == 65_536 * 8192
     assert "weights int4, KV cache fp8" in loaded["title"]

@@ -181,3 +181,30 @@ def test_the_readme_states_the_held_out_errors_the_shipped_fit_gives():
     shipped = json.loads(PARAMS_FILE.read_text())["summary"]
     for kind in ("decode_bs1", "prefill", "train", "decode_batched"):
         assert f"{kind} {100 * shipped[kind]['held_out_median_abs_error']:.1f} %" in readme, kind
+
+
+def test_gpus_hold_what_the_device_reports_less_the_cuda_context():
+    from llama_lab.runtime.hardware import CUDA_CONTEXT_BYTES
+
+    reported_mib = {"H100 80GB": 81_559, "H200 141GB": 143_771, "A100 80GB": 81_920, "L4": 23_034}
+    for name, mib in reported_mib.items():
+        gpu = GPUS[name]
+        assert gpu.memory_bytes == mib * 2**20 and f"{mib}MiB" in gpu.memory_source
+        assert gpu.usable_bytes == gpu.memory_bytes - CUDA_CONTEXT_BYTES == gpu.memory_bytes - 300 * 10**6
+
+
+def test_llama_3_70b_in_bf16_on_one_h200_fits_and_says_under_which_engine_setting(capsys):
+    """141,107,412,992 bytes of weights (+ the cache of 256 tokens) against the H200's reported
+    150,754,820,096 less a 300 MB context: fits with about 9.3 GB to spare; vLLM's default cap
+    of 0.9 leaves 135.7 GB, too little: it needs ≥ 0.939."""
+    assert main(["predict", "decode", "--preset", "llama-3-70b", "--gpu", "h200-141gb", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["memory"]
+    need = 141_107_412_992 + 256 * 327_680  # weights + 256 tokens × 80 layers × 2 × 8 × 128 × 2 bytes
+    assert m["weights_and_cache_bytes_per_gpu"] == need and m["fits"] is True
+    assert m["margin_bytes"] == 143_771 * 2**20 - 300 * 10**6 - need
+    assert m["fits_at_vllm_default"] is False
+    assert m["gpu_memory_utilization_needed"] == pytest.approx((need + 300 * 10**6) / (143_771 * 2**20))
+    assert main(["predict", "decode", "--preset", "llama-3-70b", "--gpu", "h200-141gb"]) == 0
+    assert "fits with 9.26 GB to spare; at vLLM's default gpu_memory_utilization 0.9 it does not fit" in (
+        capsys.readouterr().out
+    )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from ..config import ModelConfig
-from ..runtime.hardware import DTYPE_BYTES
+from ..runtime.hardware import CUDA_CONTEXT_BYTES, DTYPE_BYTES
 from .common import STATS_BYTES, checked_gpu
 from .flash import attention_memory
 from .flops import count_flops
@@ -441,7 +441,7 @@ def weights_stored(cfg: ModelConfig, weights) -> Derivation:
 def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -> Derivation:
     g = checked_gpu(gpu)
     terms = {
-        "M": g.memory_bytes,
+        "M": g.usable_bytes,
         "W_bytes": weight_bytes(cfg, weights),
         "B": batch,
         "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype),
@@ -479,7 +479,12 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
     elif local == cfg.n_layers and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype):
         terms["T_max"] = value
         expression, note = "T_max", "every block holds at most W tokens: the cache stops growing"
-    return Derivation(f"Longest context on {g.name}", formula, expression, terms, value, g.source, note)
+    note += (
+        f"; M: {g.name}'s memory as the device reports it ({g.memory_bytes:,} bytes) less the CUDA "
+        f"context ({CUDA_CONTEXT_BYTES:,} bytes)"
+    )
+    source = f"{g.source}; memory: {g.memory_source}"
+    return Derivation(f"Longest context on {g.name}", formula, expression, terms, value, source, note)
 
 
 def mfu(achieved_flops_per_s: float, peak: float, peak_source: str, sparse_quoted: bool = True) -> Derivation:

@@ -83,7 +83,7 @@ MAX_FIT_LEN = 1 << 24  # the longest context the search considers (ModelConfig's
 def longest_fitting(cfg: ModelConfig, batch: int, dtype: str, gpu: GPU, layer_bytes) -> int:
     """The longest T (up to 2²⁴) for which the weights at ``dtype`` and ``layer_bytes`` of
     every layer fit the GPU's memory (0: not even T = 1)."""
-    room = gpu.memory_bytes - weights_bytes(cfg, dtype).total
+    room = gpu.usable_bytes - weights_bytes(cfg, dtype).total
 
     def too_long(T: int) -> bool:
         return cfg.full_attention_layers * layer_bytes(cfg, T, batch, dtype) > room

@@ -207,7 +207,7 @@ def weight_bytes(cfg: ModelConfig, dtype: "WeightQuant | str" = "bf16") -> int:
 
 
 def _free_after_weights(cfg: ModelConfig, gpu: GPU | str, weights: "WeightQuant | str") -> int:
-    return checked_gpu(gpu).memory_bytes - weight_bytes(cfg, weights)
+    return checked_gpu(gpu).usable_bytes - weight_bytes(cfg, weights)
 
 
 def max_context_that_fits(

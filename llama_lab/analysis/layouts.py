@@ -70,7 +70,7 @@ def serving_fit(
     check_count("batch", batch, LIMITS["max_seq_len"])
     seq_len = seq_len or cfg.max_seq_len
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
-    memory = checked_gpu(gpu).memory_bytes
+    memory = checked_gpu(gpu).usable_bytes
     quant = as_weight_quant(weights)
     kv = kv_dtype or (quant.dtype if quant.dtype in ("bf16", "fp16", "fp32") else "bf16")
     stages = stage_layers(cfg, layout)
@@ -173,7 +173,7 @@ def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype:
         layout.recompute,
         layout.m,
         total,
-        total <= gpu.memory_bytes,
+        total <= gpu.usable_bytes,
         est.comm_bytes_per_step,
         est.bubble_fraction,
         compute,
@@ -242,7 +242,7 @@ def states_floor_bytes(cfg: ModelConfig) -> int:
 def gpus_for_states(cfg: ModelConfig, gpu: GPU | str, factor: int = 2, least: int = 8) -> int:
     """The fewest GPUs (a power of two, at least ``least``) holding ``factor`` × the states:
     a count where some layout likely fits, found without a search."""
-    memory = checked_gpu(gpu).memory_bytes
+    memory = checked_gpu(gpu).usable_bytes
     return next(
         (n for n in POWERS_OF_TWO if n >= least and n * memory >= factor * states_floor_bytes(cfg)),
         POWERS_OF_TWO[-1],
@@ -265,7 +265,7 @@ def fewest_gpus(
     seq_len = seq_len or cfg.max_seq_len
     need = weights_bytes(cfg, weights).total if serving else states_floor_bytes(cfg)
     for n in POWERS_OF_TWO:
-        if n * spec.memory_bytes < need:
+        if n * spec.usable_bytes < need:
             continue
         if serving:
             fits = serving_fits(cfg, spec, n, batch, seq_len, weights)

@@ -207,7 +207,7 @@ def roofline_table(
                         "batch": batch,
                         "context_len": context,
                         "kv_cache_bytes": kv_total,
-                        "fits": stored + kv_total <= gpu.memory_bytes,
+                        "fits": stored + kv_total <= gpu.usable_bytes,
                         "arithmetic_intensity": r.arithmetic_intensity,
                         "ridge_point": r.ridge_point,
                         "bound": r.bound,

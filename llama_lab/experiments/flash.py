@@ -199,7 +199,7 @@ def fit_figure(cfg: ModelConfig, batch: int, dtype: str, gpu: str, upper: int) -
             )
         )
     room = attention_memory(cfg, lengths[0], batch, dtype, gpu).naive_fits_up_to
-    free = get_gpu(gpu).memory_bytes - weights_bytes(cfg, dtype).total
+    free = get_gpu(gpu).usable_bytes - weights_bytes(cfg, dtype).total
     mark(
         fig,
         y=display_number(max(free, 1)),

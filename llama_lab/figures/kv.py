@@ -75,7 +75,7 @@ def mla_forms_frame(
                 "bound": r.bound,
                 "time_per_token_ms": r.time_per_token_s * 1e3,
                 "fits": analysis.weight_bytes(cfg, weights) + per_token * batch * context_len
-                <= gpu.memory_bytes,
+                <= gpu.usable_bytes,
             }
         )
     return pd.DataFrame(rows)
@@ -131,8 +131,8 @@ def kv_memory_vs_context(frame: pd.DataFrame, gpu: GPU | None = None) -> go.Figu
     if gpu is not None:
         mark(
             fig,
-            y=gpu.memory_bytes / GIB,
-            text=f"{gpu.name}: {gpu.memory_bytes / GIB:.1f} GiB",
+            y=gpu.usable_bytes / GIB,
+            text=f"{gpu.name}: {gpu.usable_bytes / GIB:.1f} GiB",
             color="#444",
             dash="dash",
         )

@@ -1,9 +1,10 @@
 """Number formats and GPUs: bytes per element, and vendor data-sheet peaks.
 
 Peak FLOP/s are *dense* (NVIDIA's headline tensor figures assume 2:4 structured sparsity; the
-dense rate is half of those). Memory is the data sheet's GB × 10⁹; the driver reports a few
-percent more for HBM parts (80 GB of HBM3 is 80 GiB of chips), so "fits" answers err on the safe
-side.
+dense rate is half of those). Memory is what the device reports (nvidia-smi's Total, pasted in
+public logs: an "80 GB" H100 holds 81,559 MiB, the "141 GB" H200 143,771 MiB), not the data
+sheet's GB × 10⁹; a run then loses named reserves before its model (``RESERVES``: the CUDA
+context, and a serving engine's memory-utilisation cap), and every "fits" answer counts them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ _COMPUTE_IN_BF16 = {"bf16", "fp16", "fp8", "int8", "int4"}
 TERA = 10**12
 GIGA = 10**9
 KIB = 1024
+MIB = 2**20
+# What a process loses on a GPU before its own tensors: the CUDA context, "about 300 MB" with
+# CUDA ≥ 11.7's lazy loading (github.com/pytorch/pytorch/issues/107667). A serving engine caps
+# itself besides: vLLM's gpu_memory_utilization, 0.9 by default before and 0.92 on current main
+# (vllm/config/cache.py @c1d8642 and @002f10e).
+CUDA_CONTEXT_BYTES = 300 * 10**6
+VLLM_GPU_MEMORY_UTILIZATION = 0.9
+RESERVES = {
+    "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+    "vllm_gpu_memory_utilization": VLLM_GPU_MEMORY_UTILIZATION,
+}
 # Shared memory per SM a kernel may use (NVIDIA CUDA C++ Programming Guide, "Compute
 # Capabilities" table, and the tuning guides): Hopper (9.0) 228 KiB, A100 (8.0) 164 KiB,
 # Ada (8.9: L4, RTX 4090) 100 KiB.
@@ -44,6 +56,12 @@ class GPU:
     hbm_bytes_per_s: float  # device-memory bandwidth, bytes/s
     source: str
     sram_bytes: int = 0  # shared memory one SM offers a kernel (FlashAttention's M)
+    memory_source: str = ""  # where the reported capacity comes from
+
+    @property
+    def usable_bytes(self) -> int:
+        """What a process can fill: the reported capacity less the CUDA context (``RESERVES``)."""
+        return self.memory_bytes - CUDA_CONTEXT_BYTES
 
     def peak_flops(self, dtype: str) -> float:
         """The matmul peak for a storage dtype: fp32 on the FP32 units, everything else on the
@@ -68,71 +86,81 @@ GPUS: dict[str, GPU] = {
     # BF16 1,979 TFLOPS with sparsity (989.4 dense), FP32 67 TFLOPS.
     "H100 80GB": GPU(
         "H100 80GB",
-        80 * GIGA,
+        81559 * MIB,  # as reported; the data sheet's 80 GB
         989.4 * TERA,
         67 * TERA,
         3.35 * TERA,
         "NVIDIA H100 datasheet (SXM5): BF16 1,979 TFLOPS sparse → 989.4 dense, "
         "FP32 67 TFLOPS, 80 GB HBM3 at 3.35 TB/s",
         SRAM["hopper"],
+        memory_source="nvidia-smi: NVIDIA H100 80GB HBM3 … 0MiB / 81559MiB "
+        "(github.com/NVIDIA/nccl/issues/1264)",
     ),
     # NVIDIA H200 Tensor Core GPU datasheet, SXM column: 141 GB HBM3e, 4.8 TB/s,
     # BF16 1,979 TFLOPS with sparsity, FP32 67 TFLOPS (same compute die as H100 SXM).
     "H200 141GB": GPU(
         "H200 141GB",
-        141 * GIGA,
+        143771 * MIB,  # as reported; the data sheet's 141 GB
         989.4 * TERA,
         67 * TERA,
         4.8 * TERA,
         "NVIDIA H200 datasheet (SXM): BF16 1,979 TFLOPS sparse → 989.4 dense, "
         "FP32 67 TFLOPS, 141 GB HBM3e at 4.8 TB/s",
         SRAM["hopper"],
+        memory_source="nvidia-smi: NVIDIA H200 … / 143771MiB (github.com/sgl-project/sglang/issues/3196)",
     ),
     # NVIDIA A100 Tensor Core GPU datasheet, A100 40GB SXM: BF16 312 TFLOPS dense (624 sparse),
     # FP32 19.5 TFLOPS, HBM2 1,555 GB/s.
     "A100 40GB": GPU(
         "A100 40GB",
-        40 * GIGA,
+        40960 * MIB,  # as reported; the data sheet's 40 GB
         312 * TERA,
         19.5 * TERA,
         1555 * GIGA,
         "NVIDIA A100 datasheet (40GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, 40 GB HBM2 at 1,555 GB/s",
         SRAM["a100"],
+        memory_source="nvidia-smi: NVIDIA A100-SXM4-40GB … / 40960MiB "
+        "(github.com/bottlerocket-os/bottlerocket-core-kit/pull/834)",
     ),
     # Same datasheet, A100 80GB SXM: HBM2e 2,039 GB/s.
     "A100 80GB": GPU(
         "A100 80GB",
-        80 * GIGA,
+        81920 * MIB,  # as reported; the data sheet's 80 GB
         312 * TERA,
         19.5 * TERA,
         2039 * GIGA,
         "NVIDIA A100 datasheet (80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
         "80 GB HBM2e at 2,039 GB/s",
         SRAM["a100"],
+        memory_source="nvidia-smi: NVIDIA A100-SXM4-80GB … / 81920MiB "
+        "(github.com/thamada/nvidia-smi gls/A100SXMx4_smi.py@b09ef13)",
     ),
     # NVIDIA L4 Tensor Core GPU datasheet: BF16 242 TFLOPS with sparsity (121 dense),
     # FP32 30.3 TFLOPS, 24 GB GDDR6 at 300 GB/s.
     "L4": GPU(
         "L4",
-        24 * GIGA,
+        23034 * MIB,  # as reported; the data sheet's 24 GB
         121 * TERA,
         30.3 * TERA,
         300 * GIGA,
         "NVIDIA L4 datasheet: BF16 242 TFLOPS sparse → 121 dense, FP32 30.3 TFLOPS, 24 GB GDDR6 at 300 GB/s",
         SRAM["ada"],
+        memory_source="nvidia-smi: NVIDIA L4 … / 23034MiB "
+        "(github.com/thamada/nvidia-smi gls/L4_smi.py@b09ef13)",
     ),
     # NVIDIA Ada Lovelace architecture whitepaper, Appendix A (GeForce RTX 4090): BF16 tensor
     # with FP32 accumulate 165.2 TFLOPS dense (330.4 sparse), FP32 82.6 TFLOPS,
     # 24 GB GDDR6X at 1,008 GB/s.
     "RTX 4090": GPU(
         "RTX 4090",
-        24 * GIGA,
+        24564 * MIB,  # as reported; the data sheet's 24 GB
         165.2 * TERA,
         82.6 * TERA,
         1008 * GIGA,
         "NVIDIA Ada Lovelace whitepaper, RTX 4090: BF16 (FP32 accumulate) 165.2 "
         "TFLOPS dense, FP32 82.6 TFLOPS, 24 GB GDDR6X at 1,008 GB/s",
         SRAM["ada"],
+        memory_source="nvidia-smi: NVIDIA GeForce RTX 4090 … / 24564MiB (github.com/RLinf/RLinf/issues/255)",
     ),
 }
 

@@ -96,7 +96,7 @@ def _weight_options(weights: "WeightQuant | str", prefix: str) -> WeightQuant:
 def zero_context_reason(weights: int, stored_as: object, gpu: str, what: str = "KV cache") -> str:
     """Why a context answer is 0: the weights alone exceed the GPU, or leave no room for one
     token's ``what``."""
-    memory = GPUS[gpu].memory_bytes
+    memory = GPUS[gpu].usable_bytes
     if weights > memory:
         return (
             f"0 because the weights alone ({human_bytes(weights)} at {stored_as}) exceed {gpu}'s "

@@ -179,10 +179,10 @@ def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
             f"- largest batch at T={T:,}: **{row.max_batch_at_seq_len:,}**"
         )
     current = fit[fit.is_current].iloc[0]  # the sidebar's own attention variant
-    if current.weight_bytes > gpu.memory_bytes:
+    if current.weight_bytes > gpu.usable_bytes:
         st.warning(
             f"This model's weights alone ({human_bytes(current.weight_bytes)} at {weights}) "
-            f"do not fit in {gpu.name}'s {human_bytes(gpu.memory_bytes)}."
+            f"do not fit in {gpu.name}'s {human_bytes(gpu.usable_bytes)}."
         )
     elif current.max_context_at_batch == 0:
         st.warning(

@@ -125,7 +125,7 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
     cols[0].metric(
         f"per GPU (stage {g['stage']}, the fullest)",
         human_bytes(g["total_bytes"]),
-        "fits" if g["total_bytes"] <= gpu.memory_bytes else "does not fit",
+        "fits" if g["total_bytes"] <= gpu.usable_bytes else "does not fit",
         delta_arrow="off",
         delta_color="off",
     )
@@ -144,7 +144,7 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         delta_arrow="off",
         delta_color="off",
     )
-    st.plotly_chart(stage_memory_figure(est, gpu.name, gpu.memory_bytes), key=prefix + "stages")
+    st.plotly_chart(stage_memory_figure(est, gpu.name, gpu.usable_bytes), key=prefix + "stages")
     show_table(stage_frame(est), width="stretch")
     show_table(comm_frame(est), width="stretch")
     for note in est.notes:
@@ -223,7 +223,7 @@ def search_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         why = (
             f": weights, gradients and AdamW state alone are {human_bytes(floor)}, more than "
             f"{gpus} GPUs hold even fully sharded"
-            if floor > gpus * GPUS[gpu].memory_bytes
+            if floor > gpus * GPUS[gpu].usable_bytes
             else ": the activations of one sequence per micro-batch do not fit beside the "
             "states (context parallelism, which splits the sequence, is not modelled); "
             "try more GPUs or a shorter T"

@@ -4,13 +4,15 @@ for each held-out row's error e: the interval spans the smallest and largest suc
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cache
 
+from ..analysis import kv_cache_bytes, weight_bytes
 from ..analysis.parallel import Layout, bubble_fraction, parallel_memory
 from ..config import ModelConfig
 from ..errors import LabError
-from ..runtime.hardware import GPU, GPUS
+from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
 from .efficiency import Efficiency, decode_tokens_per_s, train_flops_per_token, train_tokens_per_s_per_gpu
 from .validate import results
 
@@ -78,6 +80,7 @@ def predict_decode(
     return {
         "gpu": gpu.name,
         "tp": tp,
+        "memory": serving_memory(cfg, gpu, tp, batch, prompt_len + new_tokens, weights, kv),
         "batch": batch,
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
@@ -87,6 +90,28 @@ def predict_decode(
         "ms_per_token": ms,
         "interval_from": f"the held-out errors of {kind} (python -m llama_lab validate)",
         "parameters": eff.to_dict(),
+    }
+
+
+def serving_memory(
+    cfg: ModelConfig, gpu: GPU, tp: int, batch: int, seq_len: int, weights: str, kv: str
+) -> dict:
+    """Whether the weights and the cache of ``batch`` sequences of ``seq_len`` fit each of ``tp``
+    GPUs, with the reserves named: the device's reported memory, the CUDA context, the margin
+    left; and the smallest vLLM-style gpu_memory_utilization (the share of the reported memory
+    the engine may fill, here counting its CUDA context) that holds them, against its default."""
+    need = (weight_bytes(cfg, weights) + kv_cache_bytes(cfg, seq_len, batch, kv)) / tp
+    utilization = (need + CUDA_CONTEXT_BYTES) / gpu.memory_bytes
+    return {
+        "reported_bytes": gpu.memory_bytes,
+        "reported_source": gpu.memory_source,
+        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+        "weights_and_cache_bytes_per_gpu": math.ceil(need),
+        "margin_bytes": gpu.usable_bytes - math.ceil(need),
+        "fits": need <= gpu.usable_bytes,
+        "gpu_memory_utilization_needed": utilization,
+        "vllm_default_gpu_memory_utilization": VLLM_GPU_MEMORY_UTILIZATION,
+        "fits_at_vllm_default": utilization <= VLLM_GPU_MEMORY_UTILIZATION,
     }
 
 
@@ -106,9 +131,9 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
         "seq_len": seq_len,
         "tokens_per_s_per_gpu": tokens,
         "mfu": mfu,
-        "fits": total <= gpu.memory_bytes,
+        "fits": total <= gpu.usable_bytes,
         "per_gpu_bytes": total,
-        "gpu_memory_bytes": gpu.memory_bytes,
+        "gpu_memory_bytes": gpu.usable_bytes,
         "interval_from": "the held-out errors of train (python -m llama_lab validate)",
         "conventions": "FLOPs: 3 × the causal forward per token (+1 forward under full recomputation); "
         "MFU against the dense bf16 peak, the model's FLOPs counted once",
