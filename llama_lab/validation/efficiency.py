@@ -9,8 +9,9 @@ the memory time by the fraction of HBM bandwidth the weight format's kernels rea
 all-reduce latency (``tp_layer_s``). Prefill: the larger of compute at ``matmul`` × peak and
 memory at the 16-bit bandwidth share, plus a fixed floor (``prefill_floor_s``). Training: the
 matmul peak over the FLOPs per token (3 × the causal forward, one forward more under full
-recomputation) bounds tokens/s per GPU; the estimate is ``train_bf16`` (or ``train_fp8`` for
-runs whose matmuls are fp8, measured against the bf16 peak) of it.
+recomputation) bounds tokens/s per GPU; the estimate is ``train_bf16`` of it (``train_fp8`` for
+runs whose matmuls are fp8, measured against the bf16 peak; ``train_moe`` for a mixture of
+experts, whose active FLOPs run at a lower share).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Efficiency:
     prefill_floor_s: float = 5e-3
     train_bf16: float = 0.4  # MFU of bf16 training against the bf16 peak
     train_fp8: float = 0.5  # the same for fp8 matmuls, against the bf16 peak
+    train_moe: float = 0.2  # MFU of mixture-of-experts training (active FLOPs, the bf16 peak)
 
     MEANING = {
         "decode_bw": "share of HBM bandwidth a decode step reaches, per weight format",
@@ -47,6 +49,8 @@ class Efficiency:
         "prefill_floor_s": "fixed seconds of a prefill (scheduling, launch, the first token)",
         "train_bf16": "MFU of bf16 training (causal FLOPs, against the bf16 peak)",
         "train_fp8": "the same with fp8 matmuls (against the bf16 peak)",
+        "train_moe": "MFU of mixture-of-experts training, any precision (the active experts' FLOPs, "
+        "against the bf16 peak): routing, grouped expert matmuls and all-to-all cost a dense model none of",
     }
 
     def to_dict(self) -> dict:
@@ -123,4 +127,5 @@ def train_tokens_per_s_per_gpu(
     cfg: ModelConfig, gpu: GPU, seq_len: int, recompute: str | None, fp8: bool, eff: Efficiency
 ) -> Prediction:
     bound = gpu.peak_bf16_flops / train_flops_per_token(cfg, seq_len, recompute)
-    return Prediction(bound, bound * (eff.train_fp8 if fp8 else eff.train_bf16))
+    share = eff.train_moe if cfg.is_moe else eff.train_fp8 if fp8 else eff.train_bf16
+    return Prediction(bound, bound * share)

@@ -72,8 +72,13 @@ class Row:
 
     @property
     def config(self) -> ModelConfig | None:
-        preset = self.data["model"].get("preset")
-        return PRESETS.get(preset) if preset else None
+        """The model: its preset, or an MPT's shape from the source's config (``mpt_config``)."""
+        model = self.data["model"]
+        if model.get("preset"):
+            return PRESETS.get(model["preset"])
+        hf = model.get("hf_config") or {}
+        seq_len = int(self.workload.get("seq_len") or 2048)
+        return mpt_config(hf, seq_len) if hf.get("model_type") == "mpt" else None
 
     @property
     def gpu(self) -> GPU | None:
@@ -108,6 +113,27 @@ class Row:
         if self.kind == "train" and not w.get("seq_len"):
             return "the source does not state the sequence length"
         return None
+
+
+def mpt_config(hf: dict, seq_len: int) -> ModelConfig:
+    """An MPT (llm-foundry's yaml: d_model, n_heads, n_layers, expansion_ratio, vocab_size) as a
+    LLaMA Lab config with the same matmuls: LayerNorm, a GELU FFN of expansion_ratio × d, no
+    position parameters (ALiBi adds none), no biases, the embedding tied to the head (MPT's)."""
+    d = int(hf["d_model"])
+    return ModelConfig(
+        vocab_size=int(hf["vocab_size"]),
+        d_model=d,
+        n_layers=int(hf["n_layers"]),
+        n_heads=int(hf["n_heads"]),
+        n_kv_heads=int(hf["n_heads"]),
+        ffn_hidden=int(hf.get("expansion_ratio", 4)) * d,
+        max_seq_len=seq_len,
+        norm_type="layernorm",
+        pos_encoding="none",
+        ffn_type="gelu",
+        bias=False,
+        tie_embeddings=True,
+    )
 
 
 def _order(row_id: str) -> str:

@@ -99,7 +99,7 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tp_layer_s", "seconds"),
     ),
     "prefill": (("matmul", "share"), ("prefill_floor_s", "seconds")),
-    "train": (("train_bf16", "share"), ("train_fp8", "fp8")),
+    "train": (("train_bf16", "share"), ("train_fp8", "fp8"), ("train_moe", "share")),
 }
 REGIME = {"decode_bs1": "decode", "decode_batched": "decode", "prefill": "prefill", "train": "train"}
 
