@@ -150,7 +150,15 @@ def test_roofline_points_and_figure():
     assert max(roof.y) == GPUS["H100 80GB"].peak_bf16_flops
     assert roof.x[1] == pytest.approx(GPUS["H100 80GB"].ridge_point)
     assert all(y <= max(roof.y) for trace in fig.data[1:] for y in trace.y)
-    assert len(frooflines.decode_throughput(points).data) == 3
+    throughput = frooflines.decode_throughput(points)
+    assert [t.name for t in throughput.data] == [
+        f"{kind} {what}" for kind in ("MHA", "GQA", "MQA") for what in ("bound", "estimate")
+    ]
+    for bound, estimate in zip(throughput.data[::2], throughput.data[1::2]):
+        assert all(e <= b for b, e in zip(bound.y, estimate.y))  # no estimate beats its roof
+        low = estimate.y - estimate.error_y.arrayminus
+        high = estimate.y + estimate.error_y.array
+        assert all(lo <= e <= hi for lo, e, hi in zip(low, estimate.y, high))
 
 
 def test_one_training_curves_figure_serves_every_page():

@@ -14,6 +14,8 @@ from .. import analysis
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
 from ..units import plural
+from ..validation.efficiency import Efficiency, decode_step
+from ..validation.predict import interval
 from .common import ATTENTION_COLORS, layout_figure
 
 ROOFLINE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batches the decode roofline is drawn at
@@ -29,13 +31,18 @@ def roofline_points(
     kv_dtype: str | None = None,
 ) -> pd.DataFrame:
     """Decode steps of MHA / GQA / MQA over batch at one context length (computing at
-    ``dtype``; weights and cache stored at ``weights`` / ``kv_dtype``, default ``dtype``)."""
+    ``dtype``; weights and cache stored at ``weights`` / ``kv_dtype``, default ``dtype``): the
+    roofline bound, and the calibrated estimate with its interval (``validation``)."""
     rows = []
+    eff = Efficiency.load()
     for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         for batch in batches:
             r = analysis.roofline(
                 variant, gpu, batch, context_len, dtype, phase="decode", weights=weights, kv_dtype=kv_dtype
             )
+            step = decode_step(variant, gpu, batch, context_len, weights or dtype, kv_dtype or dtype, 1, eff)
+            estimate = batch / step.estimate
+            low, high = interval(estimate, "decode_bs1" if batch == 1 else "decode_batched")
             rows.append(
                 {
                     "attention": kind,
@@ -45,6 +52,9 @@ def roofline_points(
                     "arithmetic_intensity": r.arithmetic_intensity,
                     "achieved_flops_per_s": r.flops / r.time_per_step_s,
                     "tokens_per_s": r.tokens_per_s,
+                    "tokens_per_s_estimate": estimate,
+                    "tokens_per_s_low": low,
+                    "tokens_per_s_high": high,
                     "time_per_token_ms": r.time_per_token_s * 1e3,
                     "bound": r.bound,
                     "peak_flops": r.peak_flops,
@@ -96,17 +106,39 @@ def roofline_figure(points: pd.DataFrame, gpu: GPU) -> go.Figure:
 
 
 def decode_throughput(points: pd.DataFrame) -> go.Figure:
+    """Tokens/s over batch: the roofline bound (solid) and the calibrated estimate (dashed),
+    whose bars span the interval from the held-out errors of its kind."""
     fig = go.Figure()
     for kind, part in points.groupby("attention", sort=False):
+        color = ATTENTION_COLORS.get(kind)
         fig.add_trace(
             go.Scatter(
                 x=part.batch,
                 y=part.tokens_per_s,
                 mode="lines+markers",
-                name=kind.upper(),
-                line=dict(color=ATTENTION_COLORS.get(kind)),
+                name=f"{kind.upper()} bound",
+                line=dict(color=color),
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=part.batch,
+                y=part.tokens_per_s_estimate,
+                mode="lines+markers",
+                name=f"{kind.upper()} estimate",
+                line=dict(color=color, dash="dash"),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=part.tokens_per_s_high - part.tokens_per_s_estimate,
+                    arrayminus=part.tokens_per_s_estimate - part.tokens_per_s_low,
+                    color=color,
+                    thickness=1,
+                ),
             )
         )
     fig.update_xaxes(type="log", title="batch (sequences decoded together)")
-    fig.update_yaxes(type="log", title="tokens/s (upper bound)")
-    return layout_figure(fig, "Decode throughput bound", height=360)
+    fig.update_yaxes(type="log", title="tokens/s")
+    return layout_figure(
+        fig, "Decode throughput: roofline bound (solid), calibrated estimate (dashed)", height=360
+    )

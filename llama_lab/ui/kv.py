@@ -239,5 +239,7 @@ def roofline_section(selection: Selection, gpu_name: str, prefix: str) -> None:
         f"FLOPs/byte computing in {dtype} (weights {weights}, cache {kv_dtype}). "
         "Below it a step is memory-bound: the time goes into "
         f"reading the weights and the cache, so fewer KV heads mean faster decoding at long "
-        f"context and large batch."
+        f"context and large batch. Tokens/s: solid, the roofline bound; dashed, the estimate "
+        f"calibrated on public measurements (the Validation page), its bars the interval the "
+        f"held-out errors of batch-1 or batched decode give."
     )

@@ -25,7 +25,15 @@ from ..config import ModelConfig
 from ..runtime.hardware import GPU
 
 PARAMS_FILE = Path(__file__).with_name("efficiency.json")
-FORMAT_CLASS = {"bf16": "16-bit", "fp16": "16-bit", "fp8": "8-bit", "int8": "8-bit", "int4": "4-bit"}
+# A weight format's kernels (fp32 weights, rare in serving, take the 16-bit share: uncalibrated).
+FORMAT_CLASS = {
+    "fp32": "16-bit",
+    "bf16": "16-bit",
+    "fp16": "16-bit",
+    "fp8": "8-bit",
+    "int8": "8-bit",
+    "int4": "4-bit",
+}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """``predict decode|train``: one workload's time, as the roofline bound and the calibrated
 estimate with an interval from the held-out errors of its kind (measured = estimate / (1 + e)
-for each held-out row's error e: the interval spans the smallest and largest such e)."""
+for each held-out row's error e: the interval spans the smallest and largest such e, and the
+estimate)."""
 
 from __future__ import annotations
 
@@ -36,16 +37,17 @@ def held_out_errors(kind: str) -> tuple[float, ...]:
     )
 
 
-def _interval(estimate: float, kind: str) -> tuple[float, float]:
-    """(low, high) of what would be measured, from ``kind``'s held-out errors."""
+def interval(estimate: float, kind: str) -> tuple[float, float]:
+    """(low, high) of what would be measured, from ``kind``'s held-out errors, widened to hold
+    the estimate itself (where every held-out row was over- or under-estimated)."""
     errors = held_out_errors(kind) or held_out_errors("decode_bs1")
     if not errors:
         return estimate, estimate
-    return estimate / (1 + max(errors)), estimate / (1 + min(errors))
+    return min(estimate, estimate / (1 + max(errors))), max(estimate, estimate / (1 + min(errors)))
 
 
 def _band(bound: float, estimate: float, kind: str) -> dict[str, float]:
-    low, high = _interval(estimate, kind)
+    low, high = interval(estimate, kind)
     return {"bound": bound, "estimate": estimate, "low": low, "high": high}
 
 
