@@ -208,3 +208,21 @@ def test_llama_3_70b_in_bf16_on_one_h200_fits_and_says_under_which_engine_settin
     assert "fits with 9.26 GB to spare; at vLLM's default gpu_memory_utilization 0.9 it does not fit" in (
         capsys.readouterr().out
     )
+
+
+def test_the_layout_search_shows_each_step_beside_its_calibrated_estimate():
+    from llama_lab.analysis import count_flops
+    from llama_lab.analysis.layouts import search_layouts
+    from llama_lab.figures.parallel import search_frame
+
+    cfg = PRESETS["llama-2-70b"]
+    rows = search_layouts(cfg, 64, "H100 80GB", seq_len=4096)
+    frame = search_frame(rows, cfg, 4096)
+    eff = Efficiency.load()
+    r = rows[0]
+    full = count_flops(cfg, 4096, 1)
+    extra = {"none": 0, "full": full.forward, "selective": full.by_component["attention_scores"]}[r.recompute]
+    causal = (4 if r.recompute == "full" else 3) * full.forward_causal / (full.training_step + extra)
+    by_hand = r.compute_s * causal / eff.train_bf16 / (1 - r.bubble_fraction) + r.comm_s
+    assert frame.step_s_estimate.iloc[0] == pytest.approx(by_hand)
+    assert (frame.step_s_estimate >= frame.step_s).all()  # the modeled step assumes the full peak

@@ -226,7 +226,9 @@ def search_assumptions() -> str:
         f"stretched by the pipeline bubble, plus communication at "
         f"{INTRA_NODE_BYTES_PER_S / 1e9:.0f} GB/s within a node (tensor parallel) and "
         f"{INTER_NODE_BYTES_PER_S / 1e9:.0f} GB/s between nodes (pipeline and data "
-        f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped. A ranking, not a forecast."
+        f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped: a bound-like ranking. "
+        f"step_s_estimate: the same step at the training MFU calibrated on public measurements "
+        f"(python -m llama_lab validate), on the causal FLOPs it was fitted on."
     )
 
 

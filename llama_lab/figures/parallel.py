@@ -9,6 +9,8 @@ import plotly.graph_objects as go
 
 from ..analysis.korthikanti import KorthikantiComparison
 from ..analysis.parallel import ParallelEstimate
+from ..config import ModelConfig
+from ..validation.efficiency import Efficiency, layout_step_estimate
 from .common import GROUP_PALETTE, display_values, layout_figure, mark
 
 STATE_PARTS = (
@@ -80,7 +82,9 @@ def serving_frame(fits: list) -> pd.DataFrame:
     return pd.DataFrame([f.to_dict() for f in fits])
 
 
-def search_frame(rows: list) -> pd.DataFrame:
+def search_frame(rows: list, cfg: ModelConfig, seq_len: int) -> pd.DataFrame:
+    """The layouts, with each modeled step (nothing overlapped, at the dense peak) beside its
+    calibrated estimate (the training MFU fitted on public measurements)."""
     keep = (
         "layout",
         "tp",
@@ -96,7 +100,18 @@ def search_frame(rows: list) -> pd.DataFrame:
         "comm_s",
         "step_s",
     )
-    return pd.DataFrame([{k: r.to_dict()[k] for k in keep} for r in rows])
+    eff = Efficiency.load()
+    return pd.DataFrame(
+        [
+            {
+                **{k: r.to_dict()[k] for k in keep},
+                "step_s_estimate": layout_step_estimate(
+                    cfg, seq_len, r.recompute, r.compute_s, r.bubble_fraction, r.comm_s, eff
+                ),
+            }
+            for r in rows
+        ]
+    )
 
 
 def korthikanti_frames(cmp: KorthikantiComparison) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

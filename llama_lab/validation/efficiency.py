@@ -137,3 +137,22 @@ def train_tokens_per_s_per_gpu(
     bound = gpu.peak_bf16_flops / train_flops_per_token(cfg, seq_len, recompute)
     share = eff.train_moe if cfg.is_moe else eff.train_fp8 if fp8 else eff.train_bf16
     return Prediction(bound, bound * share)
+
+
+def layout_step_estimate(
+    cfg: ModelConfig,
+    seq_len: int,
+    recompute: str,
+    compute_s: float,
+    bubble: float,
+    comm_s: float,
+    eff: Efficiency,
+) -> float:
+    """A training layout's step (``analysis.layouts.layout_cost``'s terms) at the calibrated MFU:
+    its compute at the dense peak, rescaled to the causal FLOPs the MFU was fitted on and
+    divided by that MFU, stretched by the pipeline bubble, plus its communication (not calibrated)."""
+    full = count_flops(cfg, seq_len, 1)
+    extra = {"none": 0, "full": full.forward, "selective": full.by_component["attention_scores"]}[recompute]
+    causal = train_flops_per_token(cfg, seq_len, recompute) * seq_len / (full.training_step + extra)
+    share = eff.train_moe if cfg.is_moe else eff.train_bf16
+    return compute_s * causal / share / (1 - bubble) + comm_s
