@@ -165,3 +165,30 @@ def test_a_t_cut_by_the_copy_follows_the_sidebar_when_the_copy_is_left():
     assert at.number_input(key=P + "seq_len").value == 64 == at.sidebar.number_input(key=ui.KEY_SEQ_LEN).value
     assert not any("above the maximum" in c.value for c in at.caption)
     assert "live.seq_len" not in at.query_params and not at.exception
+
+
+def test_a_pass_calibrates_the_device_and_the_next_step_is_predicted_before_it_runs():
+    """Issue 28 §3: the first pass measures this device's training MFU; the next pass, at
+    another batch, is predicted from it before it runs (3 × causal forward FLOPs over the
+    device's peak at that MFU) and shown beside what it measured."""
+    from llama_lab.validation.device import causal_training_flops
+
+    at = click(tiny(run_page({"preset": "debug"})), "run_live")
+    first = at.session_state[ui.KEY_LIVE_PASS].result
+    assert any("This pass calibrates the device" in c.value for c in at.caption)
+    at.number_input(key=P + "batch").set_value(4).run()
+    caption = next(c.value for c in at.caption if c.value.startswith("The next step should take"))
+    predicted_ms = (
+        1e3 * causal_training_flops(PRESETS["debug"], 16, 4) / (first.peak_flops * first.mfu_causal)
+    )
+    assert f"{predicted_ms:,.1f} ms" in caption and f"calibrated on {first.device_name}" in caption
+    at = click(at, "run_live")
+    entry = at.session_state[ui.KEY_LIVE_PASS]
+    assert entry.settings["predicted_step_ms"] == pytest.approx(predicted_ms)
+    shown = metrics(at)
+    measured = entry.result.step_ms
+    assert (
+        shown["Predicted step"] == f"{predicted_ms:,.1f} ms"
+        and shown["Measured step"] == f"{measured:,.1f} ms"
+    )
+    assert shown["Error"] == f"{(predicted_ms - measured) / measured:+.1%}"

@@ -8,9 +8,12 @@ import streamlit as st
 
 from .. import analysis, experiments
 from ..config import LIMITS, MAX_BATCH, ModelConfig, live_config
-from ..runtime.devices import PAGE_DEVICES
+from ..errors import LabError
+from ..runtime.devices import PAGE_DEVICES, device_name, pick_device
+from ..runtime.peak import device_peak_flops
 from ..runtime.precision import DTYPES
 from ..train.budgets import CPU_FLOP_BUDGET, guard, live_workload, runs_live_quickly
+from ..validation.device import DeviceCalibration
 from .runs import ffn_label, keep_experiment, run_with_status, show_experiment
 from .state import KEY_DECODE, KEY_LIVE_PASS, Selection
 from .widgets import Link, bounded_number, choice_link, int_link, link_widgets, live_size_box
@@ -92,10 +95,37 @@ def live_setup(selection: Selection, prefix: str) -> tuple[ModelConfig, dict]:
     return run_cfg, settings
 
 
+CALIBRATIONS = "llama_lab.device_calibrations"  # session: (device name, dtype) → DeviceCalibration
+
+
+def _calibration(device: str, dtype: str) -> tuple[DeviceCalibration | None, float | None]:
+    """This session's calibration of ``device`` in ``dtype`` and the device's peak, if any."""
+    try:
+        dev = pick_device(device)
+    except LabError:
+        return None, None
+    found = st.session_state.get(CALIBRATIONS, {}).get((device_name(dev), dtype))
+    return found, (device_peak_flops(dev, dtype)[0] if found is not None else None)
+
+
+def _calibrate(live) -> None:
+    """Add a live pass's MFU to its device's calibration."""
+    calibrations = st.session_state.setdefault(CALIBRATIONS, {})
+    key = (live.device_name, live.dtype)
+    calibrations[key] = calibrations.get(key, DeviceCalibration(*key)).with_pass(live.mfu_causal)
+
+
 def training_step_section(run_cfg: ModelConfig, settings: dict, prefix: str) -> None:
-    """One training step of ``run_cfg``, timed phase by phase, behind its button."""
+    """One training step of ``run_cfg``, timed phase by phase, behind its button; once a pass
+    has calibrated the device, the next step's time is predicted before it runs and shown
+    beside what it measured."""
     device, dtype, iters = settings["device"], settings["dtype"], settings["iters"]
     seq_len, batch = settings["seq_len"], settings["batch"]
+    calibration, peak = _calibration(device, dtype)
+    predicted_ms = None
+    if calibration is not None and peak is not None:
+        predicted_ms = 1e3 * calibration.predict_step_s(run_cfg, seq_len, batch, peak)
+        st.caption(f"The next step should take {predicted_ms:,.1f} ms: {calibration.label}.")
     if st.button("Run the training step", type="primary", key=prefix + "run_live"):
 
         def live(progress):
@@ -114,7 +144,11 @@ def training_step_section(run_cfg: ModelConfig, settings: dict, prefix: str) -> 
 
         result = run_with_status("Live pass", live)
         if result is not None:
-            keep_experiment("live_pass", result, run_cfg, settings)
+            kept = dict(settings)
+            if predicted_ms is not None and calibration is not None:
+                kept |= {"predicted_step_ms": predicted_ms, "calibration": calibration.label}
+            keep_experiment("live_pass", result, run_cfg, kept)
+            _calibrate(result)
     show_experiment(KEY_LIVE_PASS, run_cfg, settings, prefix)
 
 

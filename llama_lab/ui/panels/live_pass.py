@@ -73,9 +73,28 @@ def _speed(live, prefix: str) -> None:
     st.plotly_chart(live_phase_figure(live), key=prefix + "chart_phases")
 
 
+def _prediction(entry: ExperimentEntry) -> None:
+    """The step time predicted before the run (the device calibrated by earlier passes) beside
+    the one measured."""
+    predicted = entry.settings.get("predicted_step_ms")
+    if predicted is None:
+        st.caption(
+            "This pass calibrates the device: the next one's step time is predicted from it "
+            "before it runs, and shown here beside what it measures."
+        )
+        return
+    measured = entry.result.step_ms
+    cols = st.columns(3)
+    cols[0].metric("Predicted step", f"{predicted:,.1f} ms", help=entry.settings["calibration"])
+    cols[1].metric("Measured step", f"{measured:,.1f} ms")
+    cols[2].metric("Error", f"{(predicted - measured) / measured:+.1%}")
+    st.caption(f"Predicted before this run, {entry.settings['calibration']}.")
+
+
 def show(entry: ExperimentEntry, prefix: str) -> None:
     live = entry.result
     _speed(live, prefix)
+    _prediction(entry)
 
     measured_peak = peak_memory_is_measured(live)
     cols = st.columns(4)
