@@ -139,6 +139,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
         "Inference systems",
         "Inside the model",
         "Many GPUs",
+        "Validation",
     ]
 
     layers = page.get_by_label("n_layers (blocks): exact value")
