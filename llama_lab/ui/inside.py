@@ -105,16 +105,20 @@ def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str
 
 
 def inside_note(base: ModelConfig, cfg: ModelConfig, steps: int) -> None:
-    """What the small model ``cfg`` is (of ``base``'s recipe) and how it was trained."""
-    st.markdown(
-        live_run_note(base, cfg)
-        + (
-            f" Trained {steps} AdamW steps (lr {INSIDE_DEFAULTS['lr']:g}, B = "
-            f"{INSIDE_DEFAULTS['batch']}, T = {INSIDE_DEFAULTS['seq_len']})."
-            if steps
-            else " Untrained: the weights as initialised."
-        )
+    """What the small model ``cfg`` is (of ``base``'s recipe) and how it was trained: one line,
+    the rest in an expander."""
+    trained = (
+        f"trained {plural(steps, 'AdamW step')} (lr {INSIDE_DEFAULTS['lr']:g}, B = "
+        f"{INSIDE_DEFAULTS['batch']}, T = {INSIDE_DEFAULTS['seq_len']})"
+        if steps
+        else "untrained: the weights as initialised"
     )
+    st.markdown(
+        f"A small copy of the sidebar's recipe: **d={cfg.d_model}, {plural(cfg.n_layers, 'block')}, "
+        f"{cfg.n_heads} heads / {cfg.n_kv_heads} KV, vocab {cfg.vocab_size}**, {trained}."
+    )
+    with st.expander("About this small model"):
+        st.markdown(live_run_note(base, cfg))
 
 
 def _trained_copy(cfg: ModelConfig, steps: int, prefix: str):

@@ -36,8 +36,13 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     for col, arm in zip(cols[2:], (result.post, result.pre)):
         col.metric(f"{ARRANGEMENT_LABELS[arm.norm_position]} loss (median)", f"{arm.loss:.4f}")
     st.plotly_chart(gradnorm_profile(result), key=prefix + "chart_grad")
-    for sentence in explain_profile(result):
-        st.markdown(sentence)
+    sentences = explain_profile(result)
+    if sentences:  # the finding in one paragraph; how the stream and the norms explain it, under "why"
+        st.markdown(sentences[0])
+    if sentences[1:]:
+        with st.expander("Why: through depth, and what the last norm divides by"):
+            for sentence in sentences[1:]:
+                st.markdown(sentence)
     with st.expander("Seed by seed, per block, per parameter group"):
         show_table(seed_table(result), width="stretch")
         show_table(gradnorm_summary(result), width="stretch")
