@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .cli_args import build_parser
-from .cli_predict import cmd_predict, cmd_validate
+from .cli_predict import cmd_predict, cmd_validate, layout_from_args
 from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 from .errors import LabError
 from .report.formats import check_output, write_atomically
@@ -251,20 +251,9 @@ def cmd_speculate(args) -> None:
 
 
 def cmd_parallel(args, cfg: ModelConfig, notes: list[str]) -> None:
-    from .analysis.parallel import Layout, parallel_memory
+    from .analysis.parallel import parallel_memory
 
-    layout = Layout(
-        args.gpus,
-        args.tp,
-        args.pp,
-        args.zero,
-        args.sequence_parallel,
-        args.recompute,
-        args.micro_batch,
-        args.micro_batches or 0,
-        args.schedule,
-        args.chunks,
-    )
+    layout = layout_from_args(args)
     est = parallel_memory(cfg, layout, args.seq_len, args.dtype)
     g = {key: f"{value / 2**30:,.2f}" for key, value in est.per_gpu.items()}
     text = (

@@ -71,17 +71,12 @@ def _fits_line(m: dict) -> str:
     )
 
 
-def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
-    """The prediction as JSON and as one line of text."""
+def layout_from_args(args: argparse.Namespace):
+    """The training layout a ``parallel`` or ``predict train`` command line names (1F1B, one
+    chunk per GPU unless --schedule / --chunks say otherwise)."""
     from .analysis.parallel import Layout
-    from .validation.predict import find_gpu, predict_decode, predict_train
 
-    gpu = find_gpu(args.gpu)
-    if args.predict_kind == "decode":
-        workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
-        r = predict_decode(cfg, gpu, args.gpus, args.tp, *workload)
-        return r, f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}\n{_fits_line(r['memory'])}"
-    layout = Layout(
+    return Layout(
         args.gpus,
         args.tp,
         args.pp,
@@ -90,9 +85,21 @@ def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
         args.recompute,
         args.micro_batch,
         args.micro_batches or 0,
-        "1f1b",
-        1,
+        getattr(args, "schedule", "1f1b"),
+        getattr(args, "chunks", 1),
     )
+
+
+def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
+    """The prediction as JSON and as one line of text."""
+    from .validation.predict import find_gpu, predict_decode, predict_train
+
+    gpu = find_gpu(args.gpu)
+    if args.predict_kind == "decode":
+        workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
+        r = predict_decode(cfg, gpu, args.gpus, args.tp, *workload)
+        return r, f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}\n{_fits_line(r['memory'])}"
+    layout = layout_from_args(args)
     r = predict_train(cfg, gpu, layout, args.seq_len or cfg.max_seq_len, args.dtype)
     fits = "fits" if r["fits"] else "does NOT fit"
     return r, (
