@@ -226,3 +226,26 @@ def test_the_layout_search_shows_each_step_beside_its_calibrated_estimate():
     by_hand = r.compute_s * causal / eff.train_bf16 / (1 - r.bubble_fraction) + r.comm_s
     assert frame.step_s_estimate.iloc[0] == pytest.approx(by_hand)
     assert (frame.step_s_estimate >= frame.step_s).all()  # the modeled step assumes the full peak
+
+
+def test_every_stored_weight_format_decodes_at_the_share_of_its_bits():
+    """A file's stored format (gpt-oss's MXFP4, a GPTQ int4) reaches the KV page's estimate
+    as a WeightQuant: its bits choose the bandwidth share."""
+    from pathlib import Path
+
+    from llama_lab.analysis.quant import stored_weights
+    from llama_lab.config.files import stored_quant_of
+    from llama_lab.validation.efficiency import format_class
+
+    text = (Path(__file__).parent / "published_configs" / "gpt-oss-20b.json").read_text()
+    mxfp4 = stored_weights(stored_quant_of(text))
+    assert mxfp4.dtype == "mxfp4" and format_class(mxfp4) == "4-bit"
+    assert [format_class(w) for w in ("fp32", "bf16", "fp8", "int8", "int4")] == [
+        "16-bit",
+        "16-bit",
+        "8-bit",
+        "8-bit",
+        "4-bit",
+    ]
+    step = decode_step(PRESETS["gpt-oss-20b"], GPUS["H100 80GB"], 1, 1024, mxfp4, "bf16", 1, Efficiency())
+    assert 0 < step.bound < step.estimate

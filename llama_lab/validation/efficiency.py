@@ -21,19 +21,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..analysis import count_flops, roofline
+from ..analysis.quant import BITS, WeightQuant, as_weight_quant
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
 
 PARAMS_FILE = Path(__file__).with_name("efficiency.json")
-# A weight format's kernels (fp32 weights, rare in serving, take the 16-bit share: uncalibrated).
-FORMAT_CLASS = {
-    "fp32": "16-bit",
-    "bf16": "16-bit",
-    "fp16": "16-bit",
-    "fp8": "8-bit",
-    "int8": "8-bit",
-    "int4": "4-bit",
-}
+
+
+def format_class(weights: "WeightQuant | str") -> str:
+    """Whose bandwidth share a weight format's decode kernels take, by its bits per weight
+    (fp32 weights, rare in serving, take the 16-bit share: uncalibrated)."""
+    bits = BITS[as_weight_quant(weights).dtype]
+    return "16-bit" if bits >= 16 else "8-bit" if bits >= 8 else "4-bit"
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ def decode_step(
     gpu: GPU,
     batch: int,
     context: int,
-    weights: str,
+    weights: "WeightQuant | str",
     kv: str,
     tp: int,
     eff: Efficiency,
@@ -91,7 +90,7 @@ def decode_step(
     """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs."""
     r = roofline(cfg, gpu, batch, context, "bf16", "decode", weights, kv)
     bound = max(r.compute_time_s, r.memory_time_s) / tp
-    share = eff.decode_bw[FORMAT_CLASS[weights]]
+    share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
     return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) / tp + fixed)
 
