@@ -179,7 +179,7 @@ def test_the_readme_states_the_held_out_errors_the_shipped_fit_gives():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     shipped = json.loads(PARAMS_FILE.read_text())["summary"]
-    for kind in ("decode_bs1", "prefill", "train", "decode_batched"):
+    for kind in ("decode_bs1", "prefill", "train", "memory", "decode_batched"):
         assert f"{kind} {100 * shipped[kind]['held_out_median_abs_error']:.1f} %" in readme, kind
 
 
@@ -249,3 +249,18 @@ def test_every_stored_weight_format_decodes_at_the_share_of_its_bits():
     ]
     step = decode_step(PRESETS["gpt-oss-20b"], GPUS["H100 80GB"], 1, 1024, mxfp4, "bf16", 1, Efficiency())
     assert 0 < step.bound < step.estimate
+
+
+def test_a_training_runs_peak_memory_is_the_layouts_count_times_the_fitted_factor():
+    """torchtitan's Llama-3.1-8B on 8 GPUs, FSDP, selective recomputation, 2 × 8,192 tokens per
+    GPU: LLaMA Lab's per-GPU count for that layout, and × memory_factor."""
+    from llama_lab.analysis.parallel import Layout, parallel_memory
+    from llama_lab.validation import predict_row
+
+    row = next(r for r in ROWS if r.id == "torchtitan-mem-llama31-8b-fsdp-8xh100")
+    layout = Layout(gpus=8, zero=3, recompute="selective", micro_batch=2, micro_batches=1)
+    counted = parallel_memory(PRESETS["llama-3-8b"], layout, 8192, "bf16").per_gpu["total_bytes"]
+    eff = Efficiency.load()
+    p = predict_row(row, eff)
+    assert p.bound == counted and p.estimate == pytest.approx(counted * eff.memory_factor)
+    assert row.why_not is None and row.gpu is None  # a layout's bytes need no GPU peak

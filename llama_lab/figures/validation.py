@@ -10,7 +10,12 @@ from plotly.subplots import make_subplots
 from .common import layout_figure
 
 HALF_STYLE = {"fit": ("circle-open", "#7f7f7f"), "held_out": ("circle", "#1f77b4")}
-UNITS = {"tokens_per_s": "tokens/s", "tokens_per_s_per_gpu": "tokens/s per GPU", "seconds": "s"}
+UNITS = {
+    "tokens_per_s": "tokens/s",
+    "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "seconds": "s",
+    "peak_memory_bytes": "bytes",
+}
 
 
 def scatter_figure(rows: list[dict]) -> go.Figure:

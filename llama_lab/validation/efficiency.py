@@ -47,6 +47,7 @@ class Efficiency:
     train_bf16: float = 0.4  # MFU of bf16 training against the bf16 peak
     train_fp8: float = 0.5  # the same for fp8 matmuls, against the bf16 peak
     train_moe: float = 0.2  # MFU of mixture-of-experts training (active FLOPs, the bf16 peak)
+    memory_factor: float = 1.0  # a training run's measured peak over the bytes LLaMA Lab counts
 
     MEANING = {
         "decode_bw": "share of HBM bandwidth a decode step reaches, per weight format",
@@ -56,6 +57,8 @@ class Efficiency:
         "prefill_floor_s": "fixed seconds of a prefill (scheduling, launch, the first token)",
         "train_bf16": "MFU of bf16 training (causal FLOPs, against the bf16 peak)",
         "train_fp8": "the same with fp8 matmuls (against the bf16 peak)",
+        "memory_factor": "a training run's measured peak memory over the bytes LLaMA Lab counts for its "
+        "layout (the allocator's cache and fragmentation, communication buffers, the CUDA context)",
         "train_moe": "MFU of mixture-of-experts training, any precision (the active experts' FLOPs, "
         "against the bf16 peak): routing, grouped expert matmuls and all-to-all cost a dense model none of",
     }

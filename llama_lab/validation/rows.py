@@ -74,11 +74,13 @@ class Row:
     def config(self) -> ModelConfig | None:
         """The model: its preset, or an MPT's shape from the source's config (``mpt_config``)."""
         model = self.data["model"]
+        seq_len = int(self.workload.get("seq_len") or 0)
         if model.get("preset"):
-            return PRESETS.get(model["preset"])
+            cfg = PRESETS.get(model["preset"])
+            # a run longer than the preset's context (Llama 3.1's 128k on the Llama 3 shape)
+            return cfg.replace(max_seq_len=seq_len) if cfg and seq_len > cfg.max_seq_len else cfg
         hf = model.get("hf_config") or {}
-        seq_len = int(self.workload.get("seq_len") or 2048)
-        return mpt_config(hf, seq_len) if hf.get("model_type") == "mpt" else None
+        return mpt_config(hf, seq_len or 2048) if hf.get("model_type") == "mpt" else None
 
     @property
     def gpu(self) -> GPU | None:
@@ -97,10 +99,15 @@ class Row:
     @property
     def why_not(self) -> str | None:
         """Why LLaMA Lab makes no prediction for this row (None: it makes one)."""
-        if self.kind in ("memory", "kv_capacity"):
-            return f"{self.kind} rows are not predicted yet"
+        if self.kind == "kv_capacity":
+            return "kv_capacity rows are not predicted yet (an engine's profile peak is not modelled)"
         if self.config is None:
             return f"no LLaMA Lab preset for {self.data['model']['name']}"
+        w = self.workload
+        if self.kind == "memory":  # a training layout's bytes: no GPU peak needed
+            if not (w.get("seq_len") and w.get("micro_batch") and self.data["hardware"].get("count")):
+                return "not a training layout's peak (vLLM's profile peak is not modelled)"
+            return None
         if self.gpu is None:
             return f"{self.data['hardware']['gpu']!r} is not in the GPU table"
         if self.kind != "train" and self.weights is None:

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..analysis.parallel import Layout, parallel_memory
 from .efficiency import (
     Efficiency,
     Prediction,
@@ -23,8 +24,11 @@ from .rows import KINDS, Row, load_rows
 def predict_row(row: Row, eff: Efficiency) -> Prediction:
     """The row's metric predicted (its unit): tokens/s (per GPU where the row is), or seconds."""
     cfg, gpu, w = row.config, row.gpu, row.workload
-    assert cfg is not None and gpu is not None  # rows with why_not are not predicted
     tp = int(w.get("tp") or 1)
+    assert cfg is not None  # rows with why_not are not predicted
+    if row.kind == "memory":
+        return training_memory(cfg, row, eff)
+    assert gpu is not None
     if row.kind == "train":
         return train_tokens_per_s_per_gpu(
             cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.fp8_compute, eff
@@ -42,6 +46,26 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     )
     per = tp if row.metric == "tokens_per_s_per_gpu" else 1
     return Prediction(p.bound / per, p.estimate / per)
+
+
+def training_memory(cfg, row: Row, eff: Efficiency) -> Prediction:
+    """A training run's peak bytes per GPU: LLaMA Lab's count for its layout (FSDP = ZeRO-3 over
+    the data-parallel ranks, sequence parallel with tensor parallelism, mixed-precision bf16),
+    and that × ``memory_factor``."""
+    w = row.workload
+    tp, pp = int(w.get("tp") or 1), int(w.get("pp") or 1)
+    layout = Layout(
+        gpus=int(row.data["hardware"]["count"]),
+        tp=tp,
+        pp=pp,
+        zero=3 if w.get("fsdp") else 0,
+        sequence_parallel=tp > 1,
+        recompute=w.get("recompute") or "none",
+        micro_batch=int(w["micro_batch"]),
+        micro_batches=int(w.get("grad_accum") or 1),
+    )
+    counted = parallel_memory(cfg, layout, int(w["seq_len"]), "bf16").per_gpu["total_bytes"]
+    return Prediction(counted, counted * eff.memory_factor)
 
 
 def rel_error(estimate: float, measured: float) -> float:
@@ -88,6 +112,7 @@ GRIDS: dict[str, list[float]] = {
     "share": [0.02 * 1.02**i for i in range(200) if 0.02 * 1.02**i <= 1.0],  # of a peak: ≤ 1
     "fp8": [0.02 * 1.02**i for i in range(200) if 0.02 * 1.02**i <= 2.0],  # fp8 against bf16's peak
     "seconds": [0.0] + [1e-6 * 1.1**i for i in range(160)],
+    "factor": [0.5 * 1.01**i for i in range(140)],  # 0.5 … 2.0
 }
 PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
     # kind → (parameter path, grid)
@@ -100,8 +125,15 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "prefill": (("matmul", "share"), ("prefill_floor_s", "seconds")),
     "train": (("train_bf16", "share"), ("train_fp8", "fp8"), ("train_moe", "share")),
+    "memory": (("memory_factor", "factor"),),
 }
-REGIME = {"decode_bs1": "decode", "decode_batched": "decode", "prefill": "prefill", "train": "train"}
+REGIME = {
+    "decode_bs1": "decode",
+    "decode_batched": "decode",
+    "prefill": "prefill",
+    "train": "train",
+    "memory": "memory",
+}
 
 
 def _set(eff: Efficiency, path: str, value: float) -> Efficiency:
