@@ -6,10 +6,11 @@ P = "llama_lab.page11."
 
 ui.setup_page(
     "Validation",
-    "LLaMA Lab's time predictions held against public measurements — batch-1 and batched "
-    "decode, prefill and training throughput from gpt-fast, llama.cpp, TensorRT-LLM, torchtitan, "
-    "llm-foundry and Megatron-Bridge: for each, the roofline bound, a calibrated estimate and "
-    "its error, with the errors of the half the calibration never saw.",
+    "LLaMA Lab's predictions held against public measurements — batch-1 and batched decode, "
+    "prefill and training throughput, and training runs' peak memory, from gpt-fast, llama.cpp, "
+    "TensorRT-LLM, torchtitan, llm-foundry and Megatron-Bridge: for each, the bound (the roofline; "
+    "for memory, LLaMA Lab's count), a calibrated estimate and its error, with the errors of the "
+    "half the calibration never saw.",
     needs_config=False,
 )
 answer = ui.validation_answer()
