@@ -55,7 +55,9 @@ def wait_until_up(url: str, seconds: float = 60) -> None:
 
 
 def settle(page) -> None:
-    """Wait until Streamlit has stopped running the script and the charts are drawn."""
+    """Wait until Streamlit has stopped running the script and the charts are drawn (a cold
+    server's first page draws its title late: wait for it first)."""
+    page.wait_for_selector("h1", timeout=180_000)
     page.wait_for_timeout(1500)
     page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
     page.wait_for_timeout(1500)
