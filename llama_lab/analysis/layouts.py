@@ -146,17 +146,19 @@ class LayoutCost:
         return asdict(self)
 
 
+def step_flops(cfg: ModelConfig, seq_len: int, batch: int, recompute: str) -> int:
+    """A training step's FLOPs as the modeled step counts them: 3 × forward (full T×T scores),
+    plus what recomputation runs again (full: every block's forward; selective: the scores)."""
+    flops = count_flops(cfg, seq_len, batch)
+    extra = {"none": 0, "full": flops.forward, "selective": flops.by_component["attention_scores"]}
+    return flops.training_step + extra[recompute]
+
+
 def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype: str = "bf16") -> LayoutCost:
     """One layout's per-GPU memory, communication and modeled step time (see the constants)."""
     est = parallel_memory(cfg, layout, seq_len, dtype)
-    flops = count_flops(cfg, seq_len, est.global_batch)
-    extra = {
-        "none": 0.0,
-        "full": flops.forward,  # full: every block's forward again
-        "selective": flops.by_component["attention_scores"],
-    }[layout.recompute]
     peak = gpu.peak_bf16_flops if dtype != "fp32" else gpu.peak_fp32_flops
-    compute = (flops.training_step + extra) / (layout.gpus * peak)
+    compute = step_flops(cfg, seq_len, est.global_batch, layout.recompute) / (layout.gpus * peak)
     across = INTER_NODE_BYTES_PER_S if layout.gpus > GPUS_PER_NODE else INTRA_NODE_BYTES_PER_S
     comm = (
         est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S

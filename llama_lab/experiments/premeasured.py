@@ -146,11 +146,16 @@ def _read(kind: str) -> dict[str, dict]:
 _CACHE: dict[str, dict[str, dict]] = {}
 
 
-def lookup(kind: str, config: ModelConfig, settings: Mapping[str, Any]) -> Premeasured | None:
-    """The shipped measurement of ``kind`` for exactly ``config`` and ``settings``, or None."""
+def _entries(kind: str) -> dict[str, dict]:
+    """``_read(kind)``, parsed once per process (``record`` drops the copy it replaces)."""
     if kind not in _CACHE:
         _CACHE[kind] = _read(kind)
-    raw = _CACHE[kind].get(entry_key(kind, config, settings))
+    return _CACHE[kind]
+
+
+def lookup(kind: str, config: ModelConfig, settings: Mapping[str, Any]) -> Premeasured | None:
+    """The shipped measurement of ``kind`` for exactly ``config`` and ``settings``, or None."""
+    raw = _entries(kind).get(entry_key(kind, config, settings))
     if raw is None:
         return None
     return Premeasured(
@@ -207,7 +212,7 @@ def shipped_rate() -> float | None:
     together): what a button's expected time on a CPU is worked out from."""
     flops = seconds = 0.0
     for path in DATA_DIR.glob("*.json"):
-        for entry in _read(path.stem).values():
+        for entry in _entries(path.stem).values():
             p = entry["provenance"]
             if p.get("device") == "cpu" and p.get("flops"):
                 flops, seconds = flops + p["flops"], seconds + p["seconds"]

@@ -40,6 +40,7 @@ from .cached import (
 )
 from .claims import claims_section, recomputed_claims, warmup_for_claims
 from .comparison import comparison_tables, contrast_section
+from .config_files import Download, config_downloads
 from .derivations import derived_metric, show_derivation
 from .gradient import (
     GradientSetup,
@@ -107,7 +108,7 @@ from .runs import (
     text_choice,
     text_source,
 )
-from .sidebar import Download, config_downloads, config_error, setup_page, sidebar_config
+from .sidebar import config_error, setup_page, sidebar_config
 from .state import (
     AS_DTYPE,
     BUILDER_KEYS,

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
-from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError, ModelConfig
+from ..config import CHOICES, FFN_RULES, LIMITS, MAX_BATCH, PRESETS, ConfigError
 from ..config.grids import divisors
 from ..errors import LabError
 from ..units import escape_markdown
+from .config_files import draw_load_save, draw_upload_only
 from .family_fields import (
     DEEPSEEK_FIELDS,
     FAMILY_FIELDS,
@@ -29,7 +28,7 @@ from .family_fields import (
     draw_rope_and_norm,
     int_input,
 )
-from .model_source import _on_preset, _on_preset_view, _on_upload
+from .model_source import _on_preset, _on_preset_view
 from .sliders import field_options, slider_beside, workload_options
 from .state import (
     AS_DTYPE,
@@ -53,13 +52,11 @@ from .state import (
     KEY_SEQ_LEN,
     KEY_SEQ_NOTE,
     KEY_STORED_QUANT,
-    KEY_UPLOAD,
     KEY_UPLOAD_ERROR,
     KEY_UPLOAD_NOTES,
     KEY_WEIGHT_DTYPE,
     LINK_NOTE,
     UPLOADED,
-    WIDGET_PREFIX,
     Selection,
     _init_state,
     _on_change,
@@ -97,9 +94,9 @@ def sidebar_config() -> Selection | None:
     with st.sidebar:
         _draw_builder(values, error, bad_field)
         if cfg is not None:
-            _draw_load_save(cfg)
+            draw_load_save(cfg)
         else:
-            _draw_upload_only()
+            draw_upload_only()
     state[KEY_BUILDER] = {key: state[key] for key in BUILDER_KEYS}
     if cfg is None:
         return None
@@ -466,63 +463,6 @@ def _draw_precision(values: dict[str, Any]) -> None:
         on_change=_on_change,
         help="int8 and int4 keep an fp16 scale per token and KV head.",
     )
-
-
-def _draw_upload_only() -> None:
-    with st.expander("Load / save config", expanded=True):
-        _draw_uploader()
-
-
-def _draw_uploader() -> None:
-    st.file_uploader(
-        "Upload a config.json (Hugging Face or LLaMA Lab)",
-        type=["json"],
-        key=KEY_UPLOAD,
-        on_change=_on_upload,
-    )
-    upload_error = _state().get(KEY_UPLOAD_ERROR)
-    if upload_error:
-        show_error(upload_error)
-
-
-def _draw_load_save(cfg: ModelConfig) -> None:
-    with st.expander("Load / save config", expanded=bool(_state().get(KEY_UPLOAD_ERROR))):
-        _draw_uploader()
-        downloads, hf_refusal = config_downloads(cfg)
-        for item in downloads:
-            st.download_button(
-                item.label,
-                data=item.data,
-                file_name=item.file_name,
-                mime=item.mime,
-                on_click="ignore",
-                key=WIDGET_PREFIX + item.file_name,
-            )
-        if hf_refusal:
-            st.caption("No HF config.json: " + escape_markdown(hf_refusal))
-
-
-@dataclass(frozen=True)
-class Download:
-    label: str
-    file_name: str
-    data: bytes
-    mime: str = "application/json"
-
-
-def config_downloads(cfg: ModelConfig) -> tuple[list[Download], str | None]:
-    """The current config as our JSON and, for LLaMA-style configs, as a HF config.json; the
-    second item says why the HF file is not offered."""
-    ours = Download(
-        "Config (LLaMA Lab JSON)",
-        "llama_lab_config.json",
-        json.dumps(cfg.to_dict(), indent=2).encode("utf-8"),
-    )
-    try:
-        hf = cfg.to_hf_config()
-    except ConfigError as exc:
-        return [ours], str(exc)
-    return [ours, Download("HF config.json", "config.json", json.dumps(hf, indent=2).encode("utf-8"))], None
 
 
 def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selection | None:

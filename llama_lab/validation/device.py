@@ -7,13 +7,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
-from ..analysis import count_flops
 from ..config import ModelConfig
+from .efficiency import train_flops_per_token
 
 
 def causal_training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> float:
-    """FLOPs of one training step as the kernels run it: 3 × the causal forward."""
-    return 3.0 * count_flops(cfg, seq_len, batch).forward_causal
+    """FLOPs of one training step of B × T tokens as the kernels run it (``train_flops_per_token``)."""
+    return train_flops_per_token(cfg, seq_len) * seq_len * batch
 
 
 @dataclass(frozen=True)

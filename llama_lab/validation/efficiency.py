@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 
 from ..analysis import count_flops, roofline
+from ..analysis.layouts import step_flops
 from ..analysis.quant import BITS, WeightQuant, as_weight_quant
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
@@ -68,10 +70,16 @@ class Efficiency:
 
     @classmethod
     def load(cls) -> "Efficiency":
-        """The fitted parameters (``tools/fit_efficiency.py``), or the defaults before a fit."""
-        if not PARAMS_FILE.exists():
-            return cls()
-        return cls(**json.loads(PARAMS_FILE.read_text())["parameters"])
+        """The fitted parameters (``tools/fit_efficiency.py``), or the defaults before a fit;
+        read once per process (pages ask on every rerun)."""
+        return _shipped()
+
+
+@cache
+def _shipped() -> Efficiency:
+    if not PARAMS_FILE.exists():
+        return Efficiency()
+    return Efficiency(**json.loads(PARAMS_FILE.read_text())["parameters"])
 
 
 @dataclass(frozen=True)
@@ -127,8 +135,10 @@ def prefill_seconds(
     )
 
 
-def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None) -> float:
-    """Training FLOPs per token: 3 × the causal forward (+ one forward under full recomputation)."""
+def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None = None) -> float:
+    """Training FLOPs per token as the kernels run them: 3 × the causal forward (+ one forward
+    under full recomputation). The one formula of the training estimates and the device's
+    calibration."""
     forward = count_flops(cfg, seq_len, 1).forward_causal / seq_len
     return (4 if recompute == "full" else 3) * forward
 
@@ -153,8 +163,6 @@ def layout_step_estimate(
     """A training layout's step (``analysis.layouts.layout_cost``'s terms) at the calibrated MFU:
     its compute at the dense peak, rescaled to the causal FLOPs the MFU was fitted on and
     divided by that MFU, stretched by the pipeline bubble, plus its communication (not calibrated)."""
-    full = count_flops(cfg, seq_len, 1)
-    extra = {"none": 0, "full": full.forward, "selective": full.by_component["attention_scores"]}[recompute]
-    causal = train_flops_per_token(cfg, seq_len, recompute) * seq_len / (full.training_step + extra)
+    causal = train_flops_per_token(cfg, seq_len, recompute) * seq_len / step_flops(cfg, seq_len, 1, recompute)
     share = eff.train_moe if cfg.is_moe else eff.train_bf16
     return compute_s * causal / share / (1 - bubble) + comm_s
