@@ -9,7 +9,13 @@
 #      T = 256 … 8192, speculative decoding's α, speedup and losslessness;
 #   5. speed (issue 15): a bf16 training step of the ~1B model against an 8192² bf16 matmul
 #      timed in the same process and the data sheet's dense peak (MFU), and one-token decode
-#      against the bytes it must read over the measured HBM bandwidth.
+#      against the bytes it must read over the measured HBM bandwidth;
+#   6. the device calibration (issue 28 §3): live passes at five sizes, each predicted from the
+#      passes before it (benchmarks/bench_calibration.py);
+#   7. the lab's predictions for this GPU held against what it measures here: nvidia-smi's total
+#      memory against the GPU table's, a bf16 training step's tokens/s against `predict train`,
+#      one-token decode of Llama-3-8B shapes against `predict decode`.
+# Sections to run may be named (`bash benchmarks/gpu_check.sh 1 6 7`); all by default.
 # Where there is no CUDA it says so and exits 0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,11 +26,16 @@ if ! python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv
 status=0
+want() { [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
+SECTIONS="$*"
 
-echo "== 1/5 CUDA tests"
+want 1 && {
+echo "== 1/7 CUDA tests"
 timeout 120 python -m pytest -q -k cuda tests/test_experiments.py -p no:cacheprovider || status=1
+}
 
-echo "== 2/5 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
+want 2 && {
+echo "== 2/7 bf16 training step, tinyllama-1.1b shapes, B=4 T=2048"
 timeout 300 python - <<'PY' || status=1
 import json, sys, time
 import torch
@@ -50,14 +61,18 @@ for compile in (False, True):
           f"(ln V {r.ln_vocab:.3f}); warm-up {r.warmup_s:.1f} s; wall {time.perf_counter() - start:.0f} s")
     torch.cuda.empty_cache()
 PY
+}
 
-echo "== 3/5 ours vs transformers, forward+backward, bf16 (tinyllama shapes, 4 layers)"
+want 3 && {
+echo "== 3/7 ours vs transformers, forward+backward, bf16 (tinyllama shapes, 4 layers)"
 timeout 60 python benchmarks/bench_vs_transformers.py --device cuda --dtype bf16 \
     --preset tinyllama-1.1b --n-layers 4 --seq-len 2048 --batch 4 --rounds 10 || status=1
+}
 
-echo "== 4/5 inference systems on CUDA: quantisation, attention kept bytes, speculative decoding"
+want 4 && {
+echo "== 4/7 inference systems on CUDA: quantisation, attention kept bytes, speculative decoding"
 timeout 240 python - <<'PY' || status=1
-from llama_lab.config import PRESETS, live_config
+from llama_lab.config import PRESETS
 from llama_lab.experiments.flash import flash_sweep
 from llama_lab.experiments.quantize import quantize_run
 from llama_lab.experiments.speculative import speculative_run
@@ -68,7 +83,7 @@ for dtype in ("int8", "int4"):
           f"{q.predicted_weight_bytes:,} B (equal: {q.measured_weight_bytes == q.predicted_weight_bytes}); "
           f"logit max error {q.logit_max_abs_error:.4f}; loss {q.loss_fp:.4f} -> {q.loss_quantized:.4f}; "
           f"decode s {q.decode_s}")
-cfg = live_config(PRESETS["llama-3-8b"], 1, 4096, 8192)          # the 8B's heads, one layer
+cfg = PRESETS["llama-3-8b"].replace(n_layers=1)          # the 8B's heads (32 × 128, 8 KV), one layer
 sweep = flash_sweep(cfg, (256, 1024, 4096, 8192), 1, "bf16", "cuda", "H200 141GB")
 for row in sweep.rows:
     print(f"attention {row['path']:>5} T={row['seq_len']:>5}: kept {row['measured_bytes']:,} B "
@@ -80,13 +95,40 @@ for r in s.results:
           f"identical {r.identical_to_target_greedy}, time draft {r.draft_share:.0%} / verify "
           f"{r.verify_share:.0%} / loop {r.overhead_share:.0%}")
 PY
+}
 
-
-echo "== 5/5 speed: MFU of a bf16 training step (tinyllama shapes, B=4 T=2048), decode at the roof"
+want 5 && {
+echo "== 5/7 speed: MFU of a bf16 training step (tinyllama shapes, B=4 T=2048), decode at the roof"
 timeout 150 python benchmarks/bench_mfu.py --device cuda --dtype bf16 --preset tinyllama-1.1b \
     --seq-len 2048 --batch 4 --rounds 5 --matmul 8192 || status=1
 timeout 90 python benchmarks/bench_decode_roof.py --device cuda --dtype bf16 \
     --preset tinyllama-1.1b --context 2048 --steps 64 || status=1
+}
+
+want 6 && {
+echo "== 6/7 device calibration: live passes predicted from the ones before (tinyllama shapes, bf16)"
+timeout 150 python benchmarks/bench_calibration.py --device cuda --dtype bf16 --preset tinyllama-1.1b \
+    --sizes 1x512,4x512,2x2048,8x1024,4x2048,16x2048 --iters 5 ${OUT:+--json "$OUT/calibration.json"} || status=1
+}
+
+want 7 && {
+echo "== 7/7 predictions for this GPU against what it measures"
+command -v nvidia-smi >/dev/null && python - <<'PY' || status=1
+import subprocess, torch
+from llama_lab.runtime.hardware import gpu_for_device_name
+gpu = gpu_for_device_name(torch.cuda.get_device_name(0))
+total = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                       capture_output=True, text=True).stdout.split()[0]
+print(f"nvidia-smi total {int(total) * 2**20:,} B; table ({gpu.name if gpu else 'not in the table'}): "
+      f"{gpu.memory_bytes if gpu else '-':,} B; torch total {torch.cuda.get_device_properties(0).total_memory:,} B")
+PY
+GPU_NAME=$(python -c "import torch; from llama_lab.runtime.hardware import gpu_for_device_name as g; x = g(torch.cuda.get_device_name(0)); print(x.name if x else '')")
+if [ -n "$GPU_NAME" ]; then
+    timeout 60 python -m llama_lab predict train --preset tinyllama-1.1b --gpu "$GPU_NAME" --gpus 1 --seq-len 2048 || status=1
+    timeout 60 python -m llama_lab predict decode --preset llama-3-8b --gpu "$GPU_NAME" --batch 1 --prompt-len 512 --new-tokens 64 || status=1
+fi
+timeout 150 python benchmarks/bench_decode_roof.py --device cuda --dtype bf16 --preset llama-3-8b --context 512 --steps 64 || status=1
+}
 
 echo "gpu_check: done (status $status)"
 exit $status

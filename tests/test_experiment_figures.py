@@ -310,6 +310,7 @@ def live_pass(dtype: str = "fp32", peak_memory_source: str = "sum", **changes) -
                 backward_ms=2.0,
                 optimizer_ms=0.5,
                 step_ms=3.5,
+                overhead_ms=5.0,
                 tokens_per_s=32 / 0.0035,
                 training_flops=6e6,
                 achieved_tflops=6e6 / 0.0035 / 1e12,

@@ -499,6 +499,14 @@ def test_cuda_fp16_training_with_loss_scaling(debug_cfg):
 
 
 @needs_cuda
+def test_cuda_build_draws_the_cpus_weights(debug_cfg):
+    """A seed gives the same weights on the GPU as on the CPU (the stream is drawn on the CPU)."""
+    cpu, gpu = build_model(debug_cfg, seed=3), build_model(debug_cfg, device="cuda", seed=3)
+    for (name, a), b in zip(cpu.state_dict().items(), gpu.state_dict().values()):
+        assert torch.equal(a, b.cpu()), name
+
+
+@needs_cuda
 def test_cuda_gradnorms_match_cpu(debug_cfg):
     cpu = gradnorms(debug_cfg, 16, 2, device="cpu")
     gpu = gradnorms(debug_cfg, 16, 2, device="cuda")

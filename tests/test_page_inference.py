@@ -119,3 +119,19 @@ def test_the_attention_sweep_measures_what_the_analysis_predicts():
     assert sweep.naive_fits_up_to < sweep.flash_fits_up_to
     if not torch.cuda.is_available():
         assert sweep.device == "cpu"
+
+
+def test_the_fused_path_never_falls_back_to_the_math_kernel(monkeypatch):
+    """On an H200 a live copy's heads of width 512 took no fused kernel and SDPA ran its math
+    path, keeping 15× the predicted bytes under the fused label: the sweep now refuses, naming
+    the rule (here SDPA is made to find no kernel, as CUDA does for such heads)."""
+    import torch.nn.functional as F
+
+    from llama_lab.errors import ExperimentError
+
+    def no_kernel(*args, **kwargs):
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", no_kernel)
+    with pytest.raises(ExperimentError, match="fused kernels take a head width of at most 256"):
+        flash_sweep(live_config(PRESETS["seed-demo"], 2, 128, 256), (32,), dtype="fp32", device="cpu")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -17,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..analysis.flash import attention_memory, flash_layer_bytes, naive_layer_bytes
 from ..analysis.quant import weights_bytes
@@ -36,6 +38,24 @@ FLASH_SEQ_LENS = (64, 128, 256, 512, 1024)
 PATHS = {"naive": "reference_attention (naive)", "flash": "scaled_dot_product_attention (fused)"}
 COLORS = {"naive": GROUP_PALETTE[8], "flash": GROUP_PALETTE[0]}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# The fused kernels alone: where none takes the shapes (on CUDA, heads wider than 256), SDPA
+# would quietly run its math path, which keeps the T × T weights: refused instead.
+FUSED = [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+
+
+def _fused(q, k, v, n_rep: int) -> torch.Tensor:
+    try:  # PyTorch warns of each kernel it passes over: the refusal below says why in one line
+        with sdpa_kernel(FUSED), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return causal_attention(q, k, v, n_rep)
+    except RuntimeError as exc:
+        if "No available kernel" not in str(exc):
+            raise
+        raise ExperimentError(
+            f"no fused attention kernel on {q.device.type} takes these heads ({q.shape[1]} of width "
+            f"{q.shape[-1]}, {k.shape[1]} KV heads, {q.dtype}): on CUDA the fused kernels take a head "
+            "width of at most 256; PyTorch would run its math path, which keeps the T × T weights"
+        ) from None
 
 
 def _kept_and_time(path: str, q, k, v, n_rep: int, repeats: int = 3) -> tuple[int, float]:
@@ -46,7 +66,7 @@ def _kept_and_time(path: str, q, k, v, n_rep: int, repeats: int = 3) -> tuple[in
     def run():
         if path == "naive":
             return reference_attention(q, k, v, n_rep)[0]
-        return causal_attention(q, k, v, n_rep)
+        return _fused(q, k, v, n_rep)
 
     with SavedTensorMeter(torch.nn.Module()) as meter:
         run()

@@ -89,6 +89,7 @@ class LivePass:
     backward_ms: float
     optimizer_ms: float
     step_ms: float
+    overhead_ms: float | None  # forward + backward of one token (None when compiled: it would recompile)
     tokens_per_s: float
     training_flops: float  # analysis.count_flops(...).training_step
     achieved_tflops: float
@@ -133,6 +134,16 @@ def _timed_steps(
         last_loss, _, step_times = training_step(trainee, inputs, targets, measure_grad_norm=False)
         times.append(step_times)
     return times, last_loss
+
+
+def _overhead_probe(trainee: Trainee, cfg: ModelConfig, seed: int, reps: int = 3) -> float:
+    """Seconds of forward + backward on one token (B = T = 1): the per-step cost that does not
+    grow with the tokens (kernel launches, Python, synchronisation), for ``validation.device``.
+    Run after the timed steps (its updates change nothing measured)."""
+    dev = trainee.precision.device
+    inputs, targets = (t.to(dev) for t in random_batch(cfg, 1, 1, seed, None))
+    times = [training_step(trainee, inputs, targets, measure_grad_norm=False)[2] for _ in range(reps + 1)]
+    return statistics.median(t.forward_s + t.backward_s for t in times[1:])
 
 
 def _peak_memory(dev: torch.device, memory: dict, rss: RssPeak) -> tuple[int, str]:
@@ -209,6 +220,7 @@ def live_pass(
         times, last_loss = _timed_steps(trainee, inputs, targets, s.iters, progress)
     rss.stop()
     peak_memory, peak_source = _peak_memory(dev, memory, rss)
+    overhead_s = None if s.compile else _overhead_probe(trainee, cfg, s.seed)
     step_s = statistics.median(t.total_s for t in times)
     flop_count = analysis.count_flops(cfg, seq_len, batch)
     flops, flops_causal = flop_count.training_step, 3 * flop_count.forward_causal  # fwd + bwd = 3×
@@ -232,6 +244,7 @@ def live_pass(
         backward_ms=1e3 * statistics.median(t.backward_s for t in times),
         optimizer_ms=1e3 * statistics.median(t.optimizer_s for t in times),
         step_ms=1e3 * step_s,
+        overhead_ms=None if overhead_s is None else 1e3 * overhead_s,
         tokens_per_s=batch * seq_len / step_s,
         training_flops=float(flops),
         achieved_tflops=flops / step_s / 1e12,

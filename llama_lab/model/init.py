@@ -4,6 +4,9 @@ A bf16 model is built in bf16: the modules are made on the meta device, given un
 storage in the target dtype (``to_empty``), and each tensor is drawn in float32 one at a time
 and copied in. The peak is the model in its dtype plus one float32 tensor, not a float32
 model; and the weights equal a float32 build cast to the dtype (the same random stream).
+A seed's stream is drawn on the CPU whatever the device, so a seed gives the same weights on a
+GPU as on the CPU (a CUDA generator's stream differs): runs, and the pre-measured results, agree
+across devices.
 """
 
 from __future__ import annotations
@@ -20,10 +23,15 @@ from .mlp import ExpertLoop, GptOssExperts, SparseMoE
 from .norms import RMSNorm
 
 
+def _draw_device(tensor: torch.Tensor, generator: torch.Generator | None) -> torch.device:
+    """Where a draw happens: on the seeded generator's device (the CPU), else the tensor's."""
+    return generator.device if generator is not None else tensor.device
+
+
 def _draw(weight: torch.Tensor, init: str, generator: torch.Generator | None) -> None:
     """Fill ``weight`` as the recipe says, drawing in float32 (the stream does not depend on
     the dtype) and rounding once into the parameter's dtype."""
-    draw = torch.empty(weight.shape, dtype=torch.float32, device=weight.device)
+    draw = torch.empty(weight.shape, dtype=torch.float32, device=_draw_device(weight, generator))
     if init == "normal":
         nn.init.normal_(draw, mean=0.0, std=INIT_STD, generator=generator)
     else:
@@ -67,7 +75,9 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
             _draw(module.conv1d.weight, cfg.init, generator)  # its in_proj / out_proj: nn.Linear
             nn.init.ones_(module.dt_bias)
             # decay rates A = exp(A_log) ~ U(0.01, 16), as Qwen3-Next initialises them
-            decay = torch.empty(module.A_log.shape, dtype=torch.float32, device=module.A_log.device)
+            decay = torch.empty(
+                module.A_log.shape, dtype=torch.float32, device=_draw_device(module.A_log, generator)
+            )
             with torch.no_grad():
                 module.A_log.copy_(decay.uniform_(0.01, 16, generator=generator).log_())
         elif isinstance(module, GatedRMSNorm) and not module.weight.is_meta:
@@ -96,6 +106,6 @@ def build_model(cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0)
     model = model.to_empty(device=device)
     if cfg.tie_embeddings:  # to_empty gives each module its own tensor
         model.lm_head.weight = model.model.embed_tokens.weight
-    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None  # on the CPU
     init_weights(model, cfg, generator)
     return model

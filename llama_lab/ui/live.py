@@ -10,10 +10,9 @@ from .. import analysis, experiments
 from ..config import LIMITS, MAX_BATCH, ModelConfig, live_config
 from ..errors import LabError
 from ..runtime.devices import PAGE_DEVICES, device_name, pick_device
-from ..runtime.peak import device_peak_flops
 from ..runtime.precision import DTYPES
 from ..train.budgets import CPU_FLOP_BUDGET, guard, live_workload, runs_live_quickly
-from ..validation.device import DeviceCalibration
+from ..validation.device import DeviceCalibration, PassTiming
 from .runs import ffn_label, keep_experiment, run_with_status, show_experiment
 from .state import KEY_DECODE, KEY_LIVE_PASS, Selection
 from .widgets import Link, bounded_number, choice_link, int_link, link_widgets, live_size_box
@@ -98,21 +97,23 @@ def live_setup(selection: Selection, prefix: str) -> tuple[ModelConfig, dict]:
 CALIBRATIONS = "llama_lab.device_calibrations"  # session: (device name, dtype) → DeviceCalibration
 
 
-def _calibration(device: str, dtype: str) -> tuple[DeviceCalibration | None, float | None]:
-    """This session's calibration of ``device`` in ``dtype`` and the device's peak, if any."""
+def _calibration(device: str, dtype: str) -> DeviceCalibration | None:
+    """This session's calibration of ``device`` in ``dtype``, if a pass has made one."""
     try:
         dev = pick_device(device)
     except LabError:
-        return None, None
-    found = st.session_state.get(CALIBRATIONS, {}).get((device_name(dev), dtype))
-    return found, (device_peak_flops(dev, dtype)[0] if found is not None else None)
+        return None
+    return st.session_state.get(CALIBRATIONS, {}).get((device_name(dev), dtype))
 
 
-def _calibrate(live) -> None:
-    """Add a live pass's MFU to its device's calibration."""
+def _calibrate(live, run_cfg: ModelConfig) -> None:
+    """Add a live pass's timings to its device's calibration."""
     calibrations = st.session_state.setdefault(CALIBRATIONS, {})
     key = (live.device_name, live.dtype)
-    calibrations[key] = calibrations.get(key, DeviceCalibration(*key)).with_pass(live.mfu_causal)
+    start = DeviceCalibration(*key, overlapped=live.device.startswith("cuda"), peak_flops=live.peak_flops)
+    calibrations[key] = calibrations.get(key, start).with_pass(
+        PassTiming.of(run_cfg, live.seq_len, live.batch, live)
+    )
 
 
 def training_step_section(run_cfg: ModelConfig, settings: dict, prefix: str) -> None:
@@ -121,10 +122,10 @@ def training_step_section(run_cfg: ModelConfig, settings: dict, prefix: str) -> 
     beside what it measured."""
     device, dtype, iters = settings["device"], settings["dtype"], settings["iters"]
     seq_len, batch = settings["seq_len"], settings["batch"]
-    calibration, peak = _calibration(device, dtype)
+    calibration = _calibration(device, dtype)
     predicted_ms = None
-    if calibration is not None and peak is not None:
-        predicted_ms = 1e3 * calibration.predict_step_s(run_cfg, seq_len, batch, peak)
+    if calibration is not None:
+        predicted_ms = 1e3 * calibration.predict_step_s(run_cfg, seq_len, batch)
         st.caption(f"The next step should take {predicted_ms:,.1f} ms: {calibration.label}.")
     if st.button("Run the training step", type="primary", key=prefix + "run_live"):
 
@@ -148,7 +149,7 @@ def training_step_section(run_cfg: ModelConfig, settings: dict, prefix: str) -> 
             if predicted_ms is not None and calibration is not None:
                 kept |= {"predicted_step_ms": predicted_ms, "calibration": calibration.label}
             keep_experiment("live_pass", result, run_cfg, kept)
-            _calibrate(result)
+            _calibrate(result, run_cfg)
     show_experiment(KEY_LIVE_PASS, run_cfg, settings, prefix)
 
 

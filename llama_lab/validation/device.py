@@ -1,14 +1,32 @@
-"""Calibration on the user's own device: the training MFU each live pass reaches on it (the
-causal FLOPs of its steps over the device's peak — a data sheet's, or a timed matmul's on a
-device without one), and the next pass's step time predicted from them before it runs."""
+"""Calibration on the user's own device, from the live passes run on it.
+
+Each live pass (``experiments.live_pass``) measures three terms of this device:
+
+- **per-step overhead** — forward + backward of a single token (B = T = 1): kernel launches,
+  Python and synchronisation, the part of a step that does not grow with the tokens;
+- **matmul rate** — the FLOP/s forward + backward reach on the pass's own tokens (the causal
+  training FLOPs of the step, ``train_flops_per_token``), once the overhead is set aside;
+- **update time per parameter** — AdamW reads and writes every parameter's weight, gradient and
+  two moments once a step: memory bound, it grows with the parameters, not the tokens.
+
+How the first two combine depends on the device. A CPU runs the Python and the arithmetic on
+the same cores, so they add: ``overhead + flops / rate``. A GPU runs its kernels while the CPU
+is still launching the next ones, so a step takes the longer of the two:
+``max(overhead, flops / rate)``; a pass no longer than its overhead was launch bound and says
+nothing about the rate. The rate never exceeds the device's peak. The next pass's step time is
+predicted from these terms before it runs.
+"""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
 
+from ..analysis import count_params
 from ..config import ModelConfig
 from .efficiency import train_flops_per_token
+
+LAUNCH_BOUND = 1.25  # a GPU pass within this factor of its overhead tells nothing of the rate
 
 
 def causal_training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> float:
@@ -17,28 +35,90 @@ def causal_training_flops(cfg: ModelConfig, seq_len: int, batch: int) -> float:
 
 
 @dataclass(frozen=True)
+class PassTiming:
+    """What a live pass measured, as the calibration uses it."""
+
+    flops: float  # causal training FLOPs of the step
+    params: int  # parameters AdamW updates
+    compute_s: float  # forward + backward
+    optimizer_s: float  # the AdamW update
+    overhead_s: float  # forward + backward of one token
+
+    @classmethod
+    def of(cls, cfg: ModelConfig, seq_len: int, batch: int, live) -> "PassTiming":
+        """From an ``experiments.LivePass`` of ``cfg`` at B × T (a compiled pass has no probe: 0)."""
+        return cls(
+            causal_training_flops(cfg, seq_len, batch),
+            count_params(cfg).total,
+            (live.step_ms - live.optimizer_ms) / 1e3,
+            live.optimizer_ms / 1e3,
+            (live.overhead_ms or 0.0) / 1e3,
+        )
+
+
+@dataclass(frozen=True)
+class DeviceTerms:
+    rate: float | None  # FLOP/s of forward + backward; None: no pass has measured it yet
+    overhead_s: float  # seconds per step of forward + backward that do not grow with the tokens
+    update_s_per_param: float  # seconds of AdamW per parameter
+
+    def compute_s(self, flops: float, overlapped: bool, peak_flops: float | None) -> float:
+        rate = self.rate or peak_flops or float("inf")  # not measured yet: at best the peak
+        return max(self.overhead_s, flops / rate) if overlapped else self.overhead_s + flops / rate
+
+
+def fit_terms(passes: tuple[PassTiming, ...], overlapped: bool, peak_flops: float | None) -> DeviceTerms:
+    """The device's terms from its passes (module docstring): the overhead and the update time
+    per parameter are the passes' medians, the rate the median of what each pass that was not
+    launch bound reached beyond its overhead, at most ``peak_flops``."""
+    overhead = statistics.median(p.overhead_s for p in passes)
+    update = statistics.median(p.optimizer_s / p.params for p in passes)
+    if overlapped:
+        rates = [p.flops / p.compute_s for p in passes if p.compute_s > LAUNCH_BOUND * overhead]
+    else:
+        rates = [p.flops / (p.compute_s - overhead) for p in passes if p.compute_s > overhead]
+    rate = statistics.median(rates) if rates else None
+    if rate is not None and peak_flops:
+        rate = min(rate, peak_flops)
+    return DeviceTerms(rate, overhead, update)
+
+
+@dataclass(frozen=True)
 class DeviceCalibration:
-    """The training MFU measured on ``device_name`` in ``dtype``, one value per live pass."""
+    """The live passes measured on ``device_name`` in ``dtype`` and the terms fitted from them;
+    ``overlapped``: a GPU (launches overlap the kernels), ``peak_flops``: the device's peak."""
 
     device_name: str
     dtype: str
-    shares: tuple[float, ...] = ()
+    overlapped: bool
+    peak_flops: float | None = None
+    passes: tuple[PassTiming, ...] = ()
+
+    def with_pass(self, timing: PassTiming) -> "DeviceCalibration":
+        return replace(self, passes=(*self.passes, timing))
 
     @property
-    def train_share(self) -> float:
-        """The median of the passes' MFUs: this device's calibrated training efficiency."""
-        return statistics.median(self.shares)
+    def terms(self) -> DeviceTerms:
+        return fit_terms(self.passes, self.overlapped, self.peak_flops)
 
-    def with_pass(self, mfu_causal: float) -> "DeviceCalibration":
-        return replace(self, shares=(*self.shares, mfu_causal))
-
-    def predict_step_s(self, cfg: ModelConfig, seq_len: int, batch: int, peak_flops: float) -> float:
-        """Seconds of one training step of ``cfg`` at B × T on this device, at its calibrated MFU."""
-        return causal_training_flops(cfg, seq_len, batch) / (peak_flops * self.train_share)
+    def predict_step_s(self, cfg: ModelConfig, seq_len: int, batch: int) -> float:
+        """Seconds of one training step of ``cfg`` at B × T on this device."""
+        t = self.terms
+        compute = t.compute_s(causal_training_flops(cfg, seq_len, batch), self.overlapped, self.peak_flops)
+        return compute + count_params(cfg).total * t.update_s_per_param
 
     @property
     def label(self) -> str:
+        """Which device, from how many passes, and its terms (the rate as MFU when the peak is known)."""
+        t, n = self.terms, len(self.passes)
+        if t.rate is None:
+            rate = "the peak (every pass so far was launch bound: the rate is not measured yet)"
+        else:
+            mfu = f" (MFU {t.rate / self.peak_flops:.1%})" if self.peak_flops else ""
+            rate = f"{t.rate / 1e12:,.3g} TFLOP/s{mfu}"
+        combine = "the longer of" if self.overlapped else "the sum of"
         return (
-            f"calibrated on {self.device_name} ({self.dtype}) from {len(self.shares)} live "
-            f"pass{'es' if len(self.shares) != 1 else ''}: MFU {self.train_share:.1%}"
+            f"calibrated on {self.device_name} ({self.dtype}) from {n} live pass{'es' if n != 1 else ''}: "
+            f"forward + backward {combine} a {1e3 * t.overhead_s:,.1f} ms overhead and the FLOPs at {rate}; "
+            f"AdamW {1e9 * t.update_s_per_param:,.2f} ns per parameter"
         )
