@@ -695,7 +695,17 @@ def test_frames_and_dicts_are_tabular():
 # ==== hardware =================================================================================
 def test_hardware_tables():
     assert DTYPE_BYTES == {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
-    assert set(GPUS) == {"H100 80GB", "H200 141GB", "A100 40GB", "A100 80GB", "L4", "RTX 4090"}
+    assert set(GPUS) == {
+        "H100 80GB",
+        "H100 96GB HBM2e",
+        "H200 141GB",
+        "A100 40GB",
+        "A100 80GB",
+        "L4",
+        "RTX 4090",
+    }
+    # torchtitan's Grand Teton H100: 96 GiB of HBM2e keeping the share the 80 GB H100's keep
+    assert GPUS["H100 96GB HBM2e"].memory_bytes == round(96 * 1024 * 81559 / 81920) * 2**20
     assert GPUS["H100 80GB"].peak_bf16_flops * 2 == pytest.approx(1979e12, rel=1e-3)  # dense
     assert all(g.source and g.memory_bytes > 0 for g in GPUS.values())
     assert gpu_for_device_name("NVIDIA H100 80GB HBM3").name == "H100 80GB"

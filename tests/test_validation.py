@@ -211,21 +211,40 @@ def test_llama_3_70b_in_bf16_on_one_h200_fits_and_says_under_which_engine_settin
 
 
 def test_the_layout_search_shows_each_step_beside_its_calibrated_estimate():
+    """Hand-derived: each GPU's tokens at the fitted shares (matmuls at train_bf16, the causal
+    scores at train_attention, the TP group's bytes at tp_link of 450 GB/s), stretched by the
+    pipeline bubble, plus the modeled pipeline and data-parallel traffic."""
     from llama_lab.analysis import count_flops
     from llama_lab.analysis.layouts import search_layouts
+    from llama_lab.analysis.parallel import Layout, parallel_memory
     from llama_lab.figures.parallel import search_frame
 
-    cfg = PRESETS["llama-2-70b"]
-    rows = search_layouts(cfg, 64, "H100 80GB", seq_len=4096)
-    frame = search_frame(rows, cfg, 4096)
+    cfg, T, gpu = PRESETS["llama-2-70b"], 4096, GPUS["H100 80GB"]
+    rows = search_layouts(cfg, 64, "H100 80GB", seq_len=T)
+    frame = search_frame(rows, cfg, T, gpu)
     eff = Efficiency.load()
-    r = rows[0]
-    full = count_flops(cfg, 4096, 1)
-    extra = {"none": 0, "full": full.forward, "selective": full.by_component["attention_scores"]}[r.recompute]
-    causal = (4 if r.recompute == "full" else 3) * full.forward_causal / (full.training_step + extra)
-    by_hand = r.compute_s * causal / eff.train_bf16 / (1 - r.bubble_fraction) + r.comm_s
-    assert frame.step_s_estimate.iloc[0] == pytest.approx(by_hand)
-    assert (frame.step_s_estimate >= frame.step_s).all()  # the modeled step assumes the full peak
+    r = next(r for r in rows if r.tp > 1 and r.pp > 1)  # every term present
+    flops = count_flops(cfg, T, 1)
+    passes = 4 if r.recompute == "full" else 3
+    scores = passes * flops.attention_scores_causal / T
+    matmuls = passes * flops.forward_causal / T - scores
+    tp_layout = Layout(gpus=r.tp, tp=r.tp, sequence_parallel=True, recompute=r.recompute)
+    tp_bytes = parallel_memory(cfg, tp_layout, T, "bf16").comm_by_kind["tp"] / T
+    per_token = (
+        matmuls / (gpu.peak_bf16_flops * eff.train_bf16)
+        + scores / (gpu.peak_bf16_flops * eff.train_attention)
+        + r.tp * tp_bytes / (450e9 * eff.tp_link)
+    )
+    tokens = r.dp * r.micro_batches * T / 64  # one sequence per micro-batch
+    by_hand = tokens * per_token / (1 - r.bubble_fraction) + r.comm_s - r.tp_comm_s
+    assert frame.step_s_estimate.iloc[rows.index(r)] == pytest.approx(by_hand)
+    # the interval: the training rows' held-out errors e = estimate / measured − 1 of tokens/s,
+    # as times (measured = estimate × (1 + e)), widened to hold the estimate
+    errors = [x["rel_error"] for x in validate("train")["rows"] if x["half"] == "held_out"]
+    row = frame.iloc[rows.index(r)]
+    assert row.step_s_low == pytest.approx(min(by_hand, by_hand * (1 + min(errors))))
+    assert row.step_s_high == pytest.approx(max(by_hand, by_hand * (1 + max(errors))))
+    assert (frame.step_s_estimate >= frame.step_s - frame.comm_s).all()  # no share above the peak
 
 
 def test_every_stored_weight_format_decodes_at_the_share_of_its_bits():
@@ -263,4 +282,39 @@ def test_a_training_runs_peak_memory_is_the_layouts_count_times_the_fitted_facto
     eff = Efficiency.load()
     p = predict_row(row, eff)
     assert p.bound == counted and p.estimate == pytest.approx(counted * eff.memory_factor)
-    assert row.why_not is None and row.gpu is None  # a layout's bytes need no GPU peak
+    assert row.why_not is None and row.gpu is GPUS["H100 96GB HBM2e"]  # torchtitan's Grand Teton H100
+
+
+def test_the_device_terms_are_an_overhead_a_rate_and_an_update_time_per_parameter():
+    """Issue 28 §3, hand-derived: passes timed as a 2 ms one-token overhead, F at 1 TFLOP/s
+    and 3 ns per parameter of AdamW give back those terms; on a CPU the overhead and the FLOPs
+    add, on a GPU the step is the longer of the two (launches overlap the kernels), a
+    launch-bound GPU pass says nothing of the rate, and no rate exceeds the peak."""
+    from llama_lab.analysis import count_params
+    from llama_lab.validation.device import DeviceCalibration, PassTiming, causal_training_flops
+
+    cfg = PRESETS["debug"]
+    params = count_params(cfg).total
+
+    def timing(seq_len: int, batch: int, overlapped: bool) -> PassTiming:
+        flops = causal_training_flops(cfg, seq_len, batch)
+        compute = max(2e-3, flops / 1e12) if overlapped else 2e-3 + flops / 1e12
+        return PassTiming(flops, params, compute, 3e-9 * params, 2e-3)
+
+    cpu = DeviceCalibration("cpu", "fp32", False, 4e12, (timing(16, 1, False),))
+    assert cpu.terms.rate == pytest.approx(1e12) and cpu.terms.overhead_s == 2e-3
+    assert cpu.terms.update_s_per_param == pytest.approx(3e-9)
+    big = causal_training_flops(cfg, 64, 8)
+    assert cpu.predict_step_s(cfg, 64, 8) == pytest.approx(2e-3 + big / 1e12 + 3e-9 * params)
+    assert "from 1 live pass:" in cpu.label and "(MFU 25.0%)" in cpu.label and "the sum of" in cpu.label
+
+    gpu = DeviceCalibration("gpu", "bf16", True, 4e12, (timing(16, 1, True),))
+    assert causal_training_flops(cfg, 16, 1) / 1e12 < 2e-3  # launch bound: no rate yet, the peak
+    assert gpu.terms.rate is None and "launch bound" in gpu.label
+    assert gpu.predict_step_s(cfg, 64, 8) == pytest.approx(max(2e-3, big / 4e12) + 3e-9 * params)
+    huge = causal_training_flops(cfg, 64, 4096)  # compute bound
+    gpu = gpu.with_pass(PassTiming(huge, params, huge / 1e12, 3e-9 * params, 2e-3))
+    assert gpu.terms.rate == pytest.approx(1e12) and "the longer of" in gpu.label
+    # a pass faster than the peak allows (a timer's noise) is held to the peak
+    fast = DeviceCalibration("gpu", "bf16", True, 4e12, (PassTiming(huge, params, huge / 8e12, 0, 2e-3),))
+    assert fast.terms.rate == 4e12

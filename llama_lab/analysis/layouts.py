@@ -140,6 +140,7 @@ class LayoutCost:
     bubble_fraction: float
     compute_s: float  # training FLOPs (with recomputation) ÷ (gpus × dense peak)
     comm_s: float
+    tp_comm_s: float  # the tensor-parallel part of comm_s
     step_s: float  # compute_s / (1 − bubble) + comm_s: nothing overlapped
 
     def to_dict(self) -> dict:
@@ -160,10 +161,8 @@ def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype:
     peak = gpu.peak_bf16_flops if dtype != "fp32" else gpu.peak_fp32_flops
     compute = step_flops(cfg, seq_len, est.global_batch, layout.recompute) / (layout.gpus * peak)
     across = INTER_NODE_BYTES_PER_S if layout.gpus > GPUS_PER_NODE else INTRA_NODE_BYTES_PER_S
-    comm = (
-        est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S
-        + (est.comm_by_kind["pp"] + est.comm_by_kind["dp"]) / across
-    )
+    tp_comm = est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S
+    comm = tp_comm + (est.comm_by_kind["pp"] + est.comm_by_kind["dp"]) / across
     total = est.per_gpu["total_bytes"]
     return LayoutCost(
         layout.label(),
@@ -180,6 +179,7 @@ def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype:
         est.bubble_fraction,
         compute,
         comm,
+        tp_comm,
         compute / (1 - est.bubble_fraction) + comm,
     )
 
@@ -229,8 +229,10 @@ def search_assumptions() -> str:
         f"{INTRA_NODE_BYTES_PER_S / 1e9:.0f} GB/s within a node (tensor parallel) and "
         f"{INTER_NODE_BYTES_PER_S / 1e9:.0f} GB/s between nodes (pipeline and data "
         f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped: a bound-like ranking. "
-        f"step_s_estimate: the same step at the training MFU calibrated on public measurements "
-        f"(python -m llama_lab validate), on the causal FLOPs it was fitted on."
+        f"step_s_estimate: the same step with the shares calibrated on public measurements "
+        f"(python -m llama_lab validate): the causal FLOPs' matmuls and attention scores and the "
+        f"tensor-parallel traffic at their fitted shares, the bubble, the rest of the traffic as modeled; "
+        f"step_s_low–step_s_high: the range the training rows' held-out errors give it."
     )
 
 

@@ -10,7 +10,9 @@ import plotly.graph_objects as go
 from ..analysis.korthikanti import KorthikantiComparison
 from ..analysis.parallel import ParallelEstimate
 from ..config import ModelConfig
+from ..runtime.hardware import GPU
 from ..validation.efficiency import Efficiency, layout_step_estimate
+from ..validation.predict import time_interval
 from .common import GROUP_PALETTE, display_values, layout_figure, mark
 
 STATE_PARTS = (
@@ -82,9 +84,9 @@ def serving_frame(fits: list) -> pd.DataFrame:
     return pd.DataFrame([f.to_dict() for f in fits])
 
 
-def search_frame(rows: list, cfg: ModelConfig, seq_len: int) -> pd.DataFrame:
+def search_frame(rows: list, cfg: ModelConfig, seq_len: int, gpu: GPU) -> pd.DataFrame:
     """The layouts, with each modeled step (nothing overlapped, at the dense peak) beside its
-    calibrated estimate (the training MFU fitted on public measurements)."""
+    calibrated estimate (the shares fitted on public measurements: ``validation.efficiency``)."""
     keep = (
         "layout",
         "tp",
@@ -105,13 +107,18 @@ def search_frame(rows: list, cfg: ModelConfig, seq_len: int) -> pd.DataFrame:
         [
             {
                 **{k: r.to_dict()[k] for k in keep},
-                "step_s_estimate": layout_step_estimate(
-                    cfg, seq_len, r.recompute, r.compute_s, r.bubble_fraction, r.comm_s, eff
-                ),
+                **_estimate(cfg, gpu, seq_len, r, eff),
             }
             for r in rows
         ]
     )
+
+
+def _estimate(cfg: ModelConfig, gpu: GPU, seq_len: int, cost, eff: Efficiency) -> dict[str, float]:
+    """A layout's estimated step and its interval from the training rows' held-out errors."""
+    seconds = layout_step_estimate(cfg, gpu, seq_len, cost, eff)
+    low, high = time_interval(seconds, "train")
+    return {"step_s_estimate": seconds, "step_s_low": low, "step_s_high": high}
 
 
 def korthikanti_frames(cmp: KorthikantiComparison) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

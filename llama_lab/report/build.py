@@ -400,7 +400,7 @@ def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
             f"(T={seq_len:,}, {fmt.training}), cheapest first (the first 20 of "
             f"{len(found)})",
             section,
-            search_frame(found[:20], cfg, seq_len),
+            search_frame(found[:20], cfg, seq_len, gpu),
             layouts.search_assumptions(),
         ),
         Table(

@@ -109,6 +109,23 @@ GPUS: dict[str, GPU] = {
         SRAM["hopper"],
         memory_source="nvidia-smi: NVIDIA H200 … / 143771MiB (github.com/sgl-project/sglang/issues/3196)",
     ),
+    # The H100 of Meta's Grand Teton hosts, on which torchtitan measured its benchmarks
+    # (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md): "96GB HBM2e with 2.4
+    # TB/sec peak memory bandwidth", "the default 500W power limit"; its peak "is between SXM
+    # and NVL, and we don't know its exact value", so torchtitan's MFU takes the SXM's, as here.
+    "H100 96GB HBM2e": GPU(
+        "H100 96GB HBM2e",
+        97871 * MIB,  # derived: see memory_source
+        989.4 * TERA,
+        67 * TERA,
+        2.4 * TERA,
+        "torchtitan's benchmark page (Grand Teton): 96 GB HBM2e at 2.4 TB/s, 500 W; the peak "
+        "between SXM's and NVL's, taken as the SXM's BF16 989.4 TFLOPS dense and FP32 67 TFLOPS",
+        SRAM["hopper"],
+        memory_source="derived, no report of this board found: its 96 GiB of HBM2e keeping the share "
+        "the H100 80GB's 80 GiB keep as reported (81,559 of 81,920 MiB) gives 97,871 MiB, what other "
+        "96 GB Hopper boards (GH200 480GB, H20) report in public nvidia-smi logs",
+    ),
     # NVIDIA A100 Tensor Core GPU datasheet, A100 40GB SXM: BF16 312 TFLOPS dense (624 sparse),
     # FP32 19.5 TFLOPS, HBM2 1,555 GB/s.
     "A100 40GB": GPU(

@@ -231,7 +231,7 @@ def search_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         show_warning(f"No layout of {gpus} × {gpu} fits this model at T={seq_len:,} ({dtype}){why}.")
     else:
         st.markdown(f"**{len(rows)}** layouts fit; cheapest first:")
-        show_table(search_frame(rows[:40], cfg, seq_len), width="stretch")
+        show_table(search_frame(rows[:40], cfg, seq_len, GPUS[gpu]), width="stretch")
     show_caption(search_assumptions())
 
 

@@ -9,9 +9,12 @@ the memory time by the fraction of HBM bandwidth the weight format's kernels rea
 all-reduce latency (``tp_layer_s``). Prefill: the larger of compute at ``matmul`` × peak and
 memory at the 16-bit bandwidth share, plus a fixed floor (``prefill_floor_s``). Training: the
 matmul peak over the FLOPs per token (3 × the causal forward, one forward more under full
-recomputation) bounds tokens/s per GPU; the estimate is ``train_bf16`` of it (``train_fp8`` for
-runs whose matmuls are fp8, measured against the bf16 peak; ``train_moe`` for a mixture of
-experts, whose active FLOPs run at a lower share).
+recomputation) bounds tokens/s per GPU. The estimate runs the matmuls at ``train_bf16`` of the
+peak (``train_fp8`` for runs whose matmuls are fp8, against the bf16 peak; ``train_moe`` for a
+mixture of experts, whose active FLOPs run at a lower share) and the causal attention scores at
+``train_attention`` (FlashAttention's kernels reach a lower share than a GEMM, and long contexts
+are mostly scores); a tensor-parallel group adds its all-reduces / reduce-scatters at
+``tp_link`` of the NVLink bandwidth; a pipeline idles its bubble.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from functools import cache
 from pathlib import Path
 
 from ..analysis import count_flops, roofline
-from ..analysis.layouts import step_flops
+from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost, step_flops
+from ..analysis.parallel import Layout, parallel_memory
 from ..analysis.quant import BITS, WeightQuant, as_weight_quant
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
@@ -49,6 +53,8 @@ class Efficiency:
     train_bf16: float = 0.4  # MFU of bf16 training against the bf16 peak
     train_fp8: float = 0.5  # the same for fp8 matmuls, against the bf16 peak
     train_moe: float = 0.2  # MFU of mixture-of-experts training (active FLOPs, the bf16 peak)
+    train_attention: float = 0.3  # share of the bf16 peak the causal attention scores reach
+    tp_link: float = 0.8  # share of NVLink's bandwidth tensor-parallel collectives reach
     memory_factor: float = 1.0  # a training run's measured peak over the bytes LLaMA Lab counts
 
     MEANING = {
@@ -57,12 +63,16 @@ class Efficiency:
         "layer_s": "seconds per block per decode step (launches, synchronisation)",
         "tp_layer_s": "seconds per block per decode step added by tensor parallelism (all-reduces)",
         "prefill_floor_s": "fixed seconds of a prefill (scheduling, launch, the first token)",
-        "train_bf16": "MFU of bf16 training (causal FLOPs, against the bf16 peak)",
+        "train_bf16": "share of the bf16 peak a training step's matmuls reach",
         "train_fp8": "the same with fp8 matmuls (against the bf16 peak)",
+        "train_attention": "share of the bf16 peak a training step's causal attention scores reach "
+        "(QKᵀ and PV: FlashAttention's kernels, which long contexts are mostly made of)",
+        "tp_link": "share of NVLink's bandwidth (450 GB/s a direction) a tensor-parallel group's "
+        "all-reduces and reduce-scatters reach",
         "memory_factor": "a training run's measured peak memory over the bytes LLaMA Lab counts for its "
         "layout (the allocator's cache and fragmentation, communication buffers, the CUDA context)",
-        "train_moe": "MFU of mixture-of-experts training, any precision (the active experts' FLOPs, "
-        "against the bf16 peak): routing, grouped expert matmuls and all-to-all cost a dense model none of",
+        "train_moe": "share of the bf16 peak a mixture of experts' matmuls reach, any precision (the "
+        "active experts' FLOPs): routing, grouped expert matmuls and all-to-all cost a dense model none of",
     }
 
     def to_dict(self) -> dict:
@@ -139,30 +149,65 @@ def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None 
     """Training FLOPs per token as the kernels run them: 3 × the causal forward (+ one forward
     under full recomputation). The one formula of the training estimates and the device's
     calibration."""
-    forward = count_flops(cfg, seq_len, 1).forward_causal / seq_len
-    return (4 if recompute == "full" else 3) * forward
+    return sum(train_flops_split(cfg, seq_len, recompute))
+
+
+def train_flops_split(cfg: ModelConfig, seq_len: int, recompute: str | None = None) -> tuple[float, float]:
+    """``train_flops_per_token`` as (the matmuls', the causal attention scores')."""
+    flops = count_flops(cfg, seq_len, 1)
+    passes = 4 if recompute == "full" else 3
+    scores = passes * flops.attention_scores_causal / seq_len
+    return passes * flops.forward_causal / seq_len - scores, scores
+
+
+def tp_bytes_per_token(cfg: ModelConfig, tp: int, seq_len: int, recompute: str | None = None) -> float:
+    """Bytes one GPU of a ``tp``-way tensor-parallel group (sequence parallel) sends per token
+    of a training step (``analysis.parallel``'s count)."""
+    if tp == 1:
+        return 0.0
+    layout = Layout(gpus=tp, tp=tp, sequence_parallel=True, recompute=recompute or "none")
+    return parallel_memory(cfg, layout, seq_len, "bf16").comm_by_kind["tp"] / seq_len
+
+
+def train_seconds_per_token(
+    cfg: ModelConfig, gpu: GPU, seq_len: int, recompute: str | None, fp8: bool, eff: Efficiency, tp: int = 1
+) -> float:
+    """GPU-seconds of one token of a training step: its matmuls and its attention scores at
+    their shares of the peak, and, in a ``tp``-way group, each GPU's collectives at ``tp_link``."""
+    matmuls, scores = train_flops_split(cfg, seq_len, recompute)
+    share = eff.train_moe if cfg.is_moe else eff.train_fp8 if fp8 else eff.train_bf16
+    peak = gpu.peak_bf16_flops
+    links = tp * tp_bytes_per_token(cfg, tp, seq_len, recompute) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
+    return matmuls / (peak * share) + scores / (peak * eff.train_attention) + links
 
 
 def train_tokens_per_s_per_gpu(
-    cfg: ModelConfig, gpu: GPU, seq_len: int, recompute: str | None, fp8: bool, eff: Efficiency
+    cfg: ModelConfig,
+    gpu: GPU,
+    seq_len: int,
+    recompute: str | None,
+    fp8: bool,
+    eff: Efficiency,
+    tp: int = 1,
+    bubble: float = 0.0,
 ) -> Prediction:
+    """Tokens per second per GPU: the bound at the dense peak (no communication, no bubble), and
+    the estimate (``train_seconds_per_token``), idle for the pipeline's ``bubble`` share."""
     bound = gpu.peak_bf16_flops / train_flops_per_token(cfg, seq_len, recompute)
-    share = eff.train_moe if cfg.is_moe else eff.train_fp8 if fp8 else eff.train_bf16
-    return Prediction(bound, bound * share)
+    return Prediction(
+        bound, (1 - bubble) / train_seconds_per_token(cfg, gpu, seq_len, recompute, fp8, eff, tp)
+    )
 
 
 def layout_step_estimate(
-    cfg: ModelConfig,
-    seq_len: int,
-    recompute: str,
-    compute_s: float,
-    bubble: float,
-    comm_s: float,
-    eff: Efficiency,
+    cfg: ModelConfig, gpu: GPU, seq_len: int, cost: LayoutCost, eff: Efficiency
 ) -> float:
-    """A training layout's step (``analysis.layouts.layout_cost``'s terms) at the calibrated MFU:
-    its compute at the dense peak, rescaled to the causal FLOPs the MFU was fitted on and
-    divided by that MFU, stretched by the pipeline bubble, plus its communication (not calibrated)."""
-    causal = train_flops_per_token(cfg, seq_len, recompute) * seq_len / step_flops(cfg, seq_len, 1, recompute)
-    share = eff.train_moe if cfg.is_moe else eff.train_bf16
-    return compute_s * causal / share / (1 - bubble) + comm_s
+    """A training layout's step (``analysis.layouts.layout_cost``) as estimated: each GPU's
+    tokens at ``train_tokens_per_s_per_gpu`` (its tensor-parallel collectives and pipeline
+    bubble included), plus the pipeline and data-parallel traffic as the modeled step counts it
+    (not calibrated)."""
+    tokens = cost.compute_s * gpu.peak_bf16_flops * seq_len / step_flops(cfg, seq_len, 1, cost.recompute)
+    rate = train_tokens_per_s_per_gpu(
+        cfg, gpu, seq_len, cost.recompute, False, eff, cost.tp, cost.bubble_fraction
+    )
+    return tokens / rate.estimate + cost.comm_s - cost.tp_comm_s

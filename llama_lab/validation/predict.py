@@ -46,6 +46,12 @@ def interval(estimate: float, kind: str) -> tuple[float, float]:
     return min(estimate, estimate / (1 + max(errors))), max(estimate, estimate / (1 + min(errors)))
 
 
+def time_interval(seconds: float, kind: str) -> tuple[float, float]:
+    """``interval`` for a time: the rate's interval, inverted."""
+    low, high = interval(1 / seconds, kind)
+    return 1 / high, 1 / low
+
+
 def _band(bound: float, estimate: float, kind: str) -> dict[str, float]:
     low, high = interval(estimate, kind)
     return {"bound": bound, "estimate": estimate, "low": low, "high": high}
@@ -121,9 +127,9 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     """Tokens per second per GPU and MFU of a training layout, and whether its states fit."""
     eff = Efficiency.load()
     memory = parallel_memory(cfg, layout, seq_len, dtype)
-    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, False, eff)
-    busy = 1 - bubble_fraction(layout)  # the pipeline's idle share, on top of the fitted MFU
-    tokens = _band(p.bound, p.estimate * busy, "train")
+    bubble = bubble_fraction(layout) if layout.pp > 1 else 0.0
+    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, False, eff, layout.tp, bubble)
+    tokens = _band(p.bound, p.estimate, "train")
     per_token = train_flops_per_token(cfg, seq_len, "none")  # MFU counts the model's FLOPs once
     mfu = {key: tokens[key] * per_token / gpu.peak_bf16_flops for key in ("bound", "estimate")}
     total = memory.per_gpu["total_bytes"]

@@ -29,9 +29,10 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     if row.kind == "memory":
         return training_memory(cfg, row, eff)
     assert gpu is not None
-    if row.kind == "train":
+    if row.kind == "train":  # the rows' pipeline schedules (virtual stages) are not stated: no
+        # bubble is counted for them, the fitted shares take it in
         return train_tokens_per_s_per_gpu(
-            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.fp8_compute, eff
+            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.fp8_compute, eff, tp
         )
     weights = row.weights or "bf16"
     if row.kind == "prefill":
@@ -124,7 +125,13 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tp_layer_s", "seconds"),
     ),
     "prefill": (("matmul", "share"), ("prefill_floor_s", "seconds")),
-    "train": (("train_bf16", "share"), ("train_fp8", "fp8"), ("train_moe", "share")),
+    "train": (
+        ("train_bf16", "share"),
+        ("train_fp8", "fp8"),
+        ("train_moe", "share"),
+        ("train_attention", "share"),
+        ("tp_link", "share"),
+    ),
     "memory": (("memory_factor", "factor"),),
 }
 REGIME = {
