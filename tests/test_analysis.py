@@ -703,6 +703,7 @@ def test_hardware_tables():
         "A100 80GB",
         "L4",
         "RTX 4090",
+        "RTX 3090",
     }
     # torchtitan's Grand Teton H100: 96 GiB of HBM2e keeping the share the 80 GB H100's keep
     assert GPUS["H100 96GB HBM2e"].memory_bytes == round(96 * 1024 * 81559 / 81920) * 2**20
@@ -715,6 +716,7 @@ def test_hardware_tables():
     assert gpu_for_device_name("NVIDIA L4").name == "L4"
     assert gpu_for_device_name("NVIDIA L40S") is None
     assert gpu_for_device_name("NVIDIA GeForce RTX 4090").name == "RTX 4090"
+    assert gpu_for_device_name("NVIDIA GeForce RTX 3090").name == "RTX 3090"
     assert gpu_for_device_name("NVIDIA H100 PCIe") is None
 
 

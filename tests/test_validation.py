@@ -179,7 +179,7 @@ def test_the_readme_states_the_held_out_errors_the_shipped_fit_gives():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     shipped = json.loads(PARAMS_FILE.read_text())["summary"]
-    for kind in ("decode_bs1", "prefill", "train", "memory", "decode_batched"):
+    for kind in ("decode_bs1", "prefill", "train", "memory", "decode_batched", "kv_capacity"):
         assert f"{kind} {100 * shipped[kind]['held_out_median_abs_error']:.1f} %" in readme, kind
 
 
@@ -318,3 +318,31 @@ def test_the_device_terms_are_an_overhead_a_rate_and_an_update_time_per_paramete
     # a pass faster than the peak allows (a timer's noise) is held to the peak
     fast = DeviceCalibration("gpu", "bf16", True, 4e12, (PassTiming(huge, params, huge / 8e12, 0, 2e-3),))
     assert fast.terms.rate == 4e12
+
+
+def test_vllms_kv_cache_is_what_its_budget_leaves_in_blocks_of_16_tokens():
+    """Hand-derived for the RTX 3090 run at max_model_len 20,000 (vLLM V0): 0.9 × 24,576 MiB,
+    less the bf16 weights, the activations of a 20,000-token profiling forward over 256
+    sequences and the fitted reserve, in blocks of 16 tokens × 32 layers × 8 KV heads × 128 × 2
+    (K, V) × 2 bytes; the bound leaves out the activations and the reserve."""
+    from llama_lab.analysis import count_params
+    from llama_lab.analysis.memory import inference_activation_bytes
+    from llama_lab.validation import predict_row
+
+    row = next(r for r in ROWS if r.id == "vllm-kv-llama31-8b-rtx3090-20k")
+    cfg, eff = PRESETS["llama-3-8b"], Efficiency.load()
+    assert row.gpu is GPUS["RTX 3090"] and row.gpu.memory_bytes == 24576 * 2**20
+    block = 16 * 32 * 8 * 128 * 2 * 2
+    budget = 0.9 * 24576 * 2**20 - 2 * count_params(cfg).total
+    activations = inference_activation_bytes(cfg, 79, 256, "bf16", last_only=True)  # ⌈20000 / 256⌉
+    p = predict_row(row, eff)
+    assert p.bound == 16 * (budget // block)
+    assert p.estimate == 16 * ((budget - activations - eff.engine_reserve_bytes) // block)
+    # two GPUs (tensor parallel) keep 4 of the R1 distill's 8 KV heads each, and half its weights
+    from llama_lab.validation.engine import kv_bytes_per_token_per_gpu
+
+    r1 = next(r for r in ROWS if r.id == "vllm-kv-r1-distill-qwen-14b-2xrtx4090")
+    assert kv_bytes_per_token_per_gpu(r1.config, "bf16", 2) == 48 * 4 * 128 * 2 * 2
+    # a run with a KV-transfer connector is not predicted, and says why
+    lmcache = next(r for r in ROWS if r.id == "vllm-kv-qwen3-235b-a22b-fp8-4xh100")
+    assert "LMCacheConnectorV1" in lmcache.why_not

@@ -43,8 +43,10 @@ RESERVES = {
 }
 # Shared memory per SM a kernel may use (NVIDIA CUDA C++ Programming Guide, "Compute
 # Capabilities" table, and the tuning guides): Hopper (9.0) 228 KiB, A100 (8.0) 164 KiB,
-# Ada (8.9: L4, RTX 4090) 100 KiB.
-SRAM = {"hopper": 228 * KIB, "a100": 164 * KIB, "ada": 100 * KIB}
+# Ada (8.9: L4, RTX 4090) 100 KiB; GA10x (8.6: RTX 3090) 100 KiB (NVIDIA Ampere GPU Architecture
+# Tuning Guide: "compute capability 8.6 support shared memory capacity of 0, 8, 16, 32, 64 or 100
+# KB per SM").
+SRAM = {"hopper": 228 * KIB, "a100": 164 * KIB, "ada": 100 * KIB, "ga10x": 100 * KIB}
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,22 @@ GPUS: dict[str, GPU] = {
         SRAM["ada"],
         memory_source="nvidia-smi: NVIDIA GeForce RTX 4090 … / 24564MiB (github.com/RLinf/RLinf/issues/255)",
     ),
+    # NVIDIA Ampere GA102 GPU Architecture whitepaper, Appendix A (GeForce RTX 3090), as public
+    # copies of its table quote it: BF16 tensor with FP32 accumulate 71 TFLOPS dense (142
+    # sparse; GeForce runs FP32 accumulation at half the FP16-accumulate rate), FP32 35.6 TFLOPS,
+    # 24 GB GDDR6X at 936 GB/s.
+    "RTX 3090": GPU(
+        "RTX 3090",
+        24576 * MIB,  # as reported; the data sheet's 24 GB
+        71 * TERA,
+        35.6 * TERA,
+        936 * GIGA,
+        "NVIDIA Ampere GA102 whitepaper, Appendix A, RTX 3090: BF16 (FP32 accumulate) 71 TFLOPS dense, "
+        "FP32 35.6 TFLOPS, 24 GB GDDR6X at 936 GB/s",
+        SRAM["ga10x"],
+        memory_source="nvidia-smi: NVIDIA GeForce RTX 3090 … / 24576MiB "
+        "(github.com/noonghunna/club-3090/issues/390)",
+    ),
 }
 
 
@@ -214,4 +232,6 @@ def gpu_for_device_name(name: str) -> GPU | None:
         return GPUS["L4"]
     if "4090" in text:
         return GPUS["RTX 4090"]
+    if "3090" in text:
+        return GPUS["RTX 3090"]
     return None

@@ -72,7 +72,8 @@ class Row:
 
     @property
     def config(self) -> ModelConfig | None:
-        """The model: its preset, or an MPT's shape from the source's config (``mpt_config``)."""
+        """The model: its preset, or its config.json as the row quotes it (an MPT's through
+        ``mpt_config``)."""
         model = self.data["model"]
         seq_len = int(self.workload.get("seq_len") or 0)
         if model.get("preset"):
@@ -80,7 +81,12 @@ class Row:
             # a run longer than the preset's context (Llama 3.1's 128k on the Llama 3 shape)
             return cfg.replace(max_seq_len=seq_len) if cfg and seq_len > cfg.max_seq_len else cfg
         hf = model.get("hf_config") or {}
-        return mpt_config(hf, seq_len or 2048) if hf.get("model_type") == "mpt" else None
+        if not hf:
+            return None
+        if hf.get("model_type") == "mpt":
+            return mpt_config(hf, seq_len or 2048)
+        cfg = ModelConfig.from_hf_config(hf)  # the source's config.json (model.hf_config_source)
+        return cfg.replace(max_seq_len=seq_len) if seq_len > cfg.max_seq_len else cfg
 
     @property
     def gpu(self) -> GPU | None:
@@ -97,17 +103,28 @@ class Row:
         return "fp8" in str(self.data["precision"].get("weights") or "").lower()
 
     @property
+    def engine_profile(self) -> tuple[int, int] | None:
+        """A serving engine's profiling forward: (its tokens, the sequences they are spread over)."""
+        w = self.workload
+        if w.get("profile_tokens") and w.get("profile_seqs"):
+            return int(w["profile_tokens"]), int(w["profile_seqs"])
+        return None
+
+    @property
     def why_not(self) -> str | None:
         """Why LLaMA Lab makes no prediction for this row (None: it makes one)."""
-        if self.kind == "kv_capacity":
-            return "kv_capacity rows are not predicted yet (an engine's profile peak is not modelled)"
         if self.config is None:
             return f"no LLaMA Lab preset for {self.data['model']['name']}"
         w = self.workload
-        if self.kind == "memory":  # a training layout's bytes: no GPU peak needed
-            if not (w.get("seq_len") and w.get("micro_batch") and self.data["hardware"].get("count")):
-                return "not a training layout's peak (vLLM's profile peak is not modelled)"
+        if self.kind == "memory":  # a training layout's or an engine's profile bytes: no GPU peak
+            training = w.get("seq_len") and w.get("micro_batch") and self.data["hardware"].get("count")
+            if not (training or self.engine_profile):
+                return "neither a training layout's peak nor an engine's profiling peak"
             return None
+        if self.kind == "kv_capacity" and not (self.engine_profile and w.get("gpu_memory_utilization")):
+            return "the engine's profiling forward and gpu_memory_utilization are not known"
+        if w.get("kv_connector"):
+            return f"a KV-transfer connector ({w['kv_connector']}) takes memory LLaMA Lab does not model"
         if self.gpu is None:
             return f"{self.data['hardware']['gpu']!r} is not in the GPU table"
         if self.kind != "train" and self.weights is None:

@@ -18,6 +18,7 @@ from .efficiency import (
     prefill_seconds,
     train_tokens_per_s_per_gpu,
 )
+from .engine import profile_peak_bytes, vllm_kv_tokens
 from .rows import KINDS, Row, load_rows
 
 
@@ -27,7 +28,15 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     tp = int(w.get("tp") or 1)
     assert cfg is not None  # rows with why_not are not predicted
     if row.kind == "memory":
+        if row.engine_profile:  # a serving engine's profiling peak: weights and activations
+            peak = profile_peak_bytes(cfg, row.weights or "bf16", *row.engine_profile, tp)
+            return Prediction(peak, peak)
         return training_memory(cfg, row, eff)
+    if row.kind == "kv_capacity":
+        assert gpu is not None and row.engine_profile is not None
+        kv = row.data["precision"].get("kv") or "bf16"
+        utilization = float(w["gpu_memory_utilization"])
+        return vllm_kv_tokens(cfg, gpu, row.weights or "bf16", kv, utilization, *row.engine_profile, tp, eff)
     assert gpu is not None
     if row.kind == "train":  # the rows' pipeline schedules (virtual stages) are not stated: no
         # bubble is counted for them, the fitted shares take it in
@@ -114,6 +123,7 @@ GRIDS: dict[str, list[float]] = {
     "fp8": [0.02 * 1.02**i for i in range(200) if 0.02 * 1.02**i <= 2.0],  # fp8 against bf16's peak
     "seconds": [0.0] + [1e-6 * 1.1**i for i in range(160)],
     "factor": [0.5 * 1.01**i for i in range(140)],  # 0.5 … 2.0
+    "bytes": [i * 2**25 for i in range(129)],  # 0 … 4 GiB in steps of 32 MiB
 }
 PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
     # kind → (parameter path, grid)
@@ -133,6 +143,7 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tp_link", "share"),
     ),
     "memory": (("memory_factor", "factor"),),
+    "kv_capacity": (("engine_reserve_bytes", "bytes"),),
 }
 REGIME = {
     "decode_bs1": "decode",
@@ -140,6 +151,7 @@ REGIME = {
     "prefill": "prefill",
     "train": "train",
     "memory": "memory",
+    "kv_capacity": "kv_capacity",
 }
 
 
