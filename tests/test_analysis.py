@@ -698,6 +698,7 @@ def test_hardware_tables():
     assert set(GPUS) == {
         "H100 80GB",
         "H100 96GB HBM2e",
+        "H100 PCIe 80GB",
         "H200 141GB",
         "A100 40GB",
         "A100 80GB",
@@ -717,7 +718,8 @@ def test_hardware_tables():
     assert gpu_for_device_name("NVIDIA L40S") is None
     assert gpu_for_device_name("NVIDIA GeForce RTX 4090").name == "RTX 4090"
     assert gpu_for_device_name("NVIDIA GeForce RTX 3090").name == "RTX 3090"
-    assert gpu_for_device_name("NVIDIA H100 PCIe") is None
+    assert gpu_for_device_name("NVIDIA H100 PCIe").name == "H100 PCIe 80GB"
+    assert gpu_for_device_name("NVIDIA H100 NVL") is None
 
 
 @pytest.mark.slow

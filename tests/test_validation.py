@@ -346,3 +346,11 @@ def test_vllms_kv_cache_is_what_its_budget_leaves_in_blocks_of_16_tokens():
     # a run with a KV-transfer connector is not predicted, and says why
     lmcache = next(r for r in ROWS if r.id == "vllm-kv-qwen3-235b-a22b-fp8-4xh100")
     assert "LMCacheConnectorV1" in lmcache.why_not
+
+
+def test_a_generation_without_a_prompt_is_predicted():
+    """llama-bench's tg512 generates 512 tokens after no prompt: prompt_len 0 is stated, not
+    missing (those rows were once refused as if it were)."""
+    row = next(r for r in ROWS if r.id == "llamacpp-llama3-8b-f16-h100pcie-tg512")
+    assert row.workload["prompt_len"] == 0 and row.why_not is None
+    assert row.gpu is GPUS["H100 PCIe 80GB"] and row.gpu.memory_bytes == 81559 * 2**20

@@ -111,6 +111,22 @@ GPUS: dict[str, GPU] = {
         SRAM["hopper"],
         memory_source="nvidia-smi: NVIDIA H200 … / 143771MiB (github.com/sgl-project/sglang/issues/3196)",
     ),
+    # NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column, as a reseller's copy of the table
+    # prints it (archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html): BF16 1,513 TFLOPS with
+    # sparsity ("Specifications 1/2 lower without sparsity"), FP32 51 TFLOPS, 80 GB HBM2e at
+    # 2,000 GB/s (NVIDIA's H100 PCIe product brief PB-11133-001: "greater than 2,000 GBps", 350 W).
+    "H100 PCIe 80GB": GPU(
+        "H100 PCIe 80GB",
+        81559 * MIB,  # as reported; the data sheet's 80 GB
+        756.5 * TERA,
+        51 * TERA,
+        2000 * GIGA,
+        "NVIDIA H100 datasheet (PCIe): BF16 1,513 TFLOPS sparse → 756.5 dense, FP32 51 TFLOPS, "
+        "80 GB HBM2e at 2,000 GB/s",
+        SRAM["hopper"],
+        memory_source="nvidia-smi: NVIDIA H100 PCIe … / 81559MiB (github.com/XiongjieDai/"
+        "GPU-Benchmarks-on-LLM-Inference LLaMA 3/Professional GPUs/H100_PCIe_v3.ipynb@aa72e0e)",
+    ),
     # The H100 of Meta's Grand Teton hosts, on which torchtitan measured its benchmarks
     # (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md): "96GB HBM2e with 2.4
     # TB/sec peak memory bandwidth", "the default 500W power limit"; its peak "is between SXM
@@ -225,6 +241,8 @@ def gpu_for_device_name(name: str) -> GPU | None:
         return GPUS["H200 141GB"]
     if "H100" in text:
         # The SXM5 board reports "H100 80GB HBM3"; PCIe and NVL boards have other peaks.
+        if "PCIE" in text:
+            return GPUS["H100 PCIe 80GB"]
         return GPUS["H100 80GB"] if ("HBM3" in text or "SXM" in text) else None
     if "A100" in text:
         return GPUS["A100 80GB"] if "80GB" in text.replace(" ", "") else GPUS["A100 40GB"]

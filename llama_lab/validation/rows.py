@@ -130,8 +130,8 @@ class Row:
         if self.kind != "train" and self.weights is None:
             return f"weight format {self.data['precision'].get('weights')!r} is not modelled"
         w = self.workload
-        if self.kind in ("decode_bs1", "decode_batched", "prefill") and not (
-            w.get("batch") and w.get("prompt_len")
+        if self.kind in ("decode_bs1", "decode_batched", "prefill") and (
+            not w.get("batch") or w.get("prompt_len") is None  # llama-bench's tg512: no prompt, 0
         ):
             return "the source does not state the batch and prompt length"
         if self.kind == "train" and not w.get("seq_len"):
