@@ -354,3 +354,12 @@ def test_a_generation_without_a_prompt_is_predicted():
     row = next(r for r in ROWS if r.id == "llamacpp-llama3-8b-f16-h100pcie-tg512")
     assert row.workload["prompt_len"] == 0 and row.why_not is None
     assert row.gpu is GPUS["H100 PCIe 80GB"] and row.gpu.memory_bytes == 81559 * 2**20
+
+
+def test_docs_cli_holds_the_shipped_summary_table():
+    from pathlib import Path
+
+    from llama_lab.validation.validate import summary_markdown
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    assert summary_markdown(json.loads(PARAMS_FILE.read_text())["summary"]) in docs

@@ -5,6 +5,7 @@ halves are fixed by a hash of each row's id, the search is a coordinate descent 
 
     python tools/fit_efficiency.py           # rewrite the file
     python tools/fit_efficiency.py --check   # exit 1 if the file differs from a fresh fit
+    python tools/fit_efficiency.py --markdown  # the shipped summary as docs/cli.md's table
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 from llama_lab.validation import fit, results, summary
 from llama_lab.validation.efficiency import PARAMS_FILE
+from llama_lab.validation.validate import summary_markdown
 
 
 def render() -> str:
@@ -30,8 +32,13 @@ def render() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the file, write nothing")
+    parser.add_argument("--markdown", action="store_true", help="print the shipped summary as a table")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(summary_markdown(json.loads(PARAMS_FILE.read_text())["summary"]))
+        return 0
     text = render()
-    if parser.parse_args(argv).check:
+    if args.check:
         return 0 if PARAMS_FILE.exists() and PARAMS_FILE.read_text() == text else 1
     PARAMS_FILE.write_text(text)
     print(text)

@@ -63,7 +63,8 @@ class Efficiency:
         "matmul": "share of the bf16 matmul peak prefill reaches",
         "layer_s": "seconds per block per decode step (launches, synchronisation)",
         "tp_layer_s": "seconds per block per decode step added by tensor parallelism (all-reduces)",
-        "prefill_floor_s": "fixed seconds of a prefill (scheduling, launch, the first token)",
+        "prefill_floor_s": "fixed seconds a served request's time to first token adds "
+        "(scheduling, launch, sampling)",
         "train_bf16": "share of the bf16 peak a training step's matmuls reach",
         "train_fp8": "the same with fp8 matmuls (against the bf16 peak)",
         "train_attention": "share of the bf16 peak a training step's causal attention scores reach "
@@ -138,15 +139,23 @@ def decode_tokens_per_s(
 
 
 def prefill_seconds(
-    cfg: ModelConfig, gpu: GPU, batch: int, prompt_len: int, weights: str, tp: int, eff: Efficiency
+    cfg: ModelConfig,
+    gpu: GPU,
+    batch: int,
+    prompt_len: int,
+    weights: str,
+    tp: int,
+    eff: Efficiency,
+    request: bool = True,
 ) -> Prediction:
-    """Seconds to process ``batch`` prompts of ``prompt_len`` tokens (time to the first token)."""
+    """Seconds to process ``batch`` prompts of ``prompt_len`` tokens. ``request``: a served
+    request's time to the first token, which adds the fixed ``prefill_floor_s`` (scheduling,
+    launch, sampling); otherwise the prompt's processing alone, as llama-bench's pp times it."""
     r = roofline(cfg, gpu, batch, prompt_len, "bf16", "prefill", weights)
     bound = max(r.compute_time_s, r.memory_time_s) / tp
     share = eff.decode_bw["16-bit"]
-    return Prediction(
-        bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) / tp + eff.prefill_floor_s
-    )
+    floor = eff.prefill_floor_s if request else 0.0
+    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) / tp + floor)
 
 
 def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None = None) -> float:

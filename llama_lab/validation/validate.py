@@ -45,7 +45,8 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
         )
     weights = row.weights or "bf16"
     if row.kind == "prefill":
-        seconds = prefill_seconds(cfg, gpu, int(w["batch"]), int(w["prompt_len"]), weights, tp, eff)
+        ttft = row.metric == "seconds"  # a time to first token; else a prompt throughput (llama-bench)
+        seconds = prefill_seconds(cfg, gpu, int(w["batch"]), int(w["prompt_len"]), weights, tp, eff, ttft)
         if row.metric == "seconds":
             return seconds
         tokens = int(w["batch"]) * int(w["prompt_len"])
@@ -203,6 +204,25 @@ def summary(found: list[Result]) -> dict[str, dict]:
             "held_out_max_abs_error": max(held) if held else None,
         }
     return out
+
+
+def summary_markdown(summaries: dict[str, dict]) -> str:
+    """The summary as docs/cli.md's table: rows, predicted, the fit half's median and the
+    held-out median and worst |error| of each kind."""
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{100 * x:.1f} %"
+
+    lines = [
+        "| kind | rows | predicted | fit half: median \\|error\\| "
+        "| held-out median \\|error\\| | held-out worst |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind in (k for k in KINDS if k in summaries):
+        s = summaries[kind]
+        errors = (s["fit_median_abs_error"], s["held_out_median_abs_error"], s["held_out_max_abs_error"])
+        lines.append(f"| `{kind}` | {s['n']} | {s['predicted']} | " + " | ".join(map(pct, errors)) + " |")
+    return "\n".join(lines)
 
 
 def validate(kind: str | None = None, eff: Efficiency | None = None) -> dict:
