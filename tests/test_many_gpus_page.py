@@ -33,6 +33,14 @@ def test_the_page_shows_the_layouts_numbers_for_405b():
     best = serving_fits(cfg, "H100 80GB", serve, 1, 8192, "bf16", "bf16")[0]
     assert f"On **{serve} × H100 80GB**" in texts and f"{best.max_context_at_batch:,}" in texts
     assert "layouts fit; cheapest first" in texts
+    # the layout's training throughput: the calibrated estimate and its interval, and the bound
+    from llama_lab.runtime.hardware import GPUS
+    from llama_lab.validation.predict import predict_train
+
+    t = predict_train(cfg, GPUS["H100 80GB"], Layout(n, 8, 1, 1, True), 8192, "bf16")["tokens_per_s_per_gpu"]
+    assert shown["tokens/s per GPU (estimate)"] == f"{t['estimate']:,.0f}"
+    assert shown["tokens/s per GPU (bound)"] == f"{t['bound']:,.0f}"
+    assert t["low"] <= t["estimate"] <= t["high"] < t["bound"]
 
 
 def test_a_small_model_first_shows_one_gpu():

@@ -27,8 +27,9 @@ from ..figures.parallel import (
     stage_frame,
     stage_memory_figure,
 )
-from ..runtime.hardware import GPUS
+from ..runtime.hardware import GPU, GPUS
 from ..units import human_bytes
+from ..validation.predict import predict_train
 from .cached import measured, show_table
 from .context import context_text
 from .runs import measure_on_view
@@ -144,6 +145,7 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         delta_arrow="off",
         delta_color="off",
     )
+    _throughput(cfg, gpu, layout, seq_len, dtype)
     st.plotly_chart(stage_memory_figure(est, gpu.name, gpu.usable_bytes), key=prefix + "stages")
     show_table(stage_frame(est), width="stretch")
     show_table(comm_frame(est), width="stretch")
@@ -153,6 +155,35 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
         "Weights, gradients and AdamW state: mixed precision keeps 2Ψ + 2Ψ + 12Ψ bytes "
         "(fp32: 4Ψ + 4Ψ + 8Ψ), ZeRO dividing them by dp; activations are what our "
         "model saves for backward, per micro-batch in flight (1F1B: p − stage of them)."
+    )
+
+
+def _throughput(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtype: str) -> None:
+    """The layout's training throughput per GPU: the calibrated estimate with the held-out
+    interval, beside the bound at the dense peak (``validation.predict_train``)."""
+    if dtype == "fp32":
+        show_caption(
+            "No training-throughput estimate in fp32: the estimate is calibrated on mixed-precision "
+            "bf16 and fp8 runs (python -m llama_lab validate)."
+        )
+        return
+    p = predict_train(cfg, gpu, layout, seq_len, dtype)
+    t = p["tokens_per_s_per_gpu"]
+    cols = st.columns(3)
+    cols[0].metric(
+        "tokens/s per GPU (estimate)",
+        f"{t['estimate']:,.0f}",
+        f"{t['low']:,.0f}–{t['high']:,.0f} from held-out errors",
+        delta_arrow="off",
+        delta_color="off",
+    )
+    cols[1].metric("tokens/s per GPU (bound)", f"{t['bound']:,.0f}")
+    cols[2].metric("MFU (estimate)", f"{p['mfu']['estimate']:.1%}")
+    show_caption(
+        "The bound: the step's FLOPs at the data sheet's dense bf16 peak, no traffic, no bubble. The "
+        "estimate: its matmuls, attention scores and tensor-parallel traffic at the shares fitted on "
+        "public training runs, idle for the pipeline bubble; the range is what the held-out runs' "
+        "errors give it (Validation page)."
     )
 
 
