@@ -39,7 +39,7 @@ from ..train.budgets import (
 )
 from ..train.data import TokenData
 from ..train.measure import LogitStats, SavedTensorMeter, logit_stats, state_bytes
-from ..train.step import StepTimes, Trainee, make_optimizer, step_loss, training_step
+from ..train.step import StepTimes, Trainee, forward_backward, make_optimizer, step_loss, training_step
 from ..units import Progress, human_bytes, plain_fields
 from .registry import ExperimentKind, register
 
@@ -137,13 +137,17 @@ def _timed_steps(
 
 
 def _overhead_probe(trainee: Trainee, cfg: ModelConfig, seed: int, reps: int = 3) -> float:
-    """Seconds of forward + backward on one token (B = T = 1): the per-step cost that does not
-    grow with the tokens (kernel launches, Python, synchronisation), for ``validation.device``.
-    Run after the timed steps (its updates change nothing measured)."""
+    """Seconds of forward + backward on one token (B = T = 1), no update: the per-step cost
+    that does not grow with the tokens (kernel launches, Python, synchronisation), for
+    ``validation.device``. Run after the timed steps."""
     dev = trainee.precision.device
     inputs, targets = (t.to(dev) for t in random_batch(cfg, 1, 1, seed, None))
-    times = [training_step(trainee, inputs, targets, measure_grad_norm=False)[2] for _ in range(reps + 1)]
-    return statistics.median(t.forward_s + t.backward_s for t in times[1:])
+    times = []
+    for _ in range(reps + 1):  # the first warms the one-token shapes up
+        _, forward_s, backward_s = forward_backward(trainee, inputs, targets)
+        trainee.optimizer.zero_grad(set_to_none=True)
+        times.append(forward_s + backward_s)
+    return statistics.median(times[1:])
 
 
 def _peak_memory(dev: torch.device, memory: dict, rss: RssPeak) -> tuple[int, str]:

@@ -83,6 +83,23 @@ def _update(trainee: Trainee, grad_clip: float | None) -> None:
     trainee.optimizer.zero_grad(set_to_none=True)
 
 
+def forward_backward(
+    trainee: Trainee, inputs: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, float, float]:
+    """Forward (with the loss) and backward, each timed with the device synchronised around it:
+    (loss, forward seconds, backward seconds). The gradients are left for the update."""
+    device, scaler = trainee.precision.device, trainee.scaler
+    sync(device)
+    t0 = time.perf_counter()
+    with trainee.precision.autocast():
+        loss = step_loss(trainee.model, inputs, targets)
+    sync(device)
+    t1 = time.perf_counter()
+    (scaler.scale(loss) if scaler is not None else loss).backward()
+    sync(device)
+    return loss, t1 - t0, time.perf_counter() - t1
+
+
 def training_step(
     trainee: Trainee,
     inputs: torch.Tensor,
@@ -95,26 +112,17 @@ def training_step(
     """Forward (with the loss), backward, (clip), AdamW; returns (loss, total gradient norm
     before clipping or None, times). The phases are timed with the device synchronised between
     them; the gradient norm, when asked for, is timed with the optimizer."""
-    device, scaler = trainee.precision.device, trainee.scaler
-    sync(device)
-    t0 = time.perf_counter()
-    with trainee.precision.autocast():
-        loss = step_loss(trainee.model, inputs, targets)
-    sync(device)
-    t1 = time.perf_counter()
-    (scaler.scale(loss) if scaler is not None else loss).backward()
-    sync(device)
+    loss, forward_s, backward_s = forward_backward(trainee, inputs, targets)
     t2 = time.perf_counter()
-    if scaler is not None:
-        scaler.unscale_(trainee.optimizer)
+    if trainee.scaler is not None:
+        trainee.scaler.unscale_(trainee.optimizer)
     grad_norm = total_grad_norm(trainee.model) if measure_grad_norm else None
     if step_before_update is not None:
         step_before_update()
     _update(trainee, grad_clip)
-    sync(device)
-    t3 = time.perf_counter()
+    sync(trainee.precision.device)
     return (
         loss.item(),
         grad_norm.item() if grad_norm is not None else None,
-        StepTimes(t1 - t0, t2 - t1, t3 - t2),
+        StepTimes(forward_s, backward_s, time.perf_counter() - t2),
     )

@@ -50,9 +50,9 @@ class Efficiency:
     layer_s: float = 10e-6  # per block per decode step
     tp_layer_s: float = 20e-6  # per block per decode step, added under tensor parallelism
     prefill_floor_s: float = 5e-3
-    train_bf16: float = 0.4  # MFU of bf16 training against the bf16 peak
+    train_bf16: float = 0.4  # share of the bf16 peak a training step's matmuls reach
     train_fp8: float = 0.5  # the same for fp8 matmuls, against the bf16 peak
-    train_moe: float = 0.2  # MFU of mixture-of-experts training (active FLOPs, the bf16 peak)
+    train_moe: float = 0.2  # the same for a mixture of experts (its active FLOPs)
     train_attention: float = 0.3  # share of the bf16 peak the causal attention scores reach
     tp_link: float = 0.8  # share of NVLink's bandwidth tensor-parallel collectives reach
     memory_factor: float = 1.0  # a training run's measured peak over the bytes LLaMA Lab counts
