@@ -315,6 +315,10 @@ def test_the_device_terms_are_an_overhead_a_rate_and_an_update_time_per_paramete
     huge = causal_training_flops(cfg, 64, 4096)  # compute bound
     gpu = gpu.with_pass(PassTiming(huge, params, huge / 1e12, 3e-9 * params, 2e-3))
     assert gpu.terms.rate == pytest.approx(1e12) and "the longer of" in gpu.label
+    # a pass just past its overhead is still partly launch bound: F / t understates the rate
+    # there, and the GPU takes the most any pass reached (each one a lower bound)
+    near = PassTiming(1e9, params, 2.6e-3, 3e-9 * params, 2e-3)  # 1 ms of FLOPs in 2.6 ms
+    assert gpu.with_pass(near).terms.rate == pytest.approx(1e12)
     # a pass faster than the peak allows (a timer's noise) is held to the peak
     fast = DeviceCalibration("gpu", "bf16", True, 4e12, (PassTiming(huge, params, huge / 8e12, 0, 2e-3),))
     assert fast.terms.rate == 4e12

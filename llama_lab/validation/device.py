@@ -69,15 +69,18 @@ class DeviceTerms:
 
 def fit_terms(passes: tuple[PassTiming, ...], overlapped: bool, peak_flops: float | None) -> DeviceTerms:
     """The device's terms from its passes (module docstring): the overhead and the update time
-    per parameter are the passes' medians, the rate the median of what each pass that was not
-    launch bound reached beyond its overhead, at most ``peak_flops``."""
+    per parameter are the passes' medians; the rate, at most ``peak_flops``, is on a CPU the
+    median of what each pass reached beyond its overhead, on a GPU the most any pass that was
+    not launch bound reached (a pass near its overhead is still partly launch bound)."""
     overhead = statistics.median(p.overhead_s for p in passes)
     update = statistics.median(p.optimizer_s / p.params for p in passes)
-    if overlapped:
+    rate: float | None = None
+    if overlapped:  # each pass bounds the rate from below (its step ≥ flops / rate): the tightest
         rates = [p.flops / p.compute_s for p in passes if p.compute_s > LAUNCH_BOUND * overhead]
+        rate = max(rates) if rates else None
     else:
         rates = [p.flops / (p.compute_s - overhead) for p in passes if p.compute_s > overhead]
-    rate = statistics.median(rates) if rates else None
+        rate = statistics.median(rates) if rates else None
     if rate is not None and peak_flops:
         rate = min(rate, peak_flops)
     return DeviceTerms(rate, overhead, update)
