@@ -498,6 +498,21 @@ def test_cuda_fp16_training_with_loss_scaling(debug_cfg):
     assert not run.diverged and run.loss[-1] < run.loss[0]
 
 
+def test_a_seed_draws_on_the_cpu_up_to_a_size_and_on_the_device_beyond():
+    """Small models (the live copies, the seed demo: what the pre-measured results use) draw
+    their weights on the CPU whatever the device, the same on every device; an 8B model draws
+    on its GPU (on a CPU its draws did not finish in a minute)."""
+    from llama_lab.analysis import count_params
+    from llama_lab.model.init import CPU_DRAW_PARAMS, generator_device
+
+    cuda = torch.device("cuda")
+    for preset in ("debug", "seed-demo", "llama-3-8b"):
+        n = count_params(PRESETS[preset]).total
+        assert generator_device(n, cuda) == (torch.device("cpu") if n <= CPU_DRAW_PARAMS else cuda)
+    assert generator_device(count_params(PRESETS["seed-demo"]).total, cuda).type == "cpu"
+    assert generator_device(count_params(PRESETS["llama-3-8b"]).total, cuda) == cuda
+
+
 @needs_cuda
 def test_cuda_build_draws_the_cpus_weights(debug_cfg):
     """A seed gives the same weights on the GPU as on the CPU (the stream is drawn on the CPU)."""
