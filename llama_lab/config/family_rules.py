@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from . import field_rules
 from .bounds import FAMILY_LIMITS
 from .messages import check_int as _check_int
 
@@ -147,7 +148,7 @@ def check_gpt_oss(cfg: "ModelConfig") -> None:
 
 def check_gemma(cfg: "ModelConfig") -> None:
     """Gemma's fields, and the RoPE and QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM."""
-    cfg._check_number("rope_local_theta")  # a derived float, resolved by now
+    field_rules.check_number(cfg, "rope_local_theta")  # a derived float, resolved by now
     _check_int("query_pre_attn_scalar", cfg.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"])
     rules = [
         (

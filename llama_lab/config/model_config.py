@@ -13,18 +13,14 @@ Attention kinds, selected by ``n_kv_heads`` (litgpt's sketch)::
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, get_origin, get_type_hints
 
 from ..errors import ConfigError
-from . import family_rules, hf, hf_export, messages
+from . import family_rules, field_rules, hf, hf_export, messages
 from .bounds import (
-    CHOICES,
     FAMILY_LIMITS,
-    LIMITS,
-    MINIMUMS,
     FfnType,
     Init,
     MoeScoring,
@@ -36,49 +32,6 @@ from .bounds import (
 )
 
 _check_int = messages.check_int
-
-
-def _layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
-    """Which of ``n_layers`` blocks a layer-set string selects: "all", "none", "from:K" (K and
-    later), "every:N" (blocks N-1, 2N-1, …: every N-th) or a comma list "0,3,5"."""
-    if not isinstance(spec, str):
-        raise ConfigError(
-            f"{name}={spec!r} must be a string such as 'all', 'none', 'from:28', 'every:2' or '0,3,5'",
-            field=name,
-        )
-    text = spec.strip().replace(" ", "")
-    if text in ("all", ""):
-        return (True,) * n_layers if text == "all" else (False,) * n_layers
-    if text == "none":
-        return (False,) * n_layers
-    kind, _, number = text.partition(":")
-    try:
-        if kind in ("from", "every") and number:
-            k = int(number)
-            if k < (0 if kind == "from" else 1):
-                raise ValueError
-            return tuple((i >= k) if kind == "from" else ((i + 1) % k == 0) for i in range(n_layers))
-        chosen = {int(part) for part in text.split(",")}
-    except ValueError:
-        raise ConfigError(
-            f"{name}={spec!r} must be 'all', 'none', 'from:K', 'every:N' (N ≥ 1) "
-            f"or a comma list of block indices",
-            field=name,
-        ) from None
-    outside = sorted(i for i in chosen if not 0 <= i < n_layers)
-    if outside:
-        raise ConfigError(f"{name}={spec!r} names block(s) {outside} outside 0..{n_layers - 1}", field=name)
-    return tuple(i in chosen for i in range(n_layers))
-
-
-# RoPE's base θ sets the frequencies θ^(-2i/d), computed in float32: a base float32 cannot hold
-# (1e-300 is 0 there, so θ^(-2i/d) is infinite: the angles, the scores and the loss become NaN
-# before any update) is refused. Every published model uses 10,000 or more.
-FLOAT32_TINY, FLOAT32_MAX = 1.1754943508222875e-38, 3.4028234663852886e38
-ROPE_BASE_RULE = (
-    "must lie in float32's range (1.2e-38 to 3.4e38): RoPE's frequencies base^(-2i/d) are computed in "
-    "float32, and a base it cannot hold makes them infinite and the loss NaN"
-)
 
 
 # Fields whose default is derived from others (None = derive). ``replace`` keeps a derived value
@@ -209,104 +162,10 @@ class ModelConfig:
         _temperature_flags: ClassVar[tuple[bool, ...]]
 
     def __post_init__(self) -> None:
-        self._check_sizes()
-        self._check_choices_and_numbers()
+        field_rules.check_sizes(self)
+        field_rules.check_choices_and_numbers(self)
         self._resolve_and_check_family()
-        if self.pos_encoding == "rope" and not self.is_mla and self.head_dim % 2:
-            implied = " (d_model/n_heads)" if self.head_dim == self.d_model // self.n_heads else ""
-            raise ConfigError(
-                f"head_dim={self.head_dim}{implied} must be even for "
-                f"pos_encoding='rope' (RoPE rotates pairs of dimensions)",
-                field="head_dim",
-                also=(("n_heads", "d_model") if implied else ()) + ("pos_encoding",),
-            )
-        if self.pos_encoding == "rope" and not self.is_mla and (self.rope_dim % 2 or self.rope_dim < 2):
-            raise ConfigError(
-                f"partial_rotary_factor={self.partial_rotary_factor} rotates {self.rope_dim} of "
-                f"head_dim={self.head_dim} dimensions: RoPE needs an even number ≥ 2",
-                field="partial_rotary_factor",
-                also=("head_dim",),
-            )
-
-    def _check_sizes(self) -> None:
-        for name in LIMITS:
-            _check_int(name, getattr(self, name), MINIMUMS.get(name, 1), LIMITS[name])
-        if self.head_dim is None:  # head_dim = d_model / n_heads needs exact division
-            if self.n_heads > self.d_model:
-                raise ConfigError(
-                    f"n_heads={self.n_heads} exceeds d_model={self.d_model} "
-                    f"(each head needs at least one dimension)",
-                    field="n_heads",
-                    also=("d_model",),
-                )
-            if self.d_model % self.n_heads:
-                raise ConfigError(
-                    f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}",
-                    field="d_model",
-                    also=("n_heads",),
-                )
-        if self.n_heads % self.n_kv_heads and not self.kv_lora_rank:  # MLA: _check_mla's rule
-            raise ConfigError(
-                f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}",
-                field="n_heads",
-                also=("n_kv_heads",),
-            )
-
-    def _check_choices_and_numbers(self) -> None:
-        for name, allowed in CHOICES.items():
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(
-                    f"{name}={value!r} must be one of {', '.join(map(repr, allowed))}", field=name
-                )
-        for name in (
-            "bias",
-            "final_norm",
-            "tie_embeddings",
-            "embed_scale",
-            "qk_norm",
-            "moe_renormalize",
-            "rope_interleave",
-            "attention_sinks",
-            "norm_plus_one",
-            "fused_keys",
-            "linear_grouped_proj",
-            "attn_output_gate",
-            "shared_expert_gate",
-            "chunked_attention",
-            "moe_group_top2",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
-        for name in ("rope_theta", "norm_eps", "routed_scaling", "swiglu_limit", "swiglu_alpha"):
-            self._check_number(name)
-        for name in ("attn_softcap", "logit_softcap", "attn_temperature_scale"):
-            self._check_number(name, zero="0 turns it off")
-        self._check_number("partial_rotary_factor")
-        if self.partial_rotary_factor > 1:
-            raise ConfigError(
-                f"partial_rotary_factor={self.partial_rotary_factor} must be at most 1 (a share of "
-                f"each head's dimensions)",
-                field="partial_rotary_factor",
-            )
-
-    def _check_number(self, name: str, zero: str | None = None) -> None:
-        """A finite float > 0 (≥ 0 where ``zero`` says what 0 means), stored as a float."""
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name}={value!r} must be a number", field=name)
-        if isinstance(value, int) and abs(value) > 2**1023:  # beyond every float
-            raise ConfigError(
-                f"{name}={messages.shown(value)} is beyond the range of a float (±1.8e308)", field=name
-            )
-        if name in ("rope_theta", "rope_local_theta") and not FLOAT32_TINY <= value <= FLOAT32_MAX:
-            raise ConfigError(f"{name}={value} {ROPE_BASE_RULE}", field=name)
-        if not math.isfinite(value) or value < 0 or (value == 0 and zero is None):
-            rule = f"≥ 0 ({zero})" if zero else "> 0"
-            raise ConfigError(f"{name}={value} must be a finite number {rule}", field=name)
-        if name == "norm_eps" and value >= 1:
-            raise ConfigError(f"norm_eps={value} must be < 1 (it is a small stabiliser)", field="norm_eps")
-        object.__setattr__(self, name, float(value))
+        field_rules.check_rope(self)
 
     def _resolve_and_check_family(self) -> None:
         for name, derive in DERIVED.items():
@@ -335,18 +194,20 @@ class ModelConfig:
         family_rules.check_gpt_oss(self)
         family_rules.check_gemma(self)
         # both layer sets, validated and kept (every count reads them per block)
-        local = _layer_set(self.local_layers, self.n_layers, "local_layers")
-        sparse = _layer_set(self.moe_layers, self.n_layers, "moe_layers")
+        local = field_rules.layer_set(self.local_layers, self.n_layers, "local_layers")
+        sparse = field_rules.layer_set(self.moe_layers, self.n_layers, "moe_layers")
         object.__setattr__(self, "_local_flags", local if self.sliding_window else (False,) * self.n_layers)
         object.__setattr__(self, "_moe_flags", sparse if self.n_experts else (False,) * self.n_layers)
-        linear = _layer_set(self.linear_layers, self.n_layers, "linear_layers")
+        linear = field_rules.layer_set(self.linear_layers, self.n_layers, "linear_layers")
         object.__setattr__(self, "_linear_flags", linear)
         family_rules.check_linear(self)
         family_rules.check_llama4(self)
-        nope = _layer_set(self.nope_layers, self.n_layers, "nope_layers")
+        nope = field_rules.layer_set(self.nope_layers, self.n_layers, "nope_layers")
         rotated = tuple(self.pos_encoding == "rope" and not n and not lin for n, lin in zip(nope, linear))
         object.__setattr__(self, "_rope_flags", rotated)
-        temperature = _layer_set(self.attn_temperature_layers, self.n_layers, "attn_temperature_layers")
+        temperature = field_rules.layer_set(
+            self.attn_temperature_layers, self.n_layers, "attn_temperature_layers"
+        )
         object.__setattr__(self, "_temperature_flags", temperature)
         family_rules.check_temperature(self)
 
