@@ -241,7 +241,7 @@ def test_valid_unicode_and_a_byte_order_mark_are_accepted():
 
 # ---- nulls: refused where a value is required, kept where the config class means "unset" --------
 def _family_of(cfg):
-    from llama_lab.config.hf_export import family_of
+    from llama_lab.config.hf_family import family_of
 
     try:
         return family_of(cfg).model_type

@@ -19,7 +19,7 @@ from hf_helpers import published as published_file
 
 from llama_lab.config import PRESETS, PUBLISHED_SPLIT, ConfigError, ModelConfig, read_hf_config
 from llama_lab.config.hf import FAMILIES, KEY_TABLE
-from llama_lab.config.hf_export import family_of
+from llama_lab.config.hf_family import family_of
 
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")

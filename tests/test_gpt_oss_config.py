@@ -14,7 +14,7 @@ from hf_helpers import meta_count, published, theirs
 from llama_lab import analysis
 from llama_lab.config import PRESETS, PUBLISHED_ROUNDED, ConfigError, ModelConfig, read_hf_config
 from llama_lab.config.hf import FAMILIES
-from llama_lab.config.hf_export import family_of
+from llama_lab.config.hf_family import family_of
 from llama_lab.config.hf_quant import stored_quant
 
 transformers = pytest.importorskip("transformers")

@@ -27,7 +27,7 @@ from llama_lab.config import (
     read_hf_config,
 )
 from llama_lab.config.hf import FAMILIES, KEY_TABLE
-from llama_lab.config.hf_export import family_of
+from llama_lab.config.hf_family import family_of
 from llama_lab.model import build_model
 
 transformers = pytest.importorskip("transformers")

@@ -310,7 +310,7 @@ class ModelConfig:
     @property
     def is_llama_style(self) -> bool:
         """True when a LLaMA-family decoder (pre-norm RMSNorm, RoPE, SwiGLU, final norm) can
-        express the recipe; which transformers family fits the rest: ``hf_export.family_of``."""
+        express the recipe; which transformers family fits the rest: ``hf_family.family_of``."""
         return (
             self.norm_position == "pre"
             and self.norm_type == "rmsnorm"
