@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for a CUDA machine, well under 8 minutes in all:
+# GPU checks for a CUDA machine, about 10 minutes in all (name sections to run fewer):
 #   1. the CUDA tests (tests named *cuda*, skipped elsewhere);
 #   2. a bf16 mixed-precision training-step bench of a ~1B model (TinyLlama-1.1B shapes,
 #      B=4, T=2048) eager and with torch.compile: tokens/s, TFLOP/s, MFU, peak memory;
@@ -10,7 +10,7 @@
 #   5. speed (issue 15): a bf16 training step of the ~1B model against an 8192² bf16 matmul
 #      timed in the same process and the data sheet's dense peak (MFU), and one-token decode
 #      against the bytes it must read over the measured HBM bandwidth;
-#   6. the device calibration (issue 28 §3): live passes at five sizes, each predicted from the
+#   6. the device calibration (issue 28 §3): live passes at six sizes, each predicted from the
 #      passes before it (benchmarks/bench_calibration.py);
 #   7. the lab's predictions for this GPU held against what it measures here: nvidia-smi's total
 #      memory against the GPU table's, a bf16 training step's tokens/s against `predict train`,
@@ -119,8 +119,9 @@ from llama_lab.runtime.hardware import gpu_for_device_name
 gpu = gpu_for_device_name(torch.cuda.get_device_name(0))
 total = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
                        capture_output=True, text=True).stdout.split()[0]
-print(f"nvidia-smi total {int(total) * 2**20:,} B; table ({gpu.name if gpu else 'not in the table'}): "
-      f"{gpu.memory_bytes if gpu else '-':,} B; torch total {torch.cuda.get_device_properties(0).total_memory:,} B")
+table = f"{gpu.name}: {gpu.memory_bytes:,} B" if gpu else "not in the table"
+print(f"nvidia-smi total {int(total) * 2**20:,} B; the GPU table's {table}; "
+      f"torch total {torch.cuda.get_device_properties(0).total_memory:,} B")
 PY
 GPU_NAME=$(python -c "import torch; from llama_lab.runtime.hardware import gpu_for_device_name as g; x = g(torch.cuda.get_device_name(0)); print(x.name if x else '')")
 if [ -n "$GPU_NAME" ]; then
