@@ -134,6 +134,7 @@ class LayoutCost:
     sequence_parallel: bool
     recompute: str
     micro_batches: int
+    global_batch: int  # sequences per step
     total_bytes_per_gpu: int
     fits: bool
     comm_bytes_per_step: int
@@ -173,6 +174,7 @@ def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype:
         layout.sequence_parallel,
         layout.recompute,
         layout.m,
+        est.global_batch,
         total,
         total <= gpu.usable_bytes,
         est.comm_bytes_per_step,

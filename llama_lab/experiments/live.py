@@ -41,6 +41,7 @@ from ..train.data import TokenData
 from ..train.measure import LogitStats, SavedTensorMeter, logit_stats, state_bytes
 from ..train.step import StepTimes, Trainee, forward_backward, make_optimizer, step_loss, training_step
 from ..units import Progress, human_bytes, plain_fields
+from ..validation.device import causal_training_flops
 from .registry import ExperimentKind, register
 
 
@@ -227,7 +228,8 @@ def live_pass(
     overhead_s = None if s.compile else _overhead_probe(trainee, cfg, s.seed)
     step_s = statistics.median(t.total_s for t in times)
     flop_count = analysis.count_flops(cfg, seq_len, batch)
-    flops, flops_causal = flop_count.training_step, 3 * flop_count.forward_causal  # fwd + bwd = 3×
+    flops = flop_count.training_step
+    flops_causal = causal_training_flops(cfg, seq_len, batch)  # the one formula the estimates use
     peak, peak_source_flops = device_peak_flops(dev, s.dtype)
     if progress:
         progress(1.0, "done")

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from ..analysis import count_flops, roofline
-from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost, step_flops
+from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost
 from ..analysis.parallel import Layout, parallel_memory
 from ..analysis.quant import BITS, WeightQuant, as_weight_quant
 from ..config import ModelConfig
@@ -97,6 +97,19 @@ def _shipped() -> Efficiency:
     return Efficiency(**json.loads(PARAMS_FILE.read_text())["parameters"])
 
 
+# The counts an estimate starts from do not depend on the efficiency parameters: the fit tries
+# thousands of parameter values on the same rows, and a page asks for the same layouts on every
+# rerun, so each count is made once (bounded caches of pure functions of frozen inputs).
+COUNTS_CACHED = 4096
+
+
+@lru_cache(maxsize=COUNTS_CACHED)
+def _roofline(
+    cfg: ModelConfig, gpu: GPU, batch: int, tokens: int, phase: str, weights, kv: str | None = None
+):
+    return roofline(cfg, gpu, batch, tokens, "bf16", phase, weights, kv)
+
+
 @dataclass(frozen=True)
 class Prediction:
     bound: float  # the roofline's (the best the hardware allows)
@@ -114,7 +127,7 @@ def decode_step(
     eff: Efficiency,
 ) -> Prediction:
     """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs."""
-    r = roofline(cfg, gpu, batch, context, "bf16", "decode", weights, kv)
+    r = _roofline(cfg, gpu, batch, context, "decode", weights, kv)
     bound = max(r.compute_time_s, r.memory_time_s) / tp
     share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
@@ -151,7 +164,7 @@ def prefill_seconds(
     """Seconds to process ``batch`` prompts of ``prompt_len`` tokens. ``request``: a served
     request's time to the first token, which adds the fixed ``prefill_floor_s`` (scheduling,
     launch, sampling); otherwise the prompt's processing alone, as llama-bench's pp times it."""
-    r = roofline(cfg, gpu, batch, prompt_len, "bf16", "prefill", weights)
+    r = _roofline(cfg, gpu, batch, prompt_len, "prefill", weights)
     bound = max(r.compute_time_s, r.memory_time_s) / tp
     share = eff.decode_bw["16-bit"]
     floor = eff.prefill_floor_s if request else 0.0
@@ -165,6 +178,7 @@ def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None 
     return sum(train_flops_split(cfg, seq_len, recompute))
 
 
+@lru_cache(maxsize=COUNTS_CACHED)
 def train_flops_split(cfg: ModelConfig, seq_len: int, recompute: str | None = None) -> tuple[float, float]:
     """``train_flops_per_token`` as (the matmuls', the causal attention scores')."""
     flops = count_flops(cfg, seq_len, 1)
@@ -173,6 +187,7 @@ def train_flops_split(cfg: ModelConfig, seq_len: int, recompute: str | None = No
     return passes * flops.forward_causal / seq_len - scores, scores
 
 
+@lru_cache(maxsize=COUNTS_CACHED)
 def tp_bytes_per_token(cfg: ModelConfig, tp: int, seq_len: int, recompute: str | None = None) -> float:
     """Bytes one GPU of a ``tp``-way tensor-parallel group (sequence parallel) sends per token
     of a training step (``analysis.parallel``'s count)."""
@@ -219,7 +234,7 @@ def layout_step_estimate(
     tokens at ``train_tokens_per_s_per_gpu`` (its tensor-parallel collectives and pipeline
     bubble included), plus the pipeline and data-parallel traffic as the modeled step counts it
     (not calibrated)."""
-    tokens = cost.compute_s * gpu.peak_bf16_flops * seq_len / step_flops(cfg, seq_len, 1, cost.recompute)
+    tokens = cost.global_batch * seq_len / (cost.tp * cost.pp * cost.dp)  # each GPU's share
     rate = train_tokens_per_s_per_gpu(
         cfg, gpu, seq_len, cost.recompute, False, eff, cost.tp, cost.bubble_fraction
     )

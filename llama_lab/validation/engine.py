@@ -21,12 +21,13 @@ PyTorch. CUDA graphs are captured after the cache is sized (not subtracted).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ..analysis.kv import kv_cache_bytes_per_token, weight_bytes
 from ..analysis.memory import inference_activation_bytes
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
-from .efficiency import Efficiency, Prediction
+from .efficiency import COUNTS_CACHED, Efficiency, Prediction
 
 BLOCK_TOKENS = 16  # vLLM's block size on CUDA
 
@@ -37,6 +38,7 @@ def kv_bytes_per_token_per_gpu(cfg: ModelConfig, kv: str, tp: int) -> float:
     return kv_cache_bytes_per_token(cfg, kv) * max(1, kv_heads // tp) / kv_heads
 
 
+@lru_cache(maxsize=COUNTS_CACHED)
 def profile_activation_bytes(cfg: ModelConfig, tokens: int, seqs: int, tp: int) -> float:
     """One GPU's share of the activations of the profiling forward: ``tokens`` spread over
     ``seqs`` sequences (at most one per token), the last position of each sampled."""

@@ -129,7 +129,6 @@ class Row:
             return f"{self.data['hardware']['gpu']!r} is not in the GPU table"
         if self.kind != "train" and self.weights is None:
             return f"weight format {self.data['precision'].get('weights')!r} is not modelled"
-        w = self.workload
         if self.kind in ("decode_bs1", "decode_batched", "prefill") and (
             not w.get("batch") or w.get("prompt_len") is None  # llama-bench's tg512: no prompt, 0
         ):

@@ -47,7 +47,7 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     if row.kind == "prefill":
         ttft = row.metric == "seconds"  # a time to first token; else a prompt throughput (llama-bench)
         seconds = prefill_seconds(cfg, gpu, int(w["batch"]), int(w["prompt_len"]), weights, tp, eff, ttft)
-        if row.metric == "seconds":
+        if ttft:
             return seconds
         tokens = int(w["batch"]) * int(w["prompt_len"])
         return Prediction(tokens / seconds.bound, tokens / seconds.estimate)
