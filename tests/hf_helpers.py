@@ -29,7 +29,7 @@ def theirs(data: dict):
 def causal_lm(config):
     """transformers' causal-LM class of ``config``'s family (AutoModelForCausalLM does not map
     Mistral4Config in transformers 5.24; the family's own class always builds it)."""
-    from llama_lab.config.hf import FAMILIES
+    from llama_lab.config.families import MODEL_TYPES as FAMILIES
 
     return getattr(transformers, FAMILIES[config.model_type].architecture)
 

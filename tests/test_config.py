@@ -152,7 +152,7 @@ def test_dict_round_trip_and_unknown_fields():
 
 def _exportable(name: str) -> bool:
     """A preset some supported family expresses (all but the 2017 recipe)."""
-    from llama_lab.config.hf_family import family_of
+    from llama_lab.config.families import family_of
 
     try:
         family_of(PRESETS[name])

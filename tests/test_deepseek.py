@@ -13,7 +13,7 @@ import pytest
 from llama_lab import analysis
 from llama_lab.analysis.parallel import Layout, stage_tensors
 from llama_lab.config import PRESETS, PUBLISHED_ROUNDED, ConfigError, ModelConfig, read_hf_config
-from llama_lab.config.hf_quant import stored_quant
+from llama_lab.config.hf.quant import stored_quant
 
 PUBLISHED = Path(__file__).with_name("published_configs")
 FILES = {

@@ -15,7 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
 from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig, read_hf_config
-from llama_lab.config.hf import FAMILIES
+from llama_lab.config.families import MODEL_TYPES as FAMILIES
 from llama_lab.experiments import LiveSettings
 from llama_lab.model import build_model
 

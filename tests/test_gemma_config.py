@@ -18,8 +18,9 @@ from hf_helpers import meta_count, meta_model, theirs
 from hf_helpers import published as published_file
 
 from llama_lab.config import PRESETS, PUBLISHED_SPLIT, ConfigError, ModelConfig, read_hf_config
-from llama_lab.config.hf import FAMILIES, KEY_TABLE
-from llama_lab.config.hf_family import family_of
+from llama_lab.config.families import MODEL_TYPES as FAMILIES
+from llama_lab.config.families import family_of
+from llama_lab.config.hf.keys import KEY_TABLE
 
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
@@ -100,7 +101,7 @@ def same_fields(cfg: ModelConfig, hf) -> None:
 # ---- the published files ------------------------------------------------------------------------
 def test_the_published_files_are_read_as_the_presets_with_notes():
     cfg, notes = read_hf_config(published("gemma-2-9b"))
-    assert cfg == PRESETS["gemma-2-9b"] and family_of(cfg).model_type == "gemma2"
+    assert cfg == PRESETS["gemma-2-9b"] and family_of(cfg).model_type.name == "gemma2"
     # Gemma2Config has no hidden_act (its MLP reads hidden_activation): a key nothing reads;
     # the note names the transformers release the key table was generated from
     version = KEY_TABLE["transformers"]
@@ -109,13 +110,13 @@ def test_the_published_files_are_read_as_the_presets_with_notes():
         "'hidden_act', 'sliding_window_size'; ignored"
     ]
     cfg, notes = read_hf_config(published("gemma-3-1b"))
-    assert cfg == PRESETS["gemma-3-1b"] and family_of(cfg).model_type == "gemma3_text"
+    assert cfg == PRESETS["gemma-3-1b"] and family_of(cfg).model_type.name == "gemma3_text"
     assert notes == [
         f"not read by gemma3_text's model (Gemma3ForCausalLM, transformers {version}): "
         "'cache_implementation'; ignored"
     ]
     cfg, notes = read_hf_config(published("gemma-3-27b"))
-    assert cfg == PRESETS["gemma-3-27b"] and family_of(cfg).model_type == "gemma3_text"
+    assert cfg == PRESETS["gemma-3-27b"] and family_of(cfg).model_type.name == "gemma3_text"
     assert notes == [
         "the text decoder of a 'gemma3' model (its text_config, model_type 'gemma3_text'); the vision "
         "tower and the projector are not counted",
@@ -510,7 +511,7 @@ def test_the_presets_export_round_trips_without_a_note(name):
 )
 def test_the_family_written_is_the_one_that_expresses_the_config(changes, model_type):
     cfg = read_hf_config(TINY3)[0].replace(**changes)
-    assert family_of(cfg).model_type == model_type
+    assert family_of(cfg).model_type.name == model_type
     exported = cfg.to_hf_config()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -569,4 +570,4 @@ def test_half_a_gemma_block_has_no_family(changes, shown):
     # a LLaMA block with one of Gemma's fields: named too
     with pytest.raises(ConfigError, match="logit_softcap=30.0"):
         PRESETS["llama-3-8b"].replace(logit_softcap=30.0).to_hf_config()
-    assert family_of(PRESETS["llama-3-8b"]).model_type == "llama"
+    assert family_of(PRESETS["llama-3-8b"]).model_type.name == "llama"

@@ -13,9 +13,9 @@ from hf_helpers import meta_count, published, theirs
 
 from llama_lab import analysis
 from llama_lab.config import PRESETS, PUBLISHED_ROUNDED, ConfigError, ModelConfig, read_hf_config
-from llama_lab.config.hf import FAMILIES
-from llama_lab.config.hf_family import family_of
-from llama_lab.config.hf_quant import stored_quant
+from llama_lab.config.families import MODEL_TYPES as FAMILIES
+from llama_lab.config.families import family_of
+from llama_lab.config.hf.quant import stored_quant
 
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
@@ -70,7 +70,7 @@ def same_fields(cfg: ModelConfig, hf) -> None:
 def test_the_published_file_is_read_as_the_preset_with_notes(name):
     cfg, notes = read_hf_config(published(name))
     assert cfg == PRESETS[name]
-    assert family_of(cfg).model_type == "gpt_oss"
+    assert family_of(cfg).model_type.name == "gpt_oss"
     text = " | ".join(notes)
     assert notes[0].startswith("quantization_config: MXFP4 expert weights")
     assert "one e8m0 scale per 32 values: 4.25 bits a weight" in notes[0]

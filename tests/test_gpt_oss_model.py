@@ -13,7 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from llama_lab import analysis
 from llama_lab.analysis import quant
 from llama_lab.config import PRESETS, ModelConfig
-from llama_lab.config.hf_quant import StoredQuant
+from llama_lab.config.hf.quant import StoredQuant
 from llama_lab.model import build_model
 from llama_lab.model.attention import matmul_attention, reference_attention
 

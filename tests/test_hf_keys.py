@@ -14,7 +14,9 @@ from hf_helpers import meta_count
 
 from llama_lab import analysis
 from llama_lab.config import ConfigError, parse_config_json
-from llama_lab.config.hf import COMMON_KEYS, FAMILIES, KEY_TABLE, QUIET_KEYS, reads
+from llama_lab.config.families import MODEL_TYPES as FAMILIES
+from llama_lab.config.hf.keys import KEY_TABLE, reads
+from llama_lab.config.hf.table import COMMON_KEYS, QUIET_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ from llama_lab import analysis
 from llama_lab.analysis import AnalysisError, TensorGroup, stored_weights, weights_bytes
 from llama_lab.config import PRESETS, ConfigError, read_hf_config
 from llama_lab.config.files import stored_quant_of
-from llama_lab.config.hf_quant import StoredQuant, stored_quant
+from llama_lab.config.hf.quant import StoredQuant, stored_quant
 
 # ---- hand derivations, one linear module of K inputs and N outputs --------------------------------
 

@@ -1,10 +1,10 @@
-"""Generate ``llama_lab/config/hf_keys.json``: for every family LLaMA Lab reads, the config.json
+"""Generate ``llama_lab/config/hf/keys.json``: for every model type LLaMA Lab's families read, the config.json
 keys its transformers model reads, and its config class's defaults — from the installed
 transformers (the release the tests run against; the file records which).
 
 A key is *read* when the family's modelling code reads it from its config (``config.X``,
 ``self.config.X``, ``getattr(config, "X", …)`` in ``models/<family>/modeling_<family>.py``, or
-the module ``MODULES`` names: gemma3_text's decoder is in ``modeling_gemma3.py``, whose wrapper
+the module ``ModelType.module`` names: gemma3_text's decoder is in ``modeling_gemma3.py``, whose wrapper
 definitions are left out), or when the config class's ``__post_init__`` derives something from
 it (``self.X``: Qwen2's ``use_sliding_window`` and ``max_window_layers`` set ``layer_types``),
 or when the class's own ``__post_init__`` or ``convert_rope_params_to_dict`` takes it as a
@@ -33,37 +33,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parents[1] / "llama_lab" / "config" / "hf_keys.json"
-FAMILIES = (
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen3",
-    "qwen3_moe",
-    "deepseek_v2",
-    "deepseek_v3",
-    "gpt_oss",
-    "gemma2",
-    "gemma3_text",
-    "olmo2",
-    "smollm3",
-    "phi3",
-    "glm4_moe",
-    "qwen3_next",
-    "qwen3_5_text",
-    "qwen3_5_moe_text",
-    "llama4_text",
-    "mistral4",
-)
-# A family whose modelling file is named after another model type: Gemma3TextConfig's decoder
-# (Gemma3ForCausalLM) lives in models/gemma3/modeling_gemma3.py, beside the multimodal wrapper
-MODULES = {
-    "gemma3_text": "gemma3",
-    "qwen3_5_text": "qwen3_5",
-    "qwen3_5_moe_text": "qwen3_5_moe",
-    "llama4_text": "llama4",
-}
+from llama_lab.config import families
+
+OUT = Path(__file__).resolve().parents[1] / "llama_lab" / "config" / "hf" / "keys.json"
+# every model type of the families' registry, and the transformers module that holds its code
+# (``ModelType.module``: gemma3_text's decoder lives in models/gemma3/modeling_gemma3.py, beside
+# the multimodal wrapper)
+MODEL_TYPES = {mt.name: mt.module or mt.name for mt in families.MODEL_TYPES.values()}
 # What only a multimodal wrapper's classes read (its sub-configs): a definition that reads one
 # belongs to the wrapper, not to the text decoder, and is left out of the decoder's keys
 WRAPPER_READS = {"text_config", "vision_config", "get_text_config"}
@@ -188,7 +164,7 @@ def family_table(model_type: str) -> dict[str, Any]:
     import transformers
 
     config_class = transformers.CONFIG_MAPPING[model_type]
-    module = MODULES.get(model_type, model_type)
+    module = MODEL_TYPES[model_type]
     modeling = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
     source = inspect.getsource(modeling)
     read = keys_read_by(decoder_source(source) if module != model_type else source)
@@ -214,7 +190,7 @@ def build() -> dict[str, Any]:
 
     return {
         "transformers": transformers.__version__,
-        "families": {mt: family_table(mt) for mt in FAMILIES},
+        "families": {mt: family_table(mt) for mt in MODEL_TYPES},
     }
 
 
@@ -229,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(build())
     if args.check:
         same = OUT.read_text() == text
-        print("hf_keys.json is current" if same else "hf_keys.json differs from a fresh table")
+        print("keys.json is current" if same else "keys.json differs from a fresh table")
         return 0 if same else 1
     OUT.write_text(text)
     print(f"wrote {OUT}")

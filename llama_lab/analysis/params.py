@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from ..config import ModelConfig
-from ..model import BLOCK_NORMS, build_model, part_tensors, qk_norm_widths
+from ..model import BLOCK_NORMS, build_model, part_tensors
 from .shapes import Shapes
 
 # One key per kind of parameter tensor, named after the module that owns it.
@@ -178,7 +178,7 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
         **mixer,
         "attention_bias": ((H * D + 2 * G * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0)) * softmax,
         "attention_sinks": H if cfg.attention_sinks and softmax else 0,  # gpt-oss: a logit per query head
-        "qk_norm": sum(qk_norm_widths(cfg)) * softmax,
+        "qk_norm": sum(cfg.qk_norm_widths) * softmax,
         "gate_proj": C * F if gated and not sparse else 0,  # SwiGLU's third matrix
         "up_proj": 0 if sparse else C * F,
         "down_proj": 0 if sparse else F * C,

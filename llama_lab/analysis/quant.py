@@ -31,10 +31,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ModelConfig
-from ..config.hf_quant import BNB_STORAGE_BYTES, StoredQuant
+from ..config.hf.quant import BNB_STORAGE_BYTES, StoredQuant
 from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES
-from .params import BLOCK_NORMS, norm_params, qk_norm_widths
+from .params import BLOCK_NORMS, norm_params
 from .shapes import Shapes
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
@@ -121,7 +121,7 @@ def _attention_tensors(cfg: ModelConfig, n: int) -> list[TensorGroup]:
         groups.append(TensorGroup("o_bias", "bias", n, 1, s.C))
     groups += [
         TensorGroup(name, "norms", n, 1, width)
-        for name, width in zip(("q_norm", "k_norm"), qk_norm_widths(cfg))
+        for name, width in zip(("q_norm", "k_norm"), cfg.qk_norm_widths)
         if width
     ]
     if cfg.attention_sinks:
@@ -365,7 +365,7 @@ class WeightQuant:
 
 
 def stored_weights(stored: StoredQuant) -> WeightQuant:
-    """The stored format a checkpoint's quantization_config declares (``config.hf_quant.stored_quant``).
+    """The stored format a checkpoint's quantization_config declares (``config.hf.quant.stored_quant``).
 
     AWQ's GEMM int4 packs eight 4-bit weights per int32 (qweight K × R/8), one fp16 scale per
     group of inputs of each output (scales K/g × R) and, with zero points, eight 4-bit zeros per

@@ -5,11 +5,10 @@ from ..errors import ConfigError
 from .bounds import CHOICES, INIT_STD, LIMITS, MAX_BATCH, MINIMUMS
 from .ffn import FFN_RULES, detect_ffn_rule, ffn_from_rule, llama_ffn_hidden, seed_ffn_hidden
 from .files import MAX_CONFIG_BYTES, load_config_file, parse_config_json, read_bounded, read_hf_config
-from .hf import HFConfigWarning
+from .hf.read import HFConfigWarning
 from .model_config import ModelConfig
 from .overrides import apply_overrides, coerce_field, parse_override
-from .presets import PRESETS, get_preset
-from .published import PUBLISHED_PARAMS, PUBLISHED_ROUNDED, PUBLISHED_SPLIT
+from .presets import PRESETS, PUBLISHED_PARAMS, PUBLISHED_ROUNDED, PUBLISHED_SPLIT, get_preset
 from .recipes import (
     REGIMES,
     TRAINING_SHAPE,

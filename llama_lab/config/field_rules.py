@@ -1,21 +1,18 @@
 """The rules every ModelConfig's own fields keep, checked as it is made: integer sizes within
 their bounds and dividing as attention needs (``check_sizes``), choices, booleans and finite
 numbers (``check_choices_and_numbers``, ``check_number``), RoPE's even rotation (``check_rope``)
-and the layer-set strings (``layer_set``). The families' rules are ``family_rules``'. Each raises
-ConfigError naming the field, its value and the rule."""
+and the layer-set strings (``layer_set``); the rules of each feature's fields are
+``feature_rules``'. Each raises ConfigError naming the field, its value and the rule."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from . import messages
 from .bounds import CHOICES, LIMITS, MINIMUMS
+from .fields import ModelFields
 from .messages import check_int as _check_int
-
-if TYPE_CHECKING:
-    from .model_config import ModelConfig
 
 
 def layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
@@ -61,7 +58,7 @@ ROPE_BASE_RULE = (
 )
 
 
-def check_sizes(cfg: "ModelConfig") -> None:
+def check_sizes(cfg: ModelFields) -> None:
     """Every integer size within its bounds; heads that divide d_model and the KV heads."""
     for name in LIMITS:
         _check_int(name, getattr(cfg, name), MINIMUMS.get(name, 1), LIMITS[name])
@@ -87,7 +84,7 @@ def check_sizes(cfg: "ModelConfig") -> None:
         )
 
 
-def check_choices_and_numbers(cfg: "ModelConfig") -> None:
+def check_choices_and_numbers(cfg: ModelFields) -> None:
     """Every choice among its options, every switch a bool, every number finite (``check_number``)."""
     for name, allowed in CHOICES.items():
         value = getattr(cfg, name)
@@ -125,7 +122,7 @@ def check_choices_and_numbers(cfg: "ModelConfig") -> None:
         )
 
 
-def check_number(cfg: "ModelConfig", name: str, zero: str | None = None) -> None:
+def check_number(cfg: ModelFields, name: str, zero: str | None = None) -> None:
     """A finite float > 0 (≥ 0 where ``zero`` says what 0 means), stored as a float."""
     value = getattr(cfg, name)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -144,7 +141,7 @@ def check_number(cfg: "ModelConfig", name: str, zero: str | None = None) -> None
     object.__setattr__(cfg, name, float(value))
 
 
-def check_rope(cfg: "ModelConfig") -> None:
+def check_rope(cfg: ModelFields) -> None:
     """RoPE rotates pairs of dimensions: an even head_dim, and an even rotated share ≥ 2."""
     if cfg.pos_encoding == "rope" and not cfg.is_mla and cfg.head_dim % 2:
         implied = " (d_model/n_heads)" if cfg.head_dim == cfg.d_model // cfg.n_heads else ""

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import ConfigError
-from .hf import read_hf_dict, text_decoder
-from .hf_quant import StoredQuant, stored_quant
+from .families import FAMILY_LIST
+from .hf.quant import StoredQuant, stored_quant
+from .hf.read import text_decoder
 from .messages import shown
-from .model_config import ModelConfig
+from .model_config import ModelConfig, read_hf_config
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is about 1 KB
 MAX_INT_DIGITS = 20  # 2**64 has 20 digits; no count in a config is near that
@@ -38,11 +39,6 @@ _SPECIAL = (
 )
 # C0/C1 controls except tab, newline and carriage return; lone surrogates (not Unicode text)
 UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def read_hf_config(data) -> tuple[ModelConfig, list[str]]:
-    """A HF config.json dict as a ModelConfig, plus notes on keys that change nothing counted."""
-    return read_hf_dict(data, ModelConfig)
 
 
 # ---- reading a user path -------------------------------------------------------------------------
@@ -294,7 +290,7 @@ def stored_quant_of(text: str | bytes, source: str | None = None) -> StoredQuant
     if not isinstance(data, dict) or not any(key in data for key in HF_MARKERS):
         return None
     with _named(source):
-        return stored_quant(text_decoder(data)[0])
+        return stored_quant(text_decoder(data, FAMILY_LIST)[0])
 
 
 def load_stored_quant(path: str | Path) -> StoredQuant | None:

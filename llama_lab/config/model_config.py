@@ -1,35 +1,24 @@
-"""ModelConfig: one frozen, validated dataclass, its bounds and choices.
-Hugging Face ``config.json`` interop.
-
-Attention kinds, selected by ``n_kv_heads`` (litgpt's sketch)::
-
-    MHA (n_kv_heads = n_heads)   GQA (1 < n_kv_heads < n_heads)   MQA (n_kv_heads = 1)
-    q  q  q  q  q  q  q  q       q  q  q  q  q  q  q  q           q  q  q  q  q  q  q  q
-    |  |  |  |  |  |  |  |       └──┬──┘  └──┬──┘ ... (groups)    └─────────┬──────────┘
-    k  k  k  k  k  k  k  k          k        k                              k
-    v  v  v  v  v  v  v  v          v        v                              v
-"""
+"""ModelConfig: the one frozen, validated config every part of LLaMA Lab builds. Its fields and
+derived sizes are ``fields.ModelFields``'; here each derived field is resolved (``DERIVED``),
+every rule checked (``field_rules``, ``feature_rules``) and the per-block flags set, and a config
+is read from and written to our JSON and a Hugging Face ``config.json`` (``hf``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, get_origin, get_type_hints
+from typing import Any, Callable, Literal, Mapping, get_origin, get_type_hints
 
 from ..errors import ConfigError
-from . import family_rules, field_rules, hf, hf_export, messages
-from .bounds import (
-    FAMILY_LIMITS,
-    FfnType,
-    Init,
-    MoeScoring,
-    MoeStyle,
-    NormPosition,
-    NormType,
-    PosEncoding,
-    QkNormScope,
-)
+from . import feature_rules, field_rules, messages
+from .bounds import FAMILY_LIMITS
+from .families import FAMILY_LIST
+from .fields import ModelFields
+from .hf.read import HFConfigWarning, read_hf_dict
+from .hf.write import to_hf_config
+
+_check_int = messages.check_int
 
 _check_int = messages.check_int
 
@@ -52,114 +41,9 @@ DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    # Defaults are the seed tutorial's demo model (section 八): a 4-layer GQA LLaMA.
-    vocab_size: int = 32000  # LLaMA-1/2 SentencePiece vocabulary
-    d_model: int = 512
-    n_layers: int = 4
-    n_heads: int = 8
-    n_kv_heads: int = 2  # 4 query heads share each KV head (GQA)
-    ffn_hidden: int = 1365  # int(8/3 · 512): SwiGLU's three matrices ≈ a 4d ReLU FFN's two
-    max_seq_len: int = 128
-    # "post" = the 2017 recipe: norm after the residual add; "sandwich" (Gemma 2/3): "pre" plus a
-    # norm on each sublayer's output before the add, x + norm(f(norm(x))); "output" (OLMo 2):
-    # that output norm alone, x + norm(f(x))
-    norm_position: NormPosition = "pre"
-    norm_type: NormType = "rmsnorm"
-    pos_encoding: PosEncoding = "rope"
-    ffn_type: FfnType = "swiglu"  # "geglu" (Gemma): the gate through tanh-approximated GELU
-    bias: bool = False  # every linear layer (the 2017 recipe); the three below follow it
-    final_norm: bool = True  # Pre-LN needs it: the last block's output is never normalised
-    tie_embeddings: bool = False
-    embed_scale: bool = False  # embeddings multiplied by √d_model (Vaswani et al. 2017, §3.4)
-    init: Init = "normal"  # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-6  # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
-    # ---- today's families (Mistral, Mixtral, Qwen) ------------------------------------------
-    # The four fields below and expert_ffn_hidden accept None, which __post_init__ resolves by
-    # the rule in _DERIVED: every reader sees the type named here, hence the one ignore each.
-    head_dim: int = None  # type: ignore[assignment]  # None: d_model / n_heads; Qwen3 sets 128
-    qkv_bias: bool = None  # type: ignore[assignment]  # None: follows bias; Qwen2: q/k/v only
-    o_bias: bool = None  # type: ignore[assignment]  # the attention output projection's bias
-    mlp_bias: bool = None  # type: ignore[assignment]  # the FFN's (or every expert's) biases
-    qk_norm: bool = False  # Qwen3: an RMSNorm over head_dim on q and on k, before RoPE
-    sliding_window: int = 0  # Mistral: a local layer attends its last W tokens; 0: none
-    local_layers: str = "all"  # which layers the window applies to (see _layer_set)
-    n_experts: int = 0  # Mixtral / Qwen3-MoE: routed experts per sparse layer; 0: dense
-    experts_per_token: int = 0  # top-k experts each token is routed to
-    expert_ffn_hidden: int = None  # type: ignore[assignment]  # an expert's FFN width; None: ffn_hidden
-    moe_layers: str = "all"  # which layers are sparse (the others keep the dense FFN)
-    moe_renormalize: bool = True  # renormalise the top-k router probabilities (Mixtral: yes)
-    # ---- MLA and DeepSeekMoE (DeepSeek-V2/V3, Kimi K2) -------------------------------------
-    # MLA (DeepSeek-V2 §2.1): every head's K and V are rebuilt from one latent of kv_lora_rank
-    # values per token (the cache), plus one RoPE key of qk_rope_head_dim shared by all heads;
-    # head_dim is a q/k head's width (qk_nope_head_dim + qk_rope_head_dim), v_head_dim a v head's.
-    kv_lora_rank: int = 0  # 0: no MLA
-    q_lora_rank: int = 0  # MLA: q through a rank-r bottleneck (q_a_proj, norm, q_b_proj); 0: q_proj
-    qk_rope_head_dim: int = 0  # MLA: the rotated part of each q/k head
-    v_head_dim: int = None  # type: ignore[assignment]  # None: head_dim (differs only under MLA)
-    rope_interleave: bool = False  # RoPE rotates adjacent pairs (DeepSeek), not the two halves
-    n_shared_experts: int = 0  # experts every token passes: one SwiGLU of n × expert_ffn_hidden
-    moe_scoring: MoeScoring = "softmax"  # router scores: softmax, or sigmoid (DeepSeek-V3)
-    moe_groups: int = 1  # experts in groups (n_group): a token picks from its best groups only
-    moe_topk_groups: int = 1  # groups a token may pick from (topk_group)
-    routed_scaling: float = 1.0  # routed experts' weights × this (routed_scaling_factor)
-    moe_group_top2: bool = False  # softmax groups ranked by their two best scores (Mistral 4), not the best
-    # ---- gpt-oss ---------------------------------------------------------------------------
-    # attention sinks: one learned logit per query head joins every softmax (and is dropped
-    # after it), so a head may attend to nothing; the gpt_oss expert block: a router with a
-    # bias (softmax over the top-k logits), experts with biases and the clamped SwiGLU
-    # (up.clamp(±limit) + 1) · g·σ(α·g), g = gate.clamp(max=limit)
-    attention_sinks: bool = False
-    moe_style: MoeStyle = "standard"  # "gpt_oss": the block above; "standard": Mixtral's
-    swiglu_limit: float = 7.0  # gpt_oss experts' clamp
-    swiglu_alpha: float = 1.702  # gpt_oss experts' gate slope (SiLU's is 1)
-    # ---- Gemma 2 / 3 -----------------------------------------------------------------------
-    norm_plus_one: bool = False  # every RMSNorm scales by (1 + γ), γ starting at 0 (Gemma)
-    query_pre_attn_scalar: int = None  # type: ignore[assignment]  # scores × this^-½; None: head_dim
-    rope_local_theta: float = None  # type: ignore[assignment]  # windowed layers' RoPE base; None: rope_theta
-    attn_softcap: float = 0.0  # scores → cap · tanh(scores / cap) before the softmax (Gemma 2); 0: none
-    logit_softcap: float = 0.0  # the same on the LM head's logits (Gemma 2: 30); 0: none
-    # ---- OLMo 2, SmolLM3, Phi-3 / Phi-4-mini, GLM-4.5 ---------------------------------------
-    qk_norm_scope: QkNormScope = "head"  # QK-norm per head (Qwen3) or over the projection (OLMo 2)
-    nope_layers: str = "none"  # blocks that skip RoPE (NoPE: SmolLM3's every fourth)
-    partial_rotary_factor: float = 1.0  # RoPE rotates the first factor × head_dim dims (Phi-3, GLM)
-    fused_keys: bool = False  # checkpoint keys qkv_proj / gate_up_proj, fused (Phi-3)
-    # ---- Qwen3-Next, Qwen3.5: Gated DeltaNet beside gated attention --------------------------
-    # linear_layers mix tokens with Gated DeltaNet (Yang et al. 2024): per value head a state of
-    # linear_k_head_dim × linear_v_head_dim updated by the gated delta rule, after a causal
-    # depthwise convolution of linear_conv_kernel taps over q, k and v; a fixed-size state per
-    # sequence instead of a growing KV cache. The other blocks attend as usual.
-    linear_layers: str = "none"
-    linear_k_heads: int = 16  # q/k heads of a linear layer (Qwen3-Next's and Qwen3.5's 16)
-    linear_v_heads: int = 32  # value heads (and states); a multiple of linear_k_heads
-    linear_k_head_dim: int = 128
-    linear_v_head_dim: int = 128
-    linear_conv_kernel: int = 4
-    linear_grouped_proj: bool = False  # Qwen3-Next's in_proj_qkvz / in_proj_ba, grouped per key head
-    attn_output_gate: bool = False  # q_proj also emits a gate per head and dim: output × σ(gate)
-    shared_expert_gate: bool = False  # Qwen's shared_expert, scaled by σ(shared_expert_gate(x))
-    # ---- Llama 4 ---------------------------------------------------------------------------
-    # chunked_attention: the local_layers attend within fixed chunks of sliding_window positions
-    # (attention_chunk_size: a query at p sees the earlier keys of chunk ⌊p/W⌋ only) instead of
-    # the last W; qk_norm_scope="rope_l2": q and k of the rotated blocks RMS-normalised per head
-    # after RoPE, with no γ; the attention temperature (Llama 4's NoPE blocks, every Mistral 4
-    # block): the attn_temperature_layers scale q at position p by
-    # 1 + attn_temperature_scale · ln(1 + ⌊(p + attn_temperature_offset) / attn_floor_scale⌋)
-    # (offset 1: Llama 4; 0: Mistral 4); the llama4 expert block (moe_style): σ of the top-k
-    # router logits scales each chosen expert's input (not its output), beside one shared expert
-    chunked_attention: bool = False
-    attn_temperature_layers: str = "none"
-    attn_floor_scale: int = 8192
-    attn_temperature_scale: float = 0.1
-    attn_temperature_offset: int = 1
-
-    if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
-        _local_flags: ClassVar[tuple[bool, ...]]
-        _moe_flags: ClassVar[tuple[bool, ...]]
-        _rope_flags: ClassVar[tuple[bool, ...]]
-        _linear_flags: ClassVar[tuple[bool, ...]]
-        _temperature_flags: ClassVar[tuple[bool, ...]]
+class ModelConfig(ModelFields):
+    """A model's whole architecture (the fields: ``ModelFields``), checked as it is made: an
+    invalid value raises ConfigError naming the field, the value and the rule."""
 
     def __post_init__(self) -> None:
         field_rules.check_sizes(self)
@@ -189,10 +73,10 @@ class ModelConfig:
                 )
         else:
             _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
-        family_rules.check_mla(self)
-        family_rules.check_routing(self)
-        family_rules.check_gpt_oss(self)
-        family_rules.check_gemma(self)
+        feature_rules.check_mla(self)
+        feature_rules.check_routing(self)
+        feature_rules.check_gpt_oss(self)
+        feature_rules.check_gemma(self)
         # both layer sets, validated and kept (every count reads them per block)
         local = field_rules.layer_set(self.local_layers, self.n_layers, "local_layers")
         sparse = field_rules.layer_set(self.moe_layers, self.n_layers, "moe_layers")
@@ -200,8 +84,8 @@ class ModelConfig:
         object.__setattr__(self, "_moe_flags", sparse if self.n_experts else (False,) * self.n_layers)
         linear = field_rules.layer_set(self.linear_layers, self.n_layers, "linear_layers")
         object.__setattr__(self, "_linear_flags", linear)
-        family_rules.check_linear(self)
-        family_rules.check_llama4(self)
+        feature_rules.check_linear(self)
+        feature_rules.check_llama4(self)
         nope = field_rules.layer_set(self.nope_layers, self.n_layers, "nope_layers")
         rotated = tuple(self.pos_encoding == "rope" and not n and not lin for n, lin in zip(nope, linear))
         object.__setattr__(self, "_rope_flags", rotated)
@@ -209,129 +93,7 @@ class ModelConfig:
             self.attn_temperature_layers, self.n_layers, "attn_temperature_layers"
         )
         object.__setattr__(self, "_temperature_flags", temperature)
-        family_rules.check_temperature(self)
-
-    # ---- derived sizes -------------------------------------------------------------------
-    @property
-    def is_mla(self) -> bool:
-        """Multi-head latent attention (DeepSeek-V2/V3): K and V rebuilt from a cached latent."""
-        return self.kv_lora_rank > 0
-
-    @property
-    def qk_nope_head_dim(self) -> int:
-        """MLA: the part of a q/k head RoPE leaves alone (head_dim − qk_rope_head_dim)."""
-        return self.head_dim - self.qk_rope_head_dim
-
-    @property
-    def rope_dim(self) -> int:
-        """Dimensions RoPE rotates per head: head_dim (its first partial_rotary_factor share:
-        Phi-3, GLM), or MLA's qk_rope_head_dim."""
-        return self.qk_rope_head_dim if self.is_mla else int(self.head_dim * self.partial_rotary_factor)
-
-    @property
-    def rope_layer_flags(self) -> tuple[bool, ...]:
-        """Per block: whether it rotates q and k (RoPE, and not one of nope_layers)."""
-        return self._rope_flags
-
-    @property
-    def temperature_layer_flags(self) -> tuple[bool, ...]:
-        """Per block: whether its queries get the attention temperature (Llama 4, Mistral 4)."""
-        return self._temperature_flags
-
-    @property
-    def linear_layer_flags(self) -> tuple[bool, ...]:
-        """Per block: whether it mixes tokens with Gated DeltaNet (a fixed-size state, no KV)."""
-        return self._linear_flags
-
-    @property
-    def has_linear_attention(self) -> bool:
-        return any(self._linear_flags)
-
-    @property
-    def linear_key_dim(self) -> int:
-        """Width of a linear layer's q (and of its k): linear_k_heads · linear_k_head_dim."""
-        return self.linear_k_heads * self.linear_k_head_dim
-
-    @property
-    def linear_value_dim(self) -> int:
-        """Width of a linear layer's v (and of its output gate z): linear_v_heads · linear_v_head_dim."""
-        return self.linear_v_heads * self.linear_v_head_dim
-
-    @property
-    def linear_conv_dim(self) -> int:
-        """Channels of a linear layer's convolution: q, k and v."""
-        return 2 * self.linear_key_dim + self.linear_value_dim
-
-    @property
-    def full_attention_layers(self) -> int:
-        """Blocks that attend with softmax attention (and keep a KV cache)."""
-        return self.n_layers - sum(self._linear_flags)
-
-    @property
-    def local_layer_flags(self) -> tuple[bool, ...]:
-        """Per block: whether it attends through the sliding window."""
-        return self._local_flags
-
-    @property
-    def moe_layer_flags(self) -> tuple[bool, ...]:
-        """Per block: whether its FFN is a mixture of experts."""
-        return self._moe_flags
-
-    def window_of(self, layer: int) -> int | None:
-        """The sliding window of block ``layer`` (None: it attends every earlier token)."""
-        return self.sliding_window if self._local_flags[layer] else None
-
-    @property
-    def is_moe(self) -> bool:
-        return any(self.moe_layer_flags)
-
-    @property
-    def gated_ffn(self) -> bool:
-        """A gated FFN (three matrices: gate, up, down): SwiGLU or GeGLU."""
-        return self.ffn_type in ("swiglu", "geglu")
-
-    @property
-    def n_rep(self) -> int:
-        """Query heads per KV head."""
-        return self.n_heads // self.n_kv_heads
-
-    @property
-    def kv_dim(self) -> int:
-        return self.n_kv_heads * self.head_dim
-
-    @property
-    def attention_kind(self) -> str:
-        if self.is_mla:
-            return "MLA"
-        if self.n_kv_heads == self.n_heads:
-            return "MHA"
-        return "MQA" if self.n_kv_heads == 1 else "GQA"
-
-    @property
-    def is_llama_style(self) -> bool:
-        """True when a LLaMA-family decoder (pre-norm RMSNorm, RoPE, SwiGLU, final norm) can
-        express the recipe; which transformers family fits the rest: ``hf_family.family_of``."""
-        return (
-            self.norm_position == "pre"
-            and self.norm_type == "rmsnorm"
-            and self.pos_encoding == "rope"
-            and self.ffn_type == "swiglu"
-            and self.final_norm
-            and not self.embed_scale
-            and not self.norm_plus_one
-            and not (self.attn_softcap or self.logit_softcap)
-            and self.query_pre_attn_scalar == self.head_dim
-            and self.rope_local_theta == self.rope_theta
-            and self.partial_rotary_factor == 1.0
-            and self.nope_layers == "none"
-            and self.qk_norm_scope == "head"
-            and not self.has_linear_attention
-            and not self.attn_output_gate
-            and not self.shared_expert_gate
-            and not self.chunked_attention
-            and not any(self._temperature_flags)
-            and self.moe_style != "llama4"
-        )
+        feature_rules.check_temperature(self)
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps
@@ -376,17 +138,25 @@ class ModelConfig:
                 )
         return cls(**dict(data))
 
-    # ---- Hugging Face config.json (llama_lab.config.hf) -------------------------------------
+    # ---- Hugging Face config.json (llama_lab.config.hf, over the families' registry) --------
     @classmethod
     def from_hf_config(cls, data: Mapping[str, Any]) -> "ModelConfig":
-        """Read a LlamaConfig-style dict; keys it cannot model are reported as HFConfigWarning."""
-        cfg, notes = hf.read_hf_dict(data, cls)
+        """Read a Hugging Face config.json of any family; keys it cannot model are reported as
+        HFConfigWarning."""
+        cfg, notes = read_hf_config(data)
         for note in notes:
-            warnings.warn(note, hf.HFConfigWarning, stacklevel=2)
+            warnings.warn(note, HFConfigWarning, stacklevel=2)
         return cfg
 
     def to_hf_config(self) -> dict:
-        return hf_export.to_hf_config(self)
+        """The config.json of the family that expresses this config (ConfigError: none does)."""
+        return to_hf_config(self, FAMILY_LIST)
+
+
+def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
+    """A Hugging Face config.json as a ModelConfig, plus notes on keys that change nothing counted."""
+    kwargs, notes = read_hf_dict(data, FAMILY_LIST)
+    return ModelConfig(**kwargs), notes
 
 
 def _plain(hint: Any) -> type:

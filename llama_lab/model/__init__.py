@@ -12,7 +12,6 @@ from .attention import (
     attention_mask,
     causal_attention,
     matmul_attention,
-    qk_norm_widths,
     reference_attention,
 )
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
@@ -37,7 +36,6 @@ from .positions import (
 __all__ = [
     "Attention",
     "BLOCK_NORMS",
-    "qk_norm_widths",
     "CausalLM",
     "DecoderBody",
     "DecoderLayer",

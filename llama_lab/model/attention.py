@@ -20,15 +20,6 @@ from .norms import RMSNorm
 from .positions import apply_rope, apply_rope_interleaved
 
 
-def qk_norm_widths(cfg: ModelConfig) -> tuple[int, int]:
-    """γ widths of the q and the k norm: a head (D each), or (OLMo 2) the whole projections
-    (H·D, G·D); (0, 0) without QK-norm or with Llama 4's, which has no γ."""
-    if not cfg.qk_norm or cfg.qk_norm_scope == "rope_l2":
-        return 0, 0
-    D = cfg.head_dim
-    return (cfg.n_heads * D, cfg.kv_dim) if cfg.qk_norm_scope == "projection" else (D, D)
-
-
 def attention_mask(
     T: int, S: int, window: int | None, device, chunk_start: int | None = None
 ) -> torch.Tensor:
@@ -199,7 +190,7 @@ class Attention(nn.Module):
             keep_part_keys(self, "qkv_proj")
         self.o_proj = nn.Linear(cfg.n_heads * D, C, bias=cfg.o_bias)
         if cfg.qk_norm and cfg.qk_norm_scope != "rope_l2":  # Qwen3: per head; OLMo 2: projection
-            q_width, k_width = qk_norm_widths(cfg)
+            q_width, k_width = cfg.qk_norm_widths
             self.q_norm = RMSNorm(q_width, cfg.norm_eps, cfg.norm_plus_one)
             self.k_norm = RMSNorm(k_width, cfg.norm_eps, cfg.norm_plus_one)
         if cfg.attention_sinks:  # gpt-oss: one learned logit per query head

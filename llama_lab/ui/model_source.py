@@ -9,7 +9,7 @@ from typing import Any
 
 from ..config import PRESETS, parse_config_json
 from ..config.files import source_label, stored_quant_of
-from ..config.hf import TEXT_DECODER
+from ..config.hf.read import TEXT_DECODER
 from ..errors import LabError
 from .state import (
     AS_DTYPE,

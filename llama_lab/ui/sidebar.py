@@ -11,23 +11,7 @@ from ..config.grids import divisors
 from ..errors import LabError
 from ..units import escape_markdown
 from .config_files import draw_load_save, draw_upload_only
-from .family_fields import (
-    DEEPSEEK_FIELDS,
-    FAMILY_FIELDS,
-    GEMMA_FIELDS,
-    GPT_OSS_FIELDS,
-    HYBRID_FIELDS,
-    LLAMA4_FIELDS,
-    ROPE_NORM_FIELDS,
-    draw_deepseek,
-    draw_family,
-    draw_gemma,
-    draw_gpt_oss,
-    draw_hybrid,
-    draw_llama4,
-    draw_rope_and_norm,
-    int_input,
-)
+from .family_fields import FIELD_GROUPS, draw_group, int_input
 from .model_source import _on_preset, _on_preset_view
 from .sliders import field_options, slider_beside, workload_options
 from .state import (
@@ -164,27 +148,9 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
         _draw_precision(values)
     with st.expander("Recipe (2017 ↔ LLaMA)", expanded=bad_field in RECIPE_FIELDS):
         _draw_recipe(values, after)
-    with st.expander("Families (Mistral, Mixtral, Qwen)", expanded=bad_field in FAMILY_FIELDS):
-        draw_family(after)
-    with st.expander("MLA and DeepSeekMoE (DeepSeek, Kimi)", expanded=bad_field in DEEPSEEK_FIELDS):
-        draw_deepseek(after)
-    with st.expander("Sinks and gpt-oss experts", expanded=bad_field in GPT_OSS_FIELDS):
-        draw_gpt_oss(after)
-    with st.expander(
-        "Gemma 2/3 (1 + γ norms, score scale, local RoPE, soft caps)", expanded=bad_field in GEMMA_FIELDS
-    ):
-        draw_gemma(after)
-    with st.expander(
-        "OLMo 2, SmolLM3, Phi-3, GLM (QK-norm scope, NoPE, partial RoPE)",
-        expanded=bad_field in ROPE_NORM_FIELDS,
-    ):
-        draw_rope_and_norm(after)
-    with st.expander("Qwen3-Next, Qwen3.5 (Gated DeltaNet)", expanded=bad_field in HYBRID_FIELDS):
-        draw_hybrid(after)
-    with st.expander(
-        "Llama 4, Mistral 4 (chunks, attention temperature)", expanded=bad_field in LLAMA4_FIELDS
-    ):
-        draw_llama4(after)
+    for group in FIELD_GROUPS:  # the families' own fields (config.families)
+        with st.expander(group.title, expanded=bad_field in group.names):
+            draw_group(group, after)
 
 
 def _draw_model_name(values: dict[str, Any]) -> None:
@@ -210,9 +176,7 @@ def _draw_model_name(values: dict[str, Any]) -> None:
 
 
 MORE_SHAPE_FIELDS = {"vocab_size", "max_seq_len"}
-RECIPE_FIELDS = (
-    set(CHOICES) - DEEPSEEK_FIELDS - GPT_OSS_FIELDS - GEMMA_FIELDS - ROPE_NORM_FIELDS - HYBRID_FIELDS
-) | {
+RECIPE_FIELDS = (set(CHOICES) - {name for group in FIELD_GROUPS for name in group.names}) | {
     "bias",
     "final_norm",
     "tie_embeddings",

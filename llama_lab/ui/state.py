@@ -28,7 +28,7 @@ from ..config import (
     detect_ffn_rule,
     ffn_from_rule,
 )
-from ..config.hf_quant import StoredQuant
+from ..config.hf.quant import StoredQuant
 from ..config.model_config import DERIVED
 from ..experiments import KINDS
 from ..runtime.hardware import DTYPE_BYTES

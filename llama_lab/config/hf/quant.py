@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import ConfigError
-from .messages import check_int, name_keys, shown
+from ...errors import ConfigError
+from ..messages import check_int, name_keys, shown
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,22 @@
-"""The rules of each family's fields, checked once a ModelConfig's derived fields are resolved:
-MLA and DeepSeekMoE (``check_mla``, ``check_routing``), gpt-oss's expert block and sinks
-(``check_gpt_oss``), Gemma's and the RoPE / QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM
-(``check_gemma``). Each raises ConfigError naming the field, its value and the rule."""
+"""The rules of the fields that model one feature of today's families, checked once a
+ModelConfig's derived fields are resolved: MLA and DeepSeekMoE's routing (``check_mla``,
+``check_routing``), gpt-oss's expert block and sinks (``check_gpt_oss``), Gemma's fields and the
+RoPE / QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM (``check_gemma``), Gated DeltaNet
+(``check_linear``), Llama 4's chunks and experts (``check_llama4``), the attention temperature
+(``check_temperature``). A feature's rule sits with the fields, not with a family: several
+families write the same fields (MLA: DeepSeek-V2, V3 and Mistral 4), and a config built by hand
+may combine them. Each raises ConfigError naming the field, its value and the rule."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from . import field_rules
 from .bounds import FAMILY_LIMITS
+from .fields import ModelFields
 from .messages import check_int as _check_int
 
-if TYPE_CHECKING:
-    from .model_config import ModelConfig
 
-
-def check_mla(cfg: "ModelConfig") -> None:
+def check_mla(cfg: ModelFields) -> None:
     for name in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"):
         _check_int(name, getattr(cfg, name), 0, FAMILY_LIMITS[name])
     _check_int("v_head_dim", cfg.v_head_dim, 1, FAMILY_LIMITS["v_head_dim"])
@@ -70,7 +70,7 @@ def check_mla(cfg: "ModelConfig") -> None:
             )
 
 
-def check_routing(cfg: "ModelConfig") -> None:
+def check_routing(cfg: ModelFields) -> None:
     _check_int("n_shared_experts", cfg.n_shared_experts, 0, FAMILY_LIMITS["n_shared_experts"])
     _check_int("moe_groups", cfg.moe_groups, 1, FAMILY_LIMITS["moe_groups"])
     _check_int("moe_topk_groups", cfg.moe_topk_groups, 1, cfg.moe_groups)
@@ -114,7 +114,7 @@ def check_routing(cfg: "ModelConfig") -> None:
         )
 
 
-def check_gpt_oss(cfg: "ModelConfig") -> None:
+def check_gpt_oss(cfg: ModelFields) -> None:
     if cfg.moe_style == "gpt_oss":
         rules = [
             (not cfg.n_experts, "n_experts", "needs routed experts (n_experts > 0)"),
@@ -146,7 +146,7 @@ def check_gpt_oss(cfg: "ModelConfig") -> None:
         )
 
 
-def check_gemma(cfg: "ModelConfig") -> None:
+def check_gemma(cfg: ModelFields) -> None:
     """Gemma's fields, and the RoPE and QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM."""
     field_rules.check_number(cfg, "rope_local_theta")  # a derived float, resolved by now
     _check_int("query_pre_attn_scalar", cfg.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"])
@@ -178,7 +178,7 @@ def check_gemma(cfg: "ModelConfig") -> None:
             raise ConfigError(f"{name}={getattr(cfg, name)!r} {rule}", field=name)
 
 
-def check_linear(cfg: "ModelConfig") -> None:
+def check_linear(cfg: ModelFields) -> None:
     """Gated DeltaNet layers (Qwen3-Next, Qwen3.5), the gated attention output and the gated
     shared expert."""
     for name in ("linear_k_heads", "linear_v_heads", "linear_k_head_dim", "linear_v_head_dim"):
@@ -233,7 +233,7 @@ def check_linear(cfg: "ModelConfig") -> None:
         )
 
 
-def check_llama4(cfg: "ModelConfig") -> None:
+def check_llama4(cfg: ModelFields) -> None:
     """Llama 4's chunked attention, its QK-norm after RoPE, the attention temperature of its
     NoPE blocks and its expert block."""
     if cfg.chunked_attention and not cfg.sliding_window:
@@ -269,7 +269,7 @@ def check_llama4(cfg: "ModelConfig") -> None:
             )
 
 
-def check_temperature(cfg: "ModelConfig") -> None:
+def check_temperature(cfg: ModelFields) -> None:
     """The attention temperature (Llama 4's NoPE blocks, Mistral 4's every block)."""
     _check_int("attn_floor_scale", cfg.attn_floor_scale, 1, FAMILY_LIMITS["attn_floor_scale"])
     _check_int("attn_temperature_offset", cfg.attn_temperature_offset, 0, 1)

@@ -1,0 +1,310 @@
+"""Reading a Hugging Face ``config.json`` the way transformers reads it, for every family of a
+registry (``read_hf_dict``; the families: ``llama_lab.config.families``, passed in). A key
+matters only if the family's transformers model reads it (``keys.json``, generated from the
+transformers release the tests run against by ``tools/hf_family_keys.py``): one it never reads
+is a note, one it reads that LLaMA Lab does not model an error naming it. A key left out takes
+the family config class's default, as ``AutoConfig.for_model`` does; a file without
+``model_type`` and a family outside the registry are refused by name; a multimodal wrapper is
+read as its text decoder (``text_decoder``); ``quantization_config`` is the stored format
+(``quant``). A null is read as the config class reads it (transformers 5): "derive" or "none"
+where it takes null (``ModelType.nullable``), an error naming the key everywhere else (and where
+the class takes a null its model cannot run with: ``ModelType.null_why``). What every family
+shares is read here (sizes, heads, norms, one RoPE base: ``common_fields``, ``read_rope``); each
+family reads its own fields (``Family.read``). Messages show file values through
+``messages.shown`` (cut, escaped) and list at most MAX_NOTES keys or notes, then a count."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...errors import ConfigError
+from ..bounds import LIMITS
+from ..messages import cap_notes, cut, name_keys, shown
+from .family import Family
+from .keys import KEY_TABLE, ModelType, config_class, default_rope
+from .quant import stored_quant
+from .reader import Reader
+from .table import COMMON_KEYS, KIND, LOADER_KEYS, NULL_MEANS_UNSET, QUIET_KEYS, READ_WHERE_READ, REFUSED
+
+TEXT_DECODER = "the text decoder of"  # how the note on a multimodal wrapper begins
+
+
+class HFConfigWarning(UserWarning):
+    """A key of a Hugging Face config.json that changes nothing LLaMA Lab counts."""
+
+
+def read_rope(r: Reader, kwargs: dict[str, Any]) -> None:
+    """RoPE's base as the config class builds rope_parameters (transformers 5,
+    ``convert_rope_params_to_dict``): a legacy ``rope_scaling`` object, when given, takes the
+    place of ``rope_parameters``; its ``rope_theta``, else the top-level ``rope_theta``, else the
+    class's default. Scaling is noted as not modelled."""
+    theta = r.get("rope_theta")
+    kwargs["rope_theta"] = r.model_type.defaults["rope_theta"] if theta is None else theta
+    rope_parameters = r.data.get("rope_parameters")
+    rope_scaling = r.data.get("rope_scaling")
+    if isinstance(rope_scaling, Mapping) and rope_scaling:
+        if rope_scaling.get("rope_theta") is not None:
+            kwargs["rope_theta"] = rope_scaling["rope_theta"]
+        if isinstance(rope_parameters, Mapping) and rope_parameters:
+            r.note(
+                f"rope_parameters={cut(json.dumps(rope_parameters, sort_keys=True, default=repr), 200)} "
+                f"is not used: {r.model_type.config_class} takes rope_scaling in its place"
+            )
+        if rope_scaling.get("rope_type", rope_scaling.get("type", "default")) == "default":
+            rope_scaling = None  # plain RoPE spelled the legacy way
+    elif isinstance(rope_parameters, Mapping):
+        if rope_parameters.get("rope_theta") is not None:
+            kwargs["rope_theta"] = rope_parameters["rope_theta"]
+        extra = {k: v for k, v in rope_parameters.items() if k != "rope_theta"}
+        if extra.get("rope_type", extra.get("type", "default")) != "default":
+            rope_scaling = extra
+    elif rope_parameters is not None:
+        r.note(f"rope_parameters={shown(rope_parameters)} is not an object; ignored")
+    label = "rope_scaling="
+    if isinstance(rope_scaling, Mapping) and plain_linear(rope_scaling):
+        rope_scaling = None  # linear at factor 1: plain RoPE (Mistral 4's export writes it so)
+    if rope_parameters is None and not rope_scaling:
+        # neither key given: the config class's own default RoPE (GptOssConfig's is YaRN)
+        default = default_rope(r.name)
+        if default.get("rope_type", "default") != "default":
+            rope_scaling = {k: v for k, v in default.items() if k != "rope_theta"}
+            label = f"no rope_parameters: {r.model_type.config_class}'s default "
+    if rope_scaling:
+        try:
+            text = json.dumps(rope_scaling, sort_keys=True)
+        except (TypeError, ValueError):
+            text = repr(rope_scaling)
+        r.note(
+            f"{label}{cut(text, 200)} is not modelled: positions use plain RoPE; "
+            f"parameter, FLOP and memory counts are unaffected"
+        )
+
+
+def plain_linear(rope: Mapping[str, Any]) -> bool:
+    """A linear RoPE scaling of factor 1: positions as plain RoPE has them."""
+    kind = rope.get("rope_type", rope.get("type"))
+    return kind == "linear" and rope.get("factor") == 1
+
+
+def refuse_nulls(r: Reader) -> None:
+    """A null is refused where the family's config class (transformers 5) refuses it; it is
+    kept where the class takes it to mean "derive" or "none" (``ModelType.nullable``), and where
+    the class has no such field (Gemma's hidden_act: any value is kept and never read)."""
+    mt = r.model_type
+    fieldless = {key for key in READ_WHERE_READ if key not in mt.defaults}
+    read = (COMMON_KEYS | mt.keys) - mt.nullable - NULL_MEANS_UNSET - fieldless
+    for key, value in r.data.items():
+        if value is None and key in read:
+            why = mt.null_why.get(key, f"null is not a value {mt.config_class} can use here")
+            raise ConfigError(f"{key} is null; {KIND.get(key, 'a number')} is required ({why})", field=key)
+
+
+def common_fields(r: Reader) -> dict[str, Any]:
+    """The fields every family reads alike: sizes, heads, the norm's epsilon, the tied head, and
+    a LLaMA block (pre-norm RMSNorm, RoPE, SwiGLU, final norm) that a family's reader changes."""
+    heads = r.get("num_attention_heads")
+    kv_heads = r.get("num_key_value_heads")
+    kwargs: dict[str, Any] = dict(
+        norm_position="pre",
+        norm_type="rmsnorm",
+        pos_encoding="rope",
+        ffn_type="swiglu",
+        final_norm=True,
+        init="normal",
+        vocab_size=r.get("vocab_size"),
+        d_model=r.get("hidden_size"),
+        n_layers=r.n_layers,
+        n_heads=heads,
+        n_kv_heads=heads if kv_heads is None else kv_heads,
+        ffn_hidden=r.get("intermediate_size"),
+        max_seq_len=r.get("max_position_embeddings"),
+        norm_eps=r.get("rms_norm_eps"),
+        tie_embeddings=r.flag("tie_word_embeddings", r.model_type.defaults["tie_word_embeddings"]),
+        head_dim=r.get("head_dim"),
+    )
+    act = r.get("hidden_act")
+    if "hidden_act" not in r.model_type.defaults:  # Gemma's classes have no such field: a note
+        pass
+    elif "hidden_act" not in r.model_type.reads:  # gpt_oss: a note (key_notes), if a string
+        if not isinstance(act, str):
+            raise ConfigError(f"hidden_act={shown(act)} must be a string", field="hidden_act")
+    elif act is not None and act != "silu":
+        raise ConfigError(
+            f"hidden_act={shown(act)} is not modelled: LLaMA Lab's gated FFN is "
+            f"SwiGLU (SiLU gate), as every supported family's is",
+            field="hidden_act",
+        )
+    return kwargs
+
+
+def key_notes(r: Reader) -> None:
+    """A key matters only if the family's transformers model reads it (``ModelType.reads``):
+    one it reads and LLaMA Lab does not model is refused by name; one it never reads is a note."""
+    mt = r.model_type
+    read = mt.reads | LOADER_KEYS
+    # the loader's: stored_quant; a common key the model never reads (hidden_act of gpt_oss): a note
+    handled = (COMMON_KEYS - (READ_WHERE_READ - read)) | QUIET_KEYS | mt.keys | LOADER_KEYS
+    unmodelled = [key for key in r.data if key in read and key not in handled]
+    if unmodelled:
+        raise ConfigError(
+            f"config.json key(s) {name_keys(unmodelled)} are read by transformers for "
+            f"{mt.architecture} and not modelled by LLaMA Lab; it refuses rather than count "
+            f"the model wrong",
+            field=unmodelled[0],
+            also=tuple(unmodelled[1:]),
+        )
+    unread = [key for key in r.data if key not in read and key not in handled]
+    if unread:
+        r.note(
+            f"not read by {mt.name}'s model ({mt.architecture}, transformers "
+            f"{KEY_TABLE['transformers']}): {name_keys(unread)}; ignored"
+        )
+    for key in ("attention_dropout", "router_jitter_noise", "resid_pdrop"):
+        if r.data.get(key) not in (None, 0, 0.0):
+            r.note(f"{key}={shown(r.data[key])} is training-time noise, not modelled (no dropout)")
+
+
+def _find(families: Sequence[Family], model_type: Any) -> tuple[Family, ModelType] | None:
+    if not isinstance(model_type, str):
+        return None
+    return next(((f, mt) for f in families for mt in f.model_types if mt.name == model_type), None)
+
+
+def supported(families: Sequence[Family]) -> list[str]:
+    """The model types of every family, in the registry's order."""
+    return [mt.name for family in families for mt in family.model_types]
+
+
+def _missing(model_type: Any) -> str:
+    """ " (not modelled: …)" for a known family the registry does not hold yet, else ""."""
+    return (
+        f" (not modelled: {REFUSED[model_type]})"
+        if isinstance(model_type, str) and model_type in REFUSED
+        else ""
+    )
+
+
+def _alias(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[Mapping[str, Any], str | None]:
+    """``data`` with an aliased model_type (a checkpoint naming its own model_type for a
+    supported family's code: Kimi K2's) replaced by its family's, and a note saying so."""
+    model_type = data.get("model_type")
+    for family in families:
+        if isinstance(model_type, str) and model_type in family.aliases:
+            ours = family.aliases[model_type]
+            return {**data, "model_type": ours}, (
+                f"model_type {model_type!r} runs {family.model_type(ours).architecture} (its remote code "
+                f"is {family.name}'s): read as {ours}"
+            )
+    return data, None
+
+
+def _model_type(data: Any, families: Sequence[Family]) -> tuple[Family, ModelType]:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a config.json must be a JSON object, got {type(data).__name__}")
+    if "model_type" not in data:
+        raise ConfigError(
+            "this config.json has no model_type: transformers picks the model's family by it "
+            f"(AutoConfig), and LLaMA Lab will not guess one (it models {', '.join(supported(families))})",
+            field="model_type",
+        )
+    found = _find(families, data["model_type"])
+    if found is None:
+        raise ConfigError(
+            f"model_type={shown(data['model_type'])} is not supported{_missing(data['model_type'])}; LLaMA "
+            f"Lab models {', '.join(supported(families))} exactly and refuses the rest",
+            field="model_type",
+        )
+    return found
+
+
+def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None]:
+    """A multimodal wrapper's text decoder (its ``text_config``) and a note saying that only it
+    is counted; any other config.json as it is, with no note. A fixed wrapper (``Wrapper``:
+    gemma3's) builds its text config with one class whatever text_config says, and with that
+    class's defaults when it is absent or null; its own tie_word_embeddings ties the head."""
+    if not isinstance(data, Mapping):
+        return data, None
+    outer_type = data.get("model_type")
+    fixed = next(
+        (
+            w
+            for family in families
+            for w in family.wrappers
+            if isinstance(outer_type, str) and w.model_type == outer_type
+        ),
+        None,
+    )
+    inner = data.get("text_config")
+    if inner is None and fixed is None:
+        return data, None
+    outer = shown(outer_type if outer_type is not None else "unnamed")
+    inner = {} if inner is None else inner
+    if not isinstance(inner, Mapping):
+        raise ConfigError(f"text_config={shown(inner)} must be a JSON object", field="text_config")
+    inner_type = inner.get("model_type")
+    said = ""
+    if fixed is not None:
+        inner_type = fixed.text
+        if inner.get("model_type") != inner_type:
+            named = f"model_type {shown(inner['model_type'])}" if "model_type" in inner else "no model_type"
+            said = (
+                f"; text_config names {named}, but {fixed.config_class} builds a "
+                f"{config_class(inner_type)} whatever it says"
+            )
+        tie = data.get("tie_word_embeddings", fixed.tie_default)
+        if tie is not None and not isinstance(tie, bool):
+            raise ConfigError(
+                f"tie_word_embeddings={shown(tie)} must be true or false", field="tie_word_embeddings"
+            )
+        tie = bool(tie)  # null: PreTrainedModel.tie_weights reads it as false
+        if inner.get("tie_word_embeddings", tie) != tie:
+            said += (
+                f"; its text_config's tie_word_embeddings={shown(inner['tie_word_embeddings'])} is not what "
+                f"ties the head: the wrapper's ({str(tie).lower()}) does"
+            )
+        inner = {**inner, "model_type": inner_type, "tie_word_embeddings": tie}
+    if _find(families, inner_type) is None:
+        raise ConfigError(
+            f"model_type={outer} wraps a text decoder of model_type={shown(inner_type)}, a family "
+            f"LLaMA Lab does not model{_missing(inner_type)}; it models {', '.join(supported(families))} "
+            f"exactly and refuses the rest",
+            field="model_type",
+        )
+    return inner, (
+        f"{TEXT_DECODER} a {outer} model (its text_config, model_type {inner_type!r}); "
+        f"the vision tower and the projector are not counted{said}"
+    )
+
+
+def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[dict[str, Any], list[str]]:
+    """A Hugging Face config.json of a family of ``families`` (or a multimodal wrapper around
+    one: its text decoder) as ModelConfig's fields, plus notes on the keys that change nothing
+    counted (at most MAX_NOTES, then one summary). A key left out takes the family config
+    class's default, as ``AutoConfig.for_model`` would."""
+    data, wrapper = text_decoder(data, families)
+    data, alias = _alias(data, families)
+    family, model_type = _model_type(data, families)
+    r = Reader(data, model_type, notes=[alias] if alias else [])
+    key_notes(r)
+    if family.key_notes is not None:
+        family.key_notes(r)
+    if data.get("pretraining_tp") not in (None, 1):
+        r.note(
+            f"pretraining_tp={shown(data['pretraining_tp'])} only changes how the training "
+            f"run sharded the matmuls; the maths is the same"
+        )
+    quant = stored_quant(data)
+    if quant is not None:
+        r.notes.insert(0, f"quantization_config: {quant.describe()}: the weights' stored format")
+    refuse_nulls(r)
+    r.n_layers = r.count("num_hidden_layers", 1, LIMITS["n_layers"])
+    kwargs = common_fields(r)
+    if "rope_theta" in model_type.defaults:  # one RoPE base (one per layer type: the family's)
+        read_rope(r, kwargs)
+    kwargs.update(family.read(r))
+    for name, value in kwargs.items():
+        if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it
+            raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)", field=name)
+    return kwargs, ([wrapper] if wrapper else []) + cap_notes(r.notes)
