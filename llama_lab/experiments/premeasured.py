@@ -35,10 +35,16 @@ DATA_DIR = Path(__file__).with_name("premeasured_data")
 FORMAT = 1  # bump when the layout of the files changes
 
 
+_DEFAULTS = ModelConfig().to_dict()
+
+
 def _canonical(value: Any) -> Any:
-    """``value`` as plain JSON (tuples as lists, configs as dicts), for keys and settings."""
+    """``value`` as plain JSON (tuples as lists, configs as the fields that depart from the
+    defaults: a field added later, at its default, keeps every key), for keys and settings."""
     if isinstance(value, ModelConfig):
-        return value.to_dict()
+        return {
+            name: v for name, v in value.to_dict().items() if name not in _DEFAULTS or v != _DEFAULTS[name]
+        }
     if isinstance(value, Mapping):
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
