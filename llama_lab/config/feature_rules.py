@@ -148,8 +148,9 @@ def check_gpt_oss(cfg: ModelFields) -> None:
 
 def check_gemma(cfg: ModelFields) -> None:
     """Gemma's fields, and the RoPE and QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM."""
-    field_rules.check_number(cfg, "rope_local_theta")  # a derived float, resolved by now
+    field_rules.check_number(cfg, "rope_local_theta")  # derived floats, resolved by now
     _check_int("query_pre_attn_scalar", cfg.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"])
+    field_rules.check_number(cfg, "attention_multiplier")
     rules = [
         (
             cfg.norm_plus_one and cfg.norm_type != "rmsnorm",

@@ -109,7 +109,16 @@ def check_choices_and_numbers(cfg: ModelFields) -> None:
     ):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name}={getattr(cfg, name)!r} must be true or false", field=name)
-    for name in ("rope_theta", "norm_eps", "routed_scaling", "swiglu_limit", "swiglu_alpha"):
+    for name in (
+        "rope_theta",
+        "norm_eps",
+        "routed_scaling",
+        "swiglu_limit",
+        "swiglu_alpha",
+        "embedding_multiplier",
+        "residual_multiplier",
+        "logits_scaling",
+    ):
         check_number(cfg, name)
     for name in ("attn_softcap", "logit_softcap", "attn_temperature_scale"):
         check_number(cfg, name, zero="0 turns it off")

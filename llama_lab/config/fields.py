@@ -133,6 +133,12 @@ class ModelFields:
     attn_floor_scale: int = 8192
     attn_temperature_scale: float = 0.1
     attn_temperature_offset: int = 1
+    # ---- Granite 3.x: its µP multipliers -----------------------------------------------------
+    embedding_multiplier: float = 1.0  # the token embeddings × this (Granite 3: 12)
+    residual_multiplier: float = 1.0  # each sublayer's output × this before the residual add (0.22)
+    # the scores × this, in place of 1/√query_pre_attn_scalar (Granite 3: 1/head_dim)
+    attention_multiplier: float = None  # type: ignore[assignment]  # None: query_pre_attn_scalar^-½
+    logits_scaling: float = 1.0  # the logits ÷ this (Granite 3: 8 or 16)
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -261,6 +267,18 @@ class ModelFields:
             and not self.chunked_attention
             and not any(self._temperature_flags)
             and self.moe_style != "llama4"
+            and not self.has_granite_multipliers
+        )
+
+    @property
+    def has_granite_multipliers(self) -> bool:
+        """Any of Granite's µP multipliers away from the plain model's (1, and the score scale
+        1/√query_pre_attn_scalar)."""
+        return (
+            self.embedding_multiplier != 1.0
+            or self.residual_multiplier != 1.0
+            or self.logits_scaling != 1.0
+            or self.attention_multiplier != self.query_pre_attn_scalar**-0.5
         )
 
     @property

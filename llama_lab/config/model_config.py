@@ -23,6 +23,10 @@ _check_int = messages.check_int
 _check_int = messages.check_int
 
 
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 # Fields whose default is derived from others (None = derive). ``replace`` keeps a derived value
 # following its source: a config whose head_dim is d_model / n_heads keeps that rule when
 # d_model changes; one whose biases follow ``bias`` keeps following it.
@@ -36,6 +40,11 @@ DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
     "expert_ffn_hidden": lambda c: c.ffn_hidden,
     "v_head_dim": lambda c: c.head_dim,  # a value head as wide as a key head (all but MLA)
     "query_pre_attn_scalar": lambda c: c.head_dim,  # scores × 1/√head_dim (all but Gemma 2/3)
+    # the scores' scale: 1/√query_pre_attn_scalar (all but Granite, which sets its own); left
+    # unresolved while that is no positive whole number (its own rule names it)
+    "attention_multiplier": lambda c: (
+        c.query_pre_attn_scalar**-0.5 if _positive_int(c.query_pre_attn_scalar) else None
+    ),
     "rope_local_theta": lambda c: c.rope_theta,  # windowed layers rotate as the others (not Gemma 3)
 }
 

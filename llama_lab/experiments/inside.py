@@ -217,7 +217,7 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
         cfg.n_rep,
         attn.window,
         getattr(attn, "sinks", None),
-        scale=cfg.query_pre_attn_scalar**-0.5,
+        scale=cfg.attention_multiplier,
         softcap=cfg.attn_softcap,
         chunk_start=0 if getattr(attn, "chunked", False) else None,
     )

@@ -256,7 +256,7 @@ class Attention(nn.Module):
             chunk_start = cache.chunk_start(self.layer_idx) if cache is not None else 0
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)  # (B, G, S, D)
-        cfg, scale, window = self.cfg, self.cfg.query_pre_attn_scalar**-0.5, self.window
+        cfg, scale, window = self.cfg, self.cfg.attention_multiplier, self.window
         if cfg.attention_sinks or cfg.attn_softcap:
             sinks = self.sinks if cfg.attention_sinks else None
             out = matmul_attention(q, k, v, cfg.n_rep, window, scale, sinks, cfg.attn_softcap, chunk_start)

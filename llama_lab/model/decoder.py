@@ -49,6 +49,7 @@ class DecoderLayer(nn.Module):
         self.sandwich = cfg.norm_position == "sandwich"
         self.output_norm = cfg.norm_position == "output"  # OLMo 2: x + norm(f(x))
         self.position = cfg.norm_position
+        self.residual_multiplier = cfg.residual_multiplier  # Granite's µP scale; 1 elsewhere
         self.linear = cfg.linear_layer_flags[layer_idx]  # Gated DeltaNet mixes its tokens
         if self.linear:
             self.linear_attn = GatedDeltaNet(cfg, layer_idx)
@@ -78,21 +79,26 @@ class DecoderLayer(nn.Module):
         return self.linear_attn if self.linear else self.self_attn
 
     def forward(self, x, rope=None, cache=None):
+        # x + m·f(…): each sublayer's output scaled by the residual multiplier m before the add
+        # (Granite; 1 elsewhere), in one kernel: x.add(f, alpha=m)
+        m = self.residual_multiplier
         if self.linear:  # Qwen3-Next's and Qwen3.5's blocks are Pre-LN
-            x = x + self.linear_attn(self.input_layernorm(x), rope, cache)
-            return x + self.ffn(self.post_attention_layernorm(x))
+            x = x.add(self.linear_attn(self.input_layernorm(x), rope, cache), alpha=m)
+            return x.add(self.ffn(self.post_attention_layernorm(x)), alpha=m)
         if self.output_norm:  # the sublayers read x itself; their outputs are normalised
-            x = x + self.post_attention_layernorm(self.self_attn(x, rope, cache))
-            x = x + self.post_feedforward_layernorm(self.ffn(x))
+            x = x.add(self.post_attention_layernorm(self.self_attn(x, rope, cache)), alpha=m)
+            x = x.add(self.post_feedforward_layernorm(self.ffn(x)), alpha=m)
         elif self.sandwich:  # x + norm(f(norm(x))): the residual path stays the identity
-            x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), rope, cache))
-            x = x + self.post_feedforward_layernorm(self.ffn(self.pre_feedforward_layernorm(x)))
+            x = x.add(
+                self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), rope, cache)), alpha=m
+            )
+            x = x.add(self.post_feedforward_layernorm(self.ffn(self.pre_feedforward_layernorm(x))), alpha=m)
         elif self.pre_norm:  # identity residual path: dx_{l+1}/dx_l = I + F'(LN(x_l)) · LN'(x_l)
-            x = x + self.self_attn(self.input_layernorm(x), rope, cache)
-            x = x + self.ffn(self.post_attention_layernorm(x))
+            x = x.add(self.self_attn(self.input_layernorm(x), rope, cache), alpha=m)
+            x = x.add(self.ffn(self.post_attention_layernorm(x)), alpha=m)
         else:  # Post-LN: the norm sits on the residual path
-            x = self.input_layernorm(x + self.self_attn(x, rope, cache))
-            x = self.post_attention_layernorm(x + self.ffn(x))
+            x = self.input_layernorm(x.add(self.self_attn(x, rope, cache), alpha=m))
+            x = self.post_attention_layernorm(x.add(self.ffn(x), alpha=m))
         return x
 
 
@@ -120,6 +126,8 @@ class DecoderBody(nn.Module):
         x = self.embed_tokens(input_ids)  # (B, T, C)
         if self.cfg.embed_scale:  # Vaswani et al. §3.4; √d rounded to the weights' dtype (Gemma)
             x = x * torch.tensor(math.sqrt(self.cfg.d_model), dtype=x.dtype).item()
+        if self.cfg.embedding_multiplier != 1.0:  # Granite's µP scale of the embeddings
+            x = x * self.cfg.embedding_multiplier
         ropes: tuple = (None, None)  # (global, windowed) layers' RoPE tables
         if self.cfg.pos_encoding in ("rope", "sinusoidal"):
             # a cache will hold up to its max_len tokens: build the tables for all of them once
@@ -158,7 +166,13 @@ class CausalLM(nn.Module):
         """Logits (B, T, V); ``last_only``: only the last position's (B, 1, V), as a prefill
         that is followed by decoding needs — T·V fewer multiply-adds and logits."""
         hidden = self.model(input_ids, cache)  # (B, T, C)
-        return self.cap(self.lm_head(hidden[:, -1:] if last_only else hidden))
+        return self.cap(self.lm_head(self.head_input(hidden[:, -1:] if last_only else hidden)))
+
+    def head_input(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the LM head reads: the hidden states ÷ logits_scaling (Granite divides its logits
+        by it; the head is linear, so dividing its input is the same), or as they are."""
+        scaling = self.cfg.logits_scaling
+        return hidden / scaling if scaling != 1.0 else hidden
 
     def cap(self, logits: torch.Tensor) -> torch.Tensor:
         """The logits soft-capped, cap · tanh(z / cap) (Gemma 2's final_logit_softcapping), or as
@@ -176,14 +190,14 @@ class CausalLM(nn.Module):
         """Mean cross-entropy of ``inputs``' next-token predictions (B, T) against ``targets``
         (B, T), through the LM head in chunks (``model.loss``: never the B·T·V logits at
         once)."""
-        hidden = self.model(inputs)  # (B, T, C)
+        hidden = self.head_input(self.model(inputs))  # (B, T, C)
         return linear_cross_entropy(
             hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, targets, softcap=self.cfg.logit_softcap
         )
 
     def logits_without_final_norm(self, input_ids: torch.Tensor) -> torch.Tensor:
         """What the seed's "forgot the final norm" bug computes: lm_head on the raw last block."""
-        return self.cap(self.lm_head(self.model(input_ids, final_norm=False)))
+        return self.cap(self.lm_head(self.head_input(self.model(input_ids, final_norm=False))))
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
         p = self.lm_head.weight

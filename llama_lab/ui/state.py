@@ -424,6 +424,7 @@ AUTO = {
     "v_head_dim": 0,
     "query_pre_attn_scalar": 0,
     "rope_local_theta": 0.0,
+    "attention_multiplier": 0.0,
     "qkv_bias": None,
     "o_bias": None,
     "mlp_bias": None,

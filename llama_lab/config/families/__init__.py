@@ -11,8 +11,23 @@ from ..fields import ModelFields
 from ..hf import select
 from ..hf.family import TOPICS, Counts, Family
 from ..hf.keys import ModelType
-from . import deepseek, gemma, glm, gpt_oss, llama, llama4, mistral, olmo, phi3, qwen, qwen_next, smollm3
+from . import (
+    deepseek,
+    gemma,
+    glm,
+    gpt_oss,
+    granite,
+    llama,
+    llama4,
+    mistral,
+    olmo,
+    phi3,
+    qwen,
+    qwen_next,
+    smollm3,
+)
 
+# the order a config is matched to a family when it is written: the families added last come last
 FAMILY_LIST: tuple[Family, ...] = tuple(
     module.FAMILY
     for module in (
@@ -29,6 +44,7 @@ FAMILY_LIST: tuple[Family, ...] = tuple(
         qwen_next,
         llama4,
     )
+    + (granite,)
 )
 # every model type, in the registry's order (the order family_of tries them)
 MODEL_TYPES: dict[str, ModelType] = {mt.name: mt for family in FAMILY_LIST for mt in family.model_types}
