@@ -331,10 +331,11 @@ def test_null_policy_matches_the_transformers_config_classes():
         # Gemma2Config and Gemma3TextConfig take a null window too; their forward raises likewise
         ("gemma2", "sliding_window"),
         ("gemma3_text", "sliding_window"),
+        ("olmo3", "sliding_window"),  # Olmo3Config likewise (its sliding mask raises)
         # the config classes without a head_dim field keep a null one as an attribute, which
         # their attention then takes (no projection can be built); Glm4MoeConfig's alias of
         # n_routed_experts takes null likewise
-        *((model_type, "head_dim") for model_type in ("olmo2", "smollm3", "phi3", "glm4_moe")),
+        *((mt, "head_dim") for mt in ("olmo2", "olmo3", "smollm3", "phi3", "glm4_moe", "granite")),
         ("glm4_moe", "num_local_experts"),
         # Mistral4Config takes DeepSeek-V3's nulls, which its model cannot run with either
         *(

@@ -14,7 +14,14 @@ from hf_helpers import causal_lm, meta_model
 from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
-from llama_lab.config import PRESETS, PUBLISHED_PARAMS, ConfigError, ModelConfig, read_hf_config
+from llama_lab.config import (
+    PRESETS,
+    PUBLISHED_PARAMS,
+    PUBLISHED_ROUNDED,
+    ConfigError,
+    ModelConfig,
+    read_hf_config,
+)
 from llama_lab.config.families import MODEL_TYPES as FAMILIES
 from llama_lab.experiments import LiveSettings
 from llama_lab.model import build_model
@@ -121,6 +128,30 @@ CASES = {
     },
     # OLMo 2: norms on the sublayers' outputs only (no input norms), QK-norm over all of q and k
     "olmo2": {"attention_bias": True},
+    # Olmo 3: OLMo 2's block with a window (8 < T) on the sliding layers of layer_types, and a RoPE
+    # base per layer type; by default every layer but each fourth is sliding (the top-level
+    # rope_theta reaches the full-attention layers only: Olmo3Config pops it once)
+    "olmo3": {
+        "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+        "attention_bias": True,
+    },
+    "olmo3-defaults": {"model_type": "olmo3", "num_hidden_layers": 4, "sliding_window": 6, "rope_theta": 5e4},
+    # Granite 3: µP's multipliers — embeddings × 12, sublayer outputs × 0.22 before the residual
+    # add, scores × 1/head_dim (not 1/√head_dim), logits ÷ 8 — a tied head, q/k/v/o and MLP biases
+    "granite": {
+        "embedding_multiplier": 12.0,
+        "residual_multiplier": 0.22,
+        "attention_multiplier": 1 / 16,
+        "logits_scaling": 8.0,
+        "tie_word_embeddings": True,
+        "attention_bias": True,
+        "mlp_bias": True,
+    },
     # SmolLM3: the last block skips RoPE (NoPE), a tied head, a window (6 < T) on the NoPE block
     "smollm3": {
         "no_rope_layers": [1, 1, 0],
@@ -219,6 +250,11 @@ CASES = {
 }
 
 
+def test_every_model_type_of_the_registry_has_a_case():
+    """A family added to config.families is held to transformers by every test of this suite."""
+    assert set(FAMILIES) <= {CASES[case].get("model_type", case) for case in CASES}
+
+
 def hf_config(case: str):
     extra = dict(CASES[case])
     model_type = extra.pop("model_type", case)
@@ -245,8 +281,9 @@ def test_importer_defaults_are_the_config_classes_defaults(model_type):
     aliases = {"num_experts": "num_local_experts", **transformers.CONFIG_MAPPING[model_type].attribute_map}
     for key, ours in FAMILIES[model_type].defaults.items():
         theirs = defaults.get(aliases.get(key, key), defaults.get(key))
-        if key == "rope_theta":
-            theirs = defaults["rope_parameters"]["rope_theta"]
+        if key == "rope_theta":  # one base, or (Olmo 3) the full-attention layers' of one per type
+            rope = defaults["rope_parameters"]
+            theirs = rope["rope_theta"] if "rope_theta" in rope else rope["full_attention"]["rope_theta"]
         if ours is None:
             continue  # derived in __post_init__ (head_dim, num_key_value_heads, layer_types, …):
             # the reader derives it the same way, held below against AutoConfig's own values
@@ -392,6 +429,10 @@ def test_export_is_read_back_by_transformers_as_the_same_model(case):
 
 
 PRESET_FAMILIES = [
+    "granite-3.1-8b",
+    "granite-3.0-2b",
+    "olmo-3-7b",
+    "olmo-3-32b",
     "llama-3.2-1b",
     "llama-3.2-3b",
     "mistral-7b",
@@ -406,9 +447,15 @@ PRESET_FAMILIES = [
 @pytest.mark.parametrize("name", PRESET_FAMILIES)
 def test_new_presets_have_their_published_counts_and_transformers_agrees(name):
     cfg = PRESETS[name]
-    assert analysis.count_params(cfg).total == PUBLISHED_PARAMS[name]
+    total = analysis.count_params(cfg).total
+    if name in PUBLISHED_PARAMS:
+        assert total == PUBLISHED_PARAMS[name]
+    else:  # published as the size in its name or a table's rounded figure: "7B", "8.1B"
+        published, active, _ = PUBLISHED_ROUNDED[name]
+        digits = len(f"{published / 1e9:g}".partition(".")[2])
+        assert int(total / 1e9 * 10**digits) / 10**digits == published / 1e9 and active == published
     back = transformers.AutoConfig.for_model(**cfg.to_hf_config())
-    assert sum(p.numel() for p in hf_model(back, "meta").parameters()) == PUBLISHED_PARAMS[name]
+    assert sum(p.numel() for p in hf_model(back, "meta").parameters()) == total
 
 
 def test_active_parameters_of_the_moe_presets():

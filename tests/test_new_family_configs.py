@@ -41,6 +41,10 @@ FILES = {
     "phi-4-mini": "phi-4-mini-instruct",
     "phi-3-mini-4k": "phi-3-mini-4k-instruct",
     "glm-4.5-air": "glm-4.5-air",
+    "olmo-3-7b": "olmo-3-7b",
+    "olmo-3-32b": "olmo-3-32b",
+    "granite-3.1-8b": "granite-3.1-8b-instruct",
+    "granite-3.0-2b": "granite-3.0-2b-instruct",
 }
 NAMES = list(FILES)
 MODEL_TYPE = {
@@ -49,6 +53,10 @@ MODEL_TYPE = {
     "phi-4-mini": "phi3",
     "phi-3-mini-4k": "phi3",
     "glm-4.5-air": "glm4_moe",
+    "olmo-3-7b": "olmo3",
+    "olmo-3-32b": "olmo3",
+    "granite-3.1-8b": "granite",
+    "granite-3.0-2b": "granite",
 }
 # transformers' CausalLM of each published file on the meta device (GLM-4.5-Air: its MTP layer is
 # no part of Glm4MoeForCausalLM); the four dense ones are the Hub's safetensors totals
@@ -58,6 +66,10 @@ TRANSFORMERS_PARAMS = {
     "phi-4-mini": 3_836_021_760,
     "phi-3-mini-4k": 3_821_079_552,
     "glm-4.5-air": 106_852_245_504,
+    "olmo-3-7b": 7_298_011_136,
+    "olmo-3-32b": 32_233_522_176,
+    "granite-3.1-8b": 8_170_848_256,
+    "granite-3.0-2b": 2_533_531_648,
 }
 TINY = dict(
     vocab_size=128,
@@ -106,12 +118,19 @@ def same_fields(cfg: ModelConfig, hf) -> None:
         hf.max_position_embeddings,
         hf.tie_word_embeddings,
     )
-    assert cfg.rope_theta == hf.rope_parameters["rope_theta"]
+    rope = hf.rope_parameters  # one base, or (Olmo 3) one per layer type
+    if "rope_theta" in rope:
+        assert cfg.rope_theta == rope["rope_theta"]
+    else:
+        assert (cfg.rope_theta, cfg.rope_local_theta) == (
+            rope["full_attention"]["rope_theta"],
+            rope["sliding_attention"]["rope_theta"],
+        )
     # Phi3RotaryEmbedding / Glm4MoeRotaryEmbedding: int(head_dim × the factor) rotated
     factor = hf.rope_parameters.get("partial_rotary_factor", 1.0) if mt in ("phi3", "glm4_moe") else 1.0
     assert cfg.rope_dim == int(head_dim * factor)
     assert (cfg.norm_position, cfg.qk_norm_scope) == (
-        ("output", "projection") if mt == "olmo2" else ("pre", "head")
+        ("output", "projection") if mt in ("olmo2", "olmo3") else ("pre", "head")
     )
     assert cfg.fused_keys == (mt == "phi3")
     rope = (
@@ -120,7 +139,7 @@ def same_fields(cfg: ModelConfig, hf) -> None:
         else [True] * cfg.n_layers
     )
     assert list(cfg.rope_layer_flags) == rope
-    if mt == "smollm3":
+    if mt in ("smollm3", "olmo3"):
         local = [kind == "sliding_attention" for kind in hf.layer_types]
     elif mt == "phi3":
         local = [hf.sliding_window is not None] * cfg.n_layers
@@ -131,8 +150,11 @@ def same_fields(cfg: ModelConfig, hf) -> None:
         assert cfg.sliding_window == hf.sliding_window
     attention = getattr(hf, "attention_bias", False) if mt != "phi3" else False
     assert cfg.qkv_bias == attention and cfg.o_bias == (attention and mt != "glm4_moe")
-    assert cfg.mlp_bias == (hf.mlp_bias if mt == "smollm3" else False)
-    assert cfg.qk_norm == (mt == "olmo2" or (mt == "glm4_moe" and hf.use_qk_norm))
+    assert cfg.mlp_bias == (hf.mlp_bias if mt in ("smollm3", "granite") else False)
+    multipliers = ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling")
+    granite = [getattr(hf, name) for name in multipliers] if mt == "granite" else [1, 1, head_dim**-0.5, 1]
+    assert [getattr(cfg, name) for name in multipliers] == granite
+    assert cfg.qk_norm == (mt in ("olmo2", "olmo3") or (mt == "glm4_moe" and hf.use_qk_norm))
     if mt == "glm4_moe":
         sparse = [i >= hf.first_k_dense_replace for i in range(cfg.n_layers)]
         assert list(cfg.moe_layer_flags) == sparse
@@ -211,7 +233,9 @@ def test_the_fields_read_equal_what_transformers_reads(name):
 
 
 def test_what_sets_each_published_model_apart():
-    olmo, smol, phi4, phi3, glm = (PRESETS[name] for name in NAMES)
+    olmo, smol, phi4, phi3, glm = (
+        PRESETS[name] for name in ("olmo-2-7b", "smollm3-3b", "phi-4-mini", "phi-3-mini-4k", "glm-4.5-air")
+    )
     assert (olmo.norm_position, olmo.qk_norm_scope, olmo.attention_kind) == ("output", "projection", "MHA")
     assert [i for i, rope in enumerate(smol.rope_layer_flags) if not rope] == list(range(3, 36, 4))
     assert (phi4.rope_dim, phi4.head_dim, phi4.sliding_window, phi4.tie_embeddings) == (96, 128, 262144, True)
@@ -512,6 +536,11 @@ _LLAMA = read_hf_config({**TINY, "model_type": "llama"})[0]
         ({"partial_rotary_factor": 0.5}, "glm4_moe"),  # dense, separate projections
         ({"partial_rotary_factor": 0.75, "qkv_bias": True, "o_bias": False, "qk_norm": True}, "glm4_moe"),
         ({"norm_position": "output", "qk_norm": True, "qk_norm_scope": "projection"}, "olmo2"),
+        # an OLMo 2 block with a window: Olmo 3 (OLMo 2 refuses it)
+        (
+            {"norm_position": "output", "qk_norm": True, "qk_norm_scope": "projection", "sliding_window": 8},
+            "olmo3",
+        ),
         (
             {
                 "norm_position": "output",
@@ -572,8 +601,8 @@ def test_the_family_written_is_the_one_that_expresses_the_config(changes, model_
             ["qwen3 (QK-norm over the whole projection)", "olmo2 (not OLMo 2's block"],
         ),
         (
-            {"norm_position": "output", "qk_norm": True, "qk_norm_scope": "projection", "sliding_window": 8},
-            ["olmo2 (a sliding window)", "llama (not a LLaMA block"],
+            {"norm_position": "output", "qk_norm": True, "qk_norm_scope": "projection", "mlp_bias": True},
+            ["olmo2 (MLP biases)", "olmo3 (MLP biases)", "llama (not a LLaMA block"],
         ),
         ({"norm_position": "output"}, ["olmo2 (no QK-norm over the projections)"]),
     ],
@@ -586,3 +615,45 @@ def test_a_config_no_family_expresses_is_refused_naming_the_rule(changes, reason
         assert reason in text
     for model_type in FAMILIES:
         assert f"{model_type} (" in text
+
+
+_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {},
+        {"rope_theta": 1234.0},  # the full-attention layers' only: Olmo3Config pops it once
+        {"rope_theta": 1234.0, "rope_scaling": _YARN},  # YaRN merged into full_attention
+        {"rope_scaling": _YARN},
+        {
+            "rope_parameters": {
+                "full_attention": {"rope_type": "default", "rope_theta": 7.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 9.0},
+            }
+        },
+        {"rope_parameters": {"full_attention": {"rope_type": "default"}}, "rope_theta": 777.0},
+        {"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 55.0}, "rope_theta": 66.0},
+        {"layer_types": ["full_attention"] * 4, "rope_theta": 1234.0},
+    ],
+)
+def test_olmo3_rope_bases_are_what_its_config_class_builds(rope):
+    data = {**TINY, "model_type": "olmo3", **rope}
+    theirs = transformers.AutoConfig.for_model(**data).rope_parameters
+    cfg, notes = read_hf_config(data)
+    assert (cfg.rope_theta, cfg.rope_local_theta) == (
+        theirs["full_attention"]["rope_theta"],
+        theirs["sliding_attention"]["rope_theta"],
+    )
+    scaled = theirs["full_attention"]["rope_type"] != "default"
+    assert any("is not modelled: positions use plain RoPE" in note for note in notes) == scaled
+
+
+def test_a_granite_file_without_a_multiplier_takes_its_config_classs_one():
+    # GraniteConfig's default attention_multiplier is 1.0: the scores are not scaled at all
+    cfg, _ = read_hf_config({**TINY, "model_type": "granite"})
+    assert (cfg.attention_multiplier, cfg.embedding_multiplier, cfg.residual_multiplier) == (1.0, 1.0, 1.0)
+    assert cfg.has_granite_multipliers and family_of(cfg).model_type.name == "granite"
+    # the same block at the plain scale is a LLaMA
+    assert family_of(cfg.replace(attention_multiplier=None)).model_type.name == "llama"

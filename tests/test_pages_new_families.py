@@ -25,6 +25,8 @@ FAMILIES = {
     "qwen3-next-80b-a3b": "**Gated DeltaNet**",
     "llama-4-scout": "**Chunked attention**",
     "mistral-small-4": "**Attention temperature**",
+    "olmo-3-7b": "**Sliding window**",
+    "granite-3.1-8b": "**µP multipliers**",
 }
 SHOWN_PARAMETERS = {
     "deepseek-v3": "671 bn",
@@ -39,6 +41,8 @@ SHOWN_PARAMETERS = {
     "qwen3-next-80b-a3b": "79.7 bn",
     "llama-4-scout": "108 bn",
     "mistral-small-4": "119 bn",
+    "olmo-3-7b": "7.3 bn",
+    "granite-3.1-8b": "8.17 bn",
 }
 
 

@@ -15,7 +15,7 @@ from ...errors import ConfigError
 from ...units import plural
 from ..bounds import FAMILY_LIMITS
 from ..fields import ModelFields
-from ..hf.family import Counts, Family, FieldGroup, FieldSpec, Note, Split, Wrapper, failing
+from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, Split, Wrapper, failing
 from ..hf.keys import KEY_TABLE, ModelType, default_theta
 from ..hf.reader import LAYER_KINDS, Reader, as_json, number, windows
 from ..messages import check_int, name_keys, shown
@@ -71,6 +71,8 @@ GEMMA3_TEXT = ModelType(
     nullable=_NULLABLE | {"sliding_window_pattern", "rope_local_base_freq"},
     null_why=_no_window("Gemma3TextModel"),
     block="gemma",
+    holds=frozenset({"local_rope_base"}),
+    rope_by_layer_type=True,
     module="gemma3",
 )
 
@@ -288,14 +290,8 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
         (cfg.qkv_bias != cfg.o_bias, "q/k/v and o biases differ"),
         (cfg.mlp_bias, "MLP biases"),
     ]
-    if model_type == "gemma2":  # one RoPE base, attention_bias for q/k/v/o, no MLP biases, no QK-norm
-        return failing(
-            shared
-            + [
-                (cfg.qk_norm, "QK-norm"),
-                (cfg.rope_local_theta != cfg.rope_theta, "a RoPE base of its own on the sliding layers"),
-            ]
-        )
+    if model_type == "gemma2":  # attention_bias for q/k/v/o, no MLP biases, no QK-norm
+        return failing(shared + [(cfg.qk_norm, "QK-norm")])
     # Gemma3TextConfig: QK-norm on every layer; Gemma3Attention never applies a score cap
     return failing(
         shared
@@ -308,6 +304,16 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
             ),
         ]
     )
+
+
+# Gemma 3's (and Olmo 3's) RoPE per layer type: the sliding layers' base of their own
+FEATURES = (
+    Feature(
+        "local_rope_base",
+        "a RoPE base of its own on the sliding layers",
+        lambda cfg: cfg.rope_local_theta != cfg.rope_theta,
+    ),
+)
 
 
 def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
@@ -509,6 +515,7 @@ FAMILY = Family(
     write=write,
     lacks=lacks,
     notes=notes,
+    features=FEATURES,
     presets=PRESETS,
     published=PUBLISHED,
     wrappers=(Wrapper("gemma3", "gemma3_text", "Gemma3Config", tie_default=True),),

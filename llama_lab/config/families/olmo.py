@@ -1,13 +1,18 @@
-"""OLMo 2 (``olmo2``): a LLaMA whose blocks have no input norms — x + post_attention_layernorm(
-attn(x)), then x + post_feedforward_layernorm(mlp(x)) — and whose QK-norm normalises all of q
-(q_norm over H·head_dim) and of k (k_norm over G·head_dim) before RoPE; attention_bias on
-q/k/v/o, an MLP without biases; head_dim only if given. The sidebar's group for the QK-norm
+"""OLMo 2 and Olmo 3 (``olmo2``, ``olmo3``): a LLaMA whose blocks have no input norms — x +
+post_attention_layernorm(attn(x)), then x + post_feedforward_layernorm(mlp(x)) — and whose
+QK-norm normalises all of q (q_norm over H·head_dim) and of k (k_norm over G·head_dim) before
+RoPE; attention_bias on q/k/v/o, an MLP without biases; head_dim only if given. Olmo 3 adds
+sliding-window attention on the layers layer_types names (by default three of every four: every
+block but each fourth), with a RoPE base per layer type. The sidebar's group for the QK-norm
 scope, NoPE blocks, partial RoPE and fused keys (OLMo 2, SmolLM3, Phi-3, GLM) is declared here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from ...errors import ConfigError
+from ..bounds import FAMILY_LIMITS
 from ..fields import ModelFields
 from ..hf.family import (
     LAYER_SET_HELP,
@@ -18,11 +23,14 @@ from ..hf.family import (
     FieldGroup,
     FieldSpec,
     Note,
+    Published,
+    Rounded,
     failing,
     head_dim_always_read,
 )
-from ..hf.keys import ModelType
-from ..hf.reader import Reader
+from ..hf.keys import ModelType, default_theta
+from ..hf.reader import LAYER_KINDS, Reader, all_but_every, as_json, number, windows
+from ..messages import name_keys, shown
 
 OLMO2 = ModelType(
     "olmo2",
@@ -33,11 +41,94 @@ OLMO2 = ModelType(
     block="olmo2",
     holds=frozenset({"qk_norm_projection"}),
 )
+# Olmo3Config: OLMo 2's block, sliding_window (4096) on the layers layer_types names "sliding_
+# attention" (by default every layer but each fourth), rope_parameters keyed by layer type
+OLMO3 = ModelType(
+    "olmo3",
+    "Olmo3ForCausalLM",
+    keys=frozenset({"attention_bias", "sliding_window", "layer_types"}),
+    nullable=frozenset({"num_key_value_heads", "layer_types"}),
+    null_why={
+        **head_dim_always_read("olmo3"),
+        "sliding_window": "Olmo3Model builds its sliding-window mask on every forward and raises "
+        "without a window",
+    },
+    block="olmo2",
+    holds=frozenset({"qk_norm_projection", "local_rope_base"}),
+    rope_by_layer_type=True,
+)
+
+
+def _olmo3_local(r: Reader) -> list[int]:
+    """The sliding layers: layer_types, else Olmo3Config's default (every layer but each fourth)."""
+    layer_types = r.layer_types()
+    if layer_types is None:  # Olmo3Config.__post_init__
+        return [i for i in range(r.n_layers) if (i + 1) % 4]
+    return [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
+
+
+def _olmo3_rope(r: Reader, local: list[int]) -> tuple[float, float]:
+    """(rope_theta, rope_local_theta): the full-attention and the sliding layers' RoPE bases as
+    Olmo3Config.convert_rope_params_to_dict builds rope_parameters (transformers 5): the file's
+    rope_parameters (by default a plain entry per layer type), rope_scaling merged into its
+    full_attention entry only, then each entry's missing rope_theta from the top-level
+    rope_theta — which the class pops for the full-attention entry, so the sliding entry always
+    gets the class's default_theta (500,000) — and a scaled RoPE noted as not modelled."""
+    given, scaling = r.data.get("rope_parameters"), r.data.get("rope_scaling")
+    for key, value in (("rope_parameters", given), ("rope_scaling", scaling)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigError(f"{key}={shown(value)} must be an object or null", field=key)
+    params = dict(given) if given is not None else {kind: {"rope_type": "default"} for kind in LAYER_KINDS}
+    ignored = [key for key in params if key not in LAYER_KINDS]
+    if ignored:
+        r.note(
+            f"rope_parameters key(s) {name_keys(ignored)} are not read: Olmo3RotaryEmbedding reads "
+            f"only rope_parameters['full_attention'] and ['sliding_attention']; ignored"
+        )
+    if scaling is not None:
+        if not isinstance(params.get("full_attention"), Mapping):
+            raise ConfigError(
+                "rope_scaling is merged into rope_parameters['full_attention'], which this file's "
+                "rope_parameters lacks (Olmo3Config raises)",
+                field="rope_scaling",
+            )
+        params["full_attention"] = {**params["full_attention"], **scaling}
+    default = default_theta(r.name)
+    top = r.data.get("rope_theta", default)  # popped once: the full-attention entry's only
+    used = {"sliding_attention": bool(local), "full_attention": len(local) < r.n_layers}
+    thetas = {}
+    for kind, fallback in (("full_attention", top), ("sliding_attention", default)):
+        entry = params.get(kind)
+        if entry is not None and not isinstance(entry, Mapping):
+            raise ConfigError(
+                f"rope_parameters['{kind}']={shown(entry)} must be an object", field="rope_parameters"
+            )
+        entry = {"rope_type": "default", "rope_theta": fallback, **(entry or {})}
+        theta, base = entry["rope_theta"], number(entry["rope_theta"])
+        if not used[kind]:  # no layer of this kind: its base is never read
+            thetas[kind] = base if base is not None and base > 0 else default
+            continue
+        if base is None or base <= 0:
+            raise ConfigError(
+                f"the {kind} layers' RoPE base {shown(theta)} must be a positive number "
+                f"(rope_parameters['{kind}']['rope_theta'] or rope_theta)",
+                field="rope_parameters" if "rope_theta" in (params.get(kind) or {}) else "rope_theta",
+            )
+        if entry.get("rope_type", "default") != "default":
+            scaled = {k: v for k, v in entry.items() if k != "rope_theta"}
+            # (rope_scaling: merged into the full-attention entry, as Olmo3Config merges it)
+            label = "rope_scaling" if kind == "full_attention" and scaling else f"rope_parameters['{kind}']"
+            r.note(
+                f"{label}={as_json(scaled)} (the {kind} layers') is not modelled: positions use plain "
+                f"RoPE; parameter, FLOP and memory counts are unaffected"
+            )
+        thetas[kind] = base
+    return thetas["full_attention"], thetas["sliding_attention"]
 
 
 def read(r: Reader) -> dict[str, Any]:
     attention = r.flag("attention_bias")
-    return dict(
+    out: dict[str, Any] = dict(
         norm_position="output",
         qk_norm=True,
         qk_norm_scope="projection",
@@ -46,19 +137,37 @@ def read(r: Reader) -> dict[str, Any]:
         mlp_bias=False,
         **r.floor_head_dim(),
     )
+    if r.name == "olmo3":
+        local = _olmo3_local(r)
+        # a window of 0 or none would break the sliding mask Olmo3Model builds on every forward
+        window = r.count("sliding_window", 1, FAMILY_LIMITS["sliding_window"])
+        out["sliding_window"], out["local_layers"] = windows(window, local, r.n_layers)
+        out["rope_theta"], out["rope_local_theta"] = _olmo3_rope(r, local)
+    return out
 
 
 def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
-    return dict(attention_bias=cfg.qkv_bias)
+    out: dict[str, Any] = dict(attention_bias=cfg.qkv_bias)
+    if model_type == "olmo3":
+        out.update(
+            # a window the model can build its sliding mask with, even with no sliding layer
+            sliding_window=cfg.sliding_window or OLMO3.defaults["sliding_window"],
+            layer_types=["sliding_attention" if flag else "full_attention" for flag in cfg.local_layer_flags],
+            rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+                "sliding_attention": {"rope_type": "default", "rope_theta": cfg.rope_local_theta},
+            },
+        )
+    return out
 
 
 def lacks(cfg: ModelFields, model_type: str) -> list[str]:
     """Olmo2Config: QK-norm over the projections always, attention_bias for q/k/v/o, no MLP
-    biases, no window, no experts."""
+    biases, no experts, no window (Olmo3Config: a window on any layers)."""
     return failing(
         [
             (not (cfg.qk_norm and cfg.qk_norm_scope == "projection"), "no QK-norm over the projections"),
-            (any(cfg.local_layer_flags), "a sliding window"),
+            (model_type == "olmo2" and any(cfg.local_layer_flags), "a sliding window"),
             (cfg.is_moe, "experts"),
             (cfg.qkv_bias != cfg.o_bias, "q/k/v and o biases differ"),
             (cfg.mlp_bias, "MLP biases"),
@@ -106,10 +215,54 @@ PRESETS: dict[str, dict[str, Any]] = {
         rope_theta=500000.0,
         norm_eps=1e-6,
     ),
+    # allenai/Olmo-3-1025-7B, as its published facts give it (no verbatim config.json was found:
+    # tests/published_configs/olmo-3-7b.json, composite, SOURCES.md names each field's source):
+    # OLMo 2's block with a window of 4096 on three of every four blocks, 32 heads of 128 (MHA),
+    # vocab 100,278, a 65,536-token context, RoPE θ 5e5 on both layer types (its YaRN ×8 on the
+    # full-attention layers not modelled). Olmo3ForCausalLM on the meta device: 7,298,011,136
+    "olmo-3-7b": dict(
+        vocab_size=100278,
+        d_model=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=32,
+        ffn_hidden=11008,
+        max_seq_len=65536,
+        norm_position="output",
+        qk_norm=True,
+        qk_norm_scope="projection",
+        sliding_window=4096,
+        local_layers=all_but_every(32),
+        rope_theta=500000.0,
+        norm_eps=1e-6,
+    ),
+    # allenai/Olmo-3-1125-32B (composite as above): 64 blocks of 40 heads on 8 KV heads, FFN
+    # 27,648. Olmo3ForCausalLM on the meta device: 32,233,522,176
+    "olmo-3-32b": dict(
+        vocab_size=100278,
+        d_model=5120,
+        n_layers=64,
+        n_heads=40,
+        n_kv_heads=8,
+        ffn_hidden=27648,
+        max_seq_len=65536,
+        norm_position="output",
+        qk_norm=True,
+        qk_norm_scope="projection",
+        sliding_window=4096,
+        local_layers=all_but_every(64),
+        rope_theta=500000.0,
+        norm_eps=1e-6,
+    ),
 }
 
-# the Hub's safetensors total (its API's safetensors.total; tests/published_configs/SOURCES.md)
-PUBLISHED = {"olmo-2-7b": Exact(7_298_617_344)}
+PUBLISHED: dict[str, Published] = {
+    # the Hub's safetensors total (its API's safetensors.total; tests/published_configs/SOURCES.md)
+    "olmo-2-7b": Exact(7_298_617_344),
+    # the model cards' table (allenai/Olmo-3-1025-7B, allenai/Olmo-3-1125-32B): sizes in its names
+    "olmo-3-7b": Rounded(7e9, 7e9, "OLMo 3 7B | 5.93 Trillion | 32 | 4096 | 32 | 32 | 65,536"),
+    "olmo-3-32b": Rounded(32e9, 32e9, "OLMo 3 32B | 5.50 Trillion | 64 | 5120 | 40 | 8 | 65,536"),
+}
 
 # OLMo 2's projection-wide QK-norm, SmolLM3's NoPE blocks, Phi-3's and GLM's partial rotary,
 # Phi-3's fused checkpoint keys (OLMo 2's output norms are a choice of the recipe)
@@ -150,7 +303,7 @@ FIELDS = FieldGroup(
 
 FAMILY = Family(
     "OLMo",
-    (OLMO2,),
+    (OLMO2, OLMO3),
     read=read,
     write=write,
     lacks=lacks,

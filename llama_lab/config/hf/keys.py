@@ -70,6 +70,9 @@ class ModelType:
     null_why: Mapping[str, str] = field(default_factory=dict)
     block: str = "llama"  # the block its layers build (hf.select.BLOCKS)
     holds: frozenset[str] = frozenset()  # the features (Family.features) it can write
+    # its config class keeps a RoPE base per layer type, which the family's reader reads (Gemma 3,
+    # Olmo 3); every other one's single base is read alike (read.read_rope)
+    rope_by_layer_type: bool = False
     module: str = ""  # transformers/models/<module>/ when not named after it (the key tool)
 
     @cached_property

@@ -301,7 +301,7 @@ def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[d
     refuse_nulls(r)
     r.n_layers = r.count("num_hidden_layers", 1, LIMITS["n_layers"])
     kwargs = common_fields(r)
-    if "rope_theta" in model_type.defaults:  # one RoPE base (one per layer type: the family's)
+    if not model_type.rope_by_layer_type:  # one RoPE base (one per layer type: the family's)
         read_rope(r, kwargs)
     kwargs.update(family.read(r))
     for name, value in kwargs.items():

@@ -54,10 +54,10 @@ BLOCKS = {
 
 
 def gemma_plain(cfg: ModelFields) -> dict[str, Any]:
-    """Gemma's fields that any other block must leave at their plain values."""
+    """Gemma's fields that any other block must leave at their plain values (a RoPE base of the
+    sliding layers' own is a feature: Gemma 3's and Olmo 3's)."""
     return dict(
         query_pre_attn_scalar=cfg.head_dim,
-        rope_local_theta=cfg.rope_theta,
         attn_softcap=0.0,
         logit_softcap=0.0,
     )
