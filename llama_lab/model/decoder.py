@@ -17,7 +17,7 @@ from .delta_net import GatedDeltaNet
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
 from .mla import LatentAttention
-from .mlp import MLP, GptOssMoE, Llama4MoE, SparseMoE
+from .mlp import MLP, GptOssMoE, Llama4MoE, MoE, SparseMoE
 from .norms import make_norm
 from .positions import PositionTables
 
@@ -42,6 +42,12 @@ class DecoderLayer(nn.Module):
     output before the add; its modules named as Gemma's — post_attention_layernorm is then the
     attention output's norm, pre_feedforward_layernorm the FFN input's) or output norms only
     (OLMo 2: post_attention_layernorm and post_feedforward_layernorm on the sublayers' outputs)."""
+
+    # the norms BLOCK_NORMS names for the block's norm_position (added by name in __init__)
+    input_layernorm: nn.Module
+    post_attention_layernorm: nn.Module
+    pre_feedforward_layernorm: nn.Module
+    post_feedforward_layernorm: nn.Module
 
     def __init__(self, cfg: ModelConfig, layer_idx: int):
         super().__init__()
@@ -68,10 +74,13 @@ class DecoderLayer(nn.Module):
         return self.get_submodule(BLOCK_NORMS[self.position][0])
 
     @property
-    def ffn(self) -> nn.Module:
+    def ffn(self) -> MLP | MoE:
         """The block's FFN (a dense one or a mixture of experts): ``mlp``, or Llama 4's
         ``feed_forward``."""
-        return self.get_submodule(self.ffn_name)
+        ffn = self.get_submodule(self.ffn_name)
+        if not isinstance(ffn, (MLP, MoE)):
+            raise TypeError(f"{self.ffn_name} is a {type(ffn).__name__}, not an MLP or a MoE")
+        return ffn
 
     @property
     def mixer(self) -> nn.Module:
@@ -102,6 +111,12 @@ class DecoderLayer(nn.Module):
         return x
 
 
+def _block(layer: nn.Module) -> DecoderLayer:
+    if not isinstance(layer, DecoderLayer):
+        raise TypeError(f"model.layers holds a {type(layer).__name__}, not a DecoderLayer")
+    return layer
+
+
 class DecoderBody(nn.Module):
     """transformers' ``LlamaModel``: embeddings, blocks, final norm."""
 
@@ -115,6 +130,11 @@ class DecoderBody(nn.Module):
         if cfg.final_norm:
             self.norm = make_norm(cfg)
         self.position_tables = PositionTables(cfg)
+
+    @property
+    def blocks(self) -> list[DecoderLayer]:
+        """``layers`` typed: an nn.ModuleList hands each block back as a plain Module."""
+        return [_block(layer) for layer in self.layers]
 
     def forward(self, input_ids, cache: KVCache | None = None, final_norm: bool = True):
         B, T = input_ids.shape

@@ -11,6 +11,7 @@ Llama 4's transposed, gate and up in halves."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -38,7 +39,8 @@ class MLP(nn.Module):
             self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(F_, cfg.d_model, bias=cfg.mlp_bias)
         self.gate_activation = "gelu_tanh" if cfg.ffn_type == "geglu" else "silu"  # gated
-        self.act = {"relu": F.relu, "gelu": F.gelu}.get(cfg.ffn_type)  # ungated
+        # ungated: relu or gelu (a gated FFN never calls it)
+        self.act: Callable[[torch.Tensor], torch.Tensor] = F.gelu if cfg.ffn_type == "gelu" else F.relu
 
     def forward(self, x):
         if self.gated:
