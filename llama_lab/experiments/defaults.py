@@ -6,22 +6,37 @@ shipped entry (``premeasured.lookup``) for exactly what it would have run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from ..analysis import count_flops
 from ..config import ModelConfig, arrangement, live_config, regime_recipe
+from ..model import CausalLM
 from ..train.data import TokenData, load_builtin
-from ..train.loop import TrainSettings
+from ..train.loop import TrainRun, TrainSettings
 from ..units import Progress
-from .depth import depth_sweep, sweep_config
-from .gradient_norms import gradnorms_over_seeds
+from .depth import DepthSweep, depth_sweep, sweep_config
+from .gradient_norms import GradNormSeeds, gradnorms_over_seeds
 from .inside import INSIDE_DEFAULTS, inside_config, inside_settings, trained_inside
 from .premeasured import entry_key
 from .seeds import DEFAULT_SEEDS, seed_list
 from .warmup import WARMUP_DEFAULTS, warmup_contrast
 
+
+class GradientPage(TypedDict):
+    regime: str
+    d_model: int
+    n_layers: int
+    seq_len: int
+    batch: int
+    seeds: int
+    seed: int
+    data: str
+    device: str
+    depths: tuple[int, ...]
+
+
 # The Gradient norms page's live-run size box, as it opens (the URL's grad.* defaults).
-GRADIENT_PAGE = dict(
+GRADIENT_PAGE = GradientPage(
     regime="theory",
     d_model=128,
     n_layers=6,
@@ -85,6 +100,27 @@ def inside_flops(cfg: ModelConfig, steps: int) -> float:
     return steps * count_flops(cfg, s["seq_len"], s["batch"]).training_step
 
 
+def _gradnorms_work(cfg: ModelConfig, seeds: tuple[int, ...]) -> Callable[[Progress | None], GradNormSeeds]:
+    """The Gradient norms page's run of ``cfg`` over ``seeds`` at its default size."""
+    g = GRADIENT_PAGE
+    return lambda p: gradnorms_over_seeds(
+        cfg, g["seq_len"], g["batch"], seeds, text(g["data"]), g["device"], p
+    )
+
+
+def _depth_sweep_work(sweep: ModelConfig, seeds: tuple[int, ...]) -> Callable[[Progress | None], DepthSweep]:
+    """The page's depth sweep of ``sweep`` over its default depths and ``seeds``."""
+    g = GRADIENT_PAGE
+    return lambda p: depth_sweep(
+        sweep, g["depths"], g["seq_len"], g["batch"], seeds, text(g["data"]), g["device"], p
+    )
+
+
+def _inside_work(cfg: ModelConfig, steps: int) -> Callable[[Progress | None], tuple[CausalLM, TrainRun]]:
+    """Inside the model's small copy of ``cfg`` trained ``steps`` steps on the CPU."""
+    return lambda p: trained_inside(cfg, steps, "cpu", progress=p)
+
+
 @dataclass(frozen=True)
 class DefaultRun:
     """One shipped default: what the page looks it up by, and how to measure it."""
@@ -114,9 +150,7 @@ def default_runs(sidebar: ModelConfig | None = None) -> list[DefaultRun]:
                 "gradnorms",
                 cfg,
                 size,
-                lambda p, cfg=cfg: gradnorms_over_seeds(
-                    cfg, g["seq_len"], g["batch"], seeds, text(g["data"]), g["device"], p
-                ),
+                _gradnorms_work(cfg, seeds),
                 2 * len(seeds) * step,
             )
         )
@@ -126,9 +160,7 @@ def default_runs(sidebar: ModelConfig | None = None) -> list[DefaultRun]:
                 "depth_sweep",
                 sweep,
                 depth_settings(size, depths),
-                lambda p, sweep=sweep: depth_sweep(
-                    sweep, depths, g["seq_len"], g["batch"], seeds, text(g["data"]), g["device"], p
-                ),
+                _depth_sweep_work(sweep, seeds),
                 2
                 * len(seeds)
                 * sum(depths)
@@ -161,7 +193,7 @@ def default_runs(sidebar: ModelConfig | None = None) -> list[DefaultRun]:
                 "inside",
                 cfg,
                 inside_settings(steps),
-                lambda p, cfg=cfg: trained_inside(cfg, steps, "cpu", progress=p),
+                _inside_work(cfg, steps),
                 inside_flops(cfg, steps),
             )
         )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from ..config import ModelConfig, live_config
 from ..model import (
@@ -27,15 +28,30 @@ from ..model import (
     rope_inv_freq,
     sinusoidal_table,
 )
-from ..model.mlp import MoE
+from ..model.mla import LatentAttention
+from ..model.mlp import MLP, MoE
 from ..runtime.devices import pick_device
 from ..train.data import TokenData, decode_tokens, encode_text, load_builtin
 from ..train.loop import TrainRun, TrainSettings, train
 from ..units import Progress
 
+
+class InsideDefaults(TypedDict):
+    d_model: int
+    n_layers: int
+    steps: int
+    lr: float
+    seq_len: int
+    batch: int
+    max_text: int
+    top_k: int
+
+
 # The model the page opens: the sidebar's recipe at d=64, 4 blocks, byte-level vocabulary,
 # trained briefly on the built-in text (a few seconds on a CPU); texts of up to 96 bytes.
-INSIDE_DEFAULTS = dict(d_model=64, n_layers=4, steps=200, lr=5e-3, seq_len=64, batch=8, max_text=96, top_k=5)
+INSIDE_DEFAULTS = InsideDefaults(
+    d_model=64, n_layers=4, steps=200, lr=5e-3, seq_len=64, batch=8, max_text=96, top_k=5
+)
 DEFAULT_TEXT = "Return the number of items in a container."
 INSIDE_WINDOW = 16  # a sliding window scaled down with the model, so that a text shows it
 _D = INSIDE_DEFAULTS
@@ -174,16 +190,23 @@ class _Recorder:
     """Forward hooks on every block and sublayer, removed on exit."""
 
     def __init__(self, model: CausalLM):
-        self.model, self.seen, self.handles = model, {}, []
+        self.model = model
+        # (block, name) → a module's positional inputs, and its output
+        self.inputs: dict[tuple[int, str], tuple[Any, ...]] = {}
+        self.outputs: dict[tuple[int, str], torch.Tensor] = {}
+        self.handles: list[RemovableHandle] = []
 
     def _save(self, i: int, name: str, what: str):
-        def hook(module, args, *rest):
-            self.seen[(i, name)] = args if what == "in" else rest[0]
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> None:
+            if what == "in":
+                self.inputs[(i, name)] = args
+            else:
+                self.outputs[(i, name)] = output
 
         return hook
 
     def __enter__(self) -> "_Recorder":
-        for i, layer in enumerate(self.model.model.layers):
+        for i, layer in enumerate(self.model.model.blocks):
             pairs = [
                 (layer, "block"),
                 (layer.mixer, "attn"),  # self_attn, or a Gated DeltaNet block's linear_attn
@@ -193,9 +216,10 @@ class _Recorder:
             for module, name in pairs:
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_in", "in")))
                 self.handles.append(module.register_forward_hook(self._save(i, name + "_out", "out")))
-            if getattr(layer.ffn, "gated", False):
+            ffn = layer.ffn
+            if isinstance(ffn, MLP) and ffn.gated:
                 self.handles.append(
-                    layer.ffn.gate_up_proj.register_forward_hook(self._save(i, "gate_up_out", "out"))
+                    ffn.gate_up_proj.register_forward_hook(self._save(i, "gate_up_out", "out"))
                 )
         return self
 
@@ -207,8 +231,10 @@ class _Recorder:
 def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torch.Tensor):
     """The block's attention weights from its own projections (``Attention.project``), and how
     far o_proj(weights @ v) is from what the module returned."""
-    attn = model.model.layers[i].self_attn
-    q, k, v, gate = attn._project(x, rope) if not model.cfg.is_mla else (*attn.project(x, rope), None)
+    attn = model.model.blocks[i].self_attn
+    q, k, v, gate = (
+        (*attn.project(x, rope), None) if isinstance(attn, LatentAttention) else attn._project(x, rope)
+    )
     cfg = model.cfg
     mixed, weights = reference_attention(
         q,
@@ -234,23 +260,24 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
     with _Recorder(model) as rec:
         logits = model(ids)[0].float()  # (T, V)
     layers, lens = [], []
-    for i, layer in enumerate(body.layers):
-        seen = rec.seen
-        x_in = seen[(i, "block_in")][0]
-        attn_x, rope = seen[(i, "attn_in")][0], seen[(i, "attn_in")][1]
+    for i, layer in enumerate(body.blocks):
+        inputs, outputs = rec.inputs, rec.outputs
+        x_in = inputs[(i, "block_in")][0]
+        attn_x, rope = inputs[(i, "attn_in")][0], inputs[(i, "attn_in")][1]
         weights, error = None, 0.0  # a Gated DeltaNet block has no attention weights
         if not layer.linear:
-            weights, error = _attention_weights(model, i, attn_x, rope, seen[(i, "attn_out")])
-        h = seen[(i, "block_out")]
+            weights, error = _attention_weights(model, i, attn_x, rope, outputs[(i, "attn_out")])
+        h = outputs[(i, "block_out")]
         head_in = body.norm(h) if cfg.final_norm else h
         lens_logits = model.cap(model.lm_head(head_in))[0].float()
         lens.append(lens_logits)
-        gate_up = seen.get((i, "gate_up_out"))  # SwiGLU's gate and up, one GEMM
-        gate = layer.ffn.gate_up_proj.split(gate_up)[0] if gate_up is not None else None
+        gate_up = outputs.get((i, "gate_up_out"))  # SwiGLU's gate and up, one GEMM
+        ffn = layer.ffn
+        gate = ffn.gate_up_proj.split(gate_up)[0] if isinstance(ffn, MLP) and gate_up is not None else None
         experts = None
-        if isinstance(layer.ffn, MoE):
-            flat = seen[(i, "ffn_in")][0].reshape(-1, cfg.d_model)
-            experts = layer.ffn.route(flat)[1]
+        if isinstance(ffn, MoE):
+            flat = inputs[(i, "ffn_in")][0].reshape(-1, cfg.d_model)
+            experts = ffn.route(flat)[1]
         layers.append(
             LayerTrace(
                 attention=None if weights is None else weights.float(),
@@ -259,10 +286,10 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
                 chunked=not layer.linear and getattr(layer.self_attn, "chunked", False),
                 residual_in_rms=x_in[0].float().pow(2).mean(-1).sqrt(),
                 residual_out_rms=h[0].float().pow(2).mean(-1).sqrt(),
-                norm_in=_stats(seen[(i, "norm1_in")][0][0]),
-                norm_out=_stats(seen[(i, "norm1_out")][0]),
-                attn_out_rms=float(seen[(i, "attn_out")].float().pow(2).mean().sqrt()),
-                ffn_out_rms=float(seen[(i, "ffn_out")].float().pow(2).mean().sqrt()),
+                norm_in=_stats(inputs[(i, "norm1_in")][0][0]),
+                norm_out=_stats(outputs[(i, "norm1_out")][0]),
+                attn_out_rms=float(outputs[(i, "attn_out")].float().pow(2).mean().sqrt()),
+                ffn_out_rms=float(outputs[(i, "ffn_out")].float().pow(2).mean().sqrt()),
                 gate_closed_share=None if gate is None else float((gate < 0).float().mean()),
                 experts=experts,
                 lens=_top(lens_logits.softmax(-1), top_k),
@@ -280,7 +307,7 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
         lens_logits=torch.stack(lens),
     )
     first = first_attention_block(model)  # the probes read an attention block's q and k
-    x0 = rec.seen[(first, "attn_in")][0]
+    x0 = rec.inputs[(first, "attn_in")][0]
     if cfg.pos_encoding == "rope":
         result.rope = rope_probe(model, x0)
     result.positions = offset_probe(model, ids)
@@ -289,7 +316,7 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
 
 def first_attention_block(model: CausalLM) -> int:
     """The first block that attends (Qwen3-Next's and Qwen3.5's first three are Gated DeltaNet)."""
-    return next(i for i, layer in enumerate(model.model.layers) if not layer.linear)
+    return next(i for i, layer in enumerate(model.model.blocks) if not layer.linear)
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor) -> float:
@@ -302,8 +329,8 @@ def rope_probe(model: CausalLM, x: torch.Tensor, head: int = 0, n_positions: int
     rotation): the rotated q's first, middle and last frequency pair over positions 0…n−1 (each
     turns by θ_i per position), and the score q_m·k_n for pairs at the same offset m − n."""
     cfg = model.cfg
-    attn = model.model.layers[first_attention_block(model)].self_attn
-    if cfg.is_mla:  # MLA rotates q's decoupled part and the one shared RoPE key only
+    attn = model.model.blocks[first_attention_block(model)].self_attn
+    if isinstance(attn, LatentAttention):  # MLA rotates q's decoupled part and the one shared RoPE key only
         q, k = attn.query(x)[..., cfg.qk_nope_head_dim :], attn.latent(x)[1]
     else:
         q, k, _ = attn.project(x, None)  # (1, H, T, D), before RoPE
@@ -371,7 +398,7 @@ def offset_probe(model: CausalLM, ids: torch.Tensor, head: int = 0, n_positions:
 def _pair_score(model: CausalLM, emb: torch.Tensor, kind: str, m: int, head: int) -> float:
     """Block 0's score of the first token at position m against the second at m − 1."""
     cfg, body = model.cfg, model.model
-    layer = body.layers[first_attention_block(model)]
+    layer = body.blocks[first_attention_block(model)]
     rows = torch.tensor([m, m - 1])
     x, rope = emb, None
     if kind == "sinusoidal":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable, TypedDict, TypeVar
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -29,9 +29,26 @@ from ..train.loop import TrainSettings, train
 from ..units import Progress, plural, sub_progress
 from .registry import ExperimentKind, register
 
+
+class SpeculativeDefaults(TypedDict):
+    target: str
+    draft: str
+    target_d: int
+    target_layers: int
+    draft_d: int
+    draft_layers: int
+    steps: int
+    lr: float
+    seq_len: int
+    batch: int
+    prompt_len: int
+    gamma: int
+    new_tokens: int
+
+
 # The default pair: the seed demo's recipe, a 4-block target of width 128 and a 1-block draft of
 # width 64, each trained briefly on the built-in text (seconds on a CPU).
-SPECULATIVE_DEFAULTS = dict(
+SPECULATIVE_DEFAULTS = SpeculativeDefaults(
     target="seed-demo",
     draft="seed-demo",
     target_d=128,
@@ -178,7 +195,10 @@ def speculative(
     return counts
 
 
-def _timed(fn, repeats: int = 3) -> tuple[object, float]:
+_R = TypeVar("_R")
+
+
+def _timed(fn: Callable[[], _R], repeats: int = 3) -> tuple[_R, float]:
     """``fn()``'s result and its median wall time over ``repeats`` runs (after one warm-up)."""
     result = fn()
     times = []
@@ -266,7 +286,7 @@ def _measure(
     target: CausalLM,
     draft: CausalLM,
     prompt: torch.Tensor,
-    reference: list,
+    reference: list[int],
     greedy_s: float,
     gamma: int,
 ) -> DraftResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import pandas as pd
 
@@ -26,9 +26,23 @@ ARMS = ("post_no_warmup", "post_warmup", "pre_no_warmup")
 # statement about the arms holds when it holds in at least this share of the seeds.
 MARGIN_NATS = 0.02
 MAJORITY = 0.8
+
+
+class WarmupDefaults(TypedDict):
+    d_model: int
+    n_layers: int
+    steps: int
+    lr: float
+    warmup_steps: int
+    seq_len: int
+    batch: int
+
+
 # Where the contrast shows at the live size on the built-in text (measured: see the README):
 # Post-LN without warmup stays at the unigram loss, with warmup it learns, Pre-LN learns faster.
-WARMUP_DEFAULTS = dict(d_model=64, n_layers=6, steps=300, lr=2e-3, warmup_steps=60, seq_len=32, batch=8)
+WARMUP_DEFAULTS = WarmupDefaults(
+    d_model=64, n_layers=6, steps=300, lr=2e-3, warmup_steps=60, seq_len=32, batch=8
+)
 
 
 def warmup_specs(cfg: ModelConfig, lr: float, warmup_steps: int, schedule: str = "cosine") -> list[RunSpec]:
