@@ -115,7 +115,10 @@ def depth_sweep(
     if len(set(depths)) < 2 or any(int(d) < 1 for d in depths):
         raise ExperimentError(f"depths={tuple(depths)} needs at least two different depths ≥ 1")
     depths = sorted(int(d) for d in depths)
-    post, pre, ratio, n = [], [], [], len(depths)
+    post: list[list[float | None]] = []  # per depth, one value per seed
+    pre: list[list[float | None]] = []
+    ratio: list[list[float]] = []
+    n = len(depths)
     for i, depth in enumerate(depths):
         result = gradnorms_over_seeds(
             cfg.replace(n_layers=depth),
@@ -131,30 +134,40 @@ def depth_sweep(
         ratio.append(result.last_ratio_by_seed())
     if progress:
         progress(1.0, "done")
-    medians = {
-        name: [median_of(row) for row in rows]
-        for name, rows in (("post", post), ("pre", pre), ("ratio", ratio))
-    }
-    for name, values in medians.items():  # a power law needs positive values
-        bad = [d for d, v in zip(depths, values) if v is None or not math.isfinite(v) or v <= 0]
-        if bad:
-            raise ExperimentError(
-                f"the last block's {name} gradient {'ratio ' if name == 'ratio' else ''}is 0 or not "
-                f"finite at depth L={bad[0]} (of {tuple(depths)}): its log-log slope against depth is "
-                f"undefined; the model's last block gets no gradient there (a zero-initialised layer?)"
-            )
+    post_median = _positive_medians("post", depths, post)
+    pre_median = _positive_medians("pre", depths, pre)
+    ratio_median = _positive_medians("ratio", depths, ratio)
     return DepthSweep(
         depths=depths,
         seeds=list(result.seeds),
+        post=post_median,
+        pre=pre_median,
         post_by_seed=post,
         pre_by_seed=pre,
+        post_slope=loglog_slope(depths, post_median),
+        pre_slope=loglog_slope(depths, pre_median),
+        ratio=ratio_median,
         ratio_by_seed=ratio,
+        ratio_slope=loglog_slope(depths, ratio_median),
         seq_len=seq_len,
         batch=batch,
         data=result.data,
-        **medians,
-        **{f"{k}_slope": loglog_slope(depths, v) for k, v in medians.items()},
     )
+
+
+def _positive_medians(name: str, depths: list[int], rows: Sequence[Sequence[float | None]]) -> list[float]:
+    """The median of each depth's seeds; a power law needs them positive (ExperimentError)."""
+    medians = []
+    for depth, row in zip(depths, rows):
+        median = median_of(row)
+        if median is None or not math.isfinite(median) or median <= 0:
+            raise ExperimentError(
+                f"the last block's {name} gradient {'ratio ' if name == 'ratio' else ''}is 0 or not "
+                f"finite at depth L={depth} (of {tuple(depths)}): its log-log slope against depth is "
+                f"undefined; the model's last block gets no gradient there (a zero-initialised layer?)"
+            )
+        medians.append(median)
+    return medians
 
 
 # ---- figures and tables --------------------------------------------------------------------

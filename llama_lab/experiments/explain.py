@@ -5,6 +5,7 @@ so the page and the report say only what this run measured."""
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from ..units import plural, significant
 from .depth import DepthSweep
@@ -18,8 +19,13 @@ def _x(value: float) -> str:
     return f"×{significant(value, 3)}"
 
 
-def _n(value: float) -> str:
-    return significant(value, 3)
+def _n(value: float | None) -> str:
+    return significant(math.nan if value is None else value, 3)  # None (no seed finite): "—"
+
+
+def _values(values: Sequence[float | None]) -> list[float]:
+    """A per-block median list with NaN where no seed measured a finite value (None)."""
+    return [math.nan if v is None else v for v in values]
 
 
 def _compare(ratio: float, larger: str = "larger", smaller: str = "smaller") -> str:
@@ -28,9 +34,12 @@ def _compare(ratio: float, larger: str = "larger", smaller: str = "smaller") -> 
     return f"{larger} than" if ratio > 1 else f"{smaller} than"
 
 
-def _towards_input(values: list[float]) -> str:
+def _towards_input(measured: Sequence[float | None]) -> str:
     """How a per-block list changes from the last block to the first, and where: one step
     holding most of the change (in log terms) is named."""
+    if any(v is None for v in measured):
+        return "cannot be followed (a block where no seed's value is finite)"
+    values = _values(measured)
     first, last = values[0], values[-1]
     ratio = first / last
     if 1 / FLAT <= ratio <= FLAT:
@@ -91,11 +100,12 @@ def _explain_stream(result: GradNormSeeds) -> str:
     the last block's x + F(x) under Post-LN; their quotient predicts Post/Pre."""
     pre, post = result.pre, result.post
     n_layers = len(pre.residual_rms)
-    x0, pre_in, post_in = pre.residual_rms[0], pre.last_norm_input_rms, post.last_norm_input_rms
+    attn_rms, ffn_rms = _values(pre.attn_out_rms), _values(pre.ffn_out_rms)
+    x0, pre_in, post_in = _values(pre.residual_rms)[0], pre.last_norm_input_rms, post.last_norm_input_rms
     growth = pre_in / x0
-    branch = sum(a + f for a, f in zip(pre.attn_out_rms, pre.ffn_out_rms)) / (2 * n_layers)
+    branch = sum(a + f for a, f in zip(attn_rms, ffn_rms)) / (2 * n_layers)
     # branches independent of the stream would add their variances: x0² + Σ (a_l² + f_l²)
-    added = sum(a * a + f * f for a, f in zip(pre.attn_out_rms, pre.ffn_out_rms))
+    added = sum(a * a + f * f for a, f in zip(attn_rms, ffn_rms))
     expected = math.sqrt(x0 * x0 + added) / x0
     measured = result.last_ratio()
     predicted = pre_in / post_in

@@ -16,8 +16,11 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..config import ModelConfig, arrangement
+from ..errors import ExperimentError
 from ..figures.common import ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table, band_traces, layout_figure
 from ..model import CausalLM, build_model, part_tensors
+from ..model.decoder import DecoderLayer
+from ..model.mlp import MoE
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory
 from ..train.budgets import check_sizes, random_batch, training_bytes_needed
@@ -69,9 +72,17 @@ def _group(name: str) -> str:
     return PARAM_GROUPS[parts[-1] if parts[-2] in ("experts", "self_attn") else parts[-2]]
 
 
-def _down_weight(layer) -> torch.Tensor:
+def _down_weight(layer: DecoderLayer) -> torch.Tensor:
     """The FFN's output projection: down_proj, or every expert's (E, C, F) tensor."""
-    return layer.ffn.experts.down_proj if hasattr(layer.ffn, "experts") else layer.ffn.down_proj.weight
+    ffn = layer.ffn
+    return ffn.experts.down_proj if isinstance(ffn, MoE) else ffn.down_proj.weight
+
+
+def _grad(weight: torch.Tensor) -> torch.Tensor:
+    """``weight``'s gradient after the backward (each weight on the loss's path has one)."""
+    if weight.grad is None:
+        raise ExperimentError(f"a weight of shape {tuple(weight.shape)} has no gradient after backward")
+    return weight.grad
 
 
 def group_grad_norms(model: CausalLM) -> dict[str, list[float]]:
@@ -114,10 +125,12 @@ def _rms(x: torch.Tensor) -> float:
 def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Tensor) -> GradNorms:
     """One forward/backward; block inputs are caught by forward pre-hooks and their gradients
     by tensor hooks, the branches' outputs by forward hooks."""
-    layers = model.model.layers
+    layers = model.model.blocks
     n_layers = len(layers)
     residual: list[float | None] = [None] * n_layers
-    seen = {name: [None] * n_layers for name in ("residual_rms", "attn_out_rms", "ffn_out_rms")}
+    seen: dict[str, list[float | None]] = {
+        name: [None] * n_layers for name in ("residual_rms", "attn_out_rms", "ffn_out_rms")
+    }
     final = [0.0]
 
     def catch_input(index: int):
@@ -158,13 +171,15 @@ def measure_grad_norms(model: CausalLM, inputs: torch.Tensor, targets: torch.Ten
         norm_position=model.cfg.norm_position,
         loss=loss.item(),
         layer_grad_norm=layer_grad_norms(model),
-        ffn_out_grad_norm=[norm_of([_down_weight(layer).grad]) for layer in layers],
+        ffn_out_grad_norm=[norm_of([_grad(_down_weight(layer))]) for layer in layers],
         residual_grad_norm=residual,
         group_grad_norm=group_grad_norms(model),
-        embedding_grad_norm=norm_of([model.model.embed_tokens.weight.grad]),
+        embedding_grad_norm=norm_of([_grad(model.model.embed_tokens.weight)]),
         total_grad_norm=norm_of(p.grad for p in model.parameters() if p.grad is not None),
+        residual_rms=seen["residual_rms"],
+        attn_out_rms=seen["attn_out_rms"],
+        ffn_out_rms=seen["ffn_out_rms"],
         last_norm_input_rms=final[0],
-        **seen,
     )
 
 
@@ -246,14 +261,30 @@ def _ratio(a: float | None, b: float | None) -> float:
     return a / b
 
 
+def _median_or_nan(values: Sequence[float | None]) -> float:
+    """The median of the finite values; NaN if none is (null in JSON, as None was)."""
+    median = median_of(values)
+    return math.nan if median is None else median
+
+
 def median_arm(arms: Sequence[GradNorms]) -> GradNorms:
     """One arm's measurements over seeds: each number the median of the seeds'."""
     groups = arms[0].group_grad_norm
+    lists = {f: median_list([getattr(a, f) for a in arms]) for f in LIST_FIELDS}
+    scalar = {f: _median_or_nan([getattr(a, f) for a in arms]) for f in SCALAR_FIELDS}
     return GradNorms(
         norm_position=arms[0].norm_position,
+        loss=scalar["loss"],
+        layer_grad_norm=lists["layer_grad_norm"],
+        ffn_out_grad_norm=lists["ffn_out_grad_norm"],
+        residual_grad_norm=lists["residual_grad_norm"],
         group_grad_norm={g: median_list([a.group_grad_norm[g] for a in arms]) for g in groups},
-        **{f: median_list([getattr(a, f) for a in arms]) for f in LIST_FIELDS},
-        **{f: median_of([getattr(a, f) for a in arms]) for f in SCALAR_FIELDS},
+        embedding_grad_norm=scalar["embedding_grad_norm"],
+        total_grad_norm=scalar["total_grad_norm"],
+        residual_rms=lists["residual_rms"],
+        attn_out_rms=lists["attn_out_rms"],
+        ffn_out_rms=lists["ffn_out_rms"],
+        last_norm_input_rms=scalar["last_norm_input_rms"],
     )
 
 
@@ -292,8 +323,7 @@ class GradNormSeeds:
 
     def last_ratio(self, name: str = "ffn_out_grad_norm") -> float:
         """The median of the seeds' Post/Pre ratios (as the depth sweep's), NaN if none."""
-        median = median_of(self.last_ratio_by_seed(name))
-        return math.nan if median is None else median
+        return _median_or_nan(self.last_ratio_by_seed(name))
 
     def to_dict(self, by_seed: bool | None = None) -> dict:
         """The ``gradnorms --json`` shape: without ``by_seed`` (default: only for several seeds) exactly
