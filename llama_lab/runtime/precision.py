@@ -42,7 +42,7 @@ class Precision:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
-    def grad_scaler(self):
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
         """fp16's narrow exponent needs loss scaling; bf16 has fp32's range and does not."""
         if self.name == "fp16":
             return torch.amp.GradScaler(self.device.type)

@@ -9,7 +9,7 @@ from ..config import PRESETS, ModelConfig
 
 def divergence_reason(
     loss: float,
-    grad_norm: float,
+    grad_norm: float | None,
     step: int,
     running_min: float | None,
     spike_factor: float,
@@ -24,7 +24,7 @@ def divergence_reason(
     skips that update and lowers the scale)."""
     if not math.isfinite(loss):
         return f"loss became {loss} at step {step} ({likely_cause(step, lr, dtype)})"
-    if not math.isfinite(grad_norm) and not loss_scaling:
+    if grad_norm is not None and not math.isfinite(grad_norm) and not loss_scaling:
         return f"gradient norm became {grad_norm} at step {step} ({likely_cause(step, lr, dtype)})"
     if running_min is not None and loss > spike_factor * running_min:
         return (

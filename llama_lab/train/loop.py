@@ -235,7 +235,7 @@ def _step(run: _Run, s: TrainSettings, step: int) -> dict:
         dtype=s.dtype,
     )
     run.running_min = loss if run.running_min is None else min(run.running_min, loss)
-    record = {
+    record: dict[str, object] = {
         "step": step,
         "loss": json_float(loss),
         "lr": step_lr,

@@ -97,7 +97,8 @@ def parameter_behind(tensor: torch.Tensor, params: set[int] | None = None) -> bo
         return tensor.requires_grad and (params is None or id(tensor) in params)
     for _ in range(8):
         if type(fn).__name__ == "AccumulateGrad":
-            return params is None or id(fn.variable) in params
+            # an AccumulateGrad node holds its leaf; torch's Node stub does not declare .variable
+            return params is None or id(fn.variable) in params  # type: ignore[attr-defined]
         if type(fn).__name__ not in _CAST_OR_VIEW or not fn.next_functions:
             return False
         fn = fn.next_functions[0][0]

@@ -545,10 +545,19 @@ def reference_run(
     return losses, logits
 
 
-def _rel(measured: float, predicted: float | None) -> float | None:
-    if predicted is None or predicted == measured:
-        return None if predicted is None else 0.0
+def _rel(measured: float, predicted: float) -> float:
+    if predicted == measured:
+        return 0.0
     return abs(measured - predicted) / predicted if predicted else float("inf")
+
+
+def _activation_max_rel(ranks: tuple[RankReport, ...]) -> float | None:
+    """The largest relative error of the ranks' activation bytes; None where a rank has no
+    prediction (``RankShard.activation_bytes``)."""
+    pairs = [(r.measured["activation_bytes"], r.predicted["activation_bytes"]) for r in ranks]
+    if any(predicted is None for _, predicted in pairs):
+        return None
+    return max(_rel(measured, predicted) for measured, predicted in pairs)
 
 
 def _reports(
@@ -584,7 +593,6 @@ def run_shard(cfg: ModelConfig, settings: ShardSettings, *, progress: Progress |
     single, single_logits = reference_run(cfg, settings, dp, progress)
     ranks = _reports(cfg, settings, dp, tp, results)
     errors = [_rel(r.measured[k], r.predicted[k]) for r in ranks for k in BYTE_FIELDS[:3]]
-    activation = [_rel(r.measured["activation_bytes"], r.predicted["activation_bytes"]) for r in ranks]
     sharded = ranks[0].losses
     diffs = [abs(a - b) for a, b in zip(single, sharded)]
     return ShardResult(
@@ -597,7 +605,7 @@ def run_shard(cfg: ModelConfig, settings: ShardSettings, *, progress: Progress |
         seed=settings.seed,
         ranks=ranks,
         max_rel_error=max(errors),
-        activation_max_rel_error=None if None in activation else max(activation),
+        activation_max_rel_error=_activation_max_rel(ranks),
         loss_single=tuple(single),
         loss_sharded=sharded,
         max_loss_diff=max(diffs),

@@ -33,7 +33,7 @@ class Trainee:
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     precision: Precision
-    scaler: object | None = None
+    scaler: torch.amp.GradScaler | None = None
 
 
 FUSED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)

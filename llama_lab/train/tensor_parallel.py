@@ -38,7 +38,7 @@ from torch.distributed.tensor.parallel import (
 
 from ..analysis.shards import check_tensor_parallel
 from ..config import ModelConfig
-from ..model import CausalLM, FusedLinear, rms_norm
+from ..model import CausalLM, FusedLinear, RMSNorm, rms_norm
 
 
 def interleave_parts(fused: FusedLinear, tensor: torch.Tensor, tp: int) -> torch.Tensor:
@@ -86,6 +86,9 @@ class HeadNorm(ParallelStyle):
     summed over the group (``_SumGradOverGroup``)."""
 
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        norm = module
+        if not isinstance(norm, RMSNorm):
+            raise TypeError(f"HeadNorm splits a per-head RMSNorm, not a {type(module).__name__}")
         for key, param in list(module.named_parameters(recurse=False)):
             replica = distribute_tensor(
                 param.detach(), device_mesh, [Replicate()], src_data_rank=self.src_data_rank
@@ -94,8 +97,11 @@ class HeadNorm(ParallelStyle):
         group = device_mesh.get_group()
 
         def local_norm(x: torch.Tensor) -> torch.Tensor:
-            weight = _SumGradOverGroup.apply(module.weight.to_local(), group)
-            return rms_norm(x, weight, module.eps, module.plus_one)
+            replica = norm.weight  # read per call: FSDP2 swaps its parameters around a forward
+            if not isinstance(replica, DTensor):
+                raise TypeError(f"HeadNorm's weight is a {type(replica).__name__}, not its DTensor")
+            weight = _SumGradOverGroup.apply(replica.to_local(), group)
+            return rms_norm(x, weight, norm.eps, norm.plus_one)
 
         module.forward = local_norm
         return module
@@ -125,7 +131,7 @@ def apply_tensor_parallel(model: CausalLM, mesh: DeviceMesh) -> CausalLM:
     refuses (ConfigError) what cannot be split into equal parts."""
     cfg, tp = model.cfg, mesh.size()
     check_tensor_parallel(cfg, tp)
-    for i, layer in enumerate(model.model.layers):
+    for i, layer in enumerate(model.model.blocks):
         parallelize_module(layer, mesh, block_plan(cfg, i))
         layer.self_attn.n_heads = cfg.n_heads // tp
         layer.self_attn.n_kv_heads = cfg.n_kv_heads // tp
@@ -148,8 +154,11 @@ def apply_tensor_parallel(model: CausalLM, mesh: DeviceMesh) -> CausalLM:
 def _grad_as_param(param: DTensor) -> None:
     """Keep the gradient laid out as its parameter: the vocabulary-parallel embedding's comes
     back replicated (all V rows on every rank); each rank keeps its own rows (no communication)."""
-    if param.grad.placements != param.placements:
-        param.grad = param.grad.redistribute(placements=param.placements)
+    grad = param.grad
+    if not isinstance(grad, DTensor):
+        raise TypeError(f"a DTensor parameter's accumulated gradient is a {type(grad).__name__}")
+    if grad.placements != param.placements:
+        param.grad = grad.redistribute(placements=param.placements)
 
 
 def tensor_parallel_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
