@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import torch
@@ -39,7 +39,10 @@ Q = QUANT_DEFAULTS
 ROUTERS = ("mlp.gate", "mlp.router", "feed_forward.router", "shared_expert_gate")
 
 
-def bf16_copy(model: torch.nn.Module) -> torch.nn.Module:
+_M = TypeVar("_M", bound=torch.nn.Module)
+
+
+def bf16_copy(model: _M) -> _M:
     """A bf16 copy of ``model`` as a checkpoint stores it: DeepSeek-V3's router correction bias
     stays float32 (transformers keeps it so; the router reads it in float32)."""
     half = copy.deepcopy(model).to(torch.bfloat16)

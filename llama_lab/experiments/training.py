@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -43,11 +43,17 @@ class RunSpec:
     grad_clip: float | None = None
 
 
+class LabelledRuns(Protocol):
+    """Runs by arm: a RunComparison (one run each) or SeedRuns (one per seed)."""
+
+    def by_label(self) -> dict[str, list[TrainRun]]: ...
+
+
 @dataclass(frozen=True)
 class RunComparison:
     runs: dict[str, TrainRun]  # label → run (same data, same batches, same seed)
 
-    def by_label(self) -> dict[str, list]:
+    def by_label(self) -> dict[str, list[TrainRun]]:
         """label → its runs (one here; one per seed in ``SeedRuns``)."""
         return {label: [run] for label, run in self.runs.items()}
 
@@ -106,7 +112,7 @@ class SeedRuns:
     comparisons: list[RunComparison]  # per seed
     seeds: list[int]
 
-    def by_label(self) -> dict[str, list]:
+    def by_label(self) -> dict[str, list[TrainRun]]:
         return {label: [c.runs[label] for c in self.comparisons] for label in self.comparisons[0].runs}
 
     @property
@@ -188,7 +194,7 @@ def norm_position_specs(
 
 
 # ---- figures and tables --------------------------------------------------------------------
-def run_styles(comparison: RunComparison) -> dict[str, tuple[str, str]]:
+def run_styles(comparison: LabelledRuns) -> dict[str, tuple[str, str]]:
     """label → (colour, dash). Runs that differ in norm_position take Post-LN's and Pre-LN's
     colours (the same on every page and in the report), warmup dashed; any other contrast takes
     the group palette, which no fixed meaning uses."""
@@ -247,8 +253,8 @@ def training_curves(comparison: RunComparison | SeedRuns) -> go.Figure:
                 row=1,
                 col=1,
             )
-            if run.diverged:
-                step = run.divergence_step
+            step = run.divergence_step
+            if step is not None:  # the run diverged at this step
                 finite = [x for x in run.loss if math.isfinite(x)]
                 loss = run.loss[step] if math.isfinite(run.loss[step]) else max(finite, default=0.0)
                 fig.add_trace(
@@ -353,7 +359,7 @@ def training_heatmaps(comparison: RunComparison | SeedRuns) -> go.Figure:
     )
 
 
-def layer_grad_long(comparison: RunComparison) -> pd.DataFrame:
+def layer_grad_long(comparison: LabelledRuns) -> pd.DataFrame:
     """label, step, block, layer_grad_norm: the heatmaps as one long table."""
     rows = [
         {
@@ -371,7 +377,7 @@ def layer_grad_long(comparison: RunComparison) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_logits_table(comparison: RunComparison) -> pd.DataFrame:
+def run_logits_table(comparison: LabelledRuns) -> pd.DataFrame:
     """Logit statistics after training, on a validation batch, with and without the final
     norm, for every run."""
     frames = [
