@@ -223,7 +223,7 @@ def max_context_that_fits(
     answer may exceed max_seq_len (it says what memory allows, not what the model supports)."""
     check_count("batch", batch, MAX_BATCH)
     free = _free_after_weights(cfg, gpu, dtype)
-    dtype = kv_dtype or _name(dtype)
+    dtype = kv_dtype or kv_dtype_of(dtype)
     per_token = kv_cache_bytes_per_token(cfg, dtype)
     free -= batch * state_bytes(cfg, dtype)  # Gated DeltaNet layers: a fixed state per sequence
     if free < batch * per_token:
@@ -253,10 +253,10 @@ def max_batch_that_fits(
     """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights."""
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
     free = _free_after_weights(cfg, gpu, dtype)
-    return max(0, free // kv_cache_bytes(cfg, seq_len, 1, kv_dtype or _name(dtype)))
+    return max(0, free // kv_cache_bytes(cfg, seq_len, 1, kv_dtype or kv_dtype_of(dtype)))
 
 
-def _name(weights: "WeightQuant | str") -> str:
+def kv_dtype_of(weights: "WeightQuant | str") -> str:
     """The KV dtype that follows a weight format when none is given: the same name."""
     return weights.dtype if isinstance(weights, WeightQuant) else weights
 

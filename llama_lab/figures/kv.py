@@ -10,6 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import analysis
+from ..analysis.kv import kv_dtype_of
+from ..analysis.quant import WeightQuant
 from ..config import LIMITS, ModelConfig
 from ..runtime.hardware import GPU
 from ..units import plural
@@ -19,12 +21,17 @@ KV_CONTEXT_FLOOR = 32_768  # the cache-vs-context chart reaches at least this co
 
 
 def kv_fit_frame(
-    cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, dtype: str, kv_dtype: str | None = None
+    cfg: ModelConfig,
+    gpu: GPU,
+    seq_len: int,
+    batch: int,
+    dtype: WeightQuant | str,
+    kv_dtype: str | None = None,
 ) -> pd.DataFrame:
     """MHA / GQA / MQA of the same model: KV bytes per token, the cache at B×T, weights, and the
     longest context (at batch B) and largest batch (at length T) that fit on ``gpu`` — the
     weights stored at ``dtype``, the cache at ``kv_dtype`` (default: ``dtype``)."""
-    kv_dtype = kv_dtype or dtype
+    kv_dtype = kv_dtype or kv_dtype_of(dtype)
     rows = []
     for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         report = analysis.kv_cache(variant, seq_len, batch, kv_dtype)
@@ -51,7 +58,13 @@ MLA_FORM_LABELS = {
 
 
 def mla_forms_frame(
-    cfg: ModelConfig, gpu: GPU, batch: int, context_len: int, dtype: str, weights: str, kv_dtype: str
+    cfg: ModelConfig,
+    gpu: GPU,
+    batch: int,
+    context_len: int,
+    dtype: str,
+    weights: WeightQuant | str,
+    kv_dtype: str,
 ) -> pd.DataFrame:
     """An MLA model's three ways to decode one token per sequence at ``context_len`` on ``gpu``
     (``analysis.flops.MLA_FORMS``): the cache each keeps, FLOPs and bytes per step, and the
@@ -90,7 +103,11 @@ def kv_context_lengths(cfg: ModelConfig, fit: pd.DataFrame, seq_len: int) -> tup
 
 
 def kv_memory_curve_frame(
-    cfg: ModelConfig, context_lens: Sequence[int], batch: int, dtype: str, kv_dtype: str | None = None
+    cfg: ModelConfig,
+    context_lens: Sequence[int],
+    batch: int,
+    dtype: WeightQuant | str,
+    kv_dtype: str | None = None,
 ) -> pd.DataFrame:
     """Weights (at ``dtype``) + KV cache (at ``kv_dtype``, default ``dtype``) for each
     attention variant over context length."""
@@ -98,7 +115,7 @@ def kv_memory_curve_frame(
     for kind, variant in analysis.attention_variants(cfg, distinct=True).items():
         weights = analysis.weight_bytes(variant, dtype)
         for context in context_lens:
-            cache = analysis.kv_cache(variant, context, batch, kv_dtype or dtype).bytes
+            cache = analysis.kv_cache(variant, context, batch, kv_dtype or kv_dtype_of(dtype)).bytes
             rows.append(
                 {
                     "attention": kind,
@@ -203,14 +220,14 @@ def kv_sharing_diagram(n_heads: int, n_kv_heads: int, max_heads: int = 64) -> go
     return layout_figure(fig, title, height=260, showlegend=False)
 
 
-def kv_dtype_frame(cfg: ModelConfig, gpu: GPU, batch: int, weights: str) -> pd.DataFrame:
+def kv_dtype_frame(cfg: ModelConfig, gpu: GPU, batch: int, weights: WeightQuant | str) -> pd.DataFrame:
     """The cache's dtype axis next to MHA/GQA/MQA: bytes per token (int8/int4 with their
     per-token scales) and the longest context that fits ``gpu`` at ``batch`` next to the
     weights stored as ``weights``, for every KV dtype and attention kind."""
     variants = analysis.attention_variants(cfg, distinct=True)
     rows = []
     for kv_dtype in analysis.KV_DTYPES:
-        row = {"kv_dtype": kv_dtype}
+        row: dict[str, str | int] = {"kv_dtype": kv_dtype}
         for kind, variant in variants.items():
             row[f"{kind}_bytes_per_token"] = analysis.kv_cache_bytes_per_token(variant, kv_dtype)
             row[f"{kind}_longest_context"] = analysis.max_context_that_fits(

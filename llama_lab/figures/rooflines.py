@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import analysis
+from ..analysis.quant import WeightQuant
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
 from ..units import plural
@@ -27,7 +28,7 @@ def roofline_points(
     batches: Sequence[int],
     context_len: int,
     dtype: str,
-    weights: str | None = None,
+    weights: WeightQuant | str | None = None,
     kv_dtype: str | None = None,
 ) -> pd.DataFrame:
     """Decode steps of MHA / GQA / MQA over batch at one context length (computing at

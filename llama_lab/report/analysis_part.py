@@ -16,6 +16,7 @@ from .. import analysis
 from ..analysis import layouts
 from ..analysis.common import training_dtype
 from ..analysis.korthikanti import compare
+from ..analysis.quant import WeightQuant
 from ..analysis.summary import architecture, family_notes
 from ..config import ModelConfig
 from ..figures.common import Figure, Table, sweep_lengths
@@ -42,11 +43,11 @@ class Precision:
     """What the report computes in (``dtype``) and stores the weights and the KV cache at."""
 
     dtype: str
-    weights: str
+    weights: WeightQuant | str  # a format's name, or an uploaded file's own WeightQuant
     kv: str
 
     @classmethod
-    def of(cls, dtype: str, weights: str | None = None, kv: str | None = None) -> "Precision":
+    def of(cls, dtype: str, weights: WeightQuant | str | None = None, kv: str | None = None) -> "Precision":
         return cls(dtype, weights or dtype, kv or dtype)
 
     @property

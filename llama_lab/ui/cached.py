@@ -14,6 +14,7 @@ import streamlit as st
 
 from .. import analysis, experiments, seed
 from ..analysis import cross_check
+from ..analysis.quant import WeightQuant
 from ..config import ModelConfig
 from ..errors import LabError
 from ..figures import kv, rooflines
@@ -70,20 +71,28 @@ def kv_report(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> analysi
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def kv_fit(cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, weights: str, kv_dtype: str) -> pd.DataFrame:
+def kv_fit(
+    cfg: ModelConfig, gpu: GPU, seq_len: int, batch: int, weights: WeightQuant | str, kv_dtype: str
+) -> pd.DataFrame:
     return kv.kv_fit_frame(cfg, gpu, seq_len, batch, weights, kv_dtype)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def mla_forms(
-    cfg: ModelConfig, gpu: GPU, batch: int, context_len: int, dtype: str, weights: str, kv_dtype: str
+    cfg: ModelConfig,
+    gpu: GPU,
+    batch: int,
+    context_len: int,
+    dtype: str,
+    weights: WeightQuant | str,
+    kv_dtype: str,
 ) -> pd.DataFrame:
     return kv.mla_forms_frame(cfg, gpu, batch, context_len, dtype, weights, kv_dtype)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def kv_memory_curve(
-    cfg: ModelConfig, context_lens: tuple[int, ...], batch: int, weights: str, kv_dtype: str
+    cfg: ModelConfig, context_lens: tuple[int, ...], batch: int, weights: WeightQuant | str, kv_dtype: str
 ) -> pd.DataFrame:
     return kv.kv_memory_curve_frame(cfg, context_lens, batch, weights, kv_dtype)
 
@@ -95,7 +104,7 @@ def roofline_points(
     batches: tuple[int, ...],
     context_len: int,
     dtype: str,
-    weights: str,
+    weights: WeightQuant | str,
     kv_dtype: str,
 ) -> pd.DataFrame:
     return rooflines.roofline_points(cfg, gpu, batches, context_len, dtype, weights, kv_dtype)
