@@ -137,44 +137,49 @@ def architecture(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> seed
     return seed.architecture_comparison(cfg, seq_len, batch, dtype)
 
 
-def measured(max_entries: int) -> Callable:
+class Measured:
+    """A function's process-wide LRU cache (``measured``): called as the function, and asked
+    whether it ``holds`` a call's value, to ``forget`` one or to ``clear``."""
+
+    def __init__(self, fn: Callable[..., Any], max_entries: int):
+        self._fn, self._max_entries = fn, max_entries
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, _progress: Callable | None = None) -> Any:
+        with self._lock:
+            if args in self._cache:
+                self._cache.move_to_end(args)
+                return self._cache[args]
+        value = self._fn(*args, _progress=_progress)
+        with self._lock:
+            self._cache[args] = value
+            while len(self._cache) > self._max_entries:
+                self._cache.popitem(last=False)
+        return value
+
+    def holds(self, *args: Any) -> bool:
+        """Whether a call with ``args`` would be answered from the cache."""
+        with self._lock:
+            return args in self._cache
+
+    def forget(self, *args: Any) -> None:
+        """Drop the value for ``args`` (the next call measures again)."""
+        with self._lock:
+            self._cache.pop(args, None)
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+def measured(max_entries: int) -> Callable[[Callable[..., Any]], Measured]:
     """A process-wide LRU cache of live measurements, shared by every session, keyed on the
     (hashable: frozen configs, tuples) arguments but never on ``_progress``. Not st.cache_data:
     that records the progress bar's updates made inside the function and cannot replay them on
     a hit (the bar belongs to the run that drew it). Two sessions missing at once both measure;
     the second result replaces the first, equal to it."""
-
-    def decorate(fn: Callable) -> Callable:
-        cache: OrderedDict = OrderedDict()
-        lock = threading.Lock()
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, _progress: Callable | None = None) -> Any:
-            with lock:
-                if args in cache:
-                    cache.move_to_end(args)
-                    return cache[args]
-            value = fn(*args, _progress=_progress)
-            with lock:
-                cache[args] = value
-                while len(cache) > max_entries:
-                    cache.popitem(last=False)
-            return value
-
-        def holds(*args: Any) -> bool:
-            """Whether a call with ``args`` would be answered from the cache."""
-            with lock:
-                return args in cache
-
-        def forget(*args: Any) -> None:
-            """Drop the value for ``args`` (the next call measures again)."""
-            with lock:
-                cache.pop(args, None)
-
-        wrapper.clear, wrapper.holds, wrapper.forget = cache.clear, holds, forget
-        return wrapper
-
-    return decorate
+    return lambda fn: Measured(fn, max_entries)
 
 
 @measured(max_entries=16)
