@@ -52,7 +52,7 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def entry_key(kind: str, config: ModelConfig, settings: Mapping[str, Any]) -> str:
+def entry_key(kind: str, config: ModelConfig | None, settings: Mapping[str, Any]) -> str:
     """The key of a measurement: a hash of its kind, config and settings as canonical JSON."""
     text = json.dumps([kind, _canonical(config), _canonical(settings)], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -114,7 +114,7 @@ class Premeasured:
     """A shipped measurement: its result and where it ran (``provenance``)."""
 
     kind: str
-    config: ModelConfig
+    config: ModelConfig | None  # None: a measurement that does not depend on the sidebar's model
     settings: dict
     result: Any
     provenance: dict
@@ -159,7 +159,7 @@ def _entries(kind: str) -> dict[str, dict]:
     return _CACHE[kind]
 
 
-def lookup(kind: str, config: ModelConfig, settings: Mapping[str, Any]) -> Premeasured | None:
+def lookup(kind: str, config: ModelConfig | None, settings: Mapping[str, Any]) -> Premeasured | None:
     """The shipped measurement of ``kind`` for exactly ``config`` and ``settings``, or None."""
     raw = _entries(kind).get(entry_key(kind, config, settings))
     if raw is None:

@@ -72,7 +72,9 @@ def contrast_section(cfg: ModelConfig, prefix: str) -> None:
         f"with this config's recipe; lr {TRAIN['lr']}, {TRAIN['warmup_steps']} warmup steps, "
         f"T={TRAIN['seq_len']}, B={TRAIN['batch']}."
     )
-    kind = st.selectbox("contrast", list(ABLATIONS), format_func=ABLATIONS.get, key=prefix + "ablation")
+    kind = st.selectbox(
+        "contrast", list(ABLATIONS), format_func=ABLATIONS.__getitem__, key=prefix + "ablation"
+    )
     steps = st.slider("steps", 20, 300, 60, step=10, key=prefix + "steps")
     chosen = {"contrast": ABLATIONS[kind], "steps": steps}
     if st.button("Train", type="primary"):

@@ -11,6 +11,7 @@ import streamlit as st
 from ..config import CHOICES
 from ..config.families import FAMILY_LIST
 from ..config.hf.family import FieldGroup, FieldSpec
+from .sliders import LabelShown
 from .state import _on_change, field_key
 
 BROWSER_MAX_INT = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
@@ -32,7 +33,7 @@ def int_input(
     minimum: int = 1,
     disabled: bool = False,
     help: str | None = None,
-    label_visibility: str = "visible",
+    label_visibility: LabelShown = "visible",
 ) -> None:
     """No upper bound of the model's on the widget: ModelConfig refuses sizes beyond LIMITS with
     a message, shown next to the field, instead of the widget clamping silently. The browser's

@@ -137,7 +137,7 @@ def gradient_setup(cfg: ModelConfig, prefix: str) -> GradientSetup:
             "tokens",
             ("builtin", "random"),
             key=prefix + "data",
-            format_func={"builtin": "built-in text", "random": "random ids"}.get,
+            format_func={"builtin": "built-in text", "random": "random ids"}.__getitem__,
         )
         device = cols[7].selectbox("device", PAGE_DEVICES, key=prefix + "device")
         base, run_cfg = gradient_config(cfg, regime, d_model, n_layers, seq_len)

@@ -105,7 +105,7 @@ def run_with_status(label: str, work: Callable[[Progress], Result], what: str | 
 
 
 def keep_experiment(
-    kind: str, result: Any, config: ModelConfig, settings: Mapping[str, Any], *also_under: str
+    kind: str, result: Any, config: ModelConfig | None, settings: Mapping[str, Any], *also_under: str
 ) -> ExperimentEntry:
     """Store a result where the Report page collects it (and under the keys ``also_under``)."""
     entry = ExperimentEntry(kind, result, config, dict(settings))
@@ -120,14 +120,14 @@ def session_experiments() -> dict[str, ExperimentEntry]:
     return {kind: state[key] for kind, key in EXPERIMENT_KEYS.items() if key in state}
 
 
-def is_stale(entry: ExperimentEntry, config: ModelConfig, settings: Mapping[str, Any]) -> bool:
+def is_stale(entry: ExperimentEntry, config: ModelConfig | None, settings: Mapping[str, Any]) -> bool:
     """Whether ``entry`` ran on another config, or with other values of ``settings``' keys."""
     return entry.config != config or any(
         entry.settings.get(name) != value for name, value in settings.items()
     )
 
 
-def show_experiment(key: str, config: ModelConfig, settings: Mapping[str, Any], prefix: str) -> None:
+def show_experiment(key: str, config: ModelConfig | None, settings: Mapping[str, Any], prefix: str) -> None:
     """Draw the result stored under ``key``, if any, after a note when it is stale for the
     current ``config`` and ``settings``; ``prefix`` starts the keys of its charts."""
     entry = _state().get(key)
@@ -150,7 +150,7 @@ def expected_time(flops: float, device: str) -> str:
 
 def measure_on_view(
     kind: str,
-    config: ModelConfig,
+    config: ModelConfig | None,  # None: a measurement that does not depend on the sidebar's model
     settings: Mapping[str, Any],
     work: Callable[[Progress], Any],
     *,

@@ -13,7 +13,7 @@ from ..units import escape_markdown
 from .config_files import draw_load_save, draw_upload_only
 from .family_fields import FIELD_GROUPS, draw_group, int_input
 from .model_source import _on_preset, _on_preset_view
-from .sliders import field_options, slider_beside, workload_options
+from .sliders import LabelShown, field_options, slider_beside, workload_options
 from .state import (
     AS_DTYPE,
     BUILDER_KEYS,
@@ -72,8 +72,9 @@ def sidebar_config() -> Selection | None:
         cfg, failure = None, exc
     error = None if failure is None else str(failure)
     state[KEY_CONFIG_ERROR] = error
-    blamed = isinstance(failure, ConfigError)
-    bad_field = error_field(failure, state.get(KEY_LAST_CHANGED)) if blamed else None
+    bad_field = (
+        error_field(failure, state.get(KEY_LAST_CHANGED)) if isinstance(failure, ConfigError) else None
+    )
 
     with st.sidebar:
         _draw_builder(values, error, bad_field)
@@ -232,7 +233,7 @@ def _draw_shape(values: dict[str, Any], after) -> None:
     if current_kv not in options:
         options = sorted(options + [current_kv])
 
-    def kv_entry(text: str, shown: str) -> None:
+    def kv_entry(text: str, shown: LabelShown) -> None:
         st.selectbox(
             text,
             options,

@@ -6,7 +6,7 @@ view of it — drawn at the current value, and writing it back when moved."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import streamlit as st
 
@@ -26,6 +26,9 @@ from .state import (
 )
 
 SLIDER_PREFIX = WIDGET_PREFIX + "slider."
+
+# st.*(label_visibility=...): the exact entry beside a slider is "collapsed", alone "visible"
+LabelShown = Literal["visible", "hidden", "collapsed"]
 
 
 def slider_key(key: str) -> str:
@@ -100,7 +103,7 @@ def slider_beside(
     key: str,
     label: str,
     options: list[int],
-    entry: Callable[[str, str], None],
+    entry: Callable[[str, LabelShown], object],  # its return value is not used
     name: str | None = None,
     disabled: bool = False,
     help: str | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import streamlit as st
 
@@ -78,7 +78,7 @@ class Link:
     read: Callable[[str, str], tuple[Any, str | None]]
 
 
-def choice_link(name: str, options: Sequence[Any], default: Any) -> Link:
+def choice_link(name: str, options: Iterable[Any], default: Any) -> Link:
     """A selectbox (radio, select_slider) whose URL text must be one of ``options``."""
     options = list(options)
 

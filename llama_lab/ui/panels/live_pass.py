@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis import derive
+from ...errors import ExperimentError
 from ...experiments import ExperimentEntry
 from ...experiments.live import (
     CAUSAL_MFU_NOTE,
@@ -92,7 +93,9 @@ def _prediction(entry: ExperimentEntry) -> None:
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
-    live = entry.result
+    live, cfg = entry.result, entry.config
+    if cfg is None:
+        raise ExperimentError("a live pass is shown with the config it ran on")
     _speed(live, prefix)
     _prediction(entry)
 
@@ -102,7 +105,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         cols[0],
         "Initial loss",
         f"{live.initial_loss:.4f}",
-        derive.initial_loss(entry.config.vocab_size),
+        derive.initial_loss(cfg.vocab_size),
         prefix + "d.loss",
         delta=f"{live.initial_loss - live.ln_vocab:+.4f} vs ln V",
         delta_arrow="off",
@@ -112,9 +115,9 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         cols[1],
         "ln V",
         f"{live.ln_vocab:.4f}",
-        derive.initial_loss(entry.config.vocab_size),
+        derive.initial_loss(cfg.vocab_size),
         prefix + "d.lnv",
-        help=f"V = {entry.config.vocab_size:,}",
+        help=f"V = {cfg.vocab_size:,}",
     )
     cols[2].metric(
         "Peak memory" if measured_peak else "Peak memory (estimate)",
@@ -143,7 +146,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         f"{live.estimated_training_bytes / max(1, live.peak_memory_bytes):.2f}× the peak "
         f"shown."
     )
-    show_table(live_memory_table(live, entry.config), width="stretch")
+    show_table(live_memory_table(live, cfg), width="stretch")
 
     st.markdown(
         "**Logits at the initial weights, with and without the final norm** — the "
@@ -154,11 +157,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     growth = live.logits_without_final_norm.std / max(live.logits.std, 1e-30)
     st.caption(
         f"Without the final norm the logits' std is {growth:.3g}× the normed one"
-        + (
-            ""
-            if entry.config.final_norm
-            else " (this config has no final norm: both rows are the same model)"
-        )
+        + ("" if cfg.final_norm else " (this config has no final norm: both rows are the same model)")
         + ". The final norm rescales the last hidden state to unit RMS whatever its "
         "size: at initialisation the residual stream is small (embeddings ~N(0, 0.02)), "
         "after training it grows with depth — the Gradient norms page shows both "
