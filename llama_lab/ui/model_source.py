@@ -98,9 +98,9 @@ def _on_upload() -> None:
     state[KEY_UPLOAD_NOTES] = [f"{source_label(uploaded.name)}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
     data = json.loads(text)  # valid: it was just read
-    name = model_name(_name_in(data) or _file_and_family(uploaded.name, data))[0]
+    shown = model_name(_name_in(data) or _file_and_family(uploaded.name, data))[0]  # None: no name
     wrapped = isinstance(data.get("text_config"), dict)  # a multimodal model's text decoder
-    state[KEY_MODEL_NAME] = f"{TEXT_DECODER} {name}" if wrapped else name
+    state[KEY_MODEL_NAME] = f"{TEXT_DECODER} {shown}" if wrapped and shown else shown
     state[KEY_MODEL_BASE] = dict(values)
 
 

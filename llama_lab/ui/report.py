@@ -69,7 +69,7 @@ def _build(selection: Selection, included: dict, precision: Any, gpu: str) -> tu
     with st.spinner("Building the report …"):
         try:
             rep = report.build_report(
-                cfg, T, B, experiments=included, dtype=precision, gpu=gpu, name=selection.name
+                cfg, T, B, experiments=included, dtype=precision, gpu=gpu, name=selection.name or ""
             )
         except LabError as exc:
             rep, errors["all"] = None, str(exc)
