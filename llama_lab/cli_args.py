@@ -8,6 +8,7 @@ import argparse
 import difflib
 import math
 from pathlib import Path
+from typing import NoReturn
 
 from .analysis.common import TRAINING_DTYPES
 from .analysis.quant import KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES
@@ -28,10 +29,10 @@ class CliError(LabError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         raise CliError(f"{self.prog}: {message}")
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         """As argparse's, but an unknown option names the closest one of its command."""
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
@@ -45,12 +46,12 @@ class _Parser(argparse.ArgumentParser):
             )
         return parsed
 
-    def add_argument(self, *names, **kwargs):  # type: ignore[override]
+    def add_argument(self, *names, **kwargs):
         """As argparse's; the long options are kept for the hint above."""
         self.long_options = [*getattr(self, "long_options", []), *(n for n in names if n.startswith("--"))]
         return super().add_argument(*names, **kwargs)
 
-    def add_subparsers(self, **kwargs):  # type: ignore[override]
+    def add_subparsers(self, **kwargs):
         action = super().add_subparsers(**kwargs)
         self.commands = action.choices  # name → that command's parser
         return action

@@ -66,7 +66,7 @@ def display_number(value: Any) -> Any:
     if (
         isinstance(value, numbers.Integral)
         and not isinstance(value, bool)
-        and not INT64_MIN <= value <= INT64_MAX
+        and not INT64_MIN <= int(value) <= INT64_MAX
     ):
         return float(value)
     return value
@@ -292,11 +292,8 @@ def _positive_values(fig: go.Figure, letter: str, ref: str) -> list[float]:
     for shape in fig.layout.shapes:
         if shape[f"{letter}ref"] == ref:
             values += [shape[f"{letter}0"], shape[f"{letter}1"]]
-    return [
-        float(v)
-        for v in values
-        if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-    ]
+    numbers_drawn = (float(v) for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool))
+    return [v for v in numbers_drawn if math.isfinite(v) and v > 0]
 
 
 def decade_ticks(fig: go.Figure) -> None:

@@ -111,7 +111,7 @@ def _plain(value: Any) -> Any:
 
 
 def environment() -> dict:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for package in ("torch", "streamlit", "plotly", "pandas", "numpy"):
         try:
             versions[package] = metadata.version(package)

@@ -22,7 +22,7 @@ import stat
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -281,7 +281,12 @@ def render_csv(report: Report) -> bytes:
 
 def render(report: Report, fmt: str) -> str | bytes:
     """``html``, ``json`` and ``md`` give text; ``csv`` gives the zip's bytes."""
-    renderers = {"html": render_html, "json": render_json, "md": render_markdown, "csv": render_csv}
+    renderers: dict[str, Callable[[Report], str | bytes]] = {
+        "html": render_html,
+        "json": render_json,
+        "md": render_markdown,
+        "csv": render_csv,
+    }
     if fmt not in renderers:
         raise ReportError(f"format={fmt!r} must be one of {', '.join(FORMATS)}")
     return renderers[fmt](report)

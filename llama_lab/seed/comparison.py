@@ -123,8 +123,11 @@ def _elementwise(cfg: ModelConfig, work: Workload, term: str, **changes) -> str:
     return f"{analysis.count_flops(variant, work.seq_len, work.batch).elementwise[term]:,}"
 
 
-def _row(text: RowText, lab: str, counts=(None,) * 6, ablation: str | None = None) -> ComparisonRow:
-    return ComparisonRow(*astuple(text), lab, *counts, ablation)
+def _row(
+    text: RowText, lab: str, counts: tuple[int | None, ...] = (None,) * 6, ablation: str | None = None
+) -> ComparisonRow:
+    fields = (*astuple(text), lab, *counts, ablation)  # RowText's, then ComparisonRow's own
+    return ComparisonRow(*fields)
 
 
 def _measured_row(
