@@ -136,7 +136,7 @@ def test_an_mla_model_under_tensor_parallelism():
     assert local["kv_a_proj_with_mqa"] == whole["kv_a_proj_with_mqa"]
     assert local["q_proj"].rows == whole["q_proj"].rows // 4
     assert local["shared_experts.gate_proj"].rows == whole["shared_experts.gate_proj"].rows // 4
-    assert analysis.kv.layer_token_bytes(cfg, "bf16", kv_heads=4) == (512 + 64) * 2
+    assert analysis.kv.layer_token_bytes(cfg, "bf16", tp=4) == (512 + 64) * 2
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,21 @@ def test_the_page_shows_the_layouts_numbers_for_405b():
     assert t["low"] <= t["estimate"] <= t["high"] < t["bound"]
 
 
+def test_an_mla_model_keeps_the_whole_latent_on_every_gpu():
+    """DeepSeek-V3 served on several GPUs: 70,272 bytes of cache per token on each GPU at any
+    tensor-parallel split (61 layers × (512 + 64) × 2 bytes), and the page says why."""
+    at = open_page(PAGE, {"preset": "deepseek-v3", "seq": "4096"}, timeout=180)
+    assert not errors(at)
+    from llama_lab.analysis.kv import tp_cache_note
+
+    cfg = PRESETS["deepseek-v3"]
+    shown = [c.value.replace("\\", "").replace("\u2060", "") for c in at.caption]  # escapes out
+    assert tp_cache_note(cfg, "bf16") in shown
+    assert "each rank rebuilds its own heads' K and V from the whole latent" in tp_cache_note(cfg)
+    serving = next(d.value for d in at.dataframe if "kv_bytes_per_token_per_gpu" in d.value.columns)
+    assert (serving[serving.pp == 1].kv_bytes_per_token_per_gpu == 70_272).all()
+
+
 def test_a_small_model_first_shows_one_gpu():
     """The seed's 44M demo: one GPU, no tensor or pipeline split, served on one."""
     at = open_page(PAGE, {"preset": "seed-demo"}, timeout=180)

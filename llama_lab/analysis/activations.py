@@ -18,6 +18,7 @@ from .common import (
     checked_dtype_bytes,
     nbytes,
 )
+from .kv import kv_heads_per_gpu
 from .params import norms_per_block
 from .shapes import Shapes
 
@@ -110,13 +111,6 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     return router + slots * per_slot + shared + upcast
 
 
-def local_kv_heads(cfg: ModelConfig, tp: int) -> int:
-    """KV heads one of ``tp`` tensor-parallel ranks holds: G/tp, or one (each KV head
-    replicated on tp/G ranks) when tp exceeds G."""
-    G = Shapes.of(cfg).G
-    return G // tp if G >= tp else 1
-
-
 def _block_saved(
     cfg: ModelConfig,
     layer: int,
@@ -137,7 +131,7 @@ def _block_saved(
         return _mla_block_saved(cfg, layer, B, T, b, dtype, tp, sequence_parallel)
     s = Shapes.of(cfg)
     N, C, D = B * T, s.C, s.D
-    H, G = s.H // tp, local_kv_heads(cfg, tp)
+    H, G = s.H // tp, kv_heads_per_gpu(cfg, tp)
     kv_heads_saved = G  # SDPA broadcasts the KV heads (enable_gqa): K and V saved as G heads
     window = cfg.window_of(layer)
     n_rep = math.ceil(N / tp) if sequence_parallel else N  # rows of the replicated tensors

@@ -4,6 +4,7 @@ context or largest batch that fits a GPU next to the weights.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -16,22 +17,80 @@ from .common import check_count, check_seq, checked_gpu
 from .quant import KV_DTYPES, WeightQuant, kv_head_bytes, weights_bytes
 from .shapes import Shapes
 
+# One rule for the cache a GPU holds under tensor parallelism, for every page and command (the
+# Many GPUs page, `predict decode`'s memory and decode roofline, the vLLM fit, the report).
+# Plain attention: each of tp ranks keeps its G/tp KV heads, and at least one: when tp > G each
+# KV head is replicated on tp/G ranks (Megatron's and vLLM's split). MLA: the whole latent on
+# every rank. A rank's query heads need K and V of their own heads, which it rebuilds from the
+# whole latent (kv_b_proj is column-parallel by heads; kv_a_proj, which makes the latent, is
+# replicated), so the latent cannot be split by heads and is kept whole on each rank. vLLM keeps
+# it so (vllm-project/vllm, vllm/config/model.py @ 0052a5b818980ce8a0477706aaf9f75bd5af72cd,
+# ModelConfig.get_num_kv_heads):
+#     if self.use_mla:
+#         # When using MLA during decode it becomes MQA
+#         return 1
+#     ...
+#     return max(1, total_num_kv_heads // parallel_config.tensor_parallel_size)
+# with get_head_size() = kv_lora_rank + qk_rope_head_dim for MLA; and its DeepSeek attention
+# (vllm/model_executor/models/deepseek_v2.py @ 002d6073aa034d4f5545d45021b0e56d1f3c3593) builds
+# fused_qkv_a_proj with disable_tp=True and kv_b_proj as a ColumnParallelLinear of
+# num_heads // tp_size local heads.
 
-def layer_token_bytes(cfg: ModelConfig, dtype: str = "bf16", kv_heads: int | None = None) -> int:
-    """What one layer caches per token: K and V of its G KV heads, 2 · G · (D · b + the row's
-    scale for int8 and int4); MLA: the latent and the shared RoPE key, (Rkv + Dr) · b + their
-    scales, whatever the head count (``kv_heads``: a tensor-parallel rank's share of G)."""
+
+def kv_heads_per_gpu(cfg: ModelConfig, tp: int = 1) -> int:
+    """KV heads one of ``tp`` tensor-parallel ranks holds: G/tp, or one (each KV head
+    replicated on tp/G ranks) when tp exceeds G."""
+    G = Shapes.of(cfg).G
+    return G // tp if G >= tp else 1
+
+
+def layer_token_bytes(cfg: ModelConfig, dtype: str = "bf16", tp: int = 1) -> int:
+    """What one attention layer caches per token on one of ``tp`` tensor-parallel GPUs (the
+    rule above): K and V of its ``kv_heads_per_gpu`` heads, 2 · G_tp · (D · b + the row's scale
+    for int8 and int4); MLA: the latent and the shared RoPE key, (Rkv + Dr) · b + their scales,
+    whole on every rank."""
     s = Shapes.of(cfg)
     if cfg.is_mla:
         return kv_head_bytes(dtype, s.Rkv) + kv_head_bytes(dtype, s.Dr)
-    return 2 * (s.G if kv_heads is None else kv_heads) * kv_head_bytes(dtype, s.D)
+    return 2 * kv_heads_per_gpu(cfg, tp) * kv_head_bytes(dtype, s.D)
 
 
-def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
-    """The cache of every attention layer for one token, ``layer_token_bytes`` each (a
-    sliding-window layer stops growing once it holds its window: ``kv_cache_bytes``; a Gated
-    DeltaNet layer never grows: ``state_bytes``)."""
-    return cfg.full_attention_layers * layer_token_bytes(cfg, dtype)
+def _layer_kinds(cfg: ModelConfig, layers: Sequence[int] | None) -> tuple[int, int, int]:
+    """Among ``layers`` (default every block): the blocks that attend (and keep a KV cache), of
+    them those that attend through a sliding window, and the Gated DeltaNet blocks."""
+    if layers is None:
+        return cfg.full_attention_layers, sum(cfg.local_layer_flags), sum(cfg.linear_layer_flags)
+    linear = sum(cfg.linear_layer_flags[i] for i in layers)
+    return len(layers) - linear, sum(cfg.local_layer_flags[i] for i in layers), linear
+
+
+def kv_cache_bytes_per_token(
+    cfg: ModelConfig, dtype: str = "bf16", tp: int = 1, layers: Sequence[int] | None = None
+) -> int:
+    """The cache of every attention layer (of ``layers``: a pipeline stage's) for one token on
+    one of ``tp`` GPUs, ``layer_token_bytes`` each (a sliding-window layer stops growing once
+    it holds its window: ``kv_cache_bytes``; a Gated DeltaNet layer never grows: ``state_bytes``)."""
+    return _layer_kinds(cfg, layers)[0] * layer_token_bytes(cfg, dtype, tp)
+
+
+def tp_cache_note(cfg: ModelConfig, dtype: str = "bf16") -> str:
+    """The one tensor-parallel cache rule, said for ``cfg`` (the Many GPUs page and the report
+    show it beside their serving splits)."""
+    if cfg.is_mla:
+        s = Shapes.of(cfg)
+        return (
+            f"MLA: every GPU holds the whole latent ({s.Rkv} + {s.Dr} values per layer and token, "
+            f"{kv_cache_bytes_per_token(cfg, dtype):,} bytes per token at {dtype}) at any tensor-parallel "
+            "split: each rank rebuilds its own heads' K and V from the whole latent (kv_b_proj is split by "
+            "heads, the latent is not), so the latent cannot be divided among them — vLLM keeps it so "
+            "(“When using MLA during decode it becomes MQA”: one KV head of kv_lora_rank + "
+            "qk_rope_head_dim on each GPU)."
+        )
+    G = Shapes.of(cfg).G
+    return (
+        f"Each GPU holds the cache of its G/tp of the {G} KV heads; at tp > {G}, one KV head, "
+        f"replicated on tp/{G} GPUs (as vLLM: max(1, G // tp) KV heads per GPU)."
+    )
 
 
 def linear_state_bytes(cfg: ModelConfig, dtype: str = "bf16") -> dict[str, int]:
@@ -64,13 +123,23 @@ def naive_mla_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
     return s.L * s.H * (kv_head_bytes(dtype, s.D) + kv_head_bytes(dtype, s.Dv))
 
 
-def kv_cache_bytes(cfg: ModelConfig, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
-    """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences: every
+def kv_cache_bytes(
+    cfg: ModelConfig,
+    tokens: int,
+    batch: int = 1,
+    dtype: str = "bf16",
+    tp: int = 1,
+    layers: Sequence[int] | None = None,
+) -> int:
+    """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences on one of
+    ``tp`` tensor-parallel GPUs, for ``layers`` (a pipeline stage's blocks; default all): every
     attention layer ``layer_token_bytes`` per token held, a sliding-window layer holding at most
-    its window; every Gated DeltaNet layer its fixed state per sequence (``state_bytes``)."""
-    local = sum(cfg.local_layer_flags)
-    held = local * min(tokens, cfg.sliding_window or tokens) + (cfg.full_attention_layers - local) * tokens
-    return batch * (layer_token_bytes(cfg, dtype) * held + state_bytes(cfg, dtype))
+    its window; every Gated DeltaNet layer its fixed state per sequence (``linear_state_bytes``:
+    its blocks are not split by tensor parallelism, so each rank holds the whole state)."""
+    attending, local, linear = _layer_kinds(cfg, layers)
+    held = local * min(tokens, cfg.sliding_window or tokens) + (attending - local) * tokens
+    state = linear * sum(linear_state_bytes(cfg, dtype).values()) if linear else 0
+    return batch * (layer_token_bytes(cfg, dtype, tp) * held + state)
 
 
 def gqa_kv_heads(cfg: ModelConfig) -> int:

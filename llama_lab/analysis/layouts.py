@@ -11,13 +11,12 @@ from dataclasses import asdict, dataclass
 from ..config import LIMITS, ModelConfig
 from ..errors import AnalysisError
 from ..runtime.hardware import GPU
-from .activations import local_kv_heads
 from .common import check_count, checked_gpu, first_true
 from .flops import count_flops
-from .kv import layer_token_bytes
+from .kv import kv_cache_bytes, kv_cache_bytes_per_token
 from .parallel import Layout, check_layout, parallel_memory, stage_layers, stage_tensors
 from .params import count_params
-from .quant import as_weight_quant, weights_bytes
+from .quant import WeightQuant, as_weight_quant, buffer_tensors, weights_bytes
 
 # The step-time model that orders the search (an upper bound: nothing overlapped).
 INTRA_NODE_BYTES_PER_S = 450e9  # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
@@ -43,15 +42,26 @@ class ServingFit:
         return asdict(self)
 
 
-def _stage_kv_bytes(
-    cfg: ModelConfig, layers: list[int], tp: int, kv_dtype: str, tokens: int, batch: int
-) -> int:
-    """K and V one GPU holds for ``layers``: its KV heads (G/tp, or one replicated), each
-    sliding-window layer at most its window; MLA: the whole latent on every rank (each rank's
-    heads are rebuilt from all of it)."""
-    per = layer_token_bytes(cfg, kv_dtype, kv_heads=local_kv_heads(cfg, tp))
-    held = sum(min(tokens, cfg.window_of(i) or tokens) for i in layers)
-    return batch * per * held
+def gpu_weight_bytes(
+    cfg: ModelConfig, weights: WeightQuant | str, layout: Layout, stage: int = 0
+) -> dict[str, int]:
+    """The weights one GPU of ``stage`` holds, by tensor, in ``weights``' format (scales
+    included): its tensor-parallel piece of its blocks' tensors, of the embedding and of the
+    head (``parallel.stage_tensors``: q/k/v and gate/up by rows, o/down by columns, KV heads
+    G/tp or one replicated, the vocabulary padded to a multiple of tp, norms and MLA's latent
+    projections whole), and its sparse blocks' float32 router buffers (whole). The one per-GPU
+    rule of the Many GPUs page, ``predict decode`` and the vLLM fit; at tp = pp = 1 its total
+    is ``quant.weights_bytes``' total."""
+    quant = as_weight_quant(weights)
+    if quant.layout and cfg.fused_keys:
+        weights_bytes(cfg, quant)  # a layout it does not model: refused there, by name
+    held: dict[str, int] = {}
+    for group in stage_tensors(cfg, layout, stage):
+        held[group.name] = held.get(group.name, 0) + sum(quant.tensor_bytes(group).values())
+    sparse = sum(cfg.moe_layer_flags[i] for i in stage_layers(cfg, layout)[stage])
+    for group in buffer_tensors(cfg) if sparse else ():  # float32, one per sparse block
+        held[group.name] = 4 * group.rows * group.cols * sparse
+    return held
 
 
 def serving_fit(
@@ -74,12 +84,13 @@ def serving_fit(
     quant = as_weight_quant(weights)
     kv = kv_dtype or (quant.dtype if quant.dtype in ("bf16", "fp16", "fp32") else "bf16")
     stages = stage_layers(cfg, layout)
-    weights_per = [
-        sum(sum(quant.tensor_bytes(g).values()) for g in stage_tensors(cfg, layout, s)) for s in range(pp)
-    ]
+    weights_per = [sum(gpu_weight_bytes(cfg, quant, layout, s).values()) for s in range(pp)]
+
+    def cache(stage: int, tokens: int, n: int) -> int:  # its layers' cache on one of its GPUs
+        return kv_cache_bytes(cfg, tokens, n, kv, tp, stages[stage])
 
     def fits(stage: int, tokens: int, n: int) -> bool:
-        return weights_per[stage] + _stage_kv_bytes(cfg, stages[stage], tp, kv, tokens, n) <= memory
+        return weights_per[stage] + cache(stage, tokens, n) <= memory
 
     def longest(stage: int) -> int:
         if not fits(stage, 1, batch):
@@ -88,12 +99,12 @@ def serving_fit(
         return LIMITS["max_seq_len"] if last is None else last - 1
 
     def largest(stage: int) -> int:
-        per_seq = _stage_kv_bytes(cfg, stages[stage], tp, kv, seq_len, 1)
+        per_seq = cache(stage, seq_len, 1)
         return max(0, (memory - weights_per[stage]) // per_seq) if per_seq else 0
 
     context = min(longest(s) for s in range(pp))
     most = min(largest(s) for s in range(pp))
-    per_token = max(_stage_kv_bytes(cfg, layers, tp, kv, 1, 1) for layers in stages)
+    per_token = max(kv_cache_bytes_per_token(cfg, kv, tp, layers) for layers in stages)
     return ServingFit(
         layout.label(), tp, pp, layout.dp, max(weights_per), per_token, context, most, most * layout.dp
     )

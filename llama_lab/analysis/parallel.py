@@ -24,7 +24,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import AnalysisError
-from .activations import _block_saved, _head_saved, local_kv_heads
+from .activations import _block_saved, _head_saved
 from .common import (
     INT64_BYTES,
     STATS_BYTES,
@@ -34,6 +34,7 @@ from .common import (
     checked_dtype_bytes,
     nbytes,
 )
+from .kv import kv_heads_per_gpu
 from .quant import TensorGroup, _block_tensors, weight_tensors
 from .shapes import Shapes
 
@@ -175,7 +176,7 @@ ROW_PARALLEL = frozenset({"o_proj", "down_proj", "experts.down_proj", "shared_ex
 def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
     """One tensor-parallel rank's piece of ``group`` (see the module's docstring)."""
     s = Shapes.of(cfg)
-    G = local_kv_heads(cfg, tp)
+    G = kv_heads_per_gpu(cfg, tp)
     name, rows, cols = group.name, group.rows, group.cols
     if name in COLUMN_PARALLEL:
         rows //= tp  # column-parallel: output rows split

@@ -16,6 +16,7 @@ from .. import analysis
 from ..analysis import layouts
 from ..analysis.common import training_dtype
 from ..analysis.korthikanti import compare
+from ..analysis.kv import tp_cache_note
 from ..analysis.quant import WeightQuant
 from ..analysis.summary import architecture, family_notes
 from ..config import ModelConfig
@@ -292,6 +293,7 @@ def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
             f"Serving on {serve} × {gpu.name}: every TP × PP split (B={batch}, T={seq_len:,}, {fmt})",
             section,
             serving_frame(fits),
+            tp_cache_note(cfg, fmt.kv),
         ),
         Table(
             "parallel_layouts",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..analysis.korthikanti import compare
+from ..analysis.kv import tp_cache_note
 from ..analysis.layouts import (
     fewest_gpus,
     gpus_for_states,
@@ -234,6 +235,7 @@ def serving_section(
         "their KV heads' cache; the fullest stage decides. Activations of decoding are "
         "small and not reserved."
     )
+    show_caption(tp_cache_note(cfg, kv))
 
 
 def search_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> None:
