@@ -21,7 +21,9 @@ from .kv import (
     naive_mla_bytes_per_token,
     weight_bytes,
 )
-from .quant import WeightQuant, as_weight_quant, weights_bytes
+from .layouts import gpu_weight_bytes
+from .parallel import Layout, check_layout
+from .quant import WeightQuant, as_weight_quant
 from .shapes import Shapes
 
 DEFAULT_GPU = "H100 80GB"  # the GPU the roofline tables and figures use unless told
@@ -50,6 +52,7 @@ class Roofline:
     time_per_token_s: float
     tokens_per_s: float
     bound: str  # "compute" or "memory"
+    tp: int = 1  # one GPU of a tp-way tensor-parallel group: its FLOPs and bytes, the group's tokens
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,23 +65,23 @@ def experts_hit(cfg: ModelConfig, tokens: int) -> float:
     return s.E * (1 - (1 - s.K / s.E) ** tokens) if s.E else 0.0
 
 
-def _weight_bytes_read(cfg: ModelConfig, weights: WeightQuant, tokens: int) -> int:
-    """Every matmul weight once in its stored format (scales included) — of a sparse layer the
-    router and only the experts some token is routed to (in expectation) — plus the embedding
-    rows gathered for ``tokens`` tokens; a tied lm_head reads the whole table."""
+def _weight_bytes_read(cfg: ModelConfig, weights: WeightQuant, tokens: int, tp: int = 1) -> int:
+    """Every matmul weight one of ``tp`` tensor-parallel GPUs holds, once, in its stored format
+    (scales included; ``layouts.gpu_weight_bytes``, the Many GPUs page's per-GPU rule) — of a
+    sparse layer the router and only the experts some token is routed to (in expectation) —
+    plus the embedding rows gathered for ``tokens`` tokens (vocabulary-parallel: ⌈rows/tp⌉ on
+    each rank's shard); a tied lm_head reads the whole (local) table."""
     s = Shapes.of(cfg)
-    stored = weights_bytes(cfg, weights)
-    by_name: dict[str, int] = {}
-    for row in stored.by_tensor:
-        by_name[row["tensor"]] = by_name.get(row["tensor"], 0) + row["bytes"]
+    by_name = gpu_weight_bytes(cfg, weights, Layout(tp, tp))
     tables = by_name["embed_tokens"] + by_name.get("embed_positions", 0)
     head = by_name["embed_tokens"] if cfg.tie_embeddings else 0
     n_sparse = sum(cfg.moe_layer_flags)
     experts = by_name.get("experts.gate_up_proj", 0) + by_name.get("experts.down_proj", 0)
     unread = experts * (1 - experts_hit(cfg, tokens) / s.E) if n_sparse else 0
-    rows = min(tokens, s.V) + (min(tokens, cfg.max_seq_len) if cfg.pos_encoding == "learned" else 0)
+    token_rows = math.ceil(min(tokens, s.V) / tp)
+    rows = token_rows + (min(tokens, cfg.max_seq_len) if cfg.pos_encoding == "learned" else 0)
     gathered = rows * weights.row_bytes("embeddings", s.C)
-    return math.ceil(stored.total - tables + head - unread + gathered)
+    return math.ceil(sum(by_name.values()) - tables + head - unread + gathered)
 
 
 def _prefill_activation_traffic(cfg: ModelConfig, batch: int, tokens: int, b: float) -> int:
@@ -110,6 +113,7 @@ def roofline(
     weights: "WeightQuant | str | None" = None,
     kv_dtype: str | None = None,
     mla_form: str = "absorbed",
+    tp: int = 1,
 ) -> Roofline:
     """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
     B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
@@ -120,7 +124,10 @@ def roofline(
     ``kv_dtype`` (default ``dtype``) set what the weights and the cache are stored in. An MLA
     model decodes in ``mla_form`` (``flops.MLA_FORMS``): "absorbed" and "rebuilt" read the
     latent cache ("rebuilt" also writes and reads every head's rebuilt K and V), "naive" the
-    per-head K and V it caches."""
+    per-head K and V it caches. ``tp``: one GPU of a tp-way tensor-parallel group, which reads
+    its own weights (``layouts.gpu_weight_bytes``) and its own cache (``kv.layer_token_bytes``'s
+    rule: G/tp KV heads and at least one, MLA's latent whole) and runs 1/tp of the FLOPs (the
+    few matmuls every rank repeats — MLA's latent projections, a router — counted once)."""
     if phase not in ("decode", "prefill"):
         raise AnalysisError(f"phase={phase!r} must be 'decode' or 'prefill'")
     check_seq(context_len, batch)
@@ -128,26 +135,29 @@ def roofline(
     gpu = checked_gpu(gpu)
     weights = as_weight_quant(weights or dtype)
     kv_dtype = kv_dtype or dtype
-    kv_per_token = kv_cache_bytes_per_token(cfg, kv_dtype)
+    if tp > 1:
+        check_layout(cfg, Layout(tp, tp))
+    kv_per_token = kv_cache_bytes_per_token(cfg, kv_dtype, tp)
     if phase == "decode":
         flops = decode_flops(cfg, context_len, batch, mla_form).forward
         tokens = batch
         act_bytes = 0
-        if cfg.is_mla and mla_form == "naive":  # the per-head K and V cached instead
-            kv_per_token = naive_mla_bytes_per_token(cfg, kv_dtype)
+        if cfg.is_mla and mla_form == "naive":  # the per-head K and V cached instead (H/tp heads)
+            kv_per_token = naive_mla_bytes_per_token(cfg, kv_dtype) // tp
             kv_bytes = (batch * context_len + batch) * kv_per_token  # read + write
         else:
-            kv_bytes = kv_cache_bytes(cfg, context_len, batch, kv_dtype) + batch * kv_per_token
-        if cfg.is_mla and mla_form == "rebuilt":  # K and V of every head, written then read
-            act_bytes = 2 * batch * context_len * naive_mla_bytes_per_token(cfg, dtype)
+            kv_bytes = kv_cache_bytes(cfg, context_len, batch, kv_dtype, tp) + batch * kv_per_token
+        if cfg.is_mla and mla_form == "rebuilt":  # K and V of every (local) head, written then read
+            act_bytes = 2 * batch * context_len * naive_mla_bytes_per_token(cfg, dtype) // tp
     else:
         count = count_flops(cfg, context_len, batch)
         # generate's prefill: the lm_head runs on each sequence's last position only
         flops = count.forward_causal - count.by_component["lm_head"] * (context_len - 1) // context_len
         tokens = batch * context_len
         kv_bytes = 0  # the K/V writes are in the activation traffic
-        act_bytes = _prefill_activation_traffic(cfg, batch, tokens, DTYPE_BYTES["bf16"] if b < 2 else b)
-    w_bytes = _weight_bytes_read(cfg, weights, tokens)
+        act_bytes = _prefill_activation_traffic(cfg, batch, tokens, DTYPE_BYTES["bf16"] if b < 2 else b) // tp
+    flops //= tp
+    w_bytes = _weight_bytes_read(cfg, weights, tokens, tp)
     moved = w_bytes + kv_bytes + act_bytes
     peak = gpu.peak_flops(dtype)
     compute_s, memory_s = flops / peak, moved / gpu.hbm_bytes_per_s
@@ -175,6 +185,7 @@ def roofline(
         time_per_token_s=step_s / tokens,
         tokens_per_s=tokens / step_s,
         bound="compute" if compute_s >= memory_s else "memory",
+        tp=tp,
     )
 
 

@@ -2,7 +2,9 @@
 data sheet, and a calibrated **estimate** from a few named efficiency parameters.
 
 Decode (one token per sequence per step): the step reads the weights in their stored format and
-the KV cache (``analysis.roofline``); over ``tp`` GPUs each reads its share. The estimate divides
+the KV cache (``analysis.roofline``); over ``tp`` GPUs each reads its own weights and cache, by the
+Many GPUs page's per-GPU rules (``roofline(..., tp=tp)``: the KV heads G/tp and at least one,
+MLA's latent whole on every rank; norms and the latent projections whole). The estimate divides
 the memory time by the fraction of HBM bandwidth the weight format's kernels reach
 (``decode_bw``), the compute time by ``matmul``, and adds a fixed cost per block per step
 (``layer_s``: kernel launches and synchronisation) and, under tensor parallelism, a per-block
@@ -105,9 +107,16 @@ COUNTS_CACHED = 4096
 
 @lru_cache(maxsize=COUNTS_CACHED)
 def _roofline(
-    cfg: ModelConfig, gpu: GPU, batch: int, tokens: int, phase: str, weights, kv: str | None = None
+    cfg: ModelConfig,
+    gpu: GPU,
+    batch: int,
+    tokens: int,
+    phase: str,
+    weights,
+    kv: str | None = None,
+    tp: int = 1,
 ):
-    return roofline(cfg, gpu, batch, tokens, "bf16", phase, weights, kv)
+    return roofline(cfg, gpu, batch, tokens, "bf16", phase, weights, kv, tp=tp)
 
 
 @dataclass(frozen=True)
@@ -126,12 +135,13 @@ def decode_step(
     tp: int,
     eff: Efficiency,
 ) -> Prediction:
-    """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs."""
-    r = _roofline(cfg, gpu, batch, context, "decode", weights, kv)
-    bound = max(r.compute_time_s, r.memory_time_s) / tp
+    """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs
+    (one GPU's roofline: its FLOPs and the bytes it reads)."""
+    r = _roofline(cfg, gpu, batch, context, "decode", weights, kv, tp)
+    bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
-    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) / tp + fixed)
+    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) + fixed)
 
 
 def decode_tokens_per_s(
@@ -164,11 +174,11 @@ def prefill_seconds(
     """Seconds to process ``batch`` prompts of ``prompt_len`` tokens. ``request``: a served
     request's time to the first token, which adds the fixed ``prefill_floor_s`` (scheduling,
     launch, sampling); otherwise the prompt's processing alone, as llama-bench's pp times it."""
-    r = _roofline(cfg, gpu, batch, prompt_len, "prefill", weights)
-    bound = max(r.compute_time_s, r.memory_time_s) / tp
+    r = _roofline(cfg, gpu, batch, prompt_len, "prefill", weights, None, tp)
+    bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw["16-bit"]
     floor = eff.prefill_floor_s if request else 0.0
-    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) / tp + floor)
+    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) + floor)
 
 
 def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None = None) -> float:

@@ -7,7 +7,10 @@ profiling forward and the memory outside PyTorch are taken:
     blocks = ⌊(utilization × memory − weights − profile activations − other) / block bytes⌋
 
 and reports ``blocks × 16`` tokens ("GPU KV cache size: N tokens", or "# GPU blocks: N"). A block
-holds 16 tokens of every layer's K and V for the KV heads one GPU keeps (``max(1, G // tp)``).
+holds 16 tokens of every layer's K and V for the KV heads one GPU keeps: the lab's one rule
+(``analysis.kv.layer_token_bytes``: ``max(1, G // tp)`` heads, as vLLM's get_num_kv_heads; MLA's
+latent whole on every rank, vLLM's "When using MLA during decode it becomes MQA"). The weights
+one GPU holds are the Many GPUs page's (``analysis.layouts.gpu_weight_bytes``).
 The profiling forward runs the engine's ``max_num_batched_tokens`` tokens spread over its
 ``max_num_seqs`` sequences, each sampling its last position only.
 
@@ -23,8 +26,10 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from ..analysis.kv import kv_cache_bytes_per_token, weight_bytes
+from ..analysis.kv import kv_cache_bytes_per_token
+from ..analysis.layouts import gpu_weight_bytes
 from ..analysis.memory import inference_activation_bytes
+from ..analysis.parallel import Layout
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
 from .efficiency import COUNTS_CACHED, Efficiency, Prediction
@@ -32,10 +37,15 @@ from .efficiency import COUNTS_CACHED, Efficiency, Prediction
 BLOCK_TOKENS = 16  # vLLM's block size on CUDA
 
 
-def kv_bytes_per_token_per_gpu(cfg: ModelConfig, kv: str, tp: int) -> float:
-    """K and V of one token on one GPU of ``tp``: every GPU keeps ``max(1, G // tp)`` KV heads."""
-    kv_heads = cfg.n_kv_heads
-    return kv_cache_bytes_per_token(cfg, kv) * max(1, kv_heads // tp) / kv_heads
+def kv_bytes_per_token_per_gpu(cfg: ModelConfig, kv: str, tp: int) -> int:
+    """K and V of one token on one GPU of ``tp`` (the one rule: ``kv.layer_token_bytes``)."""
+    return kv_cache_bytes_per_token(cfg, kv, tp)
+
+
+@lru_cache(maxsize=COUNTS_CACHED)
+def weights_per_gpu(cfg: ModelConfig, weights: str, tp: int) -> int:
+    """The weights one GPU of a ``tp``-way group holds (the Many GPUs page's rule)."""
+    return sum(gpu_weight_bytes(cfg, weights, Layout(tp, tp)).values())
 
 
 @lru_cache(maxsize=COUNTS_CACHED)
@@ -48,7 +58,7 @@ def profile_activation_bytes(cfg: ModelConfig, tokens: int, seqs: int, tp: int) 
 
 def profile_peak_bytes(cfg: ModelConfig, weights: str, tokens: int, seqs: int, tp: int) -> int:
     """PyTorch's peak during the profiling forward on one GPU: the weights and its activations."""
-    return math.ceil(weight_bytes(cfg, weights) / tp + profile_activation_bytes(cfg, tokens, seqs, tp))
+    return math.ceil(weights_per_gpu(cfg, weights, tp) + profile_activation_bytes(cfg, tokens, seqs, tp))
 
 
 def vllm_kv_tokens(
@@ -63,7 +73,7 @@ def vllm_kv_tokens(
     eff: Efficiency,
 ) -> Prediction:
     """Tokens of KV cache vLLM allots (module docstring): the bound, and the estimate."""
-    budget = utilization * gpu.memory_bytes - weight_bytes(cfg, weights) / tp
+    budget = utilization * gpu.memory_bytes - weights_per_gpu(cfg, weights, tp)
     taken = profile_activation_bytes(cfg, profile_tokens, profile_seqs, tp) + eff.engine_reserve_bytes
     block = BLOCK_TOKENS * kv_bytes_per_token_per_gpu(cfg, kv, tp)
 

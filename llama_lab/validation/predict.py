@@ -9,12 +9,13 @@ import math
 import re
 from functools import cache
 
-from ..analysis import kv_cache_bytes, weight_bytes
-from ..analysis.parallel import Layout, bubble_fraction, parallel_memory
+from ..analysis import kv_cache_bytes
+from ..analysis.parallel import Layout, bubble_fraction, check_layout, parallel_memory
 from ..config import ModelConfig
 from ..errors import LabError
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
 from .efficiency import Efficiency, decode_tokens_per_s, train_flops_per_token, train_tokens_per_s_per_gpu
+from .engine import weights_per_gpu
 from .validate import results
 
 
@@ -74,6 +75,7 @@ def predict_decode(
         raise LabError(
             f"--tp {tp} must equal --gpus {gpus}: decode is predicted for one tensor-parallel group"
         )
+    check_layout(cfg, Layout(gpus, tp))  # the layout rules of ``parallel`` and ``predict train``
     if prompt_len + new_tokens > cfg.max_seq_len:
         raise LabError(
             f"--prompt-len {prompt_len} + --new-tokens {new_tokens} exceeds the model's "
@@ -107,8 +109,10 @@ def serving_memory(
     """Whether the weights and the cache of ``batch`` sequences of ``seq_len`` fit each of ``tp``
     GPUs, with the reserves named: the device's reported memory, the CUDA context, the margin
     left; and the smallest vLLM-style gpu_memory_utilization (the share of the reported memory
-    the engine may fill, here counting its CUDA context) that holds them, against its default."""
-    need = (weight_bytes(cfg, weights) + kv_cache_bytes(cfg, seq_len, batch, kv)) / tp
+    the engine may fill, here counting its CUDA context) that holds them, against its default.
+    One GPU's weights and cache are the Many GPUs page's: ``layouts.gpu_weight_bytes`` and the
+    one cache rule (``kv.layer_token_bytes``: G/tp KV heads and at least one, MLA's latent whole)."""
+    need = weights_per_gpu(cfg, weights, tp) + kv_cache_bytes(cfg, seq_len, batch, kv, tp)
     utilization = (need + CUDA_CONTEXT_BYTES) / gpu.memory_bytes
     return {
         "reported_bytes": gpu.memory_bytes,
