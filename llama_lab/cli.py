@@ -176,7 +176,9 @@ def cmd_train(args, cfg: ModelConfig, notes: list[str]) -> None:
         data=data,
         on_step=on_step,
     )
-    summary = run.summary()
+    from .analysis import MFU_CONVENTION
+
+    summary = run.summary() | {"flops_convention": MFU_CONVENTION}  # of achieved_tflops
     if args.json:
         print(json_line({"summary": summary}))
     else:

@@ -41,6 +41,10 @@ def test_the_page_shows_the_layouts_numbers_for_405b():
     assert shown["tokens/s per GPU (estimate)"] == f"{t['estimate']:,.0f}"
     assert shown["tokens/s per GPU (bound)"] == f"{t['bound']:,.0f}"
     assert t["low"] <= t["estimate"] <= t["high"] < t["bound"]
+    # its MFU counts the lab's one convention, and says so
+    from llama_lab.analysis import MFU_CONVENTION
+
+    assert next(m for m in at.metric if m.label == "MFU (estimate)").proto.help == MFU_CONVENTION
 
 
 def test_an_mla_model_keeps_the_whole_latent_on_every_gpu():

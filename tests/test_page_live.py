@@ -77,6 +77,9 @@ def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):
     mfu = next(m for m in at.metric if m.label == "MFU")
     assert mfu.delta == f"causal scores: {live.mfu_causal:.1%}"
     assert live.mfu_causal < live.mfu and any("is_causal=True" in c.value for c in at.caption)
+    # the lab's one convention, named where the MFU is shown
+    assert analysis.MFU_CONVENTION in mfu.proto.help
+    assert any(analysis.MFU_CONVENTION in c.value for c in at.caption)
     # on the CPU the peak is the tensors added up: labelled an estimate
     label = "Peak memory" if "Peak memory" in shown else "Peak memory (estimate)"
     assert shown[label] == ui.human_bytes(live.peak_memory_bytes)

@@ -310,7 +310,9 @@ def test_the_device_terms_are_an_overhead_a_rate_and_an_update_time_per_paramete
     assert cpu.terms.update_s_per_param == pytest.approx(3e-9)
     big = causal_training_flops(cfg, 64, 8)
     assert cpu.predict_step_s(cfg, 64, 8) == pytest.approx(2e-3 + big / 1e12 + 3e-9 * params)
-    assert "from 1 live pass:" in cpu.label and "(MFU 25.0%)" in cpu.label and "the sum of" in cpu.label
+    assert "from 1 live pass:" in cpu.label and "(25.0% of the peak)" in cpu.label
+    assert "the sum of" in cpu.label
+    assert "causal FLOPs" in cpu.label and "MFU" not in cpu.label  # not the MFU convention's FLOPs
 
     gpu = DeviceCalibration("gpu", "bf16", True, 4e12, (timing(16, 1, True),))
     assert causal_training_flops(cfg, 16, 1) / 1e12 < 2e-3  # launch bound: no rate yet, the peak

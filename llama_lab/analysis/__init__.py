@@ -22,11 +22,13 @@ from .flash import AttentionMemory, attention_memory, flash_layer_bytes, hbm_ele
 from .flops import (
     ELEMENTWISE_FLOPS_PER_ELEMENT,
     FLOP_CONVENTIONS,
+    MFU_CONVENTION,
     FlopCount,
     count_flops,
     decode_flops,
     elementwise_flops,
     matmul_flops,
+    model_flops,
     scores_overtake_ffn_at,
 )
 from .kv import (
@@ -109,6 +111,7 @@ __all__ = [
     "DETAIL_KEYS",
     "ELEMENTWISE_FLOPS_PER_ELEMENT",
     "FLOP_CONVENTIONS",
+    "MFU_CONVENTION",
     "MAX_BATCH",
     "SHARDED_STATES",
     "SHARDINGS",
@@ -144,6 +147,7 @@ __all__ = [
     "naive_mla_bytes_per_token",
     "layer_param_detail",
     "matmul_flops",
+    "model_flops",
     "max_batch_that_fits",
     "max_context_that_fits",
     "norm_params",

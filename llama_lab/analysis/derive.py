@@ -19,7 +19,7 @@ from ..config import ModelConfig
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, DTYPE_BYTES
 from .common import STATS_BYTES, checked_gpu
 from .flash import attention_memory
-from .flops import count_flops
+from .flops import MFU_CONVENTION, count_flops
 from .kv import kv_cache_bytes, kv_cache_bytes_per_token, max_context_that_fits, state_bytes, weight_bytes
 from .params import count_params, norm_params, norms_per_block
 from .quant import as_weight_quant, kv_head_bytes, kv_scale_bytes, weights_bytes
@@ -545,7 +545,7 @@ def achieved_flops(training_flops: float, step_ms: float, achieved: float) -> De
         {"F_step": training_flops, "t_step": step_ms / 1e3},
         achieved,
         "the analysis' training-step FLOPs over the measured step time",
-        "3 × forward, scores over the full T×T; the optimizer's element-wise work not counted",
+        MFU_CONVENTION + "; the optimizer's element-wise work not counted",
         {"F_step": "FLOPs of one training step", "t_step": "seconds per step"},
     )
 

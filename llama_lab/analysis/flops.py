@@ -318,6 +318,42 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
     return _flop_count(cfg, "forward", batch, T, T, full, causal)
 
 
+# The training FLOPs every MFU and achieved FLOP/s of the lab counts — the Live pass, ``bench``,
+# ``train``, ``predict train``, the Many GPUs page, the Validation rows and the report — chosen
+# once: the convention of the public MFU figures the Validation page compares against.
+# - PaLM (Chowdhery et al. 2022, App. B) defines MFU by the forward and backward passes' FLOPs,
+#   6N + 12·L·H·Q·T per token: the scores over all T keys, rematerialisation not counted.
+# - torchtitan (pytorch/torchtitan, torchtitan/utils.py @ 9dec370ad26b5f8e9a7333a0e36165018262644b,
+#   the commit its benchmarks ran; get_num_flop_per_token): "recomputation should not be counted
+#   in calculating MFU", "we follow the convention and do not account for sparsity in causal
+#   attention", flop_per_token = 6 * num_params + 12 * l * h * q * t (the embedding excluded).
+# - llm-foundry (mosaicml/llm-foundry, scripts/train/benchmarking/README.md @ 061f2c7ce64e; the
+#   rows quote the same at 8c8dd48f7216, its MFU column): 3 passes of the forward with
+#   attn_flops_per_seq = n_layers * 2 * 2 * (d_model * (seq_len**2)); MFU "does not account for
+#   the additional compute required for other implementation details such as activation
+#   checkpointing".
+# - Megatron-LM (Narayanan et al. 2021, App. "Floating-point operations": 72·B·s·l·h²·(1 + s/6h
+#   + V/12lh)) counts the full scores too; Megatron-Bridge's "Model TFLOP/s" does not
+#   (NVIDIA-NeMo/Megatron-Bridge, src/megatron/bridge/training/utils/flop_utils.py @ df0289c180dd,
+#   "Only half of the attention matrix is non-zero and needs to be multiplied with V."): the
+#   Validation rows show its figure beside ours.
+# What the kernels actually run (the causal half, recomputation's extra forward) is the time
+# model's count, validation.efficiency.train_flops_split, never an MFU.
+MFU_CONVENTION = (
+    "model FLOPs (PaLM App. B, as torchtitan and llm-foundry count them): 3 × the forward's "
+    "matmuls, attention scores over the full T×T, recomputation not counted; MFU against the "
+    "dense peak"
+)
+
+
+def model_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> int:
+    """FLOPs of one training step over ``batch`` sequences of ``seq_len`` tokens as every MFU
+    and achieved FLOP/s in the lab counts them (``MFU_CONVENTION``): ``count_flops``'s
+    training_step, 3 × the forward with the scores over the full T×T (per token 6N + 12·L·H·Q·T
+    for a dense LLaMA, N without the embedding table, the lm_head counted)."""
+    return count_flops(cfg, seq_len, batch).training_step
+
+
 def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | None:
     """The shortest sequence length at which the attention-score FLOPs (QKᵀ and AV, full T×T)
     exceed the FFN's, found by bisection on ``analysis.count_flops`` (scores grow as T², the FFN

@@ -92,13 +92,13 @@ class LivePass:
     step_ms: float
     overhead_ms: float | None  # forward + backward of one token (None when compiled: it would recompile)
     tokens_per_s: float
-    training_flops: float  # analysis.count_flops(...).training_step
+    training_flops: float  # analysis.model_flops (analysis.MFU_CONVENTION)
     achieved_tflops: float
     peak_flops: float
     peak_flops_source: str
     mfu: float
     achieved_tflops_causal: float  # counting the causal half of the attention scores (what
-    mfu_causal: float  # SDPA with is_causal computes); the reported figure counts T×T
+    mfu_causal: float  # SDPA with is_causal computes): an alternative, not the lab's convention
     peak_memory_bytes: int
     peak_memory_source: str
     memory_breakdown: dict[str, int]  # weights, gradients, optimizer, weight_casts, activations
@@ -228,9 +228,9 @@ def live_pass(
     peak_memory, peak_source = _peak_memory(dev, memory, rss)
     overhead_s = None if s.compile else _overhead_probe(trainee, cfg, s.seed)
     step_s = statistics.median(t.total_s for t in times)
-    flop_count = analysis.count_flops(cfg, seq_len, batch)
-    flops = flop_count.training_step
-    flops_causal = causal_training_flops(cfg, seq_len, batch)  # the one formula the estimates use
+    flops = analysis.model_flops(cfg, seq_len, batch)  # the lab's one MFU convention
+    # beside it, what the kernels run (the causal half of the scores): the time model's count
+    flops_causal = causal_training_flops(cfg, seq_len, batch)
     peak, peak_source_flops = device_peak_flops(dev, s.dtype)
     if progress:
         progress(1.0, "done")
@@ -293,6 +293,7 @@ def bench(
         "device": result.device,
         "device_name": result.device_name,
         "mfu": result.mfu,
+        "flops_convention": analysis.MFU_CONVENTION,
         "achieved_tflops_causal": result.achieved_tflops_causal,
         "mfu_causal": result.mfu_causal,
         "peak_memory_source": result.peak_memory_source,
@@ -360,9 +361,9 @@ def has_causal_mfu(live: LivePass) -> bool:
 
 
 CAUSAL_MFU_NOTE = (
-    "MFU counts the attention scores over the full T×T (as PaLM); SDPA with "
-    "is_causal=True computes only about half of them, so “causal” counts that "
-    "half (analysis.count_flops(...).forward_causal)."
+    "MFU counts the attention scores over the full T×T (the lab's one convention, as PaLM, "
+    "torchtitan and llm-foundry); SDPA with is_causal=True computes only about half of them, "
+    "so “causal” counts that half (analysis.count_flops(...).forward_causal)."
 )
 
 
@@ -378,7 +379,8 @@ def live_summary(live: LivePass) -> pd.DataFrame:
         ("optimizer", live.optimizer_ms, "ms"),
         ("step", live.step_ms, "ms"),
         ("tokens/s", live.tokens_per_s, "tokens/s"),
-        ("training FLOPs per step (analysis)", live.training_flops, "FLOP"),
+        ("model FLOPs per step (analysis.model_flops)", live.training_flops, "FLOP"),
+        ("FLOPs convention", analysis.MFU_CONVENTION, ""),
         ("achieved", live.achieved_tflops, "TFLOP/s"),
         ("peak", live.peak_flops / 1e12, "TFLOP/s"),
         ("peak source", live.peak_flops_source, ""),

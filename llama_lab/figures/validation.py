@@ -65,7 +65,8 @@ def scatter_figure(rows: list[dict]) -> go.Figure:
 
 
 def rows_frame(rows: list[dict]) -> pd.DataFrame:
-    """The rows, predicted first, largest |error| first (the table sorts by any column)."""
+    """The rows, predicted first, largest |error| first (the table sorts by any column); a
+    training row's rates also as MFU (``analysis.MFU_CONVENTION``) beside its source's own."""
     frame = pd.DataFrame(
         [
             {
@@ -79,6 +80,9 @@ def rows_frame(rows: list[dict]) -> pd.DataFrame:
                 "estimate": r["estimate"],
                 "error_pct": None if r["rel_error"] is None else 100 * r["rel_error"],
                 "unit": UNITS.get(r["metric"], r["metric"]),
+                "MFU measured %": _pct(r.get("mfu_measured")),
+                "MFU estimate %": _pct(r.get("mfu_estimate")),
+                "MFU by the source %": _pct(r.get("mfu_source")),
                 "not predicted": r["not_predicted"] or "",
             }
             for r in rows
@@ -86,6 +90,10 @@ def rows_frame(rows: list[dict]) -> pd.DataFrame:
     )
     order = frame["error_pct"].abs().fillna(-1)
     return frame.loc[order.sort_values(ascending=False).index].reset_index(drop=True)
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else 100 * value
 
 
 def _percent(value: float | None) -> str:

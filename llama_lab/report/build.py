@@ -153,7 +153,8 @@ def _validation_tables() -> list[Table]:
     section = "Validation"
     note = (
         "Roofline bound and calibrated estimate of each public measurement; the efficiency "
-        "parameters are fitted on the fit half only (python -m llama_lab validate)."
+        "parameters are fitted on the fit half only (python -m llama_lab validate). MFU columns: "
+        f"{answer['mfu_convention']}."
     )
     rows = rows_frame(answer["rows"])
     rows.insert(2, "source", rows["id"].map({r["id"]: r["source"] for r in answer["rows"]}))

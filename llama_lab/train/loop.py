@@ -15,7 +15,7 @@ from typing import Any, Callable, Generator
 
 import torch
 
-from ..analysis import count_flops
+from ..analysis import model_flops
 from ..config import ModelConfig
 from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
@@ -96,7 +96,7 @@ class TrainRun:
     logits_without_final_norm: LogitStats
     wall_s: float
     tokens_per_s: float
-    achieved_tflops: float
+    achieved_tflops: float  # analysis.model_flops over the compute time (analysis.MFU_CONVENTION)
 
     @property
     def final_loss(self) -> float | None:
@@ -278,7 +278,7 @@ def _finish(
         "min_lr_ratio": s.min_lr_ratio,
     }
     diverged = run.diverged_at is not None
-    flops_per_step = count_flops(cfg, s.seq_len, s.batch).training_step
+    flops_per_step = model_flops(cfg, s.seq_len, s.batch)
     return TrainRun(
         label=label or f"{cfg.norm_position}-LN lr={s.lr:g} warmup={s.warmup_steps} {s.schedule}",
         config=cfg.to_dict(),

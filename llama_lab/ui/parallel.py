@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..analysis.flops import MFU_CONVENTION
 from ..analysis.korthikanti import compare
 from ..analysis.kv import tp_cache_note
 from ..analysis.layouts import (
@@ -179,12 +180,12 @@ def _throughput(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtype:
         delta_color="off",
     )
     cols[1].metric("tokens/s per GPU (bound)", f"{t['bound']:,.0f}")
-    cols[2].metric("MFU (estimate)", f"{p['mfu']['estimate']:.1%}")
+    cols[2].metric("MFU (estimate)", f"{p['mfu']['estimate']:.1%}", help=MFU_CONVENTION)
     show_caption(
         "The bound: the step's FLOPs at the data sheet's dense bf16 peak, no traffic, no bubble. The "
         "estimate: its matmuls, attention scores and tensor-parallel traffic at the shares fitted on "
         "public training runs, idle for the pipeline bubble; the range is what the held-out runs' "
-        "errors give it (Validation page)."
+        f"errors give it (Validation page). MFU: {MFU_CONVENTION}."
     )
 
 

@@ -53,10 +53,21 @@ def parameters_section(answer: dict) -> None:
         )
 
 
+def mfu_note(answer: dict) -> str:
+    """What the MFU columns count, named once (``analysis.MFU_CONVENTION``)."""
+    return (
+        f"MFU columns (training rows): {answer['mfu_convention']}, against the GPU's dense bf16 peak. "
+        "“By the source”: llm-foundry's MFU column (the same convention: LLaMA Lab's count gives its "
+        "figures within 0.4 %), Megatron-Bridge's model TFLOP/s per GPU over that peak (its count "
+        "halves the causal scores, so it reads lower than the same run in this convention)."
+    )
+
+
 def rows_section(answer: dict, prefix: str) -> None:
     """Every row (sortable by any column) and, for the chosen one, its source and quote."""
     st.subheader("Every measurement")
     show_table(fig.rows_frame(answer["rows"]), width="stretch", height=420)
+    st.caption(mfu_note(answer))
     by_id = {row["id"]: row for row in answer["rows"]}
     chosen = st.selectbox("open a row's source and quoted line", list(by_id), key=prefix + "row")
     row = by_id[chosen]

@@ -112,13 +112,15 @@ class DeviceCalibration:
 
     @property
     def label(self) -> str:
-        """Which device, from how many passes, and its terms (the rate as MFU when the peak is known)."""
+        """Which device, from how many passes, and its terms (the rate as a share of the peak
+        when the peak is known: of the kernels' causal FLOPs, so not an MFU, which counts
+        ``analysis.MFU_CONVENTION``'s model FLOPs)."""
         t, n = self.terms, len(self.passes)
         if t.rate is None:
             rate = "the peak (every pass so far was launch bound: the rate is not measured yet)"
         else:
-            mfu = f" (MFU {t.rate / self.peak_flops:.1%})" if self.peak_flops else ""
-            rate = f"{t.rate / 1e12:,.3g} TFLOP/s{mfu}"
+            share = f" ({t.rate / self.peak_flops:.1%} of the peak)" if self.peak_flops else ""
+            rate = f"{t.rate / 1e12:,.3g} TFLOP/s of causal FLOPs{share}"
         combine = "the longer of" if self.overlapped else "the sum of"
         return (
             f"calibrated on {self.device_name} ({self.dtype}) from {n} live pass{'es' if n != 1 else ''}: "

@@ -9,12 +9,12 @@ import math
 import re
 from functools import cache
 
-from ..analysis import kv_cache_bytes
+from ..analysis import MFU_CONVENTION, kv_cache_bytes, model_flops
 from ..analysis.parallel import Layout, bubble_fraction, check_layout, parallel_memory
 from ..config import ModelConfig
 from ..errors import LabError
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
-from .efficiency import Efficiency, decode_tokens_per_s, train_flops_per_token, train_tokens_per_s_per_gpu
+from .efficiency import Efficiency, decode_tokens_per_s, train_tokens_per_s_per_gpu
 from .engine import weights_per_gpu
 from .validate import results
 
@@ -134,7 +134,7 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     bubble = bubble_fraction(layout) if layout.pp > 1 else 0.0
     p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, False, eff, layout.tp, bubble)
     tokens = _band(p.bound, p.estimate, "train")
-    per_token = train_flops_per_token(cfg, seq_len, "none")  # MFU counts the model's FLOPs once
+    per_token = model_flops(cfg, seq_len) / seq_len  # MFU_CONVENTION: the model's FLOPs, once
     mfu = {key: tokens[key] * per_token / gpu.peak_bf16_flops for key in ("bound", "estimate")}
     total = memory.per_gpu["total_bytes"]
     return {
@@ -147,7 +147,9 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
         "per_gpu_bytes": total,
         "gpu_memory_bytes": gpu.usable_bytes,
         "interval_from": "the held-out errors of train (python -m llama_lab validate)",
-        "conventions": "FLOPs: 3 × the causal forward per token (+1 forward under full recomputation); "
-        "MFU against the dense bf16 peak, the model's FLOPs counted once",
+        "conventions": f"MFU: {MFU_CONVENTION} (bf16). The times: the FLOPs the kernels run, 3 × the "
+        "causal forward per token (+1 forward under full recomputation); the bound runs those at the "
+        "dense peak, so its MFU in model FLOPs can exceed 1 (the masked half of the scores is counted, "
+        "never run)",
         "parameters": eff.to_dict(),
     }

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..analysis import MFU_CONVENTION, model_flops
 from ..analysis.parallel import Layout, parallel_memory
 from .efficiency import (
     Efficiency,
@@ -79,6 +80,29 @@ def training_memory(cfg, row: Row, eff: Efficiency) -> Prediction:
     return Prediction(counted, counted * eff.memory_factor)
 
 
+def mfu(row: Row, tokens_per_s_per_gpu: float | None) -> float | None:
+    """A training row's tokens per second per GPU as MFU: ``analysis.model_flops`` per token
+    (``analysis.MFU_CONVENTION``) against the GPU's dense bf16 peak (fp8 runs too, as
+    ``predict train``); None for other kinds."""
+    cfg, gpu = row.config, row.gpu
+    if row.kind != "train" or tokens_per_s_per_gpu is None or cfg is None or gpu is None:
+        return None
+    seq_len = int(row.workload["seq_len"])
+    return tokens_per_s_per_gpu * model_flops(cfg, seq_len) / seq_len / gpu.peak_bf16_flops
+
+
+def source_mfu(row: Row) -> float | None:
+    """The MFU a training row's source states by its own count (llm-foundry's MFU column, the
+    same convention as ``mfu``), or its model TFLOP/s per GPU against the same peak
+    (Megatron-Bridge, whose count halves the causal scores); None where it states neither."""
+    metric, gpu = row.data["metric"], row.gpu
+    if metric.get("mfu_percent") is not None:
+        return float(metric["mfu_percent"]) / 100
+    if metric.get("model_tflops_per_gpu") is not None and gpu is not None:
+        return float(metric["model_tflops_per_gpu"]) * 1e12 / gpu.peak_bf16_flops
+    return None
+
+
 def rel_error(estimate: float, measured: float) -> float:
     """(estimate − measured) / measured."""
     return (estimate - measured) / measured
@@ -109,6 +133,11 @@ class Result:
             "rel_error": self.rel_error,
             "half": r.half,
             "not_predicted": r.why_not,
+            # training rows: the measured and the estimated rate as MFU (MFU_CONVENTION), and the
+            # source's own figure where it states one
+            "mfu_measured": mfu(r, r.measured) if r.why_not is None else None,
+            "mfu_estimate": None if p is None else mfu(r, p.estimate),
+            "mfu_source": source_mfu(r),
         }
 
 
@@ -233,6 +262,7 @@ def validate(kind: str | None = None, eff: Efficiency | None = None) -> dict:
     return {
         "parameters": eff.to_dict(),
         "meaning": Efficiency.MEANING,
+        "mfu_convention": MFU_CONVENTION,
         "rows": [r.to_dict() for r in shown],
         "summary": summary(found) if kind is None else {kind: summary(found)[kind]},
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import derive
+from ...analysis import MFU_CONVENTION, derive
 from ...errors import ExperimentError
 from ...experiments import ExperimentEntry
 from ...experiments.live import (
@@ -41,7 +41,7 @@ def _speed(live, prefix: str) -> None:
         human_count(live.achieved_tflops * 1e12, "FLOP/s"),
         derive.achieved_flops(live.training_flops, live.step_ms, live.achieved_tflops * 1e12),
         prefix + "d.achieved",
-        help=f"{live.training_flops:.3e} FLOPs per step (3 × forward, analysis)",
+        help=f"{live.training_flops:.3e} FLOPs per step: {MFU_CONVENTION}",
     )
     # the causal-attention MFU rides under the full-T×T one, as its delta
     derived_metric(
@@ -58,8 +58,7 @@ def _speed(live, prefix: str) -> None:
         delta=f"causal scores: {live.mfu_causal:.1%}" if causal else None,
         delta_color="off",
         delta_arrow="off",
-        help=f"peak {live.peak_flops / 1e12:.3g} TFLOP/s; attention scores over the "
-        f"full T×T"
+        help=f"peak {live.peak_flops / 1e12:.3g} TFLOP/s; {MFU_CONVENTION}"
         + (
             "; causal half only: " + human_count(live.achieved_tflops_causal * 1e12, "FLOP/s")
             if causal
@@ -68,8 +67,8 @@ def _speed(live, prefix: str) -> None:
     )
     st.caption(
         f"MFU is measured against {live.peak_flops / 1e12:.3g} TFLOP/s: "
-        f"{live.peak_flops_source}. Warm-up step (excluded): {live.warmup_s:.2f} s."
-        + (" " + CAUSAL_MFU_NOTE if causal else "")
+        f"{live.peak_flops_source}; FLOPs: {MFU_CONVENTION}. Warm-up step (excluded): "
+        f"{live.warmup_s:.2f} s." + (" " + CAUSAL_MFU_NOTE if causal else "")
     )
     st.plotly_chart(live_phase_figure(live), key=prefix + "chart_phases")
 
