@@ -111,7 +111,7 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     return router + slots * per_slot + shared + upcast
 
 
-def _block_saved(
+def block_saved(
     cfg: ModelConfig,
     layer: int,
     B: int,
@@ -281,7 +281,7 @@ def _linear_block_saved(
 LOSS_PATHS = ("chunked", "logits")
 
 
-def _head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> int:
+def head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> int:
     """What the loss head saves on one of ``tp`` ranks (a vocabulary-parallel head holds V/tp
     rows): the final norm's tensors, then for the chunked loss its two gradients, for
     F.cross_entropy the lm_head input, the log-probabilities, the targets and nll_loss's total
@@ -342,7 +342,7 @@ def activation_estimate(
     for layer in range(L):
         kinds.setdefault(kind(layer), [layer, 0])[1] += 1
     saved = {
-        key: sum(_block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
+        key: sum(block_saved(cfg, first, B, T, b, dtype, tp, sequence_parallel).values())
         for key, (first, _) in kinds.items()
     }
     per_layer = saved[kind(0)]
@@ -354,7 +354,7 @@ def activation_estimate(
         # all layers' one (cos, sin), or two where windowed layers rotate with their own base
         # (checkpointed: the one block recomputed at a time holds its own, if it rotates)
         "rope_tables": table * (heaviest[2] if checkpointing else _rope_tables_used(cfg)),
-        "head_and_loss": _head_saved(cfg, N, b, loss, tp),
+        "head_and_loss": head_saved(cfg, N, b, loss, tp),
     }
     if checkpointing:
         block_input = nbytes((math.ceil(N / tp) if sequence_parallel else N) * C, b)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import TypedDict
 
 from ..config import ModelConfig
-from .activations import _block_saved
+from .activations import block_saved
 from .common import STATS_BYTES
 from .shapes import Shapes
 
@@ -79,7 +79,7 @@ def gpt_recipe(cfg: ModelConfig) -> ModelConfig:
     )
 
 
-# Our _block_saved parts, in the order of their terms above
+# Our block_saved parts, in the order of their terms above
 OUR_ROWS = (
     ("layer norms' inputs (2; a sandwich block's 4)", ("norms",)),
     ("QKV input", ("attention_input",)),
@@ -140,7 +140,7 @@ class KorthikantiComparison:
 def _ours(cfg: ModelConfig, s: int, b: int, t: int, sp: bool) -> dict:
     """The first attention block's saved tensors (a hybrid's Gated DeltaNet blocks aside)."""
     first = next((i for i, linear in enumerate(cfg.linear_layer_flags) if not linear), 0)
-    return _block_saved(cfg, first, b, s, B16, "bf16", t, sp)
+    return block_saved(cfg, first, b, s, B16, "bf16", t, sp)
 
 
 def _our_variant(cfg: ModelConfig, s: int, b: int, t: int, variant: str) -> int:

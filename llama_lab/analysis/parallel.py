@@ -24,7 +24,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import AnalysisError
-from .activations import _block_saved, _head_saved
+from .activations import block_saved, head_saved
 from .common import (
     INT64_BYTES,
     STATS_BYTES,
@@ -35,7 +35,7 @@ from .common import (
     nbytes,
 )
 from .kv import kv_heads_per_gpu
-from .quant import TensorGroup, _block_tensors, weight_tensors
+from .quant import TensorGroup, block_tensors, weight_tensors
 from .shapes import Shapes
 
 RECOMPUTE = ("none", "selective", "full")
@@ -199,7 +199,7 @@ def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGr
     kinds = [(cfg.moe_layer_flags[i], cfg.linear_layer_flags[i]) for i in layers]
     groups = []
     for sparse, linear in sorted(set(kinds)):  # Gated DeltaNet blocks: replicated (not split)
-        groups += _block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
+        groups += block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
     ends = {g.name: g for g in weight_tensors(cfg)}
     if stage == 0:
         groups += [ends[name] for name in ("embed_tokens", "embed_positions") if name in ends]
@@ -273,7 +273,7 @@ def stage_activations(
         kinds.setdefault((cfg.window_of(i), cfg.moe_layer_flags[i], cfg.linear_layer_flags[i]), [i, 0])[
             1
         ] += 1
-    saved = {key: _block_saved(cfg, first, B, T, b, dtype, t, sp) for key, (first, _) in kinds.items()}
+    saved = {key: block_saved(cfg, first, B, T, b, dtype, t, sp) for key, (first, _) in kinds.items()}
     if layout.recompute == "selective":  # the attention core is recomputed from q, k, v:
         for part in saved.values():  # its logsumexp and a window mask are not kept
             if "attention_output" in part:  # (a Gated DeltaNet block keeps all it saves)
@@ -291,7 +291,7 @@ def stage_activations(
     rope = cfg.pos_encoding == "rope"
     parts["positions"] = 2 * T * s.D * 4 if rope and dtype == "fp32" else 0
     parts["token_ids"] = INT64_BYTES * N if stage == 0 else 0
-    parts["head_and_loss"] = _head_saved(cfg, N, b, "chunked", t) if stage == layout.pp - 1 else 0
+    parts["head_and_loss"] = head_saved(cfg, N, b, "chunked", t) if stage == layout.pp - 1 else 0
     return parts
 
 

@@ -129,7 +129,7 @@ def _attention_tensors(cfg: ModelConfig, n: int) -> list[TensorGroup]:
     return groups
 
 
-def _block_tensors(cfg: ModelConfig, sparse: bool, linear: bool, n: int) -> list[TensorGroup]:
+def block_tensors(cfg: ModelConfig, sparse: bool, linear: bool, n: int) -> list[TensorGroup]:
     """The tensors of ``n`` blocks of one kind (dense or sparse; attention or Gated DeltaNet)."""
     s = Shapes.of(cfg)
     C, F, E, Fe = s.C, s.F, s.E, s.Fe
@@ -174,7 +174,7 @@ def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
     if cfg.pos_encoding == "learned":
         groups.append(TensorGroup("embed_positions", "embeddings", 1, cfg.max_seq_len, s.C))
     for sparse, linear in sorted(set(kinds)):
-        groups += _block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
+        groups += block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
     if cfg.final_norm:
         groups.append(TensorGroup("final_norm", "norms", 1, 1, norm_params(cfg)))
     if not cfg.tie_embeddings:

@@ -13,13 +13,13 @@ from ..errors import ConfigError
 from . import field_rules
 from .bounds import FAMILY_LIMITS
 from .fields import ModelFields
-from .messages import check_int as _check_int
+from .messages import check_int
 
 
 def check_mla(cfg: ModelFields) -> None:
     for name in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"):
-        _check_int(name, getattr(cfg, name), 0, FAMILY_LIMITS[name])
-    _check_int("v_head_dim", cfg.v_head_dim, 1, FAMILY_LIMITS["v_head_dim"])
+        check_int(name, getattr(cfg, name), 0, FAMILY_LIMITS[name])
+    check_int("v_head_dim", cfg.v_head_dim, 1, FAMILY_LIMITS["v_head_dim"])
     if not cfg.is_mla:
         for name in ("q_lora_rank", "qk_rope_head_dim"):
             if getattr(cfg, name):
@@ -71,9 +71,9 @@ def check_mla(cfg: ModelFields) -> None:
 
 
 def check_routing(cfg: ModelFields) -> None:
-    _check_int("n_shared_experts", cfg.n_shared_experts, 0, FAMILY_LIMITS["n_shared_experts"])
-    _check_int("moe_groups", cfg.moe_groups, 1, FAMILY_LIMITS["moe_groups"])
-    _check_int("moe_topk_groups", cfg.moe_topk_groups, 1, cfg.moe_groups)
+    check_int("n_shared_experts", cfg.n_shared_experts, 0, FAMILY_LIMITS["n_shared_experts"])
+    check_int("moe_groups", cfg.moe_groups, 1, FAMILY_LIMITS["moe_groups"])
+    check_int("moe_topk_groups", cfg.moe_topk_groups, 1, cfg.moe_groups)
     if not cfg.n_experts:
         if cfg.n_shared_experts:
             raise ConfigError(
@@ -149,7 +149,7 @@ def check_gpt_oss(cfg: ModelFields) -> None:
 def check_gemma(cfg: ModelFields) -> None:
     """Gemma's fields, and the RoPE and QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM."""
     field_rules.check_number(cfg, "rope_local_theta")  # derived floats, resolved by now
-    _check_int("query_pre_attn_scalar", cfg.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"])
+    check_int("query_pre_attn_scalar", cfg.query_pre_attn_scalar, 1, FAMILY_LIMITS["query_pre_attn_scalar"])
     field_rules.check_number(cfg, "attention_multiplier")
     rules = [
         (
@@ -183,9 +183,9 @@ def check_linear(cfg: ModelFields) -> None:
     """Gated DeltaNet layers (Qwen3-Next, Qwen3.5), the gated attention output and the gated
     shared expert."""
     for name in ("linear_k_heads", "linear_v_heads", "linear_k_head_dim", "linear_v_head_dim"):
-        _check_int(name, getattr(cfg, name), 1, FAMILY_LIMITS[name])
+        check_int(name, getattr(cfg, name), 1, FAMILY_LIMITS[name])
     for name in ("linear_conv_kernel",):
-        _check_int(name, getattr(cfg, name), 1, FAMILY_LIMITS[name])
+        check_int(name, getattr(cfg, name), 1, FAMILY_LIMITS[name])
     linear = cfg.linear_layer_flags
     if any(linear):
         if cfg.linear_v_heads % cfg.linear_k_heads:
@@ -272,8 +272,8 @@ def check_llama4(cfg: ModelFields) -> None:
 
 def check_temperature(cfg: ModelFields) -> None:
     """The attention temperature (Llama 4's NoPE blocks, Mistral 4's every block)."""
-    _check_int("attn_floor_scale", cfg.attn_floor_scale, 1, FAMILY_LIMITS["attn_floor_scale"])
-    _check_int("attn_temperature_offset", cfg.attn_temperature_offset, 0, 1)
+    check_int("attn_floor_scale", cfg.attn_floor_scale, 1, FAMILY_LIMITS["attn_floor_scale"])
+    check_int("attn_temperature_offset", cfg.attn_temperature_offset, 0, 1)
     hit = [
         i for i, (t, lin) in enumerate(zip(cfg.temperature_layer_flags, cfg.linear_layer_flags)) if t and lin
     ]

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from . import messages
 from .bounds import CHOICES, LIMITS, MINIMUMS
 from .fields import ModelFields
-from .messages import check_int as _check_int
+from .messages import check_int
 
 
 def layer_set(spec: str, n_layers: int, name: str) -> tuple[bool, ...]:
@@ -61,7 +61,7 @@ ROPE_BASE_RULE = (
 def check_sizes(cfg: ModelFields) -> None:
     """Every integer size within its bounds; heads that divide d_model and the KV heads."""
     for name in LIMITS:
-        _check_int(name, getattr(cfg, name), MINIMUMS.get(name, 1), LIMITS[name])
+        check_int(name, getattr(cfg, name), MINIMUMS.get(name, 1), LIMITS[name])
     if cfg.head_dim is None:  # head_dim = d_model / n_heads needs exact division
         if cfg.n_heads > cfg.d_model:
             raise ConfigError(

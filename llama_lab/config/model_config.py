@@ -17,10 +17,7 @@ from .families import FAMILY_LIST
 from .fields import ModelFields
 from .hf.read import HFConfigWarning, read_hf_dict
 from .hf.write import to_hf_config
-
-_check_int = messages.check_int
-
-_check_int = messages.check_int
+from .messages import check_int
 
 
 def _positive_int(value: Any) -> bool:
@@ -67,12 +64,12 @@ class ModelConfig(ModelFields):
         for name in ("qkv_bias", "o_bias", "mlp_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false", field=name)
-        _check_int("head_dim", self.head_dim, 1, FAMILY_LIMITS["head_dim"])
-        _check_int("sliding_window", self.sliding_window, 0, FAMILY_LIMITS["sliding_window"])
-        _check_int("n_experts", self.n_experts, 0, FAMILY_LIMITS["n_experts"])
-        _check_int("expert_ffn_hidden", self.expert_ffn_hidden, 1, FAMILY_LIMITS["expert_ffn_hidden"])
+        check_int("head_dim", self.head_dim, 1, FAMILY_LIMITS["head_dim"])
+        check_int("sliding_window", self.sliding_window, 0, FAMILY_LIMITS["sliding_window"])
+        check_int("n_experts", self.n_experts, 0, FAMILY_LIMITS["n_experts"])
+        check_int("expert_ffn_hidden", self.expert_ffn_hidden, 1, FAMILY_LIMITS["expert_ffn_hidden"])
         if self.n_experts:
-            _check_int("experts_per_token", self.experts_per_token, 1, self.n_experts)
+            check_int("experts_per_token", self.experts_per_token, 1, self.n_experts)
             if self.ffn_type != "swiglu":  # geglu experts: no published model
                 raise ConfigError(
                     f"n_experts={self.n_experts} needs ffn_type='swiglu' (every "
@@ -81,7 +78,7 @@ class ModelConfig(ModelFields):
                     also=("ffn_type",),
                 )
         else:
-            _check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
+            check_int("experts_per_token", self.experts_per_token, 0, FAMILY_LIMITS["experts_per_token"])
         feature_rules.check_mla(self)
         feature_rules.check_routing(self)
         feature_rules.check_gpt_oss(self)
