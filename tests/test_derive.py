@@ -17,9 +17,14 @@ PRESET_NAMES = sorted(PRESETS)
 
 
 def holds(d: derive.Derivation) -> None:
+    """``d`` evaluates to its value, and so do its alternatives and its terms' own derivations
+    (each to the number the term holds in ``d``)."""
     assert d.evaluate() == pytest.approx(d.value, rel=1e-12), (d.title, d.substituted())
     for _, alt in d.alternatives:
         holds(alt)
+    for part in d.where:
+        holds(part)
+        assert part.value == d.terms[part.term], (d.title, part.term)
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
@@ -38,10 +43,95 @@ def test_every_derivation_evaluates_to_the_number_shown(name):
     for kv_dtype in ("bf16", "fp8", "int8", "int4"):
         holds(derive.kv_bytes_per_token(cfg, kv_dtype))
         holds(derive.kv_cache(cfg, T, 3, kv_dtype))
+        holds(derive.kv_cache(cfg, cfg.max_seq_len, 1, kv_dtype))  # past any window
+        holds(derive.linear_state(cfg, kv_dtype))
     for weights in ("bf16", "int4", "int8", "fp8"):
         holds(derive.weights_stored(cfg, weights))
         for gpu in ("H100 80GB", "L4"):
             holds(derive.longest_context(cfg, gpu, 1, weights, "fp8"))
+    holds(derive.palm_training_per_token(cfg, T))
+    holds(derive.score_flops_per_token(cfg, T))
+    holds(derive.training_bytes(cfg, T, 2, "bf16"))
+    for path in ("naive", "flash"):
+        holds(derive.attention_kept(cfg, T, 2, "bf16", path))
+        holds(derive.attention_kept(cfg, T, 1, "bf16", path, per_block=True))
+    if cfg.is_mla:
+        for absorbed in (False, True):
+            holds(derive.mla_score_flops(cfg, absorbed))
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_every_derivation_is_the_counters_figure(name):
+    """Each derivation's value is the counter's own (not only its expression's): the pages print
+    the counter's number after the equation."""
+    cfg = PRESETS[name]
+    T = min(2048, cfg.max_seq_len)
+    assert derive.kv_bytes_per_token(cfg, "int8").value == analysis.kv_cache_bytes_per_token(cfg, "int8")
+    assert derive.kv_cache(cfg, T, 3, "int4").value == analysis.kv_cache_bytes(cfg, T, 3, "int4")
+    assert derive.linear_state(cfg, "bf16").value == analysis.state_bytes(cfg, "bf16")
+    memory = analysis.attention_memory(cfg, T, 1, "bf16")
+    assert derive.attention_kept(cfg, T, 1, "bf16", "naive").value == memory.naive_bytes
+    assert derive.attention_kept(cfg, T, 1, "bf16", "flash", per_block=True).value == memory.flash_layer_bytes
+    assert derive.training_bytes(cfg, T, 1, "bf16").value == analysis.training_memory(cfg, T, 1).total_bytes
+    flops = analysis.count_flops(cfg, T, 1)
+    assert derive.palm_training_per_token(cfg, T).value == flops.palm_training_per_token
+    assert derive.score_flops_per_token(cfg, T).value * T == flops.by_component["attention_scores"]
+    assert derive.params_total(cfg).value == analysis.count_params(cfg).total
+
+
+@pytest.mark.parametrize("kv_dtype", ["fp32", "bf16", "fp8", "int8", "int4"])
+@pytest.mark.parametrize("width", [1, 63, 64, 576])
+def test_a_vectors_bytes_by_its_format(kv_dtype, width):
+    from llama_lab.analysis.quant import kv_head_bytes
+
+    d = derive.head_bytes(kv_dtype, width, "b_head")
+    holds(d)
+    assert d.value == kv_head_bytes(kv_dtype, width)
+    assert ("s" in d.terms) == (kv_dtype in ("int8", "int4"))
+
+
+def test_the_equation_is_the_formula_the_numbers_and_the_value():
+    """One rendering: symbols = numbers = value, after the terms' own derivations; LaTeX for
+    st.latex, plain text for the report and messages."""
+    kv = derive.kv_bytes_per_token(PRESETS["seed-demo"], "int8")
+    assert kv.equation() == (
+        r"b_{\text{head}} = D \cdot b + s = 64 \cdot 1 + 2 = 66 \qquad "
+        r"\text{KV bytes/token} = 2 \cdot L \cdot G \cdot b_{\text{head}} = "
+        r"2 \cdot 4 \cdot 2 \cdot 66 = 1,056"
+    )
+    assert (
+        kv.text("KV bytes")
+        == "b_head = D · b + s = 64 · 1 + 2 = 66; KV bytes = 2 · L · G · b_head = 2 · 4 · 2 · 66 = 1,056"
+    )
+    cache = derive.kv_cache(PRESETS["seed-demo"], 100, 2, "bf16")
+    assert cache.equation(omit=("b_tok",), note="12.5 KiB").endswith(
+        r"\text{cache} = \text{bytes/token} \cdot B \cdot T = 2,048 \cdot 2 \cdot 100 = 409,600"
+        r"\;(\text{12.5 KiB})"
+    )
+    ctx = derive.longest_context(PRESETS["seed-demo"], "H100 80GB", 1, "bf16", "bf16")
+    assert r"\left\lfloor \frac{" in ctx.equation() and "⌊(" in ctx.text()  # a floor division stays one
+
+
+def test_a_hybrids_attention_blocks_and_states_and_a_windows_blocks():
+    qwen = derive.kv_cache(PRESETS["qwen3-next-80b-a3b"], 4096, 2, "bf16")
+    assert qwen.terms["S"] == analysis.state_bytes(PRESETS["qwen3-next-80b-a3b"], "bf16")
+    assert dict(derive.kv_bytes_per_token(PRESETS["qwen3-next-80b-a3b"], "bf16").terms)["L_attn"] == 12
+    gpt_oss = derive.kv_cache(PRESETS["gpt-oss-20b"], 4096, 1, "bf16")
+    assert gpt_oss.terms["L_w"] == 12 and gpt_oss.terms["W"] == 128
+    deepseek = derive.attention_kept(PRESETS["deepseek-v3"], 1024, 1, "bf16", "flash")
+    assert deepseek.terms["D_v"] == 128  # MLA's value heads
+
+
+def test_the_speculative_figures_at_gamma_and_at_the_best_gamma():
+    s = analysis.speculation(0.8, 4, 0.05)
+    expected, at_gamma, best = derive.speculative_gains(0.8, 4, 0.05)
+    for d, value in ((expected, s.expected_tokens_per_step), (at_gamma, s.speedup), (best, s.best_speedup)):
+        holds(d)
+        assert d.value == value
+    assert best.terms["gamma"] == s.best_gamma and f"= {s.best_gamma})" in best.equation()
+    for alpha in (0.0, 1.0):
+        for d in derive.speculative_gains(alpha, 3, 0.1):
+            holds(d)
 
 
 def test_a_sliding_window_past_its_window_and_within_it():
@@ -78,6 +168,7 @@ def test_the_seed_demo_by_hand():
     kv = derive.kv_bytes_per_token(cfg, "bf16")
     assert kv.value == 2 * 4 * 2 * 64 * 2 and kv.substituted() == "2 · 4 · 2 · 128"
     assert derive.initial_loss(32000).value == pytest.approx(math.log(32000))
+    holds(derive.initial_loss(32000))
     ctx = derive.longest_context(cfg, GPUS["H100 80GB"], 1, "bf16", "bf16")
     assert (
         ctx.value == ((81_559 * 2**20 - 300 * 10**6) - 87_561_216) // 2048

@@ -538,6 +538,11 @@ def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> We
     )
 
 
+def group_label(group_size: int) -> str:
+    """How a format's scales are grouped, in words: -1 one per tensor, 0 one per output row."""
+    return {-1: "one per tensor", 0: "one per output row"}.get(group_size, f"groups of {group_size}")
+
+
 def kv_head_bytes(kv_dtype: str, head_dim: int) -> int:
     """Bytes of one token's K (or V) for one KV head: D elements (int4 packed two per byte),
     plus, for int8 and int4, that row's fp16 scale (symmetric, one per token and head)."""
