@@ -16,19 +16,7 @@ cfg, T, B = selection.cfg, selection.seq_len, selection.batch
 ui.params_metrics(cfg, T, B, P)
 ui.params_charts(cfg, T, B)  # the charts first; the formulas they follow below
 with st.expander("The formulas behind the counts"):
-    st.latex(
-        r"N_\text{block} = \underbrace{C H D + 2\,C G D + H D C}_{\text{attention}}"
-        r" + \underbrace{k\,C F}_{\text{FFN},\;k=3\text{ SwiGLU},\;2\text{ ReLU/GELU}}"
-        r" + \underbrace{2\,n_\text{norm}}_{n_\text{norm}=C\text{ or }2C}"
-    )
-    st.latex(
-        r"N = L\,N_\text{block} + V C\,(\text{embedding}) + V C\,(\text{untied head})"
-        r" + n_\text{norm}\,(\text{final}) \quad (+\text{biases if enabled})"
-    )
-    st.latex(
-        r"\text{FLOPs}_\text{fwd} = 2\,B\,T \cdot N_\text{matmul}"
-        r" + \underbrace{4\,B\,T^2 H D L}_{QK^\top\text{ and }AV\text{, full }T\times T}"
-    )
+    ui.params_formulas(cfg, T, B)
 
 st.subheader("FLOPs against sequence length")
 ui.flops_sweep_section(cfg, T, B)

@@ -14,18 +14,12 @@ selection = ui.setup_page(
     "of the same model.",
 )
 
-st.latex(
-    r"\text{tokens/s} = \frac{B\,T}{t_\text{step}} \qquad "
-    r"\text{achieved FLOP/s} = \frac{3\cdot\text{FLOPs}_\text{fwd}(B,T)}{t_\text{step}}"
-    r" \qquad \text{MFU} = \frac{\text{achieved FLOP/s}}{\text{peak FLOP/s}}"
-)
-st.latex(
-    r"\mathcal{L}_0 \approx \ln V \;\;(\text{uniform prediction})\qquad "
-    r"\text{KV bytes} = 2\,L\,G\,D\,b \cdot B \cdot \text{tokens}"
-)
+formulas = st.container()  # written once the live model is chosen, below
 
 # ---- which model, which device (in the URL as live.*) ---------------------------------------------
 run_cfg, settings = ui.live_setup(selection, P)
+with formulas:  # the definitions, and the live model's ln V and KV bytes per token
+    ui.live_formulas(run_cfg, settings)
 
 # ---- the training step --------------------------------------------------------------------------------
 st.subheader("One training step")

@@ -14,14 +14,7 @@ selection = ui.setup_page(
 )
 cfg, T, B, kv_dtype = selection.cfg, selection.seq_len, selection.batch, selection.kv_format
 
-st.latex(
-    r"\text{ReLU FFN: } 2\,d\,(4d) = 8d^2 \qquad \text{SwiGLU: } 3\,d\,F"
-    r" = 3d\cdot\tfrac{8}{3}d = 8d^2"
-)
-st.latex(
-    r"\text{LayerNorm: } 2d \;\text{vs RMSNorm: } d \qquad"
-    r"\text{KV bytes/token} = 2\,L\,G\,D\,b \;\propto\; G"
-)
+ui.comparison_formulas(cfg, kv_dtype)
 ui.comparison_tables(cfg, T, B, kv_dtype)
 
 st.subheader("Train the contrast (small model, CPU)")

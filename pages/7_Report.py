@@ -14,15 +14,7 @@ selection = ui.setup_page(
     "this browser session, and the environment, as one file. The HTML carries plotly.js "
     "inlined, so it opens without a network.",
 )
-st.latex(
-    r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{norm} \qquad "
-    r"\text{FLOPs}_\text{fwd} = 2\,B\,T\,N_\text{matmul} + 4\,B\,T^2 H D L"
-)
-st.latex(
-    r"\text{KV bytes/token} = 2\,L\,G\,D\,b \qquad "
-    r"\text{training bytes} = \underbrace{2\Psi + 2\Psi + 12\Psi}_{\text{mixed-precision "
-    r"AdamW (ZeRO)}} + \text{activations}"
-)
+ui.report_formulas(selection)  # parameters, FLOPs, KV bytes, training bytes: written out
 
 included = ui.report_experiments(P)
 gpu = ui.report_gpu(P)

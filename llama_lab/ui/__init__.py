@@ -39,9 +39,9 @@ from .cached import (
     warmup_measured,
 )
 from .claims import claims_section, recomputed_claims, warmup_for_claims
-from .comparison import comparison_tables, contrast_section
+from .comparison import comparison_formulas, comparison_tables, contrast_section
 from .config_files import Download, config_downloads
-from .derivations import derived_metric, show_derivation
+from .derivations import derived_metric, show_derivation, show_equation
 from .gradient import (
     GradientSetup,
     default_warmup,
@@ -73,7 +73,7 @@ from .kv import (
     mla_section,
     roofline_section,
 )
-from .live import decode_section, live_setup, training_step_section
+from .live import decode_section, live_formulas, live_setup, training_step_section
 from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
 from .panels.gradnorms import explain_norm_positions
 from .parallel import (
@@ -90,9 +90,17 @@ from .params import (
     flops_sweep_section,
     fvcore_section,
     params_charts,
+    params_formulas,
     params_metrics,
 )
-from .report import built_report, report_downloads, report_experiments, report_gpu, report_summary
+from .report import (
+    built_report,
+    report_downloads,
+    report_experiments,
+    report_formulas,
+    report_gpu,
+    report_summary,
+)
 from .runs import (
     STALE_NOTE,
     exclusive_run,
@@ -200,6 +208,7 @@ __all__ = [
     "choice_link",
     "claims_section",
     "comparison_tables",
+    "comparison_formulas",
     "config_downloads",
     "config_error",
     "CONFIG_FIELDS",
@@ -302,6 +311,7 @@ __all__ = [
     "live_config",
     "live_run_note",
     "live_setup",
+    "live_formulas",
     "live_size_box",
     "LIVE_SIZE_HEADING",
     "live_workload",
@@ -314,6 +324,7 @@ __all__ = [
     "PAGES",
     "param_count",
     "params_charts",
+    "params_formulas",
     "params_metrics",
     "positions_section",
     "quantisation_section",
@@ -330,6 +341,7 @@ __all__ = [
     "remember",
     "report_downloads",
     "report_experiments",
+    "report_formulas",
     "report_gpu",
     "report_summary",
     "roofline_points",
@@ -352,6 +364,7 @@ __all__ = [
     "shard_section",
     "show_caption",
     "show_derivation",
+    "show_equation",
     "show_error",
     "show_experiment",
     "show_info",

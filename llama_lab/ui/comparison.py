@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..analysis import derive
 from ..config import ModelConfig, small_training_config
 from ..experiments import ABLATIONS, CONTRAST_SETTINGS
 from ..seed.comparison import in_english
 from ..train.data import load_builtin
 from .cached import ablation_runs, architecture, show_table
+from .derivations import show_equation
 from .runs import keep_experiment, run_with_status, show_experiment
 
 TRAIN = CONTRAST_SETTINGS
@@ -21,6 +23,19 @@ COUNT_COLUMNS = [
     "kv_bytes_per_token_2017",
     "kv_bytes_per_token_llama",
 ]
+
+
+def comparison_formulas(cfg: ModelConfig, kv_dtype: str) -> None:
+    """The table's rules: the FFN widths' parameters and the norms' (the seed's identities), and
+    this config's KV bytes per token written out (``derive.kv_bytes_per_token``)."""
+    st.latex(
+        r"\text{ReLU FFN: } 2\,d\,(4d) = 8d^2 \qquad \text{SwiGLU: } 3\,d\,F"
+        r" = 3d\cdot\tfrac{8}{3}d = 8d^2"
+    )
+    show_equation(
+        (r"\text{KV bytes/token}", derive.kv_bytes_per_token(cfg, kv_dtype)),
+        lead=r"\text{LayerNorm: } 2d \;\text{vs RMSNorm: } d \qquad ",
+    )
 
 
 def comparison_tables(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:

@@ -1,23 +1,38 @@
 """Every headline number opens its derivation: the metric, and beside it a popover with the
 formula, the formula with the config's values put in and what it evaluates to, the counting
-convention — a choice where conventions differ, each with its own value — and the source."""
+convention — a choice where conventions differ, each with its own value — and the source.
+Every equation a page writes out is a derivation's own (``show_equation``): the formula in
+symbols = the same with the numbers put in = the value, so what is written multiplies out to
+what is printed."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import streamlit as st
 
 from ..analysis.derive import Derivation
+from ..analysis.equations import number as _number
 from ..units import escape_markdown
 
 LAB_CONVENTION = "this lab's count"
+# a derivation, or (its left side — None: its own —, it) or (its left side, it, words after its value)
+Part = Union[Derivation, tuple[str | None, Derivation], tuple[str | None, Derivation, str]]
 
 
-def _number(value: Any) -> str:
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.6g}"
-    return f"{int(value):,}"
+def equations(*parts: Part, lead: str = "", omit: tuple[str, ...] = ()) -> str:
+    """The LaTeX of ``parts`` side by side (``lead`` before them; ``omit``: terms whose own
+    derivation the page has just written)."""
+    written = []
+    for part in parts:
+        lhs, d, note = (None, part, "") if isinstance(part, Derivation) else (*part, "")[:3]
+        written.append(d.equation(lhs, note=note, omit=omit))
+    return lead + r" \qquad ".join(written)
+
+
+def show_equation(*parts: Part, lead: str = "", omit: tuple[str, ...] = ()) -> None:
+    """One ``st.latex`` of the derivations' equations, side by side."""
+    st.latex(equations(*parts, lead=lead, omit=omit))
 
 
 def show_derivation(d: Derivation, key: str) -> None:

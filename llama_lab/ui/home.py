@@ -9,9 +9,9 @@ from ..analysis import derive
 from ..analysis.summary import family_notes
 from ..units import escape_markdown, human_bytes, human_count, human_params, plural
 from .cached import flop_count, kv_report, param_count
-from .derivations import derived_metric
+from .derivations import derived_metric, show_equation
 from .pages import PAGES
-from .state import Selection, dtype_bytes
+from .state import Selection
 
 
 def current_model(selection: Selection, prefix: str) -> None:
@@ -64,7 +64,8 @@ def current_model(selection: Selection, prefix: str) -> None:
 
 
 def _shape(selection: Selection) -> None:
-    """The model's shape in a line, its family's notes and its KV bytes per token written out."""
+    """The model's shape in a line, its family's notes and its KV bytes per token written out
+    (``derive.kv_bytes_per_token``)."""
     cfg = selection.cfg
     st.caption(
         f"{plural(cfg.n_layers, 'layer')} × d={cfg.d_model:,}, FFN {cfg.ffn_type} {cfg.ffn_hidden:,}, "
@@ -74,13 +75,8 @@ def _shape(selection: Selection) -> None:
     )
     for note in family_notes(cfg, param_count(cfg)):
         st.markdown(note)
-    kv = kv_report(cfg, selection.seq_len, selection.batch, selection.kv_format)
-    b = dtype_bytes(selection.dtype)
-    st.latex(
-        rf"\text{{KV bytes per token}} = 2 \cdot L \cdot G \cdot D \cdot b = 2 \cdot "
-        rf"{cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot {cfg.head_dim} \cdot {b:g} = "
-        rf"{kv.bytes_per_token:,}"
-    )
+    # the KV cache format's bytes, MLA's latent, only the blocks that attend: the derivation's own
+    show_equation((r"\text{KV bytes per token}", derive.kv_bytes_per_token(cfg, selection.kv_format)))
 
 
 def page_links(selection: Selection) -> None:

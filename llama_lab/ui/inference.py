@@ -10,7 +10,7 @@ import streamlit as st
 from .. import analysis, experiments
 from ..analysis import DEFAULT_GPU, WeightQuant, derive
 from ..analysis.common import training_dtype
-from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant
+from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label
 from ..config import ModelConfig
 from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
@@ -19,7 +19,7 @@ from ..runtime.hardware import GPUS
 from ..units import human_bytes
 from .cached import measured, show_table
 from .context import capped_context
-from .derivations import derived_metric
+from .derivations import derived_metric, show_equation
 from .runs import measure_on_view
 from .widgets import choice_link, link_widgets
 
@@ -64,7 +64,7 @@ GROUP_CHOICES = (-1, 0, 32, 64, 128, 256)  # inputs per scale (-1: per tensor, 0
 
 
 def _group_label(group: int) -> str:
-    return {-1: "one per tensor", 0: "one per output row"}.get(group, f"groups of {group}")
+    return group_label(group)
 
 
 def _weight_options(weights: "WeightQuant | str", prefix: str) -> WeightQuant:
@@ -164,23 +164,10 @@ def quantisation_section(
         st.caption(zero_context_reason(stored.total, w, gpu))
     elif capped:
         st.caption(f"Longest context: {capped}.")
-    if quant.quantised:
-        extras = (" + zero points" if quant.zero_point else "") + (
-            r" + g\_idx, quant state" if stored.other else ""
-        )
-        st.latex(
-            rf"\text{{bytes}} = \underbrace{{{stored.quantised:,}}}_{{\text{{{quant.dtype} data}}}}"
-            rf" + \underbrace{{{stored.scales + stored.zero_points + stored.other:,}}}_{{\text{{"
-            rf"{quant.scale_dtype} scales{extras}, "
-            rf"{_group_label(quant.group_size)}}}}} + \underbrace{{{stored.kept:,}}}_"
-            rf"{{\text{{kept in {quant.keep_dtype}}}}}"
-        )
+    if quant.quantised:  # each number with what it is under it
+        show_equation(derive.weights_stored(cfg, quant))
         st.caption(f"Kept in {quant.keep_dtype}: {', '.join(quant.keep) or 'nothing'} and every bias.")
-    head = analysis.kv_head_bytes(k, cfg.head_dim)
-    st.latex(
-        rf"\text{{KV bytes/token}} = 2 \cdot L \cdot G \cdot {head} = 2 \cdot {cfg.n_layers}"
-        rf" \cdot {cfg.n_kv_heads} \cdot {head} = {analysis.kv_cache_bytes_per_token(cfg, k):,}"
-    )
+    show_equation((r"\text{KV bytes/token}", derive.kv_bytes_per_token(cfg, k)))
 
     def row(label: str, weights, kv: str) -> dict:
         return {
@@ -218,9 +205,9 @@ def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: 
     st.subheader("FlashAttention: what attention keeps and moves")
     dtype = training_dtype(dtype)
     r = analysis.attention_memory(cfg, seq_len, 1, dtype, gpu)
-    st.latex(
-        rf"\text{{naive/layer}} = b\,H\,(3TD + T^2) + T^2 = {r.naive_layer_bytes:,}"
-        rf"\qquad \text{{fused/layer}} = b\,T D\,(2H + 2G) + 4 H T = {r.flash_layer_bytes:,}"
+    show_equation(  # one attending block's, at B = 1
+        (r"\text{naive/layer}", derive.attention_kept(cfg, seq_len, 1, dtype, "naive", per_block=True)),
+        (r"\text{fused/layer}", derive.attention_kept(cfg, seq_len, 1, dtype, "flash", per_block=True)),
     )
     cols = st.columns(4)
     derived_metric(
@@ -279,13 +266,7 @@ def speculative_section(prefix: str) -> None:
     alpha = cols[0].slider("acceptance rate α", 0.0, 1.0, 0.8, 0.01, key=prefix + "alpha")
     gamma = cols[1].slider("draft length γ", 1, 16, 4, key=prefix + "gamma")
     c = cols[2].slider("cost ratio c (draft ÷ target step)", 0.0, 1.0, 0.05, 0.01, key=prefix + "c")
-    s = analysis.speculation(alpha, gamma, c)
-    st.latex(
-        rf"E = \frac{{1-\alpha^{{\gamma+1}}}}{{1-\alpha}} = "
-        rf"{s.expected_tokens_per_step:.3f}\qquad \text{{speedup}} = "
-        rf"\frac{{E}}{{\gamma c + 1}} = {s.speedup:.3f}\qquad \gamma^* = {s.best_gamma}"
-        rf"\;({s.best_speedup:.3f}\times)"
-    )
+    show_equation(*derive.speculative_gains(alpha, gamma, c))  # E, the speedup at γ and at the best γ*
     st.markdown(
         f"**Live**: a {SPECULATIVE_DEFAULTS['target_layers']}-block target and a "
         f"{SPECULATIVE_DEFAULTS['draft_layers']}-block draft trained on the built-in "

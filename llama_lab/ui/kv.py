@@ -8,7 +8,6 @@ import streamlit as st
 
 from ..analysis import DEFAULT_GPU, attention_variants, derive
 from ..analysis.kv import hybrid_cache_frame, hybrid_crossover, kv_cache_bytes_per_token, linear_state_bytes
-from ..analysis.quant import kv_scale_bytes
 from ..config import ModelConfig
 from ..figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
 from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
@@ -16,9 +15,9 @@ from ..runtime.hardware import GPUS
 from ..units import human_bytes, plural
 from .cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
 from .context import context_text
-from .derivations import derived_metric
+from .derivations import derived_metric, show_equation
 from .parallel import serving_section
-from .state import Selection, dtype_bytes
+from .state import Selection
 from .widgets import bound_note, choice_link, keep_choice, link_widgets
 
 
@@ -28,32 +27,14 @@ def _contexts(seq_len: int) -> list[int]:
 
 
 def kv_formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
-    """Bytes per token and the cache at B×T, written out with the model's numbers."""
+    """Bytes per token and the cache at B×T, written out with the model's numbers (their
+    derivations: MLA's latent, the attention blocks of a hybrid, windows, the formats' scales)."""
     T, B = seq_len, batch
-    b = dtype_bytes(kv_dtype)
     kv = kv_report(cfg, T, B, kv_dtype)
-    scale = kv_scale_bytes(kv_dtype)  # int8/int4: an fp16 scale per token and KV head
-    s = f" + {scale}" if scale else ""
-    if cfg.is_mla:  # the latent and the one RoPE key, whatever the head count
-        st.latex(
-            rf"\text{{bytes/token}} = L \cdot \big((d_c \cdot b{' + s' if scale else ''}) + "
-            rf"(d_h^R \cdot b{' + s' if scale else ''})\big) = {cfg.n_layers} \cdot "
-            rf"\big(({cfg.kv_lora_rank} \cdot {b:g}{s}) + ({cfg.qk_rope_head_dim} \cdot {b:g}{s})\big) "
-            rf"= {kv.bytes_per_token:,}"
-        )
-    else:
-        st.latex(
-            rf"\text{{bytes/token}} = 2\,(K,V) \cdot L \cdot G \cdot (D \cdot b"
-            rf"{' + s' if scale else ''}) = 2 \cdot {cfg.n_layers} \cdot {cfg.n_kv_heads} \cdot "
-            rf"({cfg.head_dim} \cdot {b:g}{s}) = "
-            rf"{kv.bytes_per_token:,}"
-        )
-    local, W, L = sum(cfg.local_layer_flags), cfg.sliding_window, cfg.n_layers
-    held = f"{T:,}" if not local or T <= W else rf"\tfrac{{{local}\cdot{W:,} + {L - local}\cdot{T:,}}}{{{L}}}"
-    st.latex(
-        rf"\text{{cache}} = \text{{bytes/token}} \cdot B \cdot T_\text{{held}} = "
-        rf"{kv.bytes_per_token:,} \cdot {B:,} \cdot {held} = \text{{{human_bytes(kv.bytes)}}}"
-    )
+    local = sum(cfg.local_layer_flags)
+    show_equation((r"\text{bytes/token}", derive.kv_bytes_per_token(cfg, kv_dtype)))
+    cache = derive.kv_cache(cfg, T, B, kv_dtype)
+    show_equation((r"\text{cache}", cache, human_bytes(cache.value)), omit=("b_tok",))
     st.caption(
         f"Cache at B×T: {kv.bytes:,} bytes"
         + (
@@ -94,9 +75,10 @@ def mla_section(selection: Selection, gpu_name: str) -> None:
         f"W_UV into the output, and the heads attend over the latent as MQA's heads attend one "
         f"KV head (**absorbed**, DeepSeek-V2 §2.1.2)."
     )
-    st.latex(
-        rf"\text{{scores per key and head}}:\quad \text{{naive, rebuilt}}\; 2(D + D_v) = "
-        rf"2({D} + {Dv}) \qquad \text{{absorbed}}\; 2(2 d_c + d_h^R) = 2(2\cdot{R} + {Dr})"
+    show_equation(
+        (r"\text{naive, rebuilt}", derive.mla_score_flops(cfg, absorbed=False)),
+        (r"\text{absorbed}", derive.mla_score_flops(cfg, absorbed=True)),
+        lead=r"\text{scores per key and head}:\quad ",
     )
     show_table(mla_forms(cfg, gpu, B, T, dtype, weights, kv_dtype), width="stretch")
     st.caption(

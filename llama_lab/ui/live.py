@@ -7,12 +7,14 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import analysis, experiments
+from ..analysis import derive
 from ..config import LIMITS, MAX_BATCH, ModelConfig, live_config
 from ..errors import LabError
 from ..runtime.devices import PAGE_DEVICES, device_name, pick_device
 from ..runtime.precision import DTYPES
 from ..train.budgets import CPU_FLOP_BUDGET, guard, live_workload, runs_live_quickly
 from ..validation.device import DeviceCalibration, PassTiming
+from .derivations import show_equation
 from .runs import ffn_label, keep_experiment, run_with_status, show_experiment
 from .state import KEY_DECODE, KEY_LIVE_PASS, Selection
 from .widgets import Link, bounded_number, choice_link, int_link, link_widgets, live_size_box
@@ -60,6 +62,16 @@ def _live_model(cfg: ModelConfig, prefix: str) -> ModelConfig:
         f"{CPU_FLOP_BUDGET / 1e12:.0f} TFLOP."
     )
     return run_cfg
+
+
+def live_formulas(run_cfg: ModelConfig, settings: dict) -> None:
+    """What a pass measures, defined, and what it is held to, with the live model's numbers:
+    the initial loss ≈ ln V and the KV bytes per token its decoding caches (× B × tokens)."""
+    st.latex(derive.live_definitions())
+    show_equation(
+        (None, derive.initial_loss(run_cfg.vocab_size), "uniform prediction"),
+        (r"\text{KV bytes/token}", derive.kv_bytes_per_token(run_cfg, settings["dtype"])),
+    )
 
 
 def live_setup(selection: Selection, prefix: str) -> tuple[ModelConfig, dict]:

@@ -18,9 +18,9 @@ from ..figures.params import (
     params_sunburst,
     typical_block,
 )
-from ..units import human_count, human_params
+from ..units import escape_markdown, human_count, human_params
 from .cached import flop_count, flops_sweep, fvcore_or_error, param_count, scores_crossover, show_table
-from .derivations import derived_metric
+from .derivations import derived_metric, show_equation
 
 
 def params_metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> None:
@@ -71,11 +71,19 @@ def params_metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> N
         human_count(flops.training_step, "FLOP"),
         derive.training_flops(cfg, T, B),
         prefix + "training",
-        help=f"3 × forward = {flops.training_step:,}; PaLM's 6N + 12·L·H·Q·T per "
-        f"token: {flops.palm_training_per_token:,}",
+        help=f"{derive.training_flops(cfg, T, B).text('F_step')}; PaLM's per token: "
+        f"{derive.palm_training_per_token(cfg, T).text()}",
     )
     for note in family_notes(cfg, params):
         st.info(note)
+
+
+def params_formulas(cfg: ModelConfig, seq_len: int, batch: int) -> None:
+    """The counts' formulas written out with the model's numbers: one block (block 0), the
+    whole model, one forward over B×T tokens."""
+    show_equation((r"N_\text{block}", derive.params_per_block(cfg)))
+    show_equation(("N", derive.params_total(cfg)))
+    show_equation((r"\text{FLOPs}_\text{fwd}", derive.forward_flops(cfg, seq_len, batch)))
 
 
 def params_charts(cfg: ModelConfig, seq_len: int, batch: int) -> None:
@@ -94,8 +102,10 @@ def flops_sweep_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
     if crossover is None:
         st.caption("The attention scores never overtake the FFN within the allowed lengths.")
     else:
+        scores = derive.score_flops_per_token(cfg, crossover)
         st.caption(
-            f"Per token the projections and FFN cost a constant, the scores 4·T·H·D·L: "
+            f"Per token the projections and FFN cost a constant, the scores grow with T "
+            f"({escape_markdown(scores.text())} at T = {crossover:,}): "
             f"they overtake the FFN from T = {crossover:,} "
             f"({'within' if crossover <= cfg.max_seq_len else 'beyond'} max_seq_len "
             f"{cfg.max_seq_len:,})."

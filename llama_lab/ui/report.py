@@ -9,11 +9,13 @@ from typing import Any
 import streamlit as st
 
 from .. import report
-from ..analysis import DEFAULT_GPU
+from ..analysis import DEFAULT_GPU, derive
+from ..analysis.common import training_dtype
 from ..errors import LabError
 from ..experiments import KINDS
 from ..runtime.hardware import GPUS
 from ..units import human_bytes
+from .derivations import show_equation
 from .runs import session_experiments
 from .state import Selection
 from .widgets import show_error
@@ -34,6 +36,16 @@ FILES = {  # format → (button label, file name, MIME type, what it holds)
     ),
     "md": ("Markdown", "llama_lab_report.md", "text/markdown", "Every table as Markdown"),
 }
+
+
+def report_formulas(selection: Selection) -> None:
+    """The report's headline counts written out for the sidebar's model: parameters, one
+    forward's FLOPs, KV bytes per token and one GPU's training memory (AdamW, unsharded)."""
+    cfg, T, B = selection.cfg, selection.seq_len, selection.batch
+    show_equation(("N", derive.params_total(cfg)))
+    show_equation((r"\text{FLOPs}_\text{fwd}", derive.forward_flops(cfg, T, B)))
+    show_equation((r"\text{KV bytes/token}", derive.kv_bytes_per_token(cfg, selection.kv_format)))
+    show_equation(derive.training_bytes(cfg, T, B, training_dtype(selection.dtype)))
 
 
 def report_experiments(prefix: str) -> dict:

@@ -4,10 +4,27 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ... import analysis
+from ...analysis import derive
 from ...experiments import ExperimentEntry
 from ...experiments.decode import decode_figure
-from ...units import human_bytes, plural
+from ...units import escape_markdown, human_bytes, plural
 from ..cached import show_table
+
+
+def _example(entry: ExperimentEntry, longest) -> str:
+    """One row's prediction written out (``derive.kv_cache``), e.g. MHA at the longest context."""
+    if entry.config is None:
+        return "."
+    row = next(longest.itertuples())
+    variant = analysis.attention_variants(entry.config, distinct=True)[row.variant]
+    bench = entry.result
+    d = derive.kv_cache(variant, row.cache_tokens, bench.batch, bench.dtype)
+    return (
+        f"; {row.variant.upper()} at {row.cache_tokens:,} tokens: "
+        + escape_markdown(d.text("KV bytes"))
+        + "."
+    )
 
 
 def show(entry: ExperimentEntry, prefix: str) -> None:
@@ -24,7 +41,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
             delta_color="off",
         )
     if bench.bytes_agree:
-        st.success("Measured cache bytes equal the prediction 2·L·G·D·b·B·tokens for every row.")
+        st.success("Measured cache bytes equal the prediction for every row" + _example(entry, longest))
     else:
         st.error(
             "Measured cache bytes differ from analysis.kv_cache_bytes_per_token × B × tokens; see the table."
