@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import analysis
+from ..analysis.derive import Derivation
+from ..analysis.derive import initial_loss as ln_vocab
 from ..config import PRESETS, ModelConfig, llama_ffn_hidden, seed_ffn_hidden
 from ..model import INIT_STD, build_model
 
@@ -68,6 +70,15 @@ def layernorm_extra_params(cfg: ModelConfig) -> int:
     return total_norm_params(cfg.replace(norm_type="layernorm")) - total_norm_params(
         cfg.replace(norm_type="rmsnorm")
     )
+
+
+def _arithmetic(expression: str, value: float, **terms: float) -> str:
+    """A claim's arithmetic written out as a derivation writes it (symbols = numbers = value):
+    ``expression`` over ``terms`` must evaluate to ``value``, the lab's own figure."""
+    d = Derivation("", "", expression, terms, value, "")
+    if not math.isclose(d.evaluate(), value, rel_tol=1e-9):
+        raise ValueError(f"{d.text()} does not evaluate to {value}")
+    return d.text()
 
 
 def _within(value: float, target: float, rel: float) -> bool:
@@ -125,7 +136,8 @@ def _norm_claims() -> list[Claim]:
             f"{per_layer:,} per layer, {saved:,} in all = {saved / total:.4%} of {total:,}",
             per_layer == d and _within(saved, claimed, 0.05),
             f"Two norms per block ({per_layer // 2:,} β each) plus the final norm: "
-            f"{L}·{per_layer:,} + {final:,} = {saved:,}. Even 131K would be "
+            f"{_arithmetic('L*n_block + n_final', saved, L=L, n_block=per_layer, n_final=final)}. "
+            f"Even 131K would be "
             f"{claimed / total:.4%}, not 0.02%.",
             "4",
         ),
@@ -149,7 +161,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             "LLaMA 用的就是这个：intermediate_size = 8192 而 hidden_size = 4096",
             "LLaMA(-7B) uses intermediate_size 8192 with hidden_size 4096.",
             f"released config.json: intermediate_size {released:,}; Meta's rule "
-            f"256·⌈(⅔·4·{d})/256⌉ = {meta_rule:,}",
+            f"{_arithmetic('m*ceil_div(floor(2*(4*d)/3), m)', meta_rule, m=256, d=d)}",
             released == 8192,
             f"The released LLaMA-7B uses {released:,} (⅔·4d rounded up to a multiple of 256).",
             "5.3",
@@ -158,7 +170,7 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             "llama7b-ratio",
             "比例是 2.0 而不是 4.0",
             "LLaMA's FFN ratio intermediate/hidden is 2.0.",
-            f"{released:,} / {d:,} = {released / d:g}",
+            _arithmetic("F/d", released / d, F=released, d=d),
             released / d == 2.0,
             f"{released / d:g} ≈ 8/3 = {8 / 3:.4f}: LLaMA follows the 8/3·d rule.",
             "5.3, 10 Q2",
@@ -176,7 +188,8 @@ def _ffn_claims() -> tuple[list[Claim], list[Claim]]:
             "swiglu-8-3",
             "SwiGLU(8/3 d) | 10923 | 3 × d × (8/3)d = 8d²",
             "SwiGLU with 8/3·d = 10923 at d=4096 has 8·d² parameters, as many as the 4d FFN.",
-            f"8/3·{d} = {8 * d / 3:.2f} → {width_8_3:,}; {ffn_8_3:,} per layer = {ffn_8_3 / d2:.4f}·d²",
+            f"{_arithmetic('8*d/3', 8 * d / 3, d=d)} → {width_8_3:,}; {ffn_8_3:,} per layer = "
+            f"{ffn_8_3 / d2:.4f}·d²",
             width_8_3 == 10923 and _within(ffn_8_3, 8 * d2, 1e-3),
             f"Three d×h matrices: 3·d·h = 8·d² at h = 8/3·d (rounding adds "
             f"{ffn_8_3 - 8 * d2:,}). The seed's own code floors to a multiple of 64: "
@@ -276,8 +289,10 @@ def _demo_claims() -> list[Claim]:
             "Without embeddings the 4-layer model has only about 1.1M parameters.",
             f"{body_demo:,} (≈ {body_demo / 1e6:.1f}M)",
             _within(body_demo, 1.1e6, 0.1),
-            f"{n_demo:,} − {embeddings:,} (two embeddings) = {body_demo:,}: "
-            f"{body_demo / 1.1e6:.0f}× the claim.",
+            _arithmetic(
+                "N - N_emb - N_head", body_demo, N=n_demo, N_emb=by["embedding"], N_head=by["lm_head"]
+            )
+            + f" (the two embeddings taken out): {body_demo / 1.1e6:.0f}× the claim.",
             "8 (notes on the numbers)",
         ),
         Claim(
@@ -285,7 +300,7 @@ def _demo_claims() -> list[Claim]:
             "32000 × 512 = 16.4M，两个 embedding 32.8M",
             "Each embedding matrix (input, and the untied lm_head) is 16.4M; the two are 32.8M, "
             "most of the model.",
-            f"{by['embedding']:,} + {by['lm_head']:,} = {embeddings:,} "
+            f"{_arithmetic('N_emb + N_head', embeddings, N_emb=by['embedding'], N_head=by['lm_head'])} "
             f"({embeddings / n_demo:.1%} of all parameters)",
             round(by["embedding"] / 1e5) == 164
             and round(embeddings / 1e5) == 328
@@ -319,10 +334,10 @@ def _initial_loss_claim() -> Claim:
         "我们的 loss 略高于均匀分布，因为用了 std=0.02 的初始化",
         "The freshly initialised demo model's loss is ≈ 10.50, a little above ln(32000) = 10.37 "
         "because of the N(0, 0.02) init.",
-        f"loss {loss:.4f} (weights and tokens seed 0, B=2, T=16); ln({vocab}) = {uniform:.4f}",
+        f"loss {loss:.4f} (weights and tokens seed 0, B=2, T=16); {ln_vocab(vocab).text()}",
         holds,
         f"Random logits of variance {logit_var:.3f} (unit-RMS final hidden state × N(0, 0.02²) "
-        f"weights) add ≈ variance/2 = {logit_var / 2:.3f} to ln V.",
+        f"weights) add ≈ half of it to ln V: {_arithmetic('var/2', logit_var / 2, var=logit_var)}.",
         "8 (demo output)",
     )
 
