@@ -142,3 +142,32 @@ def test_the_wrong_ones_alone_and_the_table_view():
     # cards: the English claim first, the tutorial's words folded into an expander
     at.radio(key="llama_lab.page6.claims_view").set_value("cards").run()
     assert any(e.proto.label == "The tutorial's words (Chinese original)" for e in at.get("expander"))
+
+
+def test_the_page_the_report_and_the_command_line_count_one_list(capsys):
+    """The Seed claims page, the report (JSON, Markdown, its page) and `report --format json`
+    count the same claims from one function (seed.checked_claims), the measured warmup claim
+    included: before, the page said 22 checked while the report said 11 of 21."""
+    from llama_lab import report
+    from llama_lab.cli import main
+    from llama_lab.config import PRESETS
+    from llama_lab.seed import checked_claims
+
+    expected = checked_claims()
+    counts = (len(expected), sum(c.verdict for c in expected))
+    assert expected[-1].id == "warmup-post-pre" and [c.id for c in expected] == [c.id for c in shown_claims()]
+    shown = {m.label: m.value for m in run_page().metric}
+    page = (int(shown["Claims checked"]), int(shown["Hold ✓"]))
+    built = report.build_report(PRESETS["debug"], 16, 1)
+    in_report = (len(built.claims), sum(c["verdict"] for c in built.claims))
+    note = built.table("seed_claims").note
+    markdown = report.render(built, "md")
+    assert main(["report", "--preset", "debug", "--seq-len", "16", "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["claims"]
+    from_cli = (len(listed), sum(c["verdict"] for c in listed))
+    assert page == in_report == from_cli == counts
+    assert note.startswith(f"{counts[1]} of {counts[0]} hold.") and note.split(".")[0] in markdown
+    report_page = open_page(Path(PAGE).parent / "7_Report.py", {"preset": "debug"}, timeout=180)
+    assert {m.label: m.value for m in report_page.metric}["Seed claims"] == (
+        f"{counts[1]} ✓ / {counts[0] - counts[1]} ✗"
+    )

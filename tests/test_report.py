@@ -102,7 +102,7 @@ def test_html_tables_show_formatted_numbers(full, html):
     assert '<td class="num">512</td>' in html  # MHA: 2 · 2 layers · 4 · 16 · 2 bytes
 
 
-def test_json_holds_the_same_numbers_as_analyze(full):
+def test_json_holds_the_same_numbers_as_analyze(full, results):
     loaded = json.loads(report.render(full, "json"))
     expected = json.loads(json.dumps(analysis.analyze(PRESETS["debug"], T, B, "bf16")))
     assert loaded["analysis"] == expected
@@ -110,7 +110,10 @@ def test_json_holds_the_same_numbers_as_analyze(full):
     assert sum(r["params"] for r in rows) == expected["params"]["total"]
     assert loaded["config"] == PRESETS["debug"].to_dict()
     assert loaded["hf_config"]["intermediate_size"] == PRESETS["debug"].ffn_hidden
-    assert len(loaded["claims"]) == len(seed_claims_mod.seed_claims())
+    # the seed's claims recomputed, and the warmup claim decided by the report's own contrast
+    assert len(loaded["claims"]) == len(seed_claims_mod.seed_claims()) + 1
+    warmup = seed_claims_mod.warmup_claim(results[1]["warmup"])
+    assert loaded["claims"][-1] == json.loads(json.dumps(warmup.to_dict()))
     assert set(loaded["experiments"]) == set(experiments.KINDS)
     grad = loaded["experiments"]["gradnorms"]
     assert grad["result"] == json.loads(json.dumps(full.experiments["gradnorms"]["result"]))

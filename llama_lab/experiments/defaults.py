@@ -14,6 +14,7 @@ from ..model import CausalLM
 from ..train.data import TokenData, load_builtin
 from ..train.loop import TrainRun, TrainSettings
 from ..units import Progress
+from . import premeasured
 from .depth import DepthSweep, depth_sweep, sweep_config
 from .gradient_norms import GradNormSeeds, gradnorms_over_seeds
 from .inside import INSIDE_DEFAULTS, inside_config, inside_settings, trained_inside
@@ -82,6 +83,20 @@ def warmup_train_settings(steps: int, lr: float, warmup_steps: int, device: str)
 
 def warmup_settings(steps: int, lr: float, warmup_steps: int, seeds: tuple[int, ...], device: str) -> dict:
     return {"steps": steps, "lr": lr, "warmup_steps": warmup_steps, "seeds": tuple(seeds), "device": device}
+
+
+def default_warmup_choice(device: str = "auto") -> tuple[ModelConfig, dict]:
+    """The warmup contrast at its defaults in the theory setting: what decides the seed's
+    warmup claim until a session measures its own (the Seed claims page, the report, the CLI)."""
+    w = WARMUP_DEFAULTS
+    cfg = warmup_config(regime_recipe(ModelConfig(), "theory"))
+    seeds = tuple(seed_list(0, DEFAULT_SEEDS))
+    return cfg, warmup_settings(w["steps"], w["lr"], w["warmup_steps"], seeds, device)
+
+
+def shipped_warmup() -> "premeasured.Premeasured | None":
+    """The default warmup contrast as shipped pre-measured (a ``Premeasured``), or None."""
+    return premeasured.lookup("warmup", *default_warmup_choice())
 
 
 def inside_arrangement(sidebar: ModelConfig, choice: str) -> ModelConfig:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import Any
 
 import pandas as pd
 import torch
@@ -19,6 +20,7 @@ from .. import analysis
 from ..analysis.derive import Derivation
 from ..analysis.derive import initial_loss as ln_vocab
 from ..config import PRESETS, ModelConfig, llama_ffn_hidden, seed_ffn_hidden
+from ..experiments.defaults import shipped_warmup
 from ..model import INIT_STD, build_model
 
 SEED_SOURCE = "seeds/000_c341ef436a02faef.txt"
@@ -447,7 +449,8 @@ def warmup_claim(contrast) -> Claim:
 
 
 def seed_claims() -> list[Claim]:
-    """Every claim the lab checks, in the seed's order."""
+    """Every claim the seed's numbers make, recomputed, in the seed's order (the measured
+    warmup claim apart: ``checked_claims``)."""
     ffn_table, ffn_q2 = _ffn_claims()
     return [
         *_norm_claims(),
@@ -459,3 +462,16 @@ def seed_claims() -> list[Claim]:
         *ffn_q2,
         _init_claim(),
     ]
+
+
+def checked_claims(warmup: Any = None, recomputed: list[Claim] | None = None) -> list[Claim]:
+    """The one list of the seed's claims the lab checks — the Seed claims page, the report and
+    the command line count these: the claims recomputed (``recomputed``, if the caller holds
+    them already) and the measured warmup row, decided by ``warmup`` (a session's
+    ``WarmupContrast``), else by the default contrast shipped pre-measured, else left out until
+    it is measured."""
+    claims = list(seed_claims() if recomputed is None else recomputed)
+    if warmup is None:
+        shipped = shipped_warmup()
+        warmup = shipped.result if shipped is not None else None
+    return claims + ([warmup_claim(warmup)] if warmup is not None else [])

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from ..seed import WARMUP_QUOTE, WARMUP_QUOTE_EN, claims_frame, warmup_claim
+from ..seed import WARMUP_QUOTE, WARMUP_QUOTE_EN, checked_claims, claims_frame
 from .cached import seed_claims, show_table
 from .gradient import session_warmup
 from .runs import PREMEASURED
@@ -54,8 +54,7 @@ def claims_section(claims: list, warmup: Any, prefix: str = "llama_lab.page6.") 
     """The counts, each claim (with the warmup one when measured) and its verdict — all or the
     wrong ones, as cards (the English claim first, the tutorial's Chinese words folded away) or
     as one table — and the downloads."""
-    if warmup is not None:
-        claims = [*claims, warmup_claim(warmup.result)]
+    claims = checked_claims(warmup.result if warmup is not None else None, recomputed=claims)
     wrong = sum(not claim.verdict for claim in claims)
     cols = st.columns(3)
     cols[0].metric("Claims checked", len(claims))

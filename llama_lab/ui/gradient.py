@@ -13,19 +13,18 @@ import streamlit as st
 
 from .. import experiments
 from ..analysis import count_flops
-from ..config import MAX_BATCH, REGIMES, ModelConfig, regime_recipe
+from ..config import MAX_BATCH, REGIMES, ModelConfig
 from ..experiments import (
-    DEFAULT_SEEDS,
     WARMUP_DEFAULTS,
     WarmupContrast,
     norm_position_specs,
-    premeasured,
-    seed_list,
 )
 from ..experiments.defaults import (
     GRADIENT_PAGE,
+    default_warmup_choice,
     depth_settings,
     gradient_config,
+    shipped_warmup,
     size_settings,
     warmup_config,
     warmup_settings,
@@ -260,20 +259,13 @@ def warmup_tab(setup: GradientSetup, prefix: str) -> None:
     )
 
 
-def default_warmup_choice(device: str = "auto") -> tuple[ModelConfig, dict]:
-    """The contrast at its defaults in the theory setting (the seed claim's measurement)."""
-    cfg = warmup_config(regime_recipe(ModelConfig(), "theory"))
-    seeds = tuple(seed_list(0, DEFAULT_SEEDS))
-    return cfg, warmup_settings(W["steps"], W["lr"], W["warmup_steps"], seeds, device)
-
-
 def session_warmup() -> Any:
     """This session's warmup contrast entry: its own run, else the default one shipped with the
     package (kept as this session's entry, labelled pre-measured), else None."""
     entry = _state().get(EXPERIMENT_KEYS["warmup"])
     if entry is None:
         cfg, settings = default_warmup_choice()
-        shipped = premeasured.lookup("warmup", cfg, settings)
+        shipped = shipped_warmup()
         if shipped is not None:
             entry = keep_experiment("warmup", shipped.result, cfg, {**settings, PREMEASURED: shipped.label})
     return entry
