@@ -15,7 +15,9 @@ import math
 import re
 from fractions import Fraction
 
-SEPARATORS = re.compile(r"\\qquad|\\quad")
+LINE_BREAK = re.compile(r"\\\\(?:\[[^\]]*\])?")  # KaTeX's \\ (with its room, \\[0.4em])
+CONTINUED = re.compile(r"^(?:\\qquad\s*)?(?:\{\}\s*)?(?=[=+\-]|\\cdot)")  # a line going on with its sign
+SEPARATORS = re.compile(r"\\qquad|\\quad")  # equations side by side
 NOTE = re.compile(r"\\;\(\\text\{[^{}]*\}\)\s*$")  # words after a value: "\;(\text{80 GiB})"
 THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -135,7 +137,14 @@ def latex_equations(latex: str) -> list[tuple[str, str, str]]:
     side is a number; an equation that prints a number without its numbers side (``E = 3.36``)
     comes back with an empty numbers side."""
     found = []
-    for segment in SEPARATORS.split(latex.strip().strip("$")):
+    lines: list[str] = []
+    for line in LINE_BREAK.split(latex.strip().strip("$")):
+        line = line.strip()
+        if lines and CONTINUED.match(line):  # one equation over several lines: join them
+            lines[-1] += " " + CONTINUED.sub("", line)
+        else:
+            lines.append(line)
+    for segment in (part for line in lines for part in SEPARATORS.split(line)):
         segment = segment.strip()
         sides = segment.split("=")
         if len(sides) < 2 or value_of(sides[-1]) is None:

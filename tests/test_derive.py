@@ -9,6 +9,7 @@ import pytest
 
 from llama_lab import analysis
 from llama_lab.analysis import derive
+from llama_lab.analysis.equations import LINE, NEW_LINE, visible_width
 from llama_lab.config import PRESETS
 from llama_lab.experiments import LiveSettings
 from llama_lab.runtime.hardware import GPUS
@@ -91,11 +92,12 @@ def test_a_vectors_bytes_by_its_format(kv_dtype, width):
 
 
 def test_the_equation_is_the_formula_the_numbers_and_the_value():
-    """One rendering: symbols = numbers = value, after the terms' own derivations; LaTeX for
-    st.latex, plain text for the report and messages."""
+    """One rendering: symbols = numbers = value, below the terms' own derivations; LaTeX for
+    st.latex, plain text for the report and messages; a line too long for a page breaks before
+    its numbers."""
     kv = derive.kv_bytes_per_token(PRESETS["seed-demo"], "int8")
     assert kv.equation() == (
-        r"b_{\text{head}} = D \cdot b + s = 64 \cdot 1 + 2 = 66 \qquad "
+        r"b_{\text{head}} = D \cdot b + s = 64 \cdot 1 + 2 = 66 \\[0.4em] "
         r"\text{KV bytes/token} = 2 \cdot L \cdot G \cdot b_{\text{head}} = "
         r"2 \cdot 4 \cdot 2 \cdot 66 = 1,056"
     )
@@ -110,6 +112,10 @@ def test_the_equation_is_the_formula_the_numbers_and_the_value():
     )
     ctx = derive.longest_context(PRESETS["seed-demo"], "H100 80GB", 1, "bf16", "bf16")
     assert r"\left\lfloor \frac{" in ctx.equation() and "⌊(" in ctx.text()  # a floor division stays one
+    total = derive.params_total(PRESETS["deepseek-v3"]).equation("N")
+    lines = total.split(NEW_LINE)  # the symbols, then the numbers, each over lines that fit a page
+    assert lines[0].startswith("N = L_") and lines[1].startswith(r"\qquad = 3 \cdot 583,483,392")
+    assert all(visible_width(line) <= LINE for line in lines) and lines[-1].endswith("= 671,026,404,352")
 
 
 def test_a_hybrids_attention_blocks_and_states_and_a_windows_blocks():

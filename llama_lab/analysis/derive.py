@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from ..config import ModelConfig
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, DTYPE_BYTES
 from .common import STATS_BYTES, checked_gpu
-from .equations import evaluate, latex_symbol, number, render
+from .equations import NEW_LINE, chain, evaluate, latex_symbol, number, render, side_by_side
 from .flash import attention_memory
 from .flops import MFU_CONVENTION, count_flops, pair_width
 from .kv import (
@@ -73,16 +73,15 @@ class Derivation:
     def equation(self, lhs: str | None = None, *, note: str = "", omit: tuple[str, ...] = ()) -> str:
         """The whole equation as LaTeX — ``lhs`` (default: the derivation's own) = the formula in
         symbols = the same with the numbers put in = the value (``note``: words after it, e.g.
-        the value in binary units) — after the derivations of its terms (``where``; those of the
-        terms in ``omit`` left out, e.g. where the page has just written them)."""
+        the value in binary units) — below the derivations of its terms (``where``; those of
+        the terms in ``omit`` left out, e.g. where the page has just written them). A line too
+        long for a page breaks (``equations.chain``, ``side_by_side``)."""
         lhs = self.lhs if lhs is None else lhs
         lhs = lhs or (self.symbols.get(self.term) or latex_symbol(self.term) if self.term else "")
-        text = " = ".join(_distinct(self.symbolic(), self.substituted(latex=True), number(self.value)))
-        if lhs:  # "N = …", or a relation of its own: "\mathcal{L}_0 \approx …"
-            text = lhs + (" " if lhs.endswith(RELATIONS) else " = ") + text
-        text += rf"\;(\text{{{note}}})" if note else ""
+        value = number(self.value) + (rf"\;(\text{{{note}}})" if note else "")
+        text = chain(lhs, self.symbolic(), self.substituted(latex=True), value)
         first = [d.equation(self.symbols.get(d.term), omit=omit) for d in self.where if d.term not in omit]
-        return r" \qquad ".join([*first, text])
+        return NEW_LINE.join([side_by_side(*first), text]) if first else text
 
     def text(self, lhs: str = "", *, omit: tuple[str, ...] = ()) -> str:
         """The whole equation as plain text (the report, Markdown, a message): ``lhs`` = the
@@ -92,9 +91,6 @@ class Derivation:
         sides = ([lhs] if lhs else []) + _distinct(symbols, self.substituted(), number(self.value))
         first = [d.text(omit=omit) for d in self.where if d.term not in omit]
         return "; ".join([*first, " = ".join(sides)])
-
-
-RELATIONS = (r"\approx", r"\le", r"\ge")  # a left side ending in one is not followed by "="
 
 
 def _distinct(*sides: str) -> list[str]:

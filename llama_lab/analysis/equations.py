@@ -175,3 +175,101 @@ def render(
     set under a term's number, e.g. what the bytes are)."""
     tree = ast.parse(expression, mode="eval")
     return _Writer(terms, latex, numbers, symbols or {}, labels or {}).write(tree)[0]
+
+
+LINE = 90  # of visible_width's characters, about 720 px: a page's main column at 1280 px wide
+NEW_LINE = r" \\[0.4em] "  # KaTeX's line break in display mode, with room for fractions
+SIDE_BY_SIDE = r" \qquad "
+
+
+def _group(latex: str, i: int) -> tuple[str, int]:
+    """The brace group opening at ``latex[i]`` (its content) and the index after it."""
+    depth = 0
+    for j in range(i, len(latex)):
+        depth += {"{": 1, "}": -1}.get(latex[j], 0)
+        if depth == 0:
+            return latex[i + 1 : j], j + 1
+    return latex[i + 1 :], len(latex)
+
+
+def visible_width(latex: str) -> int:
+    """About how wide ``latex`` shows, in characters (about 8 px each): commands and braces do
+    not count, a symbol (``\\alpha``) one, an operator with its spaces three, a \\qquad four;
+    a fraction the wider of its two lines, an underbrace's label nothing."""
+    start = latex.find(r"\frac{")
+    if start >= 0:
+        top, end = _group(latex, start + len(r"\frac"))
+        bottom, end = _group(latex, end)
+        return (
+            visible_width(latex[:start])
+            + max(visible_width(top), visible_width(bottom))
+            + visible_width(latex[end:])
+        )
+    latex = re.sub(r"_\{\\text\{[^{}]*\}\}", "", latex)  # \underbrace{…}_{\text{label}}
+    spaces = 4 * latex.count(r"\qquad") + 2 * len(re.findall(r"\\quad(?![a-zA-Z])", latex))
+    text = re.sub(r"\\(left|right|big|Big|,|;|!|quad|qquad)(?![a-zA-Z])", "", latex)
+    text = re.sub(r"\\(text|operatorname)\{([^{}]*)\}", r"\2", text)
+    operators = len(re.findall(r"\\cdot|[=+\-]", text))  # each with its space around it
+    text = re.sub(r"\\[a-zA-Z]+", "x", text)
+    return len(re.sub(r"[{}_^\s]", "", text)) + 2 * operators + spaces
+
+
+def side_by_side(*equations: str) -> str:
+    """Equations on one line when they fit it, else one below the other."""
+    one_line = SIDE_BY_SIDE.join(equations)
+    if any(NEW_LINE in eq for eq in equations) or visible_width(one_line) > LINE:
+        return NEW_LINE.join(equations)
+    return one_line
+
+
+def _terms(side: str) -> list[str]:
+    """``side`` cut before each + and − outside every bracket and brace (the first term
+    without its sign)."""
+    terms, depth, start, i = [], 0, 0, 0
+    while i < len(side):
+        if side.startswith(r"\left", i) or side[i] == "{":
+            depth += 1
+        elif side.startswith(r"\right", i) or side[i] == "}":
+            depth -= 1
+        elif depth == 0 and side.startswith((" + ", " - "), i):
+            terms.append(side[start:i])
+            start = i + 1
+        i += 1
+    return [*terms, side[start:]]
+
+
+def wrapped(side: str, room: int = LINE) -> str:
+    """``side`` over several lines, cut before a + or − outside brackets, when it is wider than
+    ``room``; each line after the first indented and opening with its sign."""
+    if visible_width(side) <= room:
+        return side
+    lines = [""]
+    for term in _terms(side):
+        if lines[-1] and visible_width(lines[-1] + " " + term) > room:
+            lines.append(term)
+        else:
+            lines[-1] = f"{lines[-1]} {term}" if lines[-1] else term
+    return (NEW_LINE + r"\qquad {}").join(lines)  # {}: the sign stays a binary one
+
+
+def chain(left: str, symbols: str, numbers: str, value: str) -> str:
+    """``left = symbols = numbers = value`` (sides equal to the one before written once; a left
+    side ending in a relation, ``\\approx``, not followed by "="), broken before the numbers
+    when it would not fit one line, and each side over several lines when it alone does not."""
+    sides = [
+        side
+        for i, side in enumerate((symbols, numbers, value))
+        if i == 0 or side != (symbols, numbers)[i - 1]
+    ]
+    if left:
+        left += " " if left.endswith(RELATIONS) else " = "
+    text = left + " = ".join(sides)
+    if visible_width(text) > LINE and len(sides) == 3:
+        first = left + wrapped(symbols, LINE - visible_width(left))
+        # the numbers on the next line, after "\qquad = " (about 4 wide)
+        return first + NEW_LINE + r"\qquad = " + wrapped(f"{numbers} = {value}", LINE - 4)
+    return text
+
+
+# a left side ending in a relation or a colon ("naive:") is not followed by "="
+RELATIONS = (r"\approx", r"\le", r"\ge", ":")

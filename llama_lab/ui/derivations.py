@@ -13,6 +13,7 @@ import streamlit as st
 
 from ..analysis.derive import Derivation
 from ..analysis.equations import number as _number
+from ..analysis.equations import side_by_side
 from ..units import escape_markdown
 
 LAB_CONVENTION = "this lab's count"
@@ -21,13 +22,13 @@ Part = Union[Derivation, tuple[str | None, Derivation], tuple[str | None, Deriva
 
 
 def equations(*parts: Part, lead: str = "", omit: tuple[str, ...] = ()) -> str:
-    """The LaTeX of ``parts`` side by side (``lead`` before them; ``omit``: terms whose own
-    derivation the page has just written)."""
+    """The LaTeX of ``parts`` side by side, or one below the other when they do not fit a line
+    (``lead`` before them; ``omit``: terms whose own derivation the page has just written)."""
     written = []
     for part in parts:
         lhs, d, note = (None, part, "") if isinstance(part, Derivation) else (*part, "")[:3]
         written.append(d.equation(lhs, note=note, omit=omit))
-    return lead + r" \qquad ".join(written)
+    return lead + side_by_side(*written)
 
 
 def show_equation(*parts: Part, lead: str = "", omit: tuple[str, ...] = ()) -> None:

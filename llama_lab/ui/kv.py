@@ -76,8 +76,8 @@ def mla_section(selection: Selection, gpu_name: str) -> None:
         f"KV head (**absorbed**, DeepSeek-V2 §2.1.2)."
     )
     show_equation(
-        (r"\text{naive, rebuilt}", derive.mla_score_flops(cfg, absorbed=False)),
-        (r"\text{absorbed}", derive.mla_score_flops(cfg, absorbed=True)),
+        (r"\text{naive, rebuilt}:", derive.mla_score_flops(cfg, absorbed=False)),
+        (r"\text{absorbed}:", derive.mla_score_flops(cfg, absorbed=True)),
         lead=r"\text{scores per key and head}:\quad ",
     )
     show_table(mla_forms(cfg, gpu, B, T, dtype, weights, kv_dtype), width="stretch")
