@@ -1,4 +1,4 @@
-"""quantization_config read as the weights' stored format (config.hf_quant.stored_quant) and counted
+"""quantization_config read as the weights' stored format (config.hf.quant.stored_quant) and counted
 tensor by tensor (analysis.quant.stored_weights): GPTQ and bitsandbytes derived here by hand from
 the shapes their own code registers, two published GPTQ checkpoints matched to the byte against
 their file sizes, and every unmodelled value refused by name in one line.

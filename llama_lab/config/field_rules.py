@@ -76,7 +76,7 @@ def check_sizes(cfg: ModelFields) -> None:
                 field="d_model",
                 also=("n_heads",),
             )
-    if cfg.n_heads % cfg.n_kv_heads and not cfg.kv_lora_rank:  # MLA: family_rules.check_mla's rule
+    if cfg.n_heads % cfg.n_kv_heads and not cfg.kv_lora_rank:  # MLA: feature_rules.check_mla's rule
         raise ConfigError(
             f"n_heads={cfg.n_heads} is not divisible by n_kv_heads={cfg.n_kv_heads}",
             field="n_heads",

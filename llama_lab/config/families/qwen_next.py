@@ -191,7 +191,7 @@ def read(r: Reader) -> dict[str, Any]:
 
 def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
     """The config.json keys of ``model_type`` (Qwen3-Next's or Qwen3.5's) for ``cfg`` (what
-    ``hf_export.to_hf_config`` writes beyond the common ones): layer_types, the linear layers'
+    ``hf.write.to_hf_config`` writes beyond the common ones): layer_types, the linear layers'
     sizes, partial RoPE (folded into rope_parameters by the config class) and the experts."""
     out: dict[str, Any] = dict(
         attention_bias=cfg.qkv_bias,
