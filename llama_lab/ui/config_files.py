@@ -10,8 +10,8 @@ import streamlit as st
 
 from ..config import ConfigError, ModelConfig
 from ..units import escape_markdown
-from .model_source import _on_upload
-from .state import KEY_UPLOAD, KEY_UPLOAD_ERROR, WIDGET_PREFIX, _state
+from .model_source import on_upload
+from .state import KEY_UPLOAD, KEY_UPLOAD_ERROR, WIDGET_PREFIX, session
 from .widgets import show_error
 
 
@@ -26,16 +26,16 @@ def _draw_uploader() -> None:
         "Upload a config.json (Hugging Face or LLaMA Lab)",
         type=["json"],
         key=KEY_UPLOAD,
-        on_change=_on_upload,
+        on_change=on_upload,
     )
-    upload_error = _state().get(KEY_UPLOAD_ERROR)
+    upload_error = session().get(KEY_UPLOAD_ERROR)
     if upload_error:
         show_error(upload_error)
 
 
 def draw_load_save(cfg: ModelConfig) -> None:
     """The uploader and the downloads of ``cfg``, open while an upload's refusal stands."""
-    with st.expander("Load / save config", expanded=bool(_state().get(KEY_UPLOAD_ERROR))):
+    with st.expander("Load / save config", expanded=bool(session().get(KEY_UPLOAD_ERROR))):
         _draw_uploader()
         downloads, hf_refusal = config_downloads(cfg)
         for item in downloads:

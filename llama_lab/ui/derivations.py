@@ -12,8 +12,7 @@ from typing import Any, Union
 import streamlit as st
 
 from ..analysis.derive import Derivation
-from ..analysis.equations import number as _number
-from ..analysis.equations import side_by_side
+from ..analysis.equations import number, side_by_side
 from ..units import escape_markdown
 
 LAB_CONVENTION = "this lab's count"
@@ -46,9 +45,9 @@ def show_derivation(d: Derivation, key: str) -> None:
     st.markdown(f"**{escape_markdown(chosen.title)}**")
     st.latex(chosen.formula)
     # our own arithmetic (numbers, names, · + − ÷ ( )): nothing Markdown would read as markup
-    st.markdown(f"= {chosen.substituted()} = **{_number(chosen.evaluate())}**")
+    st.markdown(f"= {chosen.substituted()} = **{number(chosen.evaluate())}**")
     lines = [
-        f"- {escape_markdown(name)} = {_number(value)}"
+        f"- {escape_markdown(name)} = {number(value)}"
         + (f" ({escape_markdown(chosen.describe(name))})" if chosen.describe(name) else "")
         for name, value in chosen.terms.items()
     ]

@@ -12,7 +12,7 @@ from ..config import CHOICES
 from ..config.families import FAMILY_LIST
 from ..config.hf.family import FieldGroup, FieldSpec
 from .sliders import LabelShown
-from .state import _on_change, field_key
+from .state import field_key, on_field_change
 
 BROWSER_MAX_INT = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
 FOLLOW = {None: "follows 'biases in linear layers'", True: "on", False: "off"}
@@ -22,7 +22,7 @@ FIELD_GROUPS: tuple[FieldGroup, ...] = tuple(group for family in FAMILY_LIST for
 def field(widget, name: str, label: str, *args, **kwargs) -> None:
     """``widget`` (st.toggle, st.number_input, …) bound to config field ``name``: its session
     key, and the change handler that rebuilds the config."""
-    widget(label, *args, key=field_key(name), on_change=_on_change, args=(name,), **kwargs)
+    widget(label, *args, key=field_key(name), on_change=on_field_change, args=(name,), **kwargs)
 
 
 def int_input(

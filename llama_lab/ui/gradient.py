@@ -46,7 +46,7 @@ from .runs import (
     text_choice,
     text_source,
 )
-from .state import EXPERIMENT_KEYS, _state
+from .state import EXPERIMENT_KEYS, session
 from .widgets import bounded_number, choice_link, int_link, link_widgets, live_size_box
 
 W = WARMUP_DEFAULTS
@@ -262,7 +262,7 @@ def warmup_tab(setup: GradientSetup, prefix: str) -> None:
 def session_warmup() -> Any:
     """This session's warmup contrast entry: its own run, else the default one shipped with the
     package (kept as this session's entry, labelled pre-measured), else None."""
-    entry = _state().get(EXPERIMENT_KEYS["warmup"])
+    entry = session().get(EXPERIMENT_KEYS["warmup"])
     if entry is None:
         cfg, settings = default_warmup_choice()
         shipped = shipped_warmup()

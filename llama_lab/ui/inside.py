@@ -24,7 +24,7 @@ from ..model import build_model
 from ..units import plural
 from .cached import measured, show_table
 from .runs import expected_time, live_run_note, run_with_status
-from .state import _state
+from .state import session
 from .widgets import show_error
 
 ARRANGEMENTS = {"sidebar": "as the sidebar", "pre": "Pre-LN", "post": "Post-LN"}
@@ -90,7 +90,7 @@ def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str
         f"text (shipped pre-trained for the default model's recipe; any recipe trains here on "
         f"its button, once for every session)",
     )
-    _state().setdefault(prefix + "text", DEFAULT_TEXT)
+    session().setdefault(prefix + "text", DEFAULT_TEXT)
     text = cols[2].text_input(
         f"text (at most {INSIDE_DEFAULTS['max_text']} bytes)",
         key=prefix + "text",

@@ -30,9 +30,9 @@ from .state import (
     KEY_UPLOAD_NOTES,
     KEY_WEIGHT_DTYPE,
     UPLOADED,
-    _load_values,
-    _state,
+    load_builder_values,
     model_name,
+    session,
     values_for_config,
 )
 
@@ -48,11 +48,12 @@ def _drop_file_format(state: Any) -> None:
         state[KEY_WEIGHT_DTYPE] = AS_DTYPE
 
 
-def _on_preset() -> None:
-    state = _state()
+def on_preset() -> None:
+    """The Preset box's callback: load the chosen preset (keeping B, the dtype and the formats)."""
+    state = session()
     _drop_file_format(state)  # a preset is not the uploaded model
     preset = state[KEY_PRESET]
-    _load_values(
+    load_builder_values(
         values_for_config(
             preset, PRESETS[preset], batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
         )
@@ -62,17 +63,18 @@ def _on_preset() -> None:
     state[KEY_SEQ_NOTE] = None
 
 
-def _on_preset_view() -> None:
+def on_preset_view() -> None:
     """A preset chosen in the Preset box while it shows an uploaded model: load it."""
-    state = _state()
+    state = session()
     chosen = state[KEY_PRESET_VIEW]
     if chosen != UPLOADED:
         state[KEY_PRESET] = chosen
-        _on_preset()
+        on_preset()
 
 
-def _on_upload() -> None:
-    state = _state()
+def on_upload() -> None:
+    """The uploader's callback: load the config.json, its name, notes and stored weight format."""
+    state = session()
     uploaded = state.get(KEY_UPLOAD)
     if uploaded is None:
         return
@@ -94,7 +96,7 @@ def _on_upload() -> None:
     values = values_for_config(
         state[KEY_PRESET], cfg, batch=state[KEY_BATCH], dtype=state[KEY_DTYPE], stored=_stored(state)
     )  # T: max_seq_len
-    _load_values(values)
+    load_builder_values(values)
     state[KEY_UPLOAD_NOTES] = [f"{source_label(uploaded.name)}: {note}" for note in notes]
     state[KEY_UPLOAD_ERROR], state[KEY_LAST_CHANGED], state[KEY_SEQ_NOTE] = None, None, None
     data = json.loads(text)  # valid: it was just read

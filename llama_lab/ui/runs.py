@@ -20,7 +20,7 @@ from ..runtime.memory import allocation_failures_refused
 from ..train.budgets import CPU_FLOP_BUDGET
 from ..train.data import TokenData, load_builtin, load_user_text
 from ..units import Progress, escape_markdown
-from .state import EXPERIMENT_KEYS, _state
+from .state import EXPERIMENT_KEYS, session
 
 
 @contextmanager
@@ -55,7 +55,7 @@ Result = TypeVar("Result")
 def set_defaults(prefix: str, **values: Any) -> None:
     """A page's initial widget values, under ``prefix + name`` (kept once they are changed)."""
     for name, value in values.items():
-        _state().setdefault(prefix + name, value)
+        session().setdefault(prefix + name, value)
 
 
 def _duration(seconds: float) -> str:
@@ -110,13 +110,13 @@ def keep_experiment(
     """Store a result where the Report page collects it (and under the keys ``also_under``)."""
     entry = ExperimentEntry(kind, result, config, dict(settings))
     for key in (EXPERIMENT_KEYS[kind], *also_under):
-        _state()[key] = entry
+        session()[key] = entry
     return entry
 
 
 def session_experiments() -> dict[str, ExperimentEntry]:
     """This session's experiment results, kind → entry, in the registry's (KINDS) order."""
-    state = _state()
+    state = session()
     return {kind: state[key] for kind, key in EXPERIMENT_KEYS.items() if key in state}
 
 
@@ -130,7 +130,7 @@ def is_stale(entry: ExperimentEntry, config: ModelConfig | None, settings: Mappi
 def show_experiment(key: str, config: ModelConfig | None, settings: Mapping[str, Any], prefix: str) -> None:
     """Draw the result stored under ``key``, if any, after a note when it is stale for the
     current ``config`` and ``settings``; ``prefix`` starts the keys of its charts."""
-    entry = _state().get(key)
+    entry = session().get(key)
     if entry is None:
         return
     if is_stale(entry, config, settings):
@@ -165,7 +165,7 @@ def measure_on_view(
     runs only on ``button`` (under the job slot, with its progress bar, stoppable), whose label
     gives the expected time of ``flops`` of training work when given; then the kind's panel."""
     key = EXPERIMENT_KEYS[kind]
-    entry = _state().get(key)
+    entry = session().get(key)
     fresh = entry is not None and not is_stale(entry, config, settings)
     if not fresh:
         shipped = premeasured.lookup(kind, config, settings)

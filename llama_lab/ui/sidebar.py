@@ -12,7 +12,7 @@ from ..errors import LabError
 from ..units import escape_markdown
 from .config_files import draw_load_save, draw_upload_only
 from .family_fields import FIELD_GROUPS, draw_group, int_input
-from .model_source import _on_preset, _on_preset_view
+from .model_source import on_preset, on_preset_view
 from .sliders import LabelShown, field_options, slider_beside, workload_options
 from .state import (
     AS_DTYPE,
@@ -42,18 +42,18 @@ from .state import (
     LINK_NOTE,
     UPLOADED,
     Selection,
-    _init_state,
-    _on_change,
-    _state,
-    _sync_query_params,
     config_from_values,
     dtype_names,
     error_field,
     field_key,
     file_weights,
+    init_session,
     kv_dtype_names,
     kv_label,
+    on_field_change,
+    session,
     stored_format,
+    sync_query_params,
     weight_dtype_names,
     widget_value,
 )
@@ -63,8 +63,8 @@ from .widgets import show_error, show_warning
 def sidebar_config() -> Selection | None:
     """Draw the config builder in the sidebar; the valid selection, or None when the values
     break a rule (the rule is shown next to the widget, and by ``config_error()``)."""
-    _init_state()
-    state = _state()
+    init_session()
+    state = session()
     values = {key: state[key] for key in BUILDER_KEYS}
     try:
         cfg, failure = config_from_values(values), None
@@ -96,16 +96,16 @@ def sidebar_config() -> Selection | None:
         stored_format(state[KEY_KV_DTYPE]),
         file_weights(state),
     )
-    _sync_query_params(selection.query())
+    sync_query_params(selection.query())
     return selection
 
 
 def config_error() -> str | None:
-    return _state().get(KEY_CONFIG_ERROR)
+    return session().get(KEY_CONFIG_ERROR)
 
 
 def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | None) -> None:
-    state = _state()
+    state = session()
     for message in state[KEY_LINK_ERRORS]:
         show_error(message)
     if state.get(KEY_MODEL_BASE) is not None:  # an uploaded model fills the fields
@@ -114,7 +114,7 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
             "Preset",
             [UPLOADED, *PRESETS],
             key=KEY_PRESET_VIEW,
-            on_change=_on_preset_view,
+            on_change=on_preset_view,
             help="The fields hold the uploaded model; choosing a preset replaces it.",
         )
     else:
@@ -122,7 +122,7 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
             "Preset",
             list(PRESETS),
             key=KEY_PRESET,
-            on_change=_on_preset,
+            on_change=on_preset,
             help="Loads a published config; the fields below then edit it.",
         )
     _draw_model_name(values)
@@ -157,7 +157,7 @@ def _draw_builder(values: dict[str, Any], error: str | None, bad_field: str | No
 def _draw_model_name(values: dict[str, Any]) -> None:
     """What the fields hold: the preset or the uploaded model (by its name), and the fields
     edited since."""
-    state = _state()
+    state = session()
     name, base = state.get(KEY_MODEL_NAME), state.get(KEY_MODEL_BASE)
     if name and base:
         edited = [field for field in CONFIG_FIELDS if values[field_key(field)] != base[field_key(field)]]
@@ -240,7 +240,7 @@ def _draw_shape(values: dict[str, Any], after) -> None:
             key=field_key("n_kv_heads"),
             label_visibility=shown,
             format_func=lambda kv: kv_label(n_heads, kv),
-            on_change=_on_change,
+            on_change=on_field_change,
             args=("n_kv_heads",),
             help="Only divisors of n_heads: each KV head serves n_heads/n_kv_heads "
             "query heads. MHA = n_heads, MQA = 1, GQA in between.",
@@ -267,7 +267,7 @@ def _draw_more_shape(values: dict[str, Any], after) -> None:
         list(FFN_RULES),
         key=KEY_FFN_RULE,
         format_func=FFN_RULES.get,
-        on_change=_on_change,
+        on_change=on_field_change,
         args=("ffn_hidden",),
     )
     rule = values[KEY_FFN_RULE]
@@ -278,7 +278,7 @@ def _draw_more_shape(values: dict[str, Any], after) -> None:
             max_value=65536,
             step=1,
             key=KEY_FFN_MULTIPLE_OF,
-            on_change=_on_change,
+            on_change=on_field_change,
             args=("ffn_hidden",),
         )
     if rule == "meta":
@@ -288,7 +288,7 @@ def _draw_more_shape(values: dict[str, Any], after) -> None:
             max_value=8.0,
             step=0.1,
             key=KEY_FFN_MULTIPLIER,
-            on_change=_on_change,
+            on_change=on_field_change,
             args=("ffn_hidden",),
         )
     _shape_slider(
@@ -310,7 +310,7 @@ def _draw_recipe(values: dict[str, Any], after) -> None:
         ("ffn_type", "FFN type"),
         ("init", "init"),
     ):
-        st.selectbox(label, CHOICES[name], key=field_key(name), on_change=_on_change, args=(name,))
+        st.selectbox(label, CHOICES[name], key=field_key(name), on_change=on_field_change, args=(name,))
         after(name)
     for name, label in (
         ("bias", "biases in linear layers"),
@@ -318,7 +318,7 @@ def _draw_recipe(values: dict[str, Any], after) -> None:
         ("tie_embeddings", "tie lm_head to the embedding"),
         ("embed_scale", "embeddings × √d (2017 §3.4)"),
     ):
-        st.toggle(label, key=field_key(name), on_change=_on_change, args=(name,))
+        st.toggle(label, key=field_key(name), on_change=on_field_change, args=(name,))
         after(name)
     st.number_input(
         "rope_theta (RoPE base)",
@@ -326,7 +326,7 @@ def _draw_recipe(values: dict[str, Any], after) -> None:
         step=10000.0,
         format="%.1f",
         key=field_key("rope_theta"),
-        on_change=_on_change,
+        on_change=on_field_change,
         args=("rope_theta",),
         disabled=values[field_key("pos_encoding")] != "rope",
     )
@@ -338,7 +338,7 @@ def _draw_recipe(values: dict[str, Any], after) -> None:
         step=1e-6,
         format="%.1e",
         key=field_key("norm_eps"),
-        on_change=_on_change,
+        on_change=on_field_change,
         args=("norm_eps",),
     )
     after("norm_eps")
@@ -357,16 +357,16 @@ def _draw_workload(values: dict[str, Any]) -> None:
             max_value=max_seq,
             step=1,
             key=KEY_SEQ_LEN,
-            on_change=_on_change,
+            on_change=on_field_change,
             label_visibility=shown,
         ),
         help="Tokens per sequence for FLOPs, KV cache and memory (≤ max_seq_len); powers of two.",
     )
-    note = _state().get(KEY_SEQ_NOTE)
+    note = session().get(KEY_SEQ_NOTE)
     if note and note[0] == values[KEY_SEQ_LEN]:
         st.caption("⚠️ " + note[1])
     else:
-        _state()[KEY_SEQ_NOTE] = None
+        session()[KEY_SEQ_NOTE] = None
     slider_beside(
         KEY_BATCH,
         "batch B",
@@ -377,7 +377,7 @@ def _draw_workload(values: dict[str, Any]) -> None:
             max_value=MAX_BATCH,
             step=1,
             key=KEY_BATCH,
-            on_change=_on_change,
+            on_change=on_field_change,
             label_visibility=shown,
         ),
         help="Sequences per batch; powers of two.",
@@ -390,12 +390,12 @@ def _draw_precision(values: dict[str, Any]) -> None:
         "dtype (compute)",
         dtype_names(),
         key=KEY_DTYPE,
-        on_change=_on_change,
+        on_change=on_field_change,
         help="What the matmuls and activations use; the weights and the KV cache are "
         "stored at it unless set below.",
     )
     dtype = values[KEY_DTYPE]
-    from_file = _state().get(KEY_STORED_QUANT)  # the uploaded file's quantization_config, if any
+    from_file = session().get(KEY_STORED_QUANT)  # the uploaded file's quantization_config, if any
 
     def stored(value: str) -> str:
         if value == FROM_FILE and from_file is not None:
@@ -407,7 +407,7 @@ def _draw_precision(values: dict[str, Any]) -> None:
         weight_dtype_names(from_file),
         key=KEY_WEIGHT_DTYPE,
         format_func=stored,
-        on_change=_on_change,
+        on_change=on_field_change,
         help="int4 in groups of 128 inputs, int8 per output row, fp8 per tensor, each "
         "with its scales; embeddings, lm_head, norms and the router stay in bf16 "
         "(the Inference systems page changes these)."
@@ -418,14 +418,14 @@ def _draw_precision(values: dict[str, Any]) -> None:
             else ""
         ),
     )
-    if from_file is not None and _state()[KEY_WEIGHT_DTYPE] == FROM_FILE:
+    if from_file is not None and session()[KEY_WEIGHT_DTYPE] == FROM_FILE:
         st.caption("Weights as the file stores them: " + escape_markdown(from_file.describe()) + ".")
     st.selectbox(
         "KV cache stored as",
         kv_dtype_names(),
         key=KEY_KV_DTYPE,
         format_func=stored,
-        on_change=_on_change,
+        on_change=on_field_change,
         help="int8 and int4 keep an fp16 scale per token and KV head.",
     )
 
@@ -436,7 +436,7 @@ def setup_page(title: str, intro: str, *, needs_config: bool = True) -> Selectio
     st.set_page_config(page_title=f"{title} · LLaMA Lab", page_icon="🦙", layout="wide")
     selection = sidebar_config()
     st.title(title)
-    upload_error = _state().get(KEY_UPLOAD_ERROR)
+    upload_error = session().get(KEY_UPLOAD_ERROR)
     if upload_error:  # on the page itself, not only in the sidebar's expander
         show_error(
             f"The uploaded file was refused — {upload_error}. The model shown is still the previous one."

@@ -19,10 +19,10 @@ from .state import (
     KEY_FFN_MULTIPLIER,
     KEY_FFN_RULE,
     WIDGET_PREFIX,
-    _on_change,
-    _state,
     config_from_values,
     field_key,
+    on_field_change,
+    session,
 )
 
 SLIDER_PREFIX = WIDGET_PREFIX + "slider."
@@ -89,9 +89,9 @@ def workload_options(name: str, current: int, upper: int) -> list[int]:
 
 
 def _moved(key: str, name: str | None) -> None:
-    state = _state()
+    state = session()
     state[key] = state[slider_key(key)]
-    _on_change(name)
+    on_field_change(name)
 
 
 def exact_label(label: str) -> str:
@@ -114,7 +114,7 @@ def slider_beside(
     if len(options) < 2:  # nothing to slide over: the entry alone
         entry(label, "visible")
         return
-    state = _state()
+    state = session()
     state[slider_key(key)] = state[key]
     left, right = st.columns([3, 2], vertical_alignment="bottom")
     with left:

@@ -461,14 +461,15 @@ def error_field(error: ConfigError, prefer: str | None = None) -> str | None:
     return named[0] if named else None
 
 
-def _state() -> Any:
+def session() -> Any:
+    """This browser session's state (``st.session_state``): every key above lives there."""
     return st.session_state
 
 
-def _init_state() -> None:
+def init_session() -> None:
     """First run of a session: values from the URL. Later runs: put the builder's values back
     into the widget keys (a page switch drops them) and derive what follows from others."""
-    state = _state()
+    state = session()
     if KEY_BUILDER not in state:
         query = dict(st.query_params.to_dict())
         values, errors = values_from_query(query)
@@ -507,22 +508,23 @@ def _apply_derived(state: Any) -> None:
     state[KEY_SEQ_LEN] = max(1, min(seq_len, max_seq))
 
 
-def _load_values(values: dict[str, Any]) -> None:
+def load_builder_values(values: dict[str, Any]) -> None:
     """Replace every builder value (from a callback: before the widgets are drawn)."""
-    state = _state()
+    state = session()
     for key in BUILDER_KEYS:
         state[key] = values[key]
     state[KEY_BUILDER] = dict(values)
 
 
-def _on_change(name: str | None = None) -> None:
-    state = _state()
+def on_field_change(name: str | None = None) -> None:
+    """A builder widget's callback: the link's errors are stale now; ``name`` was edited last."""
+    state = session()
     state[KEY_LINK_ERRORS] = []
     if name is not None:
         state[KEY_LAST_CHANGED] = name
 
 
-def _sync_query_params(query: dict[str, str]) -> None:
+def sync_query_params(query: dict[str, str]) -> None:
     """Mirror the view in the URL, touching only the keys the builder owns."""
     current = st.query_params.to_dict()
     for key in QUERY_KEYS:
