@@ -22,7 +22,9 @@ ui.kv_fit_section(selection, gpu, P)  # the answer first; how it is counted belo
 with st.expander("How the cache is counted: the formulas"):
     ui.kv_formulas(cfg, T, B, kv_dtype)
 ui.kv_sharing(cfg)
-ui.kv_gpus_section(selection, gpu, P)
+st.subheader(f"On several {gpu} GPUs: every tensor × pipeline split")
+ui.serving_section(cfg, gpu, B, T, weights, kv_dtype, P)
+ui.kv_context_curve(selection, gpu)
 if cfg.is_mla:
     ui.mla_section(selection, gpu)
 if cfg.has_linear_attention:

@@ -22,5 +22,5 @@ st.latex(
     r" \text{loss}_0 \approx \ln V + \tfrac{1}{2}\operatorname{Var}(\text{logits})"
 )
 claims = ui.recomputed_claims()
-warmup = ui.warmup_for_claims(ui.default_warmup, P)  # its button runs the contrast at its defaults
+warmup = ui.warmup_claim(P)  # its button runs the contrast at its defaults
 ui.claims_section(claims, warmup, P)

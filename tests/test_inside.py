@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from apptest_helpers import chart_texts, charts, errors, open_page
 
-import llama_lab.ui.inside as ui_inside
+import llama_lab.ui.sections.inside as ui_inside
 from llama_lab.config import PRESETS
 from llama_lab.experiments import inside
 from llama_lab.model import apply_rope, reference_attention

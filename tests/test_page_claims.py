@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from llama_lab import ui
 from llama_lab.seed import claims as seed_claims_mod
 from llama_lab.train import TrainSettings
+from llama_lab.ui.sections import claims
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "6_Seed_claims.py")
 
@@ -20,8 +21,8 @@ def run_page(query: dict | None = None) -> AppTest:
 def shown_claims() -> list:
     """The recomputed claims and the measured warmup claim, decided by the shipped contrast."""
     from llama_lab.experiments import premeasured
+    from llama_lab.experiments.defaults import default_warmup_choice
     from llama_lab.seed import warmup_claim
-    from llama_lab.ui.gradient import default_warmup_choice
 
     shipped = premeasured.lookup("warmup", *default_warmup_choice())
     return [*seed_claims_mod.seed_claims(), warmup_claim(shipped.result)]
@@ -102,7 +103,7 @@ def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeyp
     )
     # the button runs the default measurement (here made tiny) under the job slot
     made = []
-    monkeypatch.setattr(ui, "default_warmup", lambda: made.append(1) or None)
+    monkeypatch.setattr(claims, "default_warmup", lambda: made.append(1) or None)
     at = run_page()
     at.button(key="llama_lab.page6.warmup").click().run()
     assert made == [1] and not at.exception

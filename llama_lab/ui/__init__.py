@@ -38,69 +38,9 @@ from .cached import (
     show_table,
     warmup_measured,
 )
-from .claims import claims_section, recomputed_claims, warmup_for_claims
-from .comparison import comparison_formulas, comparison_tables, contrast_section
 from .config_files import Download, config_downloads
 from .derivations import derived_metric, show_derivation, show_equation
-from .gradient import (
-    GradientSetup,
-    default_warmup,
-    depth_tab,
-    gradient_setup,
-    init_tab,
-    session_warmup,
-    training_tab,
-    warmup_tab,
-)
-from .home import current_model, page_links
-from .inference import flash_section, inference_gpu, quantisation_section, speculative_section
-from .inside import (
-    attention_section,
-    forward_trace,
-    inside_choice,
-    inside_note,
-    lens_section,
-    positions_section,
-    stream_section,
-)
-from .kv import (
-    kv_fit_section,
-    kv_formulas,
-    kv_gpu_choice,
-    kv_gpus_section,
-    kv_sharing,
-    linear_attention_section,
-    mla_section,
-    roofline_section,
-)
-from .live import decode_section, live_formulas, live_setup, training_step_section
 from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES, AppPage
-from .panels.gradnorms import explain_norm_positions
-from .parallel import (
-    korthikanti_section,
-    layout_section,
-    search_section,
-    serving_gpu,
-    serving_section,
-    shard_section,
-)
-from .params import (
-    block_section,
-    counting_conventions,
-    flops_sweep_section,
-    fvcore_section,
-    params_charts,
-    params_formulas,
-    params_metrics,
-)
-from .report import (
-    built_report,
-    report_downloads,
-    report_experiments,
-    report_formulas,
-    report_gpu,
-    report_summary,
-)
 from .runs import (
     STALE_NOTE,
     exclusive_run,
@@ -116,6 +56,59 @@ from .runs import (
     text_choice,
     text_source,
 )
+from .sections.claims import recomputed as recomputed_claims
+from .sections.claims import verdicts_section as claims_section
+from .sections.claims import warmup_claim
+from .sections.comparison import contrast_section
+from .sections.comparison import formulas as comparison_formulas
+from .sections.comparison import tables as comparison_tables
+from .sections.gradient import (
+    GradientSetup,
+    depth_tab,
+    explain_norm_positions,
+    init_tab,
+    training_tab,
+    warmup_tab,
+)
+from .sections.gradient import setup as gradient_setup
+from .sections.home import current_model, page_links
+from .sections.inference import flash_section, quantisation_section, speculative_section
+from .sections.inference import gpu_choice as inference_gpu
+from .sections.inside import attention_section, forward_trace, lens_section, positions_section, stream_section
+from .sections.inside import choice as inside_choice
+from .sections.inside import note as inside_note
+from .sections.kv import context_curve as kv_context_curve
+from .sections.kv import fit_section as kv_fit_section
+from .sections.kv import formulas as kv_formulas
+from .sections.kv import gpu_choice as kv_gpu_choice
+from .sections.kv import linear_attention_section, mla_section, roofline_section
+from .sections.kv import sharing as kv_sharing
+from .sections.live import decode_section, training_step_section
+from .sections.live import formulas as live_formulas
+from .sections.live import setup as live_setup
+from .sections.parallel import (
+    korthikanti_section,
+    layout_section,
+    search_section,
+    serving_gpu,
+    serving_section,
+    shard_section,
+)
+from .sections.params import block_section, counting_conventions, flops_sweep_section, fvcore_section
+from .sections.params import charts as params_charts
+from .sections.params import formulas as params_formulas
+from .sections.params import metrics as params_metrics
+from .sections.report import built_report
+from .sections.report import downloads as report_downloads
+from .sections.report import formulas as report_formulas
+from .sections.report import gpu_choice as report_gpu
+from .sections.report import included_experiments as report_experiments
+from .sections.report import summary as report_summary
+from .sections.validation import answer as validation_answer
+from .sections.validation import parameters_section as validation_parameters
+from .sections.validation import rows_section as validation_rows
+from .sections.validation import scatter_section as validation_scatter
+from .sections.validation import summary_section as validation_summary
 from .sidebar import config_error, setup_page, sidebar_config
 from .state import (
     AS_DTYPE,
@@ -170,11 +163,7 @@ from .state import (
     values_from_query,
     weight_dtype_names,
 )
-from .validation import parameters_section as validation_parameters
-from .validation import rows_section as validation_rows
-from .validation import scatter_section as validation_scatter
-from .validation import summary_section as validation_summary
-from .validation import validation_answer
+from .warmup import default_warmup, session_warmup
 from .widgets import (
     LIVE_SIZE_HEADING,
     Link,
@@ -297,7 +286,7 @@ __all__ = [
     "kv_fit_section",
     "kv_formulas",
     "kv_gpu_choice",
-    "kv_gpus_section",
+    "kv_context_curve",
     "kv_label",
     "kv_memory_curve",
     "kv_report",
@@ -382,7 +371,7 @@ __all__ = [
     "training_tab",
     "values_for_config",
     "values_from_query",
-    "warmup_for_claims",
+    "warmup_claim",
     "warmup_measured",
     "warmup_tab",
     "weight_dtype_names",

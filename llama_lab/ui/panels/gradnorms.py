@@ -49,29 +49,3 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         st.markdown("**Per parameter group** (‖∇‖ of each group in each block, medians)")
         show_table(group_table(result), width="stretch")
         show_table(result.to_frame(), width="stretch")
-
-
-def explain_norm_positions() -> None:
-    """The Post-LN and Pre-LN Jacobians and Xiong et al.'s bound (the page's "why")."""
-    st.latex(
-        r"\text{Post-LN: } x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big) \;\Rightarrow\; "
-        r"\frac{\partial x_{l+1}}{\partial x_l} = \mathrm{LN}'\big(x_l + F(x_l)\big)"
-        r"\,\big(I + F'(x_l)\big)"
-    )
-    st.latex(
-        r"\text{Pre-LN: } x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big) \;\Rightarrow\; "
-        r"\frac{\partial x_{l+1}}{\partial x_l} = I + F'\big(\mathrm{LN}(x_l)\big)\,"
-        r"\mathrm{LN}'(x_l)"
-    )
-    st.caption(
-        "The seed writes the Pre-LN Jacobian as I + F′(LN(xₗ)); the chain rule adds the "
-        "factor LN′(xₗ) inside the branch, but the identity term — the point — is exact. "
-        "Xiong et al. 2020 (Theorem 1) bound the last FFN's weight gradient at "
-        "initialisation:"
-    )
-    st.latex(
-        r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
-        r"\mathcal{O}\big(d\sqrt{\ln d}\big)\;\text{(Post-LN)} \qquad "
-        r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
-        r"\mathcal{O}\Big(d\sqrt{\ln d / L}\Big)\;\text{(Pre-LN)}"
-    )

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..config import ModelConfig
-from ..experiments import premeasured
-from ..experiments.defaults import inside_arrangement, inside_flops
-from ..experiments.inside import (
+from ...config import ModelConfig
+from ...experiments import premeasured
+from ...experiments.defaults import inside_arrangement, inside_flops
+from ...experiments.inside import (
     DEFAULT_TEXT,
     INSIDE_DEFAULTS,
     inside_model,
@@ -19,13 +19,13 @@ from ..experiments.inside import (
     trace,
     trained_inside,
 )
-from ..figures import inside as fig
-from ..model import build_model
-from ..units import plural
-from .cached import measured, show_table
-from .runs import expected_time, live_run_note, run_with_status
-from .state import session
-from .widgets import show_error
+from ...figures import inside as fig
+from ...model import build_model
+from ...units import plural
+from ..cached import measured, show_table
+from ..runs import expected_time, live_run_note, run_with_status
+from ..state import session
+from ..widgets import show_error
 
 ARRANGEMENTS = {"sidebar": "as the sidebar", "pre": "Pre-LN", "post": "Post-LN"}
 
@@ -71,7 +71,7 @@ def _traced(model, text: str, _progress=None):
     return trace(model, text_tokens(text, model.cfg))
 
 
-def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str]:
+def choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str]:
     """The page's controls: which arrangement, trained or not, and the text."""
     cols = st.columns([2, 2, 5])
     arrangement = cols[0].radio(
@@ -104,7 +104,7 @@ def inside_choice(base: ModelConfig, prefix: str) -> tuple[ModelConfig, int, str
     )
 
 
-def inside_note(base: ModelConfig, cfg: ModelConfig, steps: int) -> None:
+def note(base: ModelConfig, cfg: ModelConfig, steps: int) -> None:
     """What the small model ``cfg`` is (of ``base``'s recipe) and how it was trained: one line,
     the rest in an expander."""
     trained = (

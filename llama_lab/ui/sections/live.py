@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import analysis, experiments
-from ..analysis import derive
-from ..config import LIMITS, MAX_BATCH, ModelConfig, live_config
-from ..errors import LabError
-from ..runtime.devices import PAGE_DEVICES, device_name, pick_device
-from ..runtime.precision import DTYPES
-from ..train.budgets import CPU_FLOP_BUDGET, guard, live_workload, runs_live_quickly
-from ..validation.device import DeviceCalibration, PassTiming
-from .derivations import show_equation
-from .runs import ffn_label, keep_experiment, run_with_status, show_experiment
-from .state import KEY_DECODE, KEY_LIVE_PASS, Selection
-from .widgets import Link, bounded_number, choice_link, int_link, link_widgets, live_size_box
+from ... import analysis, experiments
+from ...analysis import derive
+from ...config import LIMITS, MAX_BATCH, ModelConfig, live_config
+from ...errors import LabError
+from ...runtime.devices import PAGE_DEVICES, device_name, pick_device
+from ...runtime.precision import DTYPES
+from ...train.budgets import CPU_FLOP_BUDGET, guard, live_workload, runs_live_quickly
+from ...validation.device import DeviceCalibration, PassTiming
+from ..derivations import show_equation
+from ..runs import ffn_label, keep_experiment, run_with_status, show_experiment
+from ..state import KEY_DECODE, KEY_LIVE_PASS, Selection
+from ..widgets import Link, bounded_number, choice_link, int_link, link_widgets, live_size_box
 
 MODELS = {
     "sidebar": "the sidebar's model",
@@ -64,7 +64,7 @@ def _live_model(cfg: ModelConfig, prefix: str) -> ModelConfig:
     return run_cfg
 
 
-def live_formulas(run_cfg: ModelConfig, settings: dict) -> None:
+def formulas(run_cfg: ModelConfig, settings: dict) -> None:
     """What a pass measures, defined, and what it is held to, with the live model's numbers:
     the initial loss ≈ ln V and the KV bytes per token its decoding caches (× B × tokens)."""
     st.latex(derive.live_definitions())
@@ -74,7 +74,7 @@ def live_formulas(run_cfg: ModelConfig, settings: dict) -> None:
     )
 
 
-def live_setup(selection: Selection, prefix: str) -> tuple[ModelConfig, dict]:
+def setup(selection: Selection, prefix: str) -> tuple[ModelConfig, dict]:
     """The live-run size box: the model the runs use and their settings (device, dtype,
     seq_len, batch, iters)."""
     links = _links(selection)

@@ -7,24 +7,24 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from .. import analysis, experiments
-from ..analysis import DEFAULT_GPU, WeightQuant, derive
-from ..analysis.common import training_dtype
-from ..analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label
-from ..config import ModelConfig
-from ..experiments.flash import FLASH_SEQ_LENS, fit_figure
-from ..experiments.quantize import QUANT_DEFAULTS, quantize_run
-from ..experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
-from ..runtime.hardware import GPUS
-from ..units import human_bytes
-from .cached import measured, show_table
-from .context import capped_context
-from .derivations import derived_metric, show_equation
-from .runs import measure_on_view
-from .widgets import choice_link, link_widgets
+from ... import analysis, experiments
+from ...analysis import DEFAULT_GPU, WeightQuant, derive
+from ...analysis.common import training_dtype
+from ...analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label
+from ...config import ModelConfig
+from ...experiments.flash import FLASH_SEQ_LENS, fit_figure
+from ...experiments.quantize import QUANT_DEFAULTS, quantize_run
+from ...experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
+from ...runtime.hardware import GPUS
+from ...units import human_bytes
+from ..cached import measured, show_table
+from ..context import capped_context
+from ..derivations import derived_metric, show_equation
+from ..runs import measure_on_view
+from ..widgets import choice_link, link_widgets
 
 
-def inference_gpu(prefix: str) -> str:
+def gpu_choice(prefix: str) -> str:
     """The GPU every section is counted for, mirrored in the URL as inf.gpu."""
     link_widgets("inf", prefix, [choice_link("gpu", list(GPUS), DEFAULT_GPU)])
     return st.selectbox("GPU", list(GPUS), key=prefix + "gpu")

@@ -1,42 +1,33 @@
 """The Gradient norms page's sections: the live-run size (its widgets, the setting's recipe and
 the seeds), Post-LN vs Pre-LN at initialisation, the ratio against depth, the warmup contrast (its
-widgets and run, and the seed claim it decides on the Seed claims page, both from the same
-cached measurement) and the training runs over seeds; and which measurements are small enough
-to run on view."""
+widgets; its run is ``ui.warmup``'s, shared with the Seed claims page) and the training runs over
+seeds; the two Jacobians and Xiong et al.'s bound (the page's "why")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import streamlit as st
 
-from .. import experiments
-from ..analysis import count_flops
-from ..config import MAX_BATCH, REGIMES, ModelConfig
-from ..experiments import (
-    WARMUP_DEFAULTS,
-    WarmupContrast,
-    norm_position_specs,
-)
-from ..experiments.defaults import (
+from ... import experiments
+from ...analysis import count_flops
+from ...config import MAX_BATCH, REGIMES, ModelConfig
+from ...experiments import WARMUP_DEFAULTS, norm_position_specs
+from ...experiments.defaults import (
     GRADIENT_PAGE,
-    default_warmup_choice,
     depth_settings,
     gradient_config,
-    shipped_warmup,
     size_settings,
     warmup_config,
     warmup_settings,
 )
-from ..runtime.devices import PAGE_DEVICES
-from ..train.budgets import guard
-from ..train.loop import TrainSettings
-from ..train.schedules import SCHEDULES
-from ..units import plural
-from .cached import depth_measured, gradnorms_measured, warmup_measured
-from .runs import (
-    PREMEASURED,
+from ...runtime.devices import PAGE_DEVICES
+from ...train.budgets import guard
+from ...train.loop import TrainSettings
+from ...train.schedules import SCHEDULES
+from ...units import plural
+from ..cached import depth_measured, gradnorms_measured
+from ..runs import (
     keep_experiment,
     live_run_note,
     measure_on_view,
@@ -46,8 +37,8 @@ from .runs import (
     text_choice,
     text_source,
 )
-from .state import EXPERIMENT_KEYS, session
-from .widgets import bounded_number, choice_link, int_link, link_widgets, live_size_box
+from ..warmup import warmup_work
+from ..widgets import bounded_number, choice_link, int_link, link_widgets, live_size_box
 
 W = WARMUP_DEFAULTS
 G = GRADIENT_PAGE
@@ -109,7 +100,7 @@ def _link_size(prefix: str) -> None:
     )
 
 
-def gradient_setup(cfg: ModelConfig, prefix: str) -> GradientSetup:
+def setup(cfg: ModelConfig, prefix: str) -> GradientSetup:
     """The live-run size box: the setting (theory, LLaMA init or the sidebar's recipe for
     ``cfg``), width, blocks, sequence, batch, seeds, tokens and device, mirrored in the URL as
     grad.<name>; and what the runs use."""
@@ -211,28 +202,6 @@ def depth_tab(setup: GradientSetup, prefix: str) -> None:
     )
 
 
-def warmup_work(
-    cfg: ModelConfig, steps: int, lr: float, warmup_steps: int, seeds: tuple, device: str, hint: str
-):
-    """The contrast as a run for ``run_with_status``: the guard, then the cached measurement."""
-
-    def work(progress):
-        guard(
-            cfg,
-            W["seq_len"],
-            W["batch"],
-            device,
-            passes=3 * steps * len(seeds),
-            hint=hint,
-            what=f"3 runs of {plural(steps, 'step')} × {plural(len(seeds), 'seed')}",
-        )
-        return warmup_measured(
-            cfg, steps, lr, warmup_steps, seeds, (W["seq_len"], W["batch"]), device, _progress=progress
-        )
-
-    return work
-
-
 def warmup_tab(setup: GradientSetup, prefix: str) -> None:
     """Widgets, run and result of the warmup contrast on the Gradient norms page."""
     seeds, device, hint = setup.size["seeds"], setup.size["device"], HINT
@@ -257,38 +226,6 @@ def warmup_tab(setup: GradientSetup, prefix: str) -> None:
         prefix=prefix,
         flops=training_flops(cfg, W["seq_len"], W["batch"], 3 * steps * len(seeds)),
     )
-
-
-def session_warmup() -> Any:
-    """This session's warmup contrast entry: its own run, else the default one shipped with the
-    package (kept as this session's entry, labelled pre-measured), else None."""
-    entry = session().get(EXPERIMENT_KEYS["warmup"])
-    if entry is None:
-        cfg, settings = default_warmup_choice()
-        shipped = shipped_warmup()
-        if shipped is not None:
-            entry = keep_experiment("warmup", shipped.result, cfg, {**settings, PREMEASURED: shipped.label})
-    return entry
-
-
-def default_warmup(device: str = "auto") -> WarmupContrast | None:
-    """Measure the default contrast here (the Seed claims page's button) and keep it."""
-    cfg, settings = default_warmup_choice(device)
-    result = run_with_status(
-        "Warmup contrast",
-        warmup_work(
-            cfg,
-            W["steps"],
-            W["lr"],
-            W["warmup_steps"],
-            settings["seeds"],
-            device,
-            "use a GPU, or fewer seeds on the Gradient norms page",
-        ),
-    )
-    if result is not None:
-        keep_experiment("warmup", result, cfg, settings)
-    return result
 
 
 def training_tab(setup: GradientSetup, prefix: str) -> None:
@@ -351,3 +288,29 @@ def training_tab(setup: GradientSetup, prefix: str) -> None:
                 "training", outcome[0], run_cfg, {**settings, "data": outcome[1]}, prefix + "training"
             )
     show_experiment(prefix + "training", run_cfg, settings, prefix)
+
+
+def explain_norm_positions() -> None:
+    """The Post-LN and Pre-LN Jacobians and Xiong et al.'s bound (the page's "why")."""
+    st.latex(
+        r"\text{Post-LN: } x_{l+1} = \mathrm{LN}\big(x_l + F(x_l)\big) \;\Rightarrow\; "
+        r"\frac{\partial x_{l+1}}{\partial x_l} = \mathrm{LN}'\big(x_l + F(x_l)\big)"
+        r"\,\big(I + F'(x_l)\big)"
+    )
+    st.latex(
+        r"\text{Pre-LN: } x_{l+1} = x_l + F\big(\mathrm{LN}(x_l)\big) \;\Rightarrow\; "
+        r"\frac{\partial x_{l+1}}{\partial x_l} = I + F'\big(\mathrm{LN}(x_l)\big)\,"
+        r"\mathrm{LN}'(x_l)"
+    )
+    st.caption(
+        "The seed writes the Pre-LN Jacobian as I + F′(LN(xₗ)); the chain rule adds the "
+        "factor LN′(xₗ) inside the branch, but the identity term — the point — is exact. "
+        "Xiong et al. 2020 (Theorem 1) bound the last FFN's weight gradient at "
+        "initialisation:"
+    )
+    st.latex(
+        r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
+        r"\mathcal{O}\big(d\sqrt{\ln d}\big)\;\text{(Post-LN)} \qquad "
+        r"\Big\|\tfrac{\partial \mathcal{L}}{\partial W_\text{down}^{(L)}}\Big\|_F \le "
+        r"\mathcal{O}\Big(d\sqrt{\ln d / L}\Big)\;\text{(Pre-LN)}"
+    )

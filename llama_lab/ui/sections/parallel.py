@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.flops import MFU_CONVENTION
-from ..analysis.korthikanti import compare
-from ..analysis.kv import tp_cache_note
-from ..analysis.layouts import (
+from ...analysis.flops import MFU_CONVENTION
+from ...analysis.korthikanti import compare
+from ...analysis.kv import tp_cache_note
+from ...analysis.layouts import (
     fewest_gpus,
     gpus_for_states,
     search_assumptions,
@@ -17,11 +17,11 @@ from ..analysis.layouts import (
     serving_fits,
     states_floor_bytes,
 )
-from ..analysis.parallel import RECOMPUTE, Layout, check_layout, parallel_memory
-from ..config import ModelConfig
-from ..errors import LabError
-from ..experiments.shard import SHARD_DEFAULTS, shard_config, shard_run
-from ..figures.parallel import (
+from ...analysis.parallel import RECOMPUTE, Layout, check_layout, parallel_memory
+from ...config import ModelConfig
+from ...errors import LabError
+from ...experiments.shard import SHARD_DEFAULTS, shard_config, shard_run
+from ...figures.parallel import (
     comm_frame,
     korthikanti_frames,
     search_frame,
@@ -29,13 +29,13 @@ from ..figures.parallel import (
     stage_frame,
     stage_memory_figure,
 )
-from ..runtime.hardware import GPU, GPUS
-from ..units import human_bytes
-from ..validation.predict import predict_train
-from .cached import measured, show_table
-from .context import context_text
-from .runs import measure_on_view
-from .widgets import show_caption, show_error, show_warning
+from ...runtime.hardware import GPU, GPUS
+from ...units import human_bytes
+from ...validation.predict import predict_train
+from ..cached import measured, show_table
+from ..context import context_text
+from ..runs import measure_on_view
+from ..widgets import show_caption, show_error, show_warning
 
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)

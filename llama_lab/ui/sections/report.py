@@ -8,17 +8,17 @@ from typing import Any
 
 import streamlit as st
 
-from .. import report
-from ..analysis import DEFAULT_GPU, derive
-from ..analysis.common import training_dtype
-from ..errors import LabError
-from ..experiments import KINDS
-from ..runtime.hardware import GPUS
-from ..units import human_bytes
-from .derivations import show_equation
-from .runs import session_experiments
-from .state import Selection
-from .widgets import show_error
+from ... import report
+from ...analysis import DEFAULT_GPU, derive
+from ...analysis.common import training_dtype
+from ...errors import LabError
+from ...experiments import KINDS
+from ...runtime.hardware import GPUS
+from ...units import human_bytes
+from ..derivations import show_equation
+from ..runs import session_experiments
+from ..state import Selection
+from ..widgets import show_error
 
 FILES = {  # format → (button label, file name, MIME type, what it holds)
     "html": (
@@ -38,7 +38,7 @@ FILES = {  # format → (button label, file name, MIME type, what it holds)
 }
 
 
-def report_formulas(selection: Selection) -> None:
+def formulas(selection: Selection) -> None:
     """The report's headline counts written out for the sidebar's model: parameters, one
     forward's FLOPs, KV bytes per token and one GPU's training memory (AdamW, unsharded)."""
     cfg, T, B = selection.cfg, selection.seq_len, selection.batch
@@ -48,7 +48,7 @@ def report_formulas(selection: Selection) -> None:
     show_equation(derive.training_bytes(cfg, T, B, training_dtype(selection.dtype)))
 
 
-def report_experiments(prefix: str) -> dict:
+def included_experiments(prefix: str) -> dict:
     """This session's experiment results the report includes (all of them while the toggle is
     on; none when there are none yet, with a note saying where they come from)."""
     key = prefix + "include"
@@ -68,7 +68,7 @@ def report_experiments(prefix: str) -> dict:
     return present if include else {}
 
 
-def report_gpu(prefix: str) -> str:
+def gpu_choice(prefix: str) -> str:
     """The GPU of the roofline tables (the analysis' default GPU at first)."""
     st.session_state.setdefault(prefix + "gpu", DEFAULT_GPU)
     return st.selectbox("GPU for the roofline tables", list(GPUS), key=prefix + "gpu")
@@ -119,7 +119,7 @@ def built_report(selection: Selection, included: dict, gpu: str, prefix: str) ->
     return built
 
 
-def report_summary(built: tuple) -> None:
+def summary(built: tuple) -> None:
     """Tables, figures, seed claims and experiments in the report; if it could not be built,
     why, and the page stops there."""
     _, files, errors, summary = built
@@ -134,7 +134,7 @@ def report_summary(built: tuple) -> None:
     cols[3].metric("Experiments", len(kinds), help=", ".join(kinds) or "none")
 
 
-def report_downloads(built: tuple, prefix: str) -> None:
+def downloads(built: tuple, prefix: str) -> None:
     """One download button per format with its size, or why its export failed."""
     _, files, errors, _ = built
     cols = st.columns(len(FILES))

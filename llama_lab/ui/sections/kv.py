@@ -1,24 +1,25 @@
 """The KV cache & attention page's sections: the cache's formulas with the model's numbers, how
 query heads share KV heads, the GPU (mirrored in the URL), MHA vs GQA vs MQA on it, the cache
-against the context on one GPU and on several, and the decode roofline."""
+against the context on one GPU, MLA's latent and a hybrid's linear-attention state, and the decode
+roofline. The page draws the Many GPUs page's serving section (``sections.parallel``) between
+them."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis import DEFAULT_GPU, attention_variants, derive
-from ..analysis.kv import hybrid_cache_frame, hybrid_crossover, kv_cache_bytes_per_token, linear_state_bytes
-from ..config import ModelConfig
-from ..figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
-from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
-from ..runtime.hardware import GPUS
-from ..units import human_bytes, plural
-from .cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
-from .context import context_text
-from .derivations import derived_metric, show_equation
-from .parallel import serving_section
-from .state import Selection
-from .widgets import bound_note, choice_link, keep_choice, link_widgets
+from ...analysis import DEFAULT_GPU, attention_variants, derive
+from ...analysis.kv import hybrid_cache_frame, hybrid_crossover, kv_cache_bytes_per_token, linear_state_bytes
+from ...config import ModelConfig
+from ...figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
+from ...figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
+from ...runtime.hardware import GPUS
+from ...units import human_bytes, plural
+from ..cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
+from ..context import context_text
+from ..derivations import derived_metric, show_equation
+from ..state import Selection
+from ..widgets import bound_note, choice_link, keep_choice, link_widgets
 
 
 def _contexts(seq_len: int) -> list[int]:
@@ -26,7 +27,7 @@ def _contexts(seq_len: int) -> list[int]:
     return sorted({2**k for k in range(7, 18)} | {seq_len})
 
 
-def kv_formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
+def formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
     """Bytes per token and the cache at B×T, written out with the model's numbers (their
     derivations: MLA's latent, the attention blocks of a hybrid, windows, the formats' scales)."""
     T, B = seq_len, batch
@@ -47,7 +48,7 @@ def kv_formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> No
     )
 
 
-def kv_sharing(cfg: ModelConfig) -> None:
+def sharing(cfg: ModelConfig) -> None:
     """Which query heads read which KV head (MLA: every head reads the one cached latent)."""
     st.plotly_chart(kv_sharing_diagram(cfg.n_heads, 1 if cfg.is_mla else cfg.n_kv_heads))
     if cfg.is_mla:
@@ -118,7 +119,7 @@ def linear_attention_section(selection: Selection) -> None:
     )
 
 
-def kv_gpu_choice(seq_len: int, prefix: str) -> str:
+def gpu_choice(seq_len: int, prefix: str) -> str:
     """The GPU (and the roofline's context length) mirrored in the URL as kv.gpu and
     kv.context; the GPU's selectbox and its data sheet. Gives the GPU's name."""
     link_widgets(
@@ -133,7 +134,7 @@ def kv_gpu_choice(seq_len: int, prefix: str) -> str:
     return gpu_name
 
 
-def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
+def fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
     """MHA, GQA and MQA of the sidebar's model on ``gpu_name``: bytes per token, the cache,
     the longest context and the largest batch that fit; then the cache's dtype axis."""
     cfg, T, B = selection.cfg, selection.seq_len, selection.batch
@@ -182,14 +183,12 @@ def kv_fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
     show_table(kv_dtype_frame(cfg, gpu, B, weights), width="stretch")
 
 
-def kv_gpus_section(selection: Selection, gpu_name: str, prefix: str) -> None:
-    """Every tensor × pipeline split on several of ``gpu_name``, then the cache against the
-    context on one."""
+def context_curve(selection: Selection, gpu_name: str) -> None:
+    """The cache against the context on one ``gpu_name``, each attention variant beside the
+    GPU's memory."""
     cfg, T, B = selection.cfg, selection.seq_len, selection.batch
     weights, kv_dtype = selection.weight_format, selection.kv_format
     gpu = GPUS[gpu_name]
-    st.subheader(f"On several {gpu.name} GPUs: every tensor × pipeline split")
-    serving_section(cfg, gpu_name, B, T, weights, kv_dtype, prefix)
     fit = kv_fit(cfg, gpu, T, B, weights, kv_dtype)
     curve = kv_memory_curve(cfg, kv_context_lengths(cfg, fit, T), B, weights, kv_dtype)
     st.plotly_chart(kv_memory_vs_context(curve, gpu))

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..figures import validation as fig
-from ..units import escape_markdown
-from ..validation import validate
-from .cached import show_table
+from ...figures import validation as fig
+from ...units import escape_markdown
+from ...validation import validate
+from ..cached import show_table
 
 
 @st.cache_data(show_spinner=False)
-def validation_answer() -> dict:
+def answer() -> dict:
     """``validate()`` with the shipped parameters (the same for every session)."""
     return validate()
 

@@ -1,30 +1,32 @@
 """The Seed claims page's sections: the tutorial's numbers recomputed, the measured warmup claim
 (this session's contrast or the shipped pre-measured one, and a button that runs it), each
-claim with its verdict, and the claims as JSON and CSV."""
+claim with its verdict, and the claims as JSON and CSV. The warmup contrast is the Gradient
+norms page's too (``ui.warmup``)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 import streamlit as st
 
-from ..seed import WARMUP_QUOTE, WARMUP_QUOTE_EN, checked_claims, claims_frame
-from .cached import seed_claims, show_table
-from .gradient import session_warmup
-from .runs import PREMEASURED
+from ...seed import SEED_SOURCE as SEED_SOURCE  # the tutorial's file, named in the page's intro
+from ...seed import WARMUP_QUOTE, WARMUP_QUOTE_EN, checked_claims, claims_frame
+from ..cached import seed_claims, show_table
+from ..runs import PREMEASURED
+from ..warmup import default_warmup, session_warmup
 
 
-def recomputed_claims() -> list:
+def recomputed() -> list:
     """Every claim the seed's numbers make, recomputed (cached for the process)."""
     with st.spinner("Recomputing (one forward pass of the 43.8M-parameter demo model) …"):
         return seed_claims()
 
 
-def warmup_for_claims(measure: Callable[[], Any], prefix: str) -> Any:
+def warmup_claim(prefix: str) -> Any:
     """This session's warmup contrast entry (the Gradient norms page's run, one made here, or
-    the default one shipped pre-measured, said so) with a button that calls ``measure`` to
-    measure the default here; without any, the claim's quote and that button."""
+    the default one shipped pre-measured, said so) with a button that measures the default
+    here (``warmup.default_warmup``); without any, the claim's quote and that button."""
     warmup = session_warmup()
     with st.container(border=True):
         if warmup is None:
@@ -45,12 +47,12 @@ def warmup_for_claims(measure: Callable[[], Any], prefix: str) -> Any:
                 f"three arms trained on the built-in text over five seeds."
             )
         if st.button("Measure it here" if warmup is not None else "Measure it", key=prefix + "warmup"):
-            measure()
+            default_warmup()
             warmup = session_warmup()
     return warmup
 
 
-def claims_section(claims: list, warmup: Any, prefix: str = "llama_lab.page6.") -> None:
+def verdicts_section(claims: list, warmup: Any, prefix: str = "llama_lab.page6.") -> None:
     """The counts, each claim (with the warmup one when measured) and its verdict — all or the
     wrong ones, as cards (the English claim first, the tutorial's Chinese words folded away) or
     as one table — and the downloads."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis import derive
-from ..config import ModelConfig, small_training_config
-from ..experiments import ABLATIONS, CONTRAST_SETTINGS
-from ..seed.comparison import in_english
-from ..train.data import load_builtin
-from .cached import ablation_runs, architecture, show_table
-from .derivations import show_equation
-from .runs import keep_experiment, run_with_status, show_experiment
+from ...analysis import derive
+from ...config import ModelConfig, small_training_config
+from ...experiments import ABLATIONS, CONTRAST_SETTINGS
+from ...seed.comparison import in_english
+from ...train.data import load_builtin
+from ..cached import ablation_runs, architecture, show_table
+from ..derivations import show_equation
+from ..runs import keep_experiment, run_with_status, show_experiment
 
 TRAIN = CONTRAST_SETTINGS
 COUNT_COLUMNS = [
@@ -25,7 +25,7 @@ COUNT_COLUMNS = [
 ]
 
 
-def comparison_formulas(cfg: ModelConfig, kv_dtype: str) -> None:
+def formulas(cfg: ModelConfig, kv_dtype: str) -> None:
     """The table's rules: the FFN widths' parameters and the norms' (the seed's identities), and
     this config's KV bytes per token written out (``derive.kv_bytes_per_token``)."""
     st.latex(
@@ -38,7 +38,7 @@ def comparison_formulas(cfg: ModelConfig, kv_dtype: str) -> None:
     )
 
 
-def comparison_tables(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
+def tables(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
     """The seed's table with this config's column and what the lab computes, then each row's
     parameters, forward FLOPs and KV bytes per token under both options."""
     frame = architecture(cfg, seq_len, batch, kv_dtype).to_frame()

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis import derive
-from ..analysis.summary import family_notes
-from ..config import ModelConfig
-from ..figures.common import sweep_lengths
-from ..figures.params import (
+from ...analysis import derive
+from ...analysis.summary import family_notes
+from ...config import ModelConfig
+from ...figures.common import sweep_lengths
+from ...figures.params import (
     block_table,
     flops_bar,
     flops_sweep_upper,
@@ -18,12 +18,12 @@ from ..figures.params import (
     params_sunburst,
     typical_block,
 )
-from ..units import escape_markdown, human_count, human_params
-from .cached import flop_count, flops_sweep, fvcore_or_error, param_count, scores_crossover, show_table
-from .derivations import derived_metric, show_equation
+from ...units import escape_markdown, human_count, human_params
+from ..cached import flop_count, flops_sweep, fvcore_or_error, param_count, scores_crossover, show_table
+from ..derivations import derived_metric, show_equation
 
 
-def params_metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> None:
+def metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> None:
     """Parameters, non-embedding, per block, forward and training-step FLOPs, each with its
     derivation; then the model family's notes."""
     T, B = seq_len, batch
@@ -78,7 +78,7 @@ def params_metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> N
         st.info(note)
 
 
-def params_formulas(cfg: ModelConfig, seq_len: int, batch: int) -> None:
+def formulas(cfg: ModelConfig, seq_len: int, batch: int) -> None:
     """The counts' formulas written out with the model's numbers: one block (block 0), the
     whole model, one forward over B×T tokens."""
     show_equation((r"N_\text{block}", derive.params_per_block(cfg)))
@@ -86,7 +86,7 @@ def params_formulas(cfg: ModelConfig, seq_len: int, batch: int) -> None:
     show_equation((r"\text{FLOPs}_\text{fwd}", derive.forward_flops(cfg, seq_len, batch)))
 
 
-def params_charts(cfg: ModelConfig, seq_len: int, batch: int) -> None:
+def charts(cfg: ModelConfig, seq_len: int, batch: int) -> None:
     """Where the parameters go (sunburst) beside where the forward's FLOPs go (bars)."""
     left, right = st.columns(2)
     left.plotly_chart(params_sunburst(param_count(cfg)))

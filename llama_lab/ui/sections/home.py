@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis import derive
-from ..analysis.summary import family_notes
-from ..units import escape_markdown, human_bytes, human_count, human_params, plural
-from .cached import flop_count, kv_report, param_count
-from .derivations import derived_metric, show_equation
-from .pages import PAGES
-from .state import Selection
+from ...analysis import derive
+from ...analysis.summary import family_notes
+from ...units import escape_markdown, human_bytes, human_count, human_params, plural
+from ..cached import flop_count, kv_report, param_count
+from ..derivations import derived_metric, show_equation
+from ..pages import PAGES
+from ..state import Selection
 
 
 def current_model(selection: Selection, prefix: str) -> None:
