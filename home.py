@@ -4,6 +4,7 @@ and a link to every page. It also runs alone (`AppTest.from_file("home.py")`).""
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import home
 
 P = "llama_lab.home."
 
@@ -15,7 +16,7 @@ selection = ui.setup_page(
     "and the tutorial this lab grew from is checked claim by claim. The sidebar is shared by "
     "all pages and mirrored in the URL: copy the link to share the view.",
 )
-ui.current_model(selection, P)
+home.current_model(selection, P)
 
 st.subheader("Pages")
-ui.page_links(selection)
+home.page_links(selection)

@@ -4,6 +4,7 @@ published activation formulas beside ours, and sharded training measured on torc
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import parallel
 
 P = "llama_lab.page10."
 
@@ -23,16 +24,16 @@ tab_layout, tab_fit, tab_k, tab_run = st.tabs(
 )
 with tab_layout:
     st.subheader(f"Training per GPU at T = {T:,} ({dtype})")
-    ui.layout_section(cfg, T, dtype, P)
+    parallel.layout_section(cfg, T, dtype, P)
 with tab_fit:
     st.subheader("Serving: the longest context and the largest batch per split")
-    gpu = ui.serving_gpu(P)
-    ui.serving_section(cfg, gpu, selection.batch, T, weights, kv, P)
+    gpu = parallel.serving_gpu(P)
+    parallel.serving_section(cfg, gpu, selection.batch, T, weights, kv, P)
     st.subheader(f"Training: the layouts that fit, at T = {T:,}")
-    ui.search_section(cfg, T, dtype, P)
+    parallel.search_section(cfg, T, dtype, P)
 with tab_k:
     st.subheader("Activation memory per layer: their GPT block, our implementation")
-    ui.korthikanti_section(cfg, T, P)
+    parallel.korthikanti_section(cfg, T, P)
 with tab_run:
     st.subheader("FSDP2 and tensor parallelism on local processes")
     st.markdown(
@@ -42,4 +43,4 @@ with tab_run:
         "and set beside the prediction; the loss is compared with one process on the "
         "same data and seed."
     )
-    ui.shard_section(cfg, P)
+    parallel.shard_section(cfg, P)

@@ -1,6 +1,7 @@
 """Validation: LLaMA Lab's time predictions against public measurements, with an error per row."""
 
 from llama_lab import ui
+from llama_lab.ui.sections import validation
 
 P = "llama_lab.page11."
 
@@ -14,8 +15,8 @@ ui.setup_page(
     "calibration never saw.",
     needs_config=False,
 )
-answer = ui.validation_answer()
-ui.validation_summary(answer)
-ui.validation_scatter(answer, P)
-ui.validation_parameters(answer)
-ui.validation_rows(answer, P)
+answer = validation.answer()
+validation.summary_section(answer)
+validation.scatter_section(answer, P)
+validation.parameters_section(answer)
+validation.rows_section(answer, P)

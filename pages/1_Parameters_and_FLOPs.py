@@ -3,6 +3,7 @@
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import params
 
 P = "llama_lab.page1."
 selection = ui.setup_page(
@@ -13,17 +14,17 @@ selection = ui.setup_page(
 )
 cfg, T, B = selection.cfg, selection.seq_len, selection.batch
 
-ui.params_metrics(cfg, T, B, P)
-ui.params_charts(cfg, T, B)  # the charts first; the formulas they follow below
+params.metrics(cfg, T, B, P)
+params.charts(cfg, T, B)  # the charts first; the formulas they follow below
 with st.expander("The formulas behind the counts"):
-    ui.params_formulas(cfg, T, B)
+    params.formulas(cfg, T, B)
 
 st.subheader("FLOPs against sequence length")
-ui.flops_sweep_section(cfg, T, B)
+params.flops_sweep_section(cfg, T, B)
 
 st.subheader("One decoder block")
-ui.block_section(cfg, T, B)
+params.block_section(cfg, T, B)
 
 st.subheader("Cross-check with fvcore")
-ui.fvcore_section(cfg, T, B, P)
-ui.counting_conventions(cfg, T, B)
+params.fvcore_section(cfg, T, B, P)
+params.counting_conventions(cfg, T, B)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import kv, parallel
 
 P = "llama_lab.page2."  # its GPU and context in the URL as kv.gpu, kv.context
 
@@ -15,20 +16,20 @@ selection = ui.setup_page(
 cfg, T, B = selection.cfg, selection.seq_len, selection.batch
 weights, kv_dtype = selection.weight_format, selection.kv_format  # how each is stored
 
-gpu = ui.kv_gpu_choice(T, P)
+gpu = kv.gpu_choice(T, P)
 kinds = "MLA vs MHA vs GQA vs MQA" if cfg.is_mla else "MHA vs GQA vs MQA"
 st.subheader(f"{kinds} at B={B}, T={T:,}: weights {weights}, KV cache {kv_dtype}")
-ui.kv_fit_section(selection, gpu, P)  # the answer first; how it is counted below
+kv.fit_section(selection, gpu, P)  # the answer first; how it is counted below
 with st.expander("How the cache is counted: the formulas"):
-    ui.kv_formulas(cfg, T, B, kv_dtype)
-ui.kv_sharing(cfg)
+    kv.formulas(cfg, T, B, kv_dtype)
+kv.sharing(cfg)
 st.subheader(f"On several {gpu} GPUs: every tensor × pipeline split")
-ui.serving_section(cfg, gpu, B, T, weights, kv_dtype, P)
-ui.kv_context_curve(selection, gpu)
+parallel.serving_section(cfg, gpu, B, T, weights, kv_dtype, P)  # the Many GPUs page's, at this page's GPU
+kv.context_curve(selection, gpu)
 if cfg.is_mla:
-    ui.mla_section(selection, gpu)
+    kv.mla_section(selection, gpu)
 if cfg.has_linear_attention:
-    ui.linear_attention_section(selection)
+    kv.linear_attention_section(selection)
 
 st.subheader("Decode roofline")
 st.latex(
@@ -36,4 +37,4 @@ st.latex(
     r"\frac{\text{weights} + B\,S\cdot\text{KV bytes/token}}{\text{HBM bandwidth}}\right)"
     r"\qquad \text{intensity} = \frac{\text{FLOPs}}{\text{bytes moved}}"
 )
-ui.roofline_section(selection, gpu, P)
+kv.roofline_section(selection, gpu, P)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import live
 
 P = "llama_lab.page4."
 
@@ -17,13 +18,13 @@ selection = ui.setup_page(
 formulas = st.container()  # written once the live model is chosen, below
 
 # ---- which model, which device (in the URL as live.*) ---------------------------------------------
-run_cfg, settings = ui.live_setup(selection, P)
+run_cfg, settings = live.setup(selection, P)
 with formulas:  # the definitions, and the live model's ln V and KV bytes per token
-    ui.live_formulas(run_cfg, settings)
+    live.formulas(run_cfg, settings)
 
 # ---- the training step --------------------------------------------------------------------------------
 st.subheader("One training step")
-ui.training_step_section(run_cfg, settings, P)
+live.training_step_section(run_cfg, settings, P)
 
 # ---- KV-cache decoding --------------------------------------------------------------------------------
 st.subheader("KV-cache decoding: MHA vs GQA vs MQA")
@@ -32,4 +33,4 @@ st.markdown(
     "with the cache; weights and cache in the chosen dtype. The cache bytes are read "
     "from the cache tensors and compared with `analysis.kv_cache_bytes_per_token`."
 )
-ui.decode_section(run_cfg, settings, P)
+live.decode_section(run_cfg, settings, P)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import comparison
 
 P = "llama_lab.page5."
 
@@ -14,8 +15,8 @@ selection = ui.setup_page(
 )
 cfg, T, B, kv_dtype = selection.cfg, selection.seq_len, selection.batch, selection.kv_format
 
-ui.comparison_formulas(cfg, kv_dtype)
-ui.comparison_tables(cfg, T, B, kv_dtype)
+comparison.formulas(cfg, kv_dtype)
+comparison.tables(cfg, T, B, kv_dtype)
 
 st.subheader("Train the contrast (small model, CPU)")
-ui.contrast_section(cfg, P)
+comparison.contrast_section(cfg, P)

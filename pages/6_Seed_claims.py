@@ -3,13 +3,14 @@
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import claims
 
 P = "llama_lab.page6."
 
 ui.setup_page(
     "Seed claims",
-    f"The tutorial this lab grew from (`{ui.SEED_SOURCE}`, “From Transformer to the LLaMA series”) quotes "
-    f"many numbers. Each is recomputed here — closed-form counts from `llama_lab.analysis`, "
+    f"The tutorial this lab grew from (`{claims.SEED_SOURCE}`, “From Transformer to the LLaMA series”) "
+    f"quotes many numbers. Each is recomputed here — closed-form counts from `llama_lab.analysis`, "
     f"the published configs, and one real forward pass of the demo model — and marked ✓ when "
     f"the statement holds, ✗ when it does not. These claims concern fixed models, not the "
     f"sidebar's.",
@@ -21,6 +22,6 @@ st.latex(
     r" = 2\,d\,(4d) = 8d^2,\; N_\text{FFN}^\text{SwiGLU} = 3\,d\,F \qquad"
     r" \text{loss}_0 \approx \ln V + \tfrac{1}{2}\operatorname{Var}(\text{logits})"
 )
-claims = ui.recomputed_claims()
-warmup = ui.warmup_claim(P)  # its button runs the contrast at its defaults
-ui.claims_section(claims, warmup, P)
+recomputed = claims.recomputed()
+warmup = claims.warmup_claim(P)  # its button runs the contrast at its defaults
+claims.verdicts_section(recomputed, warmup, P)

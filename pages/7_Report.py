@@ -3,6 +3,7 @@
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import report
 
 P = "llama_lab.page7."
 
@@ -14,15 +15,15 @@ selection = ui.setup_page(
     "this browser session, and the environment, as one file. The HTML carries plotly.js "
     "inlined, so it opens without a network.",
 )
-ui.report_formulas(selection)  # parameters, FLOPs, KV bytes, training bytes: written out
+report.formulas(selection)  # parameters, FLOPs, KV bytes, training bytes: written out
 
-included = ui.report_experiments(P)
-gpu = ui.report_gpu(P)
-built = ui.built_report(selection, included, gpu, P)  # kept in the session per choice
-ui.report_summary(built)  # stops the page when the report could not be built
+included = report.included_experiments(P)
+gpu = report.gpu_choice(P)
+built = report.built_report(selection, included, gpu, P)  # kept in the session per choice
+report.summary(built)  # stops the page when the report could not be built
 
 st.subheader("Downloads")
-ui.report_downloads(built, P)
+report.downloads(built, P)
 st.caption(
     "CSV: a zip with one CSV per table (raw numbers) and index.csv naming each table's "
     "section and title. JSON keeps `python -m llama_lab analyze --json` under "

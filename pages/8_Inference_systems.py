@@ -4,6 +4,7 @@ sidebar's model and measured live."""
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import inference
 
 P = "llama_lab.page8."
 
@@ -15,12 +16,14 @@ selection = ui.setup_page(
     "exactly for the sidebar's model and measured live on small models of its recipe.",
 )
 cfg, T, dtype = selection.cfg, selection.seq_len, selection.dtype
-gpu = ui.inference_gpu(P)  # in the URL as inf.gpu
+gpu = inference.gpu_choice(P)  # in the URL as inf.gpu
 
 tab_q, tab_f, tab_s = st.tabs(["Quantisation", "FlashAttention", "Speculative decoding"])
 with tab_q:
-    ui.quantisation_section(cfg, selection.preset, gpu, P, (selection.weight_format, selection.kv_format))
+    inference.quantisation_section(
+        cfg, selection.preset, gpu, P, (selection.weight_format, selection.kv_format)
+    )
 with tab_f:
-    ui.flash_section(cfg, T, dtype, gpu, P)
+    inference.flash_section(cfg, T, dtype, gpu, P)
 with tab_s:
-    ui.speculative_section(P)
+    inference.speculative_section(P)

@@ -4,6 +4,7 @@ attention maps, RoPE, the residual stream, norms and gates, the logit lens, a mi
 import streamlit as st
 
 from llama_lab import ui
+from llama_lab.ui.sections import inside
 
 P = "llama_lab.page9."
 
@@ -14,13 +15,13 @@ selection = ui.setup_page(
     "built-in text, then run on the text you type. Every view below is read off that forward "
     "pass.",
 )
-cfg, steps, text = ui.inside_choice(selection.cfg, P)
-ui.inside_note(selection.cfg, cfg, steps)
-trace = ui.forward_trace(cfg, steps, text, P)
+cfg, steps, text = inside.choice(selection.cfg, P)
+inside.note(selection.cfg, cfg, steps)
+trace = inside.forward_trace(cfg, steps, text, P)
 if trace is None:
     st.stop()
 
-ui.attention_section(trace, P)
-ui.positions_section(trace, P)
-ui.stream_section(trace, cfg.norm_position, P)
-ui.lens_section(trace, P)
+inside.attention_section(trace, P)
+inside.positions_section(trace, P)
+inside.stream_section(trace, cfg.norm_position, P)
+inside.lens_section(trace, P)
