@@ -15,6 +15,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
+from llama_lab.ui import state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +38,7 @@ def measure(script: str, preset: str) -> tuple[float, float]:
     times = []
     for n_layers in LAYERS:
         start = time.perf_counter()
-        at.sidebar.number_input(key=ui.field_key("n_layers")).set_value(n_layers).run()
+        at.sidebar.number_input(key=state.field_key("n_layers")).set_value(n_layers).run()
         times.append(time.perf_counter() - start)
         assert not at.exception, at.exception
     return first, statistics.median(times)

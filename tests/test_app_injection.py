@@ -15,6 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from llama_lab import ui
 from llama_lab.config import PRESETS
+from llama_lab.ui import state
+from llama_lab.units import escape_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["home.py", *(page.path for page in ui.PAGES)]
@@ -69,7 +71,7 @@ def assert_inert(at: AppTest, *echoed: str) -> None:
         assert "](http" not in text, text
         assert "http://evil" not in text and not re.search(r"(?<!\\)<img", text), text
     for value in echoed:
-        assert any(ui.escape_markdown(value) in text for text in texts), (value, texts)
+        assert any(escape_markdown(value) in text for text in texts), (value, texts)
 
 
 @pytest.mark.slow
@@ -78,7 +80,7 @@ def test_hostile_sidebar_links_are_shown_escaped_on_every_page(page):
     at = open_page(ROOT / page, SIDEBAR_QUERY, timeout=180)
     assert_inert(at, LINK, IMAGE, HTML)
     errors = [e.value for e in at.sidebar.error]
-    assert any(ui.escape_markdown(f"unknown preset {LINK!r}") in e for e in errors), errors
+    assert any(escape_markdown(f"unknown preset {LINK!r}") in e for e in errors), errors
 
 
 @pytest.mark.slow
@@ -92,20 +94,20 @@ def test_hostile_page_links_and_model_names_are_shown_escaped_on_every_page(page
     }.get(page)
     echoed = [LINK] + ([value for key, value in PAGE_QUERY.items() if key.startswith(own)] if own else [])
     assert_inert(at, *echoed)
-    assert any(ui.escape_markdown(LINK) in c.value for c in at.sidebar.caption)  # its name
+    assert any(escape_markdown(LINK) in c.value for c in at.sidebar.caption)  # its name
     if own:  # each refused value named with its key and the rule, the default used
         shown = " ".join(e.value for e in at.main.error)
         for key in (k for k in PAGE_QUERY if k.startswith(own)):
-            assert ui.escape_markdown(f"Link: {key}=") in shown, key
+            assert escape_markdown(f"Link: {key}=") in shown, key
 
 
 @pytest.mark.parametrize("page", ["home.py", "pages/1_Parameters_and_FLOPs.py"])
 def test_a_hostile_config_text_field_stops_the_page_with_the_rule_escaped(page):
     at = open_page(ROOT / page, BAD_LAYERS)  # from the URL: falls back, escaped
     assert_inert(at, LINK)
-    at.sidebar.text_input(key=ui.field_key("local_layers")).input(IMAGE).run()
+    at.sidebar.text_input(key=state.field_key("local_layers")).input(IMAGE).run()
     assert_inert(at, IMAGE)  # from the widget: the page stops
-    assert any(ui.escape_markdown(IMAGE) in e.value for e in at.main.error)
+    assert any(escape_markdown(IMAGE) in e.value for e in at.main.error)
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
@@ -152,7 +154,7 @@ def test_hostile_uploads_are_shown_escaped(case):
 def test_an_uploaded_models_hostile_name_is_escaped_in_the_title_and_on_every_page():
     at = upload(open_page(ROOT / "app.py"), "config.json", json.dumps({**HF, "_name_or_path": LINK}).encode())
     assert_inert(at, LINK)
-    assert ui.escape_markdown(LINK) in at.subheader[0].value  # "Current model: …"
+    assert escape_markdown(LINK) in at.subheader[0].value  # "Current model: …"
     assert at.query_params["name"] == LINK  # kept, as text
     for page in ui.PAGES:
         at.switch_page(page.path).run()
@@ -168,5 +170,5 @@ def test_a_hostile_training_file_name_is_escaped_in_the_results():
     at.radio(key=p + "source").set_value("upload").run()
     at.get("file_uploader")[0].set_value((f"{IMAGE}.txt", b"the quick brown fox " * 50, "text/plain")).run()
     click(at, p + "run_train")
-    assert at.session_state[ui.KEY_TRAINING].settings["data"] == f"{IMAGE}.txt"
+    assert at.session_state[state.KEY_TRAINING].settings["data"] == f"{IMAGE}.txt"
     assert_inert(at, f"{IMAGE}.txt")

@@ -429,7 +429,7 @@ QUERY_CASES = [
 
 @pytest.mark.parametrize("query,needle", [c[1:] for c in QUERY_CASES], ids=[c[0] for c in QUERY_CASES])
 def test_url_query_bad_input(query, needle):
-    from llama_lab.ui import QUERY_BATCH, QUERY_DTYPE, QUERY_PRESET, QUERY_SEQ, values_from_query
+    from llama_lab.ui.state import QUERY_BATCH, QUERY_DTYPE, QUERY_PRESET, QUERY_SEQ, values_from_query
 
     names = {"preset": QUERY_PRESET, "seq": QUERY_SEQ, "batch": QUERY_BATCH, "dtype": QUERY_DTYPE}
     query = {names.get(k, k): v for k, v in query.items()}
@@ -494,7 +494,7 @@ def test_set_overrides_that_are_fine():
     ],
 )
 def test_url_values_are_checked_like_set(value, needle):
-    from llama_lab.ui import values_from_query
+    from llama_lab.ui.state import values_from_query
 
     field = "rope_theta" if value == "nan" else "n_layers"
     _, errors = values_from_query({field: value})

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, ui
+from llama_lab import experiments
 from llama_lab.runtime import jobs
+from llama_lab.ui import cached, state
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."
@@ -38,15 +39,15 @@ TINY = {
 
 def clear_measurements() -> None:
     """Empty the process-wide cache of measurements, so that the pressed buttons really run."""
-    for cached in (ui.gradnorms_measured, ui.depth_measured, ui.warmup_measured):
-        cached.clear()
+    for measured in (cached.gradnorms_measured, cached.depth_measured, cached.warmup_measured):
+        measured.clear()
 
 
 def session(at: AppTest, seed: int, results: dict, errors: list) -> None:
     try:
         at.button(key=P + "run_gradnorms").click().run()
         assert not at.exception, at.exception
-        results[seed] = (at.session_state[ui.KEY_GRADNORMS], {m.label: m.value for m in at.metric})
+        results[seed] = (at.session_state[state.KEY_GRADNORMS], {m.label: m.value for m in at.metric})
     except BaseException:  # surfaced by the main thread, with where it was raised
         errors.append(traceback.format_exc())
 
@@ -83,7 +84,7 @@ def test_parallel_sessions_get_their_own_results_and_take_turns(monkeypatch):
     losses = set()
     for seed, (entry, shown) in results.items():
         direct = experiments.gradnorms(
-            entry.config, seq_len=16, batch=2, seed=seed, data=ui.cached._text("builtin")
+            entry.config, seq_len=16, batch=2, seed=seed, data=cached._text("builtin")
         )
         # each session holds exactly the result of its own seed ...
         assert entry.result.post.loss == direct.post.loss

@@ -6,8 +6,10 @@ import pytest
 from apptest_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, report, ui
+from llama_lab import experiments, report
 from llama_lab.runtime import jobs
+from llama_lab.ui import runs, state
+from llama_lab.units import escape_markdown
 
 PAGE = Path(__file__).resolve().parents[1] / "pages" / "5_Architecture_comparison.py"
 
@@ -50,18 +52,16 @@ def test_the_seeds_twelve_rows_each_computed_on_the_config():
 
 def test_a_widget_change_changes_the_rows():
     at = run_page()
-    at.sidebar.number_input(key=ui.field_key("n_layers")).set_value(8).run()
+    at.sidebar.number_input(key=state.field_key("n_layers")).set_value(8).run()
     # 2·8 + 1 norms × 512 β
     assert "-8,704" in table(at).loc["norm type"].iloc[-1]
 
 
 def test_invalid_config_stops_the_page_with_the_rule():
     at = run_page()
-    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(500).run()
+    at.sidebar.number_input(key=state.field_key("d_model")).set_value(500).run()
     assert not at.exception
-    assert any(
-        ui.escape_markdown("d_model=500 is not divisible by n_heads=8") in e.value for e in at.main.error
-    )
+    assert any(escape_markdown("d_model=500 is not divisible by n_heads=8") in e.value for e in at.main.error)
     assert len(at.dataframe) == 0 and len(at.table) == 0
 
 
@@ -83,16 +83,16 @@ def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeyp
     assert list(summary.label) == ["LayerNorm", "RMSNorm"]
     assert (summary.final_loss < summary.first_loss).all()  # both learn something
     assert len(at.get("plotly_chart")) == 1
-    assert seen == [1]  # ran inside ui.exclusive_run
+    assert seen == [1]  # ran inside runs.exclusive_run
 
-    entry = at.session_state[ui.KEY_ABLATION]  # where the Report page collects it
+    entry = at.session_state[state.KEY_ABLATION]  # where the Report page collects it
     assert at.session_state["llama_lab.page5.result"] is entry
     assert entry.kind == "ablation" and entry.config.vocab_size == 256
     assert entry.settings["contrast"] == "LayerNorm vs RMSNorm" and entry.settings["steps"] == 20
     assert list(entry.result.runs) == ["LayerNorm", "RMSNorm"]
     report_page = AppTest.from_file(str(PAGE.parent / "7_Report.py"), default_timeout=120)
     report_page.query_params.update({"preset": "debug"})
-    report_page.session_state[ui.KEY_ABLATION] = entry
+    report_page.session_state[state.KEY_ABLATION] = entry
     report_page.run()
     assert not report_page.exception
     experiments_metric = next(m for m in report_page.metric if m.label == "Experiments")
@@ -103,7 +103,7 @@ def test_training_contrast_runs_behind_the_button_and_reaches_the_report(monkeyp
     assert "contrast=LayerNorm vs RMSNorm" in summary.note
 
     at.slider(key="llama_lab.page5.steps").set_value(30).run()
-    assert any(ui.STALE_NOTE == c.value for c in at.caption)  # shown until trained again
+    assert any(runs.STALE_NOTE == c.value for c in at.caption)  # shown until trained again
 
 
 def test_the_comparison_reads_in_english_with_the_seeds_words_kept_apart():

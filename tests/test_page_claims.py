@@ -6,10 +6,11 @@ from pathlib import Path
 from apptest_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import ui
 from llama_lab.seed import claims as seed_claims_mod
 from llama_lab.train import TrainSettings
+from llama_lab.ui import state
 from llama_lab.ui.sections import claims
+from llama_lab.units import escape_markdown
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "6_Seed_claims.py")
 
@@ -45,9 +46,9 @@ def test_every_claim_is_listed_with_quote_figure_and_verdict():
 
 def test_claims_do_not_depend_on_the_sidebar_and_survive_an_invalid_config():
     at = run_page()
-    at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(7).run()
+    at.sidebar.number_input(key=state.field_key("n_heads")).set_value(7).run()
     assert not at.exception
-    assert any(ui.escape_markdown("n_heads=7") in e.value for e in at.sidebar.error)
+    assert any(escape_markdown("n_heads=7") in e.value for e in at.sidebar.error)
     assert {m.label: m.value for m in at.metric}["Claims checked"] == str(len(shown_claims()))
 
 
@@ -93,7 +94,7 @@ def test_the_warmup_claim_waits_for_a_measurement_then_shows_its_verdict(monkeyp
     assert WARMUP_QUOTE in text and "Not measured in this session yet" in text
     contrast = tiny_warmup()
     entry = ExperimentEntry("warmup", contrast, None, {})
-    at = open_page(PAGE, state={ui.EXPERIMENT_KEYS["warmup"]: entry})
+    at = open_page(PAGE, state={state.EXPERIMENT_KEYS["warmup"]: entry})
     claim = warmup_claim(contrast)
     text = "\n".join(m.value for m in at.markdown)
     mark = ":green[✓]" if claim.verdict else ":red[✗]"

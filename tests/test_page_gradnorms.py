@@ -9,8 +9,9 @@ from apptest_helpers import click as click_key
 from apptest_helpers import errors, holding_the_slot, metrics, open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, ui
+from llama_lab import experiments
 from llama_lab.report import ExperimentEntry
+from llama_lab.ui import state
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
 P = "llama_lab.page3."
@@ -66,14 +67,14 @@ def test_the_default_view_shows_xiong_et_al_s_contrast_at_once_from_the_shipped_
         "embeddings × √d)" in info
     )
     assert "the Pre-LN arm always normalises before lm_head" in info and "LN(LN(x))" in info
-    entry = at.session_state[ui.KEY_GRADNORMS]
+    entry = at.session_state[state.KEY_GRADNORMS]
     assert "pre-measured" in entry.settings  # the report says so too
     assert entry.result.seeds == [0, 1, 2, 3, 4] and "pydoc" in entry.result.data
     ratios = entry.result.last_ratio_by_seed()
     assert min(ratios) > 1.8  # Xiong et al.: Post-LN's is larger
     shown = metrics(at)
     assert shown["Post ÷ Pre, last block"] == f"{sorted(ratios)[2]:.3g}"  # median of 5
-    sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
+    sweep = at.session_state[state.KEY_DEPTH_SWEEP].result
     assert sweep.depths == [2, 4, 8, 12] and sweep.ratio[-1] > sweep.ratio[0]
     assert len(at.get("plotly_chart")) == 4  # profile, ratio vs depth, sweep; the warmup tab's
     text = " ".join(m.value for m in at.markdown)
@@ -86,9 +87,9 @@ def test_the_llama_init_view_explains_why_the_picture_differs():
     """N(0, 0.02) and RMSNorm: Pre-LN's final norm sees a small stream, so Pre-LN's gradients
     are the larger; the page says so with the measured numbers."""
     at = run_page({"grad.regime": "llama", "grad.d_model": "64", "grad.seeds": "3"})
-    assert ui.KEY_GRADNORMS not in at.session_state  # not shipped: nothing runs until the button
+    assert state.KEY_GRADNORMS not in at.session_state  # not shipped: nothing runs until the button
     at = click(at, "run_gradnorms")
-    result = at.session_state[ui.KEY_GRADNORMS].result
+    result = at.session_state[state.KEY_GRADNORMS].result
     assert max(result.last_ratio_by_seed()) < 1
     assert result.pre.last_norm_input_rms < result.post.last_norm_input_rms
     text = " ".join(m.value for m in at.markdown)
@@ -105,20 +106,20 @@ def test_measure_matches_experiments_on_the_same_config(monkeypatch):
     at.run()
     assert seen == [] and any("Not measured for these settings yet" in c.value for c in at.caption)
     at = click(at, "run_gradnorms")
-    assert seen and set(seen) == {1}  # ran inside ui.exclusive_run
-    entry = at.session_state[ui.KEY_GRADNORMS]
+    assert seen and set(seen) == {1}  # ran inside runs.exclusive_run
+    entry = at.session_state[state.KEY_GRADNORMS]
     assert isinstance(entry, ExperimentEntry) and entry.config.vocab_size == 256
     assert entry.config.d_model == 32 and entry.config.n_layers == 2
     direct = experiments.gradnorms_over_seeds(entry.config, 16, 2, seeds=(0, 1), device="cpu")
     assert entry.result.to_dict() == direct.to_dict()
     assert metrics(at)["Post-LN loss (median)"] == f"{direct.post.loss:.4f}"
     click(at, "run_gradnorms")  # the button measures again
-    assert ui.KEY_GRADNORMS in at.session_state and not errors(at)
+    assert state.KEY_GRADNORMS in at.session_state and not errors(at)
 
 
 def test_depth_sweep_shows_both_slopes_and_needs_two_depths():
     at = click(tiny(), "run_depth_sweep")
-    sweep = at.session_state[ui.KEY_DEPTH_SWEEP].result
+    sweep = at.session_state[state.KEY_DEPTH_SWEEP].result
     assert sweep.depths == [1, 2] and sweep.seeds == [0, 1]
     assert metrics(at)["Pre-LN fitted slope"] == f"{sweep.pre_slope:+.3f}"
     at.multiselect(key=P + "depths").set_value([4]).run()
@@ -130,7 +131,7 @@ def test_training_runs_four_arms_per_seed_on_the_builtin_corpus(monkeypatch):
     seen = holding_the_slot(monkeypatch, "compare_runs_over_seeds")
     at = click(tiny(), "run_train")
     assert seen == [1]
-    entry = at.session_state[ui.KEY_TRAINING]  # where the Report page picks it up
+    entry = at.session_state[state.KEY_TRAINING]  # where the Report page picks it up
     assert at.session_state["llama_lab.page3.training"] is entry
     assert entry.result.seeds == [0, 1]
     assert list(entry.result.by_label()) == [
@@ -153,7 +154,7 @@ def test_the_warmup_tab_trains_three_arms_and_gives_the_verdict(monkeypatch):
     at.number_input(key=P + "w_warmup").set_value(2)
     click(at.run(), "run_warmup")
     assert seen == [1] and not errors(at)
-    result = at.session_state[ui.EXPERIMENT_KEYS["warmup"]].result
+    result = at.session_state[state.EXPERIMENT_KEYS["warmup"]].result
     assert list(result.runs.by_label()) == ["Post-LN, no warmup", "Post-LN, warmup 2", "Pre-LN, no warmup"]
     assert result.runs.seeds == [0, 1] and result.steps == 4
     verdict = result.verdict()
@@ -175,7 +176,7 @@ def test_uploaded_text_trains_and_bad_text_is_refused():
     ).run()
     click(at, "run_train")
     assert not errors(at)
-    assert at.session_state[ui.KEY_TRAINING].settings["data"] == "notes.txt"
+    assert at.session_state[state.KEY_TRAINING].settings["data"] == "notes.txt"
 
 
 @pytest.mark.slow
@@ -184,7 +185,7 @@ def test_too_big_runs_are_refused_with_the_guards_message():
     assert any("press “Measure gradient norms”" in c.value for c in at.caption)  # not on view
     click(at, "run_gradnorms")
     assert any("is free (limit 90% of free" in e for e in errors(at))  # the memory guard
-    assert ui.KEY_GRADNORMS not in at.session_state  # a refused run keeps nothing
+    assert state.KEY_GRADNORMS not in at.session_state  # a refused run keeps nothing
     at = tiny(n_layers=8, seq_len=64, batch=8)
     at.number_input(key=P + "steps").set_value(2000).run()
     click(at, "run_train")

@@ -7,10 +7,12 @@ import pytest
 import torch
 from apptest_helpers import click, errors, metrics, open_page
 
-from llama_lab import analysis, experiments, ui
+from llama_lab import analysis, experiments
 from llama_lab.config import PRESETS, live_config
 from llama_lab.experiments.flash import flash_sweep
 from llama_lab.experiments.quantize import quantize_run
+from llama_lab.ui import state
+from llama_lab.units import human_bytes
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "8_Inference_systems.py")
 P = "llama_lab.page8."
@@ -22,7 +24,7 @@ def test_the_page_counts_the_sidebar_model_and_runs_the_three_live_parts(monkeyp
     assert not errors(at) and len(at.get("tab")) == 3
     cfg = PRESETS["debug"]
     shown = metrics(at)
-    assert shown["weights at int4"] == ui.human_bytes(analysis.weight_bytes(cfg, "int4"))
+    assert shown["weights at int4"] == human_bytes(analysis.weight_bytes(cfg, "int4"))
     assert shown["KV cache at fp8"] == f"{analysis.kv_cache_bytes_per_token(cfg, 'fp8'):,} B/token"
     r = analysis.attention_memory(cfg, 128, 1, "bf16")
     assert shown["naive stops fitting at"] == f"T = {r.naive_fits_up_to:,}"
@@ -34,7 +36,7 @@ def test_the_page_counts_the_sidebar_model_and_runs_the_three_live_parts(monkeyp
         click(at, P + button)
         assert not errors(at), button
     for kind in ("quantize", "flash", "speculative"):
-        assert ui.EXPERIMENT_KEYS[kind] in at.session_state
+        assert state.EXPERIMENT_KEYS[kind] in at.session_state
     text = " ".join(m.value for m in at.markdown)
     assert "✓ The quantised tensors hold exactly the predicted bytes." in text
     assert "✓ Every measured figure equals the prediction." in text
@@ -59,7 +61,7 @@ def test_the_weight_options_change_the_counted_bytes_as_the_analysis_does():
         32000 * 16 * 2,
         32000 * 16 // 2,
     )
-    assert metrics(at)["weights at int4"] == ui.human_bytes(stored.total)
+    assert metrics(at)["weights at int4"] == human_bytes(stored.total)
     table = at.dataframe[-1].value
     assert table.iloc[-1].weights_bytes == stored.total
 
@@ -67,7 +69,7 @@ def test_the_weight_options_change_the_counted_bytes_as_the_analysis_does():
 def test_the_page_without_stored_formats_counts_the_plain_weights():
     at = open_page(PAGE, {"preset": "debug"}, timeout=180)
     shown = metrics(at)
-    assert shown["weights at bf16"] == ui.human_bytes(analysis.weight_bytes(PRESETS["debug"], "bf16"))
+    assert shown["weights at bf16"] == human_bytes(analysis.weight_bytes(PRESETS["debug"], "bf16"))
     assert not at.get("expander") or all("options" not in e.proto.label for e in at.get("expander"))
 
 
@@ -79,7 +81,7 @@ def test_a_zero_context_says_why():
     shown = metrics(at)
     assert shown["longest context on H100 80GB (B=1)"] == "0"
     assert shown["naive stops fitting at"] == "T = 0"
-    weights = ui.human_bytes(analysis.weight_bytes(PRESETS["llama-3.1-405b"], "bf16"))
+    weights = human_bytes(analysis.weight_bytes(PRESETS["llama-3.1-405b"], "bf16"))
     captions = [c.value for c in at.caption if "0 because the weights alone" in c.value]
     assert len(captions) == 2 and all(weights in c and "exceed H100 80GB" in c for c in captions)
 

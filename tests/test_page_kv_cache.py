@@ -5,9 +5,11 @@ from pathlib import Path
 from apptest_helpers import chart_title, charts, open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import analysis, ui
+from llama_lab import analysis
 from llama_lab.analysis import rooflines
 from llama_lab.config import PRESETS
+from llama_lab.ui import state
+from llama_lab.units import escape_markdown, human_bytes
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "2_KV_cache_and_attention.py")
 KEY_GPU = "llama_lab.page2.gpu"
@@ -30,9 +32,9 @@ def test_mha_gqa_mqa_side_by_side_for_the_demo():
     at = run_page()
     # 2 (K, V) · 4 layers · G KV heads · 64 head dim · 2 bytes: G = 8, 2, 1
     assert variant_metrics(at) == {
-        "MHA": ui.human_bytes(8192) + "/token",
-        "GQA (this model)": ui.human_bytes(2048) + "/token",
-        "MQA": ui.human_bytes(1024) + "/token",
+        "MHA": human_bytes(8192) + "/token",
+        "GQA (this model)": human_bytes(2048) + "/token",
+        "MQA": human_bytes(1024) + "/token",
     }
     # H100 80GB = 81,559 MiB reported less the 300 MB CUDA context; GQA weights 2 · 43,780,608
     # bytes; (85,220,809,984 − 87,561,216) // 2048, shown capped at the model's 128-token
@@ -51,7 +53,7 @@ def test_gpu_batch_and_context_changes_update_the_fit_and_roofline():
     assert (
         f"memory alone holds {((23_034 * 2**20 - 300 * 10**6) - 87_561_216) // 2048:,})**" in fit_lines(at)[1]
     )
-    at.sidebar.number_input(key=ui.KEY_BATCH).set_value(4).run()
+    at.sidebar.number_input(key=state.KEY_BATCH).set_value(4).run()
     assert (
         f"memory alone holds {((23_034 * 2**20 - 300 * 10**6) - 87_561_216) // (4 * 2048):,})**"
         in fit_lines(at)[1]
@@ -68,10 +70,10 @@ def test_a_model_too_big_for_the_gpu_says_so_with_its_own_weights():
     warnings = [w.value for w in at.warning if "do not fit" in w.value]
     assert (
         len(warnings) == 1
-        and f"({ui.human_bytes(2 * 405_853_388_800)} at bf16)" in warnings[0]
+        and f"({human_bytes(2 * 405_853_388_800)} at bf16)" in warnings[0]
         and "756 GiB" in warnings[0]
     )
-    assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(2 * 126 * 8 * 128 * 2) + "/token"
+    assert variant_metrics(at)["GQA (this model)"] == human_bytes(2 * 126 * 8 * 128 * 2) + "/token"
 
 
 def test_the_cache_formula_is_split_and_readable_for_a_large_cache():
@@ -89,14 +91,14 @@ def test_the_cache_formula_is_split_and_readable_for_a_large_cache():
 def test_kv_head_mismatch_from_the_url_and_widget_shows_the_rule():
     at = run_page({"preset": "seed-demo", "n_kv_heads": "3"})
     assert any(
-        ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=3") in e.value for e in at.sidebar.error
+        escape_markdown("n_heads=8 is not divisible by n_kv_heads=3") in e.value for e in at.sidebar.error
     )
-    at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(16).run()
-    at.sidebar.selectbox(key=ui.field_key("n_kv_heads")).set_value(16).run()
-    at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(8).run()
+    at.sidebar.number_input(key=state.field_key("n_heads")).set_value(16).run()
+    at.sidebar.selectbox(key=state.field_key("n_kv_heads")).set_value(16).run()
+    at.sidebar.number_input(key=state.field_key("n_heads")).set_value(8).run()
     assert not at.exception
     assert any(
-        ui.escape_markdown("n_heads=8 is not divisible by n_kv_heads=16") in e.value for e in at.main.error
+        escape_markdown("n_heads=8 is not divisible by n_kv_heads=16") in e.value for e in at.main.error
     )
     assert len(at.metric) == 0
 
@@ -104,7 +106,7 @@ def test_kv_head_mismatch_from_the_url_and_widget_shows_the_rule():
 def test_the_weights_and_the_cache_are_stored_apart_in_the_fits_and_the_roofline():
     at = run_page({"preset": "llama-3-8b", "seq": "8192", "weights": "int4", "kv": "fp8"})
     # fp8 cache: 2 · 32 layers · 8 KV heads · 128 · 1 byte = 65,536 bytes per token
-    assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(65_536) + "/token"
+    assert variant_metrics(at)["GQA (this model)"] == human_bytes(65_536) + "/token"
     weights = analysis.weight_bytes(PRESETS["llama-3-8b"], "int4")
     assert weights == 5_700_591_616  # analysis.quant, checked in test_quant
     assert (
@@ -120,9 +122,9 @@ def test_the_weights_and_the_cache_are_stored_apart_in_the_fits_and_the_roofline
 
 def test_an_old_link_with_a_storage_dtype_computes_in_bf16_and_stores_both_at_it():
     at = run_page({"preset": "seed-demo", "dtype": "int8"})
-    assert at.sidebar.selectbox(key=ui.KEY_DTYPE).value == "bf16"
-    assert at.sidebar.selectbox(key=ui.KEY_WEIGHT_DTYPE).value == "int8"
-    assert at.sidebar.selectbox(key=ui.KEY_KV_DTYPE).value == "int8"
+    assert at.sidebar.selectbox(key=state.KEY_DTYPE).value == "bf16"
+    assert at.sidebar.selectbox(key=state.KEY_WEIGHT_DTYPE).value == "int8"
+    assert at.sidebar.selectbox(key=state.KEY_KV_DTYPE).value == "int8"
     # int8 cache: 2 · 4 · 2 · (64 · 1 + 2 bytes of fp16 scale) per token
-    assert variant_metrics(at)["GQA (this model)"] == ui.human_bytes(2 * 4 * 2 * 66) + "/token"
+    assert variant_metrics(at)["GQA (this model)"] == human_bytes(2 * 4 * 2 * 66) + "/token"
     assert not at.main.error

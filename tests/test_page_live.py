@@ -10,8 +10,10 @@ from apptest_helpers import click as click_key
 from apptest_helpers import errors, holding_the_slot, metrics, open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import analysis, ui
+from llama_lab import analysis
 from llama_lab.config import PRESETS, small_training_config
+from llama_lab.ui import state
+from llama_lab.units import human_bytes, human_count
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "4_Live_pass.py")
 P = "llama_lab.page4."
@@ -51,17 +53,17 @@ def test_a_big_preset_defaults_to_the_scaled_down_copy():
     at.number_input(key=P + "iters").set_value(1).run()
     at.button(key=P + "run_live").click().run()
     small = small_training_config(PRESETS["llama-3-8b"]).replace(n_layers=2)
-    assert at.session_state[ui.KEY_LIVE_PASS].config == small
+    assert at.session_state[state.KEY_LIVE_PASS].config == small
 
 
 def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):
     seen = holding_the_slot(monkeypatch, "live_pass")
     at = click(tiny(run_page({"preset": "debug"})), "run_live")
-    assert seen == [1]  # ran inside ui.exclusive_run
-    live = at.session_state[ui.KEY_LIVE_PASS].result
+    assert seen == [1]  # ran inside runs.exclusive_run
+    live = at.session_state[state.KEY_LIVE_PASS].result
     shown = metrics(at)
     assert shown["ln V"] == f"{math.log(256):.4f}" == "5.5452"
-    assert shown["Tokens/s"] == ui.human_count(live.tokens_per_s)
+    assert shown["Tokens/s"] == human_count(live.tokens_per_s)
     assert next(m for m in at.metric if m.label == "Tokens/s").proto.help.startswith(
         f"{live.tokens_per_s:,.0f}"
     )
@@ -82,14 +84,14 @@ def test_live_pass_shows_times_throughput_mfu_memory_and_loss(monkeypatch):
     assert any(analysis.MFU_CONVENTION in c.value for c in at.caption)
     # on the CPU the peak is the tensors added up: labelled an estimate
     label = "Peak memory" if "Peak memory" in shown else "Peak memory (estimate)"
-    assert shown[label] == ui.human_bytes(live.peak_memory_bytes)
+    assert shown[label] == human_bytes(live.peak_memory_bytes)
     memory = at.dataframe[0].value.set_index("component")
     assert memory.notna().all().all()  # every prediction filled in
     # fp32 weights and gradients: measured tensor bytes = analysis.training_memory's 4 B/param
     params = analysis.count_params(PRESETS["debug"]).total
     assert memory.loc["weights", "measured_bytes"] == memory.loc["weights", "predicted_bytes"] == 4 * params
     assert memory.loc["gradients", "predicted_bytes"] == 4 * params
-    assert memory.loc["weights", "measured"] == ui.human_bytes(4 * params)
+    assert memory.loc["weights", "measured"] == human_bytes(4 * params)
 
 
 def test_decode_benchmark_bytes_match_the_hand_count(monkeypatch):
@@ -99,7 +101,7 @@ def test_decode_benchmark_bytes_match_the_hand_count(monkeypatch):
     at.number_input(key=P + "new_tokens").set_value(2).run()
     click(at, "run_decode")
     assert seen == [1]
-    bench = at.session_state[ui.KEY_DECODE].result
+    bench = at.session_state[state.KEY_DECODE].result
     assert [s.value for s in at.success][0].startswith("Measured cache bytes equal")
     # fp32 cache: 2 (K, V) · 2 layers · G KV heads · 16 head dim · 4 bytes · B=2 · tokens
     for row in bench.rows:
@@ -122,7 +124,7 @@ def test_gpu_only_choices_are_refused_on_a_cpu_machine():
     at.selectbox(key=P + "device").set_value("cuda").run()
     click(at, "run_decode")
     assert any("CUDA is not available" in e for e in errors(at))
-    assert ui.KEY_LIVE_PASS not in at.session_state
+    assert state.KEY_LIVE_PASS not in at.session_state
 
 
 def test_too_big_runs_are_refused_before_anything_runs():
@@ -155,17 +157,19 @@ def test_a_t_cut_by_the_copy_follows_the_sidebar_when_the_copy_is_left():
     at = run_page({"preset": "seed-demo"})  # T = 128, the copy holds 64
     at.radio(key=P + "model").set_value("small").run()
     assert at.number_input(key=P + "seq_len").value == 64 and "live.seq_len" not in at.query_params
-    at.sidebar.number_input(key=ui.KEY_SEQ_LEN).set_value(96).run()
+    at.sidebar.number_input(key=state.KEY_SEQ_LEN).set_value(96).run()
     assert any("96 is above the maximum 64" in c.value for c in at.caption)  # the note follows
     at.radio(key=P + "model").set_value("sidebar").run()
     assert at.number_input(key=P + "seq_len").value == 96  # the sidebar's, not the old 128
     assert not any("above the maximum" in c.value for c in at.caption)
     # the sidebar's model shrinks to the copy's 64 while the copy is shown: T is simply 64 now
     at.radio(key=P + "model").set_value("small").run()
-    at.sidebar.number_input(key=ui.field_key("max_seq_len")).set_value(64).run()
+    at.sidebar.number_input(key=state.field_key("max_seq_len")).set_value(64).run()
     assert not any("above the maximum" in c.value for c in at.caption)
     at.radio(key=P + "model").set_value("sidebar").run()
-    assert at.number_input(key=P + "seq_len").value == 64 == at.sidebar.number_input(key=ui.KEY_SEQ_LEN).value
+    assert (
+        at.number_input(key=P + "seq_len").value == 64 == at.sidebar.number_input(key=state.KEY_SEQ_LEN).value
+    )
     assert not any("above the maximum" in c.value for c in at.caption)
     assert "live.seq_len" not in at.query_params and not at.exception
 
@@ -179,7 +183,7 @@ def test_a_pass_calibrates_the_device_and_the_next_step_is_predicted_before_it_r
     from llama_lab.validation.device import causal_training_flops
 
     at = click(tiny(run_page({"preset": "debug"})), "run_live")
-    first = at.session_state[ui.KEY_LIVE_PASS].result
+    first = at.session_state[state.KEY_LIVE_PASS].result
     assert any("This pass calibrates the device" in c.value for c in at.caption)
     at.number_input(key=P + "batch").set_value(4).run()
     caption = next(c.value for c in at.caption if c.value.startswith("The next step should take"))
@@ -195,7 +199,7 @@ def test_a_pass_calibrates_the_device_and_the_next_step_is_predicted_before_it_r
     assert count_params(PRESETS["debug"]).total == first.n_params  # the same model: the same update
     assert f"{predicted_ms:,.1f} ms" in caption and f"calibrated on {first.device_name}" in caption
     at = click(at, "run_live")
-    entry = at.session_state[ui.KEY_LIVE_PASS]
+    entry = at.session_state[state.KEY_LIVE_PASS]
     assert entry.settings["predicted_step_ms"] == pytest.approx(predicted_ms)
     shown = metrics(at)
     measured = entry.result.step_ms

@@ -5,7 +5,8 @@ from pathlib import Path
 from apptest_helpers import metrics, open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import ui
+from llama_lab.ui import state
+from llama_lab.units import escape_markdown, human_count
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "1_Parameters_and_FLOPs.py")
 
@@ -41,12 +42,12 @@ def test_renders_the_counts_charts_and_formulas():
 
 def test_moving_a_widget_changes_the_numbers():
     at = run_page()
-    at.sidebar.number_input(key=ui.KEY_SEQ_LEN).set_value(64).run()
+    at.sidebar.number_input(key=state.KEY_SEQ_LEN).set_value(64).run()
     # T=64: projections and FFN halve, lm_head halves, scores quarter
     expected = (671_088_640 + 2_146_959_360 + 4_194_304_000) // 2 + 134_217_728 // 4
     assert metric_help(at, "Forward FLOPs").startswith(f"{expected:,}")
-    at.sidebar.selectbox(key=ui.field_key("ffn_type")).set_value("relu").run()
-    at.sidebar.radio(key=ui.KEY_FFN_RULE).set_value("classic").run()
+    at.sidebar.selectbox(key=state.field_key("ffn_type")).set_value("relu").run()
+    at.sidebar.radio(key=state.KEY_FFN_RULE).set_value("classic").run()
     # ReLU at 4d: 2·512·2048 = 2,097,152 FFN weights per block instead of 3·512·1365 =
     # 2,096,640: 4 blocks × 512 = +2,048 parameters
     assert metric_help(at, "Parameters").startswith(f"{43_780_608 + 2_048:,}")
@@ -54,11 +55,11 @@ def test_moving_a_widget_changes_the_numbers():
 
 def test_invalid_head_dim_under_rope_from_the_url_falls_back_and_from_a_widget_stops():
     at = run_page({"d_model": "72"})  # head_dim 9 with RoPE
-    assert any(ui.escape_markdown("head_dim=9") in e.value for e in at.sidebar.error)
+    assert any(escape_markdown("head_dim=9") in e.value for e in at.sidebar.error)
     assert metric_help(at, "Parameters").startswith("43,780,608")  # the preset instead
-    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(72).run()
+    at.sidebar.number_input(key=state.field_key("d_model")).set_value(72).run()
     assert not at.exception
-    assert any(ui.escape_markdown("must be even for pos_encoding='rope'") in e.value for e in at.main.error)
+    assert any(escape_markdown("must be even for pos_encoding='rope'") in e.value for e in at.main.error)
     assert len(at.metric) == 0 and len(at.get("plotly_chart")) == 0
 
 
@@ -67,7 +68,7 @@ def test_fvcore_cross_check_agrees_with_the_closed_form():
     at.toggle(key="llama_lab.page1.fvcore").set_value(True).run()
     assert not at.exception
     shown = {m.label: m.value for m in at.metric}
-    assert shown["Difference"] == ui.human_count(0, "FLOP")
+    assert shown["Difference"] == human_count(0, "FLOP")
     assert metric_help(at, "fvcore") == metric_help(at, "LLaMA Lab")
     assert any("aten::" in c.value for c in at.caption)  # the skipped ops listed
 

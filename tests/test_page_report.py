@@ -10,9 +10,11 @@ import pandas as pd
 from apptest_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import analysis, experiments, report, ui
+from llama_lab import analysis, experiments, report
 from llama_lab.config import PRESETS
 from llama_lab.report import ExperimentEntry
+from llama_lab.ui import state
+from llama_lab.units import escape_markdown
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "7_Report.py")
 FILE_NAMES = {
@@ -56,7 +58,7 @@ def test_session_experiments_are_included_and_can_be_left_out(stored):
     sweep = ExperimentEntry(
         "depth_sweep", experiments.depth_sweep(cfg, (1, 2), 8, 1, (0, 1)), cfg, {"seq_len": 8}
     )
-    at = run_page({"preset": "debug"}, {ui.KEY_GRADNORMS: entry, ui.KEY_DEPTH_SWEEP: sweep})
+    at = run_page({"preset": "debug"}, {state.KEY_GRADNORMS: entry, state.KEY_DEPTH_SWEEP: sweep})
     assert {m.label: m.value for m in at.metric}["Experiments"] == "2"
     loaded = json.loads(stored["llama_lab_report.json"])
     assert loaded["experiments"]["gradnorms"]["result"] == json.loads(json.dumps(entry.result.to_dict()))
@@ -75,7 +77,7 @@ def test_a_failed_export_shows_why_and_keeps_the_others(stored, monkeypatch):
     monkeypatch.setattr(report.formats, "render_csv", broken)
     at = run_page({"preset": "debug"})
     assert any(
-        ui.escape_markdown("CSV export failed: ReportError: disk quota exceeded") in e.value
+        escape_markdown("CSV export failed: ReportError: disk quota exceeded") in e.value
         for e in at.main.error
     )
     assert len(at.main.get("download_button")) == 3
@@ -91,9 +93,7 @@ def test_the_gpu_choice_reaches_the_roofline_table(stored):
 
 def test_an_invalid_config_shows_the_rule_and_no_downloads():
     at = run_page({"preset": "debug"})
-    at.sidebar.number_input(key=ui.field_key("n_heads")).set_value(5).run()
+    at.sidebar.number_input(key=state.field_key("n_heads")).set_value(5).run()
     assert not at.exception
-    assert any(
-        ui.escape_markdown("d_model=64 is not divisible by n_heads=5") in e.value for e in at.main.error
-    )
+    assert any(escape_markdown("d_model=64 is not divisible by n_heads=5") in e.value for e in at.main.error)
     assert len(at.main.get("download_button")) == 0

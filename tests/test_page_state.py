@@ -12,9 +12,11 @@ import pytest
 from apptest_helpers import chart_title, charts, click, errors, open_page
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import experiments, ui
+from llama_lab import experiments
 from llama_lab.analysis import DEFAULT_GPU
-from llama_lab.config import LIMITS, PRESETS
+from llama_lab.config import LIMITS, MAX_BATCH, PRESETS
+from llama_lab.ui import runs, state, widgets
+from llama_lab.units import escape_markdown, human_count, human_params
 
 ROOT = Path(__file__).resolve().parents[1]
 KV, GRAD, LIVE = (
@@ -22,7 +24,7 @@ KV, GRAD, LIVE = (
     for name in ("2_KV_cache_and_attention.py", "3_Gradient_norms.py", "4_Live_pass.py")
 )
 P2, P3, P4 = "llama_lab.page2.", "llama_lab.page3.", "llama_lab.page4."
-E = ui.escape_markdown
+E = escape_markdown
 
 
 def warnings(at: AppTest) -> list[str]:
@@ -148,15 +150,15 @@ def test_a_value_beyond_a_bound_set_by_the_model_is_clamped_with_a_note():
 
 def test_sidebar_t_moved_by_a_smaller_max_seq_len_says_why():
     at = open_page(ROOT / "home.py", {"preset": "seed-demo"})
-    at.sidebar.number_input(key=ui.field_key("max_seq_len")).set_value(64).run()
-    assert at.sidebar.number_input(key=ui.KEY_SEQ_LEN).value == 64
+    at.sidebar.number_input(key=state.field_key("max_seq_len")).set_value(64).run()
+    assert at.sidebar.number_input(key=state.KEY_SEQ_LEN).value == 64
     assert "⚠️ T=128 is above max_seq_len=64; T is now 64." in [c.value for c in at.sidebar.caption]
 
 
 def test_kv_context_that_is_no_longer_a_choice_says_why():
     at = open_page(KV, {"seq": "100"})
     at.select_slider(key=P2 + "context").set_value(100).run()  # the sidebar's T
-    at.sidebar.number_input(key=ui.KEY_SEQ_LEN).set_value(64).run()
+    at.sidebar.number_input(key=state.KEY_SEQ_LEN).set_value(64).run()
     assert at.select_slider(key=P2 + "context").value == 64
     assert any(E("context length S: 100 is not a choice") in c for c in captions(at))
 
@@ -183,24 +185,24 @@ def upload(at: AppTest, name: str, data: dict) -> AppTest:
 
 def test_an_upload_keeps_its_name_resets_t_and_a_preset_drops_it():
     at = open_page(ROOT / "home.py")
-    at.sidebar.number_input(key=ui.KEY_SEQ_LEN).set_value(64).run()
+    at.sidebar.number_input(key=state.KEY_SEQ_LEN).set_value(64).run()
     upload(at, "config.json", {**HF, "_name_or_path": "Qwen/Qwen3-tiny"})
     sidebar = [c.value for c in at.sidebar.caption]
     assert any(c.startswith("Model: " + E("Qwen/Qwen3-tiny")) for c in sidebar), sidebar
     assert not any("Edited from seed-demo" in c for c in sidebar)
-    assert at.sidebar.number_input(key=ui.KEY_SEQ_LEN).value == 512  # its max_seq_len
+    assert at.sidebar.number_input(key=state.KEY_SEQ_LEN).value == 512  # its max_seq_len
     assert at.query_params["name"] == "Qwen/Qwen3-tiny" and at.query_params["seq"] == "512"
     assert at.subheader[0].value == "Current model: " + E("Qwen/Qwen3-tiny")
-    at.sidebar.number_input(key=ui.field_key("n_layers")).set_value(3).run()
+    at.sidebar.number_input(key=state.field_key("n_layers")).set_value(3).run()
     assert any(
         c.startswith(f"Edited from {E('Qwen/Qwen3-tiny')}: n_layers")
         for c in (c.value for c in at.sidebar.caption)
     )
-    assert at.sidebar.selectbox(key=ui.KEY_PRESET_VIEW).value == ui.UPLOADED  # the box says so
-    at.sidebar.selectbox(key=ui.KEY_PRESET_VIEW).set_value("llama-2-7b").run()
+    assert at.sidebar.selectbox(key=state.KEY_PRESET_VIEW).value == state.UPLOADED  # the box says so
+    at.sidebar.selectbox(key=state.KEY_PRESET_VIEW).set_value("llama-2-7b").run()
     assert "name" not in at.query_params and at.subheader[0].value == "Current model"
-    assert at.sidebar.selectbox(key=ui.KEY_PRESET).value == "llama-2-7b"
-    assert at.sidebar.number_input(key=ui.field_key("n_layers")).value == 32
+    assert at.sidebar.selectbox(key=state.KEY_PRESET).value == "llama-2-7b"
+    assert at.sidebar.number_input(key=state.field_key("n_layers")).value == 32
 
 
 def test_an_upload_without_a_model_name_is_called_by_its_file_name_and_family():
@@ -217,9 +219,9 @@ def test_a_link_keeps_the_name_and_drops_it_when_its_config_is_refused():
     assert at.subheader[0].value == "Current model: my model"
     at = open_page(ROOT / "home.py", {"name": "my model", "n_kv_heads": "3"})  # falls back
     assert at.subheader[0].value == "Current model" and "name" not in at.query_params
-    name, notes = ui.model_name("\x1b" + "y" * 500)  # cut, controls removed
-    assert name == "y" * ui.MAX_NAME + "…" and "500" in notes[0]
-    assert ui.model_name("  ") == (None, [])
+    name, notes = state.model_name("\x1b" + "y" * 500)  # cut, controls removed
+    assert name == "y" * state.MAX_NAME + "…" and "500" in notes[0]
+    assert state.model_name("  ") == (None, [])
 
 
 # ---- the live-run box and gradient clipping -------------------------------------------------------
@@ -261,8 +263,8 @@ def keys_in(node) -> set:
 )
 def test_live_run_sizes_sit_in_their_own_box(page, prefix, sizes):
     at = open_page(page, {"preset": "debug"})
-    assert ui.LIVE_SIZE_HEADING == "Live-run size (this page only)"
-    assert ui.LIVE_SIZE_HEADING in [h.value for h in at.subheader]
+    assert widgets.LIVE_SIZE_HEADING == "Live-run size (this page only)"
+    assert widgets.LIVE_SIZE_HEADING in [h.value for h in at.subheader]
     boxes = [box for box in bordered_blocks(at) if {prefix + s for s in sizes} <= keys_in(box)]
     assert boxes, "no bordered box holds the live-run sizes"
     assert not any(key.startswith("llama_lab.w.") for key in keys_in(boxes[0]))
@@ -294,12 +296,12 @@ def test_gradient_clipping_reaches_every_training_run(monkeypatch):
     assert clip.label == "gradient clipping (max norm, 0 = off)" and clip.value == 0.0
     click(at.run(), P3 + "run_train")
     assert seen[-1] == [None] * 4
-    assert at.session_state[ui.KEY_TRAINING].settings["grad_clip"] is None
+    assert at.session_state[state.KEY_TRAINING].settings["grad_clip"] is None
     at.number_input(key=P3 + "grad_clip").set_value(1.0).run()
-    assert ui.STALE_NOTE in captions(at)  # the clip is one of the settings
+    assert runs.STALE_NOTE in captions(at)  # the clip is one of the settings
     click(at, P3 + "run_train")
     assert seen[-1] == [1.0] * 4
-    assert at.session_state[ui.KEY_TRAINING].settings["grad_clip"] == 1.0
+    assert at.session_state[state.KEY_TRAINING].settings["grad_clip"] == 1.0
     assert any("clipped to a total norm of 1" in c for c in captions(at))
     specs = experiments.norm_position_specs(PRESETS["debug"], 1e-3, 10)
     assert [replace(s, grad_clip=1.0).grad_clip for s in specs] == [1.0] * 4
@@ -314,7 +316,7 @@ LONGEST_METRIC = 14  # characters: fits a quarter of a 1280-px-wide page's main 
     "query",
     [
         {"preset": "llama-3.1-405b"},
-        {"preset": "llama-3.1-405b", "seq": "131072", "batch": str(ui.MAX_BATCH)},
+        {"preset": "llama-3.1-405b", "seq": "131072", "batch": str(MAX_BATCH)},
         {"preset": "llama-3.1-405b", "d_model": str(LIMITS["d_model"]), "n_layers": str(LIMITS["n_layers"])},
     ],
 )
@@ -328,7 +330,7 @@ def test_headline_numbers_are_compact_with_the_exact_value_in_the_tooltip(page, 
     if page == "home.py" and len(query) == 1:
         total = 405_853_388_800
         params = next(m for m in at.metric if m.label == "Parameters")
-        assert params.value == ui.human_params(total)
+        assert params.value == human_params(total)
         assert params.proto.help.startswith(f"{total:,}")
 
 
@@ -337,6 +339,6 @@ def test_the_fvcore_numbers_are_compact_with_the_exact_ones_in_the_tooltip():
     at.toggle(key="llama_lab.page1.fvcore").set_value(True).run()
     shown = {m.label: m for m in at.metric}
     ours = shown["LLaMA Lab"]
-    assert ours.value == ui.human_count(int(ours.proto.help.split()[0].replace(",", "")), "FLOP")
+    assert ours.value == human_count(int(ours.proto.help.split()[0].replace(",", "")), "FLOP")
     assert ours.proto.help.endswith(" FLOPs") and "," in ours.proto.help
-    assert shown["Difference"].value == ui.human_count(0, "FLOP")
+    assert shown["Difference"].value == human_count(0, "FLOP")

@@ -14,14 +14,15 @@ import pytest
 from apptest_helpers import errors, metrics, open_page
 
 from llama_lab import analysis, report, ui
-from llama_lab.config import LIMITS
+from llama_lab.config import LIMITS, MAX_BATCH
+from llama_lab.ui import state
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["home.py", *(page.path for page in ui.PAGES)]  # 3 and 4: render, no run
 INT64_MAX = 2**63 - 1
 
 # llama-3.1-405b: T = its max_seq_len 131,072, B = the sidebar's largest batch
-AT_405B = {"preset": "llama-3.1-405b", "seq": "131072", "batch": str(ui.MAX_BATCH)}
+AT_405B = {"preset": "llama-3.1-405b", "seq": "131072", "batch": str(MAX_BATCH)}
 # every size field at its upper bound (n_heads 128 stays: head_dim 131,072 / 128 = 1,024)
 AT_LIMITS = {
     "preset": "llama-3.1-405b",
@@ -31,25 +32,25 @@ AT_LIMITS = {
     "ffn_hidden": str(LIMITS["ffn_hidden"]),
     "max_seq_len": str(LIMITS["max_seq_len"]),
     "seq": str(LIMITS["max_seq_len"]),
-    "batch": str(ui.MAX_BATCH),
+    "batch": str(MAX_BATCH),
 }
 QUERIES = {"405b": AT_405B, "limits": AT_LIMITS}
 
 
 def config_of(query: dict) -> tuple:
-    values, link_errors = ui.values_from_query(query)
+    values, link_errors = state.values_from_query(query)
     assert not link_errors, link_errors
-    return ui.config_from_values(values), int(query["seq"]), int(query["batch"])
+    return state.config_from_values(values), int(query["seq"]), int(query["batch"])
 
 
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_the_sizes_are_the_largest_the_sidebar_accepts(name):
     at = open_page(ROOT / "home.py", QUERIES[name], timeout=120)
     assert not at.sidebar.error  # taken, not fallen back
-    seq = at.sidebar.number_input(key=ui.KEY_SEQ_LEN)
-    batch = at.sidebar.number_input(key=ui.KEY_BATCH)
+    seq = at.sidebar.number_input(key=state.KEY_SEQ_LEN)
+    batch = at.sidebar.number_input(key=state.KEY_BATCH)
     assert seq.value == seq.max == int(QUERIES[name]["seq"])
-    assert batch.value == batch.max == ui.MAX_BATCH
+    assert batch.value == batch.max == MAX_BATCH
     cfg, seq_len, batch_size = config_of(QUERIES[name])
     assert analysis.count_flops(cfg, seq_len, batch_size).forward > INT64_MAX
     if name == "limits":

@@ -9,30 +9,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from llama_lab import ui
-from llama_lab.config import PRESETS
+from llama_lab.config import PRESETS, ffn_from_rule
 from llama_lab.config.grids import PUBLISHED_VOCABS, SLIDER_FIELDS, geometric, workload_candidates
+from llama_lab.ui import state
 from llama_lab.ui.sliders import field_options, slider_key, workload_options
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 def builder(preset: str) -> dict:
-    return ui.values_for_config(preset, PRESETS[preset])
+    return state.values_for_config(preset, PRESETS[preset])
 
 
 def with_value(values: dict, name: str, value: int) -> dict:
     """The builder after a slider moved: the value, and the FFN width following its rule."""
     changed = dict(values)
-    changed[ui.field_key(name)] = value
-    width = ui.ffn_from_rule(
-        changed[ui.KEY_FFN_RULE],
-        changed[ui.field_key("d_model")],
-        changed[ui.KEY_FFN_MULTIPLE_OF],
-        changed[ui.KEY_FFN_MULTIPLIER] or None,
+    changed[state.field_key(name)] = value
+    width = ffn_from_rule(
+        changed[state.KEY_FFN_RULE],
+        changed[state.field_key("d_model")],
+        changed[state.KEY_FFN_MULTIPLE_OF],
+        changed[state.KEY_FFN_MULTIPLIER] or None,
     )
     if width is not None:
-        changed[ui.field_key("ffn_hidden")] = width
+        changed[state.field_key("ffn_hidden")] = width
     return changed
 
 
@@ -48,7 +48,7 @@ def test_every_slider_position_gives_a_valid_config(preset, moves):
         assert options == sorted(set(options)) and len(options) >= 1
         value = options[min(len(options) - 1, int(where * len(options)))]
         values = with_value(values, name, value)
-        ui.config_from_values(values)  # raises ConfigError if not valid
+        state.config_from_values(values)  # raises ConfigError if not valid
 
 
 def test_the_grids_keep_the_head_arithmetic():
@@ -77,20 +77,20 @@ def test_an_off_grid_value_stays_on_its_slider():
 def test_moving_a_slider_moves_the_value_its_entry_and_the_url():
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.sidebar.select_slider(key=slider_key(ui.field_key("d_model"))).set_value(1024).run()
+    at.sidebar.select_slider(key=slider_key(state.field_key("d_model"))).set_value(1024).run()
     assert not at.exception
-    assert at.sidebar.number_input(key=ui.field_key("d_model")).value == 1024
+    assert at.sidebar.number_input(key=state.field_key("d_model")).value == 1024
     assert at.query_params["d_model"] == "1024"
     # the FFN width followed its rule: ⌊8/3 · 1024⌋ = 2730
-    assert at.sidebar.number_input(key=ui.field_key("ffn_hidden")).value == 2730
+    assert at.sidebar.number_input(key=state.field_key("ffn_hidden")).value == 2730
     assert 1040 not in field_options("d_model", builder("seed-demo"))
-    at.sidebar.number_input(key=ui.field_key("d_model")).set_value(1040).run()  # off the grid
-    slider = at.sidebar.select_slider(key=slider_key(ui.field_key("d_model")))
+    at.sidebar.number_input(key=state.field_key("d_model")).set_value(1040).run()  # off the grid
+    slider = at.sidebar.select_slider(key=slider_key(state.field_key("d_model")))
     assert slider.value == 1040 and "1,040" in slider.options  # options as shown
-    at.sidebar.select_slider(key=slider_key(ui.KEY_SEQ_LEN)).set_value(64).run()
-    assert at.sidebar.number_input(key=ui.KEY_SEQ_LEN).value == 64 and at.query_params["seq"] == "64"
-    at.sidebar.select_slider(key=slider_key(ui.field_key("n_kv_heads"))).set_value(8).run()
-    assert at.sidebar.selectbox(key=ui.field_key("n_kv_heads")).value == 8
+    at.sidebar.select_slider(key=slider_key(state.KEY_SEQ_LEN)).set_value(64).run()
+    assert at.sidebar.number_input(key=state.KEY_SEQ_LEN).value == 64 and at.query_params["seq"] == "64"
+    at.sidebar.select_slider(key=slider_key(state.field_key("n_kv_heads"))).set_value(8).run()
+    assert at.sidebar.selectbox(key=state.field_key("n_kv_heads")).value == 8
 
 
 @pytest.mark.parametrize("preset", ["llama-3.1-405b", "mixtral-8x7b", "transformer-2017"])
@@ -100,7 +100,7 @@ def test_the_sliders_start_at_the_presets_values(preset):
     at.run()
     cfg = PRESETS[preset]
     for name in SLIDER_FIELDS:
-        key = slider_key(ui.field_key(name))
+        key = slider_key(state.field_key(name))
         assert at.sidebar.select_slider(key=key).value == getattr(cfg, name), name
 
 
@@ -111,11 +111,11 @@ def test_a_size_the_browser_cannot_hold_exactly_is_bounded_and_refused_by_name()
 
     from apptest_helpers import errors, open_page
 
-    from llama_lab import ui
+    from llama_lab.ui import state
     from llama_lab.ui.family_fields import BROWSER_MAX_INT
 
     at = open_page(Path(__file__).resolve().parents[1] / "home.py")
-    box = at.sidebar.number_input(key=ui.field_key("d_model"))
+    box = at.sidebar.number_input(key=state.field_key("d_model"))
     assert box.max == BROWSER_MAX_INT == 2**53 - 1
     box.set_value(BROWSER_MAX_INT).run()
     assert any("d_model=9007199254740991" in e for e in errors(at)), errors(at)

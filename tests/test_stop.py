@@ -12,11 +12,12 @@ from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.scriptrunner import RerunData
 from streamlit.testing.v1 import AppTest, local_script_runner
 
-from llama_lab import experiments, ui
+from llama_lab import experiments
 from llama_lab.config import PRESETS
 from llama_lab.runtime import jobs
 from llama_lab.train import TrainSettings
 from llama_lab.train.data import random_tokens
+from llama_lab.ui import cached
 from llama_lab.units import escape_markdown
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Gradient_norms.py")
@@ -53,7 +54,7 @@ def quick_session() -> AppTest:
 def measure_again(session: AppTest) -> None:
     """The session's "Measure gradient norms" button, with the shared cache of measurements
     emptied so that the measurement really runs."""
-    ui.gradnorms_measured.clear()
+    cached.gradnorms_measured.clear()
     session.button(key=P + "run_gradnorms").click().run(timeout=120)
 
 

@@ -14,7 +14,9 @@ from streamlit.testing.v1 import AppTest
 from llama_lab import analysis, ui
 from llama_lab.analysis import stored_weights
 from llama_lab.config.files import parse_config_json, stored_quant_of
+from llama_lab.ui import state
 from llama_lab.ui.state import FROM_FILE, KEY_STORED_QUANT
+from llama_lab.units import escape_markdown, human_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "tests" / "published_configs"
@@ -26,9 +28,10 @@ GPTQ_TEXT = json.dumps({**QWEN2_SMALL, "quantization_config": GPTQ})
 def shown_script():
     import streamlit as st
 
-    from llama_lab import analysis, ui
+    from llama_lab import analysis
+    from llama_lab.ui import sidebar
 
-    selection = ui.sidebar_config()
+    selection = sidebar.sidebar_config()
     if selection is not None:
         w = selection.weight_format
         st.markdown(f"FORMAT={w} BYTES={analysis.weight_bytes(selection.cfg, w)}")
@@ -54,7 +57,7 @@ def file_bytes(text: str) -> int:
 
 
 def weights_box(at: AppTest):
-    return at.sidebar.selectbox(key=ui.KEY_WEIGHT_DTYPE)
+    return at.sidebar.selectbox(key=state.KEY_WEIGHT_DTYPE)
 
 
 def test_an_uploaded_gptq_file_sets_the_weights_format_and_a_hand_choice_still_works():
@@ -78,7 +81,7 @@ def test_an_uploaded_gptq_file_sets_the_weights_format_and_a_hand_choice_still_w
     # a plain file resets it: not offered, the weights as the dtype
     upload(at, "plain.json", json.dumps(QWEN2_SMALL))
     assert (
-        weights_box(at).value == ui.AS_DTYPE
+        weights_box(at).value == state.AS_DTYPE
         and "from the file: GPTQ int4, g128" not in weights_box(at).options
     )
     assert at.markdown[-1].value == f"FORMAT=bf16 BYTES={analysis.weight_bytes(cfg, 'bf16')}"
@@ -89,10 +92,10 @@ def test_a_preset_drops_the_files_format_and_a_refused_file_keeps_it():
     at = upload(run_shown(), "config.json", GPTQ_TEXT)
     bad = json.dumps({**QWEN2_SMALL, "quantization_config": {**GPTQ, "bits": 3}})
     upload(at, "bad.json", bad)
-    assert any(ui.escape_markdown("GPTQ bits=3 is not modelled") in e.value for e in at.sidebar.error)
+    assert any(escape_markdown("GPTQ bits=3 is not modelled") in e.value for e in at.sidebar.error)
     assert weights_box(at).value == FROM_FILE  # the last good file stays, with its format
-    at.sidebar.selectbox(key=ui.KEY_PRESET_VIEW).set_value("debug").run()
-    assert weights_box(at).value == ui.AS_DTYPE
+    at.sidebar.selectbox(key=state.KEY_PRESET_VIEW).set_value("debug").run()
+    assert weights_box(at).value == state.AS_DTYPE
     assert at.markdown[-1].value.startswith("FORMAT=bf16 ")
 
 
@@ -121,7 +124,7 @@ def test_the_inference_page_counts_the_files_stored_format():
     at = open_with_upload("pages/8_Inference_systems.py", GPTQ_TEXT)
     assert not errors(at), errors(at)
     expected = file_bytes(GPTQ_TEXT)
-    assert metrics(at)["weights at GPTQ int4, g128"] == ui.human_bytes(expected)
+    assert metrics(at)["weights at GPTQ int4, g128"] == human_bytes(expected)
     latex = " ".join(m.value for m in at.latex)
     cfg, _ = parse_config_json(GPTQ_TEXT)
     stored = analysis.weights_bytes(cfg, stored_weights(stored_quant_of(GPTQ_TEXT)))
@@ -134,7 +137,7 @@ def test_the_kv_page_counts_the_files_stored_format():
     at = open_with_upload("pages/2_KV_cache_and_attention.py", GPTQ_TEXT)
     assert not errors(at), errors(at)
     text = " ".join(m.value for m in at.markdown)
-    assert f"- weights: {ui.human_bytes(file_bytes(GPTQ_TEXT))}" in text
+    assert f"- weights: {human_bytes(file_bytes(GPTQ_TEXT))}" in text
     assert "weights GPTQ int4, g128" in " ".join(s.value for s in at.subheader)
 
 
