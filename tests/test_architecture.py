@@ -167,6 +167,37 @@ def test_pages_import_only_the_ui_layer_and_streamlit(page):
             assert name in allowed or name.startswith("streamlit."), f"{page.name} imports {name}"
 
 
+@pytest.mark.parametrize("module", sorted(name for name in MODULES if name.startswith("llama_lab.ui")))
+def test_sections_are_leaves_of_the_ui(module):
+    """A section imports the shared machinery of ``llama_lab.ui`` (state, cached wrappers, runs,
+    widgets, panels, …), never another section: what two pages share lives in ``llama_lab.ui``
+    (the warmup contrast in ``ui.warmup``), or the page draws the other page's section itself (the
+    KV page draws ``parallel.serving_section``). Nothing else of the package imports a section."""
+    imported = GRAPH[module] & SECTIONS
+    assert not imported, f"{module} imports the section(s) {sorted(imported)}"
+
+
+def test_the_ui_package_exports_only_what_the_pages_use():
+    """``llama_lab.ui`` is no facade of section functions: it exports what every page needs
+    (``setup_page``, which every page calls first, and the page list app.py and home.py read), and
+    app.py, home.py and the pages use every name it exports."""
+    tree = ast.parse((PACKAGE / "ui" / "__init__.py").read_text(encoding="utf-8"))
+    exported = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"]
+    )
+    used: dict[str, set[str]] = {}
+    for page in PAGE_FILES:
+        used[page.name] = {
+            node.attr
+            for node in ast.walk(ast.parse(page.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "ui"
+        }
+    assert set(exported) == set().union(*used.values())
+    assert all("setup_page" in names for page, names in used.items() if page != "app.py"), used
+
+
 def test_the_doc_names_every_module_and_only_modules_that_exist():
     named = set(re.findall(r"`(llama_lab/[\w/]+\.py)`", DOC))
     on_disk = {
