@@ -22,7 +22,7 @@ from apptest_helpers import open_page
 from equation_check import check_latex, check_popover_line, check_text
 
 from llama_lab import analysis
-from llama_lab.analysis import derive
+from llama_lab.analysis import derive, derive_memory
 from llama_lab.config import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def test_the_derivation_texts_multiply_out():
     for name in FAMILIES:
         cfg = PRESETS[name]
         for d in (
-            derive.kv_cache(cfg, 5000, 3, "int4"),
+            derive_memory.kv_cache(cfg, 5000, 3, "int4"),
             derive.params_total(cfg),
             derive.forward_flops(cfg, 512, 2),
             derive.score_flops_per_token(cfg, 3000),

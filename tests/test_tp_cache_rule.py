@@ -13,7 +13,7 @@ import pytest
 from llama_lab import analysis
 from llama_lab.analysis import (
     MFU_CONVENTION,
-    derive,
+    derive_measured,
     kv,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
@@ -170,7 +170,7 @@ def test_the_convention_is_palms_full_scores_without_recomputation():
     assert model_flops(cfg, 8192) / 8192 == pytest.approx(flops.palm_training_per_token, rel=1e-4)
     for words in ("PaLM", "full T×T", "recomputation not counted", "dense peak"):
         assert words in MFU_CONVENTION
-    assert derive.achieved_flops(1.0, 1.0, 1.0).convention.startswith(MFU_CONVENTION)
+    assert derive_measured.achieved_flops(1.0, 1.0, 1.0).convention.startswith(MFU_CONVENTION)
 
 
 def test_predict_train_and_the_many_gpus_panel_count_mfu_by_it():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ... import analysis
-from ...analysis import derive
+from ...analysis import derive_memory
 from ...experiments import ExperimentEntry
 from ...experiments.decode import decode_figure
 from ...units import escape_markdown, human_bytes, plural
@@ -13,13 +13,13 @@ from ..cached import show_table
 
 
 def _example(entry: ExperimentEntry, longest) -> str:
-    """One row's prediction written out (``derive.kv_cache``), e.g. MHA at the longest context."""
+    """One row's prediction written out (``derive_memory.kv_cache``), e.g. MHA at the longest context."""
     if entry.config is None:
         return "."
     row = next(longest.itertuples())
     variant = analysis.attention_variants(entry.config, distinct=True)[row.variant]
     bench = entry.result
-    d = derive.kv_cache(variant, row.cache_tokens, bench.batch, bench.dtype)
+    d = derive_memory.kv_cache(variant, row.cache_tokens, bench.batch, bench.dtype)
     return (
         f"; {row.variant.upper()} at {row.cache_tokens:,} tokens: "
         + escape_markdown(d.text("KV bytes"))

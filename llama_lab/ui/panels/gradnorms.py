@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import derive
+from ...analysis import derive_measured
 from ...experiments import ExperimentEntry
 from ...experiments.explain import explain_profile
 from ...experiments.gradient_norms import gradnorm_profile, gradnorm_summary, group_table, seed_table
@@ -24,7 +24,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         cols[0],
         "Post ÷ Pre, last block",
         f"{ratio:.3g}",
-        derive.seed_median_ratio(ratios, ratio, "the last block's FFN output projection ‖∇W_down‖"),
+        derive_measured.seed_median_ratio(ratios, ratio, "the last block's FFN output projection ‖∇W_down‖"),
         prefix + "d.ratio",
         delta=f"{sum(r > 1 for r in ratios)} of {len(ratios)} seeds above 1",
         delta_arrow="off",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import MFU_CONVENTION, derive
+from ...analysis import MFU_CONVENTION, derive, derive_measured
 from ...errors import ExperimentError
 from ...experiments import ExperimentEntry
 from ...experiments.live import (
@@ -31,7 +31,7 @@ def _speed(live, prefix: str) -> None:
         cols[1],
         "Tokens/s",
         human_count(live.tokens_per_s),
-        derive.throughput(live.batch, live.seq_len, live.step_ms, live.tokens_per_s),
+        derive_measured.throughput(live.batch, live.seq_len, live.step_ms, live.tokens_per_s),
         prefix + "d.tokens",
         help=f"{live.tokens_per_s:,.0f} tokens per second",
     )
@@ -39,7 +39,7 @@ def _speed(live, prefix: str) -> None:
         cols[2],
         "Achieved",
         human_count(live.achieved_tflops * 1e12, "FLOP/s"),
-        derive.achieved_flops(live.training_flops, live.step_ms, live.achieved_tflops * 1e12),
+        derive_measured.achieved_flops(live.training_flops, live.step_ms, live.achieved_tflops * 1e12),
         prefix + "d.achieved",
         help=f"{live.training_flops:.3e} FLOPs per step: {MFU_CONVENTION}",
     )
@@ -48,7 +48,7 @@ def _speed(live, prefix: str) -> None:
         cols[3],
         "MFU",
         f"{live.mfu:.1%}",
-        derive.mfu(
+        derive_measured.mfu(
             live.achieved_tflops * 1e12,
             live.peak_flops,
             live.peak_flops_source,

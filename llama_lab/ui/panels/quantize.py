@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import derive
+from ...analysis import derive_measured
 from ...experiments import ExperimentEntry
 from ...units import human_bytes
 from ..cached import show_table
@@ -40,7 +40,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
         cols[3],
         "Bytes vs fp32",
         f"{run.measured_weight_bytes / run.fp32_weight_bytes:.1%}",
-        derive.quantised_share(run.measured_weight_bytes, run.fp32_weight_bytes, run.weight_dtype),
+        derive_measured.quantised_share(run.measured_weight_bytes, run.fp32_weight_bytes, run.weight_dtype),
         prefix + "d.share",
     )
     same = run.measured_weight_bytes == run.predicted_weight_bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import derive
+from ...analysis import derive_measured
 from ...experiments import ExperimentEntry
 from ...experiments.speculative import speculative_figure
 from ..cached import show_table
@@ -21,7 +21,7 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
             cols[2 * i + 1],
             f"{r.label}: speedup",
             f"{r.measured_speedup:.2f}×",
-            derive.speculative_speedup(
+            derive_measured.speculative_speedup(
                 r.measured_speedup,
                 run.greedy_s,
                 r.speculative_s,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import derive
+from ...analysis import derive_memory
 from ...config import ModelConfig, small_training_config
 from ...experiments import ABLATIONS, CONTRAST_SETTINGS
 from ...seed.comparison import in_english
@@ -27,13 +27,13 @@ COUNT_COLUMNS = [
 
 def formulas(cfg: ModelConfig, kv_dtype: str) -> None:
     """The table's rules: the FFN widths' parameters and the norms' (the seed's identities), and
-    this config's KV bytes per token written out (``derive.kv_bytes_per_token``)."""
+    this config's KV bytes per token written out (``derive_memory.kv_bytes_per_token``)."""
     st.latex(
         r"\text{ReLU FFN: } 2\,d\,(4d) = 8d^2 \qquad \text{SwiGLU: } 3\,d\,F"
         r" = 3d\cdot\tfrac{8}{3}d = 8d^2"
     )
     show_equation(
-        (r"\text{KV bytes/token}", derive.kv_bytes_per_token(cfg, kv_dtype)),
+        (r"\text{KV bytes/token}", derive_memory.kv_bytes_per_token(cfg, kv_dtype)),
         lead=r"\text{LayerNorm: } 2d \;\text{vs RMSNorm: } d \qquad ",
     )
 

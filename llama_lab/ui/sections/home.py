@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import derive
+from ...analysis import derive, derive_memory
 from ...analysis.summary import family_notes
 from ...units import escape_markdown, human_bytes, human_count, human_params, plural
 from ..cached import flop_count, kv_report, param_count
@@ -46,7 +46,7 @@ def current_model(selection: Selection, prefix: str) -> None:
         cols[2],
         f"KV cache per token ({selection.kv_format})",
         human_bytes(kv.bytes_per_token),
-        derive.kv_bytes_per_token(cfg, selection.kv_format),
+        derive_memory.kv_bytes_per_token(cfg, selection.kv_format),
         prefix + "kv",
         help=f"{kv.bytes_per_token:,} bytes: {'all ' if cfg.n_layers > 1 else ''}"
         f"{plural(cfg.n_layers, 'layer')}, K and V; "
@@ -65,7 +65,7 @@ def current_model(selection: Selection, prefix: str) -> None:
 
 def _shape(selection: Selection) -> None:
     """The model's shape in a line, its family's notes and its KV bytes per token written out
-    (``derive.kv_bytes_per_token``)."""
+    (``derive_memory.kv_bytes_per_token``)."""
     cfg = selection.cfg
     st.caption(
         f"{plural(cfg.n_layers, 'layer')} × d={cfg.d_model:,}, FFN {cfg.ffn_type} {cfg.ffn_hidden:,}, "
@@ -76,7 +76,7 @@ def _shape(selection: Selection) -> None:
     for note in family_notes(cfg, param_count(cfg)):
         st.markdown(note)
     # the KV cache format's bytes, MLA's latent, only the blocks that attend: the derivation's own
-    show_equation((r"\text{KV bytes per token}", derive.kv_bytes_per_token(cfg, selection.kv_format)))
+    show_equation((r"\text{KV bytes per token}", derive_memory.kv_bytes_per_token(cfg, selection.kv_format)))
 
 
 def page_links(selection: Selection) -> None:

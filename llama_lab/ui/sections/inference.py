@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ... import analysis, experiments
-from ...analysis import DEFAULT_GPU, WeightQuant, derive
+from ...analysis import DEFAULT_GPU, WeightQuant, derive_measured, derive_memory
 from ...analysis.common import training_dtype
 from ...analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label
 from ...config import ModelConfig
@@ -138,7 +138,7 @@ def quantisation_section(
         cols[0],
         f"weights at {w}",
         human_bytes(stored.total),
-        derive.weights_stored(cfg, quant),
+        derive_memory.weights_stored(cfg, quant),
         prefix + "d.weights",
         delta=f"bf16: {human_bytes(analysis.weight_bytes(cfg, 'bf16'))}",
         delta_arrow="off",
@@ -148,7 +148,7 @@ def quantisation_section(
         cols[1],
         f"KV cache at {k}",
         f"{analysis.kv_cache_bytes_per_token(cfg, k):,} B/token",
-        derive.kv_bytes_per_token(cfg, k),
+        derive_memory.kv_bytes_per_token(cfg, k),
         prefix + "d.kv",
     )
     longest = analysis.max_context_that_fits(cfg, gpu, 1, quant, k)
@@ -157,7 +157,7 @@ def quantisation_section(
         cols[2],
         f"longest context on {gpu} (B=1)",
         f"{shown:,}",
-        derive.longest_context(cfg, gpu, 1, quant, k),
+        derive_memory.longest_context(cfg, gpu, 1, quant, k),
         prefix + "d.context",
     )
     if longest == 0:
@@ -165,9 +165,9 @@ def quantisation_section(
     elif capped:
         st.caption(f"Longest context: {capped}.")
     if quant.quantised:  # each number with what it is under it
-        show_equation(derive.weights_stored(cfg, quant))
+        show_equation(derive_memory.weights_stored(cfg, quant))
         st.caption(f"Kept in {quant.keep_dtype}: {', '.join(quant.keep) or 'nothing'} and every bias.")
-    show_equation((r"\text{KV bytes/token}", derive.kv_bytes_per_token(cfg, k)))
+    show_equation((r"\text{KV bytes/token}", derive_memory.kv_bytes_per_token(cfg, k)))
 
     def row(label: str, weights, kv: str) -> dict:
         return {
@@ -206,29 +206,35 @@ def flash_section(cfg: ModelConfig, seq_len: int, dtype: str, gpu: str, prefix: 
     dtype = training_dtype(dtype)
     r = analysis.attention_memory(cfg, seq_len, 1, dtype, gpu)
     show_equation(  # one attending block's, at B = 1
-        (r"\text{naive/layer}", derive.attention_kept(cfg, seq_len, 1, dtype, "naive", per_block=True)),
-        (r"\text{fused/layer}", derive.attention_kept(cfg, seq_len, 1, dtype, "flash", per_block=True)),
+        (
+            r"\text{naive/layer}",
+            derive_memory.attention_kept(cfg, seq_len, 1, dtype, "naive", per_block=True),
+        ),
+        (
+            r"\text{fused/layer}",
+            derive_memory.attention_kept(cfg, seq_len, 1, dtype, "flash", per_block=True),
+        ),
     )
     cols = st.columns(4)
     derived_metric(
         cols[0],
         f"kept, naive (T={seq_len:,})",
         human_bytes(r.naive_bytes),
-        derive.attention_kept(cfg, seq_len, 1, dtype, "naive"),
+        derive_memory.attention_kept(cfg, seq_len, 1, dtype, "naive"),
         prefix + "d.naive",
     )
     derived_metric(
         cols[1],
         "kept, fused",
         human_bytes(r.flash_bytes),
-        derive.attention_kept(cfg, seq_len, 1, dtype, "flash"),
+        derive_memory.attention_kept(cfg, seq_len, 1, dtype, "flash"),
         prefix + "d.flash",
     )
     derived_metric(
         cols[2],
         "HBM traffic, naive ÷ fused",
         f"{r.naive_hbm_bytes / r.flash_hbm_bytes:.3g}×",
-        derive.hbm_ratio(cfg, seq_len, 1, dtype, gpu),
+        derive_memory.hbm_ratio(cfg, seq_len, 1, dtype, gpu),
         prefix + "d.hbm",
         help=f"Dao et al. 2022, Thm 2: SRAM M = {r.sram_bytes:,} bytes on {gpu} "
         f"(B_c = {r.block_cols}, B_r = {r.block_rows})",
@@ -266,7 +272,9 @@ def speculative_section(prefix: str) -> None:
     alpha = cols[0].slider("acceptance rate α", 0.0, 1.0, 0.8, 0.01, key=prefix + "alpha")
     gamma = cols[1].slider("draft length γ", 1, 16, 4, key=prefix + "gamma")
     c = cols[2].slider("cost ratio c (draft ÷ target step)", 0.0, 1.0, 0.05, 0.01, key=prefix + "c")
-    show_equation(*derive.speculative_gains(alpha, gamma, c))  # E, the speedup at γ and at the best γ*
+    show_equation(
+        *derive_measured.speculative_gains(alpha, gamma, c)
+    )  # E, the speedup at γ and at the best γ*
     st.markdown(
         f"**Live**: a {SPECULATIVE_DEFAULTS['target_layers']}-block target and a "
         f"{SPECULATIVE_DEFAULTS['draft_layers']}-block draft trained on the built-in "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import DEFAULT_GPU, attention_variants, derive
+from ...analysis import DEFAULT_GPU, attention_variants, derive, derive_memory
 from ...analysis.kv import hybrid_cache_frame, hybrid_crossover, kv_cache_bytes_per_token, linear_state_bytes
 from ...config import ModelConfig
 from ...figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
@@ -33,8 +33,8 @@ def formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
     T, B = seq_len, batch
     kv = kv_report(cfg, T, B, kv_dtype)
     local = sum(cfg.local_layer_flags)
-    show_equation((r"\text{bytes/token}", derive.kv_bytes_per_token(cfg, kv_dtype)))
-    cache = derive.kv_cache(cfg, T, B, kv_dtype)
+    show_equation((r"\text{bytes/token}", derive_memory.kv_bytes_per_token(cfg, kv_dtype)))
+    cache = derive_memory.kv_cache(cfg, T, B, kv_dtype)
     show_equation((r"\text{cache}", cache, human_bytes(cache.value)), omit=("b_tok",))
     st.caption(
         f"Cache at B×T: {kv.bytes:,} bytes"
@@ -150,7 +150,7 @@ def fit_section(selection: Selection, gpu_name: str, prefix: str) -> None:
             f"{row.attention}{marker}"
             + ("" if variant.is_mla else f" · {plural(row.n_kv_heads, 'KV head')}"),
             f"{human_bytes(row.kv_bytes_per_token)}/token",
-            derive.kv_bytes_per_token(variant, kv_dtype),
+            derive_memory.kv_bytes_per_token(variant, kv_dtype),
             prefix + "kv." + row.attention,
             help=f"{row.kv_bytes_per_token:,} bytes per token; cache at B×T: "
             f"{human_bytes(row.kv_cache_bytes)}",

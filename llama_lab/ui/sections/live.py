@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ... import analysis, experiments
-from ...analysis import derive
+from ...analysis import derive, derive_measured, derive_memory
 from ...config import LIMITS, MAX_BATCH, ModelConfig, live_config
 from ...errors import LabError
 from ...runtime.devices import PAGE_DEVICES, device_name, pick_device
@@ -67,10 +67,10 @@ def _live_model(cfg: ModelConfig, prefix: str) -> ModelConfig:
 def formulas(run_cfg: ModelConfig, settings: dict) -> None:
     """What a pass measures, defined, and what it is held to, with the live model's numbers:
     the initial loss ≈ ln V and the KV bytes per token its decoding caches (× B × tokens)."""
-    st.latex(derive.live_definitions())
+    st.latex(derive_measured.live_definitions())
     show_equation(
         (None, derive.initial_loss(run_cfg.vocab_size), "uniform prediction"),
-        (r"\text{KV bytes/token}", derive.kv_bytes_per_token(run_cfg, settings["dtype"])),
+        (r"\text{KV bytes/token}", derive_memory.kv_bytes_per_token(run_cfg, settings["dtype"])),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 from ... import report
-from ...analysis import DEFAULT_GPU, derive
+from ...analysis import DEFAULT_GPU, derive, derive_memory
 from ...analysis.common import training_dtype
 from ...errors import LabError
 from ...experiments import KINDS
@@ -44,8 +44,8 @@ def formulas(selection: Selection) -> None:
     cfg, T, B = selection.cfg, selection.seq_len, selection.batch
     show_equation(("N", derive.params_total(cfg)))
     show_equation((r"\text{FLOPs}_\text{fwd}", derive.forward_flops(cfg, T, B)))
-    show_equation((r"\text{KV bytes/token}", derive.kv_bytes_per_token(cfg, selection.kv_format)))
-    show_equation(derive.training_bytes(cfg, T, B, training_dtype(selection.dtype)))
+    show_equation((r"\text{KV bytes/token}", derive_memory.kv_bytes_per_token(cfg, selection.kv_format)))
+    show_equation(derive_memory.training_bytes(cfg, T, B, training_dtype(selection.dtype)))
 
 
 def included_experiments(prefix: str) -> dict:
