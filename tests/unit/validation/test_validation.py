@@ -1,0 +1,376 @@
+"""Predictions held against public measurements (llama_lab.validation): the rows and their
+sources, the declared halves, the bound and the estimate, the fit that sees only its half, and
+the CLI's `predict` and `validate` (SPEC's names and keys)."""
+
+import dataclasses
+import json
+import math
+import re
+
+import pytest
+
+from llama_lab.analysis import roofline
+from llama_lab.cli import main
+from llama_lab.config import PRESETS
+from llama_lab.runtime.hardware import GPUS
+from llama_lab.validation import KINDS, Efficiency, fit, load_rows, results, summary, validate
+from llama_lab.validation.efficiency import PARAMS_FILE, decode_step
+from llama_lab.validation.rows import Row
+
+ROWS = load_rows()
+
+
+def close(a, b) -> bool:
+    """Nested dicts and lists equal, floats to 1e-9 relative."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def test_at_least_40_public_measurements_each_with_its_source_and_quoted_line():
+    assert len(ROWS) >= 40 and len({r.id for r in ROWS}) == len(ROWS)
+    for row in ROWS:
+        s = row.data["source"]
+        assert row.kind in KINDS and row.measured > 0 and row.data["quote"].strip()
+        assert (s.get("repo") and s.get("path")) or s.get("url") or s.get("paper"), row.id
+        if s.get("path"):  # a file in a repository: the version read (an issue thread: its url)
+            assert re.fullmatch(r"[0-9a-f]{40}", s["commit"] or ""), row.id
+        for part in ("hardware", "software", "precision", "workload", "metric", "conventions"):
+            assert row.data[part], (row.id, part)
+    kinds = {row.kind for row in ROWS}
+    assert {"decode_bs1", "decode_batched", "prefill", "train", "memory", "kv_capacity"} <= kinds
+
+
+def test_the_halves_are_declared_by_id_alone_and_stratified_by_kind():
+    for kind in KINDS:
+        halves = [r.half for r in ROWS if r.kind == kind]
+        assert abs(halves.count("fit") - halves.count("held_out")) <= 1, kind
+    # changing every measured value changes no half: they are fixed before any fit
+    load_rows.cache_clear()
+    try:
+        assert [r.half for r in load_rows()] == [r.half for r in ROWS]
+    finally:
+        load_rows.cache_clear()
+
+
+def test_the_decode_bound_is_the_rooflines_step_and_the_estimate_adds_the_named_costs():
+    cfg, gpu = PRESETS["llama-2-7b"], GPUS["A100 80GB"]
+    eff = Efficiency()
+    step = decode_step(cfg, gpu, 1, 105, "bf16", "bf16", 1, eff)
+    r = roofline(cfg, gpu, 1, 105, "bf16", "decode", "bf16", "bf16")
+    assert step.bound == r.time_per_step_s == r.memory_time_s  # batch 1: memory-bound
+    assert step.estimate == pytest.approx(r.memory_time_s / eff.decode_bw["16-bit"] + 32 * eff.layer_s)
+    # over 8 GPUs each reads its own weights and cache (the Many GPUs page's rules: the norms
+    # whole on every rank), a little more than an eighth of the whole
+    tp = decode_step(cfg, gpu, 1, 105, "bf16", "bf16", 8, eff)
+    one = roofline(cfg, gpu, 1, 105, "bf16", "decode", "bf16", "bf16", tp=8)
+    assert tp.bound == one.time_per_step_s == one.memory_time_s
+    assert r.memory_time_s / 8 < one.memory_time_s < 1.001 * r.memory_time_s / 8
+    assert tp.estimate == pytest.approx(one.memory_time_s / 0.8 + 32 * (eff.layer_s + eff.tp_layer_s))
+
+
+def test_no_estimate_beats_its_bound():
+    for found in results(Efficiency.load()):
+        if found.prediction is None or found.row.fp8_compute:  # fp8 training is bounded at bf16's peak
+            continue
+        p = found.prediction
+        if found.row.metric == "seconds":
+            assert p.estimate >= p.bound, found.row.id
+        else:
+            assert p.estimate <= p.bound * (1 + 1e-12), found.row.id
+
+
+def test_the_shipped_summary_is_what_the_shipped_parameters_give():
+    shipped = json.loads(PARAMS_FILE.read_text())
+    assert Efficiency.load().to_dict() == shipped["parameters"]
+    assert close(summary(results(Efficiency.load())), shipped["summary"])
+    decode = shipped["summary"]["decode_bs1"]
+    assert decode["predicted"] >= 10 and decode["held_out_median_abs_error"] is not None
+
+
+@pytest.mark.slow
+def test_the_shipped_parameters_are_a_fresh_fit():
+    eff, _ = fit()
+    shipped = json.loads(PARAMS_FILE.read_text())["parameters"]
+    assert close(eff.to_dict(), shipped)
+
+
+@pytest.mark.slow
+def test_the_fit_never_sees_the_held_out_half():
+    """Every held-out measurement scaled by 10: the fitted parameters do not move."""
+    changed = tuple(
+        Row({**r.data, "metric": {**r.data["metric"], "value": 10 * r.measured}}, r.half)
+        if r.half == "held_out"
+        else r
+        for r in ROWS
+    )
+    assert fit(changed, sweeps=1)[0] == fit(ROWS, sweeps=1)[0]
+
+
+def test_predict_decode_gives_spec_keys_bound_estimate_and_interval(capsys):
+    argv = ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    tokens, ms = out["tokens_per_s"], out["ms_per_token"]
+    assert set(tokens) == set(ms) == {"bound", "estimate", "low", "high"}
+    assert tokens["low"] <= tokens["estimate"] <= tokens["high"] and tokens["estimate"] < tokens["bound"]
+    assert ms["estimate"] == pytest.approx(1000 / tokens["estimate"])  # batch 1
+    assert out["gpu"] == "H100 80GB"
+
+
+def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
+    argv = ["predict", "train", "--preset", "llama-3-8b", "--gpu", "H100 80GB", "--gpus", "8", "--zero", "3"]
+    assert main([*argv, "--seq-len", "8192", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["tokens_per_s_per_gpu"]) == {"bound", "estimate", "low", "high"}
+    assert set(out["mfu"]) == {"bound", "estimate"} and 0 < out["mfu"]["estimate"] < out["mfu"]["bound"]
+    assert out["fits"] is True and 0 < out["per_gpu_bytes"] < GPUS["H100 80GB"].memory_bytes
+    assert main(["predict", "train", "--preset", "llama-3-70b", "--gpu", "L4", "--gpus", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fits"] is False  # predicted all the same, and said
+
+
+@pytest.mark.parametrize(
+    "argv,rule",
+    [
+        (["predict", "decode", "--preset", "llama-3-8b", "--gpu", "B300"], "--gpu 'B300' must be one of"),
+        (
+            ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "l4", "--gpus", "2", "--tp", "1"],
+            "must equal",
+        ),
+        (
+            ["predict", "decode", "--preset", "seed-demo", "--gpu", "l4", "--prompt-len", "200"],
+            "max_seq_len=128",
+        ),
+    ],
+)
+def test_predict_refuses_in_one_line(capsys, argv, rule):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and rule in err[0]
+
+
+def test_validate_lists_every_row_and_a_summary_per_kind(capsys):
+    assert main(["validate", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["rows"]) == len(ROWS)
+    for row in out["rows"]:
+        assert {"id", "kind", "source", "measured", "bound", "estimate", "rel_error", "half"} <= row.keys()
+        assert row["half"] in ("fit", "held_out")
+        if row["estimate"] is not None:
+            assert row["rel_error"] == pytest.approx((row["estimate"] - row["measured"]) / row["measured"])
+        else:
+            assert row["not_predicted"]  # said why
+    for kind in KINDS:
+        s = out["summary"][kind]
+        assert {
+            "n",
+            "fit_median_abs_error",
+            "held_out_median_abs_error",
+            "held_out_max_abs_error",
+        } <= s.keys()
+    assert main(["validate", "--kind", "train", "--json"]) == 0
+    only = json.loads(capsys.readouterr().out)
+    assert {r["kind"] for r in only["rows"]} == {"train"} and list(only["summary"]) == ["train"]
+    assert set(out["parameters"]) == {f.name for f in dataclasses.fields(Efficiency)}
+    assert all(math.isfinite(v) for v in out["parameters"]["decode_bw"].values())
+    assert validate("train")["rows"] == only["rows"]
+
+
+def test_the_readme_states_the_held_out_errors_the_shipped_fit_gives():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    shipped = json.loads(PARAMS_FILE.read_text())["summary"]
+    for kind in ("decode_bs1", "prefill", "train", "memory", "decode_batched", "kv_capacity"):
+        assert f"{kind} {100 * shipped[kind]['held_out_median_abs_error']:.1f} %" in readme, kind
+
+
+def test_gpus_hold_what_the_device_reports_less_the_cuda_context():
+    from llama_lab.runtime.hardware import CUDA_CONTEXT_BYTES
+
+    reported_mib = {"H100 80GB": 81_559, "H200 141GB": 143_771, "A100 80GB": 81_920, "L4": 23_034}
+    for name, mib in reported_mib.items():
+        gpu = GPUS[name]
+        assert gpu.memory_bytes == mib * 2**20 and f"{mib}MiB" in gpu.memory_source
+        assert gpu.usable_bytes == gpu.memory_bytes - CUDA_CONTEXT_BYTES == gpu.memory_bytes - 300 * 10**6
+
+
+def test_llama_3_70b_in_bf16_on_one_h200_fits_and_says_under_which_engine_setting(capsys):
+    """141,107,412,992 bytes of weights (+ the cache of 256 tokens) against the H200's reported
+    150,754,820,096 less a 300 MB context: fits with about 9.3 GB to spare; vLLM's default cap
+    of 0.9 leaves 135.7 GB, too little: it needs ≥ 0.939."""
+    assert main(["predict", "decode", "--preset", "llama-3-70b", "--gpu", "h200-141gb", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["memory"]
+    need = 141_107_412_992 + 256 * 327_680  # weights + 256 tokens × 80 layers × 2 × 8 × 128 × 2 bytes
+    assert m["weights_and_cache_bytes_per_gpu"] == need and m["fits"] is True
+    assert m["margin_bytes"] == 143_771 * 2**20 - 300 * 10**6 - need
+    assert m["fits_at_vllm_default"] is False
+    assert m["gpu_memory_utilization_needed"] == pytest.approx((need + 300 * 10**6) / (143_771 * 2**20))
+    assert main(["predict", "decode", "--preset", "llama-3-70b", "--gpu", "h200-141gb"]) == 0
+    assert "fits with 9.26 GB to spare; at vLLM's default gpu_memory_utilization 0.9 it does not fit" in (
+        capsys.readouterr().out
+    )
+
+
+def test_the_layout_search_shows_each_step_beside_its_calibrated_estimate():
+    """Hand-derived: each GPU's tokens at the fitted shares (matmuls at train_bf16, the causal
+    scores at train_attention, the TP group's bytes at tp_link of 450 GB/s), stretched by the
+    pipeline bubble, plus the modeled pipeline and data-parallel traffic."""
+    from llama_lab.analysis import count_flops
+    from llama_lab.analysis.layouts import search_layouts
+    from llama_lab.analysis.parallel import Layout, parallel_memory
+    from llama_lab.figures.parallel import search_frame
+
+    cfg, T, gpu = PRESETS["llama-2-70b"], 4096, GPUS["H100 80GB"]
+    rows = search_layouts(cfg, 64, "H100 80GB", seq_len=T)
+    frame = search_frame(rows, cfg, T, gpu)
+    eff = Efficiency.load()
+    r = next(r for r in rows if r.tp > 1 and r.pp > 1)  # every term present
+    flops = count_flops(cfg, T, 1)
+    passes = 4 if r.recompute == "full" else 3
+    scores = passes * flops.attention_scores_causal / T
+    matmuls = passes * flops.forward_causal / T - scores
+    tp_layout = Layout(gpus=r.tp, tp=r.tp, sequence_parallel=True, recompute=r.recompute)
+    tp_bytes = parallel_memory(cfg, tp_layout, T, "bf16").comm_by_kind["tp"] / T
+    per_token = (
+        matmuls / (gpu.peak_bf16_flops * eff.train_bf16)
+        + scores / (gpu.peak_bf16_flops * eff.train_attention)
+        + r.tp * tp_bytes / (450e9 * eff.tp_link)
+    )
+    tokens = r.dp * r.micro_batches * T / 64  # one sequence per micro-batch
+    by_hand = tokens * per_token / (1 - r.bubble_fraction) + r.comm_s - r.tp_comm_s
+    assert frame.step_s_estimate.iloc[rows.index(r)] == pytest.approx(by_hand)
+    # the interval: the training rows' held-out errors e = estimate / measured − 1 of tokens/s,
+    # as times (measured = estimate × (1 + e)), widened to hold the estimate
+    errors = [x["rel_error"] for x in validate("train")["rows"] if x["half"] == "held_out"]
+    row = frame.iloc[rows.index(r)]
+    assert row.step_s_low == pytest.approx(min(by_hand, by_hand * (1 + min(errors))))
+    assert row.step_s_high == pytest.approx(max(by_hand, by_hand * (1 + max(errors))))
+    assert (frame.step_s_estimate >= frame.step_s - frame.comm_s).all()  # no share above the peak
+
+
+def test_every_stored_weight_format_decodes_at_the_share_of_its_bits():
+    """A file's stored format (gpt-oss's MXFP4, a GPTQ int4) reaches the KV page's estimate
+    as a WeightQuant: its bits choose the bandwidth share."""
+    from pathlib import Path
+
+    from llama_lab.analysis.quant import stored_weights
+    from llama_lab.config.files import stored_quant_of
+    from llama_lab.validation.efficiency import format_class
+
+    published = Path(__file__).resolve().parents[2] / "families" / "published_configs"
+    text = (published / "gpt-oss-20b.json").read_text()
+    mxfp4 = stored_weights(stored_quant_of(text))
+    assert mxfp4.dtype == "mxfp4" and format_class(mxfp4) == "4-bit"
+    assert [format_class(w) for w in ("fp32", "bf16", "fp8", "int8", "int4")] == [
+        "16-bit",
+        "16-bit",
+        "8-bit",
+        "8-bit",
+        "4-bit",
+    ]
+    step = decode_step(PRESETS["gpt-oss-20b"], GPUS["H100 80GB"], 1, 1024, mxfp4, "bf16", 1, Efficiency())
+    assert 0 < step.bound < step.estimate
+
+
+def test_a_training_runs_peak_memory_is_the_layouts_count_times_the_fitted_factor():
+    """torchtitan's Llama-3.1-8B on 8 GPUs, FSDP, selective recomputation, 2 × 8,192 tokens per
+    GPU: LLaMA Lab's per-GPU count for that layout, and × memory_factor."""
+    from llama_lab.analysis.parallel import Layout, parallel_memory
+    from llama_lab.validation import predict_row
+
+    row = next(r for r in ROWS if r.id == "torchtitan-mem-llama31-8b-fsdp-8xh100")
+    layout = Layout(gpus=8, zero=3, recompute="selective", micro_batch=2, micro_batches=1)
+    counted = parallel_memory(PRESETS["llama-3-8b"], layout, 8192, "bf16").per_gpu["total_bytes"]
+    eff = Efficiency.load()
+    p = predict_row(row, eff)
+    assert p.bound == counted and p.estimate == pytest.approx(counted * eff.memory_factor)
+    assert row.why_not is None and row.gpu is GPUS["H100 96GB HBM2e"]  # torchtitan's Grand Teton H100
+
+
+def test_the_device_terms_are_an_overhead_a_rate_and_an_update_time_per_parameter():
+    """Issue 28 §3, hand-derived: passes timed as a 2 ms one-token overhead, F at 1 TFLOP/s
+    and 3 ns per parameter of AdamW give back those terms; on a CPU the overhead and the FLOPs
+    add, on a GPU the step is the longer of the two (launches overlap the kernels), a
+    launch-bound GPU pass says nothing of the rate, and no rate exceeds the peak."""
+    from llama_lab.analysis import count_params
+    from llama_lab.validation.device import DeviceCalibration, PassTiming, causal_training_flops
+
+    cfg = PRESETS["debug"]
+    params = count_params(cfg).total
+
+    def timing(seq_len: int, batch: int, overlapped: bool) -> PassTiming:
+        flops = causal_training_flops(cfg, seq_len, batch)
+        compute = max(2e-3, flops / 1e12) if overlapped else 2e-3 + flops / 1e12
+        return PassTiming(flops, params, compute, 3e-9 * params, 2e-3)
+
+    cpu = DeviceCalibration("cpu", "fp32", False, 4e12, (timing(16, 1, False),))
+    assert cpu.terms.rate == pytest.approx(1e12) and cpu.terms.overhead_s == 2e-3
+    assert cpu.terms.update_s_per_param == pytest.approx(3e-9)
+    big = causal_training_flops(cfg, 64, 8)
+    assert cpu.predict_step_s(cfg, 64, 8) == pytest.approx(2e-3 + big / 1e12 + 3e-9 * params)
+    assert "from 1 live pass:" in cpu.label and "(25.0% of the peak)" in cpu.label
+    assert "the sum of" in cpu.label
+    assert "causal FLOPs" in cpu.label and "MFU" not in cpu.label  # not the MFU convention's FLOPs
+
+    gpu = DeviceCalibration("gpu", "bf16", True, 4e12, (timing(16, 1, True),))
+    assert causal_training_flops(cfg, 16, 1) / 1e12 < 2e-3  # launch bound: no rate yet, the peak
+    assert gpu.terms.rate is None and "launch bound" in gpu.label
+    assert gpu.predict_step_s(cfg, 64, 8) == pytest.approx(max(2e-3, big / 4e12) + 3e-9 * params)
+    huge = causal_training_flops(cfg, 64, 4096)  # compute bound
+    gpu = gpu.with_pass(PassTiming(huge, params, huge / 1e12, 3e-9 * params, 2e-3))
+    assert gpu.terms.rate == pytest.approx(1e12) and "the longer of" in gpu.label
+    # a pass just past its overhead is still partly launch bound: F / t understates the rate
+    # there, and the GPU takes the most any pass reached (each one a lower bound)
+    near = PassTiming(1e9, params, 2.6e-3, 3e-9 * params, 2e-3)  # 1 ms of FLOPs in 2.6 ms
+    assert gpu.with_pass(near).terms.rate == pytest.approx(1e12)
+    # a pass faster than the peak allows (a timer's noise) is held to the peak
+    fast = DeviceCalibration("gpu", "bf16", True, 4e12, (PassTiming(huge, params, huge / 8e12, 0, 2e-3),))
+    assert fast.terms.rate == 4e12
+
+
+def test_vllms_kv_cache_is_what_its_budget_leaves_in_blocks_of_16_tokens():
+    """Hand-derived for the RTX 3090 run at max_model_len 20,000 (vLLM V0): 0.9 × 24,576 MiB,
+    less the bf16 weights, the activations of a 20,000-token profiling forward over 256
+    sequences and the fitted reserve, in blocks of 16 tokens × 32 layers × 8 KV heads × 128 × 2
+    (K, V) × 2 bytes; the bound leaves out the activations and the reserve."""
+    from llama_lab.analysis import count_params
+    from llama_lab.analysis.memory import inference_activation_bytes
+    from llama_lab.validation import predict_row
+
+    row = next(r for r in ROWS if r.id == "vllm-kv-llama31-8b-rtx3090-20k")
+    cfg, eff = PRESETS["llama-3-8b"], Efficiency.load()
+    assert row.gpu is GPUS["RTX 3090"] and row.gpu.memory_bytes == 24576 * 2**20
+    block = 16 * 32 * 8 * 128 * 2 * 2
+    budget = 0.9 * 24576 * 2**20 - 2 * count_params(cfg).total
+    activations = inference_activation_bytes(cfg, 79, 256, "bf16", last_only=True)  # ⌈20000 / 256⌉
+    p = predict_row(row, eff)
+    assert p.bound == 16 * (budget // block)
+    assert p.estimate == 16 * ((budget - activations - eff.engine_reserve_bytes) // block)
+    # two GPUs (tensor parallel) keep 4 of the R1 distill's 8 KV heads each, and half its weights
+    from llama_lab.validation.engine import kv_bytes_per_token_per_gpu
+
+    r1 = next(r for r in ROWS if r.id == "vllm-kv-r1-distill-qwen-14b-2xrtx4090")
+    assert kv_bytes_per_token_per_gpu(r1.config, "bf16", 2) == 48 * 4 * 128 * 2 * 2
+    # a run with a KV-transfer connector is not predicted, and says why
+    lmcache = next(r for r in ROWS if r.id == "vllm-kv-qwen3-235b-a22b-fp8-4xh100")
+    assert "LMCacheConnectorV1" in lmcache.why_not
+
+
+def test_a_generation_without_a_prompt_is_predicted():
+    """llama-bench's tg512 generates 512 tokens after no prompt: prompt_len 0 is stated, not
+    missing (those rows were once refused as if it were)."""
+    row = next(r for r in ROWS if r.id == "llamacpp-llama3-8b-f16-h100pcie-tg512")
+    assert row.workload["prompt_len"] == 0 and row.why_not is None
+    assert row.gpu is GPUS["H100 PCIe 80GB"] and row.gpu.memory_bytes == 81559 * 2**20
+
+
+def test_docs_cli_holds_the_shipped_summary_table():
+    from pathlib import Path
+
+    from llama_lab.validation.validate import summary_markdown
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text()
+    assert summary_markdown(json.loads(PARAMS_FILE.read_text())["summary"]) in docs
