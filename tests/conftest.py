@@ -1,10 +1,12 @@
-import os
-
 import pytest
 import torch
 
-# Two cores: keep torch from oversubscribing them in the test process.
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One intra-op thread in the test process. The tests' models are tiny (the debug preset's d is 64):
+# a second thread buys nothing there (the fast tier took as long with two on 2 quiet cores), while
+# each parallel region waits for both threads, so any other process on a 2-core machine stalled
+# every op (the same four folders took 28 s with one thread and 57-231 s with two beside another
+# run). Subprocesses that measure set their own (test_analysis' fresh peaks, the memory guard).
+torch.set_num_threads(1)
 
 
 @pytest.fixture
