@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -12,6 +14,24 @@ from llama_lab import experiments
 from llama_lab.runtime import jobs
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def one_component_scan() -> Iterator[None]:
+    """Streamlit's installed components scanned once, not once per AppTest.
+
+    Every new AppTest reads the metadata of every installed distribution looking for Streamlit
+    components (about 0.1 s with this environment's ~90 packages, ~400 AppTests per tier); the
+    packages do not change while the tests run, so the first scan's answer stands for the rest."""
+    from streamlit.components.v2 import manifest_scanner
+
+    found = manifest_scanner.scan_component_manifests()
+    original = manifest_scanner.scan_component_manifests
+    manifest_scanner.scan_component_manifests = lambda *args, **kwargs: list(found)
+    try:
+        yield
+    finally:
+        manifest_scanner.scan_component_manifests = original
 
 
 def open_page(

@@ -3,6 +3,7 @@ racing each other, stopped runs and the memory guard against measured RSS. Every
 marked slow, so `python -m pytest` (the fast tier) never collects one of them into its run."""
 
 import pytest
+from apptest_helpers import one_component_scan
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -11,3 +12,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _components_scanned_once():
+    with one_component_scan():
+        yield
