@@ -31,7 +31,7 @@ SECTIONS="$*"
 
 want 1 && {
 echo "== 1/7 CUDA tests"
-timeout 120 python -m pytest -q -k cuda tests/test_experiments.py -p no:cacheprovider || status=1
+timeout 120 python -m pytest -q -k cuda tests/unit/experiments/test_experiments.py -p no:cacheprovider || status=1
 }
 
 want 2 && {

@@ -4,7 +4,7 @@ Each default of ``llama_lab.experiments.defaults.default_runs`` — the Gradient
 Post-LN/Pre-LN contrast over seeds and its depth sweep for each setting, the warmup contrast of
 the seed claim, Inside the model's trained small copies — is run here as the page would run it,
 and written with the machine, the versions, the date and the time it took. The pages show these
-at once, labelled as pre-measured, and re-measure on a button. ``tests/test_premeasured.py``
+at once, labelled as pre-measured, and re-measure on a button. ``tests/unit/experiments/test_premeasured.py``
 re-runs small cases and checks that the shipped numbers reproduce.
 
     python tools/premeasure.py              # every default (about 10 minutes on 2 CPU cores)

@@ -180,7 +180,7 @@ def fvcore_check(cfg: ModelConfig, seq_len: int, batch: int = 1, method: str = "
         raise AnalysisError(
             "fvcore's jit trace cannot follow the Gated DeltaNet blocks (their chunked delta rule "
             "and triangular solves); the closed form is held against PyTorch's FlopCounterMode on "
-            "transformers' own Qwen3-Next / Qwen3.5 modules instead (tests/test_qwen_next.py)"
+            "transformers' own Qwen3-Next / Qwen3.5 modules instead (tests/families/test_qwen_next.py)"
         )
     notes = [
         "fvcore counts 1 per multiply-add: its counts are doubled here.",

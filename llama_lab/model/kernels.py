@@ -1,5 +1,5 @@
 """The model's two custom autograd Functions, each beside the plain reference it is tested equal
-against (tests/test_kernels.py) and measured against (benchmarks/bench_kernels.py). Each keeps
+against (tests/unit/model/test_kernels.py) and measured against (benchmarks/bench_kernels.py). Each keeps
 fewer tensors for backward than autograd's composite of the same ops, which is where it pays:
 
 - ``rms_norm``: y = γ · x / rms(x), in float32 and cast back (LLaMA, transformers); with

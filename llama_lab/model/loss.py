@@ -3,7 +3,7 @@ lm_head a chunk at a time, and each chunk's gradients (with respect to the hidde
 to the head's weight) are computed while its logits exist, so no B·T·V tensor is ever held
 (the fused linear cross-entropy of Liger and torchtune). Same FLOPs as the plain path — one
 GEMM forward, two for the gradients — with the gradient GEMMs moved into the forward; exact
-to the plain path up to float rounding (tests/test_loss.py).
+to the plain path up to float rounding (tests/unit/model/test_loss.py).
 
 What it keeps for backward: the gradient of the hidden states (N × C, the hidden states'
 dtype) and of the weight (V × C, the weight's dtype) — not the N × V logits and

@@ -1,7 +1,7 @@
 """MLA and DeepSeekMoE counted: the published config.json files (DeepSeek-V3, V2, V2-Lite, Kimi
 K2) read as the presets, with their published totals; the latent cache, its naive per-head
 twin and DeepSeek-V2's Table 1 by hand; block-wise fp8 storage; MLA's tensor-parallel split.
-The module against transformers: tests/test_families.py (its DeepSeek cases)."""
+The module against transformers: tests/families/test_families.py (its DeepSeek cases)."""
 
 import json
 import math

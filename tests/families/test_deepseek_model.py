@@ -3,8 +3,8 @@ random configs (fp32): state dicts load strictly both ways; logits, the latent c
 and bytes, cached decoding (a prefill, a chunk into a non-empty cache, one-token steps), greedy
 tokens and gradients equal theirs; the absorbed form equals the expanded one; interleaved RoPE
 is V2's complex product up to one permutation; the routers choose transformers' experts with
-transformers' weights. The config side: tests/test_deepseek.py; the families' shared checks:
-tests/test_families.py."""
+transformers' weights. The config side: tests/families/test_deepseek.py; the families' shared checks:
+tests/families/test_families.py."""
 
 import warnings
 
@@ -322,7 +322,7 @@ def test_cache_bytes_for_buffers_of_different_widths_by_hand():
 
 def test_a_plain_model_keeps_its_rope_tables_and_attention():
     """Non-MLA: tables as wide as a head; the debug preset's cached decoding still equals its
-    forward (its transformers match: tests/test_model.py, tests/test_families.py)."""
+    forward (its transformers match: tests/unit/model/test_model.py, tests/families/test_families.py)."""
     cfg = PRESETS["debug"]
     model = build_model(cfg).eval()
     ids = tokens(1, 9)

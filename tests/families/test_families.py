@@ -324,7 +324,7 @@ def test_logits_and_cached_decoding_equal_transformers(case):
         steps = [ours(ids[:, :10], cache)] + [ours(ids[:, t : t + 1], cache) for t in range(10, 24)]
     # Gated DeltaNet runs its delta rule in float32 whatever the weights' dtype, through a
     # triangular solve per chunk: with weights N(0, 0.2) both implementations sit ~1e-6 from the
-    # exact rule (tests/test_qwen_next.py: ours equals it to 1e-15 in float64), logits ~2e-5 apart
+    # exact rule (tests/families/test_qwen_next.py: ours equals it to 1e-15 in float64), logits ~2e-5 apart
     tol = 1e-4 if cfg.has_linear_attention else 1e-5
     torch.testing.assert_close(logits, expected, rtol=tol, atol=tol)
     torch.testing.assert_close(torch.cat(steps, dim=1), logits, rtol=tol, atol=tol)

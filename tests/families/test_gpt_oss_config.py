@@ -2,7 +2,7 @@
 GptOssForCausalLM): the published gpt-oss-20b and -120b files read as the presets, with notes
 for what their model never reads; the fields and the defaults equal AutoConfig.for_model's; the
 export read back by transformers as the same model; MXFP4 as the stored format; refusals by
-name. The live module against transformers: tests/test_gpt_oss_model.py."""
+name. The live module against transformers: tests/families/test_gpt_oss_model.py."""
 
 import json
 import warnings

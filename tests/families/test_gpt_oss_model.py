@@ -1,8 +1,8 @@
 """The live gpt-oss module against transformers' GptOssForCausalLM on tiny configs: attention
 sinks (plain matmuls) on alternating window/full layers, the router with its bias, experts with
 biases and the clamped SwiGLU in the checkpoint's interleaved layout. The config side (reading
-and writing config.json, MXFP4): tests/test_gpt_oss_config.py; the families' shared checks:
-tests/test_families.py."""
+and writing config.json, MXFP4): tests/families/test_gpt_oss_config.py; the families' shared checks:
+tests/families/test_families.py."""
 
 import warnings
 

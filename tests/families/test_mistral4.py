@@ -1,7 +1,7 @@
 """Mistral 4 (mistral4; the mistral3 wrapper's text decoder): DeepSeek-V3's MLA and experts with
 a softmax router whose groups are ranked by their two best scores, and every query × the
 Llama-4-style temperature at ⌊p / original_max_position_embeddings⌋ (logits, cached decoding,
-FLOPs and the export against transformers: tests/test_families.py's "mistral4" case). Here: the
+FLOPs and the export against transformers: tests/families/test_families.py's "mistral4" case). Here: the
 preset against transformers' class defaults and the published count, the temperature by hand,
 the cache against transformers' tensors, the wrapper, the reader's rules, and the later families
 refused with what they add."""

@@ -1,6 +1,6 @@
 """tests/system is the slow tier as a folder: real processes (gloo ranks), the browser, sessions
 racing each other, stopped runs and the memory guard against measured RSS. Every test here is
-marked slow, so `python -m pytest` (the fast tier) never collects one of them into its run."""
+marked slow, so `python -m pytest` (the fast tier) deselects every one of them."""
 
 import pytest
 from apptest_helpers import one_component_scan

@@ -379,7 +379,7 @@ _GEMMA: dict[str, Any] = dict(
 _GEMMA3: dict[str, Any] = dict(**_GEMMA, qk_norm=True, rope_theta=1e6, rope_local_theta=1e4)
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # google/gemma-3-1b-it config.json (tests/published_configs/gemma-3-1b-it.json, gemma3_text):
+    # google/gemma-3-1b-it config.json (tests/families/published_configs/gemma-3-1b-it.json, gemma3_text):
     # 4 heads of 256 (one KV head) on d 1152, window 512. Gemma3ForCausalLM on the meta device
     # (transformers 5.24): 999,885,952 = 301,989,888 embedding + 697,896,064 non-embedding; the
     # Gemma 3 report's Table 1: 302M + 698M
@@ -397,7 +397,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         local_layers=_gemma3_local(26),
         query_pre_attn_scalar=256,
     ),
-    # google/gemma-3-27b-it config.json (tests/published_configs/gemma-3-27b-it.json): the text
+    # google/gemma-3-27b-it config.json (tests/families/published_configs/gemma-3-27b-it.json): the text
     # decoder of the gemma3 wrapper (Gemma3TextConfig's defaults for the keys its text_config
     # leaves out: vocab 262208, 128k positions), scores × 168^-½, window 1024; its linear ×8 RoPE
     # scaling on the global layers not modelled. Gemma3ForCausalLM on the meta device: 27,009,346,304
@@ -417,7 +417,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         local_layers=_gemma3_local(62),
         query_pre_attn_scalar=168,
     ),
-    # google/gemma-2-9b config.json (tests/published_configs/gemma-2-9b.json): window 4096 on the
+    # google/gemma-2-9b config.json (tests/families/published_configs/gemma-2-9b.json): window 4096 on the
     # even layers, scores soft-capped at 50 and logits at 30, RoPE θ 1e4. Gemma2ForCausalLM on the
     # meta device: 9,241,705,984 = 917,504,000 embedding + 8,324,201,984 non-embedding (the Gemma 2
     # report: 917,962,752 + 8,324,201,984; its embedding counts 256,128 rows, the file 256,000)

@@ -133,7 +133,7 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # zai-org/GLM-4.5-Air config.json (tests/published_configs/glm-4.5-air.json): 96 heads of 128
+    # zai-org/GLM-4.5-Air config.json (tests/families/published_configs/glm-4.5-air.json): 96 heads of 128
     # on 8 KV heads with q/k/v biases (none on o_proj), half of each head rotated, one dense block
     # then 128 experts of 1408 (top-8, sigmoid scores with the correction bias, renormalised) and a
     # shared one; its MTP layer is not part of Glm4MoeForCausalLM. On the meta device:

@@ -171,11 +171,11 @@ _GPT_OSS: dict[str, Any] = dict(
 )
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # openai/gpt-oss-20b config.json (tests/published_configs/gpt-oss-20b.json): 24 layers, 32
+    # openai/gpt-oss-20b config.json (tests/families/published_configs/gpt-oss-20b.json): 24 layers, 32
     # experts. GptOssForCausalLM on the meta device (transformers 5.24, AutoConfig.for_model of
     # that file without its quantization_config): 20,914,757,184 parameters
     "gpt-oss-20b": dict(**_GPT_OSS, n_layers=24, local_layers=_even_layers(24), n_experts=32),
-    # openai/gpt-oss-120b config.json (tests/published_configs/gpt-oss-120b.json): 36 layers, 128
+    # openai/gpt-oss-120b config.json (tests/families/published_configs/gpt-oss-120b.json): 36 layers, 128
     # experts. GptOssForCausalLM on the meta device (as above): 116,829,156,672 parameters
     "gpt-oss-120b": dict(**_GPT_OSS, n_layers=36, local_layers=_even_layers(36), n_experts=128),
 }

@@ -101,7 +101,7 @@ _GRANITE: dict[str, Any] = dict(
 )
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # ibm-granite/granite-3.1-8b-instruct config.json @96fedcd (tests/published_configs/
+    # ibm-granite/granite-3.1-8b-instruct config.json @96fedcd (tests/families/published_configs/
     # granite-3.1-8b-instruct.json): 32 heads of 128 on 8 KV heads, SwiGLU 12,800, a tied head,
     # scores × 1/128, logits ÷ 16, RoPE θ 1e7, 128k positions. GraniteForCausalLM on the meta
     # device: 8,170,848,256
@@ -114,7 +114,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         attention_multiplier=0.0078125,
         logits_scaling=16.0,
     ),
-    # ibm-granite/granite-3.0-2b-instruct config.json @342f92f (tests/published_configs/
+    # ibm-granite/granite-3.0-2b-instruct config.json @342f92f (tests/families/published_configs/
     # granite-3.0-2b-instruct.json): 32 heads of 64 on 8 KV heads, SwiGLU 8,192, scores × 1/64,
     # logits ÷ 8, RoPE θ 1e4, 4,096 positions. GraniteForCausalLM on the meta device: 2,533,531,648
     "granite-3.0-2b": dict(

@@ -197,7 +197,7 @@ def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # allenai/OLMo-2-1124-7B config.json (tests/published_configs/olmo-2-1124-7b.json): norms on
+    # allenai/OLMo-2-1124-7B config.json (tests/families/published_configs/olmo-2-1124-7b.json): norms on
     # the sublayers' outputs only (x + norm(f(x))), QK-norm over all of q and k, 32 heads of 128
     # (MHA), vocab 100352, RoPE θ 5e5. Olmo2ForCausalLM on the meta device: 7,298,617,344, the
     # Hub's safetensors total
@@ -216,7 +216,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         norm_eps=1e-6,
     ),
     # allenai/Olmo-3-1025-7B, as its published facts give it (no verbatim config.json was found:
-    # tests/published_configs/olmo-3-7b.json, composite, SOURCES.md names each field's source):
+    # tests/families/published_configs/olmo-3-7b.json, composite, SOURCES.md names each field's source):
     # OLMo 2's block with a window of 4096 on three of every four blocks, 32 heads of 128 (MHA),
     # vocab 100,278, a 65,536-token context, RoPE θ 5e5 on both layer types (its YaRN ×8 on the
     # full-attention layers not modelled). Olmo3ForCausalLM on the meta device: 7,298,011,136
@@ -257,7 +257,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 PUBLISHED: dict[str, Published] = {
-    # the Hub's safetensors total (its API's safetensors.total; tests/published_configs/SOURCES.md)
+    # the Hub's safetensors total (its API's safetensors.total; tests/families/published_configs/SOURCES.md)
     "olmo-2-7b": Exact(7_298_617_344),
     # the model cards' table (allenai/Olmo-3-1025-7B, allenai/Olmo-3-1125-32B): sizes in its names
     "olmo-3-7b": Rounded(7e9, 7e9, "OLMo 3 7B | 5.93 Trillion | 32 | 4096 | 32 | 32 | 65,536"),

@@ -121,7 +121,7 @@ def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # microsoft/Phi-4-mini-instruct config.json (tests/published_configs/phi-4-mini-instruct.json):
+    # microsoft/Phi-4-mini-instruct config.json (tests/families/published_configs/phi-4-mini-instruct.json):
     # qkv_proj and gate_up_proj fused, RoPE on the first 96 of each head's 128 dimensions, 24 heads
     # on 8 KV heads, a tied head of vocab 200064, a window of 262144 on every layer (longer than
     # its 131072 positions); its LongRoPE scaling not modelled. Phi3ForCausalLM on the meta device:
@@ -140,7 +140,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         fused_keys=True,
         norm_eps=1e-5,
     ),
-    # microsoft/Phi-3-mini-4k-instruct config.json (tests/published_configs/phi-3-mini-4k-instruct.json):
+    # microsoft/Phi-3-mini-4k-instruct config.json
+    # (tests/families/published_configs/phi-3-mini-4k-instruct.json):
     # fused projections, 32 heads of 96 (MHA), a window of 2047 on every layer, vocab 32064.
     # Phi3ForCausalLM on the meta device: 3,821,079,552, the Hub's safetensors total
     "phi-3-mini-4k": dict(
@@ -157,7 +158,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# the Hub's safetensors totals (tests/published_configs/SOURCES.md)
+# the Hub's safetensors totals (tests/families/published_configs/SOURCES.md)
 PUBLISHED = {"phi-4-mini": Exact(3_836_021_760), "phi-3-mini-4k": Exact(3_821_079_552)}
 
 FAMILY = Family(

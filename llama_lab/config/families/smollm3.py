@@ -156,7 +156,7 @@ def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # HuggingFaceTB/SmolLM3-3B config.json (tests/published_configs/smollm3-3b.json): every fourth
+    # HuggingFaceTB/SmolLM3-3B config.json (tests/families/published_configs/smollm3-3b.json): every fourth
     # block without RoPE (no_rope_layers), 16 heads of 128 on 4 KV heads, a tied head, RoPE θ 5e6.
     # SmolLM3ForCausalLM on the meta device: 3,075,098,624, the Hub's safetensors total
     "smollm3-3b": dict(

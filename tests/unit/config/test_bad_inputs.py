@@ -3,7 +3,7 @@
 Each row: (id, entry point, input, a substring the message must contain). Entry points are the
 CLI (exit 2, one line on stderr), config files, uploaded config.json text, URL query values and
 ``--set`` overrides, uploaded training text and local checkpoint folders. Special files (FIFOs,
-devices, symlink loops) and size bounds of every reader: tests/test_bad_files.py.
+devices, symlink loops) and size bounds of every reader: tests/unit/config/test_bad_files.py.
 """
 
 import dataclasses
