@@ -30,6 +30,7 @@ import torch
 from .. import __version__
 from ..config import ModelConfig
 from ..errors import ExperimentError
+from ..runtime.devices import cpu_kernels
 
 DATA_DIR = Path(__file__).with_name("premeasured_data")
 FORMAT = 1  # bump when the layout of the files changes
@@ -99,6 +100,8 @@ def provenance(device: torch.device, seconds: float, flops: float) -> dict:
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
         + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
         "device": device.type,
+        # what picks the CPU's kernels: a long run reproduces to the bit only on the same ones
+        **({"cpu": cpu_kernels()} if device.type == "cpu" else {}),
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,

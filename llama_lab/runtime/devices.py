@@ -4,6 +4,8 @@ timings.
 
 from __future__ import annotations
 
+import platform
+
 import torch
 
 from ..errors import ExperimentError
@@ -55,3 +57,34 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+# the vector instruction sets a CPU's math libraries choose their kernels by (beside every avx512*
+# and amx* one)
+VECTOR_FLAGS = frozenset({"sse4_2", "avx", "avx2", "fma", "f16c"})
+
+
+def cpu_kernels(path: str = "/proc/cpuinfo") -> str:
+    """What picks this CPU's math kernels: MKL and oneDNN dispatch on the processor's family and
+    model and its vector instructions ("x86_64 6/207 avx avx2 avx512f … amx_tile"); the machine
+    and processor names where /proc/cpuinfo is not there. Two machines with the same string run
+    the same kernels: a long training run reproduces to the last bit only on them (its float sums
+    in the same order), while anywhere else its rounding drifts and a chaotic run drifts far."""
+    fields: dict[str, str] = {}
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if not key and fields:  # the first processor's block is enough
+                    break
+                fields.setdefault(key, value.strip())
+    except OSError:
+        fields = {}
+    if "flags" not in fields:
+        return f"{platform.machine()} {platform.processor()}".strip()
+    flags = sorted(
+        flag for flag in fields["flags"].split() if flag in VECTOR_FLAGS or flag.startswith(("avx512", "amx"))
+    )
+    model = f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}"
+    return " ".join([platform.machine(), model, *flags])

@@ -3,6 +3,7 @@ premeasured_data): every default a page shows first is there, labelled with wher
 small cases re-run here reproduce the shipped numbers (the whole defaults in the slow tier)."""
 
 import math
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from llama_lab.experiments.defaults import GRADIENT_PAGE, default_runs, text
 from llama_lab.experiments.depth import depth_sweep
 from llama_lab.experiments.inside import trained_inside
 from llama_lab.model import build_model
+from llama_lab.runtime.devices import cpu_kernels
 
 RTOL = 1e-4  # float32 on another machine's kernels and thread count
 
@@ -28,6 +30,23 @@ def shipped(run):
     entry = premeasured.lookup(run.kind, run.config, run.settings)
     assert entry is not None, f"{run.kind} for {run.config.norm_position} is not shipped"
     return entry
+
+
+@contextmanager
+def on_its_kernels(entry):
+    """Run inside as the entry was measured: the same CPU kernels (else the test is skipped,
+    naming both: a whole training run's float sums are in another order on another CPU, and a
+    chaotic run — Post-LN, a warmup contrast over hundreds of steps — drifts far; the fast tier's
+    first steps above still reproduce there), on its thread count."""
+    p = entry.provenance
+    if p.get("cpu") != cpu_kernels():
+        pytest.skip(f"measured on {p.get('cpu', 'an unrecorded CPU')}; this CPU is {cpu_kernels()}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(p["threads"])
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def close(a, b) -> bool:
@@ -48,6 +67,7 @@ def test_every_default_a_page_shows_first_is_shipped_with_where_it_ran():
         entry = shipped(run)
         p = entry.provenance
         assert {"machine", "device", "torch", "python", "llama_lab", "date", "seconds", "flops"} <= p.keys()
+        assert p["device"] != "cpu" or p["cpu"] == premeasured.provenance(torch.device("cpu"), 0, 0)["cpu"]
         assert entry.label.startswith("pre-measured by tools/premeasure.py on " + p["date"])
         done = entry.result.steps_run / run.settings["steps"] if run.kind == "inside" else 1
         assert p["flops"] == pytest.approx(run.flops * done)  # a diverged run stopped early
@@ -110,8 +130,9 @@ def test_the_shipped_small_copy_loads_and_its_first_steps_reproduce(run):
 def test_every_shipped_default_reproduces_whole(run):
     """Each default run again as tools/premeasure.py runs it: the same numbers (and, for the
     trained copy, the same weights)."""
-    result = run.work(None)
     entry = shipped(run)
+    with on_its_kernels(entry):
+        result = run.work(None)
     if run.kind == "inside":
         model, result = result
         weights = premeasured.load_weights(entry)
@@ -132,5 +153,6 @@ def test_the_shipped_warmup_contrast_reproduces_for_its_first_seed():
 
     run = of_kind("warmup")[0]
     settings = warmup_train_settings(W["steps"], W["lr"], W["warmup_steps"], "auto")
-    here = warmup_contrast(run.config, settings, (0,), load_builtin())
+    with on_its_kernels(shipped(run)):
+        here = warmup_contrast(run.config, settings, (0,), load_builtin())
     assert close({arm: finals[:1] for arm, finals in shipped(run).result.finals().items()}, here.finals())
