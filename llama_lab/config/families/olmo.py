@@ -196,6 +196,12 @@ def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
     ]
 
 
+# OLMo 2's block, which Olmo 3 keeps: norms on the sublayers' outputs, QK-norm over all of q and k,
+# RoPE θ 5e5, ε 1e-6
+_OLMO2_BLOCK: dict[str, Any] = dict(
+    norm_position="output", qk_norm=True, qk_norm_scope="projection", rope_theta=500000.0, norm_eps=1e-6
+)
+
 PRESETS: dict[str, dict[str, Any]] = {
     # allenai/OLMo-2-1124-7B config.json (tests/families/published_configs/olmo-2-1124-7b.json): norms on
     # the sublayers' outputs only (x + norm(f(x))), QK-norm over all of q and k, 32 heads of 128
@@ -209,11 +215,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_kv_heads=32,
         ffn_hidden=11008,
         max_seq_len=4096,
-        norm_position="output",
-        qk_norm=True,
-        qk_norm_scope="projection",
-        rope_theta=500000.0,
-        norm_eps=1e-6,
+        **_OLMO2_BLOCK,
     ),
     # allenai/Olmo-3-1025-7B, as its published facts give it (no verbatim config.json was found:
     # tests/families/published_configs/olmo-3-7b.json, composite, SOURCES.md names each field's source):
@@ -228,13 +230,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_kv_heads=32,
         ffn_hidden=11008,
         max_seq_len=65536,
-        norm_position="output",
-        qk_norm=True,
-        qk_norm_scope="projection",
+        **_OLMO2_BLOCK,
         sliding_window=4096,
         local_layers=all_but_every(32),
-        rope_theta=500000.0,
-        norm_eps=1e-6,
     ),
     # allenai/Olmo-3-1125-32B (composite as above): 64 blocks of 40 heads on 8 KV heads, FFN
     # 27,648. Olmo3ForCausalLM on the meta device: 32,233,522,176
@@ -246,13 +244,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_kv_heads=8,
         ffn_hidden=27648,
         max_seq_len=65536,
-        norm_position="output",
-        qk_norm=True,
-        qk_norm_scope="projection",
+        **_OLMO2_BLOCK,
         sliding_window=4096,
         local_layers=all_but_every(64),
-        rope_theta=500000.0,
-        norm_eps=1e-6,
     ),
 }
 
