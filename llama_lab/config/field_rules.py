@@ -1,17 +1,20 @@
 """The rules every ModelConfig's own fields keep, checked as it is made: integer sizes within
 their bounds and dividing as attention needs (``check_sizes``), choices, booleans and finite
-numbers (``check_choices_and_numbers``, ``check_number``), RoPE's even rotation (``check_rope``)
-and the layer-set strings (``layer_set``); the rules of each feature's fields are
+numbers (``check_choices_and_numbers``, ``check_number``), RoPE's even rotation (``check_rope``),
+its scaling (``check_rope_scaling``) and the layer-set strings (``layer_set``); the rules of each feature's fields are
 ``feature_rules``'. Each raises ConfigError naming the field, its value and the rule."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from . import messages
 from .bounds import CHOICES, LIMITS, MINIMUMS
-from .fields import ModelFields
+from .fields import ROPE_SCALING_KEYS, ModelFields, RopeScaling
 from .messages import check_int
 
 
@@ -167,3 +170,113 @@ def check_rope(cfg: ModelFields) -> None:
             field="partial_rotary_factor",
             also=("head_dim",),
         )
+
+
+ROPE_SCALING_RULE = "a JSON object such as {\"rope_type\": \"linear\", \"factor\": 2.0}, or null for plain RoPE"
+_WHOLE = ("original_max_position_embeddings",)
+_FACTOR_LISTS = ("short_factor", "long_factor")
+# rope_scaling's numbers that must be > 0 (the others, yarn's betas and mscales, ≥ 0)
+_POSITIVE = ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor", "attention_factor")
+
+
+def rope_scaling_of(value: object) -> RopeScaling | None:
+    """``rope_scaling`` as a RopeScaling: one already, a mapping of its keys (our JSON), or that
+    mapping as JSON text (``--set``, the URL); None, "" or "none" for plain RoPE."""
+    if value is None or isinstance(value, RopeScaling):
+        return value
+    if isinstance(value, str):
+        if value.strip().lower() in ("", "none", "null"):
+            return None
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ConfigError(
+                f"rope_scaling={messages.shown(value)} must be {ROPE_SCALING_RULE}", field="rope_scaling"
+            ) from None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"rope_scaling={messages.shown(value)} must be {ROPE_SCALING_RULE}", field="rope_scaling")
+    kind = value.get("rope_type")
+    if kind not in ROPE_SCALING_KEYS:
+        raise ConfigError(
+            f"rope_scaling rope_type={messages.shown(kind)} must be one of "
+            f"{', '.join(map(repr, ROPE_SCALING_KEYS))} (transformers' scaled RoPE types)",
+            field="rope_scaling",
+        )
+    required, optional = ROPE_SCALING_KEYS[kind]
+    unknown = [key for key in value if key != "rope_type" and key not in required | optional]
+    if unknown:
+        raise ConfigError(
+            f"rope_scaling key(s) {messages.name_keys(unknown)} are not read by rope_type {kind!r} "
+            f"(it takes {', '.join(sorted(required | optional))})",
+            field="rope_scaling",
+        )
+    missing = sorted(key for key in required if value.get(key) is None)
+    if missing:
+        raise ConfigError(
+            f"rope_scaling of rope_type {kind!r} needs {', '.join(missing)} (transformers raises without)",
+            field="rope_scaling",
+        )
+    return RopeScaling(**{k: _rope_value(k, v) for k, v in value.items()})
+
+
+def _rope_value(key: str, value: Any) -> Any:
+    """One rope_scaling value checked: a finite number (> 0 where _POSITIVE, a whole number for
+    the original context), a bool for truncate, LongRoPE's lists as tuples of positive numbers."""
+    where = f"rope_scaling {key}={messages.shown(value)}"
+    if key == "rope_type" or value is None:
+        return value
+    if key == "truncate":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false", field="rope_scaling")
+        return value
+    if key in _FACTOR_LISTS:
+        if not isinstance(value, (list, tuple)) or not all(_finite(v) and v > 0 for v in value):
+            raise ConfigError(f"{where} must be a list of positive numbers", field="rope_scaling")
+        return tuple(float(v) for v in value)
+    if not _finite(value) or value < 0 or (value == 0 and key in _POSITIVE):
+        rule = "> 0" if key in _POSITIVE else "≥ 0"
+        raise ConfigError(f"{where} must be a finite number {rule}", field="rope_scaling")
+    if key in _WHOLE:
+        if value != int(value) or value > LIMITS["max_seq_len"]:
+            raise ConfigError(
+                f"{where} must be a whole number of positions up to {LIMITS['max_seq_len']:,}", field="rope_scaling"
+            )
+        return int(value)
+    return float(value)
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def check_rope_scaling(cfg: ModelFields) -> None:
+    """rope_scaling read as a RopeScaling (``rope_scaling_of``) and held to the model: RoPE on,
+    LongRoPE's lists one number per rotated pair."""
+    scaling = rope_scaling_of(cfg.rope_scaling)
+    object.__setattr__(cfg, "rope_scaling", scaling)
+    if not isinstance(cfg.rope_scaling_local, bool):
+        raise ConfigError(
+            f"rope_scaling_local={cfg.rope_scaling_local!r} must be true or false", field="rope_scaling_local"
+        )
+    if scaling is None:
+        return
+    if cfg.pos_encoding != "rope":
+        raise ConfigError(
+            f"rope_scaling needs pos_encoding='rope' (it is {cfg.pos_encoding!r})",
+            field="rope_scaling",
+            also=("pos_encoding",),
+        )
+    pairs = cfg.rope_dim // 2
+    for key in _FACTOR_LISTS:
+        values = getattr(scaling, key)
+        if values is not None and len(values) != pairs:
+            raise ConfigError(
+                f"rope_scaling {key} has {len(values)} numbers; it needs one per rotated pair: "
+                f"rope_dim / 2 = {pairs}",
+                field="rope_scaling",
+            )

@@ -16,8 +16,8 @@ Attention kinds, selected by ``n_kv_heads`` (litgpt's sketch)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .bounds import (
     FfnType,
@@ -29,6 +29,53 @@ from .bounds import (
     PosEncoding,
     QkNormScope,
 )
+
+
+# RoPE scalings transformers computes (ROPE_INIT_FUNCTIONS), each with the keys its config
+# validation takes (required, then optional; rope_theta and partial_rotary_factor are fields)
+ROPE_SCALING_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "linear": (frozenset({"factor"}), frozenset()),
+    "dynamic": (frozenset({"factor"}), frozenset()),
+    "llama3": (
+        frozenset({"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}),
+        frozenset(),
+    ),
+    "yarn": (
+        frozenset({"factor", "original_max_position_embeddings"}),
+        frozenset({"attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"}),
+    ),
+    "longrope": (
+        frozenset({"short_factor", "long_factor", "original_max_position_embeddings"}),
+        frozenset({"attention_factor", "factor"}),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A scaled RoPE as transformers' ``rope_parameters`` holds it (less rope_theta and
+    partial_rotary_factor, which are ModelConfig's own fields): its ``rope_type`` and that type's
+    keys (``ROPE_SCALING_KEYS``), None where the file leaves one out (transformers' default then
+    holds). Frozen, with tuples for LongRoPE's lists, so that a ModelConfig holding it hashes."""
+
+    rope_type: str  # linear, dynamic, llama3, yarn or longrope
+    factor: float | None = None  # context extension; yarn / longrope: None = max_seq_len / original
+    original_max_position_embeddings: int | None = None  # the pre-training context
+    low_freq_factor: float | None = None  # llama3: wavelengths beyond original / this are × factor
+    high_freq_factor: float | None = None  # llama3: those below original / this are kept
+    beta_fast: float | None = None  # yarn's ramp in rotations (None: 32 ...
+    beta_slow: float | None = None  # ... and 1)
+    mscale: float | None = None  # yarn (DeepSeek): the attention factor's numerator's scale
+    mscale_all_dim: float | None = None  # yarn: its denominator's; MLA's scores × its mscale²
+    attention_factor: float | None = None  # cos and sin × this (None: derived from factor)
+    truncate: bool | None = None  # yarn: the ramp's ends rounded outwards (None: true)
+    short_factor: tuple[float, ...] | None = None  # longrope: a divisor per frequency ...
+    long_factor: tuple[float, ...] | None = None  # ... past original_max_position_embeddings
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys transformers reads (those set), LongRoPE's factors as lists."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
 @dataclass(frozen=True)
@@ -54,6 +101,11 @@ class ModelFields:
     embed_scale: bool = False  # embeddings multiplied by √d_model (Vaswani et al. 2017, §3.4)
     init: Init = "normal"  # N(0, 0.02) as GPT-2 / LLaMA; "xavier" as the 2017 paper
     rope_theta: float = 10000.0
+    # a scaled RoPE (Llama 3.1's llama3, YaRN, LongRoPE, linear, dynamic NTK); None: plain.
+    # rope_scaling_local=False: the windowed layers rotate plain (Gemma 3's and Olmo 3's RoPE per
+    # layer type scales the full-attention layers only)
+    rope_scaling: RopeScaling | None = None
+    rope_scaling_local: bool = True
     norm_eps: float = 1e-6  # the seed's RMSNorm; LLaMA-2 and later publish 1e-5
     # ---- today's families (Mistral, Mixtral, Qwen) ------------------------------------------
     # The four fields below and expert_ffn_hidden accept None, which __post_init__ resolves by

@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from . import feature_rules, field_rules, messages
 from .bounds import FAMILY_LIMITS
 from .families import FAMILY_LIST
-from .fields import ModelFields
+from .fields import ModelFields, RopeScaling
 from .hf.read import HFConfigWarning, read_hf_dict
 from .hf.write import to_hf_config
 from .messages import check_int
@@ -46,6 +46,10 @@ DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
 }
 
 
+# Fields a file may set to null: the derived ones, and rope_scaling (plain RoPE)
+NULLABLE = frozenset(DERIVED) | {"rope_scaling"}
+
+
 @dataclass(frozen=True)
 class ModelConfig(ModelFields):
     """A model's whole architecture (the fields: ``ModelFields``), checked as it is made: an
@@ -56,6 +60,7 @@ class ModelConfig(ModelFields):
         field_rules.check_choices_and_numbers(self)
         self._resolve_and_check_family()
         field_rules.check_rope(self)
+        field_rules.check_rope_scaling(self)
 
     def _resolve_and_check_family(self) -> None:
         for name, derive in DERIVED.items():
@@ -113,11 +118,14 @@ class ModelConfig(ModelFields):
     def to_dict(self) -> dict:
         """Every field; a derived one (DERIVED) only where it departs from its rule, so that
         ``from_dict(to_dict())`` keeps it following the rule."""
-        return {
+        out = {
             f.name: getattr(self, f.name)
             for f in fields(self)
             if f.name not in DERIVED or getattr(self, f.name) != DERIVED[f.name](self)
         }
+        if self.rope_scaling is not None:  # JSON's own object: the keys transformers reads
+            out["rope_scaling"] = self.rope_scaling.as_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
@@ -132,10 +140,10 @@ class ModelConfig(ModelFields):
                 also=tuple(unknown[1:]),
             )
         for name, value in data.items():
-            if value is None and name not in DERIVED:
+            if value is None and name not in NULLABLE:
                 raise ConfigError(
                     f"{name} is null; {kind_words(name)} is required (only "
-                    f"{', '.join(DERIVED)} take null: follow their rule)",
+                    f"{', '.join(DERIVED)} take null: follow their rule; rope_scaling: plain RoPE)",
                     field=name,
                 )
             if isinstance(value, int) and value.bit_length() > 64:  # before a message prints it
@@ -166,8 +174,9 @@ def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
 
 
 def _plain(hint: Any) -> type:
-    """A choice field's Literal is text; every other field's annotation is its type."""
-    return str if get_origin(hint) is Literal else hint
+    """A choice field's Literal is text; rope_scaling is read from JSON text (``--set``, the
+    URL); every other field's annotation is its type."""
+    return str if get_origin(hint) is Literal or hint == RopeScaling | None else hint
 
 
 # Each field's value type (int, float, bool or str), from ModelConfig's resolved annotations:
@@ -178,4 +187,6 @@ FIELD_KINDS: dict[str, type] = {f.name: _plain(_HINTS[f.name]) for f in fields(M
 
 def kind_words(name: str) -> str:
     """What field ``name`` takes, in words: "true or false", "a string" or "a number"."""
+    if name == "rope_scaling":
+        return "a JSON object"
     return {bool: "true or false", str: "a string"}.get(FIELD_KINDS[name], "a number")

@@ -151,10 +151,11 @@ class DecoderBody(nn.Module):
         ropes: tuple = (None, None)  # (global, windowed) layers' RoPE tables
         if self.cfg.pos_encoding in ("rope", "sinusoidal"):
             # a cache will hold up to its max_len tokens: build the tables for all of them once
-            end = cache.max_len if cache is not None else start + T
-            tables = [t[start : start + T] for t in self.position_tables.get(end, input_ids.device)]
+            # (seen: the positions this forward reaches, which LongRoPE picks its factors by)
+            end, seen, device = cache.max_len if cache is not None else start + T, start + T, input_ids.device
+            tables = [t[start : start + T] for t in self.position_tables.get(end, device, seen=seen)]
             if self.cfg.pos_encoding == "rope":
-                local = [t[start : start + T] for t in self.position_tables.get(end, input_ids.device, True)]
+                local = [t[start : start + T] for t in self.position_tables.get(end, device, True, seen)]
                 ropes = (tables[0], tables[1]), (local[0], local[1])  # (T, D) each
             else:
                 x = x + tables[0].to(x)  # (T, C)

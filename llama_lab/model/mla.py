@@ -24,7 +24,7 @@ from ..config import ModelConfig
 from .attention import causal_attention, sharpen
 from .kv_cache import KVCache
 from .norms import RMSNorm
-from .positions import apply_rope, apply_rope_interleaved
+from .positions import apply_rope, apply_rope_interleaved, scores_mscale
 
 # transformers builds q_a_layernorm and kv_a_layernorm with its RMSNorm's default epsilon, not
 # rms_norm_eps (DeepseekV3Attention)
@@ -50,7 +50,8 @@ class LatentAttention(nn.Module):
         self.kv_b_proj = nn.Linear(R, H * (D - Dr + Dv), bias=False)  # every head's k_nope, v
         self.o_proj = nn.Linear(H * Dv, C, bias=False)
         self.rotate = apply_rope_interleaved if cfg.rope_interleave else apply_rope
-        self.scale = D**-0.5  # a q/k head's width, in both forms
+        # a q/k head's width, in both forms; × YaRN's mscale² (DeepSeek-V3's mscale_all_dim)
+        self.scale = D**-0.5 * scores_mscale(cfg.rope_scaling)
 
     def query(self, x: torch.Tensor) -> torch.Tensor:
         """q (B, H, T, D) of the new tokens x (B, T, C), not yet rotated."""

@@ -237,10 +237,9 @@ def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
     if model_type == "mistral4":  # the temperature lives in rope_parameters; RoPE on qk_rope_head_dim
         sharpened = any(cfg.temperature_layer_flags)
         out["rope_parameters"] = {
-            # linear at factor 1: plain RoPE over the rotated part (Mistral4RotaryEmbedding's
-            # default rotates whole heads, which MLA's q/k split cannot take)
-            "rope_type": "linear",
-            "factor": 1.0,
+            # plain RoPE as linear at factor 1 over the rotated part (Mistral4RotaryEmbedding's
+            # default rotates whole heads, which MLA's q/k split cannot take), or the scaling
+            **(cfg.rope_scaling.as_dict() if cfg.rope_scaling else {"rope_type": "linear", "factor": 1.0}),
             "rope_theta": cfg.rope_theta,
             "partial_rotary_factor": cfg.qk_rope_head_dim / cfg.head_dim,
             "llama_4_scaling_beta": cfg.attn_temperature_scale if sharpened else 0.0,
@@ -284,6 +283,11 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
             ),
             (any(temperature) and not all(temperature), "an attention temperature on some blocks only"),
             (any(temperature) and cfg.attn_temperature_offset != 0, "a temperature offset of 1"),
+            (
+                cfg.rope_scaling is not None
+                and cfg.rope_scaling.original_max_position_embeddings not in (None, cfg.attn_floor_scale),
+                "a RoPE scaling whose original context is not the temperature's floor (one key holds both)",
+            ),
         ]
     )
 

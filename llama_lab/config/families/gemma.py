@@ -17,7 +17,9 @@ from ..bounds import FAMILY_LIMITS
 from ..fields import ModelFields
 from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, Split, Wrapper, failing
 from ..hf.keys import KEY_TABLE, ModelType, default_theta
-from ..hf.reader import LAYER_KINDS, Reader, as_json, number, windows
+from ..hf.read import rope_scaling_entry, scaling_by_layer_type
+from ..hf.write import nested_truncate, rope_by_layer_type
+from ..hf.reader import LAYER_KINDS, Reader, number, windows
 from ..messages import check_int, name_keys, shown
 
 # Gemma2Config and Gemma3TextConfig: the keys both read (their model's hidden_activation, not
@@ -71,7 +73,7 @@ GEMMA3_TEXT = ModelType(
     nullable=_NULLABLE | {"sliding_window_pattern", "rope_local_base_freq"},
     null_why=_no_window("Gemma3TextModel"),
     block="gemma",
-    holds=frozenset({"local_rope_base"}),
+    holds=frozenset({"local_rope_base", "global_rope_scaling"}),
     rope_by_layer_type=True,
     module="gemma3",
 )
@@ -122,13 +124,13 @@ _ROPE_SOURCES = (
 )
 
 
-def _gemma3_rope(r: Reader, local: list[int]) -> tuple[float, float]:
-    """(rope_theta, rope_local_theta): the full-attention and the sliding layers' RoPE bases as
+def _gemma3_rope(r: Reader, local: list[int]) -> dict[str, Any]:
+    """rope_theta and rope_local_theta, the full-attention and the sliding layers' RoPE bases, as
     Gemma3TextConfig.convert_rope_params_to_dict builds rope_parameters (transformers 5): the
     file's rope_parameters keyed by layer type, rope_scaling merged into its full_attention
     entry, then an entry's missing rope_theta from rope_theta (full) or rope_local_base_freq
-    (sliding), else default_theta (global 1e6, local 1e4). A scaled RoPE is a note (not
-    modelled); a base no layer uses is not checked (Gemma3RotaryEmbedding builds only the layer
+    (sliding), else default_theta (global 1e6, local 1e4); each entry's scaling (Gemma 3 4B+:
+    linear × 8 on the full-attention layers) as rope_scaling (``scaling_by_layer_type``); a base no layer uses is not checked (Gemma3RotaryEmbedding builds only the layer
     types layer_types names)."""
     given = r.data.get("rope_parameters")
     if given is not None and not isinstance(given, Mapping):
@@ -150,7 +152,7 @@ def _gemma3_rope(r: Reader, local: list[int]) -> tuple[float, float]:
         )
     defaults = default_theta(r.name)
     used = {"sliding_attention": bool(local), "full_attention": len(local) < r.n_layers}
-    thetas = {}
+    thetas, scalings = {}, {}
     for kind, legacy, scope in _ROPE_SOURCES:
         entry = params.get(kind)
         if entry is not None and not isinstance(entry, Mapping):
@@ -193,16 +195,15 @@ def _gemma3_rope(r: Reader, local: list[int]) -> tuple[float, float]:
                 f"{source}={shown(theta)} must be a positive number (the {kind} layers' RoPE base)",
                 field=field,
             )
-        if entry.get("rope_type", entry.get("type", "default")) != "default":
-            # (rope_scaling: merged into the full-attention entry, as Gemma3TextConfig merges it)
-            label = "rope_scaling" if kind == "full_attention" and scaling else f"rope_parameters['{kind}']"
-            scaled = {k: v for k, v in entry.items() if k != "rope_theta"}
-            r.note(
-                f"{label}={as_json(scaled)} (the {kind} layers') is not modelled: positions use "
-                f"plain RoPE; parameter, FLOP and memory counts are unaffected"
-            )
+        # (rope_scaling: merged into the full-attention entry, as Gemma3TextConfig merges it)
+        label = "rope_scaling" if kind == "full_attention" and scaling else f"rope_parameters['{kind}']"
+        scalings[kind] = rope_scaling_entry(r, entry, label, nested=True)
         thetas[kind] = base
-    return thetas["full_attention"], thetas["sliding_attention"]
+    return dict(
+        rope_theta=thetas["full_attention"],
+        rope_local_theta=thetas["sliding_attention"],
+        **scaling_by_layer_type(scalings, used),
+    )
 
 
 def read(r: Reader) -> dict[str, Any]:
@@ -260,7 +261,7 @@ def read(r: Reader) -> dict[str, Any]:
         logit_softcap=_softcap(r, "final_logit_softcapping"),
     )
     if gemma3:
-        out["rope_theta"], out["rope_local_theta"] = _gemma3_rope(r, local)
+        out.update(_gemma3_rope(r, local))
     return out
 
 
@@ -277,10 +278,7 @@ def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
         final_logit_softcapping=cfg.logit_softcap or None,
     )
     if model_type == "gemma3_text":  # a RoPE base per layer type
-        out["rope_parameters"] = {
-            "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
-            "sliding_attention": {"rope_type": "default", "rope_theta": cfg.rope_local_theta},
-        }
+        out["rope_parameters"] = rope_by_layer_type(cfg)
     return out
 
 
@@ -302,16 +300,23 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
                 "attention soft-capping (Gemma3Attention does not apply attn_logit_softcapping in "
                 "transformers 5.24)",
             ),
+            *nested_truncate(cfg),
         ]
     )
 
 
-# Gemma 3's (and Olmo 3's) RoPE per layer type: the sliding layers' base of their own
+# Gemma 3's (and Olmo 3's) RoPE per layer type: the sliding layers' base of their own, and a
+# scaling of the full-attention layers only
 FEATURES = (
     Feature(
         "local_rope_base",
         "a RoPE base of its own on the sliding layers",
         lambda cfg: cfg.rope_local_theta != cfg.rope_theta,
+    ),
+    Feature(
+        "global_rope_scaling",
+        "a RoPE scaling of the full-attention layers only",
+        lambda cfg: cfg.rope_scaling is not None and not cfg.rope_scaling_local and any(cfg.local_layer_flags),
     ),
 )
 

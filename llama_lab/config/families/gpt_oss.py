@@ -13,6 +13,7 @@ from typing import Any
 from ...units import plural
 from ..bounds import FAMILY_LIMITS
 from ..fields import ModelFields
+from ..hf.write import rope_parameters
 from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, Rounded, failing
 from ..hf.keys import ModelType
 from ..hf.reader import LAYER_KINDS, Reader, windows
@@ -80,8 +81,8 @@ def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
         num_local_experts=cfg.n_experts,
         num_experts_per_tok=cfg.experts_per_token,
         swiglu_limit=cfg.swiglu_limit,
-        # plain RoPE: GptOssConfig's default (rope_parameters null) is YaRN
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        # always written: GptOssConfig's default (rope_parameters null) is YaRN
+        rope_parameters=rope_parameters(cfg.rope_theta, cfg.rope_scaling),
     )
     if "swiglu_alpha" in GPT_OSS.defaults:  # GptOssConfig holds it (transformers 5)
         out["swiglu_alpha"] = cfg.swiglu_alpha

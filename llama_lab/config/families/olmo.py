@@ -29,7 +29,9 @@ from ..hf.family import (
     head_dim_always_read,
 )
 from ..hf.keys import ModelType, default_theta
-from ..hf.reader import LAYER_KINDS, Reader, all_but_every, as_json, number, windows
+from ..hf.read import rope_scaling_entry, scaling_by_layer_type
+from ..hf.write import nested_truncate, rope_by_layer_type
+from ..hf.reader import LAYER_KINDS, Reader, all_but_every, number, windows
 from ..messages import name_keys, shown
 
 OLMO2 = ModelType(
@@ -54,7 +56,7 @@ OLMO3 = ModelType(
         "without a window",
     },
     block="olmo2",
-    holds=frozenset({"qk_norm_projection", "local_rope_base"}),
+    holds=frozenset({"qk_norm_projection", "local_rope_base", "global_rope_scaling"}),
     rope_by_layer_type=True,
 )
 
@@ -67,13 +69,14 @@ def _olmo3_local(r: Reader) -> list[int]:
     return [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
 
 
-def _olmo3_rope(r: Reader, local: list[int]) -> tuple[float, float]:
-    """(rope_theta, rope_local_theta): the full-attention and the sliding layers' RoPE bases as
+def _olmo3_rope(r: Reader, local: list[int]) -> dict[str, Any]:
+    """rope_theta and rope_local_theta, the full-attention and the sliding layers' RoPE bases, as
     Olmo3Config.convert_rope_params_to_dict builds rope_parameters (transformers 5): the file's
     rope_parameters (by default a plain entry per layer type), rope_scaling merged into its
     full_attention entry only, then each entry's missing rope_theta from the top-level
     rope_theta — which the class pops for the full-attention entry, so the sliding entry always
-    gets the class's default_theta (500,000) — and a scaled RoPE noted as not modelled."""
+    gets the class's default_theta (500,000) — and each entry's scaling (Olmo 3's YaRN on the
+    full-attention layers) as rope_scaling (``scaling_by_layer_type``)."""
     given, scaling = r.data.get("rope_parameters"), r.data.get("rope_scaling")
     for key, value in (("rope_parameters", given), ("rope_scaling", scaling)):
         if value is not None and not isinstance(value, Mapping):
@@ -96,7 +99,7 @@ def _olmo3_rope(r: Reader, local: list[int]) -> tuple[float, float]:
     default = default_theta(r.name)
     top = r.data.get("rope_theta", default)  # popped once: the full-attention entry's only
     used = {"sliding_attention": bool(local), "full_attention": len(local) < r.n_layers}
-    thetas = {}
+    thetas, scalings = {}, {}
     for kind, fallback in (("full_attention", top), ("sliding_attention", default)):
         entry = params.get(kind)
         if entry is not None and not isinstance(entry, Mapping):
@@ -114,16 +117,15 @@ def _olmo3_rope(r: Reader, local: list[int]) -> tuple[float, float]:
                 f"(rope_parameters['{kind}']['rope_theta'] or rope_theta)",
                 field="rope_parameters" if "rope_theta" in (params.get(kind) or {}) else "rope_theta",
             )
-        if entry.get("rope_type", "default") != "default":
-            scaled = {k: v for k, v in entry.items() if k != "rope_theta"}
-            # (rope_scaling: merged into the full-attention entry, as Olmo3Config merges it)
-            label = "rope_scaling" if kind == "full_attention" and scaling else f"rope_parameters['{kind}']"
-            r.note(
-                f"{label}={as_json(scaled)} (the {kind} layers') is not modelled: positions use plain "
-                f"RoPE; parameter, FLOP and memory counts are unaffected"
-            )
+        # (rope_scaling: merged into the full-attention entry, as Olmo3Config merges it)
+        label = "rope_scaling" if kind == "full_attention" and scaling else f"rope_parameters['{kind}']"
+        scalings[kind] = rope_scaling_entry(r, entry, label, nested=True)
         thetas[kind] = base
-    return thetas["full_attention"], thetas["sliding_attention"]
+    return dict(
+        rope_theta=thetas["full_attention"],
+        rope_local_theta=thetas["sliding_attention"],
+        **scaling_by_layer_type(scalings, used),
+    )
 
 
 def read(r: Reader) -> dict[str, Any]:
@@ -142,7 +144,7 @@ def read(r: Reader) -> dict[str, Any]:
         # a window of 0 or none would break the sliding mask Olmo3Model builds on every forward
         window = r.count("sliding_window", 1, FAMILY_LIMITS["sliding_window"])
         out["sliding_window"], out["local_layers"] = windows(window, local, r.n_layers)
-        out["rope_theta"], out["rope_local_theta"] = _olmo3_rope(r, local)
+        out.update(_olmo3_rope(r, local))
     return out
 
 
@@ -153,10 +155,7 @@ def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
             # a window the model can build its sliding mask with, even with no sliding layer
             sliding_window=cfg.sliding_window or OLMO3.defaults["sliding_window"],
             layer_types=["sliding_attention" if flag else "full_attention" for flag in cfg.local_layer_flags],
-            rope_parameters={
-                "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
-                "sliding_attention": {"rope_type": "default", "rope_theta": cfg.rope_local_theta},
-            },
+            rope_parameters=rope_by_layer_type(cfg),
         )
     return out
 
@@ -172,6 +171,7 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
             (cfg.qkv_bias != cfg.o_bias, "q/k/v and o biases differ"),
             (cfg.mlp_bias, "MLP biases"),
         ]
+        + (nested_truncate(cfg) if model_type == "olmo3" else [])
     )
 
 

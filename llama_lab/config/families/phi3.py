@@ -14,6 +14,7 @@ from ..bounds import FAMILY_LIMITS
 from ..fields import ModelFields
 from ..hf.family import Counts, Exact, Family, Feature, Note, failing, head_dim_always_read
 from ..hf.keys import ModelType
+from ..hf.read import rope_scaling_entry
 from ..hf.reader import Reader, number
 from ..messages import shown
 
@@ -63,6 +64,20 @@ def _check_rope(r: Reader, factor: float) -> None:
             )
 
 
+def _longrope(r: Reader) -> dict[str, Any]:
+    """Phi3Config's scaled RoPE (rope_scaling's, else rope_parameters'): 'su' and 'yarn' read as
+    longrope, whose original_max_position_embeddings is the config's own (the top-level key,
+    4096 by default), which ``standardize_rope_params`` puts over the entry's."""
+    scaling, params = r.data.get("rope_scaling"), r.data.get("rope_parameters")
+    source = scaling if scaling else params
+    if not isinstance(source, Mapping) or source.get("rope_type", source.get("type")) in (None, "default"):
+        return {}
+    where = "rope_scaling" if source is scaling else "rope_parameters"
+    original = r.get("original_max_position_embeddings")
+    longrope = {**source, "rope_type": "longrope"}
+    return {"rope_scaling": rope_scaling_entry(r, longrope, where, original=original)}
+
+
 def read(r: Reader) -> dict[str, Any]:
     window = r.get("sliding_window")
     if window is not None:  # a window of 0 would mask every key (transformers keeps k > q - W)
@@ -77,14 +92,18 @@ def read(r: Reader) -> dict[str, Any]:
         sliding_window=window or 0,
         partial_rotary_factor=factor,
         **r.floor_head_dim(),
+        **_longrope(r),
     )
 
 
 def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
-    return dict(
+    out = dict(
         sliding_window=cfg.sliding_window if any(cfg.local_layer_flags) else None,
         partial_rotary_factor=cfg.partial_rotary_factor,
     )
+    if cfg.rope_scaling is not None:  # Phi3Config's own, which it puts over rope_parameters'
+        out["original_max_position_embeddings"] = cfg.rope_scaling.original_max_position_embeddings
+    return out
 
 
 def lacks(cfg: ModelFields, model_type: str) -> list[str]:
@@ -97,6 +116,10 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
             (cfg.is_moe, "experts"),
             (cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias, "biases"),
             (not cfg.fused_keys, "separate q/k/v and gate/up keys"),
+            (
+                cfg.rope_scaling is not None and cfg.rope_scaling.rope_type != "longrope",
+                "a RoPE scaling other than longrope",
+            ),
         ]
     )
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..bounds import LIMITS
+from ..fields import ROPE_SCALING_KEYS
 from ..messages import cap_notes, cut, name_keys, shown
 from .family import Family
 from .keys import KEY_TABLE, ModelType, config_class, default_rope
@@ -36,14 +37,15 @@ class HFConfigWarning(UserWarning):
 
 
 def read_rope(r: Reader, kwargs: dict[str, Any]) -> None:
-    """RoPE's base as the config class builds rope_parameters (transformers 5,
+    """RoPE's base and scaling as the config class builds rope_parameters (transformers 5,
     ``convert_rope_params_to_dict``): a legacy ``rope_scaling`` object, when given, takes the
     place of ``rope_parameters``; its ``rope_theta``, else the top-level ``rope_theta``, else the
-    class's default. Scaling is noted as not modelled."""
+    class's default; a scaled RoPE (``rope_scaling_entry``) as ModelConfig's rope_scaling."""
     theta = r.get("rope_theta")
     kwargs["rope_theta"] = r.model_type.defaults["rope_theta"] if theta is None else theta
     rope_parameters = r.data.get("rope_parameters")
     rope_scaling = r.data.get("rope_scaling")
+    label = "rope_scaling"
     if isinstance(rope_scaling, Mapping) and rope_scaling:
         if rope_scaling.get("rope_theta") is not None:
             kwargs["rope_theta"] = rope_scaling["rope_theta"]
@@ -52,34 +54,73 @@ def read_rope(r: Reader, kwargs: dict[str, Any]) -> None:
                 f"rope_parameters={cut(json.dumps(rope_parameters, sort_keys=True, default=repr), 200)} "
                 f"is not used: {r.model_type.config_class} takes rope_scaling in its place"
             )
-        if rope_scaling.get("rope_type", rope_scaling.get("type", "default")) == "default":
-            rope_scaling = None  # plain RoPE spelled the legacy way
     elif isinstance(rope_parameters, Mapping):
         if rope_parameters.get("rope_theta") is not None:
             kwargs["rope_theta"] = rope_parameters["rope_theta"]
-        extra = {k: v for k, v in rope_parameters.items() if k != "rope_theta"}
-        if extra.get("rope_type", extra.get("type", "default")) != "default":
-            rope_scaling = extra
+        rope_scaling, label = rope_parameters, "rope_parameters"
     elif rope_parameters is not None:
         r.note(f"rope_parameters={shown(rope_parameters)} is not an object; ignored")
-    label = "rope_scaling="
-    if isinstance(rope_scaling, Mapping) and plain_linear(rope_scaling):
-        rope_scaling = None  # linear at factor 1: plain RoPE (Mistral 4's export writes it so)
     if rope_parameters is None and not rope_scaling:
         # neither key given: the config class's own default RoPE (GptOssConfig's is YaRN)
-        default = default_rope(r.name)
-        if default.get("rope_type", "default") != "default":
-            rope_scaling = {k: v for k, v in default.items() if k != "rope_theta"}
-            label = f"no rope_parameters: {r.model_type.config_class}'s default "
-    if rope_scaling:
-        try:
-            text = json.dumps(rope_scaling, sort_keys=True)
-        except (TypeError, ValueError):
-            text = repr(rope_scaling)
-        r.note(
-            f"{label}{cut(text, 200)} is not modelled: positions use plain RoPE; "
-            f"parameter, FLOP and memory counts are unaffected"
-        )
+        rope_scaling, label = default_rope(r.name), f"{r.model_type.config_class}'s default rope_parameters"
+    if isinstance(rope_scaling, Mapping):
+        kwargs["rope_scaling"] = rope_scaling_entry(r, rope_scaling, label)
+
+
+# rope_parameters keys that are not the scaling's: ModelConfig's own fields, the legacy name of
+# rope_type, and a temperature a family reads itself (Mistral 4's llama_4_scaling_beta)
+NOT_SCALING = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor", "llama_4_scaling_beta"})
+
+
+def rope_scaling_entry(
+    r: Reader, entry: Mapping[str, Any], where: str, *, nested: bool = False, original: Any = None
+) -> dict[str, Any] | None:
+    """A rope_parameters entry (or legacy rope_scaling object) as ModelConfig's rope_scaling, as
+    the config class standardises it (``standardize_rope_params``): rope_type (legacy ``type``),
+    the keys that type reads (others a note: transformers ignores them), and for llama3, yarn and
+    longrope original_max_position_embeddings — ``original`` where the config class keeps its own
+    (Phi3Config), else the entry's, else max_position_embeddings. None for plain RoPE (type
+    default, or linear at factor 1). ``nested``: an entry of a RoPE per layer type, whose
+    ``truncate`` YaRN never reads (it reads the top level's). ModelConfig checks the values."""
+    kind = entry.get("rope_type", entry.get("type", "default"))
+    if kind == "default" or plain_linear(entry):
+        return None
+    out: dict[str, Any] = {"rope_type": kind}
+    required, optional = ROPE_SCALING_KEYS.get(kind, (frozenset(entry), frozenset()))
+    ignored = []
+    for key, value in entry.items():
+        if key in NOT_SCALING:
+            continue
+        if key in required | optional and not (nested and key == "truncate"):
+            out[key] = value
+        else:
+            ignored.append(key)
+    if kind in ("llama3", "yarn", "longrope"):
+        if original is not None:
+            out["original_max_position_embeddings"] = original
+        out.setdefault("original_max_position_embeddings", r.get("max_position_embeddings"))
+    if ignored:
+        r.note(f"{where} key(s) {name_keys(ignored)} are not read by its {kind} RoPE; ignored")
+    return out
+
+
+def scaling_by_layer_type(scalings: Mapping[str, Any], used: Mapping[str, bool]) -> dict[str, Any]:
+    """ModelConfig's rope_scaling and rope_scaling_local of a RoPE per layer type (Gemma 3,
+    Olmo 3): ``scalings`` each layer type's (``rope_scaling_entry``), ``used`` whether a layer
+    has it. One scaling on every layer, or on the full-attention layers only; a different one on
+    the sliding layers is refused."""
+    full = scalings.get("full_attention") if used["full_attention"] else None
+    local = scalings.get("sliding_attention") if used["sliding_attention"] else None
+    if not used["full_attention"] or full == local:
+        return {"rope_scaling": local} if local else {}
+    if local is None:
+        return {"rope_scaling": full, "rope_scaling_local": False} if full else {}
+    raise ConfigError(
+        f"rope_parameters['sliding_attention'] scales RoPE ({local['rope_type']}) otherwise than "
+        f"the full_attention layers: not modelled (LLaMA Lab scales every layer alike, or the "
+        f"full-attention layers only)",
+        field="rope_parameters",
+    )
 
 
 def plain_linear(rope: Mapping[str, Any]) -> bool:

@@ -38,7 +38,8 @@ class Reader:
         return self.model_type.architecture
 
     def note(self, text: str) -> None:
-        self.notes.append(text)
+        if text not in self.notes:  # (a key read twice, as Phi-3's RoPE, is said once)
+            self.notes.append(text)
 
     def given(self, key: str) -> bool:
         return key in self.data

@@ -1,8 +1,8 @@
 """Writing a Hugging Face ``config.json``: the keys every family writes alike (``common_keys``)
 and the family that expresses the config (``select.family_of``) with its own keys
-(``Family.write``), read back by transformers as the same model. RoPE is written plain (LLaMA
-Lab models no scaling); a family whose config class defaults to a scaled RoPE writes it
-explicitly."""
+(``Family.write``), read back by transformers as the same model. A scaled RoPE is written as
+transformers 5 holds it, in rope_parameters with its rope_theta (``rope_parameters``); a family
+whose config class defaults to a scaled RoPE writes plain RoPE explicitly."""
 
 from __future__ import annotations
 
@@ -10,10 +10,31 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..bounds import INIT_STD
-from ..fields import ModelFields
+from ..fields import ModelFields, RopeScaling
 from .family import Family
 from .keys import ModelType
 from .select import family_of
+
+
+def rope_parameters(theta: float, scaling: RopeScaling | None) -> dict[str, Any]:
+    """One rope_parameters entry: the base and the scaling's keys, or plain RoPE."""
+    return {**(scaling.as_dict() if scaling else {"rope_type": "default"}), "rope_theta": theta}
+
+
+def rope_by_layer_type(cfg: ModelFields) -> dict[str, Any]:
+    """rope_parameters keyed by layer type (Gemma 3, Olmo 3): each type's base and scaling."""
+    local_scaling = cfg.rope_scaling if cfg.rope_scaling_local else None
+    return {
+        "full_attention": rope_parameters(cfg.rope_theta, cfg.rope_scaling),
+        "sliding_attention": rope_parameters(cfg.rope_local_theta, local_scaling),
+    }
+
+
+def nested_truncate(cfg: ModelFields) -> list[tuple[bool, str]]:
+    """What a RoPE per layer type cannot write: YaRN's truncate=false (transformers reads it
+    from the top level of rope_parameters, never from a layer type's entry)."""
+    scaling = cfg.rope_scaling
+    return [(scaling is not None and scaling.truncate is False, "YaRN's truncate=false")]
 
 
 def common_keys(cfg: ModelFields, model_type: ModelType) -> dict[str, Any]:
@@ -34,6 +55,7 @@ def common_keys(cfg: ModelFields, model_type: ModelType) -> dict[str, Any]:
         "rms_norm_eps": cfg.norm_eps,
         "rope_theta": cfg.rope_theta,
         "rope_scaling": None,
+        **({"rope_parameters": rope_parameters(cfg.rope_theta, cfg.rope_scaling)} if cfg.rope_scaling else {}),
         "tie_word_embeddings": cfg.tie_embeddings,
         "initializer_range": INIT_STD,
     }
