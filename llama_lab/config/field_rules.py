@@ -1,8 +1,8 @@
 """The rules every ModelConfig's own fields keep, checked as it is made: integer sizes within
 their bounds and dividing as attention needs (``check_sizes``), choices, booleans and finite
 numbers (``check_choices_and_numbers``, ``check_number``), RoPE's even rotation (``check_rope``),
-its scaling (``check_rope_scaling``) and the layer-set strings (``layer_set``); the rules of each feature's fields are
-``feature_rules``'. Each raises ConfigError naming the field, its value and the rule."""
+its scaling (``check_rope_scaling``) and the layer-set strings (``layer_set``); the rules of each
+feature's fields are ``feature_rules``'. Each raises ConfigError naming the field, its value and the rule."""
 
 from __future__ import annotations
 
@@ -172,11 +172,17 @@ def check_rope(cfg: ModelFields) -> None:
         )
 
 
-ROPE_SCALING_RULE = "a JSON object such as {\"rope_type\": \"linear\", \"factor\": 2.0}, or null for plain RoPE"
+ROPE_SCALING_RULE = 'a JSON object such as {"rope_type": "linear", "factor": 2.0}, or null for plain RoPE'
 _WHOLE = ("original_max_position_embeddings",)
 _FACTOR_LISTS = ("short_factor", "long_factor")
 # rope_scaling's numbers that must be > 0 (the others, yarn's betas and mscales, ≥ 0)
-_POSITIVE = ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor", "attention_factor")
+_POSITIVE = (
+    "factor",
+    "original_max_position_embeddings",
+    "low_freq_factor",
+    "high_freq_factor",
+    "attention_factor",
+)
 
 
 def rope_scaling_of(value: object) -> RopeScaling | None:
@@ -194,7 +200,9 @@ def rope_scaling_of(value: object) -> RopeScaling | None:
                 f"rope_scaling={messages.shown(value)} must be {ROPE_SCALING_RULE}", field="rope_scaling"
             ) from None
     if not isinstance(value, Mapping):
-        raise ConfigError(f"rope_scaling={messages.shown(value)} must be {ROPE_SCALING_RULE}", field="rope_scaling")
+        raise ConfigError(
+            f"rope_scaling={messages.shown(value)} must be {ROPE_SCALING_RULE}", field="rope_scaling"
+        )
     kind = value.get("rope_type")
     if kind not in ROPE_SCALING_KEYS:
         raise ConfigError(
@@ -239,7 +247,8 @@ def _rope_value(key: str, value: Any) -> Any:
     if key in _WHOLE:
         if value != int(value) or value > LIMITS["max_seq_len"]:
             raise ConfigError(
-                f"{where} must be a whole number of positions up to {LIMITS['max_seq_len']:,}", field="rope_scaling"
+                f"{where} must be a whole number of positions up to {LIMITS['max_seq_len']:,}",
+                field="rope_scaling",
             )
         return int(value)
     return float(value)

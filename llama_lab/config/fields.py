@@ -30,7 +30,6 @@ from .bounds import (
     QkNormScope,
 )
 
-
 # RoPE scalings transformers computes (ROPE_INIT_FUNCTIONS), each with the keys its config
 # validation takes (required, then optional; rope_theta and partial_rotary_factor are fields)
 ROPE_SCALING_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {

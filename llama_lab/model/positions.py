@@ -42,8 +42,8 @@ def llama3_inv_freq(dim: int, theta: float, scaling: RopeScaling) -> torch.Tenso
     low_freq_factor divided by factor, and the band between interpolated smoothly."""
     inv_freq = rope_inv_freq(dim, theta)
     factor, low, high = scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor
-    assert factor is not None and low is not None and high is not None  # (field_rules)
     original = scaling.original_max_position_embeddings
+    assert factor is not None and low is not None and high is not None and original  # (field_rules)
     wavelen = 2 * math.pi / inv_freq
     scaled = torch.where(wavelen > original / low, inv_freq / factor, inv_freq)
     smooth = (original / wavelen - low) / (high - low)

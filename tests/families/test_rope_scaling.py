@@ -48,9 +48,12 @@ SCALED = {
     "llama-dynamic": _case("llama", rope_scaling={"rope_type": "dynamic", "factor": 4.0}),
     "qwen3-yarn": _case("qwen3", rope_scaling=YARN),
     "deepseek_v3-yarn-mscale": _case(
-        "deepseek_v3", rope_scaling={**YARN, "mscale": 1.0, "mscale_all_dim": 0.8, "beta_fast": 16, "beta_slow": 2}
+        "deepseek_v3",
+        rope_scaling={**YARN, "mscale": 1.0, "mscale_all_dim": 0.8, "beta_fast": 16, "beta_slow": 2},
     ),
-    "deepseek_v2-yarn-mscale": _case("deepseek_v2", rope_scaling={**YARN, "mscale": 0.9, "mscale_all_dim": 0.9}),
+    "deepseek_v2-yarn-mscale": _case(
+        "deepseek_v2", rope_scaling={**YARN, "mscale": 0.9, "mscale_all_dim": 0.9}
+    ),
     # GptOssConfig's own default when rope_parameters is left out: YaRN × 32 from 4,096 positions
     "gpt_oss-default-yarn": {k: v for k, v in _case("gpt_oss").items() if k != "rope_parameters"},
     "gemma3_text-linear-global": _case(
@@ -109,7 +112,9 @@ def test_logits_past_the_original_context_equal_transformers(case, length):
         torch.testing.assert_close(plain, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["llama-llama3", "deepseek_v3-yarn-mscale", "olmo3-yarn-global", "phi3-longrope"])
+@pytest.mark.parametrize(
+    "case", ["llama-llama3", "deepseek_v3-yarn-mscale", "olmo3-yarn-global", "phi3-longrope"]
+)
 def test_cached_decoding_equals_transformers_cached_decoding(case):
     """A prefill inside the original context, then one token at a time past it: every step's
     logits equal transformers' with its own cache. Under LongRoPE the new tokens past the
@@ -126,7 +131,9 @@ def test_cached_decoding_equals_transformers_cached_decoding(case):
             past = out.past_key_values
             expected.append(out.logits)
         cache = ours.new_cache(1, ids.shape[1])
-        steps = [ours(ids[:, :prefill], cache)] + [ours(ids[:, t : t + 1], cache) for t in range(prefill, ids.shape[1])]
+        steps = [ours(ids[:, :prefill], cache)] + [
+            ours(ids[:, t : t + 1], cache) for t in range(prefill, ids.shape[1])
+        ]
         whole = ours(ids)
     torch.testing.assert_close(torch.cat(steps, 1), torch.cat(expected, 1), rtol=1e-5, atol=1e-5)
     if cfg.rope_scaling.rope_type == "longrope":
@@ -143,7 +150,9 @@ def test_the_export_is_read_back_as_the_same_scaling(case):
     theirs = transformers.AutoConfig.for_model(**data)
     again, _ = read_hf_config(theirs.to_dict())
     assert (again.rope_scaling, again.rope_scaling_local) == (cfg.rope_scaling, cfg.rope_scaling_local)
-    assert ModelConfig.from_dict(cfg.to_dict()) == cfg and hash(cfg) == hash(ModelConfig.from_dict(cfg.to_dict()))
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg and hash(cfg) == hash(
+        ModelConfig.from_dict(cfg.to_dict())
+    )
 
 
 def test_the_scaled_layers_are_those_transformers_scales():

@@ -18,8 +18,8 @@ from ..fields import ModelFields
 from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, Split, Wrapper, failing
 from ..hf.keys import KEY_TABLE, ModelType, default_theta
 from ..hf.read import rope_scaling_entry, scaling_by_layer_type
-from ..hf.write import nested_truncate, rope_by_layer_type
 from ..hf.reader import LAYER_KINDS, Reader, number, windows
+from ..hf.write import nested_truncate, rope_by_layer_type
 from ..messages import check_int, name_keys, shown
 
 # Gemma2Config and Gemma3TextConfig: the keys both read (their model's hidden_activation, not
@@ -130,8 +130,9 @@ def _gemma3_rope(r: Reader, local: list[int]) -> dict[str, Any]:
     file's rope_parameters keyed by layer type, rope_scaling merged into its full_attention
     entry, then an entry's missing rope_theta from rope_theta (full) or rope_local_base_freq
     (sliding), else default_theta (global 1e6, local 1e4); each entry's scaling (Gemma 3 4B+:
-    linear × 8 on the full-attention layers) as rope_scaling (``scaling_by_layer_type``); a base no layer uses is not checked (Gemma3RotaryEmbedding builds only the layer
-    types layer_types names)."""
+    linear × 8 on the full-attention layers) as rope_scaling (``scaling_by_layer_type``); a base
+    no layer uses is not checked (Gemma3RotaryEmbedding builds only the layer types layer_types
+    names)."""
     given = r.data.get("rope_parameters")
     if given is not None and not isinstance(given, Mapping):
         raise ConfigError(
@@ -316,7 +317,9 @@ FEATURES = (
     Feature(
         "global_rope_scaling",
         "a RoPE scaling of the full-attention layers only",
-        lambda cfg: cfg.rope_scaling is not None and not cfg.rope_scaling_local and any(cfg.local_layer_flags),
+        lambda cfg: (
+            cfg.rope_scaling is not None and not cfg.rope_scaling_local and any(cfg.local_layer_flags)
+        ),
     ),
 )
 

@@ -13,10 +13,10 @@ from typing import Any
 from ...units import plural
 from ..bounds import FAMILY_LIMITS
 from ..fields import ModelFields
-from ..hf.write import rope_parameters
 from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, Rounded, failing
 from ..hf.keys import ModelType
 from ..hf.reader import LAYER_KINDS, Reader, windows
+from ..hf.write import rope_parameters
 
 GPT_OSS = ModelType(
     "gpt_oss",

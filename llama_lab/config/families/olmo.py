@@ -30,8 +30,8 @@ from ..hf.family import (
 )
 from ..hf.keys import ModelType, default_theta
 from ..hf.read import rope_scaling_entry, scaling_by_layer_type
-from ..hf.write import nested_truncate, rope_by_layer_type
 from ..hf.reader import LAYER_KINDS, Reader, all_but_every, number, windows
+from ..hf.write import nested_truncate, rope_by_layer_type
 from ..messages import name_keys, shown
 
 OLMO2 = ModelType(

@@ -55,7 +55,9 @@ def common_keys(cfg: ModelFields, model_type: ModelType) -> dict[str, Any]:
         "rms_norm_eps": cfg.norm_eps,
         "rope_theta": cfg.rope_theta,
         "rope_scaling": None,
-        **({"rope_parameters": rope_parameters(cfg.rope_theta, cfg.rope_scaling)} if cfg.rope_scaling else {}),
+        **(
+            {"rope_parameters": rope_parameters(cfg.rope_theta, cfg.rope_scaling)} if cfg.rope_scaling else {}
+        ),
         "tie_word_embeddings": cfg.tie_embeddings,
         "initializer_range": INIT_STD,
     }

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from llama_lab.analysis import analyze
 from llama_lab.cli import main
 from llama_lab.config import PRESETS, ConfigError, ModelConfig, parse_config_json
-from llama_lab.config.model_config import DERIVED
+from llama_lab.config.model_config import NULLABLE
 from llama_lab.experiments import LiveSettings
 from llama_lab.model import build_model
 from llama_lab.train import TrainSettings, data
@@ -363,7 +363,7 @@ def test_null_policy_matches_the_transformers_config_classes():
 
 @pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(ModelConfig)])
 def test_our_format_null_is_refused_unless_the_field_derives(name):
-    optional = name in DERIVED  # None: follow the field's rule
+    optional = name in NULLABLE  # None: follow the field's rule (rope_scaling: plain RoPE)
     text = json.dumps({**OURS, name: None})
     if optional:
         assert parse_config_json(text)[0] == ModelConfig.from_dict({**OURS, name: None})
