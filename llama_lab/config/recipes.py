@@ -4,8 +4,11 @@ copies the live experiments train (a model's recipe at a size that runs in secon
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import ConfigError
 from .ffn import seed_ffn_hidden
+from .fields import RopeScaling
 from .model_config import ModelConfig
 
 
@@ -112,13 +115,32 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         **fitted_layer_sets(cfg, TRAINING_SHAPE["n_layers"]),
         **_live_linear(cfg, d),
         partial_rotary_factor=1.0,  # the copy's heads first, then the share that fits them
+        rope_scaling=None,  # (then the model's, fitted to the copy's rotated pairs)
     )
     small = small.replace(partial_rotary_factor=_even_rotary_share(cfg.partial_rotary_factor, small))
+    small = small.replace(rope_scaling=_fitted_scaling(cfg.rope_scaling, small.rope_dim // 2))
     if cfg.query_pre_attn_scalar == cfg.head_dim:
         return small
     # a score scale of its own (Gemma 3 27B: 168 for heads of 128) keeps its ratio to head_dim
     ratio = cfg.query_pre_attn_scalar / cfg.head_dim
     return small.replace(query_pre_attn_scalar=max(1, round(ratio * small.head_dim)))
+
+
+def _fitted_scaling(scaling: RopeScaling | None, pairs: int) -> RopeScaling | None:
+    """The model's RoPE scaling on a copy that rotates ``pairs`` pairs: LongRoPE's factor per
+    pair taken at the same relative place in the model's list (the lowest and the highest
+    frequency keep theirs); every other scaling holds whatever the width."""
+    if scaling is None or scaling.rope_type != "longrope":
+        return scaling
+
+    def fitted(factors: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if factors is None:
+            return None
+        n = len(factors)
+        return tuple(factors[round(i * (n - 1) / max(1, pairs - 1))] for i in range(pairs))
+
+    short, long = fitted(scaling.short_factor), fitted(scaling.long_factor)
+    return replace(scaling, short_factor=short, long_factor=long)
 
 
 def _live_heads(cfg: ModelConfig, d: int) -> tuple[int, int, int | None]:

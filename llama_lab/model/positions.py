@@ -95,8 +95,9 @@ def longrope_inv_freq(dim: int, theta: float, scaling: RopeScaling, seq_len: int
     long_factor for a sequence longer than original_max_position_embeddings, else short_factor."""
     original = scaling.original_max_position_embeddings
     assert original is not None  # (field_rules)
-    factors = scaling.long_factor if seq_len > original else scaling.short_factor
-    return rope_inv_freq(dim, theta) / torch.tensor(factors, dtype=torch.float32)
+    factors = torch.tensor(scaling.long_factor if seq_len > original else scaling.short_factor)
+    # 1 / (f_i · θ^(2i/d)), in transformers' order of float32 operations (the same bits)
+    return 1.0 / (factors.float() * theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
 
 
 def longrope_attention_factor(scaling: RopeScaling, factor: float) -> float:

@@ -12,6 +12,7 @@ a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<nam
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..config import (
     detect_ffn_rule,
     ffn_from_rule,
 )
+from ..config.fields import RopeScaling
 from ..config.hf.quant import StoredQuant
 from ..config.model_config import DERIVED
 from ..experiments import KINDS
@@ -261,6 +263,8 @@ def kv_label(n_heads: int, n_kv_heads: int) -> str:
 def _query_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, RopeScaling):  # JSON, as --set and a config file take it
+        return json.dumps(value.as_dict(), separators=(",", ":"))
     return repr(value) if isinstance(value, float) else str(value)
 
 

@@ -319,10 +319,16 @@ def test_upload_of_an_hf_config_shows_its_notes_and_a_bad_one_its_error():
         "vocab_size": 1000,
         "max_position_embeddings": 256,
         "rope_scaling": {"type": "linear", "factor": 2.0},
+        "attention_dropout": 0.1,
     }
     at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(hf).encode(), "application/json")).run()
     assert "VALID d=1024 heads=16 kv=4 ffn=2816" in shown(at) and "seq=256" in shown(at)
-    assert any(escape_markdown("rope_scaling") in w.value for w in at.sidebar.warning)
+    assert any(escape_markdown("attention_dropout") in w.value for w in at.sidebar.warning)
+    # its RoPE scaling is the model's now (no note), and its link carries it as JSON
+    assert at.query_params["rope_scaling"] == '{"rope_type":"linear","factor":2.0}'
+    linked = run_builder(dict(at.query_params))
+    scaling = linked.session_state[state.field_key("rope_scaling")]
+    assert scaling.as_dict() == {"rope_type": "linear", "factor": 2.0}
     at.sidebar.file_uploader[0].set_value(("broken.json", b"{not json", "application/json")).run()
     assert any(escape_markdown("broken.json is not valid JSON") in e.value for e in at.sidebar.error)
     assert "VALID d=1024" in shown(at)  # the last good config stays
@@ -469,6 +475,8 @@ def test_live_config_at_the_training_shape_is_claims_small_training_config(prese
             query_pre_attn_scalar=small.query_pre_attn_scalar,
             # a partial RoPE keeps an even rotated part at each width (Phi-4-mini, GLM-4.5)
             partial_rotary_factor=small.partial_rotary_factor,
+            # LongRoPE keeps a factor per rotated pair at each width (Phi-4-mini)
+            rope_scaling=small.rope_scaling,
             **({name: getattr(small, name) for name in mla} if small.is_mla else {}),
             # Gated DeltaNet heads of d / 4 (Qwen3-Next, Qwen3.5)
             linear_k_head_dim=small.linear_k_head_dim,

@@ -36,11 +36,13 @@ def test_the_published_config_is_the_preset(name):
 
 
 def test_the_notes_on_deepseek_v3s_file_name_what_is_not_counted():
-    _, notes = read_hf_config(published("deepseek-v3"))
+    cfg, notes = read_hf_config(published("deepseek-v3"))
     text = " | ".join(notes)
     assert "fp8 (e4m3) weights with one float32 scale per 128×128 block" in text
     assert "671B main model + 14B MTP module" in text  # num_nextn_predict_layers=1
-    assert "rope_scaling=" in text and "counts are unaffected" in text
+    # its YaRN is modelled now, read into the config, no longer a note
+    assert "rope_scaling" not in text
+    assert (cfg.rope_scaling.rope_type, cfg.rope_scaling.factor) == ("yarn", 40)
     assert "'scoring_func'" in text  # DeepseekV3 always scores by sigmoid: the key is not read
     _, notes = read_hf_config(published("kimi-k2"))
     assert any("model_type 'kimi_k2' runs DeepseekV3ForCausalLM" in n for n in notes)

@@ -98,7 +98,7 @@ CASES = {
     },
     "deepseek_v2": {**MLA, "topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2},
     # gpt-oss: sinks, alternating window/full layers (window 8 < T), the biased router and
-    # experts with the clamped SwiGLU; plain RoPE (its default YaRN is not modelled)
+    # experts with the clamped SwiGLU; plain RoPE here (its default YaRN: test_rope_scaling.py)
     "gpt_oss": {
         "head_dim": 16,
         "num_local_experts": 4,

@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 import torch
-from hf_helpers import meta_count, meta_model, theirs
+from hf_helpers import meta_count, meta_model, same_scaling, scaling_of, theirs
 from hf_helpers import published as published_file
 
 from llama_lab.config import PRESETS, PUBLISHED_SPLIT, ConfigError, ModelConfig, read_hf_config
@@ -91,6 +91,9 @@ def same_fields(cfg: ModelConfig, hf) -> None:
     if gemma3:
         assert cfg.rope_theta == hf.rope_parameters["full_attention"]["rope_theta"]
         assert cfg.rope_local_theta == hf.rope_parameters["sliding_attention"]["rope_theta"]
+        same_scaling(cfg, hf.rope_parameters["full_attention"])
+        local = scaling_of(hf.rope_parameters["sliding_attention"])
+        assert local == (cfg.rope_scaling.as_dict() if cfg.rope_scaling and cfg.rope_scaling_local else None)
     else:
         assert cfg.rope_theta == cfg.rope_local_theta == hf.rope_parameters["rope_theta"]
     assert hf.hidden_activation == "gelu_pytorch_tanh" and not hf.use_bidirectional_attention
@@ -120,9 +123,8 @@ def test_the_published_files_are_read_as_the_presets_with_notes():
     assert notes == [
         "the text decoder of a 'gemma3' model (its text_config, model_type 'gemma3_text'); the vision "
         "tower and the projector are not counted",
-        'rope_scaling={"factor": 8.0, "rope_type": "linear"} (the full_attention layers\') is not '
-        "modelled: positions use plain RoPE; parameter, FLOP and memory counts are unaffected",
-    ]
+    ]  # its linear ×8 RoPE on the full-attention layers is read, no longer a note
+    assert cfg.rope_scaling.as_dict() == {"rope_type": "linear", "factor": 8.0} and not cfg.rope_scaling_local
 
 
 @pytest.mark.parametrize("name", NAMES)

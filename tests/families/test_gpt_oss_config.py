@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 import torch
-from hf_helpers import meta_count, published, theirs
+from hf_helpers import meta_count, published, same_scaling, theirs
 
 from llama_lab import analysis
 from llama_lab.config import PRESETS, PUBLISHED_ROUNDED, ConfigError, ModelConfig, read_hf_config
@@ -63,6 +63,7 @@ def same_fields(cfg: ModelConfig, hf) -> None:
     assert cfg.rope_theta == hf.rope_parameters["rope_theta"]
     assert (cfg.norm_eps, cfg.max_seq_len) == (hf.rms_norm_eps, hf.max_position_embeddings)
     assert cfg.tie_embeddings == hf.tie_word_embeddings
+    same_scaling(cfg, hf.rope_parameters)
 
 
 # ---- the published files ------------------------------------------------------------------------
@@ -78,8 +79,8 @@ def test_the_published_file_is_read_as_the_preset_with_notes(name):
     assert "not read by gpt_oss's model (GptOssForCausalLM" in text
     for key in ("'experts_per_token'", "'initial_context_length'", "'hidden_act'"):
         assert key in text
-    assert 'rope_scaling={"beta_fast": 32.0' in text and '"rope_type": "yarn"' in text
-    assert "counts are unaffected" in text
+    # its YaRN is read (as GptOssConfig builds it: test_the_fields_read_equal_…), not noted
+    assert cfg.rope_scaling.rope_type == "yarn" and "rope_scaling" not in text
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -128,9 +129,9 @@ def test_a_missing_key_takes_gpt_oss_configs_default():
     assert cfg.local_layers == "0,2,4" and cfg.sliding_window == 128
     assert (cfg.n_kv_heads, cfg.head_dim, cfg.n_experts, cfg.experts_per_token) == (8, 64, 128, 4)
     assert (cfg.rope_theta, cfg.norm_eps, cfg.tie_embeddings) == (150000.0, 1e-5, False)
-    # no rope_parameters: the class's default is YaRN (noted, not modelled)
-    assert hf.rope_parameters["rope_type"] == "yarn"
-    assert any(n.startswith("no rope_parameters: GptOssConfig's default {") and "yarn" in n for n in notes)
+    # no rope_parameters: the class's default is YaRN, read as the class builds it (same_fields)
+    assert hf.rope_parameters["rope_type"] == "yarn" == cfg.rope_scaling.rope_type
+    assert not any("rope" in n for n in notes)
     assert analysis.count_params(cfg).total == meta_count(hf)
 
 
@@ -198,7 +199,8 @@ def test_the_export_is_read_back_by_transformers_as_the_same_model(extra):
     exported = cfg.to_hf_config()
     assert exported["model_type"] == "gpt_oss" and "hidden_act" not in exported
     back = transformers.AutoConfig.for_model(**json.loads(json.dumps(exported)))
-    assert back.rope_parameters["rope_type"] == "default"  # plain RoPE, written out
+    # the class's default YaRN, read into the config and written out (same_fields compares it)
+    assert back.rope_parameters["rope_type"] == "yarn"
     same_fields(cfg, back)
     again, notes = read_hf_config(back.to_dict())
     assert again == cfg

@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 import torch
-from hf_helpers import meta_count, theirs
+from hf_helpers import meta_count, same_scaling, scaling_of, theirs
 from hf_helpers import published as published_file
 
 from llama_lab import analysis
@@ -213,16 +213,15 @@ def test_the_published_files_are_read_as_the_presets_with_notes():
         assert cfg == PRESETS[name] and family_of(cfg).model_type.name == MODEL_TYPE[name]
         if name in expected:
             assert notes == expected[name], name
-    # Phi-4-mini: the keys Phi3ForCausalLM never reads (its projections have no biases at all),
-    # then its LongRoPE, not modelled
-    _, notes = read_hf_config(published("phi-4-mini"))
+    # Phi-4-mini: the keys Phi3ForCausalLM never reads (its projections have no biases at all);
+    # its LongRoPE is read (the preset holds it), no longer a note
+    cfg, notes = read_hf_config(published("phi-4-mini"))
     assert notes[0] == (
         f"not read by phi3's model (Phi3ForCausalLM, transformers {version}): 'attention_bias', "
         f"'embd_pdrop', 'full_attn_mod', 'interpolate_factor', 'lm_head_bias' and 1 more; ignored"
     )
-    assert notes[1].startswith('rope_scaling={"long_factor": [1, 1.118320672,')
-    assert "is not modelled: positions use plain RoPE" in notes[1]
-    assert len(notes) == 2
+    assert cfg.rope_scaling.rope_type == "longrope" and cfg.rope_scaling.long_factor[:2] == (1, 1.118320672)
+    assert len(notes) == 1
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -404,15 +403,15 @@ def test_notes_on_keys_read_and_ignored():
         "model_type": "phi3",
         "rope_scaling": {"type": "su", "short_factor": [1] * 8, "long_factor": [1] * 8},
     }
-    _, notes = read_hf_config({**data, "rope_parameters": {"rope_theta": 5.0}, "resid_pdrop": 0.1})
+    cfg, notes = read_hf_config({**data, "rope_parameters": {"rope_theta": 5.0}, "resid_pdrop": 0.1})
     text = " | ".join(notes)
     assert (
         'rope_parameters={"rope_theta": 5.0} is not used: Phi3Config takes rope_scaling in its place' in text
     )
     assert "resid_pdrop=0.1 is training-time noise, not modelled (no dropout)" in text
-    assert (
-        'rope_scaling={"long_factor": [1, 1, 1, 1, 1, 1, 1, 1], ' in text and "counts are unaffected" in text
-    )
+    # Phi-3's legacy "su" is LongRoPE, read (not noted)
+    assert cfg.rope_scaling.rope_type == "longrope" and cfg.rope_scaling.long_factor == (1.0,) * 8
+    assert len(notes) == 2  # rope_parameters unused, resid_pdrop: no note on the scaling
     # Phi3 keeps no bias anywhere: attention_bias is a key Phi3ForCausalLM never reads
     cfg, notes = read_hf_config({**TINY, "model_type": "phi3", "attention_bias": True})
     assert not (cfg.qkv_bias or cfg.o_bias) and "'attention_bias'" in notes[0]
@@ -646,8 +645,11 @@ def test_olmo3_rope_bases_are_what_its_config_class_builds(rope):
         theirs["full_attention"]["rope_theta"],
         theirs["sliding_attention"]["rope_theta"],
     )
-    scaled = theirs["full_attention"]["rope_type"] != "default"
-    assert any("is not modelled: positions use plain RoPE" in note for note in notes) == scaled
+    # the full-attention layers' scaling read as the class builds it, the sliding ones plain
+    same_scaling(cfg, theirs["full_attention"])
+    assert scaling_of(theirs["sliding_attention"]) is None
+    assert cfg.rope_scaling is None or not cfg.rope_scaling_local
+    assert not any("not modelled: positions use plain RoPE" in note for note in notes)
 
 
 def test_a_granite_file_without_a_multiplier_takes_its_config_classs_one():

@@ -9,9 +9,10 @@ import warnings
 
 import pytest
 import torch
+from hf_helpers import published, theirs
 from test_families import BASE, CASES, hf_model
 
-from llama_lab.config import ModelConfig
+from llama_lab.config import PRESETS, ModelConfig
 from llama_lab.config.model_config import read_hf_config
 from llama_lab.model import build_model
 
@@ -160,3 +161,72 @@ def test_the_scaled_layers_are_those_transformers_scales():
     assert not pair("gemma3_text-linear-global")[2].rope_scaling_local
     assert not pair("olmo3-yarn-global")[2].rope_scaling_local
     assert pair("gpt_oss-default-yarn")[2].rope_scaling_local
+
+
+# ---- the published files at their own sizes: RoPE's tables past the original context ----------
+def _rotary(config):
+    """transformers' rotary embedding module of ``config``'s family (``…RotaryEmbedding`` of its
+    modeling file) and the layer types it is called with (None: one for every layer)."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(type(config).__module__.replace("configuration_", "modeling_"))
+    name = next(n for n in dir(module) if n.endswith("RotaryEmbedding") and "Vision" not in n)
+    rotary = getattr(module, name)(config)
+    by_type = "layer_type" in inspect.signature(rotary.forward).parameters
+    return rotary, (["full_attention", "sliding_attention"] if by_type else [None])
+
+
+PUBLISHED_ROPE = {
+    # name: (the config.json, the positions a forward reaches: past each file's original context)
+    "llama-3.1-405b": (lambda: PRESETS["llama-3.1-405b"].to_hf_config(), 20_000),  # 8,192
+    "llama-3.2-1b": (lambda: PRESETS["llama-3.2-1b"].to_hf_config(), 20_000),
+    "deepseek-v3": (lambda: published("deepseek-v3"), 10_000),  # 4,096
+    "phi-4-mini": (lambda: published("phi-4-mini-instruct"), 10_000),  # 4,096: its long factors
+    "phi-4-mini-short": (lambda: published("phi-4-mini-instruct"), 4_096),  # within: short ones
+    "gpt-oss-20b": (lambda: published("gpt-oss-20b"), 10_000),  # 4,096
+    "gemma-3-27b": (lambda: published("gemma-3-27b-it"), 10_000),
+    "olmo-3-7b": (lambda: published("olmo-3-7b"), 20_000),  # 8,192
+    "llama-4-scout": (lambda: published("llama-4-scout-17b-16e"), 20_000),  # 8,192
+    # Qwen3-8B with the YaRN its model card gives for 131,072 tokens (factor 4 over 32,768)
+    "qwen3-8b-yarn": (
+        lambda: (
+            PRESETS["qwen3-8b"].to_hf_config()
+            | {
+                "rope_scaling": {
+                    "rope_type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 32768,
+                }
+            }
+        ),
+        40_000,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_ROPE))
+def test_the_published_files_rope_tables_are_transformers_past_their_original_context(name):
+    """cos and sin at positions up to past each file's original context, at its own size (the
+    model's: the tables alone, no weights), equal transformers' rotary embedding's, × its
+    attention factor; every layer type's (Gemma 3 and Olmo 3 scale the full-attention layers
+    only). The tiny models above show the model rotates with these tables."""
+    from llama_lab.model.positions import PositionTables
+
+    make, seen = PUBLISHED_ROPE[name]
+    data = make()
+    cfg, _ = read_hf_config(data)
+    assert cfg.rope_scaling is not None
+    config = theirs(data)
+    positions = torch.tensor([[p for p in (0, 1, 777, 4095, 4096, 8191, 8192) if p < seen] + [seen - 1]])
+    x = torch.zeros(1, dtype=torch.float32)
+    tables = PositionTables(cfg)
+    rotary, layer_types = _rotary(config)
+    for layer_type in layer_types:
+        out = rotary(x, positions) if layer_type is None else rotary(x, positions, layer_type)
+        # Llama 4's freqs_cis: cos + i·sin of each pair
+        cos, sin = (out.real, out.imag) if isinstance(out, torch.Tensor) else out
+        half = cos.shape[-1] if name.startswith("llama-4") else cos.shape[-1] // 2
+        ours = tables.get(seen, torch.device("cpu"), local=layer_type == "sliding_attention", seen=seen)
+        for hf_table, mine in ((cos, ours[0]), (sin, ours[1])):
+            torch.testing.assert_close(mine[positions[0], :half], hf_table[0, :, :half], rtol=1e-5, atol=1e-5)

@@ -58,3 +58,18 @@ QWEN2_SMALL = {
     "torch_dtype": "float16",
 }
 GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+
+
+def scaling_of(rope_parameters: dict) -> dict | None:
+    """The scaling in transformers' ``rope_parameters`` (one layer type's, or the whole), as
+    RopeScaling.as_dict() spells it: rope_theta and partial_rotary_factor left out (fields of
+    their own), and the legacy ``type`` (the class copies it to rope_type); None for plain RoPE."""
+    own_fields = ("rope_theta", "partial_rotary_factor", "type")
+    rope = {k: v for k, v in rope_parameters.items() if k not in own_fields}
+    return None if rope.get("rope_type", "default") == "default" else rope
+
+
+def same_scaling(cfg, rope_parameters: dict) -> None:
+    """The RoPE scaling LLaMA Lab read is the one transformers' config class built."""
+    ours = cfg.rope_scaling.as_dict() if cfg.rope_scaling is not None else None
+    assert ours == scaling_of(rope_parameters), (ours, rope_parameters)

@@ -391,7 +391,20 @@ _DEEPSEEK_V3: dict[str, Any] = dict(
     moe_groups=8,
     moe_topk_groups=4,
     routed_scaling=2.5,
+    # YaRN ×40 over the 4,096 positions it was pre-trained on; mscale = mscale_all_dim = 1, so
+    # cos and sin are unscaled and the scores × (0.1 · ln 40 + 1)²
+    rope_scaling=dict(
+        rope_type="yarn",
+        factor=40.0,
+        original_max_position_embeddings=4096,
+        beta_fast=32.0,
+        beta_slow=1.0,
+        mscale=1.0,
+        mscale_all_dim=1.0,
+    ),
 )
+# DeepSeek-V2's YaRN (both V2 files): as V3's with mscale = mscale_all_dim = 0.707
+_V2_YARN: dict[str, Any] = dict(_DEEPSEEK_V3["rope_scaling"], mscale=0.707, mscale_all_dim=0.707)
 
 PRESETS: dict[str, dict[str, Any]] = {
     # deepseek-ai/DeepSeek-V3 config.json (DeepSeek-R1 and V3-0324 share it): MLA (q LoRA 1536,
@@ -414,6 +427,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "routed_scaling": 2.827,
         "max_seq_len": 131072,
         "rope_theta": 50000.0,
+        # YaRN ×32 over 4,096 positions, beta_fast 1
+        "rope_scaling": {**_DEEPSEEK_V3["rope_scaling"], "factor": 32.0, "beta_fast": 1.0},
     },
     # deepseek-ai/DeepSeek-V2-Lite config.json: q from one q_proj, 64 experts of 1408, top-6
     # greedy, 2 shared, one dense block
@@ -433,6 +448,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_shared_experts=2,
         moe_layers="from:1",
         moe_renormalize=False,
+        rope_scaling=_V2_YARN,
     ),
     # deepseek-ai/DeepSeek-V2 config.json: MLA as V3's, 160 experts of 1536 in 8 groups (top-3
     # groups by their best expert, then top-6, softmax, not renormalised, × 16), 2 shared
@@ -455,6 +471,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         moe_groups=8,
         moe_topk_groups=3,
         routed_scaling=16.0,
+        rope_scaling=_V2_YARN,
     ),
     # mistralai/Mistral-Small-4-119B-2603's text decoder as transformers' Mistral4Config defaults
     # it (the class's documented checkpoint; no published config.json was found, SOURCES.md):
@@ -481,6 +498,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         moe_layers="from:0",
         attn_temperature_layers="all",
         attn_temperature_offset=0,
+        # Mistral4Config's default YaRN: ×128 over 8,192 positions, mscale = mscale_all_dim = 1
+        rope_scaling={
+            **_DEEPSEEK_V3["rope_scaling"],
+            "factor": 128.0,
+            "original_max_position_embeddings": 8192,
+        },
     ),
 }
 

@@ -407,8 +407,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     # google/gemma-3-27b-it config.json (tests/families/published_configs/gemma-3-27b-it.json): the text
     # decoder of the gemma3 wrapper (Gemma3TextConfig's defaults for the keys its text_config
-    # leaves out: vocab 262208, 128k positions), scores × 168^-½, window 1024; its linear ×8 RoPE
-    # scaling on the global layers not modelled. Gemma3ForCausalLM on the meta device: 27,009,346,304
+    # leaves out: vocab 262208, 128k positions), scores × 168^-½, window 1024, linear ×8 RoPE
+    # scaling on the global layers. Gemma3ForCausalLM on the meta device: 27,009,346,304
     # = 1,409,630,208 embedding + 25,599,716,096 non-embedding (the report: 1,416M + 25,600M; its
     # vision tower of 417M not counted)
     "gemma-3-27b": dict(
@@ -424,6 +424,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         sliding_window=1024,
         local_layers=_gemma3_local(62),
         query_pre_attn_scalar=168,
+        rope_scaling=dict(rope_type="linear", factor=8.0),  # the global layers' positions ÷ 8
+        rope_scaling_local=False,
     ),
     # google/gemma-2-9b config.json (tests/families/published_configs/gemma-2-9b.json): window 4096 on the
     # even layers, scores soft-capped at 50 and logits at 30, RoPE θ 1e4. Gemma2ForCausalLM on the

@@ -150,8 +150,7 @@ def _even_layers(n_layers: int) -> str:
 
 # gpt-oss: 64 query heads of 64 (8 KV heads) with q/k/v/o biases and a sink each, a window of
 # 128 on the even layers (layer_types), every layer 4 of its experts (width 2880, biases, the
-# clamped SwiGLU: limit 7, alpha 1.702), vocab 201088, RoPE θ 150000 (its YaRN ×32 scaling
-# not modelled)
+# clamped SwiGLU: limit 7, alpha 1.702), vocab 201088, RoPE θ 150000 with YaRN ×32
 _GPT_OSS: dict[str, Any] = dict(
     vocab_size=201088,
     d_model=2880,
@@ -168,6 +167,15 @@ _GPT_OSS: dict[str, Any] = dict(
     experts_per_token=4,
     moe_style="gpt_oss",
     rope_theta=150000.0,
+    # YaRN ×32 over 4,096 positions, its ramp's ends not rounded (both files)
+    rope_scaling=dict(
+        rope_type="yarn",
+        factor=32.0,
+        original_max_position_embeddings=4096,
+        beta_fast=32.0,
+        beta_slow=1.0,
+        truncate=False,
+    ),
     norm_eps=1e-5,
 )
 

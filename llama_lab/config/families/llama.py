@@ -56,6 +56,17 @@ def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
 _LLAMA: dict[str, Any] = dict(vocab_size=32000, norm_eps=1e-5, rope_theta=10000.0)
 _LLAMA3: dict[str, Any] = dict(vocab_size=128256, norm_eps=1e-5, rope_theta=500000.0)
 
+# Llama 3.1's RoPE scaling (transformers' rope_type "llama3"): wavelengths past 8,192 positions
+# ÷ factor, those under 8,192 / 4 kept, a smooth band between
+_LLAMA31_ROPE: dict[str, Any] = dict(
+    rope_type="llama3",
+    factor=8.0,
+    original_max_position_embeddings=8192,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+)
+_LLAMA32_ROPE: dict[str, Any] = {**_LLAMA31_ROPE, "factor": 32.0}
+
 PRESETS: dict[str, dict[str, Any]] = {
     # huggyllama/llama-7b config.json (Touvron et al. 2023, Table 2)
     "llama-7b": dict(
@@ -87,7 +98,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "llama-3-70b": dict(
         d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_hidden=28672, max_seq_len=8192, **_LLAMA3
     ),
-    # meta-llama/Llama-3.1-405B config.json (rope_scaling "llama3" not modelled)
+    # meta-llama/Llama-3.1-405B config.json: Llama 3.1's RoPE scaling (Meta's llama-models
+    # reference apply_scaling: ×8 past the 8,192 pre-training positions, frequency factors 1 and 4)
     "llama-3.1-405b": dict(
         d_model=16384,
         n_layers=126,
@@ -96,8 +108,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         ffn_hidden=53248,
         max_seq_len=131072,
         **_LLAMA3,
+        rope_scaling=_LLAMA31_ROPE,
     ),
-    # meta-llama/Llama-3.2-1B config.json (tied head, rope_scaling "llama3" not modelled)
+    # meta-llama/Llama-3.2-1B config.json (tied head; Llama 3.1's RoPE scaling at ×32, as the
+    # Hub file's rope_scaling gives it: a copy at kevinstephano/thunder_model_blocks
+    # hf_llama/llama_config.py, Hub commit 4e20de3)
     "llama-3.2-1b": dict(
         d_model=2048,
         n_layers=16,
@@ -107,8 +122,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_seq_len=131072,
         tie_embeddings=True,
         **_LLAMA3,
+        rope_scaling=_LLAMA32_ROPE,
     ),
-    # meta-llama/Llama-3.2-3B config.json (head_dim 128 = 3072/24)
+    # meta-llama/Llama-3.2-3B config.json (head_dim 128 = 3072/24; RoPE scaled as the 1B's)
     "llama-3.2-3b": dict(
         d_model=3072,
         n_layers=28,
@@ -118,6 +134,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_seq_len=131072,
         tie_embeddings=True,
         **_LLAMA3,
+        rope_scaling=_LLAMA32_ROPE,
     ),
     # TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
     "tinyllama-1.1b": dict(

@@ -32,6 +32,7 @@ from ..hf.family import (
 )
 from ..hf.keys import ModelType
 from ..hf.reader import Reader, all_but_every
+from ..hf.write import rope_parameters
 from ..messages import shown
 
 LLAMA4_TEXT = ModelType(
@@ -221,7 +222,7 @@ def write(cfg: ModelFields, model_type: str) -> dict[str, Any]:
         attn_temperature_tuning=any(cfg.temperature_layer_flags),
         floor_scale=cfg.attn_floor_scale,
         attn_scale=cfg.attn_temperature_scale,
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        rope_parameters=rope_parameters(cfg.rope_theta, cfg.rope_scaling),
     )
 
 
@@ -366,7 +367,20 @@ PRESETS: dict[str, dict[str, Any]] = {
     # meta-llama/Llama-4-Scout-17B-16E text_config (the base model's 262,144-token context):
     # 16 experts on every block, QK-norm after RoPE. 107,769,861,120 on the meta device, 17.17B
     # active (the card: 17B activated, 109B total with the vision tower)
-    "llama-4-scout": dict(**_LLAMA4, max_seq_len=262144, qk_norm=True, qk_norm_scope="rope_l2"),
+    # Its RoPE: Llama 3.1's scaling, ×16 over 8,192 positions, both frequency factors 1
+    "llama-4-scout": dict(
+        **_LLAMA4,
+        max_seq_len=262144,
+        qk_norm=True,
+        qk_norm_scope="rope_l2",
+        rope_scaling=dict(
+            rope_type="llama3",
+            factor=16.0,
+            original_max_position_embeddings=8192,
+            low_freq_factor=1.0,
+            high_freq_factor=1.0,
+        ),
+    ),
     # meta-llama/Llama-4-Maverick-17B-128E-Instruct text_config: 128 experts on every 2nd block
     # (dense blocks between), no QK-norm, a 1,048,576-token context. 400,711,848,960 on the meta
     # device, 17.18B active (the card: 17B activated, 400B total)

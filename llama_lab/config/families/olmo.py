@@ -202,6 +202,20 @@ _OLMO2_BLOCK: dict[str, Any] = dict(
     norm_position="output", qk_norm=True, qk_norm_scope="projection", rope_theta=500000.0, norm_eps=1e-6
 )
 
+# Olmo 3's YaRN on its full-attention layers (the sliding ones rotate plain): ×8 over 8,192
+# positions, cos and sin × the files' attention_factor 1.2079 (= 0.1 · ln 8 + 1)
+_OLMO3_YARN: dict[str, Any] = dict(
+    rope_scaling=dict(
+        rope_type="yarn",
+        factor=8.0,
+        original_max_position_embeddings=8192,
+        beta_fast=32.0,
+        beta_slow=1.0,
+        attention_factor=1.2079441541679836,
+    ),
+    rope_scaling_local=False,
+)
+
 PRESETS: dict[str, dict[str, Any]] = {
     # allenai/OLMo-2-1124-7B config.json (tests/families/published_configs/olmo-2-1124-7b.json): norms on
     # the sublayers' outputs only (x + norm(f(x))), QK-norm over all of q and k, 32 heads of 128
@@ -220,8 +234,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # allenai/Olmo-3-1025-7B, as its published facts give it (no verbatim config.json was found:
     # tests/families/published_configs/olmo-3-7b.json, composite, SOURCES.md names each field's source):
     # OLMo 2's block with a window of 4096 on three of every four blocks, 32 heads of 128 (MHA),
-    # vocab 100,278, a 65,536-token context, RoPE θ 5e5 on both layer types (its YaRN ×8 on the
-    # full-attention layers not modelled). Olmo3ForCausalLM on the meta device: 7,298,011,136
+    # vocab 100,278, a 65,536-token context, RoPE θ 5e5 on both layer types (YaRN ×8 on the
+    # full-attention layers). Olmo3ForCausalLM on the meta device: 7,298,011,136
     "olmo-3-7b": dict(
         vocab_size=100278,
         d_model=4096,
@@ -233,6 +247,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         **_OLMO2_BLOCK,
         sliding_window=4096,
         local_layers=all_but_every(32),
+        **_OLMO3_YARN,
     ),
     # allenai/Olmo-3-1125-32B (composite as above): 64 blocks of 40 heads on 8 KV heads, FFN
     # 27,648. Olmo3ForCausalLM on the meta device: 32,233,522,176
@@ -247,6 +262,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         **_OLMO2_BLOCK,
         sliding_window=4096,
         local_layers=all_but_every(64),
+        **_OLMO3_YARN,
     ),
 }
 

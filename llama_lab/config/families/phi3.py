@@ -147,7 +147,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # microsoft/Phi-4-mini-instruct config.json (tests/families/published_configs/phi-4-mini-instruct.json):
     # qkv_proj and gate_up_proj fused, RoPE on the first 96 of each head's 128 dimensions, 24 heads
     # on 8 KV heads, a tied head of vocab 200064, a window of 262144 on every layer (longer than
-    # its 131072 positions); its LongRoPE scaling not modelled. Phi3ForCausalLM on the meta device:
+    # its 131072 positions), LongRoPE past 4096. Phi3ForCausalLM on the meta device:
     # 3,836,021,760, the Hub's safetensors total
     "phi-4-mini": dict(
         vocab_size=200064,
@@ -162,6 +162,63 @@ PRESETS: dict[str, dict[str, Any]] = {
         partial_rotary_factor=0.75,
         fused_keys=True,
         norm_eps=1e-5,
+        # LongRoPE past its 4,096 pre-training positions: θ_i ÷ short_factor[i] (all 1) up to
+        # them, ÷ long_factor[i] beyond, cos and sin × √(1 + ln 32 / ln 4096)
+        rope_scaling=dict(
+            rope_type="longrope",
+            original_max_position_embeddings=4096,
+            short_factor=(1.0,) * 48,
+            long_factor=(
+                1.0,
+                1.118320672,
+                1.250641126,
+                1.398617824,
+                1.564103225,
+                1.74916897,
+                1.956131817,
+                2.187582649,
+                2.446418898,
+                2.735880826,
+                3.059592084,
+                3.421605075,
+                3.826451687,
+                4.279200023,
+                4.785517845,
+                5.351743533,
+                5.984965424,
+                6.693110555,
+                7.485043894,
+                8.370679318,
+                9.36110372,
+                10.4687158,
+                11.70738129,
+                13.09260651,
+                14.64173252,
+                16.37415215,
+                18.31155283,
+                20.47818807,
+                22.90118105,
+                25.61086418,
+                28.64115884,
+                32.03,
+                32.1,
+                32.13,
+                32.23,
+                32.6,
+                32.61,
+                32.64,
+                32.66,
+                32.7,
+                32.71,
+                32.93,
+                32.97,
+                33.28,
+                33.49,
+                33.5,
+                44.16,
+                47.77,
+            ),
+        ),
     ),
     # microsoft/Phi-3-mini-4k-instruct config.json
     # (tests/families/published_configs/phi-3-mini-4k-instruct.json):

@@ -410,7 +410,9 @@ def test_notes_are_capped_and_each_is_cut():
     notes = cap_notes([f"note {i}" for i in range(60_000)])
     assert len(notes) == MAX_NOTES + 1 and notes[-1] == "… and 59,995 more notes"
     assert cap_notes(["x" * 10_000])[0].endswith("…") and len(cap_notes(["x" * 10_000])[0]) < 310
-    huge_scaling = {"rope_type": "llama3", **{f"k{i}": i for i in range(50_000)}}
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
+    llama3 |= {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    huge_scaling = {**llama3, **{f"k{i}": i for i in range(50_000)}}  # keys llama3 never reads
     _, notes = parse_config_json(json.dumps({**HF, "rope_scaling": huge_scaling}))
     assert len(notes) == 1 and len(notes[0]) < 400 and "rope_scaling" in notes[0]
 

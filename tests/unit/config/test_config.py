@@ -179,13 +179,17 @@ def test_hf_round_trip_through_transformers():
 
 def test_hf_keys_that_change_nothing_counted_are_noted_the_others_refused():
     hf = PRESETS["llama-3.1-405b"].to_hf_config()
-    hf["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
     hf["attention_dropout"] = 0.1
     with pytest.warns(HFConfigWarning) as record:
         cfg = ModelConfig.from_hf_config(hf)
     messages = " ".join(str(r.message) for r in record)
-    assert "rope_scaling" in messages and "attention_dropout" in messages
+    assert "attention_dropout" in messages
+    # its llama3 RoPE scaling changes the logits: read (written as rope_parameters), not noted
+    assert "rope" not in messages and cfg.rope_scaling.rope_type == "llama3"
     assert cfg == PRESETS["llama-3.1-405b"]
+    # a scaling transformers cannot build (llama3 without its frequency factors) is refused
+    with pytest.raises(ConfigError, match="llama3' needs high_freq_factor, low_freq_factor"):
+        ModelConfig.from_hf_config(hf | {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})
     # LlamaForCausalLM never reads sliding_window (transformers' own code): a note, not a refusal
     with pytest.warns(HFConfigWarning, match="not read by llama's model .*'sliding_window'; ignored"):
         assert ModelConfig.from_hf_config(hf | {"sliding_window": 4096}) == PRESETS["llama-3.1-405b"]
@@ -245,13 +249,12 @@ def test_hf_v5_rope_parameters():
         }
     )
     assert cfg.rope_theta == 500000.0 and notes == []
-    _, notes = read_hf_config(
-        {
-            **PRESETS["llama-3-8b"].to_hf_config(),
-            "rope_parameters": {"rope_theta": 5e5, "rope_type": "llama3", "factor": 8.0},
-        }
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
+    llama3 |= {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    cfg, notes = read_hf_config(
+        {**PRESETS["llama-3-8b"].to_hf_config(), "rope_parameters": {"rope_theta": 5e5, **llama3}}
     )
-    assert any("rope_scaling" in n and "llama3" in n for n in notes)
+    assert cfg.rope_theta == 5e5 and cfg.rope_scaling.as_dict() == llama3 and notes == []
 
 
 def test_overrides_coerce_by_the_fields_own_types():

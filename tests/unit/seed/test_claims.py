@@ -235,3 +235,9 @@ def test_every_presets_small_copies_validate_and_keep_its_head_ratio(name):
         assert copy.attention_kind == cfg.attention_kind
         if cfg.attention_kind in ("GQA", "MQA"):
             assert copy.n_heads // copy.n_kv_heads == cfg.n_heads // cfg.n_kv_heads
+        # the same RoPE scaling; LongRoPE's factors one per rotated pair, the ends kept
+        assert (copy.rope_scaling is None) == (cfg.rope_scaling is None)
+        assert copy.rope_scaling_local == cfg.rope_scaling_local
+        if cfg.rope_scaling is not None and cfg.rope_scaling.long_factor:
+            long, theirs = copy.rope_scaling.long_factor, cfg.rope_scaling.long_factor
+            assert len(long) == copy.rope_dim // 2 and (long[0], long[-1]) == (theirs[0], theirs[-1])
