@@ -7,7 +7,7 @@ import argparse
 
 from .analysis.common import TRAINING_DTYPES
 from .config import ModelConfig
-from .runtime.hardware import GPUS
+from .runtime.hardware import GPUS, VLLM_GPU_MEMORY_UTILIZATION
 
 
 def add_parsers(sub, add_config_args, positive_int) -> None:
@@ -26,6 +26,16 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
     d.add_argument("--new-tokens", type=positive_int, default=128)
     d.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), default="bf16")
     d.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8", "int8"), default="bf16")
+    d.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=VLLM_GPU_MEMORY_UTILIZATION,
+        help="the share of each GPU's memory a vLLM-style engine fills (its KV cache takes what the "
+        "weights and its profiling forward leave)",
+    )
+    engine = "the engine's profiling forward (default: vllm serve's for the GPU)"
+    d.add_argument("--max-num-batched-tokens", type=positive_int, default=None, help=f"tokens of {engine}")
+    d.add_argument("--max-num-seqs", type=positive_int, default=None, help=f"sequences of {engine}")
 
     t = kinds.add_parser("train", help="training tokens per second per GPU and MFU of a layout")
     add_config_args(t)
@@ -71,6 +81,16 @@ def _fits_line(m: dict) -> str:
     )
 
 
+def _cache_line(m: dict) -> str:
+    """The tokens a vLLM-style paged cache holds, and the engine settings behind them."""
+    tokens, e = m["kv_cache_tokens"], m["engine"]
+    return (
+        f"KV cache at gpu_memory_utilization {e['gpu_memory_utilization']:g}: "
+        f"{tokens['estimate']:,.0f} tokens ({tokens['low']:,.0f}–{tokens['high']:,.0f}), after a "
+        f"profiling forward of {e['max_num_batched_tokens']:,} tokens over {e['max_num_seqs']:,} sequences"
+    )
+
+
 def layout_from_args(args: argparse.Namespace):
     """The training layout a ``parallel`` or ``predict train`` command line names (1F1B, one
     chunk per GPU unless --schedule / --chunks say otherwise)."""
@@ -97,8 +117,17 @@ def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
     gpu = find_gpu(args.gpu)
     if args.predict_kind == "decode":
         workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
-        r = predict_decode(cfg, gpu, args.gpus, args.tp, *workload)
-        return r, f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}\n{_fits_line(r['memory'])}"
+        engine = (args.gpu_memory_utilization, args.max_num_batched_tokens, args.max_num_seqs)
+        r = predict_decode(cfg, gpu, args.gpus, args.tp, *workload, *engine)
+        return r, "\n".join(
+            [
+                f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}",
+                f"time to first token: {_band(r['ttft_ms'], 'ms')}",
+                f"the whole batch (prefill + {args.new_tokens} steps): {_band(r['e2e_s'], 's')}",
+                _fits_line(r["memory"]),
+                _cache_line(r["memory"]),
+            ]
+        )
     layout = layout_from_args(args)
     r = predict_train(cfg, gpu, layout, args.seq_len or cfg.max_seq_len, args.dtype)
     fits = "fits" if r["fits"] else "does NOT fit"

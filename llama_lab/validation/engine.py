@@ -36,6 +36,21 @@ from .efficiency import COUNTS_CACHED, Efficiency, Prediction
 
 BLOCK_TOKENS = 16  # vLLM's block size on CUDA
 
+# `vllm serve`'s profiling batch when the command line leaves it (vLLM V1, 0.9.2–0.11.0,
+# vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, OPENAI_API_SERVER): 8,192 tokens over
+# at most 1,024 sequences on a GPU of ≥ 70 GiB that is not an A100 ("For GPUs like H100 and
+# MI300x"), else 2,048 tokens over 256 — the settings the Validation rows record for each log
+ENGINE_DEFAULTS_SOURCE = (
+    "vllm serve's defaults (vLLM V1 0.9.2–0.11.0, vllm/engine/arg_utils.py get_batch_defaults): "
+    "8192 tokens, 1024 sequences on a GPU of ≥ 70 GiB other than an A100; else 2048 and 256"
+)
+
+
+def engine_profile_defaults(gpu: GPU) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) `vllm serve` profiles with on ``gpu`` by default."""
+    large = gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.name.lower()
+    return (8192, 1024) if large else (2048, 256)
+
 
 def kv_bytes_per_token_per_gpu(cfg: ModelConfig, kv: str, tp: int) -> int:
     """K and V of one token on one GPU of ``tp`` (the one rule: ``kv.layer_token_bytes``)."""

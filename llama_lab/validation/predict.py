@@ -14,8 +14,8 @@ from ..analysis.parallel import Layout, bubble_fraction, check_layout, parallel_
 from ..config import ModelConfig
 from ..errors import LabError
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
-from .efficiency import Efficiency, decode_tokens_per_s, train_tokens_per_s_per_gpu
-from .engine import weights_per_gpu
+from .efficiency import Efficiency, decode_tokens_per_s, prefill_seconds, train_tokens_per_s_per_gpu
+from .engine import ENGINE_DEFAULTS_SOURCE, engine_profile_defaults, vllm_kv_tokens, weights_per_gpu
 from .validate import results
 
 
@@ -58,6 +58,12 @@ def _band(bound: float, estimate: float, kind: str) -> dict[str, float]:
     return {"bound": bound, "estimate": estimate, "low": low, "high": high}
 
 
+def _time_band(bound: float, estimate: float, kind: str) -> dict[str, float]:
+    """``_band`` for seconds (the least time, the estimate, and its interval)."""
+    low, high = time_interval(estimate, kind)
+    return {"bound": bound, "estimate": estimate, "low": low, "high": high}
+
+
 def predict_decode(
     cfg: ModelConfig,
     gpu: GPU,
@@ -68,8 +74,21 @@ def predict_decode(
     new_tokens: int = 128,
     weights: str = "bf16",
     kv: str = "bf16",
+    gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
 ) -> dict:
-    """Generated tokens per second summed over the batch, and milliseconds per decode step."""
+    """Generated tokens per second summed over the batch and milliseconds per decode step; the
+    batch's time to its first token (``ttft_ms``: the prompts' prefill) and its whole run
+    (``e2e_s``: prefill and ``new_tokens`` steps, a static batch as TensorRT-LLM's throughput
+    tables run it); and the tokens a vLLM-style paged cache holds at ``gpu_memory_utilization``
+    (``memory.kv_cache_tokens``; the engine's profiling batch ``max_num_batched_tokens`` over
+    ``max_num_seqs`` sequences, `vllm serve`'s defaults for the GPU where not given)."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise LabError(
+            f"--gpu-memory-utilization {gpu_memory_utilization:g} must be above 0 and at most 1 "
+            f"(the share of the GPU's memory the engine may fill)"
+        )
     tp = tp or gpus
     if tp != gpus:
         raise LabError(
@@ -87,10 +106,27 @@ def predict_decode(
     tokens = _band(p.bound, p.estimate, kind)
     ms = {key: 1000 * batch / value for key, value in tokens.items()}
     ms["low"], ms["high"] = ms["high"], ms["low"]  # fewer tokens per second: more ms per token
+    prefill = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff)
+    ttft = _time_band(prefill.bound, prefill.estimate, "prefill")
+    # the whole static batch: its prefill, then new_tokens steps at the generation's mean
+    # context; the interval adds the two parts' intervals (each part's error its kind's)
+    e2e = {key: ttft[key] + new_tokens * ms[key] / 1000 for key in ttft}
+    defaults = engine_profile_defaults(gpu)
+    profile = (max_num_batched_tokens or defaults[0], max_num_seqs or defaults[1])
+    cache = vllm_kv_tokens(cfg, gpu, weights, kv, gpu_memory_utilization, *profile, tp, eff)
+    low, high = interval(cache.estimate, "kv_capacity")
+    memory = serving_memory(cfg, gpu, tp, batch, prompt_len + new_tokens, weights, kv)
+    memory["kv_cache_tokens"] = {"estimate": cache.estimate, "low": low, "high": high}
+    memory["engine"] = {
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_num_batched_tokens": profile[0],
+        "max_num_seqs": profile[1],
+        "defaults_from": ENGINE_DEFAULTS_SOURCE,
+    }
     return {
         "gpu": gpu.name,
         "tp": tp,
-        "memory": serving_memory(cfg, gpu, tp, batch, prompt_len + new_tokens, weights, kv),
+        "memory": memory,
         "batch": batch,
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
@@ -98,7 +134,10 @@ def predict_decode(
         "kv_dtype": kv,
         "tokens_per_s": tokens,
         "ms_per_token": ms,
-        "interval_from": f"the held-out errors of {kind} (python -m llama_lab validate)",
+        "ttft_ms": {key: 1000 * value for key, value in ttft.items()},
+        "e2e_s": e2e,
+        "interval_from": f"the held-out errors of {kind}; time to first token: of prefill; cache "
+        "tokens: of kv_capacity (python -m llama_lab validate)",
         "parameters": eff.to_dict(),
     }
 

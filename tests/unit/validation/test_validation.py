@@ -120,6 +120,72 @@ def test_predict_decode_gives_spec_keys_bound_estimate_and_interval(capsys):
     assert out["gpu"] == "H100 80GB"
 
 
+def test_predict_decode_gives_the_time_to_first_token_the_whole_run_and_the_cache_tokens(capsys):
+    """SPEC's ttft_ms, e2e_s and memory.kv_cache_tokens, each the Validation path's own function
+    (prefill of a served request; decode steps; vLLM's cache sizing) at the command's workload."""
+    from llama_lab.validation.efficiency import prefill_seconds
+    from llama_lab.validation.engine import vllm_kv_tokens
+
+    argv = ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--batch", "8"]
+    assert main([*argv, "--prompt-len", "512", "--new-tokens", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cfg, gpu, eff = PRESETS["llama-3-8b"], GPUS["H100 80GB"], Efficiency.load()
+    ttft, e2e, cache = out["ttft_ms"], out["e2e_s"], out["memory"]["kv_cache_tokens"]
+    assert set(ttft) == set(e2e) == {"bound", "estimate", "low", "high"}
+    assert set(cache) == {"estimate", "low", "high"}
+    prefill = prefill_seconds(cfg, gpu, 8, 512, "bf16", 1, eff)  # 8 prompts of 512, served
+    assert ttft["estimate"] == pytest.approx(1000 * prefill.estimate) and ttft["bound"] < ttft["estimate"]
+    assert ttft["bound"] == pytest.approx(1000 * prefill.bound)
+    # the static batch: its prefill, then 100 steps of 8 tokens each
+    for key in ("bound", "estimate"):
+        step_s = 8 / out["tokens_per_s"][key]
+        assert e2e[key] == pytest.approx(ttft[key] / 1000 + 100 * step_s)
+    assert e2e["low"] <= e2e["estimate"] <= e2e["high"]
+    # vllm serve's defaults on an 80 GB H100 (≥ 70 GiB, not an A100): 8,192 tokens over 1,024
+    engine = out["memory"]["engine"]
+    assert (engine["max_num_batched_tokens"], engine["max_num_seqs"], engine["gpu_memory_utilization"]) == (
+        8192,
+        1024,
+        0.9,
+    )
+    assert cache["estimate"] == vllm_kv_tokens(cfg, gpu, "bf16", "bf16", 0.9, 8192, 1024, 1, eff).estimate
+    assert cache["low"] <= cache["estimate"] <= cache["high"]
+    # by hand: what 0.9 of the reported memory leaves after the weights, the profiling forward's
+    # activations and the fitted reserve, in blocks of 16 tokens of 32 layers × 2 × 8 heads × 128 × 2 B
+    from llama_lab.validation.engine import profile_activation_bytes, weights_per_gpu
+
+    free = 0.9 * gpu.memory_bytes - weights_per_gpu(cfg, "bf16", 1)
+    free -= profile_activation_bytes(cfg, 8192, 1024, 1) + eff.engine_reserve_bytes
+    assert cache["estimate"] == 16 * math.floor(free / (16 * 32 * 2 * 8 * 128 * 2))
+    # an A100 80GB and a 24 GB card profile with 2,048 tokens over 256 sequences; a lower
+    # utilization leaves fewer tokens; the settings given are the settings used
+    for name in ("a100-80gb", "rtx-4090"):
+        assert main(["predict", "decode", "--preset", "llama-3-8b", "--gpu", name, "--json"]) == 0
+        engine = json.loads(capsys.readouterr().out)["memory"]["engine"]
+        assert (engine["max_num_batched_tokens"], engine["max_num_seqs"]) == (2048, 256)
+    mine = ["--gpu-memory-utilization", "0.5", "--max-num-batched-tokens", "4096", "--max-num-seqs", "8"]
+    assert main([*argv, *mine, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["memory"]["kv_cache_tokens"]["estimate"] < cache["estimate"]
+    assert (out["memory"]["engine"]["max_num_batched_tokens"], out["memory"]["engine"]["max_num_seqs"]) == (
+        4096,
+        8,
+    )
+
+
+def test_predict_decode_sizes_a_logged_vllm_cache_as_its_validation_row():
+    """The command and the Validation row agree on a logged cache (vLLM on an RTX 3090,
+    Llama-3.1-8B at 29,000 tokens: the row's own utilization and profiling batch)."""
+    from llama_lab.validation.predict import predict_decode
+    from llama_lab.validation.validate import predict_row
+
+    row = next(r for r in ROWS if r.id == "vllm-kv-llama31-8b-rtx3090-29k")
+    w = row.workload
+    settings = (float(w["gpu_memory_utilization"]), *row.engine_profile)
+    out = predict_decode(row.config, row.gpu, 1, None, 1, 128, 128, "bf16", "bf16", *settings)
+    assert out["memory"]["kv_cache_tokens"]["estimate"] == predict_row(row, Efficiency.load()).estimate
+
+
 def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
     argv = ["predict", "train", "--preset", "llama-3-8b", "--gpu", "H100 80GB", "--gpus", "8", "--zero", "3"]
     assert main([*argv, "--seq-len", "8192", "--json"]) == 0
@@ -142,6 +208,14 @@ def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
         (
             ["predict", "decode", "--preset", "seed-demo", "--gpu", "l4", "--prompt-len", "200"],
             "max_seq_len=128",
+        ),
+        (
+            ["predict", "decode", "--preset", "seed-demo", "--gpu", "l4", "--gpu-memory-utilization", "0"],
+            "must be above 0 and at most 1",
+        ),
+        (
+            ["predict", "decode", "--preset", "seed-demo", "--gpu", "l4", "--gpu-memory-utilization", "nan"],
+            "must be above 0 and at most 1",
         ),
     ],
 )
