@@ -230,3 +230,66 @@ def test_the_published_files_rope_tables_are_transformers_past_their_original_co
         ours = tables.get(seen, torch.device("cpu"), local=layer_type == "sliding_attention", seen=seen)
         for hf_table, mine in ((cos, ours[0]), (sin, ours[1])):
             torch.testing.assert_close(mine[positions[0], :half], hf_table[0, :, :half], rtol=1e-5, atol=1e-5)
+
+
+# ---- the published files' own RoPE in a model, past their original context ---------------------
+# Each file's RoPE exactly (base, scaling, the rotated width of a head), in one small block: the
+# logits of a sequence 64 tokens past the original context equal transformers'. Qwen3's YaRN
+# (32,768 original positions) is held by its tables above and the tiny model: a forward past it
+# would hold T² scores of 4 GB here.
+SHRUNK = dict(
+    num_hidden_layers=1, vocab_size=256, intermediate_size=64, tie_word_embeddings=False, pad_token_id=None
+)
+FILES_PAST = {
+    # Llama 3.1: heads of 128 as the file's (16384 / 128): 2 query heads on 1 KV head
+    "llama-3.1-405b": (
+        lambda: PRESETS["llama-3.1-405b"].to_hf_config(),
+        dict(hidden_size=256, num_attention_heads=2, num_key_value_heads=1),
+    ),
+    # DeepSeek-V3: its RoPE key of 64 (YaRN × 40, mscale 1 / 1: the scores × mscale²), a small
+    # latent and q bottleneck, one dense block
+    "deepseek-v3": (
+        lambda: published("deepseek-v3"),
+        dict(
+            hidden_size=64,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            kv_lora_rank=32,
+            q_lora_rank=48,
+            qk_nope_head_dim=32,
+            v_head_dim=32,
+            first_k_dense_replace=1,
+            n_routed_experts=4,
+        ),
+    ),
+    # Phi-4-mini: 96 of 128 dimensions rotated by its 48 LongRoPE factors
+    "phi-4-mini": (
+        lambda: published("phi-4-mini-instruct"),
+        dict(hidden_size=256, num_attention_heads=2, num_key_value_heads=1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES_PAST))  # about 2 s each
+def test_the_published_files_rope_gives_transformers_logits_past_their_original_context(name):
+    make, shrink = FILES_PAST[name]
+    # in float32 (the files' bf16 left out), without their fp8 storage
+    data = {k: v for k, v in make().items() if k not in ("quantization_config", "torch_dtype", "dtype")}
+    data |= SHRUNK | shrink
+    cfg, _ = read_hf_config(data)
+    scaling = cfg.rope_scaling
+    assert scaling is not None
+    length = scaling.original_max_position_embeddings + 64
+    torch.manual_seed(0)
+    hf = hf_model(theirs(data))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0, 0.2)
+    ours = build_model(cfg).eval()
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    ids = torch.randint(0, 256, (1, length))
+    with torch.no_grad():
+        expected, logits = hf(ids).logits[:, -128:], ours(ids)[:, -128:]
+        plain = plain_twin(ours, cfg)(ids)[:, -128:]
+    torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4)
+    assert (plain - expected).abs().max() > 1e-2  # the scaling is what makes them equal
