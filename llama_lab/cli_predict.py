@@ -47,6 +47,18 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
     t.add_argument("--seq-len", type=positive_int, default=None, help="default: the model's max_seq_len")
     t.add_argument("--micro-batch", type=positive_int, default=1)
     t.add_argument("--micro-batches", type=positive_int, default=None)
+    t.add_argument(
+        "--global-batch",
+        type=positive_int,
+        default=None,
+        help="sequences per step over every data-parallel rank: micro-batches = GB / (dp · micro-batch)",
+    )
+    t.add_argument(
+        "--vp",
+        type=positive_int,
+        default=1,
+        help="virtual pipeline stages per GPU (V > 1: the interleaved 1F1B schedule, bubble (p−1)/(V·m))",
+    )
     t.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     t.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
     t.add_argument("--sequence-parallel", action="store_true")
@@ -93,10 +105,15 @@ def _cache_line(m: dict) -> str:
 
 def layout_from_args(args: argparse.Namespace):
     """The training layout a ``parallel`` or ``predict train`` command line names (1F1B, one
-    chunk per GPU unless --schedule / --chunks say otherwise)."""
+    chunk per GPU unless --schedule / --chunks, or --vp, say otherwise; the micro-batches per
+    step given, or --global-batch's share of each data-parallel rank)."""
     from .analysis.parallel import Layout
 
-    return Layout(
+    vp = getattr(args, "vp", 1)
+    schedule, chunks = (
+        ("interleaved", vp) if vp > 1 else (getattr(args, "schedule", "1f1b"), getattr(args, "chunks", 1))
+    )
+    layout = Layout(
         args.gpus,
         args.tp,
         args.pp,
@@ -105,9 +122,34 @@ def layout_from_args(args: argparse.Namespace):
         args.recompute,
         args.micro_batch,
         args.micro_batches or 0,
-        getattr(args, "schedule", "1f1b"),
-        getattr(args, "chunks", 1),
+        schedule,
+        chunks,
     )
+    return with_global_batch(layout, getattr(args, "global_batch", None), args.micro_batches)
+
+
+def with_global_batch(layout, global_batch: int | None, micro_batches: int | None):
+    """``layout`` with the micro-batches per step a global batch of sequences makes on each
+    data-parallel rank (GB = dp · micro-batch · m), refused where it does not divide."""
+    if global_batch is None:
+        return layout
+    from dataclasses import replace
+
+    from .errors import LabError
+
+    per_step = layout.dp * layout.micro_batch
+    if layout.dp < 1 or global_batch % per_step:
+        raise LabError(
+            f"--global-batch {global_batch} is not a whole number of micro-batches: dp={layout.dp} × "
+            f"micro-batch={layout.micro_batch} = {per_step} sequences per micro-batch step must divide it"
+        )
+    m = global_batch // per_step
+    if micro_batches is not None and micro_batches != m:
+        raise LabError(
+            f"--micro-batches {micro_batches} and --global-batch {global_batch} disagree: "
+            f"{global_batch} / (dp={layout.dp} × micro-batch={layout.micro_batch}) = {m}"
+        )
+    return replace(layout, micro_batches=m)
 
 
 def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:

@@ -179,6 +179,8 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     return {
         "gpu": gpu.name,
         "layout": layout.label(),
+        "micro_batches": layout.m,
+        "global_batch": layout.dp * layout.micro_batch * layout.m,  # sequences per step
         "seq_len": seq_len,
         "tokens_per_s_per_gpu": tokens,
         "mfu": mfu,

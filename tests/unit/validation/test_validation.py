@@ -197,6 +197,43 @@ def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
     assert json.loads(capsys.readouterr().out)["fits"] is False  # predicted all the same, and said
 
 
+TRAIN_64 = [
+    "predict",
+    "train",
+    "--preset",
+    "llama-3-70b",
+    "--gpu",
+    "h100-80gb",
+    "--gpus",
+    "64",
+    "--tp",
+    "8",
+    "--pp",
+    "4",
+]
+
+
+def test_predict_train_takes_virtual_stages_and_a_global_batch(capsys):
+    """--vp V: the interleaved 1F1B schedule, its bubble (p−1)/(V·m + p − 1) of the step
+    (Narayanan et al. 2021) in place of 1F1B's; --global-batch GB: m = GB / (dp · micro-batch)
+    micro-batches per step on each data-parallel rank."""
+    argv = ["predict", "train", "--preset", "llama-3-70b", "--gpu", "h100-80gb", "--seq-len", "8192"]
+    argv += ["--gpus", "64", "--tp", "8", "--pp", "4", "--json"]  # dp 2
+    runs = {}
+    for vp in (1, 5):
+        assert main([*argv, "--vp", str(vp), "--global-batch", "128"]) == 0
+        runs[vp] = json.loads(capsys.readouterr().out)
+    m = 128 // (2 * 1)
+    assert runs[1]["micro_batches"] == runs[5]["micro_batches"] == m and runs[5]["global_batch"] == 128
+    assert "interleaved v=5" in runs[5]["layout"] and "interleaved" not in runs[1]["layout"]
+    bubble = {v: 3 / (v * m + 3) for v in (1, 5)}
+    ratio = runs[5]["tokens_per_s_per_gpu"]["estimate"] / runs[1]["tokens_per_s_per_gpu"]["estimate"]
+    assert ratio == pytest.approx((1 - bubble[5]) / (1 - bubble[1]))
+    assert runs[5]["tokens_per_s_per_gpu"]["bound"] == runs[1]["tokens_per_s_per_gpu"]["bound"]
+    # more micro-batches in flight on each GPU under interleaving: more activation bytes
+    assert runs[5]["per_gpu_bytes"] > runs[1]["per_gpu_bytes"]
+
+
 @pytest.mark.parametrize(
     "argv,rule",
     [
@@ -209,6 +246,15 @@ def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
             ["predict", "decode", "--preset", "seed-demo", "--gpu", "l4", "--prompt-len", "200"],
             "max_seq_len=128",
         ),
+        (
+            [*TRAIN_64, "--global-batch", "129"],
+            "--global-batch 129 is not a whole number of micro-batches: dp=2 × micro-batch=1 = 2",
+        ),
+        (
+            [*TRAIN_64, "--global-batch", "128", "--micro-batches", "8"],
+            "disagree: 128 / (dp=2 × micro-batch=1) = 64",
+        ),
+        ([*TRAIN_64, "--vp", "3"], "pp·chunks = 12 does not divide n_layers=80"),
         (
             ["predict", "decode", "--preset", "seed-demo", "--gpu", "l4", "--gpu-memory-utilization", "0"],
             "must be above 0 and at most 1",
