@@ -170,7 +170,7 @@ def step_flops(cfg: ModelConfig, seq_len: int, batch: int, recompute: str) -> in
 def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype: str = "bf16") -> LayoutCost:
     """One layout's per-GPU memory, communication and modeled step time (see the constants)."""
     est = parallel_memory(cfg, layout, seq_len, dtype)
-    peak = gpu.peak_bf16_flops if dtype != "fp32" else gpu.peak_fp32_flops
+    peak = gpu.peak_flops(dtype)
     compute = step_flops(cfg, seq_len, est.global_batch, layout.recompute) / (layout.gpus * peak)
     across = INTER_NODE_BYTES_PER_S if layout.gpus > GPUS_PER_NODE else INTRA_NODE_BYTES_PER_S
     tp_comm = est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S

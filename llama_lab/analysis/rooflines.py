@@ -119,8 +119,10 @@ def roofline(
     B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
     written. prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal
     half of the scores (fused kernels skip masked blocks) and the lm_head on the last position
-    of each sequence, as generate's prefill runs it. fp8/int8/int4 are weight/KV-only
-    formats computing at the bf16 peak. ``weights`` (a format, default ``dtype``) and
+    of each sequence, as generate's prefill runs it. ``dtype`` is what the matmuls compute in
+    (the activations' format), at that format's dense peak (``GPU.peak_flops``): fp32, bf16,
+    fp16, or fp8/int8 (W8A8: a GPU without that format's tensor cores is refused); weight-only
+    quantisation keeps bf16 compute. ``weights`` (a format, default ``dtype``) and
     ``kv_dtype`` (default ``dtype``) set what the weights and the cache are stored in. An MLA
     model decodes in ``mla_form`` (``flops.MLA_FORMS``): "absorbed" and "rebuilt" read the
     latent cache ("rebuilt" also writes and reads every head's rebuilt K and V), "naive" the

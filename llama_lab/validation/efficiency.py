@@ -4,15 +4,18 @@ data sheet, and a calibrated **estimate** from a few named efficiency parameters
 Decode (one token per sequence per step): the step reads the weights in their stored format and
 the KV cache (``analysis.roofline``); over ``tp`` GPUs each reads its own weights and cache, by the
 Many GPUs page's per-GPU rules (``roofline(..., tp=tp)``: the KV heads G/tp and at least one,
-MLA's latent whole on every rank; norms and the latent projections whole). The estimate divides
+MLA's latent whole on every rank; norms and the latent projections whole). Every matmul runs at
+the dense peak of the format it computes in (``GPU.peak_flops``: bf16, or fp8/int8 where the
+activations are quantised too; weight-only formats compute in bf16). The estimate divides
 the memory time by the fraction of HBM bandwidth the weight format's kernels reach
 (``decode_bw``), the compute time by ``matmul``, and adds a fixed cost per block per step
 (``layer_s``: kernel launches and synchronisation) and, under tensor parallelism, a per-block
 all-reduce latency (``tp_layer_s``). Prefill: the larger of compute at ``matmul`` × peak and
 memory at the 16-bit bandwidth share, plus a fixed floor (``prefill_floor_s``). Training: the
-matmul peak over the FLOPs per token (3 × the causal forward, one forward more under full
-recomputation) bounds tokens/s per GPU. The estimate runs the matmuls at ``train_bf16`` of the
-peak (``train_fp8`` for runs whose matmuls are fp8, against the bf16 peak; ``train_moe`` for a
+FLOPs per token (3 × the causal forward, one forward more under full recomputation) bound
+tokens/s per GPU: the matmuls at their format's peak (fp8 for fp8 training), the causal
+attention scores at bf16's (FlashAttention). The estimate runs the matmuls at ``train_bf16`` of
+the peak (``train_fp8`` of the fp8 peak for runs whose matmuls are fp8; ``train_moe`` for a
 mixture of experts, whose active FLOPs run at a lower share) and the causal attention scores at
 ``train_attention`` (FlashAttention's kernels reach a lower share than a GEMM, and long contexts
 are mostly scores); a tensor-parallel group adds its all-reduces / reduce-scatters at
@@ -53,7 +56,7 @@ class Efficiency:
     tp_layer_s: float = 20e-6  # per block per decode step, added under tensor parallelism
     prefill_floor_s: float = 5e-3
     train_bf16: float = 0.4  # share of the bf16 peak a training step's matmuls reach
-    train_fp8: float = 0.5  # the same for fp8 matmuls, against the bf16 peak
+    train_fp8: float = 0.5  # the same for fp8 matmuls, of the fp8 peak
     train_moe: float = 0.2  # the same for a mixture of experts (its active FLOPs)
     train_attention: float = 0.3  # share of the bf16 peak the causal attention scores reach
     tp_link: float = 0.8  # share of NVLink's bandwidth tensor-parallel collectives reach
@@ -62,13 +65,13 @@ class Efficiency:
 
     MEANING = {
         "decode_bw": "share of HBM bandwidth a decode step reaches, per weight format",
-        "matmul": "share of the bf16 matmul peak prefill reaches",
+        "matmul": "share of the matmul peak (its compute format's) prefill reaches",
         "layer_s": "seconds per block per decode step (launches, synchronisation)",
         "tp_layer_s": "seconds per block per decode step added by tensor parallelism (all-reduces)",
         "prefill_floor_s": "fixed seconds a served request's time to first token adds "
         "(scheduling, launch, sampling)",
         "train_bf16": "share of the bf16 peak a training step's matmuls reach",
-        "train_fp8": "the same with fp8 matmuls (against the bf16 peak)",
+        "train_fp8": "share of the fp8 peak a training step's fp8 matmuls reach",
         "train_attention": "share of the bf16 peak a training step's causal attention scores reach "
         "(QKᵀ and PV: FlashAttention's kernels, which long contexts are mostly made of)",
         "tp_link": "share of NVLink's bandwidth (450 GB/s a direction) a tensor-parallel group's "
@@ -78,7 +81,7 @@ class Efficiency:
         "engine_reserve_bytes": "bytes a serving engine's KV-cache budget (vLLM: gpu_memory_utilization × "
         "the device's memory) loses beyond the weights and its profiling forward's activations: the "
         "memory the driver keeps from CUDA, the CUDA context, NCCL's buffers, allocations outside PyTorch",
-        "train_moe": "share of the bf16 peak a mixture of experts' matmuls reach, any precision (the "
+        "train_moe": "share of its matmul format's peak a mixture of experts' matmuls reach (the "
         "active experts' FLOPs): routing, grouped expert matmuls and all-to-all cost a dense model none of",
     }
 
@@ -115,8 +118,9 @@ def _roofline(
     weights,
     kv: str | None = None,
     tp: int = 1,
+    compute: str = "bf16",
 ):
-    return roofline(cfg, gpu, batch, tokens, "bf16", phase, weights, kv, tp=tp)
+    return roofline(cfg, gpu, batch, tokens, compute, phase, weights, kv, tp=tp)
 
 
 @dataclass(frozen=True)
@@ -134,10 +138,11 @@ def decode_step(
     kv: str,
     tp: int,
     eff: Efficiency,
+    compute: str = "bf16",
 ) -> Prediction:
     """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs
-    (one GPU's roofline: its FLOPs and the bytes it reads)."""
-    r = _roofline(cfg, gpu, batch, context, "decode", weights, kv, tp)
+    (one GPU's roofline: its FLOPs, at ``compute``'s peak, and the bytes it reads)."""
+    r = _roofline(cfg, gpu, batch, context, "decode", weights, kv, tp, compute)
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
@@ -154,10 +159,11 @@ def decode_tokens_per_s(
     kv: str,
     tp: int,
     eff: Efficiency,
+    compute: str = "bf16",
 ) -> Prediction:
     """Generated tokens per second summed over the batch, at the generation's mean context."""
     context = max(1, prompt_len + new_tokens // 2)
-    step = decode_step(cfg, gpu, batch, context, weights, kv, tp, eff)
+    step = decode_step(cfg, gpu, batch, context, weights, kv, tp, eff, compute)
     return Prediction(batch / step.bound, batch / step.estimate)
 
 
@@ -170,11 +176,13 @@ def prefill_seconds(
     tp: int,
     eff: Efficiency,
     request: bool = True,
+    compute: str = "bf16",
 ) -> Prediction:
-    """Seconds to process ``batch`` prompts of ``prompt_len`` tokens. ``request``: a served
-    request's time to the first token, which adds the fixed ``prefill_floor_s`` (scheduling,
-    launch, sampling); otherwise the prompt's processing alone, as llama-bench's pp times it."""
-    r = _roofline(cfg, gpu, batch, prompt_len, "prefill", weights, None, tp)
+    """Seconds to process ``batch`` prompts of ``prompt_len`` tokens, the matmuls at ``compute``'s
+    peak. ``request``: a served request's time to the first token, which adds the fixed
+    ``prefill_floor_s`` (scheduling, launch, sampling); otherwise the prompt's processing alone,
+    as llama-bench's pp times it."""
+    r = _roofline(cfg, gpu, batch, prompt_len, "prefill", weights, None, tp, compute)
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw["16-bit"]
     floor = eff.prefill_floor_s if request else 0.0
@@ -207,16 +215,30 @@ def tp_bytes_per_token(cfg: ModelConfig, tp: int, seq_len: int, recompute: str |
     return parallel_memory(cfg, layout, seq_len, "bf16").comm_by_kind["tp"] / seq_len
 
 
+def train_peak_seconds_per_token(
+    cfg: ModelConfig, gpu: GPU, seq_len: int, recompute: str | None, matmuls_in: str
+) -> tuple[float, float]:
+    """GPU-seconds of one training token at the peaks, as (its matmuls at ``matmuls_in``'s dense
+    peak, its causal attention scores at bf16's: FlashAttention's, whatever the GEMMs run in)."""
+    matmuls, scores = train_flops_split(cfg, seq_len, recompute)
+    return matmuls / gpu.peak_flops(matmuls_in), scores / gpu.peak_bf16_flops
+
+
 def train_seconds_per_token(
-    cfg: ModelConfig, gpu: GPU, seq_len: int, recompute: str | None, fp8: bool, eff: Efficiency, tp: int = 1
+    cfg: ModelConfig,
+    gpu: GPU,
+    seq_len: int,
+    recompute: str | None,
+    matmuls_in: str,
+    eff: Efficiency,
+    tp: int = 1,
 ) -> float:
     """GPU-seconds of one token of a training step: its matmuls and its attention scores at
-    their shares of the peak, and, in a ``tp``-way group, each GPU's collectives at ``tp_link``."""
-    matmuls, scores = train_flops_split(cfg, seq_len, recompute)
-    share = eff.train_moe if cfg.is_moe else eff.train_fp8 if fp8 else eff.train_bf16
-    peak = gpu.peak_bf16_flops
+    their shares of their peaks, and, in a ``tp``-way group, each GPU's collectives at ``tp_link``."""
+    matmuls_s, scores_s = train_peak_seconds_per_token(cfg, gpu, seq_len, recompute, matmuls_in)
+    share = eff.train_moe if cfg.is_moe else eff.train_fp8 if matmuls_in == "fp8" else eff.train_bf16
     links = tp * tp_bytes_per_token(cfg, tp, seq_len, recompute) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
-    return matmuls / (peak * share) + scores / (peak * eff.train_attention) + links
+    return matmuls_s / share + scores_s / eff.train_attention + links
 
 
 def train_tokens_per_s_per_gpu(
@@ -224,16 +246,17 @@ def train_tokens_per_s_per_gpu(
     gpu: GPU,
     seq_len: int,
     recompute: str | None,
-    fp8: bool,
+    matmuls_in: str,
     eff: Efficiency,
     tp: int = 1,
     bubble: float = 0.0,
 ) -> Prediction:
-    """Tokens per second per GPU: the bound at the dense peak (no communication, no bubble), and
-    the estimate (``train_seconds_per_token``), idle for the pipeline's ``bubble`` share."""
-    bound = gpu.peak_bf16_flops / train_flops_per_token(cfg, seq_len, recompute)
+    """Tokens per second per GPU: the bound at the dense peaks (``train_peak_seconds_per_token``:
+    no communication, no bubble), and the estimate (``train_seconds_per_token``), idle for the
+    pipeline's ``bubble`` share. ``matmuls_in``: the format the GEMMs compute in (bf16, fp8)."""
+    bound = 1 / sum(train_peak_seconds_per_token(cfg, gpu, seq_len, recompute, matmuls_in))
     return Prediction(
-        bound, (1 - bubble) / train_seconds_per_token(cfg, gpu, seq_len, recompute, fp8, eff, tp)
+        bound, (1 - bubble) / train_seconds_per_token(cfg, gpu, seq_len, recompute, matmuls_in, eff, tp)
     )
 
 
@@ -246,6 +269,6 @@ def layout_step_estimate(
     (not calibrated)."""
     tokens = cost.global_batch * seq_len / (cost.tp * cost.pp * cost.dp)  # each GPU's share
     rate = train_tokens_per_s_per_gpu(
-        cfg, gpu, seq_len, cost.recompute, False, eff, cost.tp, cost.bubble_fraction
+        cfg, gpu, seq_len, cost.recompute, "bf16", eff, cost.tp, cost.bubble_fraction
     )
     return tokens / rate.estimate + cost.comm_s - cost.tp_comm_s

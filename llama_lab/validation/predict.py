@@ -171,7 +171,7 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     eff = Efficiency.load()
     memory = parallel_memory(cfg, layout, seq_len, dtype)
     bubble = bubble_fraction(layout) if layout.pp > 1 else 0.0
-    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, False, eff, layout.tp, bubble)
+    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, "bf16", eff, layout.tp, bubble)
     tokens = _band(p.bound, p.estimate, "train")
     per_token = model_flops(cfg, seq_len) / seq_len  # MFU_CONVENTION: the model's FLOPs, once
     mfu = {key: tokens[key] * per_token / gpu.peak_bf16_flops for key in ("bound", "estimate")}

@@ -19,6 +19,8 @@ from ..config import PRESETS, ModelConfig
 from ..runtime.hardware import GPU, GPUS
 
 DATA = Path(__file__).with_name("measurements.json")
+# Activation formats whose matmuls run on their own tensor-core peak (W8A8).
+ACTIVATION_FORMATS = ("fp8", "int8")
 KINDS = ("decode_bs1", "decode_batched", "prefill", "train", "memory", "kv_capacity")
 
 # A row's weight format as written by its source → LLaMA Lab's stored format (its bytes).
@@ -98,9 +100,13 @@ class Row:
         return WEIGHT_FORMATS.get(text.split(" ")[0])
 
     @property
-    def fp8_compute(self) -> bool:
-        """Training whose matmuls run in fp8 (the source's own words say so)."""
-        return "fp8" in str(self.data["precision"].get("weights") or "").lower()
+    def matmuls_in(self) -> str:
+        """The format the row's matmuls compute in, by its activations' precision as the source
+        states it: fp8 or int8 where they are quantised too (TensorRT-LLM's fp8 engines, fp8
+        training: "fp8 for Linear matmuls"), else bf16 (weight-only quantisation computes in
+        bf16); its bound and estimate take that format's peak (``GPU.peak_flops``)."""
+        text = str(self.data["precision"].get("activations") or "").lower().split(" ")[0]
+        return text if text in ACTIVATION_FORMATS else "bf16"
 
     @property
     def engine_profile(self) -> tuple[int, int] | None:

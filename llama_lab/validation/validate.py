@@ -42,20 +42,20 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     if row.kind == "train":  # the rows' pipeline schedules (virtual stages) are not stated: no
         # bubble is counted for them, the fitted shares take it in
         return train_tokens_per_s_per_gpu(
-            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.fp8_compute, eff, tp
+            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.matmuls_in, eff, tp
         )
     weights = row.weights or "bf16"
+    batch, prompt_len, compute = int(w["batch"]), int(w["prompt_len"]), row.matmuls_in
     if row.kind == "prefill":
         ttft = row.metric == "seconds"  # a time to first token; else a prompt throughput (llama-bench)
-        seconds = prefill_seconds(cfg, gpu, int(w["batch"]), int(w["prompt_len"]), weights, tp, eff, ttft)
+        seconds = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, ttft, compute)
         if ttft:
             return seconds
-        tokens = int(w["batch"]) * int(w["prompt_len"])
+        tokens = batch * prompt_len
         return Prediction(tokens / seconds.bound, tokens / seconds.estimate)
     kv = "fp8" if weights == "fp8" else "bf16"
-    p = decode_tokens_per_s(
-        cfg, gpu, int(w["batch"]), int(w["prompt_len"]), int(w.get("new_tokens") or 1), weights, kv, tp, eff
-    )
+    new_tokens = int(w.get("new_tokens") or 1)
+    p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
     per = tp if row.metric == "tokens_per_s_per_gpu" else 1
     return Prediction(p.bound / per, p.estimate / per)
 
@@ -150,7 +150,6 @@ def results(eff: Efficiency, rows: tuple[Row, ...] | None = None) -> list[Result
 # for the fixed seconds): deterministic coordinate descent on the fit half's mean |log error|.
 GRIDS: dict[str, list[float]] = {
     "share": [0.02 * 1.02**i for i in range(200) if 0.02 * 1.02**i <= 1.0],  # of a peak: ≤ 1
-    "fp8": [0.02 * 1.02**i for i in range(200) if 0.02 * 1.02**i <= 2.0],  # fp8 against bf16's peak
     "seconds": [0.0] + [1e-6 * 1.1**i for i in range(160)],
     "factor": [0.5 * 1.01**i for i in range(140)],  # 0.5 … 2.0
     "bytes": [i * 2**25 for i in range(129)],  # 0 … 4 GiB in steps of 32 MiB
@@ -167,7 +166,7 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
     "prefill": (("matmul", "share"), ("prefill_floor_s", "seconds")),
     "train": (
         ("train_bf16", "share"),
-        ("train_fp8", "fp8"),
+        ("train_fp8", "share"),
         ("train_moe", "share"),
         ("train_attention", "share"),
         ("tp_link", "share"),

@@ -591,7 +591,7 @@ def test_decode_at_batch_1_is_memory_bound():
     assert math.isclose(r.time_per_token_s, weights / 3.35e12, rel_tol=0.01)  # ≈ 3.9 ms
     # 2 FLOPs per 2-byte weight: intensity ≈ 1 FLOP/byte, far below the ridge (≈ 295)
     assert math.isclose(r.arithmetic_intensity, 1.0, rel_tol=0.01)
-    assert math.isclose(r.ridge_point, 989.4e12 / 3.35e12)
+    assert math.isclose(r.ridge_point, 1979e12 / 2 / 3.35e12)  # the data sheet's sparse BF16, halved
 
 
 def test_decode_with_a_long_cache_hand_derived():
@@ -707,8 +707,12 @@ def test_hardware_tables():
         "A100 40GB",
         "A100 80GB",
         "L4",
+        "L40S",
         "RTX 4090",
         "RTX 3090",
+        "B200",
+        "GB200",
+        "MI300X",
     }
     # torchtitan's Grand Teton H100: 96 GiB of HBM2e keeping the share the 80 GB H100's keep
     assert GPUS["H100 96GB HBM2e"].memory_bytes == round(96 * 1024 * 81559 / 81920) * 2**20
@@ -719,7 +723,7 @@ def test_hardware_tables():
     assert gpu_for_device_name("NVIDIA A100-SXM4-40GB").name == "A100 40GB"
     assert gpu_for_device_name("NVIDIA A100-SXM4-80GB").name == "A100 80GB"
     assert gpu_for_device_name("NVIDIA L4").name == "L4"
-    assert gpu_for_device_name("NVIDIA L40S") is None
+    assert gpu_for_device_name("NVIDIA L40S").name == "L40S"
     assert gpu_for_device_name("NVIDIA GeForce RTX 4090").name == "RTX 4090"
     assert gpu_for_device_name("NVIDIA GeForce RTX 3090").name == "RTX 3090"
     assert gpu_for_device_name("NVIDIA H100 PCIe").name == "H100 PCIe 80GB"

@@ -14,8 +14,9 @@ from llama_lab.cli import main
 from llama_lab.config import PRESETS
 from llama_lab.runtime.hardware import GPUS
 from llama_lab.validation import KINDS, Efficiency, fit, load_rows, results, summary, validate
-from llama_lab.validation.efficiency import PARAMS_FILE, decode_step
+from llama_lab.validation.efficiency import PARAMS_FILE, decode_step, train_flops_split
 from llama_lab.validation.rows import Row
+from llama_lab.validation.validate import predict_row
 
 ROWS = load_rows()
 
@@ -73,13 +74,48 @@ def test_the_decode_bound_is_the_rooflines_step_and_the_estimate_adds_the_named_
 
 def test_no_estimate_beats_its_bound():
     for found in results(Efficiency.load()):
-        if found.prediction is None or found.row.fp8_compute:  # fp8 training is bounded at bf16's peak
+        if found.prediction is None or found.row.kind == "memory":  # memory: a count, no roofline
             continue
         p = found.prediction
         if found.row.metric == "seconds":
             assert p.estimate >= p.bound, found.row.id
         else:
             assert p.estimate <= p.bound * (1 + 1e-12), found.row.id
+
+
+def test_no_measured_row_beats_its_bound():
+    """Every bound is a true roofline (fp8 matmuls at the fp8 dense peak): a measured time is
+    at least its bound's, a measured rate (or KV-cache capacity) at most its bound's."""
+    checked = 0
+    for found in results(Efficiency.load()):
+        if found.prediction is None or found.row.kind == "memory":
+            continue
+        measured, bound = found.row.measured, found.prediction.bound
+        if found.row.metric == "seconds":
+            assert measured >= bound, (found.row.id, measured, bound)
+        else:
+            assert measured <= bound, (found.row.id, measured, bound)
+        checked += 1
+    assert checked >= 60
+
+
+def test_rows_whose_matmuls_run_in_fp8_are_bounded_at_the_fp8_peak():
+    rows = {r.id: r for r in load_rows()}
+    trt = rows["trtllm-v05-llama2-7b-h100-fp8-ttft-2048"]
+    titan = rows["torchtitan-llama31-8b-fsdp-compile-fp8-8xh100"]
+    weight_only = rows["gptfast-llama2-7b-int8-a100"]  # int8 weights, bf16 activations
+    assert (trt.matmuls_in, titan.matmuls_in, weight_only.matmuls_in) == ("fp8", "fp8", "bf16")
+    w, eff = trt.workload, Efficiency.load()
+    r = roofline(trt.config, trt.gpu, int(w["batch"]), int(w["prompt_len"]), "fp8", "prefill", "fp8")
+    assert r.peak_flops == trt.gpu.peak_flops("fp8") == 2 * trt.gpu.peak_bf16_flops
+    assert predict_row(trt, eff).bound == max(r.compute_time_s, r.memory_time_s)
+    # fp8 training: the GEMMs at the fp8 peak, the attention scores at bf16's
+    cfg, seq = titan.config, int(titan.workload["seq_len"])
+    matmuls, scores = train_flops_split(cfg, seq, titan.workload.get("recompute"))
+    gpu = titan.gpu
+    expected = 1 / (matmuls / gpu.peak_flops("fp8") + scores / gpu.peak_bf16_flops)
+    assert predict_row(titan, eff).bound == pytest.approx(expected)
+    assert 0 < eff.train_fp8 <= 1  # a share of a peak
 
 
 def test_the_shipped_summary_is_what_the_shipped_parameters_give():
@@ -355,7 +391,7 @@ def test_the_layout_search_shows_each_step_beside_its_calibrated_estimate():
     tp_layout = Layout(gpus=r.tp, tp=r.tp, sequence_parallel=True, recompute=r.recompute)
     tp_bytes = parallel_memory(cfg, tp_layout, T, "bf16").comm_by_kind["tp"] / T
     per_token = (
-        matmuls / (gpu.peak_bf16_flops * eff.train_bf16)
+        matmuls / (gpu.peak_flops("bf16") * eff.train_bf16)
         + scores / (gpu.peak_bf16_flops * eff.train_attention)
         + r.tp * tp_bytes / (450e9 * eff.tp_link)
     )
