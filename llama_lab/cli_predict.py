@@ -60,7 +60,12 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
         help="virtual pipeline stages per GPU (V > 1: the interleaved 1F1B schedule, bubble (p−1)/(V·m))",
     )
     t.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
-    t.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
+    t.add_argument(
+        "--dtype",
+        choices=(*TRAINING_DTYPES, "fp8"),
+        default="bf16",
+        help="fp8: the GEMMs in fp8 with bf16 master weights (bounded at the fp8 dense peak)",
+    )
     t.add_argument("--sequence-parallel", action="store_true")
 
     v = sub.add_parser("validate", help="every public measurement against the prediction, with errors")

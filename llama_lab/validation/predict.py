@@ -167,11 +167,16 @@ def serving_memory(
 
 
 def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtype: str = "bf16") -> dict:
-    """Tokens per second per GPU and MFU of a training layout, and whether its states fit."""
+    """Tokens per second per GPU and MFU of a training layout, and whether its states fit.
+    ``dtype`` fp8: the GEMMs in fp8 (torchao's Float8 linears, Megatron's fp8 recipe: bounded at
+    the fp8 dense peak, estimated at the fitted fp8 share), the master weights, gradients,
+    optimizer states and saved activations counted as in bf16 mixed precision."""
     eff = Efficiency.load()
-    memory = parallel_memory(cfg, layout, seq_len, dtype)
+    memory = parallel_memory(cfg, layout, seq_len, "bf16" if dtype == "fp8" else dtype)
     bubble = bubble_fraction(layout) if layout.pp > 1 else 0.0
-    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, "bf16", eff, layout.tp, bubble)
+    matmuls_in = "fp8" if dtype == "fp8" else "bf16"
+    gpu.peak_flops(matmuls_in)  # refuses fp8 on a GPU without fp8 tensor cores (an A100)
+    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, matmuls_in, eff, layout.tp, bubble)
     tokens = _band(p.bound, p.estimate, "train")
     per_token = model_flops(cfg, seq_len) / seq_len  # MFU_CONVENTION: the model's FLOPs, once
     mfu = {key: tokens[key] * per_token / gpu.peak_bf16_flops for key in ("bound", "estimate")}
@@ -188,9 +193,10 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
         "per_gpu_bytes": total,
         "gpu_memory_bytes": gpu.usable_bytes,
         "interval_from": "the held-out errors of train (python -m llama_lab validate)",
-        "conventions": f"MFU: {MFU_CONVENTION} (bf16). The times: the FLOPs the kernels run, 3 × the "
-        "causal forward per token (+1 forward under full recomputation); the bound runs those at the "
-        "dense peak, so its MFU in model FLOPs can exceed 1 (the masked half of the scores is counted, "
-        "never run)",
+        "dtype": dtype,
+        "conventions": f"MFU: {MFU_CONVENTION} (against the bf16 peak, fp8 runs too). The "
+        "times: the FLOPs the kernels run, 3 × the causal forward per token (+1 forward under "
+        "full recomputation); the bound runs those at the dense peaks, so its MFU in model FLOPs "
+        "can exceed 1 (the masked half of the scores is counted, never run)",
         "parameters": eff.to_dict(),
     }

@@ -233,6 +233,39 @@ def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
     assert json.loads(capsys.readouterr().out)["fits"] is False  # predicted all the same, and said
 
 
+def test_predict_train_in_fp8_runs_its_gemms_at_the_fp8_peak(capsys):
+    """--dtype fp8: the bound at the fp8 dense peak (its GEMMs; the scores at bf16's), the
+    estimate at the fp8 share fitted on the fp8 rows, the memory as bf16 mixed precision; a GPU
+    without fp8 tensor cores refuses it by name."""
+    from llama_lab.validation.efficiency import train_tokens_per_s_per_gpu
+
+    argv = ["predict", "train", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--gpus", "8", "--zero", "3"]
+    out = {}
+    for dtype in ("bf16", "fp8"):
+        assert main([*argv, "--seq-len", "8192", "--dtype", dtype, "--json"]) == 0
+        out[dtype] = json.loads(capsys.readouterr().out)
+    cfg, gpu = PRESETS["llama-3-8b"], GPUS["H100 80GB"]
+    p = train_tokens_per_s_per_gpu(cfg, gpu, 8192, "none", "fp8", Efficiency.load())
+    assert out["fp8"]["tokens_per_s_per_gpu"]["bound"] == pytest.approx(p.bound)
+    assert out["fp8"]["tokens_per_s_per_gpu"]["estimate"] == pytest.approx(p.estimate)
+    assert out["fp8"]["tokens_per_s_per_gpu"]["bound"] > out["bf16"]["tokens_per_s_per_gpu"]["bound"]
+    assert out["fp8"]["per_gpu_bytes"] == out["bf16"]["per_gpu_bytes"] and out["fp8"]["dtype"] == "fp8"
+    a100 = [
+        "predict",
+        "train",
+        "--preset",
+        "llama-3-8b",
+        "--gpu",
+        "a100-80gb",
+        "--gpus",
+        "8",
+        "--dtype",
+        "fp8",
+    ]
+    assert main(a100) == 2
+    assert "A100 80GB has no fp8 tensor cores" in capsys.readouterr().err
+
+
 TRAIN_64 = [
     "predict",
     "train",
