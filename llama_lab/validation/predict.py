@@ -1,7 +1,6 @@
 """``predict decode|train``: one workload's time, as the roofline bound and the calibrated
-estimate with an interval from the held-out errors of its kind (measured = estimate / (1 + e)
-for each held-out row's error e: the interval spans the smallest and largest such e, and the
-estimate)."""
+estimate with its kind's interval at ``INTERVAL_LEVEL`` (``intervals``: built on the fit half's
+errors, its coverage measured on the held-out half)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ from ..errors import LabError
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
 from .efficiency import Efficiency, decode_tokens_per_s, prefill_seconds, train_tokens_per_s_per_gpu
 from .engine import ENGINE_DEFAULTS_SOURCE, engine_profile_defaults, vllm_kv_tokens, weights_per_gpu
+from .intervals import Interval, kind_interval
 from .validate import results
 
 
@@ -29,28 +29,27 @@ def find_gpu(name: str) -> GPU:
 
 
 @cache
-def held_out_errors(kind: str) -> tuple[float, ...]:
-    """The held-out relative errors of ``kind``'s predicted rows with the shipped parameters."""
-    return tuple(
-        r.rel_error
-        for r in results(Efficiency.load())
-        if r.row.kind == kind and r.row.half == "held_out" and r.rel_error is not None
-    )
+def shipped_interval(kind: str) -> Interval:
+    """``kind``'s interval with the shipped parameters: the one ``validate``'s summary states."""
+    return kind_interval(results(Efficiency.load()), kind)
 
 
 def interval(estimate: float, kind: str) -> tuple[float, float]:
-    """(low, high) of what would be measured, from ``kind``'s held-out errors, widened to hold
-    the estimate itself (where every held-out row was over- or under-estimated)."""
-    errors = held_out_errors(kind) or held_out_errors("decode_bs1")
-    if not errors:
-        return estimate, estimate
-    return min(estimate, estimate / (1 + max(errors))), max(estimate, estimate / (1 + min(errors)))
+    """(low, high) of what would be measured for an estimate of a rate or an amount: every
+    surface's interval (``predict``, the KV and Many GPUs pages, the Validation page's table)."""
+    return shipped_interval(kind).around(estimate)
 
 
 def time_interval(seconds: float, kind: str) -> tuple[float, float]:
     """``interval`` for a time: the rate's interval, inverted."""
     low, high = interval(1 / seconds, kind)
     return 1 / high, 1 / low
+
+
+def interval_from(kind: str) -> str:
+    """Where ``kind``'s interval comes from, in words, with its level."""
+    i = shipped_interval(kind)
+    return f"{i.level:.0%} interval from {i.built_from}"
 
 
 def _band(bound: float, estimate: float, kind: str) -> dict[str, float]:
@@ -136,8 +135,8 @@ def predict_decode(
         "ms_per_token": ms,
         "ttft_ms": {key: 1000 * value for key, value in ttft.items()},
         "e2e_s": e2e,
-        "interval_from": f"the held-out errors of {kind}; time to first token: of prefill; cache "
-        "tokens: of kv_capacity (python -m llama_lab validate)",
+        "interval_from": f"{interval_from(kind)}; time to first token: {interval_from('prefill')}; "
+        f"cache tokens: {interval_from('kv_capacity')} (python -m llama_lab validate)",
         "parameters": eff.to_dict(),
     }
 
@@ -192,7 +191,7 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
         "fits": total <= gpu.usable_bytes,
         "per_gpu_bytes": total,
         "gpu_memory_bytes": gpu.usable_bytes,
-        "interval_from": "the held-out errors of train (python -m llama_lab validate)",
+        "interval_from": f"{interval_from('train')} (python -m llama_lab validate)",
         "dtype": dtype,
         "conventions": f"MFU: {MFU_CONVENTION} (against the bf16 peak, fp8 runs too). The "
         "times: the FLOPs the kernels run, 3 × the causal forward per token (+1 forward under "

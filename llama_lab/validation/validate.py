@@ -20,6 +20,7 @@ from .efficiency import (
     train_tokens_per_s_per_gpu,
 )
 from .engine import profile_peak_bytes, vllm_kv_tokens
+from .intervals import INTERVAL_LEVEL, held_out_coverage, kind_interval, log_ratio
 from .rows import KINDS, Row, load_rows
 
 
@@ -116,6 +117,12 @@ class Result:
     @property
     def rel_error(self) -> float | None:
         return None if self.prediction is None else rel_error(self.prediction.estimate, self.row.measured)
+
+    @property
+    def log_ratio(self) -> float | None:
+        """ln(measured / estimate) of the rate or amount (``intervals.log_ratio``)."""
+        p, r = self.prediction, self.row
+        return None if p is None else log_ratio(r.measured, p.estimate, r.metric)
 
     def to_dict(self) -> dict:
         r, p = self.row, self.prediction
@@ -218,38 +225,55 @@ def _median(values: list[float]) -> float | None:
 
 
 def summary(found: list[Result]) -> dict[str, dict]:
-    """Per kind: rows, rows predicted, and the median and worst |relative error| of each half."""
+    """Per kind: rows, rows predicted, the median and worst |relative error| of each half, and
+    the interval (``intervals``): its level, its ends as measured / estimate, the rows it is
+    built from, and the share of the held-out rows it holds."""
     out = {}
     for kind in KINDS:
         mine = [r for r in found if r.row.kind == kind]
         fitted = [abs(r.rel_error) for r in mine if r.rel_error is not None and r.row.half == "fit"]
         held = [abs(r.rel_error) for r in mine if r.rel_error is not None and r.row.half == "held_out"]
+        interval = kind_interval(found, kind)
         out[kind] = {
             "n": len(mine),
             "predicted": sum(r.prediction is not None for r in mine),
             "fit_median_abs_error": _median(fitted),
             "held_out_median_abs_error": _median(held),
             "held_out_max_abs_error": max(held) if held else None,
+            "interval_level": interval.level,
+            "interval_ratio": interval.ratios,
+            "interval_from": interval.built_from,
+            "held_out_coverage": held_out_coverage(found, interval),
         }
     return out
 
 
+def percent(x: float | None) -> str:
+    """A share as text, one decimal ("—" for none)."""
+    return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def ratio_range(ratios: list[float]) -> str:
+    """An interval's ends as measured / estimate: "×0.61 – ×1.15"."""
+    return " – ".join(f"×{x:.2f}" for x in ratios)
+
+
 def summary_markdown(summaries: dict[str, dict]) -> str:
     """The summary as docs/cli.md's table: rows, predicted, the fit half's median and the
-    held-out median and worst |error| of each kind."""
-
-    def pct(x: float | None) -> str:
-        return "—" if x is None else f"{100 * x:.1f} %"
-
+    held-out median and worst |error| of each kind, its interval at the level and the share
+    of the held-out rows inside."""
+    level = next(iter(summaries.values()))["interval_level"] if summaries else INTERVAL_LEVEL
     lines = [
         "| kind | rows | predicted | fit half: median \\|error\\| "
-        "| held-out median \\|error\\| | held-out worst |",
-        "|---|---|---|---|---|---|",
+        f"| held-out median \\|error\\| | held-out worst | {100 * level:.0f} % interval "
+        "| held out inside |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for kind in (k for k in KINDS if k in summaries):
         s = summaries[kind]
         errors = (s["fit_median_abs_error"], s["held_out_median_abs_error"], s["held_out_max_abs_error"])
-        lines.append(f"| `{kind}` | {s['n']} | {s['predicted']} | " + " | ".join(map(pct, errors)) + " |")
+        cells = [*map(percent, errors), ratio_range(s["interval_ratio"]), percent(s["held_out_coverage"])]
+        lines.append(f"| `{kind}` | {s['n']} | {s['predicted']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -14,9 +14,15 @@ from llama_lab.cli import main
 from llama_lab.config import PRESETS
 from llama_lab.runtime.hardware import GPUS
 from llama_lab.validation import KINDS, Efficiency, fit, load_rows, results, summary, validate
-from llama_lab.validation.efficiency import PARAMS_FILE, decode_step, train_flops_split
+from llama_lab.validation.efficiency import PARAMS_FILE, Prediction, decode_step, train_flops_split
+from llama_lab.validation.intervals import (
+    INTERVAL_LEVEL,
+    held_out_coverage,
+    kind_interval,
+    own_rows_suffice,
+)
 from llama_lab.validation.rows import Row
-from llama_lab.validation.validate import predict_row
+from llama_lab.validation.validate import Result, predict_row
 
 ROWS = load_rows()
 
@@ -358,6 +364,9 @@ def test_validate_lists_every_row_and_a_summary_per_kind(capsys):
             "fit_median_abs_error",
             "held_out_median_abs_error",
             "held_out_max_abs_error",
+            "interval_level",
+            "interval_ratio",
+            "held_out_coverage",
         } <= s.keys()
     assert main(["validate", "--kind", "train", "--json"]) == 0
     only = json.loads(capsys.readouterr().out)
@@ -431,12 +440,11 @@ def test_the_layout_search_shows_each_step_beside_its_calibrated_estimate():
     tokens = r.dp * r.micro_batches * T / 64  # one sequence per micro-batch
     by_hand = tokens * per_token / (1 - r.bubble_fraction) + r.comm_s - r.tp_comm_s
     assert frame.step_s_estimate.iloc[rows.index(r)] == pytest.approx(by_hand)
-    # the interval: the training rows' held-out errors e = estimate / measured − 1 of tokens/s,
-    # as times (measured = estimate × (1 + e)), widened to hold the estimate
-    errors = [x["rel_error"] for x in validate("train")["rows"] if x["half"] == "held_out"]
+    # the interval: train's, as measured / estimate of tokens/s, inverted for a time
+    low, high = validate("train")["summary"]["train"]["interval_ratio"]
     row = frame.iloc[rows.index(r)]
-    assert row.step_s_low == pytest.approx(min(by_hand, by_hand * (1 + min(errors))))
-    assert row.step_s_high == pytest.approx(max(by_hand, by_hand * (1 + max(errors))))
+    assert row.step_s_low == pytest.approx(by_hand / high)
+    assert row.step_s_high == pytest.approx(by_hand / low)
     assert (frame.step_s_estimate >= frame.step_s - frame.comm_s).all()  # no share above the peak
 
 
@@ -563,3 +571,100 @@ def test_docs_cli_holds_the_shipped_summary_table():
 
     docs = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text()
     assert summary_markdown(json.loads(PARAMS_FILE.read_text())["summary"]) in docs
+
+
+def synthetic(kind: str, half: str, ratio: float, metric: str = "tokens_per_s") -> Result:
+    """A predicted row of ``kind`` measured at ``ratio`` × an estimate of 100 (of a rate)."""
+    measured = 100 / ratio if metric == "seconds" else 100 * ratio
+    data = {"id": f"{kind}-{half}-{ratio}", "kind": kind, "metric": {"name": metric, "value": measured}}
+    return Result(Row(data, half), Prediction(200.0, 100.0))
+
+
+def test_the_interval_is_the_fit_halfs_ratios_less_equal_tails_widened_to_the_estimate():
+    """Ten fit rows of both signs: ⌊10 × (1 − 0.8) / 2⌋ = 1 left out at each end, so the
+    interval runs from the second lowest ratio to the second highest and holds 8 of the 10
+    (≥ 80 %, by construction), below and above the estimate: two-sided."""
+    logs = [-0.5, -0.3, -0.2, -0.1, -0.05, 0.05, 0.1, 0.2, 0.3, 0.6]
+    found = [synthetic("train", "fit", math.exp(x)) for x in logs]
+    i = kind_interval(found, "train")
+    assert INTERVAL_LEVEL == i.level == 0.8
+    assert (i.low, i.high) == pytest.approx((-0.3, 0.3)) and i.ratios == pytest.approx([0.7408, 1.3499], 1e-4)
+    assert i.around(50.0) == pytest.approx((50 * math.exp(-0.3), 50 * math.exp(0.3)))  # below and above it
+    assert sum(i.holds(x) for x in logs) == 8 >= INTERVAL_LEVEL * len(logs)
+    assert i.holds(0.0) and i.built_from == "the fit half's 10 train rows"
+    # held out: at the estimate is inside, 0.3 is inside, 0.35 and −0.4 are not: 2 of 4
+    held = [synthetic("train", "held_out", math.exp(x)) for x in (0.0, 0.3, 0.35, -0.4)]
+    assert held_out_coverage(found + held, i) == 0.5
+    # every fit row over-estimated: the interval still holds the estimate (widened to 0)
+    over = kind_interval([synthetic("train", "fit", math.exp(-x)) for x in (0.1, 0.2) * 5], "train")
+    assert over.low == pytest.approx(-0.2) and over.high == 0.0
+    # a time's ratio is its rate's: a TTFT of 0.5 × the estimate is a rate of 2 ×
+    assert synthetic("prefill", "fit", 2.0, "seconds").log_ratio == pytest.approx(math.log(2.0))
+
+
+def test_a_kind_with_fewer_than_9_fit_rows_takes_every_kinds_fit_rows_pooled():
+    """(n − 1) / (n + 1) ≥ 0.8 from n = 9: 8 rows of a kind pool with the 10 of another: 18
+    rows, ⌊1.8⌋ = 1 left out at each end."""
+    assert [n for n in range(1, 12) if own_rows_suffice(n)][0] == 9
+    train = [
+        synthetic("train", "fit", math.exp(x)) for x in (-0.4, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+    ]
+    memory = [synthetic("memory", "fit", math.exp(x)) for x in (-0.9, -0.1, 0, 0, 0, 0, 0, 0.05)]
+    i = kind_interval(train + memory, "memory")
+    assert (i.low, i.high) == pytest.approx((-0.4, 0.8))
+    assert i.built_from == (
+        "the fit half's 18 rows of every kind, pooled (memory has 8: fewer than its own interval needs)"
+    )
+    assert kind_interval(train + memory[:-1] + memory[:2], "memory").built_from.startswith(
+        "the fit half's 9 memory rows"
+    )
+
+
+def test_held_out_coverage_is_the_share_of_held_out_rows_inside_the_fit_halfs_interval():
+    """Counted by hand from ``results``: measured / estimate (a time's inverted) within the
+    summary's interval_ratio; each interval built from fit rows only."""
+    found = results(Efficiency.load())
+    shipped = summary(found)
+    for kind in KINDS:
+        s = shipped[kind]
+        low, high = s["interval_ratio"]
+        assert s["interval_level"] == 0.8 and low <= 1 <= high
+        held = [r for r in found if r.row.kind == kind and r.row.half == "held_out" and r.prediction]
+        inside = 0
+        for r in held:
+            ratio = r.row.measured / r.prediction.estimate
+            inside += low <= (1 / ratio if r.row.metric == "seconds" else ratio) <= high
+        assert s["held_out_coverage"] == (inside / len(held) if held else None), kind
+    assert (
+        shipped["decode_bs1"]["held_out_coverage"] == 1.0 and shipped["train"]["held_out_coverage"] == 8 / 11
+    )
+    # moving every held-out measurement moves no interval: they are built on the fit half
+    moved = [
+        Result(
+            Row({**r.row.data, "metric": {**r.row.data["metric"], "value": 3 * r.row.measured}}, r.row.half),
+            r.prediction,
+        )
+        if r.row.half == "held_out"
+        else r
+        for r in found
+    ]
+    assert all(summary(moved)[k]["interval_ratio"] == shipped[k]["interval_ratio"] for k in KINDS)
+
+
+def test_predict_gives_the_kinds_interval_as_low_and_high(capsys):
+    intervals = {kind: s["interval_ratio"] for kind, s in validate()["summary"].items()}
+    for batch, kind in ((1, "decode_bs1"), (8, "decode_batched")):
+        argv = ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--batch", str(batch)]
+        assert main([*argv, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        tokens, (low, high) = out["tokens_per_s"], intervals[kind]
+        assert tokens["low"] == pytest.approx(tokens["estimate"] * low)
+        assert tokens["high"] == pytest.approx(tokens["estimate"] * high)
+        assert out["ms_per_token"]["high"] == pytest.approx(1000 * batch / tokens["low"])
+        assert out["interval_from"].startswith("80% interval from the fit half's")
+    argv = ["predict", "train", "--preset", "llama-3-8b", "--gpu", "H100 80GB", "--gpus", "8", "--json"]
+    assert main(argv) == 0
+    tokens, (low, high) = json.loads(capsys.readouterr().out)["tokens_per_s_per_gpu"], intervals["train"]
+    assert (tokens["low"], tokens["high"]) == pytest.approx(
+        (tokens["estimate"] * low, tokens["estimate"] * high)
+    )
