@@ -108,7 +108,7 @@ def roofline_figure(points: pd.DataFrame, gpu: GPU) -> go.Figure:
 
 def decode_throughput(points: pd.DataFrame) -> go.Figure:
     """Tokens/s over batch: the roofline bound (solid) and the calibrated estimate (dashed),
-    whose bars span the interval from the held-out errors of its kind."""
+    whose bars span its kind's interval (``validation.predict.interval``)."""
     fig = go.Figure()
     for kind, part in points.groupby("attention", sort=False):
         color = ATTENTION_COLORS.get(kind)

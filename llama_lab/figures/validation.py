@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..validation.validate import percent, ratio_range
 from .common import layout_figure
 
 HALF_STYLE = {"fit": ("circle-open", "#7f7f7f"), "held_out": ("circle", "#1f77b4")}
@@ -96,21 +97,21 @@ def _pct(value: float | None) -> float | None:
     return None if value is None else 100 * value
 
 
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f} %"
-
-
 def summary_frame(summary: dict) -> pd.DataFrame:
-    """Per kind: rows, predicted rows, and the median and worst |error| of each half, as text."""
+    """Per kind: rows, predicted rows, the median and worst |error| of each half, and the
+    interval at its level (measured / estimate) with the share of held-out rows inside, as text."""
     return pd.DataFrame(
         [
             {
                 "kind": kind,
                 "rows": s["n"],
                 "predicted": s["predicted"],
-                "fit half: median |error|": _percent(s["fit_median_abs_error"]),
-                "held out: median |error|": _percent(s["held_out_median_abs_error"]),
-                "held out: worst |error|": _percent(s["held_out_max_abs_error"]),
+                "fit half: median |error|": percent(s["fit_median_abs_error"]),
+                "held out: median |error|": percent(s["held_out_median_abs_error"]),
+                "held out: worst |error|": percent(s["held_out_max_abs_error"]),
+                "interval: measured / estimate": ratio_range(s["interval_ratio"]),
+                "interval level": percent(s["interval_level"]),
+                "held out inside the interval": percent(s["held_out_coverage"]),
             }
             for kind, s in summary.items()
         ]

@@ -1,5 +1,6 @@
-"""pages/11_Validation.py through AppTest: the held-out errors first, the scatter per kind with
-y = x and both halves, every row with its source and quoted line; and the report's tables."""
+"""pages/11_Validation.py through AppTest: the held-out errors first, each kind's interval at
+its level with the held-out share inside, the scatter per kind with y = x and both halves, every
+row with its source and quoted line; and the report's tables."""
 
 import json
 from pathlib import Path
@@ -22,6 +23,17 @@ def test_the_page_shows_the_held_out_errors_the_scatter_and_each_rows_source():
         shown["decode_bs1: held-out median |error|"]
         == f"{shipped['decode_bs1']['held_out_median_abs_error']:.1%}"
     )
+    # each kind's interval with its level and the share of held-out rows inside it, in the table
+    table = at.dataframe[0].value.set_index("kind")
+    for kind, s in shipped.items():
+        assert table.loc[kind, "interval level"] == "80.0 %"
+        coverage = s["held_out_coverage"]
+        assert table.loc[kind, "held out inside the interval"] == (
+            "—" if coverage is None else f"{100 * coverage:.1f} %"
+        )
+    assert table.loc["train", "held out inside the interval"] == "72.7 %"  # 8 of 11
+    note = next(c.value for c in at.caption if "level 80%" in c.value)
+    assert "It never sees the held-out half" in note and "decode_bs1: the fit half's 13" in note
     (figure,) = charts(at)
     names = {trace.get("name") for trace in figure["data"]}
     assert {"y = x", "held out", "fit half"} <= names

@@ -15,6 +15,7 @@ from ...figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_conte
 from ...figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
 from ...runtime.hardware import GPUS
 from ...units import human_bytes, plural
+from ...validation.intervals import INTERVAL_LEVEL
 from ..cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
 from ..context import context_text
 from ..derivations import derived_metric, show_equation
@@ -221,6 +222,7 @@ def roofline_section(selection: Selection, gpu_name: str, prefix: str) -> None:
         "Below it a step is memory-bound: the time goes into "
         f"reading the weights and the cache, so fewer KV heads mean faster decoding at long "
         f"context and large batch. Tokens/s: solid, the roofline bound; dashed, the estimate "
-        f"calibrated on public measurements (the Validation page), its bars the interval the "
-        f"held-out errors of batch-1 or batched decode give."
+        f"calibrated on public measurements (the Validation page), its bars the "
+        f"{INTERVAL_LEVEL:.0%} interval of batch-1 or batched decode (built on the fit half's "
+        f"errors; the Validation page gives the share of held-out runs inside)."
     )

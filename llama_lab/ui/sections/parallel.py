@@ -31,6 +31,7 @@ from ...figures.parallel import (
 )
 from ...runtime.hardware import GPU, GPUS
 from ...units import human_bytes
+from ...validation.intervals import INTERVAL_LEVEL
 from ...validation.predict import predict_train
 from ..cached import measured, show_table
 from ..context import context_text
@@ -161,8 +162,8 @@ def layout_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
 
 
 def _throughput(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtype: str) -> None:
-    """The layout's training throughput per GPU: the calibrated estimate with the held-out
-    interval, beside the bound at the dense peak (``validation.predict_train``)."""
+    """The layout's training throughput per GPU: the calibrated estimate with its interval,
+    beside the bound at the dense peak (``validation.predict_train``)."""
     if dtype == "fp32":
         show_caption(
             "No training-throughput estimate in fp32: the estimate is calibrated on mixed-precision "
@@ -175,7 +176,7 @@ def _throughput(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtype:
     cols[0].metric(
         "tokens/s per GPU (estimate)",
         f"{t['estimate']:,.0f}",
-        f"{t['low']:,.0f}–{t['high']:,.0f} from held-out errors",
+        f"{t['low']:,.0f}–{t['high']:,.0f} ({INTERVAL_LEVEL:.0%} interval)",
         delta_arrow="off",
         delta_color="off",
     )
@@ -184,8 +185,9 @@ def _throughput(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtype:
     show_caption(
         "The bound: the step's FLOPs at the data sheet's dense bf16 peak, no traffic, no bubble. The "
         "estimate: its matmuls, attention scores and tensor-parallel traffic at the shares fitted on "
-        "public training runs, idle for the pipeline bubble; the range is what the held-out runs' "
-        f"errors give it (Validation page). MFU: {MFU_CONVENTION}."
+        f"public training runs, idle for the pipeline bubble; the range is its {INTERVAL_LEVEL:.0%} "
+        "interval, built on the fit half's errors (the Validation page gives the share of "
+        f"held-out runs inside). MFU: {MFU_CONVENTION}."
     )
 
 

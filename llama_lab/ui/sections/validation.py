@@ -18,7 +18,8 @@ def answer() -> dict:
 
 
 def summary_section(answer: dict) -> None:
-    """The held-out median |error| of each predicted kind first, then the whole summary."""
+    """The held-out median |error| of each predicted kind first, then the whole summary with
+    each kind's interval, its level and the share of held-out rows it holds."""
     shown = [(kind, s) for kind, s in answer["summary"].items() if s["held_out_median_abs_error"] is not None]
     for col, (kind, s) in zip(st.columns(len(shown) or 1), shown):
         col.metric(
@@ -28,6 +29,19 @@ def summary_section(answer: dict) -> None:
             f"worst held-out {s['held_out_max_abs_error']:.1%}",
         )
     show_table(fig.summary_frame(answer["summary"]), width="stretch")
+    st.caption(interval_note(answer["summary"]))
+
+
+def interval_note(summaries: dict) -> str:
+    """How the intervals are built and checked, and from which rows each kind's comes."""
+    level = next(iter(summaries.values()))["interval_level"]
+    built = "; ".join(f"{kind}: {s['interval_from']}" for kind, s in summaries.items())
+    return (
+        f"The interval `predict` and the pages give an estimate, at level {level:.0%}: the range "
+        "of measured / estimate (of a rate; a time's is the rate's, inverted) over the fit half's "
+        f"rows less their lowest and highest {(1 - level) / 2:.0%}, widened to hold the estimate. It never "
+        f"sees the held-out half, which measures it: “held out inside” is the share there. {built}."
+    )
 
 
 def scatter_section(answer: dict, prefix: str) -> None:
