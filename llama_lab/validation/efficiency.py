@@ -102,6 +102,19 @@ def _shipped() -> Efficiency:
     return Efficiency(**json.loads(PARAMS_FILE.read_text())["parameters"])
 
 
+@cache
+def _shipped_cross_validated() -> dict[str, float]:
+    if not PARAMS_FILE.exists():
+        return {}
+    return json.loads(PARAMS_FILE.read_text()).get("cross_validated", {})
+
+
+def shipped_cross_validated() -> dict[str, float]:
+    """Each fit row's log ratio under the shipped fit made without it (``validate.cross_validated``,
+    written by ``tools/fit_efficiency.py``): what the intervals are built from."""
+    return dict(_shipped_cross_validated())
+
+
 # The counts an estimate starts from do not depend on the efficiency parameters: the fit tries
 # thousands of parameter values on the same rows, and a page asks for the same layouts on every
 # rerun, so each count is made once (bounded caches of pure functions of frozen inputs).

@@ -5,8 +5,11 @@ A row's ratio is r = ln(measured / estimate) of a rate or an amount (tokens/s, b
 time's is the rate's, ln(estimate / measured). A kind's interval is the ratio's range over the
 ``fit`` half's rows with the ``floor(n · (1 − level) / 2)`` lowest and as many highest left out
 (equal tails: two-sided, and it holds ≥ level of those rows by construction), widened to hold 0
-(the estimate itself). It is built on the fit half only, so the held-out half measures it: its
-``held_out_coverage`` is the share of the kind's predicted held-out rows inside.
+(the estimate itself). Each fit row's ratio is taken under the parameters fitted without it
+(leave one out, ``validate.cross_validated``: what the calibration says of a row it has not
+seen — a row's error under parameters fitted to it is smaller than a new run's). It is built on
+the fit half only, so the held-out half measures it: its ``held_out_coverage`` is the share of
+the kind's predicted held-out rows inside.
 
 A kind's own fit rows are used where their extremes could hold a new row at the level — the
 chance a new row falls between n rows' extremes is (n − 1) / (n + 1), ≥ level from n = 9 at 0.8;
@@ -17,8 +20,9 @@ this kind's own is not yet known).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .validate import Result
@@ -72,24 +76,34 @@ class Interval:
         return self.low <= ratio <= self.high
 
 
-def fit_ratios(found: Iterable[Result], kind: str | None = None) -> list[float]:
-    """The ``fit`` half's ratios of ``kind``'s predicted rows (None: of every kind)."""
+def fit_ratios(
+    found: Iterable[Result], kind: str | None = None, unseen: Mapping[str, float] | None = None
+) -> list[float]:
+    """The ``fit`` half's ratios of ``kind``'s predicted rows (None: of every kind): each row's
+    ``unseen`` ratio where given (under the parameters fitted without it), else its own."""
     return [
-        r.log_ratio
+        unseen[r.row.id] if unseen is not None and r.row.id in unseen else r.log_ratio
         for r in found
         if r.log_ratio is not None and r.row.half == "fit" and kind in (None, r.row.kind)
     ]
 
 
-def kind_interval(found: list[Result], kind: str, level: float = INTERVAL_LEVEL) -> Interval:
-    """``kind``'s interval from ``found``'s fit half: its own rows, or the pool of every kind's."""
-    own = fit_ratios(found, kind)
+def kind_interval(
+    found: list[Result],
+    kind: str,
+    level: float = INTERVAL_LEVEL,
+    unseen: Mapping[str, float] | None = None,
+) -> Interval:
+    """``kind``'s interval from ``found``'s fit half (its rows' ``unseen`` ratios where given,
+    ``validate.cross_validated``): its own rows, or the pool of every kind's."""
+    own = fit_ratios(found, kind, unseen)
+    which = "rows, each left out of the fit" if unseen is not None else "rows"
     if own_rows_suffice(len(own), level):
-        ratios, built_from = own, f"the fit half's {len(own)} {kind} rows"
+        ratios, built_from = own, f"the fit half's {len(own)} {kind} {which}"
     else:
-        ratios = fit_ratios(found)
+        ratios = fit_ratios(found, None, unseen)
         built_from = (
-            f"the fit half's {len(ratios)} rows of every kind, pooled ({kind} has {len(own)}: "
+            f"the fit half's {len(ratios)} {which} of every kind, pooled ({kind} has {len(own)}: "
             f"fewer than its own interval needs)"
         )
     return Interval(kind, *equal_tails(ratios, level), built_from, level)

@@ -13,7 +13,13 @@ from ..analysis.parallel import Layout, bubble_fraction, check_layout, parallel_
 from ..config import ModelConfig
 from ..errors import LabError
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
-from .efficiency import Efficiency, decode_tokens_per_s, prefill_seconds, train_tokens_per_s_per_gpu
+from .efficiency import (
+    Efficiency,
+    decode_tokens_per_s,
+    prefill_seconds,
+    shipped_cross_validated,
+    train_tokens_per_s_per_gpu,
+)
 from .engine import ENGINE_DEFAULTS_SOURCE, engine_profile_defaults, vllm_kv_tokens, weights_per_gpu
 from .intervals import Interval, kind_interval
 from .validate import results
@@ -31,7 +37,7 @@ def find_gpu(name: str) -> GPU:
 @cache
 def shipped_interval(kind: str) -> Interval:
     """``kind``'s interval with the shipped parameters: the one ``validate``'s summary states."""
-    return kind_interval(results(Efficiency.load()), kind)
+    return kind_interval(results(Efficiency.load()), kind, unseen=shipped_cross_validated())
 
 
 def interval(estimate: float, kind: str) -> tuple[float, float]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from .efficiency import (
     Prediction,
     decode_tokens_per_s,
     prefill_seconds,
+    shipped_cross_validated,
     train_tokens_per_s_per_gpu,
 )
 from .engine import profile_peak_bytes, vllm_kv_tokens
@@ -220,20 +222,34 @@ def fit(rows: tuple[Row, ...] | None = None, sweeps: int = 4) -> tuple[Efficienc
     return eff, informed
 
 
+def cross_validated(rows: tuple[Row, ...] | None = None, sweeps: int = 4) -> dict[str, float]:
+    """Each predicted fit-half row's ``log_ratio`` under the parameters fitted without it (leave
+    one out): the errors the intervals are built from (``intervals``)."""
+    rows = load_rows() if rows is None else rows
+    out = {}
+    for row in rows:
+        if row.half != "fit" or row.why_not:
+            continue
+        eff, _ = fit(tuple(r for r in rows if r is not row), sweeps)
+        out[row.id] = log_ratio(row.measured, predict_row(row, eff).estimate, row.metric)
+    return out
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def summary(found: list[Result]) -> dict[str, dict]:
+def summary(found: list[Result], unseen: Mapping[str, float] | None = None) -> dict[str, dict]:
     """Per kind: rows, rows predicted, the median and worst |relative error| of each half, and
-    the interval (``intervals``): its level, its ends as measured / estimate, the rows it is
-    built from, and the share of the held-out rows it holds."""
+    the interval (``intervals``; from the fit rows' ``unseen`` ratios where given,
+    ``cross_validated``): its level, its ends as measured / estimate, the rows it is built from,
+    and the share of the held-out rows it holds."""
     out = {}
     for kind in KINDS:
         mine = [r for r in found if r.row.kind == kind]
         fitted = [abs(r.rel_error) for r in mine if r.rel_error is not None and r.row.half == "fit"]
         held = [abs(r.rel_error) for r in mine if r.rel_error is not None and r.row.half == "held_out"]
-        interval = kind_interval(found, kind)
+        interval = kind_interval(found, kind, unseen=unseen)
         out[kind] = {
             "n": len(mine),
             "predicted": sum(r.prediction is not None for r in mine),
@@ -279,6 +295,7 @@ def summary_markdown(summaries: dict[str, dict]) -> str:
 
 def validate(kind: str | None = None, eff: Efficiency | None = None) -> dict:
     """The ``validate`` answer: every row (or those of ``kind``) and the summary per kind."""
+    unseen = shipped_cross_validated() if eff is None else None  # (the shipped fit's)
     eff = eff or Efficiency.load()
     found = results(eff)
     shown = [r for r in found if kind is None or r.row.kind == kind]
@@ -287,5 +304,5 @@ def validate(kind: str | None = None, eff: Efficiency | None = None) -> dict:
         "meaning": Efficiency.MEANING,
         "mfu_convention": MFU_CONVENTION,
         "rows": [r.to_dict() for r in shown],
-        "summary": summary(found) if kind is None else {kind: summary(found)[kind]},
+        "summary": summary(found, unseen) if kind is None else {kind: summary(found, unseen)[kind]},
     }

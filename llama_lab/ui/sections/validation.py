@@ -39,8 +39,9 @@ def interval_note(summaries: dict) -> str:
     return (
         f"The interval `predict` and the pages give an estimate, at level {level:.0%}: the range "
         "of measured / estimate (of a rate; a time's is the rate's, inverted) over the fit half's "
-        f"rows less their lowest and highest {(1 - level) / 2:.0%}, widened to hold the estimate. It never "
-        f"sees the held-out half, which measures it: “held out inside” is the share there. {built}."
+        "rows, each predicted by a fit made without it, less their lowest and highest "
+        f"{(1 - level) / 2:.0%}, widened to hold the estimate. It never sees the held-out half, "
+        f"which measures it: “held out inside” is the share there. {built}."
     )
 
 
