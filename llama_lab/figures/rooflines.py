@@ -43,7 +43,7 @@ def roofline_points(
             )
             step = decode_step(variant, gpu, batch, context_len, weights or dtype, kv_dtype or dtype, 1, eff)
             estimate = batch / step.estimate
-            low, high = interval(estimate, "decode_bs1" if batch == 1 else "decode_batched")
+            low, high = interval(estimate, "decode_bs1" if batch == 1 else "decode_batched", r.tokens_per_s)
             rows.append(
                 {
                     "attention": kind,

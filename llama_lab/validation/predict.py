@@ -40,15 +40,17 @@ def shipped_interval(kind: str) -> Interval:
     return kind_interval(results(Efficiency.load()), kind, unseen=shipped_cross_validated())
 
 
-def interval(estimate: float, kind: str) -> tuple[float, float]:
+def interval(estimate: float, kind: str, bound: float | None = None) -> tuple[float, float]:
     """(low, high) of what would be measured for an estimate of a rate or an amount: every
-    surface's interval (``predict``, the KV and Many GPUs pages, the Validation page's table)."""
-    return shipped_interval(kind).around(estimate)
+    surface's interval (``predict``, the KV and Many GPUs pages, the Validation page's table),
+    ending at the roofline ``bound`` where given (no measurement beats it)."""
+    low, high = shipped_interval(kind).around(estimate)
+    return (low, high) if bound is None else (min(low, bound), min(high, bound))
 
 
-def time_interval(seconds: float, kind: str) -> tuple[float, float]:
-    """``interval`` for a time: the rate's interval, inverted."""
-    low, high = interval(1 / seconds, kind)
+def time_interval(seconds: float, kind: str, bound: float | None = None) -> tuple[float, float]:
+    """``interval`` for a time: the rate's interval, inverted (at least the ``bound``'s time)."""
+    low, high = interval(1 / seconds, kind, None if bound is None else 1 / bound)
     return 1 / high, 1 / low
 
 
@@ -59,13 +61,13 @@ def interval_from(kind: str) -> str:
 
 
 def _band(bound: float, estimate: float, kind: str) -> dict[str, float]:
-    low, high = interval(estimate, kind)
+    low, high = interval(estimate, kind, bound)
     return {"bound": bound, "estimate": estimate, "low": low, "high": high}
 
 
 def _time_band(bound: float, estimate: float, kind: str) -> dict[str, float]:
     """``_band`` for seconds (the least time, the estimate, and its interval)."""
-    low, high = time_interval(estimate, kind)
+    low, high = time_interval(estimate, kind, bound)
     return {"bound": bound, "estimate": estimate, "low": low, "high": high}
 
 
@@ -119,7 +121,7 @@ def predict_decode(
     defaults = engine_profile_defaults(gpu)
     profile = (max_num_batched_tokens or defaults[0], max_num_seqs or defaults[1])
     cache = vllm_kv_tokens(cfg, gpu, weights, kv, gpu_memory_utilization, *profile, tp, eff)
-    low, high = interval(cache.estimate, "kv_capacity")
+    low, high = interval(cache.estimate, "kv_capacity", cache.bound)
     memory = serving_memory(cfg, gpu, tp, batch, prompt_len + new_tokens, weights, kv)
     memory["kv_cache_tokens"] = {"estimate": cache.estimate, "low": low, "high": high}
     memory["engine"] = {

@@ -676,7 +676,7 @@ def test_predict_gives_the_kinds_interval_as_low_and_high(capsys):
         out = json.loads(capsys.readouterr().out)
         tokens, (low, high) = out["tokens_per_s"], intervals[kind]
         assert tokens["low"] == pytest.approx(tokens["estimate"] * low)
-        assert tokens["high"] == pytest.approx(tokens["estimate"] * high)
+        assert tokens["high"] == pytest.approx(min(tokens["estimate"] * high, tokens["bound"]))
         assert out["ms_per_token"]["high"] == pytest.approx(1000 * batch / tokens["low"])
         assert out["interval_from"].startswith("80% interval from the fit half's")
     argv = ["predict", "train", "--preset", "llama-3-8b", "--gpu", "H100 80GB", "--gpus", "8", "--json"]
@@ -685,3 +685,10 @@ def test_predict_gives_the_kinds_interval_as_low_and_high(capsys):
     assert (tokens["low"], tokens["high"]) == pytest.approx(
         (tokens["estimate"] * low, tokens["estimate"] * high)
     )
+    # the interval ends at the bound, which no measurement beats: batch 64's ×2.00 would pass it
+    argv = ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--batch", "64", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    tokens, ms, ttft = out["tokens_per_s"], out["ms_per_token"], out["ttft_ms"]
+    assert tokens["estimate"] * intervals["decode_batched"][1] > tokens["bound"] == tokens["high"]
+    assert ms["low"] == pytest.approx(ms["bound"]) and ttft["low"] >= ttft["bound"]
