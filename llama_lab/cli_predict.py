@@ -9,6 +9,12 @@ from .analysis.common import TRAINING_DTYPES
 from .config import ModelConfig
 from .runtime.hardware import GPUS, VLLM_GPU_MEMORY_UTILIZATION
 
+# --cp, for `parallel` and `predict train` alike
+CP_HELP = (
+    "context-parallel ranks: each holds T/cp of every sequence, K and V passed around the ring "
+    "(gpus = tp · pp · cp · dp; 2·cp must divide the sequence)"
+)
+
 
 def add_parsers(sub, add_config_args, positive_int) -> None:
     """The ``predict`` (with its two kinds) and ``validate`` subcommands."""
@@ -53,6 +59,7 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
         default=None,
         help="sequences per step over every data-parallel rank: micro-batches = GB / (dp · micro-batch)",
     )
+    t.add_argument("--cp", type=positive_int, default=1, help=CP_HELP)
     t.add_argument(
         "--vp",
         type=positive_int,
@@ -129,6 +136,7 @@ def layout_from_args(args: argparse.Namespace):
         args.micro_batches or 0,
         schedule,
         chunks,
+        getattr(args, "cp", 1),
     )
     return with_global_batch(layout, getattr(args, "global_batch", None), args.micro_batches)
 

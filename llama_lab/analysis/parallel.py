@@ -3,7 +3,7 @@ pipeline parallel (1F1B or interleaved), data parallel with ZeRO 1/2/3 (FSDP = 3
 recomputation, mixed precision. For each pipeline stage: the parameters one GPU holds, their
 gradients and optimizer state, the activations it keeps, and the bytes it sends per step.
 
-Symbols: N GPUs = tp · pp · dp; t = tp, p = pp, d = dp, v model chunks per GPU (interleaved),
+Symbols: N GPUs = tp · pp · cp · dp; t = tp, p = pp, d = dp, v model chunks per GPU (interleaved),
 m micro-batches per step per data-parallel rank, b bytes per element, Ψ a stage's local
 parameters. A ring all-reduce of M bytes over n ranks sends 2(n−1)/n · M from each rank; a
 reduce-scatter or an all-gather sends (n−1)/n · M (Patarasuk & Yuan 2009, NCCL's rings).
@@ -12,6 +12,11 @@ Tensor parallel (Shoeybi et al. 2019): q/k/v and gate/up are column-parallel (ea
 query heads, G/t KV heads — or one KV head replicated on t/G ranks when t > G —, F/t FFN
 rows), o_proj and down_proj row-parallel, the embedding and the LM head vocabulary-parallel
 (⌈V/t⌉ rows each: Megatron pads the vocabulary), norms, router and o/down biases replicated.
+
+Context parallel (cp ranks; Megatron's CP, torchtitan's ring attention): each rank holds T/cp of
+every sequence (load-balanced: T divisible by 2·cp) and its activations; the attention passes
+each rank's K and V chunk around the ring (cp − 1 sends per layer forward, K, V and their
+gradients backward); the weights are replicated over cp and sharded or reduced over dp · cp.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from .common import (
     checked_dtype_bytes,
     nbytes,
 )
-from .kv import kv_heads_per_gpu
+from .kv import kv_cache_bytes_per_token, kv_heads_per_gpu
 from .quant import TensorGroup, block_tensors, weight_tensors
 from .shapes import Shapes
 
@@ -47,7 +52,7 @@ PIPELINE_MICRO_BATCHES = 4  # default m with a pipeline: 4 micro-batches per sta
 
 @dataclass(frozen=True)
 class Layout:
-    """How N GPUs split one training step: ``tp`` × ``pp`` × dp = ``gpus``."""
+    """How N GPUs split one training step: ``tp`` × ``pp`` × ``cp`` × dp = ``gpus``."""
 
     gpus: int = 1
     tp: int = 1
@@ -59,10 +64,17 @@ class Layout:
     micro_batches: int = 0  # per step per data-parallel rank; 0: 1, or 4·pp with a pipeline
     schedule: str = "1f1b"
     chunks: int = 1  # model chunks per GPU (interleaved schedule's v)
+    cp: int = 1  # context-parallel ranks: each holds T/cp of every sequence
 
     @property
     def dp(self) -> int:
-        return self.gpus // (self.tp * self.pp)
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def replicas(self) -> int:
+        """The ranks holding the same weights, which ZeRO shards over and the gradients are
+        reduced over: dp · cp (context-parallel ranks see other tokens of the same sequences)."""
+        return self.dp * self.cp
 
     @property
     def m(self) -> int:
@@ -72,7 +84,7 @@ class Layout:
         return {**asdict(self), "dp": self.dp, "micro_batches": self.m}
 
     def label(self) -> str:
-        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
+        parts = [f"TP{self.tp}", f"PP{self.pp}", *([f"CP{self.cp}"] if self.cp > 1 else []), f"DP{self.dp}"]
         if self.zero:
             parts.append(f"ZeRO-{self.zero}")
         if self.sequence_parallel and self.tp > 1:
@@ -87,13 +99,23 @@ class Layout:
 def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -> None:
     """Refuse a layout that cannot run, naming the rule broken."""
     t, p, n = layout.tp, layout.pp, layout.gpus
-    for name in ("gpus", "tp", "pp", "micro_batch"):
+    for name in ("gpus", "tp", "pp", "cp", "micro_batch"):
         check_count(name, getattr(layout, name), MAX_GPUS)
     if layout.micro_batches:
         check_count("micro_batches", layout.micro_batches, MAX_GPUS)
     check_count("chunks", layout.chunks, cfg.n_layers)
-    if n % (t * p):
-        raise AnalysisError(f"gpus={n} is not tp·pp·dp: tp={t} × pp={p} = {t * p} does not divide {n}")
+    c = layout.cp
+    if n % (t * p * c):
+        if c == 1:
+            raise AnalysisError(f"gpus={n} is not tp·pp·dp: tp={t} × pp={p} = {t * p} does not divide {n}")
+        raise AnalysisError(
+            f"gpus={n} is not tp·pp·cp·dp: tp={t} × pp={p} × cp={c} = {t * p * c} does not divide {n}"
+        )
+    if c > 1 and seq_len is not None and seq_len % (2 * c):
+        raise AnalysisError(
+            f"context parallel: 2·cp = {2 * c} does not divide seq_len={seq_len} (each rank holds two "
+            f"chunks of T/(2·cp), the load-balanced split of causal attention)"
+        )
     s = Shapes.of(cfg)
     if s.H % t:
         raise AnalysisError(f"tp={t} does not divide n_heads={s.H}: each rank holds whole query heads")
@@ -219,10 +241,10 @@ def _stage_params(cfg: ModelConfig, layout: Layout) -> tuple[int, ...]:
 def state_bytes(params: int, dtype: str, layout: Layout) -> dict[str, int]:
     """Weights, gradients and AdamW state of ``params`` local parameters on one GPU. Mixed
     precision (bf16/fp16): 2Ψ + 2Ψ + 12Ψ (fp32 master weights and both moments, ZeRO's K=12);
-    fp32: 4Ψ + 4Ψ + 8Ψ. ZeRO stage 1 shards the optimizer state over dp, 2 also the gradients,
-    3 also the weights (⌈·/dp⌉)."""
+    fp32: 4Ψ + 4Ψ + 8Ψ. ZeRO stage 1 shards the optimizer state over the dp · cp replicas, 2
+    also the gradients, 3 also the weights (⌈·/(dp · cp)⌉)."""
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
-    d, z = layout.dp, layout.zero
+    d, z = layout.replicas, layout.zero
     optimizer = (4 + 4 + 4 if b != 4 else 4 + 4) * params
 
     def shard(value: int, stage: int) -> int:
@@ -264,7 +286,9 @@ def stage_activations(
     recomputation: one block's tensors alive while it is recomputed, once, not per micro-batch)."""
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     s = Shapes.of(cfg)
-    B, T, t, sp = layout.micro_batch, seq_len, layout.tp, layout.sequence_parallel and layout.tp > 1
+    # a context-parallel rank's T/cp tokens of each sequence
+    B, T, t = layout.micro_batch, seq_len // layout.cp, layout.tp
+    sp = layout.sequence_parallel and layout.tp > 1
     N = B * T
     layers = _layers_of(cfg, layout, stage)
     # blocks come in few kinds: (window, sparse, Gated DeltaNet)
@@ -313,13 +337,16 @@ def stage_comm(
     pp: per micro-batch and model chunk, the activations forward and their gradient backward
     (B·T·C, or B·T·C/t under sequence parallel); the first stage sends no forward, the last no
     backward.
-    dp: once per step, the gradients of Ψ parameters. ZeRO 0: one all-reduce; 1: reduce-scatter +
-    all-gather of the updated weights (the same bytes); 2: a reduce-scatter per micro-batch + the
-    all-gather; 3 (FSDP): per micro-batch an all-gather forward, one backward and a
-    reduce-scatter (3Ψ per micro-batch: ZeRO's 1.5× data parallel)."""
+    dp: once per step, the gradients of Ψ parameters over the dp · cp replicas. ZeRO 0: one
+    all-reduce; 1: reduce-scatter + all-gather of the updated weights (the same bytes); 2: a
+    reduce-scatter per micro-batch + the all-gather; 3 (FSDP): per micro-batch an all-gather
+    forward, one backward and a reduce-scatter (3Ψ per micro-batch: ZeRO's 1.5× data parallel).
+    cp: per micro-batch and layer, the rank's K and V of its B·T/cp tokens (the one cache rule,
+    ``kv.kv_cache_bytes_per_token``) sent cp − 1 times forward, K, V and their gradients
+    backward; the B·T·C terms above are of those B·T/cp tokens."""
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
-    t, p, d, m, v = layout.tp, layout.pp, layout.dp, layout.m, layout.chunks
-    N, C = layout.micro_batch * seq_len, cfg.d_model
+    t, p, d, m, v = layout.tp, layout.pp, layout.replicas, layout.m, layout.chunks
+    N, C = layout.micro_batch * seq_len // layout.cp, cfg.d_model
     M = nbytes(N * C, b)
     n_blocks = len(_layers_of(cfg, layout, stage))
     per_block = (6 if layout.recompute == "full" else 4) * _ring(t, M, True)
@@ -343,7 +370,12 @@ def stage_comm(
         dp_bytes = m * _ring(d, grads, False) + _ring(d, grads, False)
     else:
         dp_bytes = 3 * m * _ring(d, grads, False)
-    return {"tp": round(m * tp_bytes), "pp": round(m * pp_bytes), "dp": round(dp_bytes)}
+    # cp: per micro-batch, each rank's K and V chunk to the next rank cp − 1 times forward, and
+    # K, V with their gradients backward (twice that); full recomputation repeats the forward
+    kv = kv_cache_bytes_per_token(cfg, dtype, t, _layers_of(cfg, layout, stage)) * N
+    cp_bytes = (4 if layout.recompute == "full" else 3) * (layout.cp - 1) * kv
+    comm = {"tp": round(m * tp_bytes), "pp": round(m * pp_bytes), "dp": round(dp_bytes)}
+    return {**comm, "cp": round(m * cp_bytes)} if layout.cp > 1 else comm
 
 
 @dataclass(frozen=True)
@@ -359,7 +391,7 @@ class StageEstimate:
     activation_per_micro_batch: dict[str, int]
     in_flight: float
     total_bytes: int
-    comm_bytes: dict[str, int]  # tp, pp, dp
+    comm_bytes: dict[str, int]  # tp, pp, dp (and cp with context parallelism)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -139,6 +139,29 @@ def test_tensor_parallel_communication_by_hand():
     assert est.comm_by_kind["tp"] == round(expected)
 
 
+def test_context_parallel_by_hand():
+    """cp ranks hold T/cp of each sequence: a rank's activations at T are one rank's at T/cp
+    without context parallelism; the weights are sharded over dp · cp (ZeRO-3 on 8 GPUs: an
+    eighth either way); each rank passes its K and V chunk around the ring: LLaMA-3-8B's
+    32 × 2 × 8 heads × 128 × 2 B = 131,072 bytes a token, of 4,096 tokens, cp − 1 = 1 time
+    forward and twice backward."""
+    cfg = PRESETS["llama-3-8b"]
+    cp = parallel_memory(cfg, Layout(gpus=8, zero=3, cp=2), 8192, "bf16")
+    half = parallel_memory(cfg, Layout(gpus=8, zero=3), 4096, "bf16")
+    whole = parallel_memory(cfg, Layout(gpus=8, zero=3), 8192, "bf16")
+    assert cp.stages[0]["activation_per_micro_batch"] == half.stages[0]["activation_per_micro_batch"]
+    for key in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+        assert cp.per_gpu[key] == whole.per_gpu[key]  # sharded over dp · cp = 8
+    assert cp.layout["dp"] == 4 and "CP2 · DP4" in Layout(gpus=8, zero=3, cp=2).label()
+    assert cp.comm_by_kind["cp"] == 3 * 1 * 131_072 * 4096
+    assert cp.comm_by_kind["dp"] == whole.comm_by_kind["dp"]  # gradients over the 8 replicas
+    assert cp.global_batch == 4  # dp · m · micro-batch: the cp ranks share their sequences
+    with pytest.raises(AnalysisError, match=r"2·cp = 4 does not divide seq_len=8190"):
+        parallel_memory(cfg, Layout(gpus=8, cp=2), 8190)
+    with pytest.raises(AnalysisError, match=r"tp=2 × pp=1 × cp=3 = 6 does not divide 8"):
+        parallel_memory(cfg, Layout(gpus=8, tp=2, cp=3), 8190)
+
+
 def test_every_refusal_names_its_rule():
     cfg = PRESETS["llama-2-70b"]  # H 64, G 8, F 28672, L 80
     cases = [

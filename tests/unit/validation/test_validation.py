@@ -255,6 +255,22 @@ def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
     assert json.loads(capsys.readouterr().out)["fits"] is False  # predicted all the same, and said
 
 
+def test_predict_train_takes_context_parallel_ranks(capsys):
+    """--cp C: each GPU's tokens cost what they cost without it (the same attention FLOPs per
+    token; the ring's K/V exchange overlapped with the attention, as torchtitan and Megatron run
+    it), its activations those of T/C tokens; 2·C must divide the sequence."""
+    argv = ["predict", "train", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--gpus", "8", "--zero", "3"]
+    argv += ["--seq-len", "131072", "--recompute", "full", "--json"]
+    out = {}
+    for cp in (1, 8):
+        assert main([*argv, "--cp", str(cp)]) == 0
+        out[cp] = json.loads(capsys.readouterr().out)
+    assert out[8]["tokens_per_s_per_gpu"] == out[1]["tokens_per_s_per_gpu"]
+    assert out[8]["per_gpu_bytes"] < out[1]["per_gpu_bytes"] and "CP8 · DP1" in out[8]["layout"]
+    assert main([*argv[:-5], "--seq-len", "1000", "--cp", "8"]) == 2
+    assert "2·cp = 16 does not divide seq_len=1000" in capsys.readouterr().err
+
+
 def test_predict_train_in_fp8_runs_its_gemms_at_the_fp8_peak(capsys):
     """--dtype fp8: the bound at the fp8 dense peak (its GEMMs; the scores at bf16's), the
     estimate at the fp8 share fitted on the fp8 rows, the memory as bf16 mixed precision; a GPU
