@@ -13,7 +13,7 @@ from typing import NoReturn
 from .analysis.common import TRAINING_DTYPES
 from .analysis.quant import KEEP_CHOICES, KV_DTYPES, SCALE_DTYPES, WEIGHT_DTYPES
 from .analysis.speculative import MAX_GAMMA
-from .cli_predict import CP_HELP
+from .cli_predict import CP_HELP, EP_HELP
 from .cli_predict import add_parsers as add_predict_parsers
 from .config import PRESETS
 from .errors import LabError
@@ -378,6 +378,7 @@ def _add_parallel_parsers(sub) -> None:
     p.add_argument("--schedule", choices=("1f1b", "interleaved"), default="1f1b")
     p.add_argument("--chunks", type=_positive_int, default=1, help="interleaved: chunks per GPU")
     p.add_argument("--cp", type=_positive_int, default=1, help=CP_HELP)
+    p.add_argument("--ep", type=_positive_int, default=1, help=EP_HELP)
     p.add_argument(
         "--dtype",
         choices=TRAINING_DTYPES,

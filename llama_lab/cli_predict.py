@@ -14,6 +14,10 @@ CP_HELP = (
     "context-parallel ranks: each holds T/cp of every sequence, K and V passed around the ring "
     "(gpus = tp · pp · cp · dp; 2·cp must divide the sequence)"
 )
+EP_HELP = (
+    "expert-parallel ranks, taken from the dp · cp replicas: each holds E/ep of every MoE block's "
+    "experts, the routed tokens sent to them and back in all-to-alls"
+)
 
 
 def add_parsers(sub, add_config_args, positive_int) -> None:
@@ -60,6 +64,7 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
         help="sequences per step over every data-parallel rank: micro-batches = GB / (dp · micro-batch)",
     )
     t.add_argument("--cp", type=positive_int, default=1, help=CP_HELP)
+    t.add_argument("--ep", type=positive_int, default=1, help=EP_HELP)
     t.add_argument(
         "--vp",
         type=positive_int,
@@ -137,6 +142,7 @@ def layout_from_args(args: argparse.Namespace):
         schedule,
         chunks,
         getattr(args, "cp", 1),
+        getattr(args, "ep", 1),
     )
     return with_global_batch(layout, getattr(args, "global_batch", None), args.micro_batches)
 

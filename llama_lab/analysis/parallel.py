@@ -17,6 +17,12 @@ Context parallel (cp ranks; Megatron's CP, torchtitan's ring attention): each ra
 every sequence (load-balanced: T divisible by 2·cp) and its activations; the attention passes
 each rank's K and V chunk around the ring (cp − 1 sends per layer forward, K, V and their
 gradients backward); the weights are replicated over cp and sharded or reduced over dp · cp.
+
+Expert parallel (ep ranks, carved out of the dp · cp replicas as Megatron's MoE does): each rank
+holds E/ep of every MoE block's experts (their tensor-parallel piece), whose states ZeRO shards
+over the dp · cp / ep ranks holding the same experts; the routed tokens go to their experts'
+ranks and back in two all-to-alls forward and two backward, each sending (ep − 1)/ep of the
+B·T·k·C activations of a rank's tokens.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ class Layout:
     schedule: str = "1f1b"
     chunks: int = 1  # model chunks per GPU (interleaved schedule's v)
     cp: int = 1  # context-parallel ranks: each holds T/cp of every sequence
+    ep: int = 1  # expert-parallel ranks (within the dp · cp replicas): E/ep experts each
 
     @property
     def dp(self) -> int:
@@ -85,6 +92,8 @@ class Layout:
 
     def label(self) -> str:
         parts = [f"TP{self.tp}", f"PP{self.pp}", *([f"CP{self.cp}"] if self.cp > 1 else []), f"DP{self.dp}"]
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
         if self.zero:
             parts.append(f"ZeRO-{self.zero}")
         if self.sequence_parallel and self.tp > 1:
@@ -99,7 +108,7 @@ class Layout:
 def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -> None:
     """Refuse a layout that cannot run, naming the rule broken."""
     t, p, n = layout.tp, layout.pp, layout.gpus
-    for name in ("gpus", "tp", "pp", "cp", "micro_batch"):
+    for name in ("gpus", "tp", "pp", "cp", "ep", "micro_batch"):
         check_count(name, getattr(layout, name), MAX_GPUS)
     if layout.micro_batches:
         check_count("micro_batches", layout.micro_batches, MAX_GPUS)
@@ -110,6 +119,18 @@ def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -
             raise AnalysisError(f"gpus={n} is not tp·pp·dp: tp={t} × pp={p} = {t * p} does not divide {n}")
         raise AnalysisError(
             f"gpus={n} is not tp·pp·cp·dp: tp={t} × pp={p} × cp={c} = {t * p * c} does not divide {n}"
+        )
+    e = layout.ep
+    if e > 1 and not cfg.is_moe:
+        raise AnalysisError(f"ep={e}: expert parallelism needs experts (the model has none)")
+    if e > 1 and cfg.n_experts % e:
+        raise AnalysisError(
+            f"ep={e} does not divide n_experts={cfg.n_experts}: each rank holds whole experts"
+        )
+    if e > 1 and layout.replicas % e:
+        raise AnalysisError(
+            f"ep={e} does not divide dp·cp = {layout.replicas}: the expert-parallel ranks are taken "
+            f"from the ranks that hold the same weights"
         )
     if c > 1 and seq_len is not None and seq_len % (2 * c):
         raise AnalysisError(
@@ -229,32 +250,47 @@ def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGr
         groups += [ends[name] for name in ("final_norm", "lm_head") if name in ends]
         if cfg.tie_embeddings and layout.pp > 1:  # the last stage keeps its own copy
             groups.append(replace(ends["embed_tokens"], name="lm_head", role="lm_head"))
-    return [local_tensor(cfg, g, layout.tp) for g in groups]
+    return [expert_share(local_tensor(cfg, g, layout.tp), layout.ep) for g in groups]
+
+
+def is_expert(group: TensorGroup) -> bool:
+    """Whether ``group`` is the routed experts' (their weights, or their biases: gpt-oss)."""
+    return group.role == "experts" or group.name.startswith("experts.")
+
+
+def expert_share(group: TensorGroup, ep: int) -> TensorGroup:
+    """One of ``ep`` expert-parallel ranks' share of ``group``: E/ep of the experts."""
+    return replace(group, count=group.count // ep) if ep > 1 and is_expert(group) else group
 
 
 @functools.lru_cache(maxsize=256)
-def _stage_params(cfg: ModelConfig, layout: Layout) -> tuple[int, ...]:
-    """Parameters one GPU of each stage holds (what ZeRO, recomputation and m leave alone)."""
-    return tuple(sum(g.params for g in stage_tensors(cfg, layout, stage)) for stage in range(layout.pp))
+def _stage_params(cfg: ModelConfig, layout: Layout) -> tuple[tuple[int, int], ...]:
+    """(parameters, of which the experts') one GPU of each stage holds (what ZeRO,
+    recomputation and m leave alone)."""
+    out = []
+    for stage in range(layout.pp):
+        groups = stage_tensors(cfg, layout, stage)
+        out.append((sum(g.params for g in groups), sum(g.params for g in groups if is_expert(g))))
+    return tuple(out)
 
 
-def state_bytes(params: int, dtype: str, layout: Layout) -> dict[str, int]:
-    """Weights, gradients and AdamW state of ``params`` local parameters on one GPU. Mixed
-    precision (bf16/fp16): 2Ψ + 2Ψ + 12Ψ (fp32 master weights and both moments, ZeRO's K=12);
-    fp32: 4Ψ + 4Ψ + 8Ψ. ZeRO stage 1 shards the optimizer state over the dp · cp replicas, 2
-    also the gradients, 3 also the weights (⌈·/(dp · cp)⌉)."""
+def state_bytes(params: int, dtype: str, layout: Layout, experts: int = 0) -> dict[str, int]:
+    """Weights, gradients and AdamW state of ``params`` local parameters on one GPU (``experts``
+    of them the routed experts'). Mixed precision (bf16/fp16): 2Ψ + 2Ψ + 12Ψ (fp32 master
+    weights and both moments, ZeRO's K=12); fp32: 4Ψ + 4Ψ + 8Ψ. ZeRO stage 1 shards the
+    optimizer state over the ranks holding the same weights — the dp · cp replicas, the
+    experts' over dp · cp / ep —, 2 also the gradients, 3 also the weights."""
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
-    d, z = layout.replicas, layout.zero
-    optimizer = (4 + 4 + 4 if b != 4 else 4 + 4) * params
+    z = layout.zero
+    optimizer = 4 + 4 + 4 if b != 4 else 4 + 4
 
-    def shard(value: int, stage: int) -> int:
-        return math.ceil(value / d) if z >= stage else value
+    def shard(per_param: float, stage: int) -> int:
+        if z < stage:
+            return math.ceil(per_param * params)
+        dense = math.ceil(per_param * (params - experts) / layout.replicas)
+        return dense + math.ceil(per_param * experts / (layout.replicas // layout.ep))
 
-    return {
-        "params_bytes": shard(nbytes(params, b), 3),
-        "grads_bytes": shard(nbytes(params, b), 2),
-        "optimizer_bytes": shard(optimizer, 1),
-    }
+    return {"params_bytes": shard(b, 3), "grads_bytes": shard(b, 2), "optimizer_bytes": shard(optimizer, 1)}
 
 
 def in_flight(layout: Layout, stage: int) -> float:
@@ -325,7 +361,7 @@ def _ring(n: int, nbytes_: float, all_reduce: bool) -> float:
 
 
 def stage_comm(
-    cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype: str, params: int
+    cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype: str, params: tuple[int, int]
 ) -> dict[str, int]:
     """Bytes one GPU of ``stage`` sends per step, by kind.
     tp: per block and micro-batch, two all-reduces of the B·T·C activations forward
@@ -341,11 +377,16 @@ def stage_comm(
     all-reduce; 1: reduce-scatter + all-gather of the updated weights (the same bytes); 2: a
     reduce-scatter per micro-batch + the all-gather; 3 (FSDP): per micro-batch an all-gather
     forward, one backward and a reduce-scatter (3Ψ per micro-batch: ZeRO's 1.5× data parallel).
+    The experts' gradients go over the dp · cp / ep ranks holding the same experts.
     cp: per micro-batch and layer, the rank's K and V of its B·T/cp tokens (the one cache rule,
     ``kv.kv_cache_bytes_per_token``) sent cp − 1 times forward, K, V and their gradients
-    backward; the B·T·C terms above are of those B·T/cp tokens."""
+    backward; the B·T·C terms above are of those B·T/cp tokens.
+    ep: per micro-batch and MoE block, two all-to-alls forward (dispatch, combine) and two
+    backward (three pairs under full recomputation), each sending (ep − 1)/ep of the B·T·k·C
+    routed activations."""
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     t, p, d, m, v = layout.tp, layout.pp, layout.replicas, layout.m, layout.chunks
+    params_, experts = params  # the stage's local parameters, and the experts' among them
     N, C = layout.micro_batch * seq_len // layout.cp, cfg.d_model
     M = nbytes(N * C, b)
     n_blocks = len(_layers_of(cfg, layout, stage))
@@ -360,22 +401,34 @@ def stage_comm(
     # model's very last chunk (forward) and very first (backward)
     sends = (v - (stage == p - 1)) + (v - (stage == 0))
     pp_bytes = sends * (M // t if sp else M) if p > 1 else 0
-    grads = nbytes(params, b)
     z = layout.zero
-    if z == 0:
-        dp_bytes = _ring(d, grads, True)
-    elif z == 1:
-        dp_bytes = _ring(d, grads, False) + _ring(d, grads, False)
-    elif z == 2:
-        dp_bytes = m * _ring(d, grads, False) + _ring(d, grads, False)
-    else:
-        dp_bytes = 3 * m * _ring(d, grads, False)
+
+    def reduce_bytes(n: int, grads: float) -> float:  # the gradients of ranks holding the same weights
+        if z == 0:
+            return _ring(n, grads, True)
+        if z == 1:
+            return 2 * _ring(n, grads, False)
+        if z == 2:
+            return m * _ring(n, grads, False) + _ring(n, grads, False)
+        return 3 * m * _ring(n, grads, False)
+
+    dense = nbytes(params_ - experts, b)
+    dp_bytes = reduce_bytes(d, dense) + reduce_bytes(d // layout.ep, nbytes(experts, b))
     # cp: per micro-batch, each rank's K and V chunk to the next rank cp − 1 times forward, and
     # K, V with their gradients backward (twice that); full recomputation repeats the forward
     kv = kv_cache_bytes_per_token(cfg, dtype, t, _layers_of(cfg, layout, stage)) * N
     cp_bytes = (4 if layout.recompute == "full" else 3) * (layout.cp - 1) * kv
+    # ep: per MoE block and micro-batch, dispatch and combine all-to-alls forward and backward
+    # (a third pair under full recomputation), each (ep − 1)/ep of the rank's N·k·C routed values
+    sparse = sum(cfg.moe_layer_flags[i] for i in _layers_of(cfg, layout, stage))
+    routed = nbytes(N * cfg.experts_per_token * C, b) * (layout.ep - 1) / layout.ep
+    ep_bytes = sparse * (6 if layout.recompute == "full" else 4) * routed
     comm = {"tp": round(m * tp_bytes), "pp": round(m * pp_bytes), "dp": round(dp_bytes)}
-    return {**comm, "cp": round(m * cp_bytes)} if layout.cp > 1 else comm
+    if layout.cp > 1:
+        comm["cp"] = round(m * cp_bytes)
+    if layout.ep > 1:
+        comm["ep"] = round(m * ep_bytes)
+    return comm
 
 
 @dataclass(frozen=True)
@@ -430,13 +483,13 @@ def parallel_memory(
     counts = _stage_params(cfg, replace(layout, zero=0, recompute="none", micro_batches=0))
     for stage in range(layout.pp):
         layers = _layers_of(cfg, layout, stage)
-        params = counts[stage]
-        states = state_bytes(params, dtype, layout)
+        params, experts = counts[stage]
+        states = state_bytes(params, dtype, layout, experts)
         acts = stage_activations(cfg, layout, stage, seq_len, dtype)
         flight = in_flight(layout, stage)
         per_micro = sum(v for k, v in acts.items() if k != "recomputed_block")
         activation = math.ceil(flight * per_micro) + acts["recomputed_block"]
-        comm = stage_comm(cfg, layout, stage, seq_len, dtype, params)
+        comm = stage_comm(cfg, layout, stage, seq_len, dtype, (params, experts))
         stages.append(
             StageEstimate(
                 stage,

@@ -162,6 +162,31 @@ def test_context_parallel_by_hand():
         parallel_memory(cfg, Layout(gpus=8, tp=2, cp=3), 8190)
 
 
+def test_expert_parallel_by_hand():
+    """Mixtral 8x7B on 8 GPUs, ZeRO-1, ep 8: each GPU holds one of each block's 8 experts
+    (32 × 3 × 4096 × 14336 parameters), every other weight whole; the dense part's optimizer
+    state sharded over the 8 replicas, the experts' over 8 / 8 = 1 (no other rank holds them);
+    per micro-batch each MoE block sends 4 all-to-alls of 7/8 of the 4,096 × 2 × 4,096 routed
+    bf16 values."""
+    cfg = PRESETS["mixtral-8x7b"]
+    est = parallel_memory(cfg, Layout(gpus=8, zero=1, ep=8), 4096, "bf16")
+    whole = parallel_memory(cfg, Layout(gpus=8, zero=1), 4096, "bf16")
+    experts = 32 * 8 * 3 * 4096 * 14336
+    one = experts // 8
+    assert whole.stages[0]["params"] - est.stages[0]["params"] == experts - one
+    dense = est.stages[0]["params"] - one
+    assert est.per_gpu["optimizer_bytes"] == math.ceil(12 * dense / 8) + 12 * one
+    assert est.per_gpu["params_bytes"] == 2 * (dense + one)  # ZeRO-1 keeps the weights whole
+    assert est.comm_by_kind["ep"] == round(32 * 4 * 4096 * 2 * 4096 * 2 * 7 / 8)
+    assert "EP8" in Layout(gpus=8, ep=8).label()
+    with pytest.raises(AnalysisError, match="needs experts"):
+        parallel_memory(PRESETS["llama-3-8b"], Layout(gpus=8, ep=2), 4096)
+    with pytest.raises(AnalysisError, match="ep=3 does not divide n_experts=8"):
+        parallel_memory(cfg, Layout(gpus=6, ep=3), 4096)
+    with pytest.raises(AnalysisError, match=r"ep=8 does not divide dp·cp = 4"):
+        parallel_memory(cfg, Layout(gpus=8, tp=2, ep=8), 4096)
+
+
 def test_every_refusal_names_its_rule():
     cfg = PRESETS["llama-2-70b"]  # H 64, G 8, F 28672, L 80
     cases = [

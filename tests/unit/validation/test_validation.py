@@ -271,6 +271,19 @@ def test_predict_train_takes_context_parallel_ranks(capsys):
     assert "2·cp = 16 does not divide seq_len=1000" in capsys.readouterr().err
 
 
+def test_predict_train_takes_expert_parallel_ranks(capsys):
+    """--ep E: each GPU holds E-th of the experts (its memory), the time per token the one MoE
+    share's (the all-to-all bytes are parallel's comm_by_kind.ep)."""
+    argv = ["predict", "train", "--preset", "gpt-oss-120b", "--gpu", "h100-80gb", "--gpus", "64"]
+    argv += ["--zero", "1", "--seq-len", "4096", "--json"]
+    out = {}
+    for ep in (1, 8):
+        assert main([*argv, "--ep", str(ep)]) == 0
+        out[ep] = json.loads(capsys.readouterr().out)
+    assert out[8]["tokens_per_s_per_gpu"] == out[1]["tokens_per_s_per_gpu"]
+    assert out[8]["per_gpu_bytes"] < out[1]["per_gpu_bytes"] / 2 and "EP8" in out[8]["layout"]
+
+
 def test_predict_train_in_fp8_runs_its_gemms_at_the_fp8_peak(capsys):
     """--dtype fp8: the bound at the fp8 dense peak (its GEMMs; the scores at bf16's), the
     estimate at the fp8 share fitted on the fp8 rows, the memory as bf16 mixed precision; a GPU
