@@ -2,8 +2,11 @@
 model, hardware, software, precisions, workload and the measured metric, and what LLaMA Lab
 can predict it from — its config, GPU and stored weight format — or why it cannot.
 
-The halves are declared before any fit: within each kind, rows ordered by a hash of their id
-alternate between ``fit`` and ``held_out``, whatever their values.
+The halves are declared before any fit and then kept: each row of the file states its
+``half``. A row added without one is given one by ``declare_halves`` (``python
+tools/declare_halves.py`` writes it into the file): within each kind, the new rows ordered by a
+hash of their id alternate between ``fit`` and ``held_out``, starting with the half the kind has
+fewer of, whatever their values — and no row already declared moves.
 """
 
 from __future__ import annotations
@@ -169,12 +172,25 @@ def _order(row_id: str) -> str:
     return hashlib.sha256(row_id.encode()).hexdigest()
 
 
+HALVES = ("fit", "held_out")
+
+
+def declare_halves(raw: list[dict]) -> dict[str, str]:
+    """Each row's half: the one it declares, else (a new row) by the rule of the module's
+    docstring, which moves no declared row."""
+    halves = {r["id"]: r["half"] for r in raw if r.get("half") in HALVES}
+    for kind in KINDS:
+        mine = [r for r in raw if r["kind"] == kind]
+        declared = [halves[r["id"]] for r in mine if r["id"] in halves]
+        start = 0 if declared.count("fit") <= declared.count("held_out") else 1
+        new = sorted((r["id"] for r in mine if r["id"] not in halves), key=_order)
+        halves.update({row_id: HALVES[(i + start) % 2] for i, row_id in enumerate(new)})
+    return halves
+
+
 @cache
 def load_rows() -> tuple[Row, ...]:
     """Every row of ``measurements.json``, each with its declared half."""
     raw = json.loads(DATA.read_text())["rows"]
-    halves: dict[str, str] = {}
-    for kind in KINDS:
-        ids = sorted((r["id"] for r in raw if r["kind"] == kind), key=_order)
-        halves.update({row_id: ("fit", "held_out")[i % 2] for i, row_id in enumerate(ids)})
+    halves = declare_halves(raw)
     return tuple(Row(r, halves[r["id"]]) for r in raw)

@@ -62,6 +62,22 @@ def test_the_halves_are_declared_by_id_alone_and_stratified_by_kind():
         load_rows.cache_clear()
 
 
+def test_every_row_states_its_half_and_a_new_row_moves_none():
+    """The file declares each row's half (tools/declare_halves.py); rows added later take the
+    halves the kind has fewer of, by their ids' hash, and no declared row moves."""
+    from llama_lab.validation.rows import DATA, declare_halves
+
+    raw = json.loads(DATA.read_text())["rows"]
+    assert all(r.get("half") == row.half for r, row in zip(raw, ROWS))
+    added = [{"id": f"new-decode-{i}", "kind": "decode_bs1"} for i in range(3)]
+    halves = declare_halves([*raw, *added])
+    assert all(halves[r["id"]] == r["half"] for r in raw)
+    bs1 = [r["half"] for r in raw if r["kind"] == "decode_bs1"]
+    new = [halves[r["id"]] for r in added]
+    assert sorted(new) in (["fit", "fit", "held_out"], ["fit", "held_out", "held_out"])
+    assert abs((bs1 + new).count("fit") - (bs1 + new).count("held_out")) <= 1
+
+
 def test_the_decode_bound_is_the_rooflines_step_and_the_estimate_adds_the_named_costs():
     cfg, gpu = PRESETS["llama-2-7b"], GPUS["A100 80GB"]
     eff = Efficiency()
