@@ -61,7 +61,7 @@ class Efficiency:
     train_attention: float = 0.3  # share of the bf16 peak the causal attention scores reach
     tp_link: float = 0.8  # share of NVLink's bandwidth tensor-parallel collectives reach
     memory_factor: float = 1.0  # a training run's measured peak over the bytes LLaMA Lab counts
-    engine_reserve_bytes: float = 1e9  # what vLLM's cache budget loses beyond weights and activations
+    engine_non_torch_bytes: float = 0.0  # outside PyTorch, counted by every vLLM release
 
     MEANING = {
         "decode_bw": "share of HBM bandwidth a decode step reaches, per weight format",
@@ -78,9 +78,9 @@ class Efficiency:
         "all-reduces and reduce-scatters reach",
         "memory_factor": "a training run's measured peak memory over the bytes LLaMA Lab counts for its "
         "layout (the allocator's cache and fragmentation, communication buffers, the CUDA context)",
-        "engine_reserve_bytes": "bytes a serving engine's KV-cache budget (vLLM: gpu_memory_utilization × "
-        "the device's memory) loses beyond the weights and its profiling forward's activations: the "
-        "memory the driver keeps from CUDA, the CUDA context, NCCL's buffers, allocations outside PyTorch",
+        "engine_non_torch_bytes": "bytes outside PyTorch every vLLM release takes from its KV-cache budget "
+        "beyond those counted from its sources (the CUDA context where counted, the custom all-reduce "
+        "buffers): cuBLAS workspaces, NCCL's buffers, attention backends' allocations",
         "train_moe": "share of its matmul format's peak a mixture of experts' matmuls reach (the "
         "active experts' FLOPs): routing, grouped expert matmuls and all-to-all cost a dense model none of",
     }

@@ -1,29 +1,47 @@
 """A serving engine's KV-cache budget, as vLLM sizes it, predicted from LLaMA Lab's counts.
 
-vLLM (V0 from 0.6.4, V1; read in its released sources) gives the cache what is left of
-``gpu_memory_utilization`` × the device's memory once the weights, the activations of a
-profiling forward and the memory outside PyTorch are taken:
+vLLM (read in its released sources, 0.6.4.post1 to 0.11.0: ``vllm/worker/worker.py``
+``determine_num_available_blocks`` in V0, ``vllm/v1/worker/gpu_worker.py``
+``determine_available_memory`` in V1, ``vllm/utils.py`` ``memory_profiling`` / ``MemorySnapshot``)
+gives the cache what is left of ``gpu_memory_utilization`` × the device's memory as CUDA reports
+it (``torch.cuda.mem_get_info()[1]``) once the weights, PyTorch's peak during a profiling forward
+and the memory outside PyTorch are taken:
 
-    blocks = ⌊(utilization × memory − weights − profile activations − other) / block bytes⌋
+    blocks = ⌊(U × CUDA's total − weights − profile peak − non-torch) / block bytes⌋
 
 and reports ``blocks × 16`` tokens ("GPU KV cache size: N tokens", or "# GPU blocks: N"). A block
 holds 16 tokens of every layer's K and V for the KV heads one GPU keeps: the lab's one rule
 (``analysis.kv.layer_token_bytes``: ``max(1, G // tp)`` heads, as vLLM's get_num_kv_heads; MLA's
 latent whole on every rank, vLLM's "When using MLA during decode it becomes MQA"). The weights
 one GPU holds are the Many GPUs page's (``analysis.layouts.gpu_weight_bytes``).
-The profiling forward runs the engine's ``max_num_batched_tokens`` tokens spread over its
-``max_num_seqs`` sequences, each sampling its last position only.
 
-The **bound** takes nothing but the weights (the most the cache could get at that utilization);
-the **estimate** also takes LLaMA Lab's count of the profiling forward's activations and the
-fitted ``engine_reserve_bytes``: what the device's reported memory holds beyond what CUDA
-reports to the engine, the CUDA context, NCCL's buffers and the other allocations outside
-PyTorch. CUDA graphs are captured after the cache is sized (not subtracted).
+Each term, as the sources define it:
+
+* **CUDA's total**: the device's reported memory less ``CUDA_RESERVED_BYTES``, what the driver
+  keeps from CUDA, read from vLLM's own logs (below).
+* **profile peak**: the profiling forward's activations — ``max_num_batched_tokens`` tokens over
+  ``max_num_seqs`` sequences, each sampling its last position (LLaMA Lab's count) — and the
+  sampler's float32 copy of the ``max_num_seqs`` × vocab logits (V1's ``_dummy_sampler_run``;
+  V0's ``profile_run`` samples too: ``Sampler`` casts the logits ``.to(torch.float)``).
+* **non-torch**, by what each release measures (``ENGINES``): V0 0.6.4–0.6.5 and V1 0.8.x count
+  every byte on the device outside PyTorch's allocations (``mem_get_info`` used − torch
+  allocated): the CUDA context too (``runtime.hardware.CUDA_CONTEXT_BYTES``). V0 0.6.6 on and V1
+  0.9.2 on count the increase since a snapshot taken after the context: not the context. Up to
+  0.10.x that snapshot precedes the tensor-parallel group's set-up, so under tp > 1 its
+  collective buffers count (``COLLECTIVE_BYTES``: vLLM's custom all-reduce, an 8 MiB buffer and
+  8 MiB more of metadata per rank); 0.11.0 takes it after ("Initialize the distributed
+  environment BEFORE taking memory snapshot"). Every release counts ``engine_non_torch_bytes``
+  (fitted): cuBLAS workspaces, NCCL's own buffers and the attention backends' allocations.
+
+CUDA graphs are captured after the cache is sized and not subtracted in any of these releases
+(0.11.0 logs their size, for ``--kv-cache-memory``, only). The **bound** takes nothing but the
+weights (the most the cache could get at that utilization of the device's reported memory).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 from ..analysis.kv import kv_cache_bytes_per_token
@@ -31,10 +49,63 @@ from ..analysis.layouts import gpu_weight_bytes
 from ..analysis.memory import inference_activation_bytes
 from ..analysis.parallel import Layout
 from ..config import ModelConfig
-from ..runtime.hardware import GPU
+from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU
 from .efficiency import COUNTS_CACHED, Efficiency, Prediction
 
 BLOCK_TOKENS = 16  # vLLM's block size on CUDA
+# vLLM's custom all-reduce per rank (vllm/distributed/device_communicators/custom_all_reduce.py,
+# 0.6.4–0.11.0: max_size=8192 * 1024; create_shared_buffer(max_size) for the buffer and
+# create_shared_buffer(ops.meta_size() + max_size) for the signals), allocated outside PyTorch
+COLLECTIVE_BYTES = 2 * 8192 * 1024
+# nvidia-smi's total less the total vLLM logs (torch.cuda.mem_get_info): an H100 80GB's 81,559 MiB
+# are "total_gpu_memory (79.22GiB)" (vllm-project/vllm PRs #10511 and #12126: 0.427 GiB less); an
+# RTX 4090's 24,564 MiB are 23.08 / 0.98 = 23.55 GiB (issue #13061: 0.437 GiB less); an RTX 3090's
+# 24,576 MiB "total_gpu_memory=23.58GiB" (issue #10517: 0.42 GiB less)
+CUDA_RESERVED_BYTES = round(0.43 * 2**30)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What one run of vLLM releases counts as memory outside PyTorch (module docstring)."""
+
+    context: bool  # the CUDA context (used − torch allocated, no snapshot)
+    collectives: bool  # a tensor-parallel group's buffers (snapshot before the group's set-up)
+    source: str
+
+
+ENGINES = {
+    "vllm-v0-0.6.4": Engine(
+        True,
+        True,
+        "vLLM V0 0.6.4–0.6.5 (vllm/worker/worker.py determine_num_available_blocks: "
+        "non_torch_allocations = (mem_get_info total − free) − allocated_bytes.all.current)",
+    ),
+    "vllm-v0-0.6.6": Engine(
+        False,
+        True,
+        "vLLM V0 0.6.6–0.10 (vllm/utils.py memory_profiling: the non-torch increase since the "
+        "worker's baseline, taken in init_device after the context, before "
+        "init_worker_distributed_environment)",
+    ),
+    "vllm-v1-0.8": Engine(
+        True,
+        True,
+        "vLLM V1 0.8.x (vllm/v1/worker/gpu_worker.py determine_available_memory: as V0 0.6.4)",
+    ),
+    "vllm-v1-0.9": Engine(
+        False,
+        True,
+        "vLLM V1 0.9.2–0.10.x (gpu_worker.py: memory_profiling from init_snapshot, taken before "
+        "init_worker_distributed_environment)",
+    ),
+    "vllm-v1-0.11": Engine(
+        False,
+        False,
+        "vLLM V1 0.11.0 (gpu_worker.py init_device: 'Initialize the distributed environment BEFORE "
+        "taking memory snapshot'; CUDA graphs captured after, not subtracted)",
+    ),
+}
+LATEST_ENGINE = "vllm-v1-0.11"  # what `predict decode` sizes the cache as
 
 # `vllm serve`'s profiling batch when the command line leaves it (vLLM V1, 0.9.2–0.11.0,
 # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, OPENAI_API_SERVER): 8,192 tokens over
@@ -72,8 +143,23 @@ def profile_activation_bytes(cfg: ModelConfig, tokens: int, seqs: int, tp: int) 
 
 
 def profile_peak_bytes(cfg: ModelConfig, weights: str, tokens: int, seqs: int, tp: int) -> int:
-    """PyTorch's peak during the profiling forward on one GPU: the weights and its activations."""
-    return math.ceil(weights_per_gpu(cfg, weights, tp) + profile_activation_bytes(cfg, tokens, seqs, tp))
+    """PyTorch's peak during the profiling forward on one GPU: the weights, its activations and
+    the sampler's float32 logits."""
+    activations = profile_activation_bytes(cfg, tokens, seqs, tp) + sampler_logits_bytes(cfg, seqs, tokens)
+    return math.ceil(weights_per_gpu(cfg, weights, tp) + activations)
+
+
+def sampler_logits_bytes(cfg: ModelConfig, seqs: int, tokens: int) -> int:
+    """The sampler's float32 copy of the logits of the profiling forward's sequences (one row of
+    the vocabulary for each of ``min(seqs, tokens)``)."""
+    return 4 * min(seqs, tokens) * cfg.vocab_size
+
+
+def non_torch_bytes(engine: str, tp: int, eff: Efficiency) -> float:
+    """The memory outside PyTorch that ``engine``'s release takes from the cache (module docstring)."""
+    e = ENGINES[engine]
+    collectives = COLLECTIVE_BYTES if tp > 1 and e.collectives else 0
+    return eff.engine_non_torch_bytes + (CUDA_CONTEXT_BYTES if e.context else 0) + collectives
 
 
 def vllm_kv_tokens(
@@ -86,13 +172,17 @@ def vllm_kv_tokens(
     profile_seqs: int,
     tp: int,
     eff: Efficiency,
+    engine: str = LATEST_ENGINE,
 ) -> Prediction:
-    """Tokens of KV cache vLLM allots (module docstring): the bound, and the estimate."""
-    budget = utilization * gpu.memory_bytes - weights_per_gpu(cfg, weights, tp)
-    taken = profile_activation_bytes(cfg, profile_tokens, profile_seqs, tp) + eff.engine_reserve_bytes
+    """Tokens of KV cache ``engine`` (a release of ``ENGINES``) allots (module docstring): the
+    bound, and the estimate."""
+    weights_bytes = weights_per_gpu(cfg, weights, tp)
+    bound = utilization * gpu.memory_bytes - weights_bytes
+    peak = profile_peak_bytes(cfg, weights, profile_tokens, profile_seqs, tp) - weights_bytes
+    free = utilization * (gpu.memory_bytes - CUDA_RESERVED_BYTES) - weights_bytes - peak
     block = BLOCK_TOKENS * kv_bytes_per_token_per_gpu(cfg, kv, tp)
 
     def tokens(free: float) -> float:
         return BLOCK_TOKENS * max(0, math.floor(free / block))
 
-    return Prediction(tokens(budget), tokens(budget - taken))
+    return Prediction(tokens(bound), tokens(free - non_torch_bytes(engine, tp, eff)))

@@ -20,7 +20,14 @@ from .efficiency import (
     shipped_cross_validated,
     train_tokens_per_s_per_gpu,
 )
-from .engine import ENGINE_DEFAULTS_SOURCE, engine_profile_defaults, vllm_kv_tokens, weights_per_gpu
+from .engine import (
+    ENGINE_DEFAULTS_SOURCE,
+    ENGINES,
+    LATEST_ENGINE,
+    engine_profile_defaults,
+    vllm_kv_tokens,
+    weights_per_gpu,
+)
 from .intervals import Interval, kind_interval
 from .validate import results
 
@@ -84,13 +91,15 @@ def predict_decode(
     gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION,
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
+    engine: str = LATEST_ENGINE,
 ) -> dict:
     """Generated tokens per second summed over the batch and milliseconds per decode step; the
     batch's time to its first token (``ttft_ms``: the prompts' prefill) and its whole run
     (``e2e_s``: prefill and ``new_tokens`` steps, a static batch as TensorRT-LLM's throughput
     tables run it); and the tokens a vLLM-style paged cache holds at ``gpu_memory_utilization``
     (``memory.kv_cache_tokens``; the engine's profiling batch ``max_num_batched_tokens`` over
-    ``max_num_seqs`` sequences, `vllm serve`'s defaults for the GPU where not given)."""
+    ``max_num_seqs`` sequences, `vllm serve`'s defaults for the GPU where not given; sized as
+    ``engine``'s release counts memory, ``engine.ENGINES``: the latest read by default)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise LabError(
             f"--gpu-memory-utilization {gpu_memory_utilization:g} must be above 0 and at most 1 "
@@ -120,7 +129,7 @@ def predict_decode(
     e2e = {key: ttft[key] + new_tokens * ms[key] / 1000 for key in ttft}
     defaults = engine_profile_defaults(gpu)
     profile = (max_num_batched_tokens or defaults[0], max_num_seqs or defaults[1])
-    cache = vllm_kv_tokens(cfg, gpu, weights, kv, gpu_memory_utilization, *profile, tp, eff)
+    cache = vllm_kv_tokens(cfg, gpu, weights, kv, gpu_memory_utilization, *profile, tp, eff, engine)
     low, high = interval(cache.estimate, "kv_capacity", cache.bound)
     memory = serving_memory(cfg, gpu, tp, batch, prompt_len + new_tokens, weights, kv)
     memory["kv_cache_tokens"] = {"estimate": cache.estimate, "low": low, "high": high}
@@ -129,6 +138,7 @@ def predict_decode(
         "max_num_batched_tokens": profile[0],
         "max_num_seqs": profile[1],
         "defaults_from": ENGINE_DEFAULTS_SOURCE,
+        "sized_as": ENGINES[engine].source,
     }
     return {
         "gpu": gpu.name,

@@ -21,7 +21,7 @@ from .efficiency import (
     shipped_cross_validated,
     train_tokens_per_s_per_gpu,
 )
-from .engine import profile_peak_bytes, vllm_kv_tokens
+from .engine import LATEST_ENGINE, profile_peak_bytes, vllm_kv_tokens
 from .intervals import INTERVAL_LEVEL, held_out_coverage, kind_interval, log_ratio
 from .rows import KINDS, Row, load_rows
 
@@ -40,7 +40,9 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
         assert gpu is not None and row.engine_profile is not None
         kv = row.data["precision"].get("kv") or "bf16"
         utilization = float(w["gpu_memory_utilization"])
-        return vllm_kv_tokens(cfg, gpu, row.weights or "bf16", kv, utilization, *row.engine_profile, tp, eff)
+        engine = w.get("engine") or LATEST_ENGINE
+        profile = row.engine_profile
+        return vllm_kv_tokens(cfg, gpu, row.weights or "bf16", kv, utilization, *profile, tp, eff, engine)
     assert gpu is not None
     if row.kind == "train":  # the rows' pipeline schedules (virtual stages) are not stated: no
         # bubble is counted for them, the fitted shares take it in
@@ -181,7 +183,7 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tp_link", "share"),
     ),
     "memory": (("memory_factor", "factor"),),
-    "kv_capacity": (("engine_reserve_bytes", "bytes"),),
+    "kv_capacity": (("engine_non_torch_bytes", "bytes"),),
 }
 REGIME = {
     "decode_bs1": "decode",

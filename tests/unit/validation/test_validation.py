@@ -224,12 +224,16 @@ def test_predict_decode_gives_the_time_to_first_token_the_whole_run_and_the_cach
     )
     assert cache["estimate"] == vllm_kv_tokens(cfg, gpu, "bf16", "bf16", 0.9, 8192, 1024, 1, eff).estimate
     assert cache["low"] <= cache["estimate"] <= cache["high"]
-    # by hand: what 0.9 of the reported memory leaves after the weights, the profiling forward's
-    # activations and the fitted reserve, in blocks of 16 tokens of 32 layers × 2 × 8 heads × 128 × 2 B
-    from llama_lab.validation.engine import profile_activation_bytes, weights_per_gpu
+    # by hand: what 0.9 of CUDA's total leaves after the weights, the profiling forward's
+    # activations, the sampler's float32 logits (1,024 × the vocabulary) and the fitted non-torch
+    # bytes (vLLM 0.11.0: no CUDA context, no collectives at tp 1), in blocks of 16 tokens of
+    # 32 layers × 2 × 8 heads × 128 × 2 B
+    from llama_lab.validation.engine import CUDA_RESERVED_BYTES, profile_activation_bytes, weights_per_gpu
 
-    free = 0.9 * gpu.memory_bytes - weights_per_gpu(cfg, "bf16", 1)
-    free -= profile_activation_bytes(cfg, 8192, 1024, 1) + eff.engine_reserve_bytes
+    free = 0.9 * (gpu.memory_bytes - CUDA_RESERVED_BYTES) - weights_per_gpu(cfg, "bf16", 1)
+    free -= (
+        profile_activation_bytes(cfg, 8192, 1024, 1) + 4 * 1024 * cfg.vocab_size + eff.engine_non_torch_bytes
+    )
     assert cache["estimate"] == 16 * math.floor(free / (16 * 32 * 2 * 8 * 128 * 2))
     # an A100 80GB and a 24 GB card profile with 2,048 tokens over 256 sequences; a lower
     # utilization leaves fewer tokens; the settings given are the settings used
@@ -248,16 +252,19 @@ def test_predict_decode_gives_the_time_to_first_token_the_whole_run_and_the_cach
 
 
 def test_predict_decode_sizes_a_logged_vllm_cache_as_its_validation_row():
-    """The command and the Validation row agree on a logged cache (vLLM on an RTX 3090,
-    Llama-3.1-8B at 29,000 tokens: the row's own utilization and profiling batch)."""
+    """The command and the Validation row agree on a logged cache (vLLM 0.6.4 on an RTX 3090,
+    Llama-3.1-8B at 29,000 tokens; vLLM V1 0.8 on an L40S at 32,768: each row's own utilization,
+    profiling batch and release)."""
     from llama_lab.validation.predict import predict_decode
     from llama_lab.validation.validate import predict_row
 
-    row = next(r for r in ROWS if r.id == "vllm-kv-llama31-8b-rtx3090-29k")
-    w = row.workload
-    settings = (float(w["gpu_memory_utilization"]), *row.engine_profile)
-    out = predict_decode(row.config, row.gpu, 1, None, 1, 128, 128, "bf16", "bf16", *settings)
-    assert out["memory"]["kv_cache_tokens"]["estimate"] == predict_row(row, Efficiency.load()).estimate
+    for name in ("vllm-kv-llama31-8b-rtx3090-29k", "vllm-kv-llama31-8b-l40s-v1-32k"):
+        row = next(r for r in ROWS if r.id == name)
+        w = row.workload
+        settings = (float(w["gpu_memory_utilization"]), *row.engine_profile)
+        args = (row.config, row.gpu, 1, None, 1, 128, 128, "bf16", "bf16", *settings)
+        out = predict_decode(*args, engine=w["engine"])
+        assert out["memory"]["kv_cache_tokens"]["estimate"] == predict_row(row, Efficiency.load()).estimate
 
 
 def test_predict_train_gives_tokens_per_gpu_mfu_and_whether_it_fits(capsys):
@@ -590,10 +597,12 @@ def test_the_device_terms_are_an_overhead_a_rate_and_an_update_time_per_paramete
 
 
 def test_vllms_kv_cache_is_what_its_budget_leaves_in_blocks_of_16_tokens():
-    """Hand-derived for the RTX 3090 run at max_model_len 20,000 (vLLM V0): 0.9 × 24,576 MiB,
-    less the bf16 weights, the activations of a 20,000-token profiling forward over 256
-    sequences and the fitted reserve, in blocks of 16 tokens × 32 layers × 8 KV heads × 128 × 2
-    (K, V) × 2 bytes; the bound leaves out the activations and the reserve."""
+    """Hand-derived for the RTX 3090 run at max_model_len 20,000 (vLLM V0 0.6.4): 0.9 × (24,576 MiB
+    less the 0.43 GiB CUDA does not report), less the bf16 weights, the activations of a
+    20,000-token profiling forward over 256 sequences, the sampler's float32 logits (256 × 128,256
+    × 4 bytes), the CUDA context (0.6.4 counts it) and the fitted non-torch bytes, in blocks of 16
+    tokens × 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes; the bound takes 0.9 × 24,576 MiB
+    less the weights only."""
     from llama_lab.analysis import count_params
     from llama_lab.analysis.memory import inference_activation_bytes
     from llama_lab.validation import predict_row
@@ -604,9 +613,22 @@ def test_vllms_kv_cache_is_what_its_budget_leaves_in_blocks_of_16_tokens():
     block = 16 * 32 * 8 * 128 * 2 * 2
     budget = 0.9 * 24576 * 2**20 - 2 * count_params(cfg).total
     activations = inference_activation_bytes(cfg, 79, 256, "bf16", last_only=True)  # ⌈20000 / 256⌉
+    from llama_lab.runtime.hardware import CUDA_CONTEXT_BYTES
+    from llama_lab.validation.engine import COLLECTIVE_BYTES, non_torch_bytes, sampler_logits_bytes
+
+    assert row.workload["engine"] == "vllm-v0-0.6.4"
+    assert sampler_logits_bytes(cfg, 256, 20000) == 256 * 128256 * 4
+    assert non_torch_bytes("vllm-v0-0.6.4", 1, eff) == CUDA_CONTEXT_BYTES + eff.engine_non_torch_bytes
+    # 0.6.6 on (V0) and 0.9.2 on (V1) count no context; up to 0.10 a tp group's buffers count,
+    # 8 MiB of custom all-reduce buffer and 8 MiB of its signals per rank; 0.11.0 neither
+    assert non_torch_bytes("vllm-v0-0.6.6", 2, eff) == 2 * 8 * 2**20 + eff.engine_non_torch_bytes
+    assert COLLECTIVE_BYTES == 16 * 2**20
+    assert non_torch_bytes("vllm-v1-0.11", 2, eff) == eff.engine_non_torch_bytes
+    taken = activations + 256 * 128256 * 4 + CUDA_CONTEXT_BYTES + eff.engine_non_torch_bytes
+    usable = 0.9 * (24576 * 2**20 - round(0.43 * 2**30)) - 2 * count_params(cfg).total
     p = predict_row(row, eff)
     assert p.bound == 16 * (budget // block)
-    assert p.estimate == 16 * ((budget - activations - eff.engine_reserve_bytes) // block)
+    assert p.estimate == 16 * ((usable - taken) // block)
     # two GPUs (tensor parallel) keep 4 of the R1 distill's 8 KV heads each, and half its weights
     from llama_lab.validation.engine import kv_bytes_per_token_per_gpu
 
