@@ -37,6 +37,13 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
     d.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), default="bf16")
     d.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8", "int8"), default="bf16")
     d.add_argument(
+        "--activation-dtype",
+        choices=("bf16", "fp16", "fp8", "int8"),
+        default=None,
+        help="what the matmuls compute in (default bf16); fp8/int8: dynamic activation "
+        "quantisation with weights of that format (W8A8), at its tensor peak",
+    )
+    d.add_argument(
         "--gpu-memory-utilization",
         type=float,
         default=VLLM_GPU_MEMORY_UTILIZATION,
@@ -179,7 +186,9 @@ def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
     if args.predict_kind == "decode":
         workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
         engine = (args.gpu_memory_utilization, args.max_num_batched_tokens, args.max_num_seqs)
-        r = predict_decode(cfg, gpu, args.gpus, args.tp, *workload, *engine)
+        r = predict_decode(
+            cfg, gpu, args.gpus, args.tp, *workload, *engine, activations=args.activation_dtype
+        )
         return r, "\n".join(
             [
                 f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}",

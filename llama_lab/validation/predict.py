@@ -78,6 +78,22 @@ def _time_band(bound: float, estimate: float, kind: str) -> dict[str, float]:
     return {"bound": bound, "estimate": estimate, "low": low, "high": high}
 
 
+def matmul_format(weights: str, activations: str | None) -> str:
+    """The format a serving step's matmuls compute in: bf16 (fp16) activations, whatever the
+    weights are stored in (weight-only quantisation dequantises), or fp8 / int8 activations
+    with weights of the same format (W8A8: dynamic activation quantisation)."""
+    if activations in (None, "bf16", "fp16"):
+        return activations or "bf16"
+    if activations not in ("fp8", "int8"):
+        raise LabError(f"--activation-dtype {activations!r} must be one of bf16, fp16, fp8, int8")
+    if weights != activations:
+        raise LabError(
+            f"--activation-dtype {activations} needs --weight-dtype {activations} (W8A8: both "
+            f"operands of a matmul in {activations}; the weights are {weights})"
+        )
+    return activations
+
+
 def predict_decode(
     cfg: ModelConfig,
     gpu: GPU,
@@ -92,8 +108,11 @@ def predict_decode(
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
     engine: str = LATEST_ENGINE,
+    activations: str | None = None,
 ) -> dict:
-    """Generated tokens per second summed over the batch and milliseconds per decode step; the
+    """Generated tokens per second summed over the batch and milliseconds per decode step, the
+    matmuls computing in ``activations`` (None: bf16; fp8 or int8: the weights and the
+    activations quantised, W8A8, at that format's tensor peak); the
     batch's time to its first token (``ttft_ms``: the prompts' prefill) and its whole run
     (``e2e_s``: prefill and ``new_tokens`` steps, a static batch as TensorRT-LLM's throughput
     tables run it); and the tokens a vLLM-style paged cache holds at ``gpu_memory_utilization``
@@ -105,6 +124,8 @@ def predict_decode(
             f"--gpu-memory-utilization {gpu_memory_utilization:g} must be above 0 and at most 1 "
             f"(the share of the GPU's memory the engine may fill)"
         )
+    compute = matmul_format(weights, activations)
+    gpu.peak_flops(compute)  # a format the GPU has no tensor cores for is refused by name
     tp = tp or gpus
     if tp != gpus:
         raise LabError(
@@ -118,11 +139,11 @@ def predict_decode(
         )
     eff = Efficiency.load()
     kind = "decode_bs1" if batch == 1 else "decode_batched"
-    p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff)
+    p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
     tokens = _band(p.bound, p.estimate, kind)
     ms = {key: 1000 * batch / value for key, value in tokens.items()}
     ms["low"], ms["high"] = ms["high"], ms["low"]  # fewer tokens per second: more ms per token
-    prefill = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff)
+    prefill = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, compute=compute)
     ttft = _time_band(prefill.bound, prefill.estimate, "prefill")
     # the whole static batch: its prefill, then new_tokens steps at the generation's mean
     # context; the interval adds the two parts' intervals (each part's error its kind's)
@@ -148,6 +169,7 @@ def predict_decode(
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
         "weight_dtype": weights,
+        "activation_dtype": compute,
         "kv_dtype": kv,
         "tokens_per_s": tokens,
         "ms_per_token": ms,

@@ -251,6 +251,29 @@ def test_predict_decode_gives_the_time_to_first_token_the_whole_run_and_the_cach
     )
 
 
+def test_predict_decode_takes_the_activations_format(capsys):
+    """--activation-dtype fp8 (with fp8 weights: W8A8) computes the matmuls at the fp8 peak:
+    the prefill's bound halves on an H100 against fp8 weights dequantised to bf16; the
+    weights read per step are the same; without fp8 weights, or on an A100, it is refused."""
+    argv = ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--batch", "64"]
+    argv += ["--prompt-len", "1024", "--weight-dtype", "fp8", "--json"]
+    out = {}
+    for activations in ("bf16", "fp8"):
+        assert main([*argv, "--activation-dtype", activations]) == 0
+        out[activations] = json.loads(capsys.readouterr().out)
+    gpu = GPUS["H100 80GB"]
+    ratio = gpu.peak_flops("fp8") / gpu.peak_flops("bf16")
+    assert out["bf16"]["ttft_ms"]["bound"] / out["fp8"]["ttft_ms"]["bound"] == pytest.approx(ratio, rel=0.05)
+    assert out["fp8"]["activation_dtype"] == "fp8" and out["bf16"]["activation_dtype"] == "bf16"
+    assert out["fp8"]["memory"] == out["bf16"]["memory"]
+    bad = ["predict", "decode", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--activation-dtype", "fp8"]
+    assert main(bad) == 2
+    assert "--activation-dtype fp8 needs --weight-dtype fp8" in capsys.readouterr().err
+    a100 = [*bad[:5], "a100-80gb", "--activation-dtype", "fp8", "--weight-dtype", "fp8"]
+    assert main(a100) == 2
+    assert "A100 80GB has no fp8 tensor cores" in capsys.readouterr().err
+
+
 def test_predict_decode_sizes_a_logged_vllm_cache_as_its_validation_row():
     """The command and the Validation row agree on a logged cache (vLLM 0.6.4 on an RTX 3090,
     Llama-3.1-8B at 29,000 tokens; vLLM V1 0.8 on an L40S at 32,768: each row's own utilization,
