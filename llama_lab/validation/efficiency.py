@@ -8,9 +8,11 @@ MLA's latent whole on every rank; norms and the latent projections whole). Every
 the dense peak of the format it computes in (``GPU.peak_flops``: bf16, or fp8/int8 where the
 activations are quantised too; weight-only formats compute in bf16). The estimate divides
 the memory time by the fraction of HBM bandwidth the weight format's kernels reach
-(``decode_bw``), the compute time by ``matmul``, and adds a fixed cost per block per step
+(``decode_bw``), the compute time by ``matmul`` (``matmul_fp8`` where the matmuls compute in fp8),
+and adds a fixed cost per block per step
 (``layer_s``: kernel launches and synchronisation) and, under tensor parallelism, a per-block
-all-reduce latency (``tp_layer_s``). Prefill: the larger of compute at ``matmul`` × peak and
+all-reduce latency (``tp_layer_s``). Prefill: the larger of compute at ``matmul`` × peak
+(``matmul_fp8`` × the fp8 peak for fp8 matmuls) and
 memory at the 16-bit bandwidth share, plus a fixed floor (``prefill_floor_s``). Training: the
 FLOPs per token (3 × the causal forward, one forward more under full recomputation) bound
 tokens/s per GPU: the matmuls at their format's peak (fp8 for fp8 training), the causal
@@ -52,6 +54,7 @@ class Efficiency:
 
     decode_bw: dict[str, float] = field(default_factory=lambda: {"16-bit": 0.8, "8-bit": 0.6, "4-bit": 0.5})
     matmul: float = 0.6  # share of the matmul peak prefill reaches
+    matmul_fp8: float = 0.6  # the same for matmuls that compute in fp8, of the fp8 peak
     layer_s: float = 10e-6  # per block per decode step
     tp_layer_s: float = 20e-6  # per block per decode step, added under tensor parallelism
     prefill_floor_s: float = 5e-3
@@ -66,6 +69,9 @@ class Efficiency:
     MEANING = {
         "decode_bw": "share of HBM bandwidth a decode step reaches, per weight format",
         "matmul": "share of the matmul peak (its compute format's) prefill reaches",
+        "matmul_fp8": "share of the fp8 dense peak prefill reaches where its matmuls compute in fp8 "
+        "(TensorRT-LLM's fp8 engines; compute-bound decode too): fp8 GEMMs reach a lower share of their "
+        "own, doubled peak than 16-bit ones do of theirs",
         "layer_s": "seconds per block per decode step (launches, synchronisation)",
         "tp_layer_s": "seconds per block per decode step added by tensor parallelism (all-reduces)",
         "prefill_floor_s": "fixed seconds a served request's time to first token adds "
@@ -84,6 +90,11 @@ class Efficiency:
         "train_moe": "share of its matmul format's peak a mixture of experts' matmuls reach (the "
         "active experts' FLOPs): routing, grouped expert matmuls and all-to-all cost a dense model none of",
     }
+
+    def matmul_share(self, compute: str) -> float:
+        """The share of ``compute``'s dense peak an inference matmul reaches: ``matmul_fp8`` for
+        fp8, else ``matmul``."""
+        return self.matmul_fp8 if compute == "fp8" else self.matmul
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -159,7 +170,8 @@ def decode_step(
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
-    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) + fixed)
+    matmul = eff.matmul_share(compute)
+    return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + fixed)
 
 
 def decode_tokens_per_s(
@@ -199,7 +211,8 @@ def prefill_seconds(
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw["16-bit"]
     floor = eff.prefill_floor_s if request else 0.0
-    return Prediction(bound, max(r.compute_time_s / eff.matmul, r.memory_time_s / share) + floor)
+    matmul = eff.matmul_share(compute)
+    return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + floor)
 
 
 def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None = None) -> float:

@@ -174,7 +174,7 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("layer_s", "seconds"),
         ("tp_layer_s", "seconds"),
     ),
-    "prefill": (("matmul", "share"), ("prefill_floor_s", "seconds")),
+    "prefill": (("matmul", "share"), ("matmul_fp8", "share"), ("prefill_floor_s", "seconds")),
     "train": (
         ("train_bf16", "share"),
         ("train_fp8", "share"),

@@ -14,7 +14,13 @@ from llama_lab.cli import main
 from llama_lab.config import PRESETS
 from llama_lab.runtime.hardware import GPUS
 from llama_lab.validation import KINDS, Efficiency, fit, load_rows, results, summary, validate
-from llama_lab.validation.efficiency import PARAMS_FILE, Prediction, decode_step, train_flops_split
+from llama_lab.validation.efficiency import (
+    PARAMS_FILE,
+    Prediction,
+    decode_step,
+    prefill_seconds,
+    train_flops_split,
+)
 from llama_lab.validation.intervals import (
     INTERVAL_LEVEL,
     held_out_coverage,
@@ -138,6 +144,28 @@ def test_rows_whose_matmuls_run_in_fp8_are_bounded_at_the_fp8_peak():
     expected = 1 / (matmuls / gpu.peak_flops("fp8") + scores / gpu.peak_bf16_flops)
     assert predict_row(titan, eff).bound == pytest.approx(expected)
     assert 0 < eff.train_fp8 <= 1  # a share of a peak
+
+
+def test_the_fp8_matmul_share_moves_fp8_inference_compute_and_nothing_else():
+    """``matmul_fp8`` divides the compute time of prefill and decode whose matmuls run in fp8
+    (TensorRT-LLM's fp8 engines); a 16-bit prefill keeps ``matmul``'s estimate."""
+    cfg, gpu = PRESETS["llama-2-7b"], GPUS["H100 80GB"]
+    base = dataclasses.replace(Efficiency(), prefill_floor_s=0.0, matmul=0.5, matmul_fp8=0.4)
+    halved = dataclasses.replace(base, matmul_fp8=0.2)
+    bf16 = [prefill_seconds(cfg, gpu, 1, 2048, "bf16", 1, e, compute="bf16") for e in (base, halved)]
+    fp8 = [prefill_seconds(cfg, gpu, 1, 2048, "fp8", 1, e, compute="fp8") for e in (base, halved)]
+    assert bf16[0] == bf16[1]  # 16-bit: unchanged by the fp8 share
+    r = roofline(cfg, gpu, 1, 2048, "fp8", "prefill", "fp8")
+    assert r.compute_time_s > r.memory_time_s / base.decode_bw["16-bit"]  # compute-bound
+    assert fp8[0].estimate == pytest.approx(r.compute_time_s / 0.4)
+    assert fp8[1].estimate == pytest.approx(2 * fp8[0].estimate) and fp8[0].bound == fp8[1].bound
+    # compute-bound batched decode in fp8 scales with it; in bf16 it does not
+    steps = {
+        c: [decode_step(cfg, gpu, 4096, 8, "fp8", "fp8", 1, e, c).estimate for e in (base, halved)]
+        for c in ("fp8", "bf16")
+    }
+    assert steps["fp8"][1] > 1.5 * steps["fp8"][0] and steps["bf16"][0] == steps["bf16"][1]
+    assert Efficiency.load().matmul_share("fp8") == Efficiency.load().matmul_fp8
 
 
 def test_the_shipped_summary_is_what_the_shipped_parameters_give():
