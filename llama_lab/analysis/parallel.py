@@ -360,6 +360,14 @@ def _ring(n: int, nbytes_: float, all_reduce: bool) -> float:
     return (2 if all_reduce else 1) * (n - 1) / n * nbytes_ if n > 1 else 0.0
 
 
+def tp_forward_bytes(cfg: ModelConfig, tp: int, tokens: int, dtype: str = "bf16") -> float:
+    """Bytes one of ``tp`` ranks sends in one forward over ``tokens`` tokens (a prefill):
+    ``stage_comm``'s forward half — two all-reduces per block of the tokens' C-wide activations
+    (the attention's and the FFN's outputs) and the vocabulary-parallel embedding's one."""
+    M = nbytes(tokens * cfg.d_model, checked_dtype_bytes(dtype, TRAINING_DTYPES))
+    return (2 * cfg.n_layers + 1) * _ring(tp, M, True)
+
+
 def stage_comm(
     cfg: ModelConfig, layout: Layout, stage: int, seq_len: int, dtype: str, params: tuple[int, int]
 ) -> dict[str, int]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..analysis import count_flops, roofline
 from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost
-from ..analysis.parallel import Layout, parallel_memory
+from ..analysis.parallel import Layout, parallel_memory, tp_forward_bytes
 from ..analysis.quant import BITS, WeightQuant, as_weight_quant
 from ..config import ModelConfig
 from ..runtime.hardware import GPU
@@ -165,11 +165,14 @@ def decode_step(
     compute: str = "bf16",
 ) -> Prediction:
     """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs
-    (one GPU's roofline: its FLOPs, at ``compute``'s peak, and the bytes it reads)."""
+    (one GPU's roofline: its FLOPs, at ``compute``'s peak, and the bytes it reads; in a
+    ``tp``-way group a fixed cost per block and the step's all-reduces of the batch's
+    activations, ``analysis.parallel.tp_forward_bytes``, at the link share ``tp_link``)."""
     r = _roofline(cfg, gpu, batch, context, "decode", weights, kv, tp, compute)
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
+    fixed += tp_forward_bytes(cfg, tp, batch) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
     matmul = eff.matmul_share(compute)
     return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + fixed)
 
@@ -192,6 +195,27 @@ def decode_tokens_per_s(
     return Prediction(batch / step.bound, batch / step.estimate)
 
 
+def static_batch_seconds(
+    cfg: ModelConfig,
+    gpu: GPU,
+    batch: int,
+    prompt_len: int,
+    new_tokens: int,
+    weights: str,
+    kv: str,
+    tp: int,
+    eff: Efficiency,
+    compute: str = "bf16",
+) -> Prediction:
+    """Seconds of a static batch's whole run, as TensorRT-LLM's throughput tables and ``predict
+    decode``'s ``e2e_s`` count it: the prompts' prefill to the first token, then ``new_tokens``
+    decode steps at the generation's mean context."""
+    first = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, True, compute)
+    rate = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+    steps = new_tokens * batch
+    return Prediction(first.bound + steps / rate.bound, first.estimate + steps / rate.estimate)
+
+
 def prefill_seconds(
     cfg: ModelConfig,
     gpu: GPU,
@@ -204,7 +228,9 @@ def prefill_seconds(
     compute: str = "bf16",
 ) -> Prediction:
     """Seconds to process ``batch`` prompts of ``prompt_len`` tokens, the matmuls at ``compute``'s
-    peak. ``request``: a served request's time to the first token, which adds the fixed
+    peak; in a ``tp``-way group, each block's two all-reduces of the prompts' activations
+    (``analysis.parallel.tp_forward_bytes``) at the link share training's rows fit, ``tp_link``.
+    ``request``: a served request's time to the first token, which adds the fixed
     ``prefill_floor_s`` (scheduling, launch, sampling); otherwise the prompt's processing alone,
     as llama-bench's pp times it."""
     r = _roofline(cfg, gpu, batch, prompt_len, "prefill", weights, None, tp, compute)
@@ -212,7 +238,8 @@ def prefill_seconds(
     share = eff.decode_bw["16-bit"]
     floor = eff.prefill_floor_s if request else 0.0
     matmul = eff.matmul_share(compute)
-    return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + floor)
+    links = tp_forward_bytes(cfg, tp, batch * prompt_len) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
+    return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + links + floor)
 
 
 def train_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str | None = None) -> float:

@@ -18,6 +18,7 @@ from .efficiency import (
     decode_tokens_per_s,
     prefill_seconds,
     shipped_cross_validated,
+    static_batch_seconds,
     train_tokens_per_s_per_gpu,
 )
 from .engine import (
@@ -145,9 +146,11 @@ def predict_decode(
     ms["low"], ms["high"] = ms["high"], ms["low"]  # fewer tokens per second: more ms per token
     prefill = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, compute=compute)
     ttft = _time_band(prefill.bound, prefill.estimate, "prefill")
-    # the whole static batch: its prefill, then new_tokens steps at the generation's mean
-    # context; the interval adds the two parts' intervals (each part's error its kind's)
-    e2e = {key: ttft[key] + new_tokens * ms[key] / 1000 for key in ttft}
+    # the whole static batch (the Validation rows' static_batch_seconds): its prefill, then
+    # new_tokens steps; the interval adds the two parts' intervals (each part's error its kind's)
+    run = static_batch_seconds(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+    e2e = {key: ttft[key] + new_tokens * ms[key] / 1000 for key in ("low", "high")}
+    e2e = {"bound": run.bound, "estimate": run.estimate, **e2e}
     defaults = engine_profile_defaults(gpu)
     profile = (max_num_batched_tokens or defaults[0], max_num_seqs or defaults[1])
     cache = vllm_kv_tokens(cfg, gpu, weights, kv, gpu_memory_utilization, *profile, tp, eff, engine)

@@ -19,6 +19,7 @@ from .efficiency import (
     decode_tokens_per_s,
     prefill_seconds,
     shipped_cross_validated,
+    static_batch_seconds,
     train_tokens_per_s_per_gpu,
 )
 from .engine import LATEST_ENGINE, profile_peak_bytes, vllm_kv_tokens
@@ -60,7 +61,12 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
         return Prediction(tokens / seconds.bound, tokens / seconds.estimate)
     kv = "fp8" if weights == "fp8" else "bf16"
     new_tokens = int(w.get("new_tokens") or 1)
-    p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+    if w.get("static_batch"):  # output tokens over the batch's whole run, its prefill included
+        run = static_batch_seconds(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+        tokens = batch * new_tokens
+        p = Prediction(tokens / run.bound, tokens / run.estimate)
+    else:
+        p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
     per = tp if row.metric == "tokens_per_s_per_gpu" else 1
     return Prediction(p.bound / per, p.estimate / per)
 
@@ -166,7 +172,15 @@ GRIDS: dict[str, list[float]] = {
     "bytes": [i * 2**25 for i in range(129)],  # 0 … 4 GiB in steps of 32 MiB
 }
 PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
-    # kind → (parameter path, grid)
+    # kind → (parameter path, grid), fitted in this order (train first: decode's and prefill's
+    # tensor-parallel all-reduces run at the link share its rows fit)
+    "train": (
+        ("train_bf16", "share"),
+        ("train_fp8", "share"),
+        ("train_moe", "share"),
+        ("train_attention", "share"),
+        ("tp_link", "share"),
+    ),
     "decode": (
         ("decode_bw.16-bit", "share"),
         ("decode_bw.8-bit", "share"),
@@ -175,13 +189,6 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tp_layer_s", "seconds"),
     ),
     "prefill": (("matmul", "share"), ("matmul_fp8", "share"), ("prefill_floor_s", "seconds")),
-    "train": (
-        ("train_bf16", "share"),
-        ("train_fp8", "share"),
-        ("train_moe", "share"),
-        ("train_attention", "share"),
-        ("tp_link", "share"),
-    ),
     "memory": (("memory_factor", "factor"),),
     "kv_capacity": (("engine_non_torch_bytes", "bytes"),),
 }

@@ -18,6 +18,7 @@ from llama_lab.validation.efficiency import (
     PARAMS_FILE,
     Prediction,
     decode_step,
+    decode_tokens_per_s,
     prefill_seconds,
     train_flops_split,
 )
@@ -97,7 +98,33 @@ def test_the_decode_bound_is_the_rooflines_step_and_the_estimate_adds_the_named_
     one = roofline(cfg, gpu, 1, 105, "bf16", "decode", "bf16", "bf16", tp=8)
     assert tp.bound == one.time_per_step_s == one.memory_time_s
     assert r.memory_time_s / 8 < one.memory_time_s < 1.001 * r.memory_time_s / 8
-    assert tp.estimate == pytest.approx(one.memory_time_s / 0.8 + 32 * (eff.layer_s + eff.tp_layer_s))
+    # ... and each block all-reduces the token's 4,096 activations twice (and the embedding
+    # once): 65 ring all-reduces of 8 KiB, 2·7/8 of it sent each, at tp_link of 450 GB/s
+    links = 65 * 2 * 7 / 8 * 4096 * 2 / (450e9 * eff.tp_link)
+    assert tp.estimate == pytest.approx(one.memory_time_s / 0.8 + 32 * (eff.layer_s + eff.tp_layer_s) + links)
+
+
+def test_a_static_batch_is_its_prefill_and_its_steps_and_prefill_all_reduces_under_tp():
+    """TensorRT-LLM's static-batch throughput (and predict decode's e2e_s): the prompts' prefill
+    then the steps; a prefill on 4 GPUs adds 2 all-reduces per block of its tokens' activations."""
+    from llama_lab.analysis.parallel import tp_forward_bytes
+    from llama_lab.validation.efficiency import static_batch_seconds
+
+    cfg, gpu, eff = PRESETS["llama-2-70b"], GPUS["H100 80GB"], Efficiency.load()
+    run = static_batch_seconds(cfg, gpu, 64, 128, 512, "fp8", "fp8", 4, eff, "fp8")
+    first = prefill_seconds(cfg, gpu, 64, 128, "fp8", 4, eff, True, "fp8")
+    steps = 512 * 64 / decode_tokens_per_s(cfg, gpu, 64, 128, 512, "fp8", "fp8", 4, eff, "fp8").estimate
+    assert run.estimate == pytest.approx(first.estimate + steps)
+    tokens = 64 * 128
+    assert tp_forward_bytes(cfg, 4, tokens) == (2 * 80 + 1) * 2 * 3 / 4 * tokens * 8192 * 2
+    one = prefill_seconds(cfg, gpu, 64, 128, "fp8", 1, eff, True, "fp8")
+    links = tp_forward_bytes(cfg, 4, tokens) / (450e9 * eff.tp_link)
+    assert first.bound < one.bound and first.estimate > links
+    row = next(r for r in ROWS if r.id == "trtllm-v09-llama2-7b-h200-fp8-bs120-128-2048")
+    assert row.workload["static_batch"] is True
+    w = row.workload
+    run = static_batch_seconds(row.config, row.gpu, 120, 128, 2048, "fp8", "fp8", 1, eff, "fp8")
+    assert predict_row(row, eff).estimate == pytest.approx(120 * 2048 / run.estimate / int(w["tp"] or 1))
 
 
 def test_no_estimate_beats_its_bound():
