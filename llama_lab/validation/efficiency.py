@@ -153,6 +153,12 @@ class Prediction:
     estimate: float  # with the efficiency parameters
 
 
+def tp_link_seconds(cfg: ModelConfig, tp: int, tokens: int, eff: Efficiency) -> float:
+    """Seconds a ``tp``-way group's forward over ``tokens`` tokens spends in its all-reduces
+    (``analysis.parallel.tp_forward_bytes``) at the link share ``tp_link`` of NVLink."""
+    return tp_forward_bytes(cfg, tp, tokens) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
+
+
 def decode_step(
     cfg: ModelConfig,
     gpu: GPU,
@@ -172,7 +178,7 @@ def decode_step(
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
-    fixed += tp_forward_bytes(cfg, tp, batch) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
+    fixed += tp_link_seconds(cfg, tp, batch, eff)
     matmul = eff.matmul_share(compute)
     return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + fixed)
 
@@ -238,7 +244,7 @@ def prefill_seconds(
     share = eff.decode_bw["16-bit"]
     floor = eff.prefill_floor_s if request else 0.0
     matmul = eff.matmul_share(compute)
-    links = tp_forward_bytes(cfg, tp, batch * prompt_len) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
+    links = tp_link_seconds(cfg, tp, batch * prompt_len, eff)
     return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + links + floor)
 
 
