@@ -4,9 +4,11 @@ measurements (llama_lab.validation). Their arguments and their commands."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from .analysis.common import TRAINING_DTYPES
 from .config import ModelConfig
+from .errors import LabError
 from .runtime.hardware import GPUS, VLLM_GPU_MEMORY_UTILIZATION
 
 # --cp, for `parallel` and `predict train` alike
@@ -159,10 +161,6 @@ def with_global_batch(layout, global_batch: int | None, micro_batches: int | Non
     data-parallel rank (GB = dp · micro-batch · m), refused where it does not divide."""
     if global_batch is None:
         return layout
-    from dataclasses import replace
-
-    from .errors import LabError
-
     per_step = layout.dp * layout.micro_batch
     if layout.dp < 1 or global_batch % per_step:
         raise LabError(

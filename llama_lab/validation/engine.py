@@ -176,10 +176,9 @@ def vllm_kv_tokens(
 ) -> Prediction:
     """Tokens of KV cache ``engine`` (a release of ``ENGINES``) allots (module docstring): the
     bound, and the estimate."""
-    weights_bytes = weights_per_gpu(cfg, weights, tp)
-    bound = utilization * gpu.memory_bytes - weights_bytes
-    peak = profile_peak_bytes(cfg, weights, profile_tokens, profile_seqs, tp) - weights_bytes
-    free = utilization * (gpu.memory_bytes - CUDA_RESERVED_BYTES) - weights_bytes - peak
+    bound = utilization * gpu.memory_bytes - weights_per_gpu(cfg, weights, tp)
+    peak = profile_peak_bytes(cfg, weights, profile_tokens, profile_seqs, tp)  # the weights too
+    free = utilization * (gpu.memory_bytes - CUDA_RESERVED_BYTES) - peak
     block = BLOCK_TOKENS * kv_bytes_per_token_per_gpu(cfg, kv, tp)
 
     def tokens(free: float) -> float:
