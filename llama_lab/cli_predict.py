@@ -9,7 +9,7 @@ from dataclasses import replace
 from .analysis.common import TRAINING_DTYPES
 from .config import ModelConfig
 from .errors import LabError
-from .runtime.hardware import GPUS, VLLM_GPU_MEMORY_UTILIZATION
+from .runtime.hardware import GPUS, RUNTIMES, VLLM_GPU_MEMORY_UTILIZATION
 
 # --cp, for `parallel` and `predict train` alike
 CP_HELP = (
@@ -51,6 +51,13 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
         default=VLLM_GPU_MEMORY_UTILIZATION,
         help="the share of each GPU's memory a vLLM-style engine fills (its KV cache takes what the "
         "weights and its profiling forward leave)",
+    )
+    d.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="compiled",
+        help="compiled: CUDA graphs or torch.compile, as the fitted rows ran; eager: every kernel "
+        "launched from Python, adding a launch cost per kernel the forward runs",
     )
     engine = "the engine's profiling forward (default: vllm serve's for the GPU)"
     d.add_argument("--max-num-batched-tokens", type=positive_int, default=None, help=f"tokens of {engine}")
@@ -185,11 +192,18 @@ def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
         workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
         engine = (args.gpu_memory_utilization, args.max_num_batched_tokens, args.max_num_seqs)
         r = predict_decode(
-            cfg, gpu, args.gpus, args.tp, *workload, *engine, activations=args.activation_dtype
+            cfg,
+            gpu,
+            args.gpus,
+            args.tp,
+            *workload,
+            *engine,
+            activations=args.activation_dtype,
+            runtime=args.runtime,
         )
         return r, "\n".join(
             [
-                f"{gpu.name} × {r['tp']}: {_band(r['tokens_per_s'], 'tokens/s')}",
+                f"{gpu.name} × {r['tp']} ({r['runtime']}): {_band(r['tokens_per_s'], 'tokens/s')}",
                 f"time to first token: {_band(r['ttft_ms'], 'ms')}",
                 f"the whole batch (prefill + {args.new_tokens} steps): {_band(r['e2e_s'], 's')}",
                 _fits_line(r["memory"]),

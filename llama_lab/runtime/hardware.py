@@ -43,6 +43,9 @@ MIB = 2**20
 # (vllm/config/cache.py @c1d8642 and @002f10e).
 CUDA_CONTEXT_BYTES = 300 * 10**6
 VLLM_GPU_MEMORY_UTILIZATION = 0.9
+# How a forward is run: "compiled" (CUDA graphs or torch.compile: the serving engines and the
+# compiled benchmarks) or "eager" (every kernel launched from Python, op by op)
+RUNTIMES = ("compiled", "eager")
 RESERVES = {
     "cuda_context_bytes": CUDA_CONTEXT_BYTES,
     "vllm_gpu_memory_utilization": VLLM_GPU_MEMORY_UTILIZATION,

@@ -11,7 +11,9 @@ the memory time by the fraction of HBM bandwidth the weight format's kernels rea
 (``decode_bw``), the compute time by ``matmul`` (``matmul_fp8`` where the matmuls compute in fp8),
 and adds a fixed cost per block per step
 (``layer_s``: kernel launches and synchronisation) and, under tensor parallelism, a per-block
-all-reduce latency (``tp_layer_s``). Prefill: the larger of compute at ``matmul`` × peak
+all-reduce latency (``tp_layer_s``); an eager run (no torch.compile, no CUDA graphs) adds
+``launch_s`` per kernel its forward launches (``analysis.launches``), to decode and prefill.
+Prefill: the larger of compute at ``matmul`` × peak
 (``matmul_fp8`` × the fp8 peak for fp8 matmuls) and
 memory at the 16-bit bandwidth share, plus a fixed floor (``prefill_floor_s``). Training: the
 FLOPs per token (3 × the causal forward, one forward more under full recomputation) bound
@@ -32,11 +34,13 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from ..analysis import count_flops, roofline
+from ..analysis.launches import forward_launches
 from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost
 from ..analysis.parallel import Layout, parallel_memory, tp_forward_bytes
 from ..analysis.quant import BITS, WeightQuant, as_weight_quant
 from ..config import ModelConfig
-from ..runtime.hardware import GPU
+from ..errors import LabError
+from ..runtime.hardware import GPU, RUNTIMES
 
 PARAMS_FILE = Path(__file__).with_name("efficiency.json")
 
@@ -56,6 +60,7 @@ class Efficiency:
     matmul: float = 0.6  # share of the matmul peak prefill reaches
     matmul_fp8: float = 0.6  # the same for matmuls that compute in fp8, of the fp8 peak
     layer_s: float = 10e-6  # per block per decode step
+    launch_s: float = 10e-6  # per kernel launched by an eager (uncompiled) forward
     tp_layer_s: float = 20e-6  # per block per decode step, added under tensor parallelism
     prefill_floor_s: float = 5e-3
     train_bf16: float = 0.4  # share of the bf16 peak a training step's matmuls reach
@@ -73,6 +78,8 @@ class Efficiency:
         "(TensorRT-LLM's fp8 engines; compute-bound decode too): fp8 GEMMs reach a lower share of their "
         "own, doubled peak than 16-bit ones do of theirs",
         "layer_s": "seconds per block per decode step (launches, synchronisation)",
+        "launch_s": "seconds per kernel an eager forward (no torch.compile, no CUDA graphs) adds: the "
+        "host's Python, dispatch and launch of each operator (analysis.launches counts them)",
         "tp_layer_s": "seconds per block per decode step added by tensor parallelism (all-reduces)",
         "prefill_floor_s": "fixed seconds a served request's time to first token adds "
         "(scheduling, launch, sampling)",
@@ -159,6 +166,15 @@ def tp_link_seconds(cfg: ModelConfig, tp: int, tokens: int, eff: Efficiency) -> 
     return tp_forward_bytes(cfg, tp, tokens) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
 
 
+def launch_seconds(cfg: ModelConfig, tokens: int, runtime: str, eff: Efficiency) -> float:
+    """Seconds an eager forward of ``tokens`` new tokens adds for its kernel launches
+    (``analysis.launches.forward_launches`` × ``launch_s``); none when compiled (CUDA graphs or
+    torch.compile, as the other rows ran)."""
+    if runtime not in RUNTIMES:
+        raise LabError(f"--runtime {runtime!r} must be one of {', '.join(RUNTIMES)}")
+    return forward_launches(cfg, tokens) * eff.launch_s if runtime == "eager" else 0.0
+
+
 def decode_step(
     cfg: ModelConfig,
     gpu: GPU,
@@ -169,6 +185,7 @@ def decode_step(
     tp: int,
     eff: Efficiency,
     compute: str = "bf16",
+    runtime: str = "compiled",
 ) -> Prediction:
     """Seconds of one decode step of ``batch`` sequences at ``context`` tokens on ``tp`` GPUs
     (one GPU's roofline: its FLOPs, at ``compute``'s peak, and the bytes it reads; in a
@@ -178,7 +195,7 @@ def decode_step(
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw[format_class(weights)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
-    fixed += tp_link_seconds(cfg, tp, batch, eff)
+    fixed += tp_link_seconds(cfg, tp, batch, eff) + launch_seconds(cfg, batch, runtime, eff)
     matmul = eff.matmul_share(compute)
     return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + fixed)
 
@@ -194,10 +211,11 @@ def decode_tokens_per_s(
     tp: int,
     eff: Efficiency,
     compute: str = "bf16",
+    runtime: str = "compiled",
 ) -> Prediction:
     """Generated tokens per second summed over the batch, at the generation's mean context."""
     context = max(1, prompt_len + new_tokens // 2)
-    step = decode_step(cfg, gpu, batch, context, weights, kv, tp, eff, compute)
+    step = decode_step(cfg, gpu, batch, context, weights, kv, tp, eff, compute, runtime)
     return Prediction(batch / step.bound, batch / step.estimate)
 
 
@@ -212,12 +230,15 @@ def static_batch_seconds(
     tp: int,
     eff: Efficiency,
     compute: str = "bf16",
+    runtime: str = "compiled",
 ) -> Prediction:
     """Seconds of a static batch's whole run, as TensorRT-LLM's throughput tables and ``predict
     decode``'s ``e2e_s`` count it: the prompts' prefill to the first token, then ``new_tokens``
     decode steps at the generation's mean context."""
-    first = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, True, compute)
-    rate = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+    first = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, True, compute, runtime)
+    rate = decode_tokens_per_s(
+        cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute, runtime
+    )
     steps = new_tokens * batch
     return Prediction(first.bound + steps / rate.bound, first.estimate + steps / rate.estimate)
 
@@ -232,6 +253,7 @@ def prefill_seconds(
     eff: Efficiency,
     request: bool = True,
     compute: str = "bf16",
+    runtime: str = "compiled",
 ) -> Prediction:
     """Seconds to process ``batch`` prompts of ``prompt_len`` tokens, the matmuls at ``compute``'s
     peak; in a ``tp``-way group, each block's two all-reduces of the prompts' activations
@@ -245,6 +267,7 @@ def prefill_seconds(
     floor = eff.prefill_floor_s if request else 0.0
     matmul = eff.matmul_share(compute)
     links = tp_link_seconds(cfg, tp, batch * prompt_len, eff)
+    links += launch_seconds(cfg, batch * prompt_len, runtime, eff)
     return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + links + floor)
 
 

@@ -110,6 +110,7 @@ def predict_decode(
     max_num_seqs: int | None = None,
     engine: str = LATEST_ENGINE,
     activations: str | None = None,
+    runtime: str = "compiled",
 ) -> dict:
     """Generated tokens per second summed over the batch and milliseconds per decode step, the
     matmuls computing in ``activations`` (None: bf16; fp8 or int8: the weights and the
@@ -119,7 +120,9 @@ def predict_decode(
     tables run it); and the tokens a vLLM-style paged cache holds at ``gpu_memory_utilization``
     (``memory.kv_cache_tokens``; the engine's profiling batch ``max_num_batched_tokens`` over
     ``max_num_seqs`` sequences, `vllm serve`'s defaults for the GPU where not given; sized as
-    ``engine``'s release counts memory, ``engine.ENGINES``: the latest read by default)."""
+    ``engine``'s release counts memory, ``engine.ENGINES``: the latest read by default).
+    ``runtime``: "compiled" (CUDA graphs or torch.compile, as the fitted serving rows ran) or
+    "eager" (each kernel launched from the host: ``launch_s`` per kernel the forward launches)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise LabError(
             f"--gpu-memory-utilization {gpu_memory_utilization:g} must be above 0 and at most 1 "
@@ -140,15 +143,17 @@ def predict_decode(
         )
     eff = Efficiency.load()
     kind = "decode_bs1" if batch == 1 else "decode_batched"
-    p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+    p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute, runtime)
     tokens = _band(p.bound, p.estimate, kind)
     ms = {key: 1000 * batch / value for key, value in tokens.items()}
     ms["low"], ms["high"] = ms["high"], ms["low"]  # fewer tokens per second: more ms per token
-    prefill = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, compute=compute)
+    prefill = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, True, compute, runtime)
     ttft = _time_band(prefill.bound, prefill.estimate, "prefill")
     # the whole static batch (the Validation rows' static_batch_seconds): its prefill, then
     # new_tokens steps; the interval adds the two parts' intervals (each part's error its kind's)
-    run = static_batch_seconds(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+    run = static_batch_seconds(
+        cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute, runtime
+    )
     e2e = {key: ttft[key] + new_tokens * ms[key] / 1000 for key in ("low", "high")}
     e2e = {"bound": run.bound, "estimate": run.estimate, **e2e}
     defaults = engine_profile_defaults(gpu)
@@ -173,6 +178,7 @@ def predict_decode(
         "new_tokens": new_tokens,
         "weight_dtype": weights,
         "activation_dtype": compute,
+        "runtime": runtime,
         "kv_dtype": kv,
         "tokens_per_s": tokens,
         "ms_per_token": ms,

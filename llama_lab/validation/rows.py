@@ -4,9 +4,10 @@ can predict it from — its config, GPU and stored weight format — or why it c
 
 The halves are declared before any fit and then kept: each row of the file states its
 ``half``. A row added without one is given one by ``declare_halves`` (``python
-tools/declare_halves.py`` writes it into the file): within each kind, the new rows ordered by a
-hash of their id alternate between ``fit`` and ``held_out``, starting with the half the kind has
-fewer of, whatever their values — and no row already declared moves.
+tools/declare_halves.py`` writes it into the file): within each stratum — a kind, its eager rows
+apart (they alone inform the launch cost) — the new rows ordered by a hash of their id alternate
+between ``fit`` and ``held_out``, starting with the half the stratum has fewer of (``fit`` when
+even), whatever their values — and no row already declared moves.
 """
 
 from __future__ import annotations
@@ -112,6 +113,13 @@ class Row:
         return text if text in ACTIVATION_FORMATS else "bf16"
 
     @property
+    def runtime(self) -> str:
+        """How the row's forward ran: "eager" (no torch.compile, no CUDA graphs: every kernel
+        launched from the host) or "compiled" (CUDA graphs or torch.compile, the default:
+        serving engines and compiled benchmarks)."""
+        return "eager" if self.workload.get("runtime") == "eager" else "compiled"
+
+    @property
     def engine_profile(self) -> tuple[int, int] | None:
         """A serving engine's profiling forward: (its tokens, the sequences they are spread over)."""
         w = self.workload
@@ -175,12 +183,18 @@ def _order(row_id: str) -> str:
 HALVES = ("fit", "held_out")
 
 
+def stratum_of(raw: dict) -> tuple[str, str]:
+    """The group a row's half is balanced within: its kind and how it ran (eager or compiled)."""
+    runtime = (raw.get("workload") or {}).get("runtime")
+    return raw["kind"], "eager" if runtime == "eager" else "compiled"
+
+
 def declare_halves(raw: list[dict]) -> dict[str, str]:
     """Each row's half: the one it declares, else (a new row) by the rule of the module's
     docstring, which moves no declared row."""
     halves = {r["id"]: r["half"] for r in raw if r.get("half") in HALVES}
-    for kind in KINDS:
-        mine = [r for r in raw if r["kind"] == kind]
+    for stratum in sorted({stratum_of(r) for r in raw}):
+        mine = [r for r in raw if stratum_of(r) == stratum]
         declared = [halves[r["id"]] for r in mine if r["id"] in halves]
         start = 0 if declared.count("fit") <= declared.count("held_out") else 1
         new = sorted((r["id"] for r in mine if r["id"] not in halves), key=_order)

@@ -52,9 +52,10 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
         )
     weights = row.weights or "bf16"
     batch, prompt_len, compute = int(w["batch"]), int(w["prompt_len"]), row.matmuls_in
+    runtime = row.runtime
     if row.kind == "prefill":
         ttft = row.metric == "seconds"  # a time to first token; else a prompt throughput (llama-bench)
-        seconds = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, ttft, compute)
+        seconds = prefill_seconds(cfg, gpu, batch, prompt_len, weights, tp, eff, ttft, compute, runtime)
         if ttft:
             return seconds
         tokens = batch * prompt_len
@@ -62,11 +63,15 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     kv = "fp8" if weights == "fp8" else "bf16"
     new_tokens = int(w.get("new_tokens") or 1)
     if w.get("static_batch"):  # output tokens over the batch's whole run, its prefill included
-        run = static_batch_seconds(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+        run = static_batch_seconds(
+            cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute, runtime
+        )
         tokens = batch * new_tokens
         p = Prediction(tokens / run.bound, tokens / run.estimate)
     else:
-        p = decode_tokens_per_s(cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute)
+        p = decode_tokens_per_s(
+            cfg, gpu, batch, prompt_len, new_tokens, weights, kv, tp, eff, compute, runtime
+        )
     per = tp if row.metric == "tokens_per_s_per_gpu" else 1
     return Prediction(p.bound / per, p.estimate / per)
 
@@ -191,6 +196,9 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
     "prefill": (("matmul", "share"), ("matmul_fp8", "share"), ("prefill_floor_s", "seconds")),
     "memory": (("memory_factor", "factor"),),
     "kv_capacity": (("engine_non_torch_bytes", "bytes"),),
+    # eager rows (decode or prefill run without torch.compile or CUDA graphs) inform the launch
+    # cost alone, after the compiled rows have fitted everything else
+    "eager": (("launch_s", "seconds"),),
 }
 REGIME = {
     "decode_bs1": "decode",
@@ -200,6 +208,14 @@ REGIME = {
     "memory": "memory",
     "kv_capacity": "kv_capacity",
 }
+
+
+def regime_of(row: Row) -> str | None:
+    """The parameters a row informs: its kind's regime, or "eager" (the launch cost alone) for a
+    decode or prefill row that ran eagerly."""
+    if row.runtime == "eager" and REGIME.get(row.kind) in ("decode", "prefill"):
+        return "eager"
+    return REGIME.get(row.kind)
 
 
 def _set(eff: Efficiency, path: str, value: float) -> Efficiency:
@@ -221,7 +237,7 @@ def fit(rows: tuple[Row, ...] | None = None, sweeps: int = 4) -> tuple[Efficienc
     rows = load_rows() if rows is None else rows
     eff, informed = Efficiency(), {}
     for regime, params in PARAMETERS.items():
-        used = [r for r in rows if r.half == "fit" and not r.why_not and REGIME.get(r.kind) == regime]
+        used = [r for r in rows if r.half == "fit" and not r.why_not and regime_of(r) == regime]
         informed[regime] = len(used)
         if not used:
             continue
