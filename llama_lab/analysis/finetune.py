@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..config import MAX_BATCH, ModelConfig
 from ..config.hf.quant import StoredQuant
-from ..errors import AnalysisError
+from ..errors import AnalysisError, ConfigError
 from ..runtime.hardware import DTYPE_BYTES, GPU
 from .activations import LOSS_PATHS, activation_estimate
 from .common import TRAINING_DTYPES, check_count, check_seq, checked_gpu, first_true, nbytes
@@ -101,12 +102,16 @@ class FinetuneSpec:
 @dataclass(frozen=True)
 class LinearModule:
     """``count`` nn.Linear modules of the blocks named ``path`` inside a block (transformers'
-    names: ``self_attn.q_proj``, ``mlp.shared_experts.gate_proj``), ``inputs`` → ``outputs``."""
+    names: ``self_attn.q_proj``, ``mlp.shared_experts.gate_proj``), ``inputs`` → ``outputs``.
+    As an adapter target, ``rank_multiple`` × r is its adapter's rank: 1 for a Linear; a fused
+    expert tensor (PEFT's ``ParamWrapper``) holds E experts' adapters in one, E × r (gate_up:
+    2·E × r, its two v4 projections fused)."""
 
     path: str
     inputs: int
     outputs: int
     count: int
+    rank_multiple: int = 1
 
     @property
     def name(self) -> str:
@@ -177,6 +182,57 @@ def nf4_modules(cfg: ModelConfig) -> tuple[LinearModule, ...]:
     return tuple(m for m in linear_modules(cfg) if m.name != "router")
 
 
+# PEFT 0.21.2 ``utils/transformers_weight_conversion.py`` ``_MOE_TARGET_MODULE_MAPPING``: in
+# the mixtures whose transformers 5 class fuses the experts (transformers 5.25
+# ``conversion_mapping._MODEL_TO_CONVERSION_PATTERN``: mixtral → "mixtral"; qwen3_moe,
+# qwen3_next, deepseek_v2/v3/v32, glm4_moe, glm_moe_dsa → "qwen2_moe"), a target naming a v4
+# expert or router Linear becomes a parameter target (``_convert_peft_config_moe``), and
+# all-linear adds them all; the names it maps leave the module targets (so under "qwen2_moe"
+# gate_proj, up_proj and down_proj reach the fused experts, not the dense or shared MLPs).
+MOE_TARGET_MAPPING = {
+    "mixtral": {"gate": "gate.weight", "w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj"},
+    "qwen2_moe": {
+        "gate": "gate.weight",
+        "gate_proj": "gate_up_proj",
+        "up_proj": "gate_up_proj",
+        "down_proj": "down_proj",
+    },
+}
+MOE_CONVERSION = {"mixtral": "mixtral"} | dict.fromkeys(
+    ("qwen3_moe", "qwen3_next", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe", "glm_moe_dsa"),
+    "qwen2_moe",
+)
+
+
+@lru_cache(maxsize=256)
+def moe_conversion(cfg: ModelConfig) -> dict[str, str]:
+    """PEFT's v4 → v5 target mapping for ``cfg``'s family ({} where none applies)."""
+    from ..config.families import FAMILY_LIST
+    from ..config.hf.select import family_of
+
+    if not cfg.is_moe:
+        return {}
+    try:
+        model_type = family_of(cfg, FAMILY_LIST).model_type.name
+    except ConfigError:  # no transformers family expresses it: no conversion either
+        return {}
+    return MOE_TARGET_MAPPING.get(MOE_CONVERSION.get(model_type, ""), {})
+
+
+def expert_targets(cfg: ModelConfig, parameters: set[str]) -> tuple[LinearModule, ...]:
+    """The fused tensors of every sparse block that ``parameters`` (PEFT's target_parameters)
+    names: the router's weight (E × C), gate_up_proj (E × 2Fe × C), down_proj (E × C × Fe)."""
+    s, n = Shapes.of(cfg), sum(cfg.moe_layer_flags)
+    out = []
+    if "gate.weight" in parameters:
+        out.append(LinearModule("mlp.gate.weight", s.C, s.E, n))
+    if "gate_up_proj" in parameters:
+        out.append(LinearModule("mlp.experts.gate_up_proj", s.C, 2 * s.Fe, n, 2 * s.E))
+    if "down_proj" in parameters:
+        out.append(LinearModule("mlp.experts.down_proj", s.Fe, s.C, n, s.E))
+    return tuple(out)
+
+
 def _matches(path: str, target: str) -> bool:
     """PEFT's rule for a list of targets: the module's full name (``model.layers.0.`` + path)
     is the target or ends with ``.`` + target."""
@@ -186,23 +242,36 @@ def _matches(path: str, target: str) -> bool:
 def target_modules(
     cfg: ModelConfig, targets: tuple[str, ...] | str = DEFAULT_TARGETS
 ) -> tuple[LinearModule, ...]:
-    """The linear layers ``targets`` reaches (``all-linear``: every one but the output layer);
+    """The layers ``targets`` reaches as PEFT 0.21.2 resolves them on transformers 5 (``all-linear``:
+    every nn.Linear but the output layer; a mixture's experts and router by ``moe_conversion``);
     a target that reaches none is refused, naming the modules the family has."""
     modules = linear_modules(cfg)
+    mapping = moe_conversion(cfg)
+    names = sorted({m.name for m in modules} | set(mapping))
     if targets == ALL_LINEAR:
-        return modules
-    names = sorted({m.name for m in modules})
-    for target in targets:
-        if not any(_matches(m.path, target) for m in modules):
-            raise AnalysisError(
-                f"target module {target!r} is not a linear layer of this model; it has: {', '.join(names)}"
-                + (
-                    " (or 'all-linear'; lm_head, the output layer, is not offered)"
-                    if target == "lm_head"
-                    else ""
+        wanted = {m.name for m in modules} | set(mapping)
+    else:
+        wanted = set(targets)
+        for target in targets:
+            if not any(_matches(m.path, target) for m in modules) and target not in mapping:
+                raise AnalysisError(
+                    f"target module {target!r} is not a linear layer of this model; it has: {', '.join(names)}"
+                    + (
+                        " (or 'all-linear'; lm_head, the output layer, is not offered)"
+                        if target == "lm_head"
+                        else ""
+                    )
                 )
-            )
-    return tuple(m for m in modules if any(_matches(m.path, t) for t in targets))
+    mapped = {t for t in wanted if any(t == old or t.endswith(f".{old}") for old in mapping)}
+    fused = sorted(old for old, new in mapping.items() if new == "gate_up_proj")
+    if mapped & set(fused) and not set(fused) <= mapped:
+        raise AnalysisError(
+            f"targets {', '.join(sorted(mapped & set(fused)))} without {', '.join(sorted(set(fused) - mapped))}: "
+            f"transformers 5 fuses them into the experts' gate_up_proj, which PEFT targets whole"
+        )
+    parameters = {mapping[t.rsplit(".", 1)[-1]] for t in mapped}
+    chosen = tuple(m for m in modules if any(_matches(m.path, t) for t in wanted - mapped))
+    return chosen + expert_targets(cfg, parameters)
 
 
 def check_finetune(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | None = None) -> None:
@@ -220,6 +289,12 @@ def check_finetune(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | N
     if not spec.adapters:
         return
     targets = target_modules(cfg, spec.targets)
+    fused = [m.path for m in targets if m.path.startswith("mlp.gate.") or ".experts." in m.path]
+    if spec.method == "dora" and fused:
+        raise AnalysisError(
+            f"method='dora' cannot target {', '.join(fused)}: transformers 5 keeps them as fused tensors and "
+            f"PEFT's ParamWrapper does not work with use_dora=True (target the attention layers)"
+        )
     if spec.targets != ALL_LINEAR:  # all-linear is PEFT's whole set, narrow gates included
         narrowest = min(targets, key=lambda m: min(m.inputs, m.outputs))
         width = min(narrowest.inputs, narrowest.outputs)
@@ -232,10 +307,12 @@ def check_finetune(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | N
 
 def adapter_tensors(cfg: ModelConfig, spec: FinetuneSpec) -> list[tuple[int, int]]:
     """The trainable tensors of an adapter recipe as (elements, how many): per targeted
-    module lora_A (r × in), lora_B (out × r) and, for DoRA, the magnitude (out)."""
+    module lora_A (r × in), lora_B (out × r) and, for DoRA, the magnitude (out); a fused expert
+    tensor's at its rank multiple."""
     tensors = []
     for m in target_modules(cfg, spec.targets):
-        tensors += [(spec.rank * m.inputs, m.count), (m.outputs * spec.rank, m.count)]
+        r = spec.rank * m.rank_multiple
+        tensors += [(r * m.inputs, m.count), (m.outputs * r, m.count)]
         if spec.method == "dora":
             tensors.append((m.outputs, m.count))
     return tensors
@@ -510,7 +587,9 @@ def finetune_flops(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: in
             {"base_matmuls": passes * fwd_matmuls, "attention_scores": passes * fwd_scores},
         )
     targets = target_modules(cfg, spec.targets)
-    lora_fwd = sum(2 * spec.rank * (m.inputs + m.outputs) * m.count for m in targets) * tokens
+    lora_fwd = (
+        sum(2 * spec.rank * m.rank_multiple * (m.inputs + m.outputs) * m.count for m in targets) * tokens
+    )
     dora = (
         sum(2 * spec.rank * m.inputs * (m.inputs + m.outputs) * m.count for m in targets) * forwards
         if spec.method == "dora"

@@ -9,8 +9,16 @@ import pytest
 import torch
 from test_families import CASES, hf_config, hf_model
 
-from llama_lab.analysis.finetune import ALL_LINEAR, FinetuneSpec, linear_modules, trainable_params
+from llama_lab.analysis.finetune import (
+    ALL_LINEAR,
+    FinetuneSpec,
+    check_finetune,
+    linear_modules,
+    target_modules,
+    trainable_params,
+)
 from llama_lab.config import read_hf_config
+from llama_lab.errors import AnalysisError
 
 peft = pytest.importorskip("peft")
 warnings.filterwarnings("ignore")
@@ -66,6 +74,29 @@ def spec_for(case: str, name: str) -> FinetuneSpec:
 @pytest.mark.parametrize("name", sorted(SPECS))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_trainable_params_equal_peft(case, name):
+    """Equal counts, or both refuse (DoRA on transformers 5's fused experts: PEFT's ParamWrapper
+    does not work with use_dora=True)."""
     cfg, model = ours_and_theirs(case)
     spec = spec_for(case, name)
+    try:
+        ours = trainable_params(cfg, spec)
+        check_finetune(cfg, spec)
+    except AnalysisError as refusal:
+        with pytest.raises(ValueError, match="use_dora"):
+            peft_count(model, spec)
+        assert "use_dora" in str(refusal)
+        return
+    assert ours == peft_count(model, spec)
+
+
+@pytest.mark.parametrize("case", ["qwen3_moe", "deepseek_v3", "glm4_moe"])
+def test_named_ffn_targets_reach_the_fused_experts_as_peft_maps_them(case):
+    """Under PEFT's v4 → v5 mapping gate_proj, up_proj and down_proj name the fused experts (at
+    rank 2r for gate_up_proj); one of gate_proj / up_proj alone is refused by both."""
+    cfg, model = ours_and_theirs(case)
+    spec = FinetuneSpec(rank=2, targets=("gate_proj", "up_proj", "down_proj"))
     assert trainable_params(cfg, spec) == peft_count(model, spec)
+    with pytest.raises(AnalysisError, match="gate_up_proj"):
+        target_modules(cfg, ("gate_proj",))
+    with pytest.raises(ValueError, match="fused"):
+        peft_count(ours_and_theirs(case)[1], FinetuneSpec(rank=2, targets=("gate_proj",)))
