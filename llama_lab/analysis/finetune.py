@@ -255,7 +255,8 @@ def target_modules(
         for target in targets:
             if not any(_matches(m.path, target) for m in modules) and target not in mapping:
                 raise AnalysisError(
-                    f"target module {target!r} is not a linear layer of this model; it has: {', '.join(names)}"
+                    f"target module {target!r} is not a linear layer of this model; "
+                    f"it has: {', '.join(names)}"
                     + (
                         " (or 'all-linear'; lm_head, the output layer, is not offered)"
                         if target == "lm_head"
@@ -266,8 +267,9 @@ def target_modules(
     fused = sorted(old for old, new in mapping.items() if new == "gate_up_proj")
     if mapped & set(fused) and not set(fused) <= mapped:
         raise AnalysisError(
-            f"targets {', '.join(sorted(mapped & set(fused)))} without {', '.join(sorted(set(fused) - mapped))}: "
-            f"transformers 5 fuses them into the experts' gate_up_proj, which PEFT targets whole"
+            f"targets {', '.join(sorted(mapped & set(fused)))} without "
+            f"{', '.join(sorted(set(fused) - mapped))}: transformers 5 fuses them into the experts' "
+            "gate_up_proj, which PEFT targets whole"
         )
     parameters = {mapping[t.rsplit(".", 1)[-1]] for t in mapped}
     chosen = tuple(m for m in modules if any(_matches(m.path, t) for t in wanted - mapped))
@@ -595,7 +597,7 @@ def finetune_flops(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: in
         if spec.method == "dora"
         else 0
     )
-    terms = {
+    terms: dict[str, float] = {
         "base_matmuls": (forwards + 1) * fwd_matmuls,  # forward(s) + input gradients
         "attention_scores": (forwards + 2) * fwd_scores,
         "adapter_matmuls": (forwards + 2) * lora_fwd,
