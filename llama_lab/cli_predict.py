@@ -106,10 +106,10 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
 
 
 def add_finetune_args(p, positive_int) -> None:
-    """The recipe of ``predict finetune`` (and of a live fine-tuning run)."""
-    from .analysis.finetune import METHODS, OPTIMIZERS
-
-    p.add_argument("--method", choices=METHODS, required=True)
+    """The recipe of ``predict finetune`` (and of a live fine-tuning run). The method and the
+    optimizer are checked by ``analysis.finetune.FinetuneSpec`` (a one-line refusal naming the
+    choices), so building the parser imports no analysis."""
+    p.add_argument("--method", required=True, help="lora, qlora, dora or full")
     p.add_argument("--rank", type=positive_int, default=8, help="LoRA rank r (default 8, PEFT's)")
     p.add_argument(
         "--alpha", type=float, default=None, help="LoRA alpha (default 8, PEFT's): scales, counts nothing"
@@ -119,7 +119,7 @@ def add_finetune_args(p, positive_int) -> None:
         default="q_proj,v_proj",
         help="comma-separated module names (PEFT's suffix rule) or all-linear (default q_proj,v_proj)",
     )
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    p.add_argument("--optimizer", default="adamw", help="adamw, adamw8bit or paged_adamw8bit")
     p.add_argument("--grad-checkpointing", action="store_true")
     p.add_argument("--rslora", action="store_true", help="rank-stabilised scaling alpha/√r (same counts)")
     p.add_argument(
