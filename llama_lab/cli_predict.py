@@ -96,11 +96,87 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
     )
     t.add_argument("--sequence-parallel", action="store_true")
 
+    f = kinds.add_parser(
+        "finetune", help="one GPU's fine-tuning step: trainable parameters, peak bytes, tokens/s"
+    )
+    add_config_args(f)
+    add_finetune_args(f, positive_int)
+    f.add_argument("--gpu", required=True, help=gpu_help)
+    f.add_argument("--seq-len", type=positive_int, required=True)
+    f.add_argument("--batch", type=positive_int, required=True)
+
     v = sub.add_parser("validate", help="every public measurement against the prediction, with errors")
     v.add_argument(
         "--kind", choices=("decode_bs1", "decode_batched", "prefill", "train", "memory", "kv_capacity")
     )
     v.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def add_finetune_args(p, positive_int) -> None:
+    """The recipe of ``predict finetune`` (and of a live fine-tuning run). The method and the
+    optimizer are checked by ``analysis.finetune.FinetuneSpec`` (a one-line refusal naming the
+    choices), so building the parser imports no analysis."""
+    p.add_argument("--method", required=True, help="lora, qlora, dora or full")
+    p.add_argument("--rank", type=positive_int, default=8, help="LoRA rank r (default 8, PEFT's)")
+    p.add_argument(
+        "--alpha", type=float, default=None, help="LoRA alpha (default 8, PEFT's): scales, counts nothing"
+    )
+    p.add_argument(
+        "--targets",
+        default="q_proj,v_proj",
+        help="comma-separated module names (PEFT's suffix rule) or all-linear (default q_proj,v_proj)",
+    )
+    p.add_argument("--optimizer", default="adamw", help="adamw, adamw8bit or paged_adamw8bit")
+    p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--rslora", action="store_true", help="rank-stabilised scaling alpha/√r (same counts)")
+    p.add_argument(
+        "--loss",
+        choices=("logits", "chunked"),
+        default="logits",
+        help="logits: the N·V logits materialised (transformers' loss); chunked: the head in chunks",
+    )
+    p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
+
+
+def finetune_spec_from_args(args: argparse.Namespace):
+    """The ``FinetuneSpec`` a command line names."""
+    from .analysis.finetune import ALL_LINEAR, FinetuneSpec
+
+    targets = args.targets.strip()
+    names = ALL_LINEAR if targets == ALL_LINEAR else tuple(t.strip() for t in targets.split(",") if t.strip())
+    return FinetuneSpec(
+        args.method,
+        args.rank,
+        args.alpha,
+        names,
+        args.optimizer,
+        args.grad_checkpointing,
+        args.dtype,
+        args.rslora,
+        args.loss,
+    )
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.2f} GiB"
+
+
+def finetune_text(r: dict) -> str:
+    """``predict finetune``'s answer in words: the counts, the peak by part, the fit, the rate."""
+    peak = r["peak_bytes"]
+    fits = "fits" if r["fits"] else "does NOT fit"
+    lines = [
+        f"{r['method']} on {r['gpu']}, batch {r['batch']} × {r['seq_len']} tokens: "
+        f"{r['trainable_params']:,} trainable parameters ({r['frozen_params']:,} frozen)",
+        f"peak {_gib(peak['estimate'])} ({_gib(peak['low'])}–{_gib(peak['high'])}) of "
+        f"{_gib(r['gpu_memory_bytes'])} usable: {fits}",
+    ]
+    lines += [f"  {part:18s} {_gib(value):>14s}" for part, value in r["by_part"].items() if value]
+    t = r["tokens_per_s"]
+    lines.append(
+        f"tokens/s: estimate {t['estimate']:,.4g} ({t['low']:,.4g}–{t['high']:,.4g}), bound {t['bound']:,.4g}"
+    )
+    return "\n".join(lines)
 
 
 def _band(values: dict, unit: str) -> str:
@@ -185,9 +261,15 @@ def with_global_batch(layout, global_batch: int | None, micro_batches: int | Non
 
 def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
     """The prediction as JSON and as one line of text."""
-    from .validation.predict import find_gpu, predict_decode, predict_train
+    from .validation.predict import find_gpu, predict_decode, predict_finetune, predict_train
 
     gpu = find_gpu(args.gpu)
+    if args.predict_kind == "finetune":
+        from .config.files import load_stored_quant
+
+        stored = load_stored_quant(args.config) if args.config is not None else None
+        r = predict_finetune(cfg, gpu, finetune_spec_from_args(args), args.seq_len, args.batch, stored)
+        return r, finetune_text(r)
     if args.predict_kind == "decode":
         workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
         engine = (args.gpu_memory_utilization, args.max_num_batched_tokens, args.max_num_seqs)

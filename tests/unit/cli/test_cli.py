@@ -303,3 +303,48 @@ def test_a_config_files_refusal_names_the_file_once(capsys, tmp_path):
         path.write_text(text)
         code, _, err = run(capsys, "analyze", "--config", str(path))
         assert code == 2 and err.count("theta.json") == 1 and err.startswith(f"error: {path}"), err
+
+
+def test_predict_finetune_json_has_spec_keys(capsys):
+    args = ("predict", "finetune", "--preset", "llama-3.2-3b", "--method", "lora", "--rank", "32")
+    code, out, _ = run(capsys, *args, "--gpu", "l40s", "--seq-len", "768", "--batch", "4", "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["trainable_params"] == 9_175_040
+    assert set(r["peak_bytes"]) >= {"estimate", "low", "high"}
+    assert r["peak_bytes"]["low"] <= r["peak_bytes"]["estimate"] <= r["peak_bytes"]["high"]
+    assert sum(r["by_part"].values()) == r["peak_bytes"]["estimate"]
+    assert {
+        "frozen_weights",
+        "trainable_weights",
+        "gradients",
+        "optimizer_states",
+        "activations",
+        "logits_and_loss",
+    } <= set(r["by_part"])
+    assert isinstance(r["fits"], bool) and set(r["tokens_per_s"]) >= {"estimate", "low", "high"}
+    code, out, _ = run(capsys, *args, "--gpu", "l40s", "--seq-len", "768", "--batch", "4")
+    assert code == 0 and "9,175,040 trainable parameters" in out and "activations" in out
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--targets", "q_proj,foo"), "target module 'foo' is not a linear layer"),
+        (("--rank", "5000"), "above the narrowest targeted layer's width"),
+        (("--seq-len", "999999"), "above the model's max_seq_len"),
+        (("--gpu", "nope"), "--gpu 'nope' must be one of"),
+    ],
+)
+def test_predict_finetune_refuses_with_one_line(capsys, extra, message):
+    base = {
+        "--gpu": "h100-80gb",
+        "--seq-len": "512",
+        "--batch": "1",
+        "--rank": "8",
+        "--targets": "q_proj,v_proj",
+    }
+    base.update(dict(zip(extra[::2], extra[1::2])))
+    argv = ["predict", "finetune", "--preset", "llama-3.2-3b", "--method", "lora"]
+    code, _, err = run(capsys, *argv, *[x for kv in base.items() for x in kv])
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
