@@ -1,0 +1,534 @@
+"""Fine-tuning one GPU: LoRA, QLoRA, DoRA and full fine-tuning counted exactly — the trainable
+parameters as PEFT counts them, the bytes of a step by part and its FLOPs.
+
+Sources, read for these counts (the commits are the versions read):
+- PEFT 0.21.2 (the wheel, ``peft/``): ``tuners/tuners_utils.py`` ``_maybe_include_all_linear_layers``
+  (``all-linear`` = every ``nn.Linear`` but the output embeddings) and ``check_target_module_exists``
+  (a target names a module whose full name is it or ends with ``.`` + it); ``tuners/lora/layer.py``
+  (lora_A r × in, lora_B out × r, no bias); ``tuners/lora/dora.py`` (one magnitude per output;
+  ``get_lora_weight`` builds B·A from an in × in identity each forward); ``tuners/lora/config.py``
+  (r = 8, lora_alpha = 8 by default); ``tuners/tuners_utils.py`` ``cast_adapter_dtype``
+  (``get_peft_model(autocast_adapter_dtype=True)``, the default, upcasts bf16/fp16 adapters to
+  float32); ``peft_model.py`` ``get_nb_trainable_parameters`` (``named_parameters``: tied once).
+- bitsandbytes 95f9af309d4d5793847169c39288dcd3fcbdf564 (github:bitsandbytes-foundation/
+  bitsandbytes): ``bitsandbytes/functional.py`` ``quantize_4bit`` (blocks of 64; with
+  ``compress_statistics`` the absmax minus its mean quantised by ``quantize_blockwise`` in blocks
+  of 256 to uint8, a float32 absmax per block, the offset a float32), ``nn/modules.py``
+  ``Params4bit`` (blocksize 64 by default); ``optim/optimizer.py`` ``Optimizer2State.init_state``
+  (8-bit states: two uint8 per element and two float32 absmax per block of 256; tensors under
+  ``min_8bit_size`` = 4096 elements keep float32 states; paged states of ≥ 1e5 elements are
+  allocated in CUDA unified memory).
+- transformers 5.25 ``integrations/bitsandbytes.py`` ``replace_with_bnb_linear`` (every module of
+  type ``nn.Linear`` becomes a ``Linear4bit``) and ``quantizers/base.py``
+  ``get_keys_to_not_convert`` (the output embeddings, tied weights and the last parameter stay):
+  QLoRA's NF4 base is the blocks' linear layers; embeddings, head, norms, routers that are not
+  ``nn.Linear`` and the fused expert tensors of transformers 5 stay in 16 bits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..config import MAX_BATCH, ModelConfig
+from ..config.hf.quant import StoredQuant
+from ..errors import AnalysisError
+from ..runtime.hardware import DTYPE_BYTES, GPU
+from .activations import LOSS_PATHS, activation_estimate
+from .common import TRAINING_DTYPES, check_count, check_seq, checked_gpu, first_true, nbytes
+from .flops import count_flops
+from .params import count_params
+from .quant import BNB_CODE_BYTES, BNB_NESTED_BLOCK, stored_weights, weights_bytes
+from .shapes import Shapes
+
+METHODS = ("lora", "qlora", "dora", "full")
+OPTIMIZERS = ("adamw", "adamw8bit", "paged_adamw8bit")
+ALL_LINEAR = "all-linear"  # PEFT's shorthand: every nn.Linear but the output layer
+DEFAULT_TARGETS = ("q_proj", "v_proj")  # PEFT's default for LLaMA-style models
+PEFT_DEFAULT_ALPHA = 8  # LoraConfig.lora_alpha
+ADAPTER_BYTES = 4  # PEFT upcasts 16-bit adapters to float32 (autocast_adapter_dtype=True)
+NF4_BLOCK = 64  # values per absmax (Params4bit, quantize_4bit)
+BNB_8BIT_BLOCK = 256  # values per absmax of an 8-bit optimizer state
+BNB_MIN_8BIT_SIZE = 4096  # smaller tensors keep float32 states
+ADAMW_STATES = 2  # m and v
+
+
+@dataclass(frozen=True)
+class FinetuneSpec:
+    """One fine-tuning recipe. ``alpha`` None: PEFT's default (8); it scales the update
+    (alpha / r, or alpha / √r with ``rslora``) and changes no count. ``loss``: "logits" (the
+    logits materialised, as transformers' models compute the loss with labels) or "chunked"
+    (the head and cross-entropy in chunks, never the N·V logits)."""
+
+    method: str = "lora"
+    rank: int = 8
+    alpha: float | None = None
+    targets: tuple[str, ...] | str = DEFAULT_TARGETS
+    optimizer: str = "adamw"
+    grad_checkpointing: bool = False
+    dtype: str = "bf16"  # what the base computes and is stored in (QLoRA: its compute dtype)
+    rslora: bool = False
+    loss: str = "logits"
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise AnalysisError(f"method={self.method!r} must be one of {', '.join(METHODS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise AnalysisError(f"optimizer={self.optimizer!r} must be one of {', '.join(OPTIMIZERS)}")
+        if self.dtype not in TRAINING_DTYPES:
+            raise AnalysisError(f"dtype={self.dtype!r} must be one of {', '.join(TRAINING_DTYPES)}")
+        if self.loss not in LOSS_PATHS:
+            raise AnalysisError(f"loss={self.loss!r} must be one of {', '.join(LOSS_PATHS)}")
+        if self.method != "full":
+            check_count("rank", self.rank, 1_048_576)
+        if isinstance(self.targets, str) and self.targets != ALL_LINEAR:
+            raise AnalysisError(f"targets={self.targets!r} must be {ALL_LINEAR!r} or a tuple of module names")
+        if not isinstance(self.targets, str) and not self.targets:
+            raise AnalysisError("targets=() must name at least one module (or be 'all-linear')")
+
+    @property
+    def adapters(self) -> bool:
+        return self.method != "full"
+
+    @property
+    def scaling(self) -> float:
+        """What the update B·A is multiplied by: alpha / r, or alpha / √r (rsLoRA)."""
+        alpha = PEFT_DEFAULT_ALPHA if self.alpha is None else self.alpha
+        return alpha / (math.sqrt(self.rank) if self.rslora else self.rank)
+
+
+@dataclass(frozen=True)
+class LinearModule:
+    """``count`` nn.Linear modules of the blocks named ``path`` inside a block (transformers'
+    names: ``self_attn.q_proj``, ``mlp.shared_experts.gate_proj``), ``inputs`` → ``outputs``."""
+
+    path: str
+    inputs: int
+    outputs: int
+    count: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+    @property
+    def params(self) -> int:
+        return self.count * self.inputs * self.outputs
+
+
+def _attention_linears(cfg: ModelConfig) -> list[tuple[str, int, int]]:
+    """(path, in, out) of an attention block's projections (Phi-3: q, k, v fused in qkv_proj)."""
+    s = Shapes.of(cfg)
+    if cfg.fused_keys:
+        return [("self_attn.qkv_proj", s.C, s.q_dim + 2 * s.kv_dim), ("self_attn.o_proj", s.q_dim, s.C)]
+    return [(f"self_attn.{name}", cols, rows) for name, rows, cols in s.attention]
+
+
+def _mixer_linears(cfg: ModelConfig) -> list[tuple[str, int, int]]:
+    """A Gated DeltaNet block's input projections and out_proj (its conv1d is not a Linear)."""
+    from ..model.delta_net import projection_parts
+
+    C = cfg.d_model
+    parts = [(f"linear_attn.{name}", C, rows) for name, rows in projection_parts(cfg)]
+    return parts + [("linear_attn.out_proj", cfg.linear_value_dim, C)]
+
+
+def _mlp(prefix: str, C: int, F: int, gated: bool, fused: bool) -> list[tuple[str, int, int]]:
+    if fused:
+        return [(f"{prefix}.gate_up_proj", C, 2 * F), (f"{prefix}.down_proj", F, C)]
+    up = [f"{prefix}.gate_proj", f"{prefix}.up_proj"] if gated else [f"{prefix}.up_proj"]
+    return [(path, C, F) for path in up] + [(f"{prefix}.down_proj", F, C)]
+
+
+def _ffn_linears(cfg: ModelConfig, sparse: bool) -> list[tuple[str, int, int]]:
+    """A block's FFN: the dense MLP, or of a mixture the nn.Linear parts only — Llama 4's router,
+    the shared experts (Qwen, Llama 4: ``shared_expert``; DeepSeek, GLM: ``shared_experts``) and
+    Qwen's shared-expert gate. The routed experts are fused 3-D tensors in transformers 5, and
+    the other routers ``TopKRouter`` modules: no nn.Linear, so neither LoRA nor NF4 reaches them."""
+    s = Shapes.of(cfg)
+    ffn = "feed_forward" if cfg.moe_style == "llama4" else "mlp"
+    if not sparse:
+        return _mlp(ffn, s.C, s.F, cfg.gated_ffn, cfg.fused_keys)
+    out = [(f"{ffn}.router", s.C, s.E)] if cfg.moe_style == "llama4" else []
+    if s.Fs:
+        single = cfg.shared_expert_gate or cfg.moe_style == "llama4"
+        out += _mlp(f"{ffn}.shared_expert{'' if single else 's'}", s.C, s.Fs, True, False)
+    if cfg.shared_expert_gate:
+        out.append((f"{ffn}.shared_expert_gate", s.C, 1))
+    return out
+
+
+def linear_modules(cfg: ModelConfig) -> tuple[LinearModule, ...]:
+    """Every nn.Linear of transformers' model for ``cfg`` but the output layer (lm_head), by
+    path inside a block, counted over the blocks: what ``all-linear`` targets."""
+    kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
+    counts: dict[tuple[str, int, int], int] = {}
+    for sparse, linear in kinds:
+        mixer = _mixer_linears(cfg) if linear else _attention_linears(cfg)
+        for key in mixer + _ffn_linears(cfg, sparse):
+            counts[key] = counts.get(key, 0) + 1
+    return tuple(LinearModule(path, i, o, n) for (path, i, o), n in counts.items())
+
+
+def nf4_modules(cfg: ModelConfig) -> tuple[LinearModule, ...]:
+    """The linear layers QLoRA's base stores in NF4: those of type exactly nn.Linear
+    (``replace_with_bnb_linear``), so not Llama 4's router, an nn.Linear subclass."""
+    return tuple(m for m in linear_modules(cfg) if m.name != "router")
+
+
+def _matches(path: str, target: str) -> bool:
+    """PEFT's rule for a list of targets: the module's full name (``model.layers.0.`` + path)
+    is the target or ends with ``.`` + target."""
+    return f"model.layers.0.{path}".endswith(f".{target}")
+
+
+def target_modules(
+    cfg: ModelConfig, targets: tuple[str, ...] | str = DEFAULT_TARGETS
+) -> tuple[LinearModule, ...]:
+    """The linear layers ``targets`` reaches (``all-linear``: every one but the output layer);
+    a target that reaches none is refused, naming the modules the family has."""
+    modules = linear_modules(cfg)
+    if targets == ALL_LINEAR:
+        return modules
+    names = sorted({m.name for m in modules})
+    for target in targets:
+        if not any(_matches(m.path, target) for m in modules):
+            raise AnalysisError(
+                f"target module {target!r} is not a linear layer of this model; it has: {', '.join(names)}"
+                + (
+                    " (or 'all-linear'; lm_head, the output layer, is not offered)"
+                    if target == "lm_head"
+                    else ""
+                )
+            )
+    return tuple(m for m in modules if any(_matches(m.path, t) for t in targets))
+
+
+def check_finetune(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | None = None) -> None:
+    """The rules a recipe must keep for this model and checkpoint (each refusal names its rule)."""
+    if stored is not None and spec.method == "qlora":
+        raise AnalysisError(
+            f"method='qlora' quantises a 16-bit base to NF4, but this checkpoint is already stored as "
+            f"{stored.label()}: use method='lora' (the adapters train over its stored weights)"
+        )
+    if stored is not None and spec.method == "full":
+        raise AnalysisError(
+            f"method='full' trains every weight, but this checkpoint is stored as {stored.label()}: "
+            f"quantised weights cannot be trained (use method='lora')"
+        )
+    if not spec.adapters:
+        return
+    targets = target_modules(cfg, spec.targets)
+    if spec.targets != ALL_LINEAR:  # all-linear is PEFT's whole set, narrow gates included
+        narrowest = min(targets, key=lambda m: min(m.inputs, m.outputs))
+        width = min(narrowest.inputs, narrowest.outputs)
+        if spec.rank > width:
+            raise AnalysisError(
+                f"rank={spec.rank} is above the narrowest targeted layer's width: {narrowest.path} is "
+                f"{narrowest.inputs} → {narrowest.outputs} (B·A cannot exceed rank {width})"
+            )
+
+
+def adapter_tensors(cfg: ModelConfig, spec: FinetuneSpec) -> list[tuple[int, int]]:
+    """The trainable tensors of an adapter recipe as (elements, how many): per targeted
+    module lora_A (r × in), lora_B (out × r) and, for DoRA, the magnitude (out)."""
+    tensors = []
+    for m in target_modules(cfg, spec.targets):
+        tensors += [(spec.rank * m.inputs, m.count), (m.outputs * spec.rank, m.count)]
+        if spec.method == "dora":
+            tensors.append((m.outputs, m.count))
+    return tensors
+
+
+def trainable_params(cfg: ModelConfig, spec: FinetuneSpec) -> int:
+    """PEFT's ``get_nb_trainable_parameters()[0]``: r·(in + out) per targeted Linear (rsLoRA
+    and QLoRA the same), + out per target for DoRA's magnitude; full: every parameter, tied once."""
+    if not spec.adapters:
+        return count_params(cfg).total
+    return sum(n * count for n, count in adapter_tensors(cfg, spec))
+
+
+def frozen_params(cfg: ModelConfig, spec: FinetuneSpec) -> int:
+    """The base's parameters that stay frozen: all of them under an adapter, none under full."""
+    return count_params(cfg).total if spec.adapters else 0
+
+
+def nf4_bytes(elements: int) -> int:
+    """One NF4 weight of n elements in memory with double quantisation (bitsandbytes
+    ``quantize_4bit(compress_statistics=True)``): two codes a byte, a uint8 absmax per 64, a
+    float32 absmax per 256 of those, the NF4 code (16 float32) and the float32 offset. The
+    nested 256-value dynamic code is one table per device (``name2qmap``), not counted."""
+    blocks = math.ceil(elements / NF4_BLOCK)
+    nested = math.ceil(blocks / BNB_NESTED_BLOCK)
+    return math.ceil(elements / 2) + blocks + 4 * nested + BNB_CODE_BYTES + 4
+
+
+def frozen_weight_bytes(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | None = None) -> int:
+    """The frozen base at its format: a stored checkpoint's (``weights_bytes``), ``dtype``, or
+    for QLoRA every block nn.Linear in NF4 and the rest in ``dtype``."""
+    if not spec.adapters:
+        return 0
+    if stored is not None:
+        return weights_bytes(cfg, stored_weights(stored)).total
+    whole = weights_bytes(cfg, spec.dtype).total
+    if spec.method != "qlora":
+        return whole
+    b = DTYPE_BYTES[spec.dtype]
+    linears = nf4_modules(cfg)
+    return (
+        whole
+        - sum(nbytes(m.params, b) for m in linears)
+        + sum(m.count * nf4_bytes(m.inputs * m.outputs) for m in linears)
+    )
+
+
+def optimizer_state_bytes(tensors: list[tuple[int, int]], optimizer: str) -> int:
+    """AdamW's m and v for ``tensors`` ((elements, how many)): float32 (8 bytes an element;
+    torch.optim.AdamW keeps them in the parameter's dtype, float32 here: adapters, or a mixed-
+    precision master copy), or bitsandbytes' 8-bit (2 bytes + 2 float32 absmax per 256; float32
+    under 4096 elements). Paged: the same bytes, in unified memory."""
+    total = 0
+    for n, count in tensors:
+        if optimizer == "adamw" or n < BNB_MIN_8BIT_SIZE:
+            total += count * ADAMW_STATES * 4 * n
+        else:
+            total += count * ADAMW_STATES * (n + 4 * math.ceil(n / BNB_8BIT_BLOCK))
+    return total
+
+
+def full_tensors(cfg: ModelConfig) -> list[tuple[int, int]]:
+    """Every parameter tensor as (elements, how many), for the 8-bit optimizer's per-tensor rule:
+    the weight tensors (``weight_tensors``); biases and norms are under 4096 elements mostly."""
+    from .quant import weight_tensors
+
+    return [(g.rows * g.cols, g.count) for g in weight_tensors(cfg)]
+
+
+def _step_activation_bytes(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int) -> tuple[int, int]:
+    """(the blocks' saved activations, the loss head's) of one step. For now full training's
+    (``activation_estimate``): an upper bound for frozen layers, which need not keep what only
+    their weight gradients read (to be replaced by the fine-tuning count)."""
+    est = activation_estimate(cfg, seq_len, batch, spec.dtype, spec.grad_checkpointing, spec.loss)
+    head = est.components["head_and_loss"]
+    return est.total_bytes - head, head
+
+
+def _transient_bytes(cfg: ModelConfig, spec: FinetuneSpec) -> dict[str, int]:
+    """Temporaries of one layer at a time: QLoRA's dequantised weight (out × in in ``dtype``);
+    DoRA's per-forward B·A, built from an in × in identity (``get_lora_weight``: the identity,
+    A·I and B·A in float32) and W + s·B·A with its cast (``get_weight_norm``)."""
+    b = DTYPE_BYTES[spec.dtype]
+    out: dict[str, int] = {}
+    if spec.method == "qlora":
+        out["dequantised_weight"] = max(nbytes(m.inputs * m.outputs, b) for m in nf4_modules(cfg))
+    if spec.method == "dora":
+        out["dora_weight_norm"] = max(
+            4 * (m.inputs**2 + m.inputs * spec.rank + m.inputs * m.outputs)
+            + nbytes(2 * m.inputs * m.outputs, b)
+            for m in target_modules(cfg, spec.targets)
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class FinetuneMemory:
+    """One GPU's bytes in a fine-tuning step: ``by_part`` what is alive at the peak (its
+    values sum to ``peak_bytes``), ``phases`` the two candidates for the peak."""
+
+    by_part: dict[str, int]
+    peak_bytes: int
+    phases: dict[str, int]
+    trainable_params: int
+    frozen_params: int
+    chunked_loss: bool
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def finetune_memory(
+    cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int, stored: StoredQuant | None = None
+) -> FinetuneMemory:
+    """The peak over forward, backward and the optimizer step of one GPU's step (not the first
+    step: the optimizer states exist from the first update on).
+
+    Always alive: the frozen base, the trainable weights, the optimizer states (and full
+    fine-tuning's float32 master copy). Gradients are freed after each step (``zero_grad
+    (set_to_none=True)``). Forward saves the activations; backward starts with all of them and
+    the loss head's tensors alive, and frees each block's as it passes it while the gradients
+    build up. So the peak is either at the start of backward — every activation, the loss head
+    and the gradients produced first (adapters: all of them, they are small; full: the head's
+    V·C, the first to arrive) plus one layer's temporaries — or at the optimizer step, where
+    every gradient is alive and the activations are gone."""
+    check_seq(seq_len, batch)
+    if seq_len > cfg.max_seq_len:
+        raise AnalysisError(f"seq_len={seq_len} is above the model's max_seq_len={cfg.max_seq_len}")
+    check_finetune(cfg, spec, stored)
+    b = DTYPE_BYTES[spec.dtype]
+    mixed = spec.dtype != "fp32"
+    if spec.adapters:
+        tensors = adapter_tensors(cfg, spec)
+        n_train = sum(n * c for n, c in tensors)
+        weights = ADAPTER_BYTES * n_train
+        grads, first_grads = weights, weights
+        master = 0
+    else:
+        tensors = full_tensors(cfg)
+        n_train = count_params(cfg).total
+        weights = nbytes(n_train, b)
+        grads = weights
+        first_grads = nbytes(cfg.vocab_size * cfg.d_model, b)  # the head's (or tied table's)
+        master = 4 * n_train if mixed else 0
+    activations, head = _step_activation_bytes(cfg, spec, seq_len, batch)
+    transient = _transient_bytes(cfg, spec)
+    persistent = {
+        "frozen_weights": frozen_weight_bytes(cfg, spec, stored),
+        "trainable_weights": weights,
+        "master_weights": master,
+        "optimizer_states": optimizer_state_bytes(tensors, spec.optimizer),
+    }
+    backward_start = {
+        **persistent,
+        "gradients": first_grads,
+        "activations": activations,
+        "logits_and_loss": head,
+        **transient,
+    }
+    optimizer_step = {**persistent, "gradients": grads, "activations": 0, "logits_and_loss": 0}
+    phases = {"backward_start": sum(backward_start.values()), "optimizer_step": sum(optimizer_step.values())}
+    at_peak = backward_start if phases["backward_start"] >= phases["optimizer_step"] else optimizer_step
+    by_part = {key: at_peak.get(key, 0) for key in backward_start}
+    return FinetuneMemory(
+        by_part,
+        sum(by_part.values()),
+        phases,
+        trainable_params(cfg, spec),
+        frozen_params(cfg, spec),
+        spec.loss == "chunked",
+        _memory_notes(spec, stored),
+    )
+
+
+def _memory_notes(spec: FinetuneSpec, stored: StoredQuant | None) -> list[str]:
+    notes = [
+        "activations: full training's saved tensors (activation_estimate), an upper bound for frozen "
+        "layers, which need not keep what only their weight gradients read",
+        "logits_and_loss: "
+        + (
+            "the chunked head (never the N·V logits)"
+            if spec.loss == "chunked"
+            else "the N·V logits materialised in the compute dtype, as the lab's model saves them"
+        ),
+    ]
+    if spec.adapters:
+        notes.append(
+            "adapters in float32, as PEFT 0.21 creates them (autocast_adapter_dtype=True): "
+            "weights, gradients and AdamW states 4 bytes an element; no master copy"
+        )
+    else:
+        notes.append(
+            f"full fine-tuning in {spec.dtype}"
+            + (" with a float32 master copy (mixed precision)" if spec.dtype != "fp32" else "")
+        )
+    if spec.method == "qlora":
+        notes.append(
+            "QLoRA: every block nn.Linear in NF4 with double quantisation; embeddings, lm_head, "
+            f"norms, routers and fused experts in {spec.dtype} (transformers' bitsandbytes integration)"
+        )
+    if stored is not None:
+        notes.append(f"frozen base as the checkpoint stores it: {stored.label()}")
+    if spec.optimizer == "paged_adamw8bit":
+        notes.append(
+            "paged: the 8-bit states of tensors ≥ 1e5 elements live in CUDA unified memory, "
+            "which the driver may page out to the host under pressure; counted on the GPU"
+        )
+    return notes
+
+
+def fits(memory: FinetuneMemory, gpu: GPU | str) -> bool:
+    """Whether the peak fits what a process can fill on ``gpu`` (its memory less the CUDA context)."""
+    return memory.peak_bytes <= checked_gpu(gpu).usable_bytes
+
+
+def max_seq_len_that_fits(
+    cfg: ModelConfig, spec: FinetuneSpec, gpu: GPU | str, batch: int = 1, stored: StoredQuant | None = None
+) -> int | None:
+    """The longest context (≤ the model's max_seq_len) whose step fits ``gpu``; None: not even 1."""
+
+    def too_long(T: int) -> bool:
+        return not fits(finetune_memory(cfg, spec, T, batch, stored), gpu)
+
+    first_over = first_true(too_long, 1, cfg.max_seq_len)
+    return cfg.max_seq_len if first_over is None else (first_over - 1 or None)
+
+
+def max_batch_that_fits(
+    cfg: ModelConfig, spec: FinetuneSpec, gpu: GPU | str, seq_len: int, stored: StoredQuant | None = None
+) -> int | None:
+    """The largest batch (≤ MAX_BATCH) of ``seq_len`` tokens whose step fits ``gpu``; None: not 1."""
+
+    def too_big(B: int) -> bool:
+        return not fits(finetune_memory(cfg, spec, seq_len, B, stored), gpu)
+
+    first_over = first_true(too_big, 1, MAX_BATCH)
+    return MAX_BATCH if first_over is None else (first_over - 1 or None)
+
+
+@dataclass(frozen=True)
+class FinetuneFlops:
+    """One step's work over B × T tokens: ``matmuls`` and ``scores`` (causal attention) FLOPs,
+    and ``dequant_bytes`` QLoRA's NF4 reads and 16-bit writes."""
+
+    matmuls: float
+    scores: float
+    dequant_bytes: float
+    by_term: dict[str, float]
+
+
+def finetune_flops(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int) -> FinetuneFlops:
+    """FLOPs of a step. Full: the lab's training count (3 × the causal forward). Adapters: the
+    forward, the backward's input gradients through every frozen layer (≈ 1 × the forward's
+    matmuls: no weight gradients), the attention scores' backward (2 ×, as in training), and
+    the adapters' matmuls: 2·r·(in + out) a token forward, 3 × that with their backward (input
+    and weight gradients); DoRA adds B·A from an in × in identity per module per forward
+    (2·r·in·(in + out)). Gradient checkpointing runs one more forward. QLoRA dequantises each
+    NF4 weight on every forward and backward through it: a memory-bound read of its NF4 bytes
+    and a write of ``dtype``'s."""
+    flops = count_flops(cfg, seq_len, batch)
+    tokens = batch * seq_len
+    fwd_scores = flops.attention_scores_causal
+    fwd_matmuls = flops.forward_causal - fwd_scores
+    forwards = 2 if spec.grad_checkpointing else 1
+    if not spec.adapters:
+        passes = forwards + 2
+        return FinetuneFlops(
+            passes * fwd_matmuls,
+            passes * fwd_scores,
+            0.0,
+            {"base_matmuls": passes * fwd_matmuls, "attention_scores": passes * fwd_scores},
+        )
+    targets = target_modules(cfg, spec.targets)
+    lora_fwd = sum(2 * spec.rank * (m.inputs + m.outputs) * m.count for m in targets) * tokens
+    dora = (
+        sum(2 * spec.rank * m.inputs * (m.inputs + m.outputs) * m.count for m in targets) * forwards
+        if spec.method == "dora"
+        else 0
+    )
+    terms = {
+        "base_matmuls": (forwards + 1) * fwd_matmuls,  # forward(s) + input gradients
+        "attention_scores": (forwards + 2) * fwd_scores,
+        "adapter_matmuls": (forwards + 2) * lora_fwd,
+        "dora_weight_norm": dora,
+    }
+    dequant = 0.0
+    if spec.method == "qlora":
+        b = DTYPE_BYTES[spec.dtype]
+        per_pass = sum(
+            m.count * (nf4_bytes(m.inputs * m.outputs) + m.inputs * m.outputs * b) for m in nf4_modules(cfg)
+        )
+        dequant = (forwards + 1) * per_pass
+    return FinetuneFlops(
+        terms["base_matmuls"] + terms["adapter_matmuls"] + dora, terms["attention_scores"], dequant, terms
+    )
