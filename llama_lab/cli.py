@@ -311,7 +311,52 @@ def cmd_quantize(args, cfg: ModelConfig, notes: list[str]) -> None:
     _emit(r.to_dict(), args.json, text)
 
 
+def cmd_finetune(args, cfg: ModelConfig, notes: list[str]) -> None:
+    from .experiments.finetune import FinetuneSettings, finetune_run
+
+    if args.config is not None or args.overrides:
+        raise LabError("finetune takes --preset only: it fine-tunes the preset's live copy")
+    targets = "all-linear" if args.targets == "all-linear" else tuple(t for t in args.targets.split(",") if t)
+    settings = FinetuneSettings(
+        method=args.method,
+        rank=args.rank,
+        alpha=args.alpha,
+        targets=targets,
+        steps=args.steps,
+        pretrain_steps=args.pretrain_steps,
+        seq_len=args.seq_len,
+        batch=args.batch,
+        device=args.device,
+    )
+
+    def on_step(record: dict) -> None:
+        print(
+            json_line(record) if args.json else f"step {record['step']} loss {record['loss']:.4f}", flush=True
+        )
+
+    r = finetune_run(args.preset or "seed-demo", settings, on_step=on_step)
+    last = {
+        "step": len(r.losses),
+        "loss": r.losses[-1],
+        "measured_trainable_params": r.measured_trainable_params,
+        "predicted_trainable_params": r.predicted_trainable_params,
+        "measured_peak_bytes": r.measured_peak_bytes,
+        "predicted_peak_bytes": r.predicted_peak_bytes,
+        "peak_ratio": r.peak_ratio,
+        "peak_source": r.peak_source,
+        "base": r.base,
+        "predicted_by_part": r.predicted_by_part,
+    }
+    text = (
+        f"trainable parameters {r.measured_trainable_params:,} measured, {r.predicted_trainable_params:,} "
+        f"predicted; peak {r.measured_peak_bytes:,} bytes measured, {r.predicted_peak_bytes:,} predicted "
+        f"(ratio {r.peak_ratio:.3f})"
+    )
+    _emit(last, args.json, text)
+
+
 COMMANDS = {
+    "finetune": cmd_finetune,
     "analyze": cmd_analyze,
     "quantize": cmd_quantize,
     "gradnorms": cmd_gradnorms,

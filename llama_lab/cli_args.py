@@ -217,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_speculate_args(p)
 
     _add_quantize_parser(sub)
+    _add_finetune_parser(sub)
     _add_parallel_parsers(sub)
     add_predict_parsers(sub, _add_config_args, _positive_int)
 
@@ -245,6 +246,29 @@ def _add_quantize_parser(sub) -> None:
         help="training steps before quantising (default 150)",
     )
     p.add_argument("--device", choices=DEVICES, default="auto")
+
+
+def _add_finetune_parser(sub) -> None:
+    p = sub.add_parser(
+        "finetune",
+        help="fine-tune the briefly trained live copy here (LoRA, QLoRA, DoRA, full): loss per step, "
+        "trainable parameters and peak bytes measured vs predicted",
+    )
+    _add_config_args(p)
+    p.add_argument("--method", choices=("lora", "qlora", "dora", "full"), default="lora")
+    p.add_argument("--rank", type=int, default=8, help="adapter rank r (default 8)")
+    p.add_argument("--alpha", type=float, default=16.0, help="LoRA alpha (scaling alpha/r; default 16)")
+    p.add_argument(
+        "--targets",
+        default="q_proj,v_proj",
+        help="comma-separated module names (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj) "
+        "or all-linear (default q_proj,v_proj: PEFT's default for LLaMA)",
+    )
+    p.add_argument("--steps", type=_number(int, 1, maximum=10_000), default=20)
+    p.add_argument("--pretrain-steps", type=_number(int, 0, maximum=10_000), default=60)
+    p.add_argument("--seq-len", type=_number(int, 1, maximum=4096), default=128)
+    p.add_argument("--batch", type=_number(int, 1, maximum=1024), default=16)
+    p.add_argument("--device", choices=DEVICES, default="cpu")
 
 
 def _add_speculate_args(p: argparse.ArgumentParser) -> None:

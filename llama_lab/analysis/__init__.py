@@ -16,6 +16,8 @@ from .activations import (
     activation_bytes,
     activation_estimate,
     autocast_activation_bytes,
+    finetune_activation_bytes,
+    finetune_activation_estimate,
 )
 from .common import TRAINING_DTYPES
 from .flash import AttentionMemory, attention_memory, flash_layer_bytes, hbm_elements, naive_layer_bytes
@@ -125,6 +127,8 @@ __all__ = [
     "Roofline",
     "Shapes",
     "activation_bytes",
+    "finetune_activation_bytes",
+    "finetune_activation_estimate",
     "autocast_activation_bytes",
     "activation_estimate",
     "analyze",

@@ -402,3 +402,184 @@ def autocast_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype:
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     norm_inputs = norms_per_block(cfg) * cfg.n_layers + (1 if cfg.final_norm else 0)
     return exact + norm_inputs * nbytes(batch * seq_len * cfg.d_model, 4 - b)
+
+
+# ---- a fine-tuning step: the base frozen -----------------------------------------------------
+FINETUNE_ACTIVATION_ASSUMPTIONS = [
+    "With the base frozen, autograd keeps only what the gradients that are still needed read: "
+    "a linear layer whose weight is frozen saves no input (measured on llama_lab.model with "
+    "saved_tensors_hooks: tests/unit/analysis/test_finetune_activations.py), an adapter saves "
+    "its input (shared with whatever else keeps it) and A·x (N·r per targeted projection), and "
+    "nothing upstream of the first adapter saves anything (the embedding is frozen: no token "
+    "ids kept; block 0's first norm keeps nothing unless the stream already needs a gradient).",
+    "DoRA (model.lora): the adapted output W·x + s·B·A·x of each targeted projection (N·out) and "
+    "the scale m / ‖W + s·B·A‖ with the detached norm (out, float32 each), kept by the product.",
+    "QLoRA: the NF4 layers dequantise again in backward (model.quant's NF4 matmul, as "
+    "bitsandbytes' MatMul4Bit): no dequantised weight is saved; otherwise as LoRA.",
+    "A frozen head keeps no weight gradient (chunked loss) or no input (logits loss). Full "
+    "fine-tuning is training: activation_estimate itself. Blocks other than dense attention + "
+    "FFN (MLA, Gated DeltaNet, experts, sandwich norms) are counted as in training (an upper "
+    "bound).",
+]
+FINETUNE_METHODS = ("lora", "qlora", "dora", "full")
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _targeted(targets: tuple[str, ...] | str) -> frozenset[str]:
+    if targets == "all-linear" or targets == ("all-linear",):
+        return frozenset(PROJECTIONS)
+    return frozenset((targets,) if isinstance(targets, str) else targets)
+
+
+def _frozen_block_saved(
+    cfg: ModelConfig,
+    layer: int,
+    B: int,
+    T: int,
+    b: float,
+    dtype: str,
+    rank: int,
+    targets: frozenset[str],
+    dora: bool,
+    grad_in: bool,
+) -> tuple[dict, bool]:
+    """What block ``layer`` saves when only the adapters on ``targets`` train, the stream
+    entering it needing a gradient or not (``grad_in``); and whether the stream leaving it does.
+    Walks the block in order: norm, q/k/v, attention, o_proj, residual, norm, FFN, residual."""
+    full = block_saved(cfg, layer, B, T, b, dtype)
+    plain = not (cfg.is_mla or cfg.linear_layer_flags[layer] or cfg.moe_layer_flags[layer])
+    if not plain or norms_per_block(cfg) != 2:
+        return full, True  # counted as in training: an upper bound
+    s = Shapes.of(cfg)
+    N, H, G, D, F = B * T, s.H, s.G, s.D, s.F
+    widths = {
+        "q_proj": H * D * (2 if cfg.attn_output_gate else 1),
+        "k_proj": G * D,
+        "v_proj": G * D,
+        "o_proj": s.C,
+        **({"gate_proj": F, "up_proj": F} if cfg.ffn_type in ("swiglu", "geglu") else {"up_proj": F}),
+        "down_proj": s.C,
+    }
+    on = {name for name in widths if name in targets}
+    qkv_on = bool(on & {"q_proj", "k_proj", "v_proj"})
+    attn_grad = grad_in or qkv_on  # q, k, v need a gradient
+    mid_grad = attn_grad or "o_proj" in on  # the stream after attention
+    ffn_in_on = bool(on & {"gate_proj", "up_proj"})
+    ffn_grad = mid_grad or ffn_in_on  # the FFN's hidden activations need a gradient
+    out_grad = ffn_grad or "down_proj" in on  # the stream leaving the block
+    one_norm = full["norms"] // 2
+    attention_keys = (
+        "qk_norm",
+        "temperature",
+        "qkv",
+        "attention_output",
+        "window_mask",
+        "output_gate",
+        "rope_casts",
+    )
+    saved = {
+        # Pre-LN: the norms read the stream entering attention and the FFN; Post-LN: the stream
+        # after each residual add
+        "norms": one_norm
+        * (int(grad_in) + int(mid_grad) if cfg.norm_position == "pre" else int(mid_grad) + int(out_grad)),
+        "attention_input": full["attention_input"] if qkv_on else 0,
+        **{key: full[key] if attn_grad else 0 for key in attention_keys},
+        # o_proj's input is SDPA's output: kept by SDPA when q, k, v need a gradient
+        "o_proj_input": nbytes(N * H * D, b) if "o_proj" in on and not attn_grad else 0,
+        "ffn_input": full["ffn_input"] if ffn_in_on else 0,
+        "ffn_hidden": _frozen_ffn_saved(cfg, N, b, ffn_grad, "down_proj" in on),
+        # each adapter's A·x (B's input); DoRA's adapted output and its scale (and norm)
+        "adapters": sum(nbytes(N * rank, b) for name in on),
+        "dora": sum(nbytes(N * widths[name], b) + 2 * STATS_BYTES * widths[name] for name in on)
+        if dora
+        else 0,
+    }
+    return saved, out_grad
+
+
+def _frozen_ffn_saved(cfg: ModelConfig, N: int, b: float, grad: bool, down_on: bool) -> int:
+    """A dense FFN with frozen weights: the activation's own tensors when its output needs a
+    gradient (SwiGLU/GeGLU the gate/up output, 2·F; ReLU its output; GELU its input), and
+    down_proj's input (the product, F) when an adapter reads it (ReLU's output is that input)."""
+    F = Shapes.of(cfg).F
+    own = {"swiglu": 2 * F, "geglu": 2 * F, "relu": F, "gelu": F}[cfg.ffn_type]
+    if cfg.ffn_type == "relu":
+        return nbytes(N * F, b) if grad or down_on else 0
+    return nbytes(N * (own * int(grad) + F * int(down_on)), b)
+
+
+def finetune_activation_estimate(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "fp32",
+    *,
+    method: str,
+    rank: int = 8,
+    targets: tuple[str, ...] | str = ("q_proj", "v_proj"),
+    checkpointing: bool = False,
+    loss: str = "chunked",
+) -> ActivationEstimate:
+    """What autograd saves in one forward of a fine-tuning step (see
+    FINETUNE_ACTIVATION_ASSUMPTIONS); ``full`` = ``activation_estimate``."""
+    if method not in FINETUNE_METHODS:
+        raise AnalysisError(f"method={method!r} must be one of {', '.join(FINETUNE_METHODS)}")
+    if method == "full":
+        return activation_estimate(cfg, seq_len, batch, dtype, checkpointing, loss)
+    check_seq(seq_len, batch)
+    check_count("rank", rank, 1 << 20)
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    B, T, N, L = batch, seq_len, batch * seq_len, cfg.n_layers
+    chosen = _targeted(targets)
+    per_block, grad = [], False  # the frozen embedding's output needs no gradient
+    for layer in range(L):
+        saved, grad = _frozen_block_saved(cfg, layer, B, T, b, dtype, rank, chosen, method == "dora", grad)
+        per_block.append(sum(saved.values()))
+    s = Shapes.of(cfg)
+    head = head_saved(cfg, N, b, loss) - (nbytes(s.V * s.C, b) if loss == "chunked" else nbytes(N * s.C, b))
+    rope = cfg.pos_encoding == "rope" and dtype == "fp32"
+    table = 2 * T * cfg.rope_dim * 4 if rope else 0
+    components = {"rope_tables": table * min(1, _rope_tables_used(cfg)), "head_and_loss": head}
+    if checkpointing:  # the block inputs and one block recomputed (not measured yet)
+        block_input = nbytes(N * s.C, b)
+        components["block_inputs"] = block_input * L
+        components["recomputed_block"] = max(per_block) - block_input
+    else:
+        components["blocks"] = sum(per_block)
+    return ActivationEstimate(
+        dtype,
+        seq_len,
+        batch,
+        checkpointing,
+        per_block[-1],
+        components,
+        sum(components.values()),
+        list(ACTIVATION_ASSUMPTIONS) + FINETUNE_ACTIVATION_ASSUMPTIONS,
+    )
+
+
+def finetune_activation_bytes(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "fp32",
+    *,
+    method: str,
+    rank: int = 8,
+    targets: tuple[str, ...] | str = ("q_proj", "v_proj"),
+    checkpointing: bool = False,
+    loss: str = "chunked",
+) -> int:
+    """Bytes autograd saves in one forward of a fine-tuning step of our model (LoRA, QLoRA,
+    DoRA over a frozen base; full = training)."""
+    return finetune_activation_estimate(
+        cfg,
+        seq_len,
+        batch,
+        dtype,
+        method=method,
+        rank=rank,
+        targets=targets,
+        checkpointing=checkpointing,
+        loss=loss,
+    ).total_bytes

@@ -36,7 +36,7 @@ from ..config import MAX_BATCH, ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..errors import AnalysisError, ConfigError
 from ..runtime.hardware import DTYPE_BYTES, GPU
-from .activations import LOSS_PATHS, activation_estimate
+from .activations import LOSS_PATHS, finetune_activation_estimate
 from .common import TRAINING_DTYPES, check_count, check_seq, checked_gpu, first_true, nbytes
 from .flops import count_flops
 from .params import count_params
@@ -385,10 +385,20 @@ def full_tensors(cfg: ModelConfig) -> list[tuple[int, int]]:
 
 
 def _step_activation_bytes(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int) -> tuple[int, int]:
-    """(the blocks' saved activations, the loss head's) of one step. For now full training's
-    (``activation_estimate``): an upper bound for frozen layers, which need not keep what only
-    their weight gradients read (to be replaced by the fine-tuning count)."""
-    est = activation_estimate(cfg, seq_len, batch, spec.dtype, spec.grad_checkpointing, spec.loss)
+    """(the blocks' saved activations, the loss head's) of one step:
+    ``activations.finetune_activation_estimate`` (the frozen layers keep only what the adapters'
+    gradients need; full fine-tuning = training's ``activation_estimate``)."""
+    est = finetune_activation_estimate(
+        cfg,
+        seq_len,
+        batch,
+        spec.dtype,
+        method=spec.method,
+        rank=spec.rank,
+        targets=spec.targets,
+        checkpointing=spec.grad_checkpointing,
+        loss=spec.loss,
+    )
     head = est.components["head_and_loss"]
     return est.total_bytes - head, head
 
@@ -492,8 +502,8 @@ def finetune_memory(
 
 def _memory_notes(spec: FinetuneSpec, stored: StoredQuant | None) -> list[str]:
     notes = [
-        "activations: full training's saved tensors (activation_estimate), an upper bound for frozen "
-        "layers, which need not keep what only their weight gradients read",
+        "activations: what our model saves with the base frozen (finetune_activation_estimate: "
+        "frozen layers keep only what the adapters' gradients read; full = training's)",
         "logits_and_loss: "
         + (
             "the chunked head (never the N·V logits)"

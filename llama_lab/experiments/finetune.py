@@ -1,0 +1,207 @@
+"""Fine-tuning, live: LoRA, QLoRA, DoRA or full fine-tuning of a preset's small live copy on
+this machine (the CPU unless a GPU is asked for), its trainable parameters and peak bytes
+measured beside ``analysis.finetune``'s prediction for the same model, method and step.
+
+Base weights: the preset's live copy (``config.live_config``: its recipe at d_model 256, 4
+blocks, byte vocabulary) trained ``pretrain_steps`` AdamW steps on the first half of the
+built-in text (Python's help pages); it is then fine-tuned on the second half, so the loss
+falls from where pre-training left it. Everything runs in float32 with the model's chunked
+loss (``FinetuneSpec(dtype="fp32", loss="chunked")``); QLoRA's base is NF4 with double
+quantisation (``model.quant``, the lab's pure-torch quantiser, equal to bitsandbytes'), its
+adapters float32.
+
+Peak bytes on the CPU: the tensors the prepared model holds (its storages, counted) plus the
+growth of the process's resident high-water mark over the fine-tuning steps (``RssPeak``, as
+``live_pass`` measures); on CUDA the allocator's peak.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..analysis.finetune import METHODS, FinetuneSpec, check_finetune, finetune_memory, target_modules
+from ..config import PRESETS, ModelConfig, live_config
+from ..errors import AnalysisError, ExperimentError
+from ..model.lora import ALL_LINEAR, attach_adapters, quantize_base_nf4, trainable_parameters
+from ..runtime.devices import pick_device
+from ..runtime.memory import RssPeak, check_memory
+from ..runtime.precision import make_precision
+from ..train.data import TokenData, get_batch, load_builtin, make_token_data
+from ..train.measure import tensor_bytes
+from ..train.step import Trainee, make_optimizer, training_step
+from .speculative import trained
+
+FINETUNE_DEFAULTS = dict(d_model=256, n_layers=4, seq_len=128, batch=16, pretrain_steps=60)
+LEARNING_RATES = {"full": 3e-4, "lora": 2e-3, "qlora": 2e-3, "dora": 2e-3}  # adapters: larger steps
+MAX_FINETUNE_STEPS = 10_000
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    method: str = "lora"
+    rank: int = 8
+    alpha: float = 16.0
+    targets: tuple[str, ...] | str = ("q_proj", "v_proj")
+    steps: int = 20
+    pretrain_steps: int = FINETUNE_DEFAULTS["pretrain_steps"]
+    seq_len: int = FINETUNE_DEFAULTS["seq_len"]
+    batch: int = FINETUNE_DEFAULTS["batch"]
+    device: str = "cpu"
+    seed: int = 0
+
+    def spec(self) -> FinetuneSpec:
+        return FinetuneSpec(
+            method=self.method,
+            rank=self.rank,
+            alpha=self.alpha,
+            targets=self.targets,
+            dtype="fp32",
+            loss="chunked",
+        )
+
+    def check(self, cfg: ModelConfig) -> None:
+        """The run's rules, before anything is built."""
+        if self.method not in METHODS:
+            raise ExperimentError(f"method={self.method!r} must be one of {', '.join(METHODS)}")
+        if not 1 <= self.steps <= MAX_FINETUNE_STEPS:
+            raise ExperimentError(f"steps={self.steps} must be between 1 and {MAX_FINETUNE_STEPS}")
+        if self.method != "full" and self.rank < 1:
+            raise ExperimentError(f"rank={self.rank} must be at least 1")
+        if self.seq_len > cfg.max_seq_len:
+            raise ExperimentError(
+                f"seq_len={self.seq_len} is above the model's max_seq_len={cfg.max_seq_len}"
+            )
+        try:
+            check_finetune(cfg, self.spec())
+            if self.method != "full":
+                target_modules(cfg, self.targets)
+        except AnalysisError as exc:
+            raise ExperimentError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class FinetuneRun:
+    preset: str
+    config: dict[str, Any]
+    method: str
+    rank: int
+    targets: list[str]
+    base: str  # what the base weights are
+    losses: list[float]
+    measured_trainable_params: int
+    predicted_trainable_params: int
+    measured_peak_bytes: int
+    predicted_peak_bytes: int
+    peak_source: str
+    predicted_by_part: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def peak_ratio(self) -> float:
+        return self.measured_peak_bytes / max(1, self.predicted_peak_bytes)
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"peak_ratio": self.peak_ratio}
+
+
+def finetune_config(preset: str, seq_len: int) -> ModelConfig:
+    if preset not in PRESETS:
+        raise ExperimentError(f"preset {preset!r} must be one of {', '.join(PRESETS)}")
+    F = FINETUNE_DEFAULTS
+    return live_config(PRESETS[preset], F["n_layers"], F["d_model"], seq_len)
+
+
+def _halves(data: TokenData) -> tuple[TokenData, TokenData]:
+    """Pre-training text and fine-tuning text: the training split's first and second halves."""
+    half = data.train.numel() // 2
+    first, second = data.train[:half], data.train[half:]
+    return (
+        make_token_data(first, data.vocab_size, data.source + ", first half"),
+        make_token_data(second, data.vocab_size, data.source + ", second half"),
+    )
+
+
+def prepared_model(cfg: ModelConfig, state: dict, settings: FinetuneSettings, device: torch.device):
+    """The base with ``state`` loaded, quantised (QLoRA) and adapted (frozen but the adapters),
+    or whole (full)."""
+    from ..model import build_model
+
+    model = build_model(cfg, device=device, seed=settings.seed)
+    model.load_state_dict(state)
+    if settings.method == "qlora":
+        quantize_base_nf4(model)
+    if settings.method != "full":
+        attach_adapters(
+            model, settings.rank, settings.alpha, settings.targets, dora=settings.method == "dora"
+        )
+    return model
+
+
+def finetune_run(
+    preset: str = "seed-demo",
+    settings: FinetuneSettings | None = None,
+    *,
+    on_step: Callable[[dict], None] | None = None,
+) -> FinetuneRun:
+    s = settings or FinetuneSettings()
+    cfg = finetune_config(preset, s.seq_len)
+    s.check(cfg)
+    dev = pick_device(s.device)
+    memory = finetune_memory(cfg, s.spec(), s.seq_len, s.batch)
+    # the pre-training run's model and AdamW state (3 × 4 bytes a parameter) come first
+    check_memory(
+        memory.peak_bytes + 12 * memory.frozen_params + 4 * memory.trainable_params,
+        dev,
+        f"fine-tuning this model ({s.method}, B={s.batch}, T={s.seq_len})",
+    )
+    pretrain, finetune_data = _halves(load_builtin())
+    base = trained(cfg, s.pretrain_steps, pretrain, str(dev), seed=s.seed)
+    state = copy.deepcopy(base.state_dict())
+    del base
+    model = prepared_model(cfg, state, s, dev)
+    held = tensor_bytes([*model.parameters(), *model.buffers()])
+    trainee = Trainee(
+        model.train(), make_optimizer(model, LEARNING_RATES[s.method]), make_precision("fp32", dev)
+    )
+    generator = torch.Generator().manual_seed(s.seed)
+    losses = []
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    rss = RssPeak().start()
+    for step in range(s.steps):
+        inputs, targets = (t.to(dev) for t in get_batch(finetune_data.train, s.batch, s.seq_len, generator))
+        loss, _, _ = training_step(trainee, inputs, targets, measure_grad_norm=False)
+        losses.append(loss)
+        if on_step:
+            on_step({"step": step + 1, "loss": loss})
+    rss.stop()
+    if dev.type == "cuda":
+        peak, source = int(torch.cuda.max_memory_allocated(dev)), "CUDA allocator peak"
+    else:
+        peak = held + (rss.bytes or 0)
+        source = (
+            "the prepared model's tensors + the growth of the resident high-water mark (VmHWM) "
+            "over the fine-tuning steps"
+        )
+    targeted = [] if s.method == "full" else [m.path for m in target_modules(cfg, s.targets)]
+    return FinetuneRun(
+        preset=preset,
+        config=cfg.to_dict(),
+        method=s.method,
+        rank=s.rank,
+        targets=targeted if s.targets != ALL_LINEAR else [ALL_LINEAR],
+        base=(
+            f"the live copy of {preset} (d_model {cfg.d_model}, {cfg.n_layers} blocks), "
+            f"{s.pretrain_steps} AdamW steps on {pretrain.source}"
+        ),
+        losses=losses,
+        measured_trainable_params=trainable_parameters(model),
+        predicted_trainable_params=memory.trainable_params,
+        measured_peak_bytes=peak,
+        predicted_peak_bytes=memory.peak_bytes,
+        peak_source=source,
+        predicted_by_part=memory.by_part,
+    )

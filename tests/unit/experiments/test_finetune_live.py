@@ -1,0 +1,47 @@
+"""``finetune``: the live fine-tuning run and its CLI command (small sizes)."""
+
+import json
+
+import pytest
+
+from llama_lab.cli import main
+
+SMALL = ["--steps", "3", "--pretrain-steps", "0", "--seq-len", "32", "--batch", "2"]
+
+
+def _lines(capsys, *argv):
+    code = main(["finetune", "--json", *argv])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+@pytest.mark.parametrize("method", ["lora", "qlora", "dora", "full"])
+def test_json_lines_and_exact_trainable_params(capsys, method):
+    code, lines, err = _lines(capsys, "--preset", "debug", "--method", method, "--rank", "4", *SMALL)
+    assert code == 0, err
+    assert [line["step"] for line in lines] == [1, 2, 3, 3]
+    last = lines[-1]
+    for key in (
+        "measured_trainable_params",
+        "predicted_trainable_params",
+        "measured_peak_bytes",
+        "predicted_peak_bytes",
+    ):
+        assert key in last
+    assert last["measured_trainable_params"] == last["predicted_trainable_params"]
+    assert last["measured_peak_bytes"] > 0 and last["predicted_peak_bytes"] > 0
+
+
+@pytest.mark.parametrize(
+    "argv, rule",
+    [
+        (["--rank", "0"], "rank=0"),
+        (["--targets", "q_proj,c_attn"], "c_attn"),
+        (["--batch", "1024", "--seq-len", "4096"], "needs about"),
+    ],
+    ids=["rank-0", "unknown-target", "too-big"],
+)
+def test_refusals(capsys, argv, rule):
+    code, _, err = _lines(capsys, "--preset", "debug", *SMALL, *argv)
+    assert code == 2
+    assert rule in err and "Traceback" not in err
