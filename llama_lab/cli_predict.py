@@ -107,7 +107,17 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
 
     v = sub.add_parser("validate", help="every public measurement against the prediction, with errors")
     v.add_argument(
-        "--kind", choices=("decode_bs1", "decode_batched", "prefill", "train", "memory", "kv_capacity")
+        "--kind",
+        choices=(
+            "decode_bs1",
+            "decode_batched",
+            "prefill",
+            "train",
+            "memory",
+            "kv_capacity",
+            "finetune_memory",
+            "finetune_throughput",
+        ),
     )
     v.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
@@ -136,6 +146,12 @@ def add_finetune_args(p, positive_int) -> None:
         help="logits: the N·V logits materialised (transformers' loss); chunked: the head in chunks",
     )
     p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
+    p.add_argument(
+        "--pure-16bit",
+        action="store_true",
+        help="trainable weights, gradients and AdamW states all in --dtype, no float32 copy "
+        "(torchtune's recipes); default: PEFT's float32 adapters, full fine-tuning in mixed precision",
+    )
 
 
 def finetune_spec_from_args(args: argparse.Namespace):
@@ -154,6 +170,7 @@ def finetune_spec_from_args(args: argparse.Namespace):
         args.dtype,
         args.rslora,
         args.loss,
+        args.pure_16bit,
     )
 
 

@@ -60,7 +60,10 @@ class FinetuneSpec:
     """One fine-tuning recipe. ``alpha`` None: PEFT's default (8); it scales the update
     (alpha / r, or alpha / √r with ``rslora``) and changes no count. ``loss``: "logits" (the
     logits materialised, as transformers' models compute the loss with labels) or "chunked"
-    (the head and cross-entropy in chunks, never the N·V logits)."""
+    (the head and cross-entropy in chunks, never the N·V logits). ``pure_16bit``: every
+    trainable tensor, its gradient and AdamW's states in ``dtype``, no float32 copy (torchtune's
+    recipes; PEFT's benchmark's full fine-tuning); else adapters in float32 as PEFT creates them
+    and full fine-tuning in mixed precision (float32 master weights and states)."""
 
     method: str = "lora"
     rank: int = 8
@@ -71,6 +74,7 @@ class FinetuneSpec:
     dtype: str = "bf16"  # what the base computes and is stored in (QLoRA: its compute dtype)
     rslora: bool = False
     loss: str = "logits"
+    pure_16bit: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -362,15 +366,16 @@ def frozen_weight_bytes(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuan
     )
 
 
-def optimizer_state_bytes(tensors: list[tuple[int, int]], optimizer: str) -> int:
+def optimizer_state_bytes(tensors: list[tuple[int, int]], optimizer: str, state_bytes: float = 4) -> int:
     """AdamW's m and v for ``tensors`` ((elements, how many)): float32 (8 bytes an element;
     torch.optim.AdamW keeps them in the parameter's dtype, float32 here: adapters, or a mixed-
     precision master copy), or bitsandbytes' 8-bit (2 bytes + 2 float32 absmax per 256; float32
-    under 4096 elements). Paged: the same bytes, in unified memory."""
+    under 4096 elements). Paged: the same bytes, in unified memory. ``state_bytes``: AdamW's
+    bytes an element (2 for pure 16-bit training, whose states take the parameters' dtype)."""
     total = 0
     for n, count in tensors:
         if optimizer == "adamw" or n < BNB_MIN_8BIT_SIZE:
-            total += count * ADAMW_STATES * 4 * n
+            total += math.ceil(count * ADAMW_STATES * state_bytes * n)
         else:
             total += count * ADAMW_STATES * (n + 4 * math.ceil(n / BNB_8BIT_BLOCK))
     return total
@@ -457,10 +462,11 @@ def finetune_memory(
     check_finetune(cfg, spec, stored)
     b = DTYPE_BYTES[spec.dtype]
     mixed = spec.dtype != "fp32"
+    state_bytes = b if spec.pure_16bit else 4
     if spec.adapters:
         tensors = adapter_tensors(cfg, spec)
         n_train = sum(n * c for n, c in tensors)
-        weights = ADAPTER_BYTES * n_train
+        weights = nbytes(n_train, b) if spec.pure_16bit else ADAPTER_BYTES * n_train
         grads, first_grads = weights, weights
         master = 0
     else:
@@ -469,14 +475,14 @@ def finetune_memory(
         weights = nbytes(n_train, b)
         grads = weights
         first_grads = nbytes(cfg.vocab_size * cfg.d_model, b)  # the head's (or tied table's)
-        master = 4 * n_train if mixed else 0
+        master = 4 * n_train if mixed and not spec.pure_16bit else 0
     activations, head = _step_activation_bytes(cfg, spec, seq_len, batch)
     transient = _transient_bytes(cfg, spec)
     persistent = {
         "frozen_weights": frozen_weight_bytes(cfg, spec, stored),
         "trainable_weights": weights,
         "master_weights": master,
-        "optimizer_states": optimizer_state_bytes(tensors, spec.optimizer),
+        "optimizer_states": optimizer_state_bytes(tensors, spec.optimizer, state_bytes),
     }
     backward_start = {
         **persistent,
@@ -511,7 +517,12 @@ def _memory_notes(spec: FinetuneSpec, stored: StoredQuant | None) -> list[str]:
             else "the N·V logits materialised in the compute dtype, as the lab's model saves them"
         ),
     ]
-    if spec.adapters:
+    if spec.pure_16bit:
+        notes.append(
+            f"pure {spec.dtype}: the trainable weights, their gradients and AdamW's states in "
+            f"{spec.dtype}, no float32 copy"
+        )
+    elif spec.adapters:
         notes.append(
             "adapters in float32, as PEFT 0.21 creates them (autocast_adapter_dtype=True): "
             "weights, gradients and AdamW states 4 bytes an element; no master copy"

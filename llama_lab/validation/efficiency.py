@@ -69,6 +69,8 @@ class Efficiency:
     train_attention: float = 0.3  # share of the bf16 peak the causal attention scores reach
     tp_link: float = 0.8  # share of NVLink's bandwidth tensor-parallel collectives reach
     memory_factor: float = 1.0  # a training run's measured peak over the bytes LLaMA Lab counts
+    finetune_matmul: float = 0.4  # share of the peak a one-GPU fine-tuning step's matmuls reach
+    finetune_memory_factor: float = 1.0  # a fine-tuning step's measured peak over the bytes counted
     engine_non_torch_bytes: float = 0.0  # outside PyTorch, counted by every vLLM release
 
     MEANING = {
@@ -91,6 +93,10 @@ class Efficiency:
         "all-reduces and reduce-scatters reach",
         "memory_factor": "a training run's measured peak memory over the bytes LLaMA Lab counts for its "
         "layout (the allocator's cache and fragmentation, communication buffers, the CUDA context)",
+        "finetune_matmul": "share of its compute dtype's dense peak a one-GPU fine-tuning step's matmuls "
+        "reach (PEFT's and torchtune's loops: small batches, frozen layers' input gradients only)",
+        "finetune_memory_factor": "a fine-tuning step's measured peak over the bytes LLaMA Lab counts for it "
+        "(the caching allocator's reserve and fragmentation, the CUDA context where the source counts it)",
         "engine_non_torch_bytes": "bytes outside PyTorch every vLLM release takes from its KV-cache budget "
         "beyond those counted from its sources (the CUDA context where counted, the custom all-reduce "
         "buffers): cuBLAS workspaces, NCCL's buffers, attention backends' allocations",
@@ -354,3 +360,40 @@ def layout_step_estimate(
         cfg, gpu, seq_len, cost.recompute, "bf16", eff, cost.tp, cost.bubble_fraction
     )
     return tokens / rate.estimate + cost.comm_s - cost.tp_comm_s
+
+
+@lru_cache(maxsize=COUNTS_CACHED)
+def _finetune_flops(cfg: ModelConfig, spec, seq_len: int, batch: int):
+    from ..analysis.finetune import finetune_flops
+
+    return finetune_flops(cfg, spec, seq_len, batch)
+
+
+@lru_cache(maxsize=COUNTS_CACHED)
+def finetune_peak_bytes(cfg: ModelConfig, spec, seq_len: int, batch: int) -> int:
+    """The bytes ``analysis.finetune.finetune_memory`` counts at a step's peak (made once per
+    recipe: the fit asks for the same rows under thousands of parameter values)."""
+    from ..analysis.finetune import finetune_memory
+
+    return finetune_memory(cfg, spec, seq_len, batch).peak_bytes
+
+
+def finetune_seconds(
+    cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int, eff: Efficiency
+) -> Prediction:
+    """Seconds of one GPU's fine-tuning step (``analysis.finetune.finetune_flops``): its matmuls
+    at ``finetune_matmul`` of the compute dtype's dense peak (a mixture of experts' at
+    ``train_moe``), the causal attention scores at ``train_attention``, and QLoRA's
+    dequantisation memory-bound at the 4-bit decode share of the HBM bandwidth (bitsandbytes'
+    kernel reads NF4 and writes 16 bits as a decode kernel streams 4-bit weights: an
+    assumption)."""
+    work = _finetune_flops(cfg, spec, seq_len, batch)
+    peak = gpu.peak_flops(spec.dtype)
+    share = eff.train_moe if cfg.is_moe else eff.finetune_matmul
+    bound = (work.matmuls + work.scores) / peak + work.dequant_bytes / gpu.hbm_bytes_per_s
+    estimate = (
+        work.matmuls / (peak * share)
+        + work.scores / (peak * eff.train_attention)
+        + work.dequant_bytes / (gpu.hbm_bytes_per_s * eff.decode_bw["4-bit"])
+    )
+    return Prediction(bound, estimate)

@@ -16,6 +16,7 @@ from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UT
 from .efficiency import (
     Efficiency,
     decode_tokens_per_s,
+    finetune_seconds,
     prefill_seconds,
     shipped_cross_validated,
     static_batch_seconds,
@@ -252,27 +253,18 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
 
 def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int, stored=None) -> dict:
     """One GPU's fine-tuning step (``analysis.finetune``): trainable parameters as PEFT counts
-    them, the peak bytes by part with the ``memory`` kind's interval, whether it fits, and
-    tokens per second. The step's matmuls run at ``train_bf16`` of the bf16 peak
-    (``train_moe`` for a mixture), its causal attention scores at ``train_attention``, as
-    ``predict train``'s; QLoRA's dequantisation is memory-bound, at the 4-bit decode share
-    ``decode_bw['4-bit']`` of the HBM bandwidth (an assumption: bitsandbytes' dequantise
-    kernel reads NF4 and writes 16 bits as a decode kernel streams 4-bit weights)."""
+    them, the peak bytes by part (``peak_bytes``: the count × ``finetune_memory_factor``, with the
+    ``finetune_memory`` kind's interval), whether that fits, and tokens per second
+    (``efficiency.finetune_seconds``, the ``finetune_throughput`` kind's interval)."""
     from ..analysis.finetune import finetune_flops, finetune_memory
 
     memory = finetune_memory(cfg, spec, seq_len, batch, stored)
     work = finetune_flops(cfg, spec, seq_len, batch)
     eff = Efficiency.load()
-    peak = gpu.peak_flops(spec.dtype)
-    share = eff.train_moe if cfg.is_moe else eff.train_bf16
-    bound_s = (work.matmuls + work.scores) / peak + work.dequant_bytes / gpu.hbm_bytes_per_s
-    estimate_s = (
-        work.matmuls / (peak * share)
-        + work.scores / (peak * eff.train_attention)
-        + work.dequant_bytes / (gpu.hbm_bytes_per_s * eff.decode_bw["4-bit"])
-    )
+    step = finetune_seconds(cfg, gpu, spec, seq_len, batch, eff)
     tokens = batch * seq_len
-    low, high = interval(memory.peak_bytes, "memory")
+    peak = memory.peak_bytes * eff.finetune_memory_factor
+    low, high = interval(peak, "finetune_memory")
     return {
         "gpu": gpu.name,
         "method": spec.method,
@@ -280,16 +272,21 @@ def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int,
         "batch": batch,
         "trainable_params": memory.trainable_params,
         "frozen_params": memory.frozen_params,
-        "peak_bytes": {"estimate": memory.peak_bytes, "low": low, "high": high},
+        "peak_bytes": {
+            "counted": memory.peak_bytes,
+            "estimate": round(peak),
+            "low": round(low),
+            "high": round(high),
+        },
         "by_part": memory.by_part,
         "phases": memory.phases,
         "chunked_loss": memory.chunked_loss,
-        "fits": memory.peak_bytes <= gpu.usable_bytes,
+        "fits": peak <= gpu.usable_bytes,
         "gpu_memory_bytes": gpu.usable_bytes,
-        "tokens_per_s": _band(tokens / bound_s, tokens / estimate_s, "train"),
+        "tokens_per_s": _band(tokens / step.bound, tokens / step.estimate, "finetune_throughput"),
         "step_flops": {"matmuls": work.matmuls, "attention_scores": work.scores, **work.by_term},
         "dequant_bytes": work.dequant_bytes,
         "notes": memory.notes,
-        "interval_from": f"tokens/s: {interval_from('train')}; peak bytes: {interval_from('memory')} "
-        "(python -m llama_lab validate); neither kind holds fine-tuning rows yet",
+        "interval_from": f"tokens/s: {interval_from('finetune_throughput')}; peak bytes: "
+        f"{interval_from('finetune_memory')} (python -m llama_lab validate)",
     }

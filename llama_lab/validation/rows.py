@@ -7,7 +7,9 @@ The halves are declared before any fit and then kept: each row of the file state
 tools/declare_halves.py`` writes it into the file): within each stratum — a kind, its eager rows
 apart (they alone inform the launch cost) — the new rows ordered by a hash of their id alternate
 between ``fit`` and ``held_out``, starting with the half the stratum has fewer of (``fit`` when
-even), whatever their values — and no row already declared moves.
+even), whatever their values — and no row already declared moves. The fine-tuning rows came
+declared: alternating in each source table's order, a configuration's memory and throughput
+rows in one half.
 """
 
 from __future__ import annotations
@@ -25,7 +27,17 @@ from ..runtime.hardware import GPU, GPUS
 DATA = Path(__file__).with_name("measurements.json")
 # Activation formats whose matmuls run on their own tensor-core peak (W8A8).
 ACTIVATION_FORMATS = ("fp8", "int8")
-KINDS = ("decode_bs1", "decode_batched", "prefill", "train", "memory", "kv_capacity")
+KINDS = (
+    "decode_bs1",
+    "decode_batched",
+    "prefill",
+    "train",
+    "memory",
+    "kv_capacity",
+    "finetune_memory",
+    "finetune_throughput",
+)
+FINETUNE_KINDS = ("finetune_memory", "finetune_throughput")
 
 # A row's weight format as written by its source → LLaMA Lab's stored format (its bytes).
 WEIGHT_FORMATS = {
@@ -128,11 +140,35 @@ class Row:
         return None
 
     @property
+    def finetune(self):
+        """A fine-tuning row's recipe as ``analysis.finetune.FinetuneSpec``."""
+        from ..analysis.finetune import ALL_LINEAR, FinetuneSpec
+
+        w = self.workload
+        targets = w.get("targets") or ("q_proj", "v_proj")
+        return FinetuneSpec(
+            method=w["method"],
+            rank=int(w.get("rank") or 8),
+            alpha=w.get("alpha"),
+            targets=ALL_LINEAR if targets == ALL_LINEAR else tuple(targets),
+            optimizer=w.get("optimizer") or "adamw",
+            grad_checkpointing=bool(w.get("grad_checkpointing")),
+            loss="chunked" if w.get("chunked_loss") else "logits",
+            pure_16bit=bool(w.get("pure_16bit")),
+        )
+
+    @property
     def why_not(self) -> str | None:
         """Why LLaMA Lab makes no prediction for this row (None: it makes one)."""
         if self.config is None:
             return f"no LLaMA Lab preset for {self.data['model']['name']}"
         w = self.workload
+        if self.kind in FINETUNE_KINDS:
+            if w.get("not_modelled"):
+                return str(w["not_modelled"])
+            if self.kind == "finetune_throughput" and self.gpu is None:
+                return f"{self.data['hardware']['gpu']!r} is not in the GPU table"
+            return None
         if self.kind == "memory":  # a training layout's or an engine's profile bytes: no GPU peak
             training = w.get("seq_len") and w.get("micro_batch") and self.data["hardware"].get("count")
             if not (training or self.engine_profile):

@@ -17,6 +17,8 @@ from .efficiency import (
     Efficiency,
     Prediction,
     decode_tokens_per_s,
+    finetune_peak_bytes,
+    finetune_seconds,
     prefill_seconds,
     shipped_cross_validated,
     static_batch_seconds,
@@ -37,6 +39,14 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
             peak = profile_peak_bytes(cfg, row.weights or "bf16", *row.engine_profile, tp)
             return Prediction(peak, peak)
         return training_memory(cfg, row, eff)
+    if row.kind == "finetune_memory":
+        counted = finetune_peak_bytes(cfg, row.finetune, int(w["seq_len"]), int(w["batch"]))
+        return Prediction(counted, counted * eff.finetune_memory_factor)
+    if row.kind == "finetune_throughput":
+        assert gpu is not None
+        tokens = int(w["seq_len"]) * int(w["batch"])
+        step = finetune_seconds(cfg, gpu, row.finetune, int(w["seq_len"]), int(w["batch"]), eff)
+        return Prediction(tokens / step.bound, tokens / step.estimate)
     if row.kind == "kv_capacity":
         assert gpu is not None and row.engine_profile is not None
         kv = row.data["precision"].get("kv") or "bf16"
@@ -196,6 +206,8 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
     "prefill": (("matmul", "share"), ("matmul_fp8", "share"), ("prefill_floor_s", "seconds")),
     "memory": (("memory_factor", "factor"),),
     "kv_capacity": (("engine_non_torch_bytes", "bytes"),),
+    "finetune_memory": (("finetune_memory_factor", "factor"),),
+    "finetune_throughput": (("finetune_matmul", "share"),),
     # eager rows (decode or prefill run without torch.compile or CUDA graphs) inform the launch
     # cost alone, after the compiled rows have fitted everything else
     "eager": (("launch_s", "seconds"),),
@@ -207,6 +219,8 @@ REGIME = {
     "train": "train",
     "memory": "memory",
     "kv_capacity": "kv_capacity",
+    "finetune_memory": "finetune_memory",
+    "finetune_throughput": "finetune_throughput",
 }
 
 

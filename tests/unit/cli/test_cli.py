@@ -6,6 +6,7 @@ import pytest
 
 from llama_lab.cli import main
 from llama_lab.config import PRESETS
+from llama_lab.validation.efficiency import Efficiency
 
 
 def run(capsys, *argv):
@@ -313,7 +314,10 @@ def test_predict_finetune_json_has_spec_keys(capsys):
     assert r["trainable_params"] == 9_175_040
     assert set(r["peak_bytes"]) >= {"estimate", "low", "high"}
     assert r["peak_bytes"]["low"] <= r["peak_bytes"]["estimate"] <= r["peak_bytes"]["high"]
-    assert sum(r["by_part"].values()) == r["peak_bytes"]["estimate"]
+    # the parts sum to the count; the estimate is the count × the factor fitted on public rows
+    assert sum(r["by_part"].values()) == r["peak_bytes"]["counted"]
+    factor = r["peak_bytes"]["estimate"] / r["peak_bytes"]["counted"]
+    assert factor == pytest.approx(Efficiency.load().finetune_memory_factor, rel=1e-6)
     assert {
         "frozen_weights",
         "trainable_weights",

@@ -59,8 +59,20 @@ def test_at_least_40_public_measurements_each_with_its_source_and_quoted_line():
 
 
 def test_the_halves_are_declared_by_id_alone_and_stratified_by_kind():
-    """Balanced within each kind, its eager rows (which alone inform the launch cost) apart."""
+    """Balanced within each kind, its eager rows (which alone inform the launch cost) apart. The
+    fine-tuning rows came declared by their source order (alternating within each source's
+    table, a configuration's memory and throughput rows in one half): both halves hold each."""
+    finetune = [r for r in ROWS if r.kind.startswith("finetune")]
+    pairs: dict[str, set[str]] = {}
+    for r in finetune:
+        pairs.setdefault(r.id.removesuffix("-mem").removesuffix("-tps"), set()).add(r.half)
+    assert all(len(halves) == 1 for halves in pairs.values())
+    for kind in ("finetune_memory", "finetune_throughput"):
+        halves = [r.half for r in finetune if r.kind == kind and not r.why_not]
+        assert min(halves.count("fit"), halves.count("held_out")) >= 1, kind
     for kind in KINDS:
+        if kind.startswith("finetune"):
+            continue
         for runtime in ("compiled", "eager"):
             halves = [r.half for r in ROWS if r.kind == kind and r.runtime == runtime]
             assert abs(halves.count("fit") - halves.count("held_out")) <= 1, (kind, runtime)
@@ -132,7 +144,7 @@ def test_a_static_batch_is_its_prefill_and_its_steps_and_prefill_all_reduces_und
 
 def test_no_estimate_beats_its_bound():
     for found in results(Efficiency.load()):
-        if found.prediction is None or found.row.kind == "memory":  # memory: a count, no roofline
+        if found.prediction is None or found.row.kind in ("memory", "finetune_memory"):  # counts
             continue
         p = found.prediction
         if found.row.metric == "seconds":
@@ -146,7 +158,7 @@ def test_no_measured_row_beats_its_bound():
     at least its bound's, a measured rate (or KV-cache capacity) at most its bound's."""
     checked = 0
     for found in results(Efficiency.load()):
-        if found.prediction is None or found.row.kind == "memory":
+        if found.prediction is None or found.row.kind in ("memory", "finetune_memory"):
             continue
         measured, bound = found.row.measured, found.prediction.bound
         if found.row.metric == "seconds":
