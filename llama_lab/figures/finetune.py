@@ -97,11 +97,11 @@ def parts_frame(by_part: Mapping[str, int]) -> pd.DataFrame:
     """Each part of the peak (the empty ones left out), its bytes and its share."""
     total = sum(by_part.values()) or 1
     rows = [
-        {"part": PART_LABELS.get(name, name), "bytes": value, "share": value / total}
+        {"part": PART_LABELS.get(name, name), "bytes": value, "share_pct": 100 * value / total}
         for name, value in by_part.items()
         if value
     ]
-    return pd.DataFrame(rows, columns=["part", "bytes", "share"])
+    return pd.DataFrame(rows, columns=["part", "bytes", "share_pct"])
 
 
 def parts_bar(by_part: Mapping[str, int], gpu: GPU) -> go.Figure:
@@ -116,7 +116,7 @@ def parts_bar(by_part: Mapping[str, int], gpu: GPU) -> go.Figure:
                 name=row.part,
                 orientation="h",
                 marker_color=GROUP_PALETTE[i % len(GROUP_PALETTE)],
-                hovertemplate=f"{row.part}: %{{x:.2f}} GiB ({row.share:.1%})<extra></extra>",
+                hovertemplate=f"{row.part}: %{{x:.2f}} GiB ({row.share_pct:.1f} %)<extra></extra>",
             )
         )
     mark(fig, x=gpu.usable_bytes / GIB, text=f"{gpu.name}", color="#444", dash="dash", log=False)

@@ -30,12 +30,13 @@ from ...experiments.finetune import (
     finetune_run,
 )
 from ...figures.finetune import curve_lengths, memory_vs_context, parts_bar, parts_frame
+from ...report import FinetuneWorkload
 from ...runtime.hardware import GPU, GPUS
 from ...units import human_bytes, human_count, human_params
 from ...validation.intervals import INTERVAL_LEVEL
 from ..cached import finetune_curve, finetune_limits, finetune_prediction, show_table
 from ..runs import keep_experiment, run_with_status, show_experiment
-from ..state import EXPERIMENT_KEYS, KEY_STORED_QUANT, Selection, session
+from ..state import EXPERIMENT_KEYS, KEY_FINETUNE, KEY_STORED_QUANT, Selection, session
 from ..widgets import show_caption, show_error, show_info
 
 METHOD_LABELS = {
@@ -96,7 +97,9 @@ def recipe(selection: Selection, prefix: str) -> Recipe | None:
     state.setdefault(prefix + "seq_len", selection.seq_len)
     state.setdefault(prefix + "batch", selection.batch)
     top = st.columns(4)
-    method = top[0].selectbox("method", METHODS, format_func=METHOD_LABELS.get, key=prefix + "method")
+    method: str = top[0].selectbox(
+        "method", METHODS, format_func=METHOD_LABELS.__getitem__, key=prefix + "method"
+    )
     adapters = method != "full"
     rank = top[1].number_input("rank r", 0, 1_048_576, 8, key=prefix + "rank", disabled=not adapters)
     alpha = top[2].number_input(
@@ -108,8 +111,8 @@ def recipe(selection: Selection, prefix: str) -> Recipe | None:
         disabled=not adapters,
         help="scales the update by alpha / r; it changes no count on this page",
     )
-    optimizer = top[3].selectbox(
-        "optimizer", OPTIMIZERS, format_func=OPTIMIZER_LABELS.get, key=prefix + "optimizer"
+    optimizer: str = top[3].selectbox(
+        "optimizer", OPTIMIZERS, format_func=OPTIMIZER_LABELS.__getitem__, key=prefix + "optimizer"
     )
     targets = _targets_widget(cfg, prefix) if adapters else ALL_LINEAR
     row = st.columns(4)
@@ -135,7 +138,9 @@ def recipe(selection: Selection, prefix: str) -> Recipe | None:
     except LabError as exc:
         show_error(f"This recipe is refused: {exc}")
         return None
-    return Recipe(spec, GPUS[gpu], int(seq_len), int(batch), stored_checkpoint())
+    chosen = Recipe(spec, GPUS[gpu], int(seq_len), int(batch), stored_checkpoint())
+    state[KEY_FINETUNE] = (cfg, FinetuneWorkload(spec, gpu, chosen.seq_len, chosen.batch, chosen.stored))
+    return chosen
 
 
 def predicted(cfg: ModelConfig, r: Recipe) -> dict | None:
