@@ -34,7 +34,10 @@ PAGES = [
     ("10_many_gpus", "Many_GPUs?preset=llama-3.1-405b&seq=8192", None),
     ("10b_many_gpus_measured", "Many_GPUs", "Run fsdp on 2 processes", "Measured on torch.distributed"),
     ("11_validation", "Validation", None),
+    ("12_fine_tuning", "Fine_tuning?preset=llama-3-8b", "Start fine-tuning run"),
 ]
+# pages whose run outlasts settle(): the text that shows when it is done
+WAIT_FOR = {"12_fine_tuning": "Fine-tuning run: done"}
 
 
 def free_port() -> int:
@@ -101,6 +104,9 @@ def main() -> int:
                     page.wait_for_timeout(500)
                 if button:
                     page.get_by_role("button", name=button).first.click()
+                    settle(page)
+                if name in WAIT_FOR:
+                    page.get_by_text(WAIT_FOR[name]).first.wait_for(timeout=300_000)
                     settle(page)
                 # Streamlit scrolls inside its main container: grow the window to fit it.
                 height = page.evaluate(

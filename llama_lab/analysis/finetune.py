@@ -634,3 +634,20 @@ def finetune_flops(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: in
     return FinetuneFlops(
         terms["base_matmuls"] + terms["adapter_matmuls"] + dora, terms["attention_scores"], dequant, terms
     )
+
+
+def default_targets(cfg: ModelConfig) -> tuple[str, ...] | str:
+    """The targets a page offers first: PEFT's LLaMA default (q_proj, v_proj) where the model has
+    both; else every projection of its attention (Phi-3's fused qkv_proj, MLA's q_a_proj …);
+    else ``all-linear``."""
+    names = {m.name for m in linear_modules(cfg)}
+    if set(DEFAULT_TARGETS) <= names:
+        return DEFAULT_TARGETS
+    attention = tuple(sorted({m.name for m in linear_modules(cfg) if m.path.startswith("self_attn.")}))
+    return attention or ALL_LINEAR
+
+
+def target_choices(cfg: ModelConfig) -> tuple[str, ...]:
+    """The module names ``targets`` may name for ``cfg`` (a mixture's v4 expert names too, which
+    PEFT maps onto the fused experts), sorted, then ``all-linear``."""
+    return (*sorted({m.name for m in linear_modules(cfg)} | set(moe_conversion(cfg))), ALL_LINEAR)

@@ -4,7 +4,7 @@ results, collected once (``build``) and rendered as HTML, JSON, Markdown or a zi
 
 from ..errors import ReportError
 from ..experiments import ExperimentEntry, experiment_state_key
-from .build import Precision, Report, build_report, environment
+from .build import FinetuneWorkload, Precision, Report, build_report, environment
 from .formats import FORMATS, LONG_TABLE_ROWS, MAX_SHOWN_ROWS, markdown_table, render
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "LONG_TABLE_ROWS",
     "MAX_SHOWN_ROWS",
     "ExperimentEntry",
+    "FinetuneWorkload",
     "Precision",
     "Report",
     "ReportError",

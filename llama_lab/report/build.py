@@ -33,6 +33,7 @@ from .analysis_part import (
     frame_of,
     storage_tables,
 )
+from .finetune_part import FinetuneWorkload, default_workload, finetune_part
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,12 +217,14 @@ def build_report(
     dtype: "str | Precision" = "bf16",
     gpu: str = analysis.DEFAULT_GPU,
     name: str = "",
+    finetune: FinetuneWorkload | None = None,
 ) -> Report:
     """Everything the lab knows about ``cfg`` at B × T (``dtype``: what it computes in, the
     weights and the KV cache stored at it too — or ``Precision`` storing them apart; ``gpu`` for
     the roofline tables and the KV chart's range), plus the given experiment
     results (kind → result object or ``ExperimentEntry``). ``name`` (an uploaded model's, as
-    given) heads the title; the renderers escape it like every other string."""
+    given) heads the title; the renderers escape it like every other string. ``finetune``: the
+    fine-tuning section's recipe, GPU, T and B (None: PEFT's default LoRA at B × T on ``gpu``)."""
     if gpu not in GPUS:
         raise ReportError(f"gpu={gpu!r} must be one of {', '.join(GPUS)}")
     entries = [_as_entry(kind, value) for kind, value in (experiments or {}).items()]
@@ -254,6 +257,11 @@ def build_report(
     warmup = next((e.result for e in entries if e.kind == "warmup"), None)
     claim_dicts, claim_tables = _claims_part(warmup)
     tables += claim_tables + _validation_tables()
+    if finetune is not None and finetune.gpu not in GPUS:
+        raise ReportError(f"finetune.gpu={finetune.gpu!r} must be one of {', '.join(GPUS)}")
+    ft_tables, ft_figures = finetune_part(cfg, finetune or default_workload(cfg, gpu, seq_len, batch))
+    tables += ft_tables
+    figures += ft_figures
     for entry in entries:
         more_tables, more_figures = _experiment_parts(entry)
         tables += more_tables

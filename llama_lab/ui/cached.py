@@ -13,14 +13,18 @@ import pandas as pd
 import streamlit as st
 
 from .. import analysis, experiments, seed
-from ..analysis import cross_check
+from ..analysis import cross_check, finetune
+from ..analysis.finetune import FinetuneSpec
 from ..analysis.quant import WeightQuant
 from ..config import ModelConfig
+from ..config.hf.quant import StoredQuant
 from ..errors import LabError
+from ..figures import finetune as figures_finetune
 from ..figures import kv, rooflines
 from ..figures.common import column_label, display_frame, table_styler
 from ..runtime.hardware import GPU
 from ..train.loop import TrainSettings
+from ..validation.predict import predict_finetune
 
 MAX_STYLED_CELLS = 100_000  # larger tables are shown unstyled (pandas' Styler limit, speed)
 
@@ -256,3 +260,30 @@ def warmup_measured(
         steps=steps, lr=lr, warmup_steps=warmup_steps, seq_len=seq_len, batch=batch, device=device
     )
     return experiments.warmup_contrast(cfg, settings, seeds, _text("builtin"), progress=_progress)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def finetune_prediction(
+    cfg: ModelConfig, gpu: GPU, spec: FinetuneSpec, seq_len: int, batch: int, stored: StoredQuant | None
+) -> dict:
+    """``predict_finetune``: the counts, the peak by part with its interval, tokens/s."""
+    return predict_finetune(cfg, gpu, spec, seq_len, batch, stored)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def finetune_limits(
+    cfg: ModelConfig, gpu: GPU, spec: FinetuneSpec, seq_len: int, batch: int, stored: StoredQuant | None
+) -> tuple[int | None, int | None]:
+    """The longest context (at ``batch``) and the largest batch (at ``seq_len``) that fit ``gpu``."""
+    return (
+        finetune.max_seq_len_that_fits(cfg, spec, gpu, batch, stored),
+        finetune.max_batch_that_fits(cfg, spec, gpu, seq_len, stored),
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def finetune_curve(
+    cfg: ModelConfig, spec: FinetuneSpec, lengths: tuple[int, ...], batch: int, stored: StoredQuant | None
+) -> pd.DataFrame:
+    """``finetune_memory`` at each of the curve's lengths."""
+    return figures_finetune.curve_frame(cfg, spec, lengths, batch, stored)

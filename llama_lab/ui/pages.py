@@ -61,4 +61,9 @@ PAGES: tuple[AppPage, ...] = (
         "Validation",
         "the time predictions against public measurements, an error per row, held-out errors per kind",
     ),
+    AppPage(
+        "pages/12_Fine_tuning.py",
+        "Fine-tuning",
+        "LoRA, QLoRA, DoRA or full fine-tuning on one GPU: what fits, by part, against context, run live",
+    ),
 )

@@ -73,6 +73,8 @@ KEY_SEQ_NOTE = "llama_lab.seq_note"  # (T, why) | None: T was moved within max_s
 # StoredQuant | None: the weights' stored format the uploaded config.json declares (its
 # quantization_config); KEY_WEIGHT_DTYPE is FROM_FILE while the weights are counted in it
 KEY_STORED_QUANT = "llama_lab.stored_quant"
+# the Fine-tuning page's last valid recipe, (config, report.FinetuneWorkload): the report's section
+KEY_FINETUNE = "llama_lab.finetune"
 
 
 # This session's experiment results, one ExperimentEntry per kind of the experiment registry:

@@ -221,6 +221,7 @@ def test_every_experiment_kind_has_its_module_its_panel_and_its_key():
         "flash",
         "speculative",
         "shard",
+        "finetune",
     ]
     for kind in experiments.KINDS.values():
         panel = importlib.import_module(f"llama_lab.ui.panels.{kind.panel}")

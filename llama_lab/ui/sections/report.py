@@ -17,7 +17,7 @@ from ...runtime.hardware import GPUS
 from ...units import human_bytes
 from ..derivations import show_equation
 from ..runs import session_experiments
-from ..state import Selection
+from ..state import KEY_FINETUNE, Selection
 from ..widgets import show_error
 
 FILES = {  # format → (button label, file name, MIME type, what it holds)
@@ -74,14 +74,29 @@ def gpu_choice(prefix: str) -> str:
     return st.selectbox("GPU for the roofline tables", list(GPUS), key=prefix + "gpu")
 
 
-def _build(selection: Selection, included: dict, precision: Any, gpu: str) -> tuple[dict, dict, Any]:
+def finetune_workload(selection: Selection) -> Any:
+    """The Fine-tuning page's last valid recipe for this model (None: the report's default)."""
+    kept = st.session_state.get(KEY_FINETUNE)
+    return kept[1] if kept is not None and kept[0] == selection.cfg else None
+
+
+def _build(
+    selection: Selection, included: dict, precision: Any, gpu: str, finetune: Any = None
+) -> tuple[dict, dict, Any]:
     """The report's files by format, the errors (format, or "all" → why) and its summary."""
     cfg, T, B = selection.cfg, selection.seq_len, selection.batch
     files, errors, summary = {}, {}, None
     with st.spinner("Building the report …"):
         try:
             rep = report.build_report(
-                cfg, T, B, experiments=included, dtype=precision, gpu=gpu, name=selection.name or ""
+                cfg,
+                T,
+                B,
+                experiments=included,
+                dtype=precision,
+                gpu=gpu,
+                name=selection.name or "",
+                finetune=finetune,
             )
         except LabError as exc:
             rep, errors["all"] = None, str(exc)
@@ -109,10 +124,11 @@ def built_report(selection: Selection, included: dict, gpu: str, prefix: str) ->
     key_built = prefix + "built"
     cfg, T, B, dtype = selection.cfg, selection.seq_len, selection.batch, selection.dtype
     precision = report.Precision.of(dtype, selection.weight_format, selection.kv_format)
-    build_key = (cfg, T, B, precision, gpu, tuple((k, id(v)) for k, v in included.items()))
+    finetune = finetune_workload(selection)
+    build_key = (cfg, T, B, precision, gpu, finetune, tuple((k, id(v)) for k, v in included.items()))
     built = st.session_state.get(key_built)
     if built is None or built[0] != build_key:
-        files, errors, summary = _build(selection, included, precision, gpu)
+        files, errors, summary = _build(selection, included, precision, gpu, finetune)
         built = (build_key, files, errors, summary)
         if not errors:  # a failure is retried on the next run
             st.session_state[key_built] = built
