@@ -17,6 +17,7 @@ from plotly.offline import get_plotlyjs
 from llama_lab import analysis, cli, experiments, report
 from llama_lab.config import PRESETS
 from llama_lab.experiments import LiveSettings, speculative
+from llama_lab.experiments.finetune import FinetuneSettings, finetune_run
 from llama_lab.seed import claims as seed_claims_mod
 from llama_lab.train import TrainSettings
 
@@ -63,6 +64,7 @@ def results():
         "quantize": experiments.quantize.quantize_run("debug", "int4", steps=0, device="cpu"),
         "flash": experiments.flash.flash_sweep(cfg, (8, 16), device="cpu"),
         "shard": experiments.shard.shard_run(cfg, 2, "fsdp"),
+        "finetune": finetune_run("debug", FinetuneSettings(steps=2, pretrain_steps=1, seq_len=16, batch=2)),
     }
 
 
