@@ -40,12 +40,16 @@ from ..runtime.devices import pick_device
 from ..runtime.memory import AllocatedPeak, check_memory
 from ..runtime.precision import make_precision
 from ..train.data import TokenData, get_batch, load_builtin, make_token_data
+from ..train.loop import evaluate
 from ..train.measure import tensor_bytes
 from ..train.step import Trainee, make_optimizer, training_step
 from .speculative import trained
 
 FINETUNE_DEFAULTS = dict(d_model=256, n_layers=4, seq_len=128, batch=16, pretrain_steps=60)
-LEARNING_RATES = {"full": 3e-4, "lora": 2e-3, "qlora": 2e-3, "dora": 2e-3}  # adapters: larger steps
+# Chosen on seed-demo (20 steps, batch 16 × 128): the held-out loss falls for every method; the
+# adapters (rank 8 on q, v: 26,624 parameters) need ten times full fine-tuning's step.
+LEARNING_RATES = {"full": 1e-3, "lora": 1e-2, "qlora": 1e-2, "dora": 1e-2}
+VAL_BATCHES = 2  # fixed held-out batches of the fine-tuning text: the loss before and after
 MAX_FINETUNE_STEPS = 10_000
 MEASURED_STEPS = 2  # the allocator's peak: AdamW's first step and a steady one
 
@@ -102,6 +106,8 @@ class FinetuneRun:
     targets: list[str]
     base: str  # what the base weights are
     losses: list[float]
+    val_loss_before: float
+    val_loss_after: float
     measured_trainable_params: int
     predicted_trainable_params: int
     measured_peak_bytes: int
@@ -177,6 +183,12 @@ def finetune_run(
         model.train(), make_optimizer(model, LEARNING_RATES[s.method]), make_precision("fp32", dev)
     )
     generator = torch.Generator().manual_seed(s.seed)
+    val_stream = torch.Generator().manual_seed(s.seed + 1)
+    val = [
+        tuple(t.to(dev) for t in get_batch(finetune_data.val, s.batch, s.seq_len, val_stream))
+        for _ in range(VAL_BATCHES)
+    ]
+    val_before = evaluate(model, val, trainee.precision)
     losses = []
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
@@ -195,6 +207,7 @@ def finetune_run(
             step_once(step)
     for step in range(MEASURED_STEPS, s.steps):
         step_once(step)
+    val_after = evaluate(model, val, trainee.precision)
     if dev.type == "cuda":
         peak, source = int(torch.cuda.max_memory_allocated(dev)), "CUDA allocator peak"
     else:
@@ -215,6 +228,8 @@ def finetune_run(
             f"{s.pretrain_steps} AdamW steps on {pretrain.source}"
         ),
         losses=losses,
+        val_loss_before=val_before,
+        val_loss_after=val_after,
         measured_trainable_params=trainable_parameters(model),
         predicted_trainable_params=memory.trainable_params,
         measured_peak_bytes=peak,
