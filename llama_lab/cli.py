@@ -338,6 +338,8 @@ def cmd_finetune(args, cfg: ModelConfig, notes: list[str]) -> None:
     last = {
         "step": len(r.losses),
         "loss": r.losses[-1],
+        "val_loss_before": r.val_loss_before,
+        "val_loss_after": r.val_loss_after,
         "measured_trainable_params": r.measured_trainable_params,
         "predicted_trainable_params": r.predicted_trainable_params,
         "measured_peak_bytes": r.measured_peak_bytes,
@@ -350,7 +352,7 @@ def cmd_finetune(args, cfg: ModelConfig, notes: list[str]) -> None:
     text = (
         f"trainable parameters {r.measured_trainable_params:,} measured, {r.predicted_trainable_params:,} "
         f"predicted; peak {r.measured_peak_bytes:,} bytes measured, {r.predicted_peak_bytes:,} predicted "
-        f"(ratio {r.peak_ratio:.3f})"
+        f"(ratio {r.peak_ratio:.3f}); held-out loss {r.val_loss_before:.4f} → {r.val_loss_after:.4f}"
     )
     _emit(last, args.json, text)
 

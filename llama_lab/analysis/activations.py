@@ -583,3 +583,46 @@ def finetune_activation_bytes(
         checkpointing=checkpointing,
         loss=loss,
     ).total_bytes
+
+
+# ---- backward's high point -------------------------------------------------------------------
+# Per row of the FFN, the widths backward holds through the activation: gated (kernels.gated's
+# backward) the incoming gradient of the product, the fused gate/up gradient (2), the activation
+# recomputed and its derivative's product; ReLU or GELU the incoming gradient and the
+# pre-activation's.
+FFN_BACKWARD_WIDTHS = {"swiglu": 5, "geglu": 5, "relu": 2, "gelu": 2}
+
+
+def _last_ffn_rows(cfg: ModelConfig, tokens: int) -> tuple[int, int]:
+    """(rows, width) of the last block's FFN: N × F dense, N·K routed slots × Fe sparse."""
+    s = Shapes.of(cfg)
+    return (tokens * s.K, s.Fe) if cfg.moe_layer_flags[-1] else (tokens, s.F)
+
+
+def backward_temporaries(cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32") -> int:
+    """The gradients backward holds at its high point, the last block's FFN activation, reached
+    while every earlier block's activations are still saved: the stream's gradient (N·C,
+    shared by the residual and the FFN branch) and the FFN's through its activation
+    (``FFN_BACKWARD_WIDTHS`` × F per row). Measured with torch's profiler on the live copies
+    of seed-demo (SwiGLU) and transformer-2017 (ReLU), float32: LoRA, QLoRA, DoRA and full
+    peak there; a sparse last block counted per routed slot at the expert's width (not measured)."""
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    N = batch * seq_len
+    rows, F = _last_ffn_rows(cfg, N)
+    return nbytes(N * Shapes.of(cfg).C, b) + nbytes(rows * FFN_BACKWARD_WIDTHS[cfg.ffn_type] * F, b)
+
+
+def released_at_backward_peak(
+    cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "fp32", *, down_input_saved: bool
+) -> int:
+    """What the last block has freed of its saved tensors by backward's high point (its FFN's
+    activation), beyond the loss head's: a Post-LN block's last norm (its input and statistics:
+    its backward runs first) and, when saved (``down_input_saved``: full fine-tuning, or an
+    adapter on down_proj) and a tensor of its own, the down projection's input — the gated
+    product or GELU's output (F per row); ReLU's output stays (its backward reads it)."""
+    b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
+    N = batch * seq_len
+    rows, F = _last_ffn_rows(cfg, N)
+    post_norm = _norm_saved_bytes(cfg, N, b) if cfg.norm_position == "post" else 0
+    down = nbytes(rows * F, b) if down_input_saved and cfg.ffn_type != "relu" else 0
+    return post_norm + down

@@ -36,7 +36,12 @@ from ..config import MAX_BATCH, ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..errors import AnalysisError, ConfigError
 from ..runtime.hardware import DTYPE_BYTES, GPU
-from .activations import LOSS_PATHS, finetune_activation_estimate
+from .activations import (
+    LOSS_PATHS,
+    backward_temporaries,
+    finetune_activation_estimate,
+    released_at_backward_peak,
+)
 from .common import TRAINING_DTYPES, check_count, check_seq, checked_gpu, first_true, nbytes
 from .flops import count_flops
 from .params import count_params
@@ -425,10 +430,17 @@ def _transient_bytes(cfg: ModelConfig, spec: FinetuneSpec) -> dict[str, int]:
     return out
 
 
+def _released_at_backward_peak(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int) -> int:
+    """``activations.released_at_backward_peak``, the down projection's input saved under full
+    fine-tuning or an adapter on down_proj."""
+    saved = not spec.adapters or any(m.name == "down_proj" for m in target_modules(cfg, spec.targets))
+    return released_at_backward_peak(cfg, seq_len, batch, spec.dtype, down_input_saved=saved)
+
+
 @dataclass(frozen=True)
 class FinetuneMemory:
     """One GPU's bytes in a fine-tuning step: ``by_part`` what is alive at the peak (its
-    values sum to ``peak_bytes``), ``phases`` the two candidates for the peak."""
+    values sum to ``peak_bytes``), ``phases`` the three candidates for the peak."""
 
     by_part: dict[str, int]
     peak_bytes: int
@@ -452,10 +464,18 @@ def finetune_memory(
     fine-tuning's float32 master copy). Gradients are freed after each step (``zero_grad
     (set_to_none=True)``). Forward saves the activations; backward starts with all of them and
     the loss head's tensors alive, and frees each block's as it passes it while the gradients
-    build up. So the peak is either at the start of backward — every activation, the loss head
-    and the gradients produced first (adapters: all of them, they are small; full: the head's
-    V·C, the first to arrive) plus one layer's temporaries — or at the optimizer step, where
-    every gradient is alive and the activations are gone."""
+    build up. Three candidates for the peak:
+
+    - ``backward_start``: every activation, the loss head and the gradients produced first
+      (adapters: all of them, they are small; full: the head's V·C) plus one layer's
+      temporaries (QLoRA's dequantised weight, DoRA's weight norm);
+    - ``backward_peak``: a few operations later, in the last block's FFN, where backward holds
+      its widest gradients (``activations.backward_temporaries``) while every block's
+      activations are still saved but the loss head's and a few of the last block's
+      (``activations.released_at_backward_peak``); full fine-tuning's gradients then are the
+      head's and the last down projection's ((V + F)·C). Measured: the live peak of all four
+      methods on seed-demo, debug and transformer-2017 (``experiments.finetune``);
+    - ``optimizer_step``: every gradient alive, the activations gone."""
     check_seq(seq_len, batch)
     if seq_len > cfg.max_seq_len:
         raise AnalysisError(f"seq_len={seq_len} is above the model's max_seq_len={cfg.max_seq_len}")
@@ -491,10 +511,22 @@ def finetune_memory(
         "logits_and_loss": head,
         **transient,
     }
+    backward_peak = {
+        **persistent,
+        "gradients": grads if spec.adapters else nbytes((cfg.vocab_size + Shapes.of(cfg).F) * cfg.d_model, b),
+        "activations": activations - _released_at_backward_peak(cfg, spec, seq_len, batch),
+        "logits_and_loss": 0,
+        "backward_temporaries": backward_temporaries(cfg, seq_len, batch, spec.dtype),
+    }
     optimizer_step = {**persistent, "gradients": grads, "activations": 0, "logits_and_loss": 0}
-    phases = {"backward_start": sum(backward_start.values()), "optimizer_step": sum(optimizer_step.values())}
-    at_peak = backward_start if phases["backward_start"] >= phases["optimizer_step"] else optimizer_step
-    by_part = {key: at_peak.get(key, 0) for key in backward_start}
+    candidates = {
+        "backward_start": backward_start,
+        "backward_peak": backward_peak,
+        "optimizer_step": optimizer_step,
+    }
+    phases = {name: sum(parts.values()) for name, parts in candidates.items()}
+    at_peak = candidates[max(phases, key=lambda name: phases[name])]
+    by_part = {key: at_peak.get(key, 0) for key in {**backward_start, **backward_peak}}
     return FinetuneMemory(
         by_part,
         sum(by_part.values()),

@@ -8,7 +8,7 @@ import functools
 import gc
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator, cast
 
 import torch
 
@@ -227,6 +227,42 @@ class RssPeak:
         high = file_field("/proc/self/status", "VmHWM")
         if self._start is not None and high is not None:
             self.bytes = max(0, high - self._start)
+
+
+class AllocatedPeak:
+    """The CPU allocator's high point during the block, above what was allocated at its start:
+    the largest running sum of the allocations and frees torch's profiler records
+    (``profile_memory=True``: every c10 CPU allocation, kernels' scratch included), so the CPU's
+    counterpart of CUDA's ``max_memory_allocated`` — tensor bytes, without the allocator's
+    retained pages, the Python heap or library code that a resident-memory peak also counts.
+    The profiler records every operator too: use it around a few steps, not a long run."""
+
+    def __init__(self):
+        self.bytes: int | None = None
+        self._profile: torch.profiler.profile | None = None
+
+    def __enter__(self) -> "AllocatedPeak":
+        self._profile = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True
+        )
+        self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._profile is not None
+        self._profile.__exit__(*exc)
+        # the raw records: the function events fold each allocation into the operator's total
+        events = cast(Any, self._profile.profiler).kineto_results.events()
+        changes = sorted(
+            (e.start_ns(), e.nbytes())
+            for e in events
+            if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+        )
+        running = peak = 0
+        for _, change in changes:
+            running += change
+            peak = max(peak, running)
+        self.bytes = peak
 
 
 # glibc's mallopt parameters and the defaults restored afterwards (malloc(3))

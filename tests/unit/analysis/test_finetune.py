@@ -64,9 +64,13 @@ def test_8bit_adamw_states_per_tensor():
     assert optimizer_state_bytes([(small, 3)], "paged_adamw8bit") == 3 * 8 * small  # < 4096: fp32
 
 
-def test_lora_peak_is_at_backward_start_full_may_be_at_the_step():
+def test_lora_peak_is_in_backward_full_may_be_at_the_step():
+    # the N·V logits saved: the peak as backward starts; chunked: in the last block's FFN
     lora = finetune_memory(LLAMA_3B, FinetuneSpec(), 512, 1)
     assert lora.peak_bytes == lora.phases["backward_start"] == sum(lora.by_part.values())
+    chunked = finetune_memory(LLAMA_3B, FinetuneSpec(loss="chunked"), 512, 1)
+    assert chunked.peak_bytes == chunked.phases["backward_peak"] == sum(chunked.by_part.values())
+    assert chunked.by_part["logits_and_loss"] == 0 < chunked.by_part["backward_temporaries"]
     assert lora.by_part["trainable_weights"] == 4 * lora.trainable_params  # PEFT's float32 adapters
     full = finetune_memory(LLAMA_3B, FinetuneSpec("full"), 8, 1)
     assert full.phases["optimizer_step"] > full.phases["backward_start"]

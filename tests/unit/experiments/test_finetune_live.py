@@ -45,3 +45,16 @@ def test_refusals(capsys, argv, rule):
     code, _, err = _lines(capsys, "--preset", "debug", *SMALL, *argv)
     assert code == 2
     assert rule in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["seed-demo", "transformer-2017"])
+@pytest.mark.parametrize("method", ["lora", "qlora", "dora", "full"])
+def test_peak_within_ten_percent_and_trainable_params_exact(preset, method):
+    """Issue 40's Done-when at the run's default sizes (batch 16 × 128): the measured peak (the
+    CPU allocator's) within 10 % of finetune_memory's, the trainable parameters exact."""
+    from llama_lab.experiments.finetune import FinetuneSettings, finetune_run
+
+    r = finetune_run(preset, FinetuneSettings(method=method, steps=2, pretrain_steps=0))
+    assert r.measured_trainable_params == r.predicted_trainable_params
+    assert abs(r.peak_ratio - 1) <= 0.10, r.peak_ratio
