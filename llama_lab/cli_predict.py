@@ -141,9 +141,10 @@ def add_finetune_args(p, positive_int) -> None:
     p.add_argument("--rslora", action="store_true", help="rank-stabilised scaling alpha/√r (same counts)")
     p.add_argument(
         "--loss",
-        choices=("logits", "chunked"),
-        default="logits",
-        help="logits: the N·V logits materialised (transformers' loss); chunked: the head in chunks",
+        choices=("upcast", "logits", "chunked"),
+        default="upcast",
+        help="upcast: the N·V logits upcast to float32 for the cross-entropy (transformers' loss); "
+        "logits: the same in --dtype; chunked: the head and loss in chunks, never the N·V logits",
     )
     p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
     p.add_argument(

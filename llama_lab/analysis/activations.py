@@ -44,7 +44,9 @@ ACTIVATION_ASSUMPTIONS = [
     "model's own loss (loss='chunked': model.loss, the LM head and cross-entropy in chunks, "
     "which keeps the gradients of the hidden states (N·C) and of the head's weight (V·C), never "
     "the N·V logits) or F.cross_entropy on the logits (loss='logits': the lm_head input and "
-    "the N·V log-probabilities).",
+    "the N·V log-probabilities), or transformers' ForCausalLMLoss (loss='upcast': the logits "
+    "held by the model's output, upcast to float32 before F.cross_entropy, whose float32 "
+    "log-probabilities are saved).",
     "Attention runs in a fused SDPA kernel (flash / CPU flash): it saves q, k, v (G heads, not "
     "repeated), its output and a float32 logsumexp (B·H·T) - never the T×T weights.",
     "RMSNorm saves its input and rstd (float32, one per row; backward recomputes x·rstd); "
@@ -278,14 +280,16 @@ def _linear_block_saved(
     }
 
 
-LOSS_PATHS = ("chunked", "logits")
+LOSS_PATHS = ("chunked", "logits", "upcast")
 
 
 def head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> int:
     """What the loss head saves on one of ``tp`` ranks (a vocabulary-parallel head holds V/tp
     rows): the final norm's tensors, then for the chunked loss its two gradients, for
     F.cross_entropy the lm_head input, the log-probabilities, the targets and nll_loss's total
-    weight."""
+    weight; for transformers' ForCausalLMLoss ("upcast": ``logits = logits.float()`` before
+    F.cross_entropy, transformers ``loss/loss_utils.py``) the logits in the dtype, which the
+    model's output holds, and float32 log-probabilities."""
     if loss not in LOSS_PATHS:
         raise AnalysisError(f"loss={loss!r} must be one of {', '.join(LOSS_PATHS)}")
     s = Shapes.of(cfg)
@@ -294,7 +298,8 @@ def head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> in
     if loss == "chunked":
         return norm + nbytes(N * s.C, b) + nbytes(V * s.C, b)
     logits = (2 if cfg.logit_softcap else 1) * N * V
-    return norm + nbytes(N * s.C, b) + nbytes(logits, b) + INT64_BYTES * N + math.ceil(b)
+    probs = nbytes(N * V, 4) if loss == "upcast" else 0  # the float32 log-probabilities
+    return norm + nbytes(N * s.C, b) + nbytes(logits, b) + probs + INT64_BYTES * N + math.ceil(b)
 
 
 def _rope_tables_used(cfg: ModelConfig) -> int:

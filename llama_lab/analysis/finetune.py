@@ -35,6 +35,7 @@ from typing import Any
 from ..config import MAX_BATCH, ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..errors import AnalysisError, ConfigError
+from ..model.lora import ALL_LINEAR  # PEFT's shorthand: every nn.Linear but the output layer
 from ..runtime.hardware import DTYPE_BYTES, GPU
 from .activations import (
     LOSS_PATHS,
@@ -50,22 +51,23 @@ from .shapes import Shapes
 
 METHODS = ("lora", "qlora", "dora", "full")
 OPTIMIZERS = ("adamw", "adamw8bit", "paged_adamw8bit")
-ALL_LINEAR = "all-linear"  # PEFT's shorthand: every nn.Linear but the output layer
 DEFAULT_TARGETS = ("q_proj", "v_proj")  # PEFT's default for LLaMA-style models
 PEFT_DEFAULT_ALPHA = 8  # LoraConfig.lora_alpha
 ADAPTER_BYTES = 4  # PEFT upcasts 16-bit adapters to float32 (autocast_adapter_dtype=True)
 NF4_BLOCK = 64  # values per absmax (Params4bit, quantize_4bit)
 BNB_8BIT_BLOCK = 256  # values per absmax of an 8-bit optimizer state
 BNB_MIN_8BIT_SIZE = 4096  # smaller tensors keep float32 states
+BNB_MIN_PAGED_SIZE = 100_000  # a paged optimizer pages the states of tensors at least this large
 ADAMW_STATES = 2  # m and v
 
 
 @dataclass(frozen=True)
 class FinetuneSpec:
     """One fine-tuning recipe. ``alpha`` None: PEFT's default (8); it scales the update
-    (alpha / r, or alpha / √r with ``rslora``) and changes no count. ``loss``: "logits" (the
-    logits materialised, as transformers' models compute the loss with labels) or "chunked"
-    (the head and cross-entropy in chunks, never the N·V logits). ``pure_16bit``: every
+    (alpha / r, or alpha / √r with ``rslora``) and changes no count. ``loss``: "upcast" (the
+    logits materialised and upcast to float32 before the cross-entropy, as transformers' models
+    compute the loss with labels, ``ForCausalLMLoss``), "logits" (the same in the compute dtype)
+    or "chunked" (the head and cross-entropy in chunks, never the N·V logits). ``pure_16bit``: every
     trainable tensor, its gradient and AdamW's states in ``dtype``, no float32 copy (torchtune's
     recipes; PEFT's benchmark's full fine-tuning); else adapters in float32 as PEFT creates them
     and full fine-tuning in mixed precision (float32 master weights and states)."""
@@ -78,7 +80,7 @@ class FinetuneSpec:
     grad_checkpointing: bool = False
     dtype: str = "bf16"  # what the base computes and is stored in (QLoRA: its compute dtype)
     rslora: bool = False
-    loss: str = "logits"
+    loss: str = "upcast"
     pure_16bit: bool = False
 
     def __post_init__(self) -> None:
@@ -386,6 +388,17 @@ def optimizer_state_bytes(tensors: list[tuple[int, int]], optimizer: str, state_
     return total
 
 
+def paged_state_bytes(tensors: list[tuple[int, int]], optimizer: str) -> int:
+    """The optimizer states a paged optimizer keeps in CUDA unified memory (its tensors of at
+    least 1e5 elements, bitsandbytes ``Optimizer8bit.get_state_buffer``): outside PyTorch's
+    allocator, paged to the host by the driver when the GPU is full — so in no peak PyTorch
+    reports and in no fit."""
+    if optimizer != "paged_adamw8bit":
+        return 0
+    large = [(n, count) for n, count in tensors if n >= BNB_MIN_PAGED_SIZE]
+    return optimizer_state_bytes(large, optimizer)
+
+
 def full_tensors(cfg: ModelConfig) -> list[tuple[int, int]]:
     """Every parameter tensor as (elements, how many), for the 8-bit optimizer's per-tensor rule:
     the weight tensors (``weight_tensors``); biases and norms are under 4096 elements mostly."""
@@ -411,6 +424,14 @@ def _step_activation_bytes(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, b
     )
     head = est.components["head_and_loss"]
     return est.total_bytes - head, head
+
+
+def _logits_gradient_bytes(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int) -> int:
+    """The gradient of the N·V logits, backward's first tensor, alive beside the saved
+    log-probabilities: float32 for the upcast loss, the dtype for plain logits; none chunked."""
+    if spec.loss == "chunked":
+        return 0
+    return nbytes(batch * seq_len * cfg.vocab_size, 4 if spec.loss == "upcast" else DTYPE_BYTES[spec.dtype])
 
 
 def _transient_bytes(cfg: ModelConfig, spec: FinetuneSpec) -> dict[str, int]:
@@ -502,13 +523,14 @@ def finetune_memory(
         "frozen_weights": frozen_weight_bytes(cfg, spec, stored),
         "trainable_weights": weights,
         "master_weights": master,
-        "optimizer_states": optimizer_state_bytes(tensors, spec.optimizer, state_bytes),
+        "optimizer_states": optimizer_state_bytes(tensors, spec.optimizer, state_bytes)
+        - paged_state_bytes(tensors, spec.optimizer),
     }
     backward_start = {
         **persistent,
         "gradients": first_grads,
         "activations": activations,
-        "logits_and_loss": head,
+        "logits_and_loss": head + _logits_gradient_bytes(cfg, spec, seq_len, batch),
         **transient,
     }
     backward_peak = {
@@ -543,11 +565,12 @@ def _memory_notes(spec: FinetuneSpec, stored: StoredQuant | None) -> list[str]:
         "activations: what our model saves with the base frozen (finetune_activation_estimate: "
         "frozen layers keep only what the adapters' gradients read; full = training's)",
         "logits_and_loss: "
-        + (
-            "the chunked head (never the N·V logits)"
-            if spec.loss == "chunked"
-            else "the N·V logits materialised in the compute dtype, as the lab's model saves them"
-        ),
+        + {
+            "chunked": "the chunked head (never the N·V logits)",
+            "logits": "the N·V logits and log-probabilities in the compute dtype, and their gradient",
+            "upcast": "transformers' loss: the N·V logits in the compute dtype (the output holds them), "
+            "their float32 log-probabilities and float32 gradient",
+        }[spec.loss],
     ]
     if spec.pure_16bit:
         notes.append(
@@ -573,8 +596,9 @@ def _memory_notes(spec: FinetuneSpec, stored: StoredQuant | None) -> list[str]:
         notes.append(f"frozen base as the checkpoint stores it: {stored.label()}")
     if spec.optimizer == "paged_adamw8bit":
         notes.append(
-            "paged: the 8-bit states of tensors ≥ 1e5 elements live in CUDA unified memory, "
-            "which the driver may page out to the host under pressure; counted on the GPU"
+            "paged: the 8-bit states of tensors ≥ 1e5 elements live in CUDA unified memory, outside "
+            "PyTorch's allocator, and the driver pages them to the host when the GPU is full: they are "
+            "in no peak PyTorch reports and not in this one"
         )
     return notes
 

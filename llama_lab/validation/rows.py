@@ -153,7 +153,7 @@ class Row:
             targets=ALL_LINEAR if targets == ALL_LINEAR else tuple(targets),
             optimizer=w.get("optimizer") or "adamw",
             grad_checkpointing=bool(w.get("grad_checkpointing")),
-            loss="chunked" if w.get("chunked_loss") else "logits",
+            loss="chunked" if w.get("chunked_loss") else "upcast",
             pure_16bit=bool(w.get("pure_16bit")),
         )
 
