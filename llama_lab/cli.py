@@ -327,6 +327,7 @@ def cmd_finetune(args, cfg: ModelConfig, notes: list[str]) -> None:
         seq_len=args.seq_len,
         batch=args.batch,
         device=args.device,
+        save_adapter=args.save_adapter,
     )
 
     def on_step(record: dict) -> None:
@@ -348,11 +349,19 @@ def cmd_finetune(args, cfg: ModelConfig, notes: list[str]) -> None:
         "peak_source": r.peak_source,
         "base": r.base,
         "predicted_by_part": r.predicted_by_part,
+        "merged_logits_max_abs_diff": r.merged_logits_max_abs_diff,
+        "adapter_file": r.adapter_file,
     }
     text = (
         f"trainable parameters {r.measured_trainable_params:,} measured, {r.predicted_trainable_params:,} "
         f"predicted; peak {r.measured_peak_bytes:,} bytes measured, {r.predicted_peak_bytes:,} predicted "
         f"(ratio {r.peak_ratio:.3f}); held-out loss {r.val_loss_before:.4f} → {r.val_loss_after:.4f}"
+        + (
+            ""
+            if r.merged_logits_max_abs_diff is None
+            else f"; merged into the weights, logits within {r.merged_logits_max_abs_diff:.2g}"
+        )
+        + (f"; adapters saved to {r.adapter_file}" if r.adapter_file else "")
     )
     _emit(last, args.json, text)
 

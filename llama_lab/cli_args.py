@@ -270,6 +270,12 @@ def _add_finetune_parser(sub) -> None:
     p.add_argument("--seq-len", type=_number(int, 1, maximum=4096), default=128)
     p.add_argument("--batch", type=_number(int, 1, maximum=1024), default=16)
     p.add_argument("--device", choices=DEVICES, default="cpu")
+    p.add_argument(
+        "--save-adapter",
+        default=None,
+        metavar="PATH",
+        help="write the trained adapters to PATH (safetensors, PEFT's key names)",
+    )
 
 
 def _add_speculate_args(p: argparse.ArgumentParser) -> None:

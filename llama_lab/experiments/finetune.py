@@ -28,6 +28,7 @@ import copy
 import gc
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -37,7 +38,14 @@ from ..config import PRESETS, ModelConfig, live_config
 from ..errors import AnalysisError, ExperimentError
 from ..figures.common import Figure, Table
 from ..figures.finetune import loss_figure, measured_frame
-from ..model.lora import ALL_LINEAR, attach_adapters, quantize_base_nf4, trainable_parameters
+from ..model.lora import (
+    ALL_LINEAR,
+    attach_adapters,
+    merge_adapters,
+    quantize_base_nf4,
+    save_adapter,
+    trainable_parameters,
+)
 from ..runtime.devices import pick_device
 from ..runtime.memory import AllocatedPeak, check_memory
 from ..runtime.precision import make_precision
@@ -70,6 +78,7 @@ class FinetuneSettings:
     batch: int = FINETUNE_DEFAULTS["batch"]
     device: str = "cpu"
     seed: int = 0
+    save_adapter: str | None = None  # a safetensors file for the trained adapters (PEFT's keys)
 
     def spec(self) -> FinetuneSpec:
         return FinetuneSpec(
@@ -93,6 +102,14 @@ class FinetuneSettings:
             raise ExperimentError(
                 f"seq_len={self.seq_len} is above the model's max_seq_len={cfg.max_seq_len}"
             )
+        if self.save_adapter is not None:
+            if self.method == "full":
+                raise ExperimentError("save_adapter: full fine-tuning trains every weight, it has no adapter")
+            folder = Path(self.save_adapter).expanduser().resolve().parent
+            if not folder.is_dir():
+                raise ExperimentError(
+                    f"save_adapter={self.save_adapter!r}: the folder {folder} does not exist"
+                )
         try:
             check_finetune(cfg, self.spec())
             if self.method != "full":
@@ -118,6 +135,9 @@ class FinetuneRun:
     predicted_peak_bytes: int
     peak_source: str
     predicted_by_part: dict[str, int] = field(default_factory=dict)
+    # the adapted model's logits against a copy with the adapters merged into the weights
+    merged_logits_max_abs_diff: float | None = None
+    adapter_file: str | None = None
 
     @property
     def peak_ratio(self) -> float:
@@ -221,6 +241,9 @@ def finetune_run(
             f"{min(s.steps, MEASURED_STEPS)} fine-tuning steps (torch's profiler: every allocation and free)"
         )
     targeted = [] if s.method == "full" else [m.path for m in target_modules(cfg, s.targets)]
+    merged = None if s.method == "full" else merged_logits_error(model, val[0][0])
+    if s.save_adapter is not None:
+        save_adapter(model, s.save_adapter)
     return FinetuneRun(
         preset=preset,
         config=cfg.to_dict(),
@@ -240,7 +263,19 @@ def finetune_run(
         predicted_peak_bytes=memory.peak_bytes,
         peak_source=source,
         predicted_by_part=memory.by_part,
+        merged_logits_max_abs_diff=merged,
+        adapter_file=s.save_adapter,
     )
+
+
+@torch.no_grad()
+def merged_logits_error(model: torch.nn.Module, inputs: torch.Tensor) -> float:
+    """The largest |logit| difference between ``model`` with its adapters and a copy of it with
+    the adapters merged into the weights (``model.lora.merge_adapters``), on ``inputs``."""
+    model.eval()
+    adapted = model(inputs)
+    merged = merge_adapters(copy.deepcopy(model))(inputs)
+    return float((adapted - merged).abs().max())
 
 
 def tables(result: FinetuneRun, section: str, config: ModelConfig | None = None) -> list[Table]:

@@ -33,14 +33,33 @@ def test_json_lines_and_exact_trainable_params(capsys, method):
     assert last["measured_peak_bytes"] > 0 and last["predicted_peak_bytes"] > 0
 
 
+@pytest.mark.parametrize("method", ["lora", "qlora", "dora"])
+def test_the_adapters_merge_and_save(capsys, tmp_path, method):
+    """The trained adapters merged into the weights give the adapted model's logits (a QLoRA base
+    dequantised); --save-adapter writes them alone, under PEFT's key names, which load back."""
+    from safetensors.torch import load_file
+
+    path = tmp_path / "adapter_model.safetensors"
+    argv = ["--preset", "debug", "--method", method, "--rank", "4", *SMALL, "--save-adapter", str(path)]
+    code, lines, err = _lines(capsys, *argv)
+    assert code == 0, err
+    last = lines[-1]
+    assert last["merged_logits_max_abs_diff"] < 1e-4 and last["adapter_file"] == str(path)
+    saved = load_file(str(path))
+    assert saved and all(".lora_" in key for key in saved if not key.endswith("magnitude_vector"))
+    assert sum(t.numel() for t in saved.values()) == last["measured_trainable_params"]
+
+
 @pytest.mark.parametrize(
     "argv, rule",
     [
         (["--rank", "0"], "rank=0"),
         (["--targets", "q_proj,c_attn"], "c_attn"),
         (["--batch", "1024", "--seq-len", "4096"], "needs about"),
+        (["--method", "full", "--save-adapter", "x.safetensors"], "has no adapter"),
+        (["--save-adapter", "/no/such/folder/a.safetensors"], "does not exist"),
     ],
-    ids=["rank-0", "unknown-target", "too-big"],
+    ids=["rank-0", "unknown-target", "too-big", "full-adapter", "no-folder"],
 )
 def test_refusals(capsys, argv, rule):
     code, _, err = _lines(capsys, "--preset", "debug", *SMALL, *argv)
