@@ -60,6 +60,7 @@ def test_navigation_lists_home_then_the_pages_by_their_file_titles(monkeypatch):
         ("Inside the model", "Inside_the_model"),
         ("Many GPUs", "Many_GPUs"),
         ("Validation", "Validation"),
+        ("Fine tuning", "Fine_tuning"),
     ]
     assert registered[0].icon == "🦙"  # url_path "": the default
     assert at.title[0].value == "🦙 LLaMA Lab"  # the default page is home.py
@@ -80,6 +81,7 @@ def test_home_page_runs_alone_with_the_same_content():
         "Inside_the_model",
         "Many_GPUs",
         "Validation",
+        "Fine_tuning",
     ]
 
 

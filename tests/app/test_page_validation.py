@@ -33,7 +33,7 @@ def test_the_page_shows_the_held_out_errors_the_scatter_and_each_rows_source():
         )
     assert table.loc["train", "held out inside the interval"] == "63.6 %"  # 7 of 11
     note = next(c.value for c in at.caption if "level 80%" in c.value)
-    assert "It never sees the held-out half" in note and "decode_bs1: the fit half's 13" in note
+    assert "It never sees the held-out half" in note and "decode_bs1: the fit half's 14" in note
     (figure,) = charts(at)
     names = {trace.get("name") for trace in figure["data"]}
     assert {"y = x", "held out", "fit half"} <= names

@@ -448,9 +448,11 @@ def test_checkpointing_saves_memory_at_scale():
 
 
 def _profiler_peak_bytes(cfg, B, T, dtype, last_only=False):
-    """Peak of live CPU allocations during a no-grad forward, from the profiler's events."""
+    """Peak of live CPU allocations during a no-grad forward, from the profiler's events (the
+    weights seeded: a mixture's routing, and so its peak, must not depend on the tests before)."""
     from profiling import profiled_peak_bytes
 
+    torch.manual_seed(0)
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype]).eval()
     ids = torch.randint(0, cfg.vocab_size, (B, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

@@ -135,3 +135,18 @@ def test_refusals_that_need_the_model():
         over_stored.by_part["frozen_weights"]
         < finetune_memory(LLAMA_3B, FinetuneSpec(), 64, 1).by_part["frozen_weights"]
     )
+
+
+def test_a_run_measured_out_of_memory_is_predicted_not_to_fit_and_one_that_ran_to_fit():
+    """meta-pytorch/torchtune#856 (2024-04-24): Llama 3 8B, torchtune's default single-device
+    LoRA recipe (rank 8 on q_proj, v_proj; bf16 throughout; activation checkpointing), one RTX
+    4090: "Testing on a single RTX 4090 with 8k context length" ran out of memory, "Tested w 2k
+    and worked fine". torchtune's model upcasts its logits to float32 for the loss."""
+    from llama_lab.validation.predict import find_gpu, predict_finetune
+
+    spec = FinetuneSpec(
+        "lora", 8, 16, ("q_proj", "v_proj"), grad_checkpointing=True, loss="upcast", pure_16bit=True
+    )
+    gpu, cfg = find_gpu("rtx 4090"), PRESETS["llama-3-8b"]
+    assert predict_finetune(cfg, gpu, spec, 2048, 1)["fits"]
+    assert not predict_finetune(cfg, gpu, spec, 8192, 1)["fits"]
