@@ -108,16 +108,8 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
     v = sub.add_parser("validate", help="every public measurement against the prediction, with errors")
     v.add_argument(
         "--kind",
-        choices=(
-            "decode_bs1",
-            "decode_batched",
-            "prefill",
-            "train",
-            "memory",
-            "kv_capacity",
-            "finetune_memory",
-            "finetune_throughput",
-        ),
+        help="one kind of row: decode_bs1, decode_batched, prefill, train, memory, kv_capacity, "
+        "finetune_memory or finetune_throughput (default: every row)",
     )
     v.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 

@@ -33,7 +33,8 @@ from typing import Any, Callable
 
 import torch
 
-from ..analysis.finetune import METHODS, FinetuneSpec, check_finetune, finetune_memory, target_modules
+from ..analysis.finetune import METHODS, FinetuneSpec, check_finetune, target_modules
+from ..analysis.finetune_step import finetune_memory
 from ..config import PRESETS, ModelConfig, live_config
 from ..errors import AnalysisError, ExperimentError
 from ..figures.common import Figure, Table

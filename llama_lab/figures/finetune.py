@@ -10,7 +10,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..analysis.finetune import FinetuneSpec, finetune_memory
+from ..analysis.finetune import FinetuneSpec
+from ..analysis.finetune_step import finetune_memory
 from ..config import ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..runtime.hardware import GPU

@@ -9,12 +9,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..analysis.finetune import (
-    FinetuneSpec,
-    default_targets,
-    max_batch_that_fits,
-    max_seq_len_that_fits,
-)
+from ..analysis.finetune import FinetuneSpec, default_targets
+from ..analysis.finetune_step import max_batch_that_fits, max_seq_len_that_fits
 from ..config import ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..errors import LabError

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import analysis, experiments, seed
-from ..analysis import cross_check, finetune
+from ..analysis import cross_check, finetune_step
 from ..analysis.finetune import FinetuneSpec
 from ..analysis.quant import WeightQuant
 from ..config import ModelConfig
@@ -276,8 +276,8 @@ def finetune_limits(
 ) -> tuple[int | None, int | None]:
     """The longest context (at ``batch``) and the largest batch (at ``seq_len``) that fit ``gpu``."""
     return (
-        finetune.max_seq_len_that_fits(cfg, spec, gpu, batch, stored),
-        finetune.max_batch_that_fits(cfg, spec, gpu, seq_len, stored),
+        finetune_step.max_seq_len_that_fits(cfg, spec, gpu, batch, stored),
+        finetune_step.max_batch_that_fits(cfg, spec, gpu, seq_len, stored),
     )
 
 

@@ -364,16 +364,16 @@ def layout_step_estimate(
 
 @lru_cache(maxsize=COUNTS_CACHED)
 def _finetune_flops(cfg: ModelConfig, spec, seq_len: int, batch: int):
-    from ..analysis.finetune import finetune_flops
+    from ..analysis.finetune_step import finetune_flops
 
     return finetune_flops(cfg, spec, seq_len, batch)
 
 
 @lru_cache(maxsize=COUNTS_CACHED)
 def finetune_peak_bytes(cfg: ModelConfig, spec, seq_len: int, batch: int) -> int:
-    """The bytes ``analysis.finetune.finetune_memory`` counts at a step's peak (made once per
+    """The bytes ``analysis.finetune_step.finetune_memory`` counts at a step's peak (made once per
     recipe: the fit asks for the same rows under thousands of parameter values)."""
-    from ..analysis.finetune import finetune_memory
+    from ..analysis.finetune_step import finetune_memory
 
     return finetune_memory(cfg, spec, seq_len, batch).peak_bytes
 
@@ -381,7 +381,7 @@ def finetune_peak_bytes(cfg: ModelConfig, spec, seq_len: int, batch: int) -> int
 def finetune_seconds(
     cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int, eff: Efficiency
 ) -> Prediction:
-    """Seconds of one GPU's fine-tuning step (``analysis.finetune.finetune_flops``): its matmuls
+    """Seconds of one GPU's fine-tuning step (``analysis.finetune_step.finetune_flops``): its matmuls
     at ``finetune_matmul`` of the compute dtype's dense peak (a mixture of experts' at
     ``train_moe``), the causal attention scores at ``train_attention``, and QLoRA's
     dequantisation memory-bound at the 4-bit decode share of the HBM bandwidth (bitsandbytes'

@@ -256,7 +256,7 @@ def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int,
     them, the peak bytes by part (``peak_bytes``: the count × ``finetune_memory_factor``, with the
     ``finetune_memory`` kind's interval), whether that fits, and tokens per second
     (``efficiency.finetune_seconds``, the ``finetune_throughput`` kind's interval)."""
-    from ..analysis.finetune import finetune_flops, finetune_memory
+    from ..analysis.finetune_step import finetune_flops, finetune_memory
 
     memory = finetune_memory(cfg, spec, seq_len, batch, stored)
     work = finetune_flops(cfg, spec, seq_len, batch)

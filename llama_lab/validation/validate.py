@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis import MFU_CONVENTION, model_flops
 from ..analysis.parallel import Layout, parallel_memory
+from ..errors import LabError
 from .efficiency import (
     Efficiency,
     Prediction,
@@ -334,6 +335,8 @@ def summary_markdown(summaries: dict[str, dict]) -> str:
 
 def validate(kind: str | None = None, eff: Efficiency | None = None) -> dict:
     """The ``validate`` answer: every row (or those of ``kind``) and the summary per kind."""
+    if kind is not None and kind not in KINDS:
+        raise LabError(f"--kind {kind!r} must be one of {', '.join(KINDS)}")
     unseen = shipped_cross_validated() if eff is None else None  # (the shipped fit's)
     eff = eff or Efficiency.load()
     found = results(eff)

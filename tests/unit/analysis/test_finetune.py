@@ -8,16 +8,18 @@ import pytest
 from llama_lab.analysis.finetune import (
     ALL_LINEAR,
     FinetuneSpec,
-    finetune_flops,
-    finetune_memory,
-    fits,
     frozen_weight_bytes,
-    max_batch_that_fits,
-    max_seq_len_that_fits,
     nf4_bytes,
     optimizer_state_bytes,
     target_modules,
     trainable_params,
+)
+from llama_lab.analysis.finetune_step import (
+    finetune_flops,
+    finetune_memory,
+    fits,
+    max_batch_that_fits,
+    max_seq_len_that_fits,
 )
 from llama_lab.analysis.quant import weights_bytes
 from llama_lab.config import PRESETS

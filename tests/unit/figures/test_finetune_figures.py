@@ -4,7 +4,8 @@ to the peak."""
 
 import pytest
 
-from llama_lab.analysis.finetune import FinetuneSpec, finetune_memory
+from llama_lab.analysis.finetune import FinetuneSpec
+from llama_lab.analysis.finetune_step import finetune_memory
 from llama_lab.config import PRESETS
 from llama_lab.figures.common import GIB
 from llama_lab.figures.finetune import (
