@@ -229,30 +229,41 @@ def _memory_notes(spec: FinetuneSpec, stored: StoredQuant | None) -> list[str]:
     return notes
 
 
-def fits(memory: FinetuneMemory, gpu: GPU | str) -> bool:
-    """Whether the peak fits what a process can fill on ``gpu`` (its memory less the CUDA context)."""
-    return memory.peak_bytes <= checked_gpu(gpu).usable_bytes
+def fits(memory: FinetuneMemory, gpu: GPU | str, factor: float = 1.0) -> bool:
+    """Whether the peak (× ``factor``: the calibrated estimate's, ``predict finetune``) fits what
+    a process can fill on ``gpu`` (its memory less the CUDA context)."""
+    return memory.peak_bytes * factor <= checked_gpu(gpu).usable_bytes
 
 
 def max_seq_len_that_fits(
-    cfg: ModelConfig, spec: FinetuneSpec, gpu: GPU | str, batch: int = 1, stored: StoredQuant | None = None
+    cfg: ModelConfig,
+    spec: FinetuneSpec,
+    gpu: GPU | str,
+    batch: int = 1,
+    stored: StoredQuant | None = None,
+    factor: float = 1.0,
 ) -> int | None:
     """The longest context (≤ the model's max_seq_len) whose step fits ``gpu``; None: not even 1."""
 
     def too_long(T: int) -> bool:
-        return not fits(finetune_memory(cfg, spec, T, batch, stored), gpu)
+        return not fits(finetune_memory(cfg, spec, T, batch, stored), gpu, factor)
 
     first_over = first_true(too_long, 1, cfg.max_seq_len)
     return cfg.max_seq_len if first_over is None else (first_over - 1 or None)
 
 
 def max_batch_that_fits(
-    cfg: ModelConfig, spec: FinetuneSpec, gpu: GPU | str, seq_len: int, stored: StoredQuant | None = None
+    cfg: ModelConfig,
+    spec: FinetuneSpec,
+    gpu: GPU | str,
+    seq_len: int,
+    stored: StoredQuant | None = None,
+    factor: float = 1.0,
 ) -> int | None:
     """The largest batch (≤ MAX_BATCH) of ``seq_len`` tokens whose step fits ``gpu``; None: not 1."""
 
     def too_big(B: int) -> bool:
-        return not fits(finetune_memory(cfg, spec, seq_len, B, stored), gpu)
+        return not fits(finetune_memory(cfg, spec, seq_len, B, stored), gpu, factor)
 
     first_over = first_true(too_big, 1, MAX_BATCH)
     return MAX_BATCH if first_over is None else (first_over - 1 or None)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..analysis.finetune import FinetuneSpec, default_targets
-from ..analysis.finetune_step import max_batch_that_fits, max_seq_len_that_fits
 from ..config import ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..errors import LabError
@@ -54,8 +53,7 @@ def finetune_part(cfg: ModelConfig, work: FinetuneWorkload) -> tuple[list[Table]
     except LabError as exc:
         refused = pd.DataFrame({"recipe": [_recipe(work.spec)], "refused": [str(exc)]})
         return [Table("finetune_prediction", "Fine-tuning on one GPU: refused", SECTION, refused)], []
-    longest = max_seq_len_that_fits(cfg, work.spec, gpu, work.batch, work.stored)
-    largest = max_batch_that_fits(cfg, work.spec, gpu, work.seq_len, work.stored)
+    longest, largest = answer["longest_seq_len_that_fits"], answer["largest_batch_that_fits"]
     lengths = curve_lengths(cfg, work.seq_len)
     curve = curve_frame(cfg, work.spec, lengths, work.batch, work.stored)
     title = f"Fine-tuning on one {gpu.name} ({_recipe(work.spec)}), T={work.seq_len:,}, B={work.batch:,}"

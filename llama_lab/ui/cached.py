@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import analysis, experiments, seed
-from ..analysis import cross_check, finetune_step
+from ..analysis import cross_check
 from ..analysis.finetune import FinetuneSpec
 from ..analysis.quant import WeightQuant
 from ..config import ModelConfig
@@ -268,17 +268,6 @@ def finetune_prediction(
 ) -> dict:
     """``predict_finetune``: the counts, the peak by part with its interval, tokens/s."""
     return predict_finetune(cfg, gpu, spec, seq_len, batch, stored)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def finetune_limits(
-    cfg: ModelConfig, gpu: GPU, spec: FinetuneSpec, seq_len: int, batch: int, stored: StoredQuant | None
-) -> tuple[int | None, int | None]:
-    """The longest context (at ``batch``) and the largest batch (at ``seq_len``) that fit ``gpu``."""
-    return (
-        finetune_step.max_seq_len_that_fits(cfg, spec, gpu, batch, stored),
-        finetune_step.max_batch_that_fits(cfg, spec, gpu, seq_len, stored),
-    )
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -254,16 +254,24 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
 def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int, stored=None) -> dict:
     """One GPU's fine-tuning step (``analysis.finetune``): trainable parameters as PEFT counts
     them, the peak bytes by part (``peak_bytes``: the count × ``finetune_memory_factor``, with the
-    ``finetune_memory`` kind's interval), whether that fits, and tokens per second
+    ``finetune_memory`` kind's interval), whether that fits, the longest context and the largest
+    batch that fit by the same rule, and tokens per second
     (``efficiency.finetune_seconds``, the ``finetune_throughput`` kind's interval)."""
-    from ..analysis.finetune_step import finetune_flops, finetune_memory
+    from ..analysis.finetune_step import (
+        finetune_flops,
+        finetune_memory,
+        fits,
+        max_batch_that_fits,
+        max_seq_len_that_fits,
+    )
 
     memory = finetune_memory(cfg, spec, seq_len, batch, stored)
     work = finetune_flops(cfg, spec, seq_len, batch)
     eff = Efficiency.load()
     step = finetune_seconds(cfg, gpu, spec, seq_len, batch, eff)
     tokens = batch * seq_len
-    peak = memory.peak_bytes * eff.finetune_memory_factor
+    factor = eff.finetune_memory_factor
+    peak = memory.peak_bytes * factor
     low, high = interval(peak, "finetune_memory")
     return {
         "gpu": gpu.name,
@@ -281,7 +289,10 @@ def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int,
         "by_part": memory.by_part,
         "phases": memory.phases,
         "chunked_loss": memory.chunked_loss,
-        "fits": peak <= gpu.usable_bytes,
+        "fits": fits(memory, gpu, eff.finetune_memory_factor),
+        # by the same rule: the count × finetune_memory_factor against the GPU's usable bytes
+        "longest_seq_len_that_fits": max_seq_len_that_fits(cfg, spec, gpu, batch, stored, factor),
+        "largest_batch_that_fits": max_batch_that_fits(cfg, spec, gpu, seq_len, stored, factor),
         "gpu_memory_bytes": gpu.usable_bytes,
         "tokens_per_s": _band(tokens / step.bound, tokens / step.estimate, "finetune_throughput"),
         "step_flops": {"matmuls": work.matmuls, "attention_scores": work.scores, **work.by_term},

@@ -34,7 +34,7 @@ from ...report import FinetuneWorkload
 from ...runtime.hardware import GPU, GPUS
 from ...units import human_bytes, human_count, human_params
 from ...validation.intervals import INTERVAL_LEVEL
-from ..cached import finetune_curve, finetune_limits, finetune_prediction, show_table
+from ..cached import finetune_curve, finetune_prediction, show_table
 from ..runs import keep_experiment, run_with_status, show_experiment
 from ..state import EXPERIMENT_KEYS, KEY_FINETUNE, KEY_STORED_QUANT, Selection, session
 from ..widgets import show_caption, show_error, show_info
@@ -162,7 +162,7 @@ def summary_section(cfg: ModelConfig, r: Recipe, answer: dict) -> None:
     peak, rate = answer["peak_bytes"], answer["tokens_per_s"]
     trainable, frozen = answer["trainable_params"], answer["frozen_params"]
     total = trainable if r.spec.method == "full" else frozen
-    longest, largest = finetune_limits(cfg, r.gpu, r.spec, r.seq_len, r.batch, r.stored)
+    longest, largest = answer["longest_seq_len_that_fits"], answer["largest_batch_that_fits"]
     top = st.columns(3)
     top[0].metric(
         "Trainable parameters",
@@ -211,11 +211,19 @@ def parts_section(r: Recipe, answer: dict, prefix: str) -> None:
     phases = answer["phases"]
     show_table(parts_frame(answer["by_part"]), width="stretch")
     show_caption(
-        f"The peak is the larger of two moments: the start of backward "
+        f"The parts as counted, at the largest of three moments: the start of backward "
         f"({human_bytes(phases['backward_start'])}: every activation, the logits and the first "
-        f"gradients alive) and the optimizer step ({human_bytes(phases['optimizer_step'])}: every "
-        "gradient alive, the activations freed)."
+        f"gradients alive), backward's high point ({human_bytes(phases['backward_peak'])}: in the "
+        f"last block's FFN, its temporaries alive) and the optimizer step "
+        f"({human_bytes(phases['optimizer_step'])}: every gradient alive, the activations freed). "
+        f"The peak above is that count × {_factor(answer):.2f}, the factor fitted on public "
+        "fine-tuning rows (the caching allocator's reserve)."
     )
+
+
+def _factor(answer: dict) -> float:
+    peak = answer["peak_bytes"]
+    return peak["estimate"] / max(1, peak["counted"])
 
 
 def curve_section(cfg: ModelConfig, r: Recipe, prefix: str) -> None:
@@ -247,11 +255,18 @@ def live_section(selection: Selection, r: Recipe | None, prefix: str) -> None:
     cols = st.columns([1, 1, 2])
     steps = cols[0].number_input("steps", 1, MAX_FINETUNE_STEPS, 20, key=prefix + "live_steps")
     device = cols[1].selectbox("device", ("cpu", "auto"), key=prefix + "live_device")
+    every = spec.method != "full" and cols[2].checkbox(
+        "adapters on every linear layer",
+        value=True,
+        key=prefix + "live_all_linear",
+        help="all-linear: on the small copy, rank 8 on q_proj, v_proj alone barely moves the loss "
+        "in 20 steps; off: the recipe's targets above",
+    )
     settings = FinetuneSettings(
         method=spec.method,
         rank=spec.rank,
         alpha=16.0 if spec.alpha is None else spec.alpha,
-        targets=spec.targets,
+        targets=ALL_LINEAR if every else spec.targets,
         steps=int(steps),
         device=device,
     )
@@ -262,7 +277,9 @@ def live_section(selection: Selection, r: Recipe | None, prefix: str) -> None:
         + ("" if preset == selection.preset else " (the uploaded model has no live copy)")
         + f": its recipe at d_model {F['d_model']}, {F['n_layers']} blocks, byte vocabulary, "
         f"pre-trained {F['pretrain_steps']} AdamW steps on the first half of the built-in text, then "
-        f"fine-tuned with this page's method, rank and targets for {int(steps)} steps on the second "
+        f"fine-tuned with this page's method and rank"
+        + (" on every linear layer" if every else " and targets")
+        + f" for {int(steps)} steps on the second "
         f"half (B = {settings.batch}, T = {settings.seq_len}, float32, chunked loss, AdamW)."
     )
     keyed = {"preset": preset, **{k: str(v) for k, v in vars(settings).items()}}
