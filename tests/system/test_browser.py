@@ -140,6 +140,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
         "Inside the model",
         "Many GPUs",
         "Validation",
+        "Fine tuning",
     ]
 
     layers = page.get_by_label("n_layers (blocks): exact value")
