@@ -8,9 +8,10 @@ P = "llama_lab.page11."
 ui.setup_page(
     "Validation",
     "LLaMA Lab's predictions held against public measurements — batch-1 and batched decode, "
-    "prefill and training throughput, training runs' peak memory and vLLM's KV-cache sizes, from "
-    "gpt-fast, llama.cpp, TensorRT-LLM, torchtitan, llm-foundry, Megatron-Bridge and vLLM: for "
-    "each, the bound (the roofline; for memory, LLaMA Lab's count; for the KV cache, what the "
+    "prefill and training throughput, training runs' peak memory, vLLM's KV-cache sizes and "
+    "fine-tuning's peak memory and tokens/s, from gpt-fast, llama.cpp, TensorRT-LLM, torchtitan, "
+    "llm-foundry, Megatron-Bridge, vLLM, PEFT, torchtune and Unsloth: for each, the bound (the "
+    "roofline; for memory, LLaMA Lab's count; for the KV cache, what the "
     "weights leave), a calibrated estimate and its error, with the errors of the half the "
     "calibration never saw.",
     needs_config=False,

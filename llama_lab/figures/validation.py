@@ -19,13 +19,22 @@ UNITS = {
 }
 
 
+PANELS_PER_ROW = 4  # kinds side by side; more go on the next row
+
+
 def scatter_figure(rows: list[dict]) -> go.Figure:
     """One panel per kind with predictions: each row's estimate against its measured value
     (the roofline bound as a faint mark above it), the y = x line, the halves marked."""
     predicted = [r for r in rows if r["estimate"] is not None]
     kinds = sorted({r["kind"] for r in predicted})
-    fig = make_subplots(rows=1, cols=max(1, len(kinds)), subplot_titles=kinds)
-    for col, kind in enumerate(kinds, start=1):
+    cols = min(PANELS_PER_ROW, max(1, len(kinds)))
+    n_rows = max(1, -(-len(kinds) // cols))
+    fig = make_subplots(
+        rows=n_rows, cols=cols, subplot_titles=kinds, vertical_spacing=0.16, horizontal_spacing=0.07
+    )
+    for i, kind in enumerate(kinds):
+        row, col = divmod(i, cols)
+        row, col = row + 1, col + 1
         mine = [r for r in predicted if r["kind"] == kind]
         values = [v for r in mine for v in (r["measured"], r["estimate"], r["bound"])]
         low, high = min(values) / 1.5, max(values) * 1.5
@@ -36,10 +45,10 @@ def scatter_figure(rows: list[dict]) -> go.Figure:
                 mode="lines",
                 line=dict(color="#bbbbbb", dash="dot"),
                 name="y = x",
-                showlegend=col == 1,
+                showlegend=i == 0,
                 hoverinfo="skip",
             ),
-            row=1,
+            row=row,
             col=col,
         )
         for half, (symbol, color) in HALF_STYLE.items():
@@ -51,17 +60,19 @@ def scatter_figure(rows: list[dict]) -> go.Figure:
                     mode="markers",
                     marker=dict(symbol=symbol, color=color, size=9),
                     name="held out" if half == "held_out" else "fit half",
-                    showlegend=col == 1,
+                    showlegend=i == 0,
                     text=[f"{r['id']}<br>error {r['rel_error']:+.1%}" for r in part],
                     hovertemplate="%{text}<br>measured %{x:,.4g}<br>estimate %{y:,.4g}<extra></extra>",
                 ),
-                row=1,
+                row=row,
                 col=col,
             )
-        fig.update_xaxes(type="log", title_text="measured", row=1, col=col)
-        fig.update_yaxes(type="log", title_text="estimate" if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(type="log", title_text="measured", row=row, col=col)
+        fig.update_yaxes(type="log", title_text="estimate" if col == 1 else None, row=row, col=col)
     return layout_figure(
-        fig, "Estimate against measurement, per kind (log-log; on the line = exact)", height=420
+        fig,
+        "Estimate against measurement, per kind (log-log; on the line = exact)",
+        height=80 + 340 * n_rows,
     )
 
 

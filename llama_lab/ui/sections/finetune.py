@@ -32,7 +32,7 @@ from ...experiments.finetune import (
 from ...figures.finetune import curve_lengths, memory_vs_context, parts_bar, parts_frame
 from ...report import FinetuneWorkload
 from ...runtime.hardware import GPU, GPUS
-from ...units import human_bytes, human_count, human_params
+from ...units import human_bytes, human_count, human_params, plural
 from ...validation.intervals import INTERVAL_LEVEL
 from ..cached import finetune_curve, finetune_prediction, show_table
 from ..runs import keep_experiment, run_with_status, show_experiment
@@ -153,7 +153,7 @@ def predicted(cfg: ModelConfig, r: Recipe) -> dict | None:
 
 
 def _or_none(value: int | None, unit: str) -> str:
-    return "none" if value is None else f"{value:,} {unit}"
+    return "none" if value is None else plural(value, unit)
 
 
 def summary_section(cfg: ModelConfig, r: Recipe, answer: dict) -> None:
@@ -194,8 +194,8 @@ def summary_section(cfg: ModelConfig, r: Recipe, answer: dict) -> None:
         delta_arrow="off",
         delta_color="off",
     )
-    row[1].metric(f"Longest context that fits (B = {r.batch:,})", _or_none(longest, "tokens"))
-    row[2].metric(f"Largest batch that fits (T = {r.seq_len:,})", _or_none(largest, "sequences"))
+    row[1].metric(f"Longest context that fits (B = {r.batch:,})", _or_none(longest, "token"))
+    row[2].metric(f"Largest batch that fits (T = {r.seq_len:,})", _or_none(largest, "sequence"))
     row[3].metric(
         "Tokens/s (estimate)",
         human_count(rate["estimate"]),
