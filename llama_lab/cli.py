@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .cli_args import build_parser
-from .cli_predict import cmd_predict, cmd_validate, layout_from_args
+from .cli_predict import cmd_predict, cmd_validate, layout_from_args, targets_from
 from .config import PRESETS, ModelConfig, apply_overrides, get_preset, load_config_file
 from .errors import LabError
 from .report.formats import check_output, write_atomically
@@ -316,12 +316,11 @@ def cmd_finetune(args, cfg: ModelConfig, notes: list[str]) -> None:
 
     if args.config is not None or args.overrides:
         raise LabError("finetune takes --preset only: it fine-tunes the preset's live copy")
-    targets = "all-linear" if args.targets == "all-linear" else tuple(t for t in args.targets.split(",") if t)
     settings = FinetuneSettings(
         method=args.method,
         rank=args.rank,
         alpha=args.alpha,
-        targets=targets,
+        targets=targets_from(args.targets),
         steps=args.steps,
         pretrain_steps=args.pretrain_steps,
         seq_len=args.seq_len,

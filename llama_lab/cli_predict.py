@@ -147,17 +147,23 @@ def add_finetune_args(p, positive_int) -> None:
     )
 
 
+def targets_from(text: str) -> tuple[str, ...] | str:
+    """``--targets``: "all-linear", or comma-separated module names."""
+    text = text.strip()
+    if text == "all-linear":
+        return text
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def finetune_spec_from_args(args: argparse.Namespace):
     """The ``FinetuneSpec`` a command line names."""
-    from .analysis.finetune import ALL_LINEAR, FinetuneSpec
+    from .analysis.finetune import FinetuneSpec
 
-    targets = args.targets.strip()
-    names = ALL_LINEAR if targets == ALL_LINEAR else tuple(t.strip() for t in targets.split(",") if t.strip())
     return FinetuneSpec(
         args.method,
         args.rank,
         args.alpha,
-        names,
+        targets_from(args.targets),
         args.optimizer,
         args.grad_checkpointing,
         args.dtype,

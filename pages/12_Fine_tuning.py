@@ -28,7 +28,7 @@ if recipe is not None and answer is not None:
     st.subheader("The peak, part by part")
     finetune.parts_section(recipe, answer, P)
     st.subheader("The peak against context")
-    finetune.curve_section(cfg, recipe, P)
+    finetune.curve_section(cfg, recipe, answer, P)
     with st.expander("What the count assumes"):
         finetune.notes_section(answer)
 st.subheader("Live: fine-tune the small copy here")

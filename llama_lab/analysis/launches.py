@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
@@ -87,11 +88,20 @@ def experts_reached(cfg: ModelConfig, tokens: int) -> float:
     return E * (1 - (1 - k / E) ** tokens)
 
 
-@lru_cache(maxsize=256)
-def forward_launches(cfg: ModelConfig, tokens: int = 1) -> int:
-    """Kernels one bf16 forward of ``tokens`` new tokens launches (a decode step: ``tokens`` =
-    the batch; a prefill: batch × prompt), the LM head on the last position only; the norms'
-    float32 casts included, as the model runs them."""
+@dataclass(frozen=True)
+class CountedForward:
+    """One meta-device forward of a model, counted once: its kernels with every expert running,
+    and per sparse block the number of blocks and the kernels one expert launches."""
+
+    total: int
+    sparse_blocks: int
+    per_expert: int
+
+
+@lru_cache(maxsize=64)
+def counted_forward(cfg: ModelConfig) -> CountedForward:
+    """The kernels one bf16 forward of one token launches on the meta device (every expert
+    running), and one expert's: what ``forward_launches`` adjusts for the tokens' experts."""
     from ..model.decoder import CausalLM  # the model is imported only when counted
     from ..model.mlp import MoE
 
@@ -101,14 +111,24 @@ def forward_launches(cfg: ModelConfig, tokens: int = 1) -> int:
     ids = torch.zeros((1, 1), dtype=torch.long, device="meta")
     with torch.no_grad(), LaunchCounter() as counter:
         model(ids, cache, last_only=True)
-    total = counter.total
     sparse = [block.ffn for block in model.model.blocks if isinstance(block.ffn, MoE)]
-    if sparse:
-        experts = sparse[0].experts
-        x = torch.empty((1, cfg.d_model), device="meta", dtype=torch.bfloat16)
-        with torch.no_grad(), LaunchCounter() as one:
-            experts.expert(experts.per_expert()[0], x)
-        unused = cfg.n_experts - experts_reached(cfg, tokens)
-        total -= round(len(sparse) * unused * one.total)
-        total += math.ceil(len(sparse) * experts_reached(cfg, tokens) * EXPERT_LOOP_OPS)
-    return total
+    if not sparse:
+        return CountedForward(counter.total, 0, 0)
+    experts = sparse[0].experts
+    x = torch.empty((1, cfg.d_model), device="meta", dtype=torch.bfloat16)
+    with torch.no_grad(), LaunchCounter() as one:
+        experts.expert(experts.per_expert()[0], x)
+    return CountedForward(counter.total, len(sparse), one.total)
+
+
+def forward_launches(cfg: ModelConfig, tokens: int = 1) -> int:
+    """Kernels one bf16 forward of ``tokens`` new tokens launches (a decode step: ``tokens`` =
+    the batch; a prefill: batch × prompt), the LM head on the last position only; the norms'
+    float32 casts included, as the model runs them. The model is counted once
+    (``counted_forward``); only a sparse block's experts depend on the tokens."""
+    c = counted_forward(cfg)
+    if not c.sparse_blocks:
+        return c.total
+    reached = experts_reached(cfg, tokens)
+    unused = round(c.sparse_blocks * (cfg.n_experts - reached) * c.per_expert)
+    return c.total - unused + math.ceil(c.sparse_blocks * reached * EXPERT_LOOP_OPS)

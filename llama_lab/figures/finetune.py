@@ -46,12 +46,15 @@ def curve_frame(
     lengths: Sequence[int],
     batch: int,
     stored: StoredQuant | None = None,
+    factor: float = 1.0,
 ) -> pd.DataFrame:
-    """``finetune_memory`` at each length: its peak and its parts."""
+    """``finetune_memory`` at each length: its parts as counted and its peak, the count ×
+    ``factor`` (``predict_finetune``'s ``peak_bytes.factor``: the estimate its ``fits`` and the
+    longest context that fits are judged by, so the curve crosses the GPU's line where they say)."""
     rows = []
     for length in lengths:
         memory = finetune_memory(cfg, spec, length, batch, stored)
-        rows.append({"seq_len": length, "peak_bytes": memory.peak_bytes, **memory.by_part})
+        rows.append({"seq_len": length, "peak_bytes": memory.peak_bytes * factor, **memory.by_part})
     return pd.DataFrame(rows)
 
 
@@ -69,7 +72,7 @@ def memory_vs_context(frame: pd.DataFrame, gpu: GPU, seq_len: int | None = None)
             hovertemplate="T=%{x:,}: %{y:.2f} GiB<extra></extra>",
         )
     )
-    states = [c for c in ("frozen_weights", "trainable_weights", "master_weights", "optimizer_states")]
+    states = ["frozen_weights", "trainable_weights", "master_weights", "optimizer_states"]
     fig.add_trace(
         go.Scatter(
             x=frame.seq_len,
@@ -126,10 +129,11 @@ def parts_bar(by_part: Mapping[str, int], gpu: GPU) -> go.Figure:
     return layout_figure(fig, "The peak of a step, by part", height=260)
 
 
-def prediction_frame(prediction: Mapping[str, Any], longest: int | None, largest: int | None) -> pd.DataFrame:
+def prediction_frame(prediction: Mapping[str, Any]) -> pd.DataFrame:
     """``predict_finetune``'s answer in rows: the counts, the peak with its interval, whether it
     fits, the longest context and largest batch that fit, tokens/s with its interval."""
     peak, rate = prediction["peak_bytes"], prediction["tokens_per_s"]
+    longest, largest = prediction["longest_seq_len_that_fits"], prediction["largest_batch_that_fits"]
     rows = [
         ("method", prediction["method"]),
         ("GPU", prediction["gpu"]),

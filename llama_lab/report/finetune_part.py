@@ -53,16 +53,16 @@ def finetune_part(cfg: ModelConfig, work: FinetuneWorkload) -> tuple[list[Table]
     except LabError as exc:
         refused = pd.DataFrame({"recipe": [_recipe(work.spec)], "refused": [str(exc)]})
         return [Table("finetune_prediction", "Fine-tuning on one GPU: refused", SECTION, refused)], []
-    longest, largest = answer["longest_seq_len_that_fits"], answer["largest_batch_that_fits"]
     lengths = curve_lengths(cfg, work.seq_len)
-    curve = curve_frame(cfg, work.spec, lengths, work.batch, work.stored)
+    factor = answer["peak_bytes"]["factor"]
+    curve = curve_frame(cfg, work.spec, lengths, work.batch, work.stored, factor)
     title = f"Fine-tuning on one {gpu.name} ({_recipe(work.spec)}), T={work.seq_len:,}, B={work.batch:,}"
     tables = [
         Table(
             "finetune_prediction",
             title,
             SECTION,
-            prediction_frame(answer, longest, largest),
+            prediction_frame(answer),
             "; ".join(answer["notes"]) + ". " + answer["interval_from"] + ".",
         ),
         Table("finetune_by_part", "The peak of a step, by part", SECTION, parts_frame(answer["by_part"])),

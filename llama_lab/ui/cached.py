@@ -272,7 +272,12 @@ def finetune_prediction(
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def finetune_curve(
-    cfg: ModelConfig, spec: FinetuneSpec, lengths: tuple[int, ...], batch: int, stored: StoredQuant | None
+    cfg: ModelConfig,
+    spec: FinetuneSpec,
+    lengths: tuple[int, ...],
+    batch: int,
+    stored: StoredQuant | None,
+    factor: float,
 ) -> pd.DataFrame:
-    """``finetune_memory`` at each of the curve's lengths."""
-    return figures_finetune.curve_frame(cfg, spec, lengths, batch, stored)
+    """``finetune_memory`` at each of the curve's lengths, its peak × ``factor``."""
+    return figures_finetune.curve_frame(cfg, spec, lengths, batch, stored, factor)

@@ -34,6 +34,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from ..analysis import count_flops, roofline
+from ..analysis.finetune import FinetuneSpec
+from ..analysis.finetune_step import FinetuneFlops, finetune_flops, finetune_memory
 from ..analysis.launches import forward_launches
 from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost
 from ..analysis.parallel import Layout, parallel_memory, tp_forward_bytes
@@ -363,23 +365,19 @@ def layout_step_estimate(
 
 
 @lru_cache(maxsize=COUNTS_CACHED)
-def _finetune_flops(cfg: ModelConfig, spec, seq_len: int, batch: int):
-    from ..analysis.finetune_step import finetune_flops
-
+def _finetune_flops(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int) -> FinetuneFlops:
     return finetune_flops(cfg, spec, seq_len, batch)
 
 
 @lru_cache(maxsize=COUNTS_CACHED)
-def finetune_peak_bytes(cfg: ModelConfig, spec, seq_len: int, batch: int) -> int:
+def finetune_peak_bytes(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batch: int) -> int:
     """The bytes ``analysis.finetune_step.finetune_memory`` counts at a step's peak (made once per
     recipe: the fit asks for the same rows under thousands of parameter values)."""
-    from ..analysis.finetune_step import finetune_memory
-
     return finetune_memory(cfg, spec, seq_len, batch).peak_bytes
 
 
 def finetune_seconds(
-    cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int, eff: Efficiency
+    cfg: ModelConfig, gpu: GPU, spec: FinetuneSpec, seq_len: int, batch: int, eff: Efficiency
 ) -> Prediction:
     """Seconds of one GPU's fine-tuning step (``analysis.finetune_step.finetune_flops``): its matmuls
     at ``finetune_matmul`` of the compute dtype's dense peak (a mixture of experts' at

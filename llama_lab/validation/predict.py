@@ -9,8 +9,17 @@ import re
 from functools import cache
 
 from ..analysis import MFU_CONVENTION, kv_cache_bytes, model_flops
+from ..analysis.finetune import FinetuneSpec
+from ..analysis.finetune_step import (
+    finetune_flops,
+    finetune_memory,
+    fits,
+    max_batch_that_fits,
+    max_seq_len_that_fits,
+)
 from ..analysis.parallel import Layout, bubble_fraction, check_layout, parallel_memory
 from ..config import ModelConfig
+from ..config.hf.quant import StoredQuant
 from ..errors import LabError
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
 from .efficiency import (
@@ -251,20 +260,19 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     }
 
 
-def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int, stored=None) -> dict:
+def predict_finetune(
+    cfg: ModelConfig,
+    gpu: GPU,
+    spec: FinetuneSpec,
+    seq_len: int,
+    batch: int,
+    stored: StoredQuant | None = None,
+) -> dict:
     """One GPU's fine-tuning step (``analysis.finetune``): trainable parameters as PEFT counts
     them, the peak bytes by part (``peak_bytes``: the count × ``finetune_memory_factor``, with the
     ``finetune_memory`` kind's interval), whether that fits, the longest context and the largest
     batch that fit by the same rule, and tokens per second
     (``efficiency.finetune_seconds``, the ``finetune_throughput`` kind's interval)."""
-    from ..analysis.finetune_step import (
-        finetune_flops,
-        finetune_memory,
-        fits,
-        max_batch_that_fits,
-        max_seq_len_that_fits,
-    )
-
     memory = finetune_memory(cfg, spec, seq_len, batch, stored)
     work = finetune_flops(cfg, spec, seq_len, batch)
     eff = Efficiency.load()
@@ -282,6 +290,7 @@ def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int,
         "frozen_params": memory.frozen_params,
         "peak_bytes": {
             "counted": memory.peak_bytes,
+            "factor": factor,
             "estimate": round(peak),
             "low": round(low),
             "high": round(high),
@@ -289,7 +298,7 @@ def predict_finetune(cfg: ModelConfig, gpu: GPU, spec, seq_len: int, batch: int,
         "by_part": memory.by_part,
         "phases": memory.phases,
         "chunked_loss": memory.chunked_loss,
-        "fits": fits(memory, gpu, eff.finetune_memory_factor),
+        "fits": fits(memory, gpu, factor),
         # by the same rule: the count × finetune_memory_factor against the GPU's usable bytes
         "longest_seq_len_that_fits": max_seq_len_that_fits(cfg, spec, gpu, batch, stored, factor),
         "largest_batch_that_fits": max_batch_that_fits(cfg, spec, gpu, seq_len, stored, factor),

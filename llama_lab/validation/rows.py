@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..analysis.finetune import ALL_LINEAR, FinetuneSpec
 from ..config import PRESETS, ModelConfig
 from ..runtime.hardware import GPU, GPUS
 
@@ -129,7 +130,7 @@ class Row:
         """How the row's forward ran: "eager" (no torch.compile, no CUDA graphs: every kernel
         launched from the host) or "compiled" (CUDA graphs or torch.compile, the default:
         serving engines and compiled benchmarks)."""
-        return "eager" if self.workload.get("runtime") == "eager" else "compiled"
+        return stratum_of(self.data)[1]
 
     @property
     def engine_profile(self) -> tuple[int, int] | None:
@@ -140,10 +141,8 @@ class Row:
         return None
 
     @property
-    def finetune(self):
+    def finetune(self) -> FinetuneSpec:
         """A fine-tuning row's recipe as ``analysis.finetune.FinetuneSpec``."""
-        from ..analysis.finetune import ALL_LINEAR, FinetuneSpec
-
         w = self.workload
         targets = w.get("targets") or ("q_proj", "v_proj")
         return FinetuneSpec(

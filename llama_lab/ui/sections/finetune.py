@@ -216,25 +216,22 @@ def parts_section(r: Recipe, answer: dict, prefix: str) -> None:
         f"gradients alive), backward's high point ({human_bytes(phases['backward_peak'])}: in the "
         f"last block's FFN, its temporaries alive) and the optimizer step "
         f"({human_bytes(phases['optimizer_step'])}: every gradient alive, the activations freed). "
-        f"The peak above is that count × {_factor(answer):.2f}, the factor fitted on public "
+        f"The peak above is that count × {answer['peak_bytes']['factor']:.2f}, the factor fitted on public "
         "fine-tuning rows (the caching allocator's reserve)."
     )
 
 
-def _factor(answer: dict) -> float:
-    peak = answer["peak_bytes"]
-    return peak["estimate"] / max(1, peak["counted"])
-
-
-def curve_section(cfg: ModelConfig, r: Recipe, prefix: str) -> None:
-    """The peak at a bounded set of context lengths up to the model's max, the GPU's line."""
+def curve_section(cfg: ModelConfig, r: Recipe, answer: dict, prefix: str) -> None:
+    """The peak at a bounded set of context lengths up to the model's max (the estimate that
+    ``answer``'s fits is judged by), the GPU's line."""
     lengths = curve_lengths(cfg, r.seq_len)
-    frame = finetune_curve(cfg, r.spec, lengths, r.batch, r.stored)
+    factor = answer["peak_bytes"]["factor"]
+    frame = finetune_curve(cfg, r.spec, lengths, r.batch, r.stored, factor)
     shown = r.seq_len if r.seq_len <= cfg.max_seq_len else None
     st.plotly_chart(memory_vs_context(frame, r.gpu, shown), key=prefix + "curve")
     show_caption(
-        f"finetune_memory at {len(lengths)} context lengths from {lengths[0]:,} to the model's "
-        f"{cfg.max_seq_len:,}, batch {r.batch:,}; the dashed line is what a process can fill on "
+        f"finetune_memory × {factor:.2f} at {len(lengths)} context lengths from {lengths[0]:,} to the "
+        f"model's {cfg.max_seq_len:,}, batch {r.batch:,}; the dashed line is what a process can fill on "
         f"one {r.gpu.name} (its memory less the CUDA context)."
     )
 

@@ -31,6 +31,9 @@ def test_the_curve_is_finetune_memory_at_its_lengths_and_the_line_the_gpus_usabl
         assert gib * GIB == pytest.approx(finetune_memory(cfg, spec, int(T), 2).peak_bytes, rel=1e-12)
     (line,) = [s for s in figure.layout.shapes if s.y0 == s.y1]
     assert line.y0 * GIB == pytest.approx(gpu.usable_bytes, rel=1e-12)
+    # predict_finetune's factor: the curve plots the estimate its fits is judged by
+    scaled = curve_frame(cfg, spec, lengths, 2, factor=1.25)
+    assert list(scaled.peak_bytes) == pytest.approx([1.25 * p for p in peak.y * GIB], rel=1e-12)
 
 
 def test_the_parts_table_sums_to_the_peak_and_leaves_out_the_empty_parts():
