@@ -40,7 +40,7 @@ from .shapes import Shapes
 def kv_heads_per_gpu(cfg: ModelConfig, tp: int = 1) -> int:
     """KV heads one of ``tp`` tensor-parallel ranks holds: G/tp, or one (each KV head
     replicated on tp/G ranks) when tp exceeds G."""
-    G = Shapes.of(cfg).G
+    G = cfg.n_kv_heads
     return G // tp if G >= tp else 1
 
 

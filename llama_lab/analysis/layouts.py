@@ -14,7 +14,7 @@ from ..runtime.hardware import GPU
 from .common import check_count, checked_gpu, first_true
 from .flops import count_flops
 from .kv import kv_cache_bytes, kv_cache_bytes_per_token
-from .parallel import Layout, check_layout, parallel_memory, stage_layers, stage_tensors
+from .parallel import Layout, check_layout, layers_of, parallel_memory, stage_layers, stage_tensors
 from .params import count_params
 from .quant import WeightQuant, as_weight_quant, buffer_tensors, weights_bytes
 
@@ -58,7 +58,7 @@ def gpu_weight_bytes(
     held: dict[str, int] = {}
     for group in stage_tensors(cfg, layout, stage):
         held[group.name] = held.get(group.name, 0) + sum(quant.tensor_bytes(group).values())
-    sparse = sum(cfg.moe_layer_flags[i] for i in stage_layers(cfg, layout)[stage])
+    sparse = sum(cfg.moe_layer_flags[i] for i in layers_of(cfg, layout, stage))
     for group in buffer_tensors(cfg) if sparse else ():  # float32, one per sparse block
         held[group.name] = 4 * group.rows * group.cols * sparse
     return held

@@ -187,7 +187,8 @@ def stage_layers(cfg: ModelConfig, layout: Layout) -> list[list[int]]:
     return [list(stage) for stage in _stage_layers(cfg.n_layers, layout.pp, layout.chunks, layout.schedule)]
 
 
-def _layers_of(cfg: ModelConfig, layout: Layout, stage: int) -> tuple[int, ...]:
+def layers_of(cfg: ModelConfig, layout: Layout, stage: int) -> tuple[int, ...]:
+    """The blocks of one stage (``stage_layers``' entry, without building the others)."""
     return _stage_layers(cfg.n_layers, layout.pp, layout.chunks, layout.schedule)[stage]
 
 
@@ -236,14 +237,21 @@ def local_tensor(cfg: ModelConfig, group: TensorGroup, tp: int) -> TensorGroup:
     return replace(group, rows=rows, cols=cols)
 
 
+@functools.lru_cache(maxsize=32)
+def end_tensors(cfg: ModelConfig) -> dict[str, TensorGroup]:
+    """The model's tensors by name, once per config: a layout search asks for every stage of
+    every split (thousands at 4,096 blocks), and only the first and last stages' ends differ."""
+    return {g.name: g for g in weight_tensors(cfg)}
+
+
 def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGroup]:
     """The tensors one GPU of ``stage`` holds (its tensor-parallel piece of each)."""
-    layers = _layers_of(cfg, layout, stage)
+    layers = layers_of(cfg, layout, stage)
     kinds = [(cfg.moe_layer_flags[i], cfg.linear_layer_flags[i]) for i in layers]
     groups = []
     for sparse, linear in sorted(set(kinds)):  # Gated DeltaNet blocks: replicated (not split)
         groups += block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
-    ends = {g.name: g for g in weight_tensors(cfg)}
+    ends = end_tensors(cfg)
     if stage == 0:
         groups += [ends[name] for name in ("embed_tokens", "embed_positions") if name in ends]
     if stage == layout.pp - 1:
@@ -326,7 +334,7 @@ def stage_activations(
     B, T, t = layout.micro_batch, seq_len // layout.cp, layout.tp
     sp = layout.sequence_parallel and layout.tp > 1
     N = B * T
-    layers = _layers_of(cfg, layout, stage)
+    layers = layers_of(cfg, layout, stage)
     # blocks come in few kinds: (window, sparse, Gated DeltaNet)
     kinds: dict[tuple[int | None, bool, bool], list[int]] = {}
     for i in layers:
@@ -397,7 +405,7 @@ def stage_comm(
     params_, experts = params  # the stage's local parameters, and the experts' among them
     N, C = layout.micro_batch * seq_len // layout.cp, cfg.d_model
     M = nbytes(N * C, b)
-    n_blocks = len(_layers_of(cfg, layout, stage))
+    n_blocks = len(layers_of(cfg, layout, stage))
     per_block = (6 if layout.recompute == "full" else 4) * _ring(t, M, True)
     tp_bytes = n_blocks * per_block
     if stage == 0:
@@ -424,11 +432,11 @@ def stage_comm(
     dp_bytes = reduce_bytes(d, dense) + reduce_bytes(d // layout.ep, nbytes(experts, b))
     # cp: per micro-batch, each rank's K and V chunk to the next rank cp − 1 times forward, and
     # K, V with their gradients backward (twice that); full recomputation repeats the forward
-    kv = kv_cache_bytes_per_token(cfg, dtype, t, _layers_of(cfg, layout, stage)) * N
+    kv = kv_cache_bytes_per_token(cfg, dtype, t, layers_of(cfg, layout, stage)) * N
     cp_bytes = (4 if layout.recompute == "full" else 3) * (layout.cp - 1) * kv
     # ep: per MoE block and micro-batch, dispatch and combine all-to-alls forward and backward
     # (a third pair under full recomputation), each (ep − 1)/ep of the rank's N·k·C routed values
-    sparse = sum(cfg.moe_layer_flags[i] for i in _layers_of(cfg, layout, stage))
+    sparse = sum(cfg.moe_layer_flags[i] for i in layers_of(cfg, layout, stage))
     routed = nbytes(N * cfg.experts_per_token * C, b) * (layout.ep - 1) / layout.ep
     ep_bytes = sparse * (6 if layout.recompute == "full" else 4) * routed
     comm = {"tp": round(m * tp_bytes), "pp": round(m * pp_bytes), "dp": round(dp_bytes)}
@@ -490,7 +498,7 @@ def parallel_memory(
     stages = []
     counts = _stage_params(cfg, replace(layout, zero=0, recompute="none", micro_batches=0))
     for stage in range(layout.pp):
-        layers = _layers_of(cfg, layout, stage)
+        layers = layers_of(cfg, layout, stage)
         params, experts = counts[stage]
         states = state_bytes(params, dtype, layout, experts)
         acts = stage_activations(cfg, layout, stage, seq_len, dtype)
