@@ -1,0 +1,118 @@
+"""A sparse pattern's score FLOPs: ``flops.attention_scores_causal`` is the mask's pairs exactly
+(the materialised mask summed, times the FLOPs of a pair), counted without the T×T mask (fast
+at 128k context); the full convention is the T×T the masked kernel computes (FlopCounterMode)."""
+
+import time
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from llama_lab import analysis
+from llama_lab.analysis.pairs import causal_pairs, row_keys
+from llama_lab.config import PRESETS, ModelConfig
+from llama_lab.config.sparse import SparsePattern
+from llama_lab.model import attention_mask, build_model
+
+
+def tiny(**pattern):
+    shape = dict(vocab_size=64, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2, ffn_hidden=48)
+    return ModelConfig(**{**shape, "max_seq_len": 96, "local_layers": "0,2", **pattern})
+
+
+# (T, W, G, d, r, b)
+CASES = [
+    (1, 4, 0, 1, 0, 64),
+    (40, 4, 3, 1, 0, 64),
+    (40, 4, 0, 3, 0, 64),
+    (41, 5, 2, 2, 0, 64),
+    (64, 3, 7, 4, 0, 64),
+    (33, 4, 0, 1, 2, 4),
+    (70, 3, 2, 2, 1, 5),
+    (90, 6, 10, 3, 3, 8),
+    (12, 16, 20, 1, 0, 64),  # the window and the global tokens beyond T
+]
+
+
+@pytest.mark.parametrize("T, W, G, d, r, b", CASES)
+def test_causal_score_flops_are_the_masks_pairs(T, W, G, d, r, b):
+    cfg = tiny(sliding_window=W, global_tokens=G, dilation=d, random_blocks=r, **({"sparse_block_size": b} if r else {}))
+    B = 2
+    pairs = int(attention_mask(T, T, W, "cpu", sparse=cfg.sparse_pattern).sum()) if cfg.sparse_pattern else T
+    if cfg.sparse_pattern is None:  # plain window: Σ min(i + 1, W)
+        pairs = sum(min(i + 1, W) for i in range(T))
+    per_pair = 2 * 4 * (8 + 8)  # 2 FLOPs × H × (D for QKᵀ + Dv for AV)
+    dense = T * (T + 1) // 2  # the block without a window
+    f = analysis.count_flops(cfg, T, B)
+    assert f.attention_scores_causal == B * per_pair * (2 * pairs + dense)
+
+
+@pytest.mark.parametrize("T, W, G, d, r, b", CASES[1:])
+def test_every_row_and_decode_step_meets_its_row_of_the_mask(T, W, G, d, r, b):
+    p = SparsePattern(W, d, G, r, b)
+    mask = attention_mask(T, T, W, "cpu", sparse=p)
+    assert row_keys(p, range(T)).tolist() == mask.sum(1).tolist()
+    cfg = tiny(sliding_window=W, global_tokens=G, dilation=d, random_blocks=r, sparse_block_size=b if r else 64)
+    per_pair = 2 * 4 * 16
+    step = analysis.decode_flops(cfg, T)  # the token at position T − 1
+    assert step.attention_scores_causal == per_pair * (2 * int(mask[-1].sum()) + T)
+
+
+def test_the_closed_form_is_fast_at_405b_and_128k():
+    cfg = PRESETS["llama-3.1-405b"].replace(sliding_window=4096, global_tokens=4, local_layers="every:2")
+    start = time.perf_counter()
+    f = analysis.count_flops(cfg, 131072)
+    assert time.perf_counter() - start < 1.0
+    # per windowed block: the first 4 rows see everything before them, rows 4 … 4098 their
+    # window and the globals less the overlap, then W + G keys each
+    p = cfg.sparse_pattern
+    head = sum(min(4096, i + 1) + min(4, i + 1) - max(0, min(4, i + 1) - max(0, i - 4095)) for i in range(4099))
+    assert causal_pairs(p, 131072) == head + (131072 - 4099) * 4100
+    per_pair = 2 * 128 * (128 + 128)
+    dense = 131072 * 131073 // 2
+    assert f.attention_scores_causal == per_pair * (63 * causal_pairs(p, 131072) + 63 * dense)
+    # a pattern grows linearly in T, the dense causal count quadratically
+    assert causal_pairs(p, 2 * 131072) - causal_pairs(p, 131072) == 131072 * 4100
+
+
+def test_random_blocks_at_128k_are_an_o_t_sum():
+    p = SparsePattern(256, 1, 2, 3, 64, 0)
+    start = time.perf_counter()
+    n = causal_pairs(p, 131072)
+    assert time.perf_counter() - start < 2.0
+    assert 131072 * 258 < n <= 131072 * (256 + 2 + 3 * 64)
+
+
+@pytest.mark.parametrize("pattern", [dict(global_tokens=3), dict(dilation=2, random_blocks=1, sparse_block_size=4)])
+def test_the_full_convention_is_what_the_masked_kernel_computes(pattern):
+    """FlopCounterMode on the eager forward (and on one cached decode step) counts every
+    matmul the module runs: the masked kernel scores all T×T pairs (the held keys and the new
+    one when decoding), as ``flops.forward`` counts them. Soft-capped scores take the model's
+    plain-matmul path (FlopCounterMode has no rule for the CPU's fused SDPA kernel)."""
+    torch.manual_seed(0)
+    cfg = tiny(sliding_window=4, attn_softcap=30.0, **pattern)
+    m = build_model(cfg).eval()
+    T = 20
+    ids = torch.randint(0, 64, (1, T))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        m(ids)
+    assert counter.get_total_flops() == analysis.count_flops(cfg, T).forward
+    cache = m.new_cache(1)
+    with torch.no_grad():
+        m(ids[:, :-1], cache)
+        with FlopCounterMode(display=False) as step:
+            m(ids[:, -1:], cache)
+    assert step.get_total_flops() == analysis.decode_flops(cfg, T).forward
+
+
+def test_the_cost_against_t_is_linear_for_a_pattern():
+    cfg = tiny(sliding_window=4, global_tokens=2, local_layers="all")
+    frame = analysis.score_flops_against_t(cfg, [16, 32, 64])
+    assert list(frame.columns) == ["T", "dense causal", "pattern"]
+    dense, pattern = frame["dense causal"].tolist(), frame["pattern"].tolist()
+    assert pattern == [analysis.count_flops(cfg, T).attention_scores_causal for T in (16, 32, 64)]
+    plain = tiny(local_layers="all")
+    assert dense == [analysis.count_flops(plain, T).attention_scores_causal for T in (16, 32, 64)]
+    per_pair = 3 * 2 * 4 * 16  # every block
+    assert pattern[2] - pattern[1] == 32 * (4 + 2) * per_pair  # W + G keys per added query
+    assert dense[2] - dense[1] == (64 * 65 - 32 * 33) // 2 * per_pair
