@@ -199,8 +199,9 @@ class ModelFields:
     # - global_tokens = G: the first G positions are seen by every later query and see every
     #   earlier key (Longformer's global attention, causal): j < G or i < G;
     # - random_blocks = r (BigBird): j lies in one of r blocks of sparse_block_size positions drawn
-    #   for i's block among the blocks strictly before it (all when r or fewer), seeded by
-    #   sparse_seed and the block's index (reproducible).
+    #   for i's block among the earlier blocks wholly past the global tokens and wholly before the
+    #   window of the block's first query (all when r or fewer), seeded by sparse_seed and the
+    #   block's index (reproducible).
     global_tokens: int = 0
     random_blocks: int = 0
     sparse_block_size: int = 64  # BigBird's block (64 in its released configs)

@@ -9,8 +9,11 @@ Query i sees key j ≤ i (causal) when any of these holds (``fields.ModelFields`
   i − (W − 1)·d; d = 1 is transformers' sliding window (i − W < j ≤ i);
 - global (Longformer's global attention, causal): j < G or i < G — the first G positions are
   seen by every later query and see every earlier key;
-- random (BigBird): j lies in one of the r blocks of b positions drawn for i's block
-  ⌊i / b⌋ among the blocks strictly before it (all of them when there are r or fewer).
+- random (BigBird): j lies in one of the r blocks of b positions drawn for i's block ⌊i / b⌋
+  among the blocks beyond the others' reach (all of them when there are r or fewer): wholly past
+  the global tokens and wholly before the window of the block's first query, as BigBird draws its
+  random blocks outside the window and global ones. Each drawn block so adds b keys to every
+  query of the block, which keeps the count of pairs a closed form (``analysis.pairs``).
 """
 
 from __future__ import annotations
@@ -40,10 +43,20 @@ class SparsePattern:
         block (everything is kept)."""
         return None if self.random_blocks else self.global_tokens + self.span
 
+    def eligible_blocks(self, query_block: int) -> range:
+        """The key blocks query block ``query_block`` may draw: those wholly at or past the global
+        tokens (from block ⌈G/b⌉) and wholly before the window of its first query (ending at or
+        before position query_block·b − (W − 1)·d)."""
+        b = self.block_size
+        first = -(-self.global_tokens // b)
+        end = (query_block * b - (self.window - 1) * self.dilation) // b
+        return range(first, max(first, end))
+
     def random_key_blocks(self, query_block: int) -> list[int]:
-        """The earlier key blocks query block ``query_block`` sees at random: r distinct blocks
-        drawn uniformly from 0 … query_block − 1 (all of them when there are r or fewer), from a
+        """The key blocks query block ``query_block`` sees at random: r distinct blocks drawn
+        uniformly from its ``eligible_blocks`` (all of them when there are r or fewer), from a
         generator seeded by (seed, query_block), so any block's draw is reproducible alone."""
-        if query_block <= self.random_blocks:
-            return list(range(query_block))
-        return sorted(random.Random(f"{self.seed}/{query_block}").sample(range(query_block), self.random_blocks))
+        eligible = self.eligible_blocks(query_block)
+        if len(eligible) <= self.random_blocks:
+            return list(eligible)
+        return sorted(random.Random(f"{self.seed}/{query_block}").sample(eligible, self.random_blocks))

@@ -63,10 +63,13 @@ def test_the_mask_is_the_definition(pattern):
 
 
 def test_random_blocks_are_seeded_and_reproducible():
-    p = SparsePattern(4, random_blocks=2, block_size=4, seed=7)
-    assert p.random_key_blocks(9) == p.random_key_blocks(9) == SparsePattern(4, 1, 0, 2, 4, 7).random_key_blocks(9)
-    assert len(set(p.random_key_blocks(9))) == 2 and max(p.random_key_blocks(9)) < 9
-    assert p.random_key_blocks(2) == [0, 1]  # r or fewer earlier blocks: all of them
+    p = SparsePattern(4, random_blocks=2, block_size=4, seed=7, global_tokens=5)
+    assert p.random_key_blocks(9) == p.random_key_blocks(9) == SparsePattern(4, 1, 5, 2, 4, 7).random_key_blocks(9)
+    # eligible: wholly past G = 5 (from block 2) and wholly before the window of position 36,
+    # which reaches back to 33 (blocks up to 7)
+    assert p.eligible_blocks(9) == range(2, 8)
+    assert len(set(p.random_key_blocks(9))) == 2 and set(p.random_key_blocks(9)) <= set(range(2, 8))
+    assert p.random_key_blocks(3) == [] and p.random_key_blocks(4) == [2]  # r or fewer: all of them
     seeds = {tuple(SparsePattern(4, 1, 0, 2, 4, s).random_key_blocks(30)) for s in range(6)}
     assert len(seeds) > 1  # the seed changes the draw
 
