@@ -135,8 +135,9 @@ def kv_cache_bytes(
     ``tp`` tensor-parallel GPUs, for ``layers`` (a pipeline stage's blocks; default all): every
     attention layer ``layer_token_bytes`` per token held, a sliding-window layer holding at most
     its window (under a sparse pattern: the first G tokens and the dilated window's span, or every
-    token with random blocks: ``ModelConfig.local_cache_tokens``); every Gated DeltaNet layer its fixed state per sequence (``linear_state_bytes``:
-    its blocks are not split by tensor parallelism, so each rank holds the whole state)."""
+    token with random blocks: ``ModelConfig.local_cache_tokens``); every Gated DeltaNet layer its
+    fixed state per sequence (``linear_state_bytes``: its blocks are not split by tensor
+    parallelism, so each rank holds the whole state)."""
     attending, local, linear = _layer_kinds(cfg, layers)
     held = local * min(tokens, cfg.local_cache_tokens or tokens) + (attending - local) * tokens
     state = linear * sum(linear_state_bytes(cfg, dtype).values()) if linear else 0

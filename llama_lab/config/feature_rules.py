@@ -3,9 +3,10 @@ ModelConfig's derived fields are resolved: MLA and DeepSeekMoE's routing (``chec
 ``check_routing``), gpt-oss's expert block and sinks (``check_gpt_oss``), Gemma's fields and the
 RoPE / QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM (``check_gemma``), Gated DeltaNet
 (``check_linear``), Llama 4's chunks and experts (``check_llama4``), the attention temperature
-(``check_temperature``), the sparse attention patterns (``check_sparse``). A feature's rule sits with the fields, not with a family: several
-families write the same fields (MLA: DeepSeek-V2, V3 and Mistral 4), and a config built by hand
-may combine them. Each raises ConfigError naming the field, its value and the rule."""
+(``check_temperature``), the sparse attention patterns (``check_sparse``). A feature's rule
+sits with the fields, not with a family: several families write the same fields (MLA:
+DeepSeek-V2, V3 and Mistral 4), and a config built by hand may combine them. Each raises
+ConfigError naming the field, its value and the rule."""
 
 from __future__ import annotations
 

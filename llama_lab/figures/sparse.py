@@ -14,14 +14,22 @@ import plotly.graph_objects as go
 from ..config import ModelConfig
 from ..config.sparse import SparsePattern
 from ..model import attention_mask
-from .common import layout_figure
+from .common import layout_figure, sweep_lengths
+
+PATTERN_T = 64  # the drawn mask's tokens: small enough to see every pair
+
+
+def score_cost_lengths(cfg: ModelConfig, seq_len: int) -> tuple[int, ...]:
+    """The score-cost figure's lengths: 32 from 16 to the model's context (at least 1,024)."""
+    return sweep_lengths(max(cfg.max_seq_len, seq_len, 1024), 16, 32)
+
 
 # Why a query sees a key, in the order a pair is attributed (the first reason that holds)
 MASK_REASONS = ("not seen", "causal (no window)", "window", "global token", "random block")
 REASON_COLORS = ("#f0f0f0", "#9467bd", "#1f77b4", "#d62728", "#2ca02c")
 
 
-def mask_reasons(cfg: ModelConfig, T: int = 64) -> np.ndarray:
+def mask_reasons(cfg: ModelConfig, T: int = PATTERN_T) -> np.ndarray:
     """(T, T) codes into MASK_REASONS: the pairs a windowed block of ``cfg`` allows over T
     tokens, each by its first reason; a model without a window: the causal triangle."""
     causal = attention_mask(T, T, None, "cpu").numpy()

@@ -301,7 +301,9 @@ class Attention(nn.Module):
         mask = None  # a sparse pattern's, over the keys' own positions
         if self.sparse is not None:
             positions = cache.key_positions(self.layer_idx, T) if cache is not None else None
-            mask = attention_mask(T, k.shape[2], window, q.device, sparse=self.sparse, key_positions=positions)
+            mask = attention_mask(
+                T, k.shape[2], window, q.device, sparse=self.sparse, key_positions=positions
+            )
         if cfg.attention_sinks or cfg.attn_softcap:
             sinks = self.sinks if cfg.attention_sinks else None
             out = matmul_attention(

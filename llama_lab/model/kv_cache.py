@@ -26,8 +26,9 @@ from ..config import ModelConfig
 
 class KVCache(nn.Module):
     """Keys and values of every layer: (B, G, S_l, D) each, S_l = max_len, or min(W, max_len)
-    for a layer with a sliding window W (under a sparse pattern: ``ModelConfig.local_cache_tokens``). MLA keeps its latent (B, 1, S, kv_lora_rank) and its
-    RoPE key (B, 1, S, qk_rope_head_dim) in the two slots instead."""
+    for a layer with a sliding window W (under a sparse pattern: ``ModelConfig.local_cache_tokens``).
+    MLA keeps its latent (B, 1, S, kv_lora_rank) and its RoPE key (B, 1, S, qk_rope_head_dim) in
+    the two slots instead."""
 
     def __init__(
         self, cfg: ModelConfig, batch_size: int, max_len: int | None = None, device=None, dtype=None
@@ -40,7 +41,7 @@ class KVCache(nn.Module):
         self.sparse = cfg.sparse_pattern
         self.chunked = cfg.chunked_attention
         self.linear = cfg.linear_layer_flags
-        for i, window in enumerate(self.windows):
+        for i in range(cfg.n_layers):
             if self.linear[i]:
                 self._add_state(cfg, i, batch_size, device, dtype)
                 continue
@@ -143,12 +144,15 @@ class KVCache(nn.Module):
         values[:, :, :tail] = v[:, :, T - tail :]
         return attended
 
-    def _update_sparse(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _update_sparse(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``update`` of a sparse-pattern layer: the held keys (in slot order, positions
         ``key_positions``) and the new ones; the new tokens are then written to their slots,
         the global ones kept and the others on the ring of the window's span."""
         keys, values = self._buffers_of(layer)
         held, T = self.held(layer), k.shape[2]
+        assert self.sparse is not None
         attended = torch.cat((keys[:, :, :held], k), dim=2), torch.cat((values[:, :, :held], v), dim=2)
         new = torch.arange(self.length, self.length + T, device=k.device)
         G, span, end = self.sparse.global_tokens, self.sparse.span, self.length + T
@@ -168,7 +172,9 @@ class KVCache(nn.Module):
         device = self._buffers_of(layer)[0].device
         slot = torch.arange(self.held(layer), device=device)
         ring = slot - G  # slot G + r holds the latest position G + r + span·n before L
-        held = torch.where(slot < G, slot, G + ring + span * torch.div(L - 1 - G - ring, span, rounding_mode="floor"))
+        held = torch.where(
+            slot < G, slot, G + ring + span * torch.div(L - 1 - G - ring, span, rounding_mode="floor")
+        )
         return torch.cat((held, torch.arange(L, L + T, device=device)))
 
     def _write_ring(self, buffer: torch.Tensor, new: torch.Tensor) -> None:

@@ -19,7 +19,7 @@ from ...analysis.kv import (
 from ...config import ModelConfig
 from ...figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
 from ...figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
-from ...figures.sparse import mask_heatmap, pattern_title
+from ...figures.sparse import PATTERN_T, mask_heatmap, pattern_title
 from ...runtime.hardware import GPUS
 from ...units import human_bytes, plural
 from ...validation.intervals import INTERVAL_LEVEL
@@ -96,9 +96,6 @@ def mla_section(selection: Selection, gpu_name: str) -> None:
         "read and the new token's entry written; rebuilt also writes and reads every head's K and "
         "V), and the roofline bound on the data sheet. Fits: weights + that cache ≤ GPU memory."
     )
-
-
-PATTERN_T = 64  # the drawn mask's tokens: small enough to see every pair
 
 
 def pattern_section(cfg: ModelConfig) -> None:

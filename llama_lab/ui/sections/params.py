@@ -11,7 +11,6 @@ from ...analysis import derive
 from ...analysis.summary import family_notes
 from ...config import ModelConfig
 from ...figures.common import sweep_lengths
-from ...figures.sparse import score_cost_figure
 from ...figures.params import (
     block_table,
     flops_bar,
@@ -20,6 +19,7 @@ from ...figures.params import (
     params_sunburst,
     typical_block,
 )
+from ...figures.sparse import score_cost_figure, score_cost_lengths
 from ...units import escape_markdown, human_count, human_params
 from ..cached import (
     flop_count,
@@ -125,8 +125,7 @@ def flops_sweep_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
 def score_cost_section(cfg: ModelConfig, seq_len: int) -> None:
     """The causal score FLOPs against T: dense causal attention (quadratic) beside the model's
     windows and sparse pattern (linear once past them), by ``flops.attention_scores_causal``."""
-    upper = max(cfg.max_seq_len, seq_len, 1024)
-    frame = score_cost(cfg, sweep_lengths(upper, 16, 32))
+    frame = score_cost(cfg, score_cost_lengths(cfg, seq_len))
     st.plotly_chart(score_cost_figure(frame))
     last = frame.iloc[-1]
     st.caption(

@@ -2,6 +2,7 @@
 (the materialised mask summed, times the FLOPs of a pair), counted without the T×T mask (fast
 at 128k context); the full convention is the T×T the masked kernel computes (FlopCounterMode)."""
 
+import json
 import time
 
 import pytest
@@ -36,7 +37,13 @@ CASES = [
 
 @pytest.mark.parametrize("T, W, G, d, r, b", CASES)
 def test_causal_score_flops_are_the_masks_pairs(T, W, G, d, r, b):
-    cfg = tiny(sliding_window=W, global_tokens=G, dilation=d, random_blocks=r, **({"sparse_block_size": b} if r else {}))
+    cfg = tiny(
+        sliding_window=W,
+        global_tokens=G,
+        dilation=d,
+        random_blocks=r,
+        **({"sparse_block_size": b} if r else {}),
+    )
     B = 2
     pairs = int(attention_mask(T, T, W, "cpu", sparse=cfg.sparse_pattern).sum()) if cfg.sparse_pattern else T
     if cfg.sparse_pattern is None:  # plain window: Σ min(i + 1, W)
@@ -52,7 +59,9 @@ def test_every_row_and_decode_step_meets_its_row_of_the_mask(T, W, G, d, r, b):
     p = SparsePattern(W, d, G, r, b)
     mask = attention_mask(T, T, W, "cpu", sparse=p)
     assert row_keys(p, range(T)).tolist() == mask.sum(1).tolist()
-    cfg = tiny(sliding_window=W, global_tokens=G, dilation=d, random_blocks=r, sparse_block_size=b if r else 64)
+    cfg = tiny(
+        sliding_window=W, global_tokens=G, dilation=d, random_blocks=r, sparse_block_size=b if r else 64
+    )
     per_pair = 2 * 4 * 16
     step = analysis.decode_flops(cfg, T)  # the token at position T − 1
     assert step.attention_scores_causal == per_pair * (2 * int(mask[-1].sum()) + T)
@@ -66,7 +75,9 @@ def test_the_closed_form_is_fast_at_405b_and_128k():
     # per windowed block: the first 4 rows see everything before them, rows 4 … 4098 their
     # window and the globals less the overlap, then W + G keys each
     p = cfg.sparse_pattern
-    head = sum(min(4096, i + 1) + min(4, i + 1) - max(0, min(4, i + 1) - max(0, i - 4095)) for i in range(4099))
+    head = sum(
+        min(4096, i + 1) + min(4, i + 1) - max(0, min(4, i + 1) - max(0, i - 4095)) for i in range(4099)
+    )
     assert causal_pairs(p, 131072) == head + (131072 - 4099) * 4100
     per_pair = 2 * 128 * (128 + 128)
     dense = 131072 * 131073 // 2
@@ -86,7 +97,9 @@ def test_random_blocks_at_128k_in_closed_form():
     assert n == causal_pairs(SparsePattern(256, 1, 2), 131072) + random_keys
 
 
-@pytest.mark.parametrize("pattern", [dict(global_tokens=3), dict(dilation=2, random_blocks=1, sparse_block_size=4)])
+@pytest.mark.parametrize(
+    "pattern", [dict(global_tokens=3), dict(dilation=2, random_blocks=1, sparse_block_size=4)]
+)
 def test_the_full_convention_is_what_the_masked_kernel_computes(pattern):
     """FlopCounterMode on the eager forward (and on one cached decode step) counts every
     matmul the module runs: the masked kernel scores all T×T pairs (the held keys and the new
@@ -119,3 +132,30 @@ def test_the_cost_against_t_is_linear_for_a_pattern():
     per_pair = 3 * 2 * 4 * 16  # every block
     assert pattern[2] - pattern[1] == 32 * (4 + 2) * per_pair  # W + G keys per added query
     assert dense[2] - dense[1] == (64 * 65 - 32 * 33) // 2 * per_pair
+
+
+def test_analyze_takes_the_pattern_through_set(capsys):
+    from llama_lab.cli import main
+
+    args = ["analyze", "--preset", "seed-demo", "--seq-len", "128", "--dtype", "fp32", "--json"]
+    assert main([*args, "--set", "global_tokens=4", "--set", "sliding_window=16"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cfg = PRESETS["seed-demo"].replace(global_tokens=4, sliding_window=16)
+    pairs = int(attention_mask(128, 128, 16, "cpu", sparse=cfg.sparse_pattern).sum())
+    assert out["flops"]["attention_scores_causal"] == 4 * pairs * 2 * 8 * (64 + 64)  # 4 blocks
+    assert out["kv_cache"]["bytes"] == 4 * (4 + 16) * 2 * 2 * 64 * 4  # G + W tokens, K and V, fp32
+    assert main(["analyze", "--preset", "seed-demo", "--set", "dilation=2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "needs sliding_window > 0" in err
+
+
+def test_the_report_and_the_pages_draw_the_same_pattern():
+    from llama_lab.figures.sparse import mask_reasons
+    from llama_lab.report.analysis_part import pattern_figures
+
+    cfg = tiny(sliding_window=4, global_tokens=2, random_blocks=1, sparse_block_size=8)
+    codes = mask_reasons(cfg, 64)
+    allowed = attention_mask(64, 64, 4, "cpu", sparse=cfg.sparse_pattern).numpy()
+    assert ((codes > 0) == allowed).all() and {2, 3, 4} <= set(codes.ravel().tolist())
+    assert [f.name for f in pattern_figures(cfg, 96)] == ["attention_pattern", "score_flops_vs_t"]
+    assert pattern_figures(tiny(), 96) == []

@@ -64,7 +64,11 @@ def test_the_mask_is_the_definition(pattern):
 
 def test_random_blocks_are_seeded_and_reproducible():
     p = SparsePattern(4, random_blocks=2, block_size=4, seed=7, global_tokens=5)
-    assert p.random_key_blocks(9) == p.random_key_blocks(9) == SparsePattern(4, 1, 5, 2, 4, 7).random_key_blocks(9)
+    assert (
+        p.random_key_blocks(9)
+        == p.random_key_blocks(9)
+        == SparsePattern(4, 1, 5, 2, 4, 7).random_key_blocks(9)
+    )
     # eligible: wholly past G = 5 (from block 2) and wholly before the window of position 36,
     # which reaches back to 33 (blocks up to 7)
     assert p.eligible_blocks(9) == range(2, 8)
@@ -94,8 +98,17 @@ def test_attention_output_equals_dense_attention_under_the_mask(pattern):
         mask = hand_mask(T, 4, p.global_tokens, p.dilation, p.random_blocks, p.block_size, p.seed)
         dense = (scores + torch.where(mask, 0.0, float("-inf"))).softmax(-1) @ v  # (B, H, T, D)
         mine = attn.o_proj(dense.transpose(1, 2).reshape(2, T, -1))
-        plain = Attention(cfg.replace(global_tokens=0, random_blocks=0, dilation=1, sparse_block_size=64,
-                                      sparse_seed=0, attn_softcap=cfg.attn_softcap), 0)
+        plain = Attention(
+            cfg.replace(
+                global_tokens=0,
+                random_blocks=0,
+                dilation=1,
+                sparse_block_size=64,
+                sparse_seed=0,
+                attn_softcap=cfg.attn_softcap,
+            ),
+            0,
+        )
         plain.load_state_dict(attn.state_dict())
         without = plain(x, None, None)
     torch.testing.assert_close(ours, mine, atol=1e-5, rtol=1e-5)
