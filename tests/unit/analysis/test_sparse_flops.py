@@ -159,3 +159,20 @@ def test_the_report_and_the_pages_draw_the_same_pattern():
     assert ((codes > 0) == allowed).all() and {2, 3, 4} <= set(codes.ravel().tolist())
     assert [f.name for f in pattern_figures(cfg, 96)] == ["attention_pattern", "score_flops_vs_t"]
     assert pattern_figures(tiny(), 96) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["decode", "--gpu", "h100-80gb"],
+        ["train", "--gpu", "h100-80gb", "--gpus", "1"],
+        ["finetune", "--method", "lora", "--gpu", "h100-80gb", "--seq-len", "64", "--batch", "1"],
+    ],
+)
+def test_the_time_predictions_refuse_a_pattern_by_name(capsys, command):
+    from llama_lab.cli import main
+
+    pattern = ["--preset", "seed-demo", "--set", "sliding_window=16", "--set", "dilation=2"]
+    assert main(["predict", *command, *pattern]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"predict {command[0]} is not predicted for a sparse attention pattern" in err
