@@ -165,19 +165,20 @@ def reference_attention(
     scale: float | None = None,
     softcap: float = 0.0,
     chunk_start: int | None = None,
+    sparse: SparsePattern | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain-matmul causal attention that also returns the weights (B, H, T, S): for teaching
     and for tests of the fused path. ``sinks`` (H,): each head's sink logit joins the softmax
     and is dropped after it (the weights then sum to less than 1); ``scale`` of the scores
-    (default 1/√D); ``softcap``: scores → cap · tanh(scores / cap); ``window`` and
-    ``chunk_start`` as ``attention_mask``."""
+    (default 1/√D); ``softcap``: scores → cap · tanh(scores / cap); ``window``, ``chunk_start``
+    and ``sparse`` as ``attention_mask``."""
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
     (B, H, T, D), S = q.shape, k.shape[2]
     scores = q @ k.transpose(-2, -1) * (D**-0.5 if scale is None else scale)  # (B, H, T, S)
     if softcap:
         scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.masked_fill(~attention_mask(T, S, window, q.device, chunk_start), float("-inf"))
+    scores = scores.masked_fill(~attention_mask(T, S, window, q.device, chunk_start, sparse), float("-inf"))
     if sinks is not None:
         scores = torch.cat((scores, sinks.view(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)), dim=-1)
     weights = scores.softmax(dim=-1)[..., :S]

@@ -160,3 +160,17 @@ def test_bad_patterns_are_one_line_config_errors(overrides, rule):
 def test_no_family_writes_a_pattern():
     with pytest.raises(ConfigError, match="no supported family writes a sparse attention pattern"):
         tiny(global_tokens=2).to_hf_config()
+
+
+def test_the_inside_page_traces_the_pattern_it_runs():
+    """The Inside-the-model trace rebuilds each block's weights with the same mask: o_proj of
+    its weights @ v equals the module's output, and a masked pair has weight 0."""
+    from llama_lab.experiments.inside import trace
+
+    torch.manual_seed(0)
+    cfg = tiny(global_tokens=2, dilation=2)
+    ids = torch.randint(0, 64, (1, 20))
+    layer = trace(build_model(cfg).eval(), ids).layers[0]
+    assert layer.sparse == cfg.sparse_pattern and layer.max_attention_error < 1e-5
+    allowed = hand_mask(20, 4, 2, 2)
+    assert (layer.attention[:, ~allowed] == 0).all() and (layer.attention[:, allowed] > 0).all()
