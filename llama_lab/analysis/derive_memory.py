@@ -160,6 +160,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
         formula = r"B\,b_\text{block}\,\big(L_w W + (L - L_w)\,T\big)"
         where = [block]
         meaning.update(L_w="blocks with a sliding window", L_attn="attention blocks")
+        if cfg.sparse_pattern is not None:  # what the pattern keeps: G + (W − 1)·d + 1
+            meaning.update(W="tokens a windowed block keeps: the first G and the dilated window's span")
     if cfg.has_linear_attention:  # their fixed state, whatever T
         state = linear_state(cfg, kv_dtype)
         terms["S"] = state.value

@@ -176,3 +176,19 @@ def test_the_time_predictions_refuse_a_pattern_by_name(capsys, command):
     assert main(["predict", *command, *pattern]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"predict {command[0]} is not predicted for a sparse attention pattern" in err
+
+
+def test_what_fits_counts_the_tokens_the_pattern_keeps():
+    from llama_lab.runtime.hardware import GPUS
+
+    gpu = GPUS["H100 80GB"]
+    per_layer_token = 2 * 2 * 8 * 2  # K and V, 2 KV heads of 8, bf16
+    kept = tiny(sliding_window=16, global_tokens=4, dilation=2)  # blocks 0 and 2 keep 4 + 31
+    free = gpu.usable_bytes - analysis.weight_bytes(kept, "bf16")
+    assert analysis.kv_cache_bytes(kept, 1000, 1, "bf16") == per_layer_token * (2 * 35 + 1000)
+    assert (
+        analysis.max_context_that_fits(kept, gpu) == 35 + (free - 3 * 35 * per_layer_token) // per_layer_token
+    )
+    random = tiny(sliding_window=16, random_blocks=1)  # any earlier block: every token kept
+    assert analysis.kv_cache_bytes(random, 1000, 1, "bf16") == per_layer_token * 3 * 1000
+    assert analysis.max_context_that_fits(random, gpu) == free // (3 * per_layer_token)
