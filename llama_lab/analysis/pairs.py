@@ -18,6 +18,8 @@ import numpy as np
 
 from ..config.sparse import SparsePattern
 
+ROWS_PER_SLICE = 1 << 20  # rows counted at once below the closed-form ones
+
 
 def row_keys(p: SparsePattern, rows) -> np.ndarray:
     """The keys each query at a position of ``rows`` sees under ``p``."""
@@ -33,10 +35,8 @@ def row_keys(p: SparsePattern, rows) -> np.ndarray:
 def drawn_blocks(p: SparsePattern, query_blocks) -> np.ndarray:
     """How many random blocks each query block draws: min(r, its eligible blocks), those from
     ⌈G/b⌉ to ⌊(q·b − (W − 1)·d)/b⌋ (``SparsePattern.eligible_blocks``)."""
-    b = p.block_size
-    first = -(-p.global_tokens // b)
-    end = np.floor_divide(np.asarray(query_blocks, dtype=np.int64) * b - (p.window - 1) * p.dilation, b)
-    return np.minimum(p.random_blocks, np.maximum(0, end - first))
+    end = p.eligible_end(np.asarray(query_blocks, dtype=np.int64))
+    return np.minimum(p.random_blocks, np.maximum(0, end - p.first_eligible))
 
 
 def causal_pairs(p: SparsePattern, T: int) -> int:
@@ -45,7 +45,11 @@ def causal_pairs(p: SparsePattern, T: int) -> int:
     closed form); the random blocks add b keys per drawn block to each row of a query block
     (a sum over the T/b blocks)."""
     head = min(T, p.global_tokens + p.span - 1)
-    pairs = int(row_keys(p, np.arange(head)).sum()) + (T - head) * (p.window + p.global_tokens)
+    pairs = sum(  # a slice of rows at a time: bounded memory however wide the window
+        int(row_keys(p, np.arange(start, min(head, start + ROWS_PER_SLICE))).sum())
+        for start in range(0, head, ROWS_PER_SLICE)
+    )
+    pairs += (T - head) * (p.window + p.global_tokens)
     if p.random_blocks:  # the head rows' random keys are in row_keys already
         b = p.block_size
         blocks = np.arange(head // b, -(-T // b), dtype=np.int64)

@@ -43,14 +43,20 @@ class SparsePattern:
         block (everything is kept)."""
         return None if self.random_blocks else self.global_tokens + self.span
 
+    @property
+    def first_eligible(self) -> int:
+        """The first key block a random draw may take: ⌈G/b⌉, wholly at or past the global tokens."""
+        return -(-self.global_tokens // self.block_size)
+
+    def eligible_end(self, query_block):
+        """One past the last key block query block(s) ``query_block`` (an int or an integer
+        array) may draw: ⌊(q·b − (W − 1)·d)/b⌋, wholly before the window of its first query."""
+        return (query_block * self.block_size - (self.window - 1) * self.dilation) // self.block_size
+
     def eligible_blocks(self, query_block: int) -> range:
-        """The key blocks query block ``query_block`` may draw: those wholly at or past the global
-        tokens (from block ⌈G/b⌉) and wholly before the window of its first query (ending at or
-        before position query_block·b − (W − 1)·d)."""
-        b = self.block_size
-        first = -(-self.global_tokens // b)
-        end = (query_block * b - (self.window - 1) * self.dilation) // b
-        return range(first, max(first, end))
+        """The key blocks query block ``query_block`` may draw (``first_eligible`` …
+        ``eligible_end``)."""
+        return range(self.first_eligible, max(self.first_eligible, self.eligible_end(query_block)))
 
     def random_key_blocks(self, query_block: int) -> list[int]:
         """The key blocks query block ``query_block`` sees at random: r distinct blocks drawn
