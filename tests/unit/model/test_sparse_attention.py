@@ -53,6 +53,23 @@ def test_a_small_mask_written_out():
     assert ["".join("1" if x else "." for x in row) for row in got.tolist()] == expected
 
 
+@pytest.mark.parametrize("W, G", [(4, 0), (4, 3), (1, 5), (9, 2)])
+def test_the_undilated_pattern_is_transformers_sliding_mask_or_the_global_tokens(W, G):
+    """SPEC's window convention is transformers' own sliding mask (masking_utils); Longformer's
+    causal global attention joins it as one more allowed set."""
+    from transformers.masking_utils import and_masks, causal_mask_function, or_masks, sliding_window_overlay
+
+    def global_tokens(batch_idx, head_idx, q_idx, kv_idx):
+        return (kv_idx < G) | (q_idx < G)
+
+    theirs = and_masks(causal_mask_function, or_masks(sliding_window_overlay(W), global_tokens))
+    q, kv = torch.arange(30)[:, None], torch.arange(30)[None, :]
+    want = theirs(0, 0, q, kv)
+    assert torch.equal(attention_mask(30, 30, W, "cpu", sparse=SparsePattern(W, global_tokens=G)), want)
+    if G == 0:  # the plain window's path too
+        assert torch.equal(attention_mask(30, 30, W, "cpu"), want)
+
+
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_the_mask_is_the_definition(pattern):
     cfg = tiny(**pattern)
