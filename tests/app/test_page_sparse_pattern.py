@@ -33,3 +33,11 @@ def test_the_parameters_page_draws_the_score_cost_against_t():
     T = int(pattern["x"][-1])
     assert pattern["y"][-1] == analysis.count_flops(cfg, T).attention_scores_causal
     assert dense["y"][-1] == analysis.count_flops(PRESETS["seed-demo"], T).attention_scores_causal
+
+
+def test_the_many_gpus_page_refuses_a_throughput_estimate_by_name():
+    at = open_page(ROOT / "10_Many_GPUs.py", PATTERN, timeout=60)
+    assert any(
+        "predict train is not predicted for a sparse attention pattern" in c.value.replace("\\", "")
+        for c in at.caption
+    )
