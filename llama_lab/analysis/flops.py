@@ -48,7 +48,8 @@ FLOP_CONVENTIONS = [
     "(full convention) and Σ min(i+1, W) causally, as a windowed kernel computes them; a chunked "
     "layer (Llama 4) to the keys of its own chunk of W positions: Σ n_c² over the chunks (full) "
     "and Σ n_c(n_c+1)/2 causally; a decoded token at position p meets p mod W + 1 keys.",
-    "a sparse pattern on the windowed layers (global tokens, dilation, BigBird's random blocks) is run "
+    "a sparse pattern on the windowed layers (global tokens, dilation, BigBird's random blocks; PaLM's "
+    "T per block: the keys its last query sees) is run "
     "as a masked dense kernel: T×T scores (full convention), and causally exactly the pairs its mask "
     "allows (analysis.pairs: per query the dilated window's keys, the global ones and the random "
     "blocks', without double counting); a decoded token is scored against the keys its cache held and "
@@ -278,9 +279,7 @@ def _flop_count(
     # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over the keys each
     # block's last query attends (T, or its window)
     s = Shapes.of(cfg)
-    local = sum(cfg.local_layer_flags)
-    full = cfg.full_attention_layers  # Gated DeltaNet blocks attend no keys
-    keys = local * min(context_len, cfg.sliding_window or context_len) + (full - local) * context_len
+    keys = last_query_keys(cfg, context_len)
     palm = 6 * n_palm + 6 * s.H * (s.D + s.Dv) * keys  # 12·H·Q when q/k and v heads are alike
     return FlopCount(
         phase=phase,
@@ -301,6 +300,18 @@ def _flop_count(
         palm_training_per_token=palm,
         conventions=FLOP_CONVENTIONS + [f"N (palm_params) = {n_palm:,} for this model."],
     )
+
+
+def last_query_keys(cfg: ModelConfig, context_len: int) -> int:
+    """The keys the last of ``context_len`` queries attends, summed over the attention blocks
+    (PaLM's T per block): T, or a window's min(T, W), or a sparse pattern's row of its mask
+    (Gated DeltaNet blocks attend none)."""
+    local, full = sum(cfg.local_layer_flags), cfg.full_attention_layers
+    if cfg.sparse_pattern is not None:
+        window = int(row_keys(cfg.sparse_pattern, [context_len - 1])[0])
+    else:
+        window = min(context_len, cfg.sliding_window or context_len)
+    return local * window + (full - local) * context_len
 
 
 def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:

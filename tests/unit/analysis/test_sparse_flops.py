@@ -192,3 +192,16 @@ def test_what_fits_counts_the_tokens_the_pattern_keeps():
     random = tiny(sliding_window=16, random_blocks=1)  # any earlier block: every token kept
     assert analysis.kv_cache_bytes(random, 1000, 1, "bf16") == per_layer_token * 3 * 1000
     assert analysis.max_context_that_fits(random, gpu) == free // (3 * per_layer_token)
+
+
+def test_palms_estimate_counts_the_keys_the_last_query_sees():
+    cfg = tiny(sliding_window=4, global_tokens=3, dilation=2)
+    T = 50
+    last = int(attention_mask(T, T, 4, "cpu", sparse=cfg.sparse_pattern)[-1].sum())  # 4 + 3
+    f = analysis.count_flops(cfg, T)
+    keys = 2 * last + T  # blocks 0 and 2 windowed, block 1 dense
+    assert last == 7 and f.palm_training_per_token == 6 * f.palm_params + 6 * 4 * (8 + 8) * keys
+    from llama_lab.analysis import derive
+
+    written = derive.palm_training_per_token(cfg, T)  # the page's equation, from its own terms
+    assert written.terms["K"] == keys and written.evaluate() == f.palm_training_per_token
