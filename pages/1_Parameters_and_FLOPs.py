@@ -21,6 +21,9 @@ with st.expander("The formulas behind the counts"):
 
 st.subheader("FLOPs against sequence length")
 params.flops_sweep_section(cfg, T, B)
+if any(cfg.local_layer_flags):  # a window or a sparse pattern: linear against quadratic
+    st.subheader("Score FLOPs against T: dense vs the attention pattern")
+    params.score_cost_section(cfg, T)
 
 st.subheader("One decoder block")
 params.block_section(cfg, T, B)

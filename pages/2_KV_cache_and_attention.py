@@ -30,6 +30,8 @@ if cfg.is_mla:
     kv.mla_section(selection, gpu)
 if cfg.has_linear_attention:
     kv.linear_attention_section(selection)
+if any(cfg.local_layer_flags):  # a window, and any sparse pattern on it
+    kv.pattern_section(cfg)
 
 st.subheader("Decode roofline")
 st.latex(

@@ -31,6 +31,7 @@ from .flops import (
     elementwise_flops,
     matmul_flops,
     model_flops,
+    score_flops_against_t,
     scores_overtake_ffn_at,
 )
 from .kv import (
@@ -134,6 +135,7 @@ __all__ = [
     "analyze",
     "attention_variants",
     "count_flops",
+    "score_flops_against_t",
     "count_params",
     "count_params_module",
     "largest_parameter",

@@ -163,7 +163,9 @@ def block_saved(
         **(
             _matmul_saved(cfg, B, T, H, D, b)
             if cfg.attention_sinks or cfg.attn_softcap
-            else _sdpa_saved(B, T, H, D, b, window)
+            else _sdpa_saved(
+                B, T, H, D, b, window is not None and (window < T or cfg.sparse_pattern is not None)
+            )
         ),
         # gated attention (Qwen3-Next): σ(gate) and the gated output (o_proj's input)
         "output_gate": 2 * nbytes(N * H * D, b) if cfg.attn_output_gate else 0,
@@ -181,12 +183,13 @@ def _rope_l2_saved(cfg: ModelConfig, layer: int, N: int, H: int, G: int) -> int:
     return STATS_BYTES * N * (H + G) * (Shapes.of(cfg).D + 1) if cfg.rope_layer_flags[layer] else 0
 
 
-def _sdpa_saved(B: int, T: int, H: int, D: int, b: float, window: int | None) -> dict:
-    """SDPA's output (also o_proj's input: same storage) and its float32 logsumexp; with a
-    window shorter than T, the (T, T) mask it keeps, converted to the dtype."""
+def _sdpa_saved(B: int, T: int, H: int, D: int, b: float, masked: bool) -> dict:
+    """SDPA's output (also o_proj's input: same storage) and its float32 logsumexp; ``masked``
+    (a window shorter than T, or any sparse pattern: an explicit mask), the (T, T) mask it
+    keeps, converted to the dtype."""
     return {
         "attention_output": nbytes(B * T * H * D, b) + STATS_BYTES * B * H * T,
-        "window_mask": nbytes(T * T, b) if window is not None and window < T else 0,
+        "window_mask": nbytes(T * T, b) if masked else 0,
     }
 
 

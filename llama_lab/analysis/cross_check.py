@@ -84,8 +84,8 @@ def masked_flops(cfg: ModelConfig, seq_len: int, batch: int) -> int:
         pad = (width - cfg.head_dim) + (width - cfg.v_head_dim)
         return cfg.n_layers * 2 * B * H * T * T * pad
     local = sum(cfg.local_layer_flags)
-    if not local or cfg.sliding_window >= T:
-        return 0
+    if not local or cfg.sliding_window >= T or cfg.sparse_pattern is not None:
+        return 0  # a sparse pattern's count takes the T×T the masked kernel computes
     return local * 2 * B * H * T * (T - cfg.sliding_window) * (cfg.head_dim + cfg.v_head_dim)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..config import ModelConfig
 from .equations import NEW_LINE, chain, evaluate, latex_symbol, number, render, side_by_side
-from .flops import count_flops, pair_width
+from .flops import count_flops, last_query_keys, pair_width
 from .params import count_params, norm_params, norms_per_block
 from .shapes import Shapes
 
@@ -401,8 +401,7 @@ def palm_training_per_token(cfg: ModelConfig, seq_len: int) -> Derivation:
     if plain:
         terms.update(L=s.L, T=seq_len)
     else:
-        window = min(seq_len, cfg.sliding_window or seq_len)
-        terms["K"] = local * window + (cfg.full_attention_layers - local) * seq_len
+        terms["K"] = last_query_keys(cfg, seq_len)
     head = "12*H*D" if s.Dv == s.D else "6*H*(D + D_v)"
     if s.Dv != s.D:
         terms["D_v"] = s.Dv

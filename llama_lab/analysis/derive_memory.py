@@ -140,7 +140,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
     expression, formula = "b_tok*B*T", r"b_\text{tok}\,B\,T"
     where = [replace(per, term="b_tok")]
     meaning = {"b_tok": "KV bytes per token, every attention block"}
-    if local and seq_len > cfg.sliding_window:  # past W a window block stops growing
+    kept = cfg.local_cache_tokens if local else None  # W, or what a sparse pattern keeps
+    if kept and seq_len > kept:  # past W a window block stops growing
         layers = cfg.full_attention_layers
         block = Derivation(
             "KV bytes per token and block",
@@ -153,12 +154,14 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
             term="b_block",
             symbols={"b_tok": r"\text{bytes/token}"},
         )
-        terms = {"B": batch, "b_block": block.value, "L_w": local, "W": cfg.sliding_window}
+        terms = {"B": batch, "b_block": block.value, "L_w": local, "W": kept}
         terms.update(L_attn=layers, T=seq_len)
         expression = "B*b_block*(L_w*W + (L_attn - L_w)*T)"
         formula = r"B\,b_\text{block}\,\big(L_w W + (L - L_w)\,T\big)"
         where = [block]
         meaning.update(L_w="blocks with a sliding window", L_attn="attention blocks")
+        if cfg.sparse_pattern is not None:  # what the pattern keeps: G + (W − 1)·d + 1
+            meaning.update(W="tokens a windowed block keeps: the first G and the dilated window's span")
     if cfg.has_linear_attention:  # their fixed state, whatever T
         state = linear_state(cfg, kv_dtype)
         terms["S"] = state.value
@@ -234,13 +237,14 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
         expression = "max(0, (M - W_bytes - B*S)//(B*b_tok))"
         note += "; S: one sequence's fixed Gated DeltaNet state"
     local = sum(cfg.local_layer_flags)
+    kept = cfg.local_cache_tokens if local else None  # W, or what a sparse pattern keeps
     free = terms["M"] - terms["W_bytes"]
     if (
-        local and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype) and local < cfg.n_layers
+        kept and free >= kv_cache_bytes(cfg, kept, batch, kv_dtype) and local < cfg.n_layers
     ):  # past W only the global blocks grow
         terms.update(
-            W=cfg.sliding_window,
-            C_W=kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype),
+            W=kept,
+            C_W=kv_cache_bytes(cfg, kept, batch, kv_dtype),
             b_glob=layer_token_bytes(cfg, kv_dtype) * (cfg.full_attention_layers - local),
         )
         formula = (
@@ -252,7 +256,7 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
             "sliding-window blocks stop growing at W tokens (C_W: the cache at W); past it "
             "only the other blocks grow, b_glob per token"
         )
-    elif local == cfg.n_layers and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype):
+    elif kept and local == cfg.n_layers and free >= kv_cache_bytes(cfg, kept, batch, kv_dtype):
         terms["T_max"] = value
         expression, note = "T_max", "every block holds at most W tokens: the cache stops growing"
     note += (

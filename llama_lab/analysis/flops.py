@@ -12,6 +12,7 @@ import pandas as pd
 from ..config import LIMITS, ModelConfig
 from ..errors import AnalysisError
 from .common import check_seq, first_true
+from .pairs import causal_pairs, row_keys
 from .params import palm_params
 from .shapes import Shapes
 
@@ -47,6 +48,12 @@ FLOP_CONVENTIONS = [
     "(full convention) and Σ min(i+1, W) causally, as a windowed kernel computes them; a chunked "
     "layer (Llama 4) to the keys of its own chunk of W positions: Σ n_c² over the chunks (full) "
     "and Σ n_c(n_c+1)/2 causally; a decoded token at position p meets p mod W + 1 keys.",
+    "a sparse pattern on the windowed layers (global tokens, dilation, BigBird's random blocks; PaLM's "
+    "T per block: the keys its last query sees) is run "
+    "as a masked dense kernel: T×T scores (full convention), and causally exactly the pairs its mask "
+    "allows (analysis.pairs: per query the dilated window's keys, the global ones and the random "
+    "blocks', without double counting); a decoded token is scored against the keys its cache held and "
+    "its own (full: min(S, kept + 1)) and counted over the ones its row of the mask allows (causal).",
     "a sparse (MoE) layer costs its router (2·C·E per token, listed as 'router') and the k "
     "experts each token is routed to (k × 3 matrices of C×Fe, in 'ffn'), not all E.",
     "MLA (DeepSeek): the projections are its low-rank matrices (q_a, q_b, kv_a, kv_b, o); the scores "
@@ -272,9 +279,7 @@ def _flop_count(
     # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over the keys each
     # block's last query attends (T, or its window)
     s = Shapes.of(cfg)
-    local = sum(cfg.local_layer_flags)
-    full = cfg.full_attention_layers  # Gated DeltaNet blocks attend no keys
-    keys = local * min(context_len, cfg.sliding_window or context_len) + (full - local) * context_len
+    keys = last_query_keys(cfg, context_len)
     palm = 6 * n_palm + 6 * s.H * (s.D + s.Dv) * keys  # 12·H·Q when q/k and v heads are alike
     return FlopCount(
         phase=phase,
@@ -297,19 +302,35 @@ def _flop_count(
     )
 
 
+def last_query_keys(cfg: ModelConfig, context_len: int) -> int:
+    """The keys the last of ``context_len`` queries attends, summed over the attention blocks
+    (PaLM's T per block): T, or a window's min(T, W), or a sparse pattern's row of its mask
+    (Gated DeltaNet blocks attend none)."""
+    local, full = sum(cfg.local_layer_flags), cfg.full_attention_layers
+    if cfg.sparse_pattern is not None:
+        window = int(row_keys(cfg.sparse_pattern, [context_len - 1])[0])
+    else:
+        window = min(context_len, cfg.sliding_window or context_len)
+    return local * window + (full - local) * context_len
+
+
 def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
     """One forward pass over B sequences of T tokens (no cache)."""
     check_seq(seq_len, batch)
     T = seq_len
 
-    chunked = cfg.chunked_attention
+    chunked, sparse = cfg.chunked_attention, cfg.sparse_pattern
 
     def full(window):  # every query meets all T keys, or the W of its window (its chunk's)
+        if window and sparse:  # a masked dense kernel over all T keys
+            return batch * T * T
         if window and chunked:
             return batch * sum(n * n for n in chunk_lengths(T, window))
         return batch * T * min(T, window or T)
 
     def causal(window):  # only keys ≤ its own position: T(T+1)/2, or capped at W each
+        if window and sparse:  # the pairs the pattern's mask allows
+            return batch * causal_pairs(sparse, T)
         if window and chunked:
             return batch * sum(n * (n + 1) // 2 for n in chunk_lengths(T, window))
         W = min(T, window or T)
@@ -377,9 +398,42 @@ def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1, mla_form: s
     if mla_form not in MLA_FORMS:
         raise AnalysisError(f"mla_form={mla_form!r} must be one of {', '.join(MLA_FORMS)}")
 
+    sparse = cfg.sparse_pattern
+
     def pairs(window):  # one query per sequence meets S keys, or its window's (its chunk's)
+        if window and sparse:  # the keys its cache holds before this token, and this token's
+            return batch * min(context_len, (sparse.cache_tokens or context_len) + 1)
         if window and cfg.chunked_attention:
             return batch * ((context_len - 1) % window + 1)
         return batch * min(context_len, window or context_len)
 
-    return _flop_count(cfg, "decode", batch, 1, context_len, pairs, pairs, mla_form)
+    def causal(window):  # a sparse pattern's row of the mask: the keys it allows
+        if window and sparse:
+            return batch * int(row_keys(sparse, [context_len - 1])[0])
+        return pairs(window)
+
+    return _flop_count(cfg, "decode", batch, 1, context_len, pairs, causal, mla_form)
+
+
+def score_flops_against_t(cfg: ModelConfig, lengths) -> pd.DataFrame:
+    """The causal score FLOPs (``attention_scores_causal``) of one sequence per length T: the
+    model with dense causal attention in every block (quadratic in T) beside its own pattern
+    (windows, global tokens, dilation, random blocks: linear in T once past them)."""
+    dense = cfg.replace(
+        sliding_window=0,
+        chunked_attention=False,
+        global_tokens=0,
+        random_blocks=0,
+        dilation=1,
+        sparse_block_size=64,
+        sparse_seed=0,
+    )
+    rows = [
+        {
+            "T": T,
+            "dense causal": count_flops(dense, T).attention_scores_causal,
+            "pattern": count_flops(cfg, T).attention_scores_causal,
+        }
+        for T in lengths
+    ]
+    return pd.DataFrame(rows, columns=["T", "dense causal", "pattern"])

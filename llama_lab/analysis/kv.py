@@ -134,10 +134,12 @@ def kv_cache_bytes(
     """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences on one of
     ``tp`` tensor-parallel GPUs, for ``layers`` (a pipeline stage's blocks; default all): every
     attention layer ``layer_token_bytes`` per token held, a sliding-window layer holding at most
-    its window; every Gated DeltaNet layer its fixed state per sequence (``linear_state_bytes``:
-    its blocks are not split by tensor parallelism, so each rank holds the whole state)."""
+    its window (under a sparse pattern: the first G tokens and the dilated window's span, or every
+    token with random blocks: ``ModelConfig.local_cache_tokens``); every Gated DeltaNet layer its
+    fixed state per sequence (``linear_state_bytes``: its blocks are not split by tensor
+    parallelism, so each rank holds the whole state)."""
     attending, local, linear = _layer_kinds(cfg, layers)
-    held = local * min(tokens, cfg.sliding_window or tokens) + (attending - local) * tokens
+    held = local * min(tokens, cfg.local_cache_tokens or tokens) + (attending - local) * tokens
     state = linear * sum(linear_state_bytes(cfg, dtype).values()) if linear else 0
     return batch * (layer_token_bytes(cfg, dtype, tp) * held + state)
 
@@ -246,6 +248,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
             f" at position p attends only the p mod W + 1 keys of its own chunk, so right after a"
             f" chunk boundary a full ring holds keys no query reads."
         )
+    elif local and cfg.sparse_pattern is not None:
+        note += " " + sparse_cache_note(cfg)
     elif local and seq_len > cfg.sliding_window:
         note += (
             f" {local} of {plural(cfg.n_layers, 'layer')} {'holds' if local == 1 else 'hold'} at most "
@@ -267,6 +271,25 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
         by_dtype={name: kv_cache_bytes_per_token(cfg, name) for name in KV_DTYPES},
         note=note,
         state_bytes=state_bytes(cfg, dtype),
+    )
+
+
+def sparse_cache_note(cfg: ModelConfig) -> str:
+    """What a windowed layer's cache keeps under its sparse pattern, in words."""
+    p, local = cfg.sparse_pattern, sum(cfg.local_layer_flags)
+    assert p is not None
+    layers = f"{local} of {plural(cfg.n_layers, 'layer')}"
+    if p.cache_tokens is None:
+        return (
+            f"{layers} attend through BigBird's {plural(p.random_blocks, 'random block')} of "
+            f"{p.block_size} per query block: any earlier block may be drawn, so the cache keeps every "
+            f"token, as a full-attention layer's."
+        )
+    window = f"window of {p.window:,} keys" + (f" {p.dilation} apart" if p.dilation > 1 else "")
+    return (
+        f"{layers} {'keeps' if local == 1 else 'keep'} at most {p.cache_tokens:,} tokens: the first "
+        f"{p.global_tokens:,} (global) and the last {p.span:,} positions, the span of the dilated "
+        f"{window} ((W − 1)·d + 1), all a later query can see."
     )
 
 
@@ -299,7 +322,7 @@ def max_context_that_fits(
         return 0
     if per_token == 0:  # no attention layer grows: any length fits once the states do
         return LIMITS["max_seq_len"]
-    window = cfg.sliding_window if any(cfg.local_layer_flags) else None
+    window = cfg.local_cache_tokens if any(cfg.local_layer_flags) else None  # what a local layer keeps
     states = batch * state_bytes(cfg, dtype)  # already set aside: kv_cache_bytes holds them too
     if window is None or free < kv_cache_bytes(cfg, window, batch, dtype) - states:
         return free // (batch * per_token)  # every layer still grows per token

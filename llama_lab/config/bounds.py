@@ -34,6 +34,10 @@ FAMILY_LIMITS = {
     "linear_v_head_dim": 131_072,
     "linear_conv_kernel": 1_024,
     "attn_floor_scale": 16_777_216,
+    "random_blocks": 4_096,  # BigBird's released configs: 3
+    "sparse_block_size": 16_777_216,
+    "sparse_seed": 2**32 - 1,
+    "dilation": 16_777_216,
 }
 MINIMUMS = {"vocab_size": 2}
 

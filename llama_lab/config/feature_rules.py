@@ -3,15 +3,16 @@ ModelConfig's derived fields are resolved: MLA and DeepSeekMoE's routing (``chec
 ``check_routing``), gpt-oss's expert block and sinks (``check_gpt_oss``), Gemma's fields and the
 RoPE / QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM (``check_gemma``), Gated DeltaNet
 (``check_linear``), Llama 4's chunks and experts (``check_llama4``), the attention temperature
-(``check_temperature``). A feature's rule sits with the fields, not with a family: several
-families write the same fields (MLA: DeepSeek-V2, V3 and Mistral 4), and a config built by hand
-may combine them. Each raises ConfigError naming the field, its value and the rule."""
+(``check_temperature``), the sparse attention patterns (``check_sparse``). A feature's rule
+sits with the fields, not with a family: several families write the same fields (MLA:
+DeepSeek-V2, V3 and Mistral 4), and a config built by hand may combine them. Each raises
+ConfigError naming the field, its value and the rule."""
 
 from __future__ import annotations
 
 from ..errors import ConfigError
 from . import field_rules
-from .bounds import FAMILY_LIMITS
+from .bounds import FAMILY_LIMITS, LIMITS
 from .fields import ModelFields
 from .messages import check_int
 
@@ -284,3 +285,48 @@ def check_temperature(cfg: ModelFields) -> None:
             field="attn_temperature_layers",
             also=("linear_layers",),
         )
+
+
+def check_sparse(cfg: ModelFields) -> None:
+    """Longformer's global tokens and dilated window, BigBird's random blocks: they shape the
+    local_layers' sliding window (``config.sparse``)."""
+    check_int("global_tokens", cfg.global_tokens, 0, LIMITS["max_seq_len"])
+    if cfg.global_tokens > cfg.max_seq_len:
+        raise ConfigError(
+            f"global_tokens={cfg.global_tokens} exceeds max_seq_len={cfg.max_seq_len}: the global "
+            f"positions are the sequence's first ones",
+            field="global_tokens",
+            also=("max_seq_len",),
+        )
+    for name, low in (("random_blocks", 0), ("sparse_block_size", 1), ("sparse_seed", 0), ("dilation", 1)):
+        check_int(name, getattr(cfg, name), low, FAMILY_LIMITS[name])
+    used = [
+        f"{name}={getattr(cfg, name)}"
+        for name, plain in (("global_tokens", 0), ("random_blocks", 0), ("dilation", 1))
+        if getattr(cfg, name) != plain
+    ]
+    first = used[0].partition("=")[0] if used else ""
+    if used and not any(cfg.local_layer_flags):
+        raise ConfigError(
+            f"the sparse pattern ({', '.join(used)}) shapes the local_layers' sliding window: it needs "
+            f"sliding_window > 0 "
+            f"(sliding_window={cfg.sliding_window}, local_layers={cfg.local_layers!r})",
+            field=first,
+            also=("sliding_window",),
+        )
+    if used and cfg.chunked_attention:
+        raise ConfigError(
+            f"the sparse pattern ({', '.join(used)}) with chunked_attention is not modelled (it shapes "
+            f"a sliding window, not Llama 4's chunks)",
+            field=first,
+            also=("chunked_attention",),
+        )
+    if not cfg.random_blocks:
+        for name, plain in (("sparse_block_size", 64), ("sparse_seed", 0)):
+            if getattr(cfg, name) != plain:
+                raise ConfigError(
+                    f"{name}={getattr(cfg, name)} sets BigBird's random blocks: it needs random_blocks > 0 "
+                    f"(else keep {plain})",
+                    field=name,
+                    also=("random_blocks",),
+                )

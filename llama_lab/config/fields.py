@@ -29,6 +29,7 @@ from .bounds import (
     PosEncoding,
     QkNormScope,
 )
+from .sparse import SparsePattern
 
 # RoPE scalings transformers computes (ROPE_INIT_FUNCTIONS), each with the keys its config
 # validation takes (required, then optional; rope_theta and partial_rotary_factor are fields)
@@ -190,6 +191,22 @@ class ModelFields:
     # the scores × this, in place of 1/√query_pre_attn_scalar (Granite 3: 1/head_dim)
     attention_multiplier: float = None  # type: ignore[assignment]  # None: query_pre_attn_scalar^-½
     logits_scaling: float = 1.0  # the logits ÷ this (Granite 3: 8 or 16)
+    # ---- sparse attention patterns (Longformer, BigBird) on the windowed blocks -------------
+    # They shape the local_layers' sliding window W (sliding_window > 0; a block without a window
+    # sees every earlier key anyway). Query i sees key j ≤ i when any holds (config.sparse):
+    # - the dilated window (Longformer): 0 ≤ i − j < W·d and (i − j) % d == 0, d = dilation: the W
+    #   keys i, i − d, …, i − (W − 1)·d (d = 1: the sliding window, i − W < j ≤ i);
+    # - global_tokens = G: the first G positions are seen by every later query and see every
+    #   earlier key (Longformer's global attention, causal): j < G or i < G;
+    # - random_blocks = r (BigBird): j lies in one of r blocks of sparse_block_size positions drawn
+    #   for i's block among the earlier blocks wholly past the global tokens and wholly before the
+    #   window of the block's first query (all when r or fewer), seeded by sparse_seed and the
+    #   block's index (reproducible).
+    global_tokens: int = 0
+    random_blocks: int = 0
+    sparse_block_size: int = 64  # BigBird's block (64 in its released configs)
+    sparse_seed: int = 0
+    dilation: int = 1
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -267,6 +284,29 @@ class ModelFields:
     def window_of(self, layer: int) -> int | None:
         """The sliding window of block ``layer`` (None: it attends every earlier token)."""
         return self.sliding_window if self._local_flags[layer] else None
+
+    @property
+    def sparse_pattern(self) -> SparsePattern | None:
+        """The windowed blocks' pattern beyond the plain sliding window (global tokens, random
+        blocks, dilation); None: none (no window, or a plain one)."""
+        if not self.sliding_window or (self.global_tokens, self.random_blocks, self.dilation) == (0, 0, 1):
+            return None
+        return SparsePattern(
+            self.sliding_window,
+            self.dilation,
+            self.global_tokens,
+            self.random_blocks,
+            self.sparse_block_size,
+            self.sparse_seed,
+        )
+
+    @property
+    def local_cache_tokens(self) -> int | None:
+        """Tokens a windowed block's cache keeps at most: its window W (or chunk), the first G
+        and the dilated window's span under a sparse pattern, None when random blocks may reach
+        any earlier block (it keeps everything)."""
+        pattern = self.sparse_pattern
+        return self.sliding_window if pattern is None else pattern.cache_tokens
 
     @property
     def is_moe(self) -> bool:

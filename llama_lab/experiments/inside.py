@@ -18,6 +18,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from ..config import ModelConfig, live_config
+from ..config.sparse import SparsePattern
 from ..model import (
     CausalLM,
     apply_rope,
@@ -143,6 +144,7 @@ class LayerTrace:
     kv_head_of: list[int]  # the KV head each query head reads (GQA/MQA groups)
     window: int | None  # a sliding-window layer's W (a chunked layer's chunk)
     chunked: bool  # Llama 4: the window is fixed chunks of W positions, not the last W
+    sparse: SparsePattern | None  # a sparse pattern on the window (global tokens, dilation, …)
     residual_in_rms: torch.Tensor  # (T,) RMS of the block's input, per token
     residual_out_rms: torch.Tensor  # (T,) of its output
     norm_in: dict[str, float]  # the attention sublayer's norm: its input's mean/std/rms
@@ -246,6 +248,7 @@ def _attention_weights(model: CausalLM, i: int, x: torch.Tensor, rope, out: torc
         scale=cfg.attention_multiplier,
         softcap=cfg.attn_softcap,
         chunk_start=0 if getattr(attn, "chunked", False) else None,
+        sparse=getattr(attn, "sparse", None),
     )
     B, H, T, D = mixed.shape
     mixed = mixed.transpose(1, 2).reshape(B, T, H * D)
@@ -284,6 +287,7 @@ def trace(model: CausalLM, ids: torch.Tensor, top_k: int = _D["top_k"]) -> Forwa
                 kv_head_of=[q // cfg.n_rep for q in range(cfg.n_heads)],
                 window=None if layer.linear else layer.self_attn.window,
                 chunked=not layer.linear and getattr(layer.self_attn, "chunked", False),
+                sparse=None if layer.linear else getattr(layer.self_attn, "sparse", None),
                 residual_in_rms=x_in[0].float().pow(2).mean(-1).sqrt(),
                 residual_out_rms=h[0].float().pow(2).mean(-1).sqrt(),
                 norm_in=_stats(inputs[(i, "norm1_in")][0][0]),

@@ -62,7 +62,7 @@ def attention_figure(trace, layer: int) -> go.Figure:
     # the model's own mask; NaN (a gap) where a query may not look. A numpy array, not nested
     # lists: plotly validates lists element by element (half a second for 8 heads at T = 96)
     chunk_start = 0 if block.chunked else None  # Llama 4's chunks, from position 0
-    mask = attention_mask(T, T, block.window, weights.device, chunk_start)
+    mask = attention_mask(T, T, block.window, weights.device, chunk_start, block.sparse)
     shown = weights.float().masked_fill(~mask, math.nan).numpy()
     for h in range(H):
         fig.add_trace(

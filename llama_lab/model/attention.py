@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import ModelConfig
+from ..config.sparse import SparsePattern
 from .fused import FusedLinear, keep_part_keys
 from .kv_cache import KVCache
 from .norms import RMSNorm
@@ -21,20 +22,52 @@ from .positions import apply_rope, apply_rope_interleaved
 
 
 def attention_mask(
-    T: int, S: int, window: int | None, device, chunk_start: int | None = None
+    T: int,
+    S: int,
+    window: int | None,
+    device,
+    chunk_start: int | None = None,
+    sparse: SparsePattern | None = None,
+    key_positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """(T, S) bool: the T new queries are the last T of S positions; a query sees the keys at or
-    before it and, with a window W, only the last W of them (transformers' kv > q - W); with
-    ``chunk_start`` (the absolute position of the first key) the window is a chunk size instead:
-    a query sees only the keys of its own chunk of W positions (Llama 4's chunked attention)."""
-    q_pos = torch.arange(S - T, S, device=device)[:, None]
-    k_pos = torch.arange(S, device=device)[None, :]
+    """(T, S) bool: which keys each of the T new queries sees — the one mask every attention
+    path, the cache and the pair counts follow. The queries are the last T of the S keys, whose
+    positions are ``key_positions`` (S,) (default 0..S-1; a sparse block's cache returns its held
+    keys out of order); a query sees the keys at or before it and, with a window W, only the last
+    W of them (transformers' kv > q - W); with ``chunk_start`` (the absolute position of the first
+    key) the window is a chunk size instead: a query sees only the keys of its own chunk of W
+    positions (Llama 4's chunked attention). A ``sparse`` pattern (``config.sparse``) dilates the
+    window, (i − j) % d == 0 and i − j < W·d, and adds the global tokens (j < G or i < G) and
+    BigBird's random earlier blocks."""
+    k_pos = torch.arange(S, device=device) if key_positions is None else key_positions
+    q_pos, k_pos = k_pos[S - T :, None], k_pos[None, :]
+    if chunk_start is not None and key_positions is None:
+        q_pos, k_pos = q_pos + chunk_start, k_pos + chunk_start
     mask = k_pos <= q_pos
     if window is not None and chunk_start is not None:
-        mask &= (k_pos + chunk_start) // window == (q_pos + chunk_start) // window
-    elif window is not None:
+        mask &= k_pos // window == q_pos // window
+    elif window is not None and sparse is None:
         mask &= k_pos > q_pos - window
+    elif window is not None and sparse is not None:
+        distance, G = q_pos - k_pos, sparse.global_tokens
+        seen = (distance < window * sparse.dilation) & (distance % sparse.dilation == 0)
+        seen |= (k_pos < G) | (q_pos < G)
+        if sparse.random_blocks:
+            seen |= random_block_mask(sparse, q_pos[:, 0], k_pos[0])
+        mask &= seen
     return mask
+
+
+def random_block_mask(sparse: SparsePattern, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """(T, S) bool: the keys (positions ``k_pos``) lying in the random earlier blocks drawn for
+    each query's block (positions ``q_pos``; ``SparsePattern.random_key_blocks``)."""
+    b = sparse.block_size
+    q_blocks, row_of = torch.unique(q_pos // b, return_inverse=True)
+    n_blocks = int(k_pos.max()) // b + 1
+    drawn = torch.zeros(len(q_blocks), n_blocks, dtype=torch.bool)  # (query blocks, key blocks)
+    for row, block in enumerate(q_blocks.tolist()):
+        drawn[row, sparse.random_key_blocks(block)] = True
+    return drawn.to(q_pos.device)[row_of][:, k_pos // b]
 
 
 def one_span(S: int, window: int | None, chunk_start: int | None) -> bool:
@@ -55,20 +88,24 @@ def causal_attention(
     window: int | None = None,
     scale: float | None = None,
     chunk_start: int | None = None,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q: (B, H, T, D); k: (B, G, S, D), v: (B, G, S, Dv) with S ≥ T, the last T keys being the
     new tokens; ``scale`` of the scores, default 1/√D (MLA's absorbed form attends over the
-    latent with its heads' own 1/√D); ``window`` and ``chunk_start`` as ``attention_mask``."""
+    latent with its heads' own 1/√D); ``window`` and ``chunk_start`` as ``attention_mask``, or
+    ``mask`` (T, S) itself (a sparse pattern's: ``attention_mask``)."""
     if v.shape[-1] != q.shape[-1]:  # (MLA) the fused kernels take one head width: zeros pad
         # the narrower (dot products and weighted sums unchanged), the output is cut back
         width, common = v.shape[-1], max(v.shape[-1], q.shape[-1])
         scale = q.shape[-1] ** -0.5 if scale is None else scale
         q, k, v = (F.pad(t, (0, common - t.shape[-1])) for t in (q, k, v))
-        return causal_attention(q, k, v, n_rep, window, scale, chunk_start)[..., :width]
+        return causal_attention(q, k, v, n_rep, window, scale, chunk_start, mask)[..., :width]
     T, S = q.shape[2], k.shape[2]
     if one_span(S, window, chunk_start):
         window = None  # every key is inside the window (or the chunk)
-    if window is None and T == S:
+    if mask is not None:  # given (a sparse pattern's)
+        is_causal = False
+    elif window is None and T == S:
         mask, is_causal = None, True
     elif window is None and T == 1:
         mask, is_causal = None, False  # one new token sees everything cached
@@ -93,19 +130,22 @@ def matmul_attention(
     sinks: torch.Tensor | None = None,
     softcap: float = 0.0,
     chunk_start: int | None = None,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention as plain matmuls, for what SDPA cannot take: ``softcap`` (Gemma 2) turns
     the scaled scores into cap · tanh(scores / cap); each head's sink logit (``sinks``, (H,):
     gpt-oss) joins the softmax and is dropped after it, so the weights sum to less than 1 (a head
     may attend to nothing). Shapes as ``causal_attention``; the R = n_rep query heads sharing a
-    KV head are stacked along the rows, (B, G, R·T, ·), so K and V are never repeated."""
+    KV head are stacked along the rows, (B, G, R·T, ·), so K and V are never repeated; ``mask``
+    (T, S): an explicit one, as ``causal_attention``."""
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = D**-0.5 if scale is None else scale
     scores = q.reshape(B, G, n_rep * T, D) @ k.transpose(-2, -1) * scale  # (B, G, R·T, S)
     if softcap:
         scores = torch.tanh(scores / softcap) * softcap
-    mask = attention_mask(T, S, window, q.device, chunk_start)
+    if mask is None:
+        mask = attention_mask(T, S, window, q.device, chunk_start)
     scores = scores.view(B, G, n_rep, T, S).masked_fill(~mask, float("-inf"))
     if sinks is None:
         weights = scores.softmax(dim=-1)
@@ -125,19 +165,20 @@ def reference_attention(
     scale: float | None = None,
     softcap: float = 0.0,
     chunk_start: int | None = None,
+    sparse: SparsePattern | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain-matmul causal attention that also returns the weights (B, H, T, S): for teaching
     and for tests of the fused path. ``sinks`` (H,): each head's sink logit joins the softmax
     and is dropped after it (the weights then sum to less than 1); ``scale`` of the scores
-    (default 1/√D); ``softcap``: scores → cap · tanh(scores / cap); ``window`` and
-    ``chunk_start`` as ``attention_mask``."""
+    (default 1/√D); ``softcap``: scores → cap · tanh(scores / cap); ``window``, ``chunk_start``
+    and ``sparse`` as ``attention_mask``."""
     if n_rep > 1:
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
     (B, H, T, D), S = q.shape, k.shape[2]
     scores = q @ k.transpose(-2, -1) * (D**-0.5 if scale is None else scale)  # (B, H, T, S)
     if softcap:
         scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.masked_fill(~attention_mask(T, S, window, q.device, chunk_start), float("-inf"))
+    scores = scores.masked_fill(~attention_mask(T, S, window, q.device, chunk_start, sparse), float("-inf"))
     if sinks is not None:
         scores = torch.cat((scores, sinks.view(1, H, 1, 1).expand(B, H, T, 1).to(scores.dtype)), dim=-1)
     weights = scores.softmax(dim=-1)[..., :S]
@@ -174,6 +215,7 @@ class Attention(nn.Module):
         self.cfg, self.layer_idx = cfg, layer_idx
         self.window = cfg.window_of(layer_idx)
         self.chunked = cfg.chunked_attention and self.window is not None  # Llama 4's chunks
+        self.sparse = cfg.sparse_pattern if self.window is not None else None  # Longformer, BigBird
         # the heads this module computes: the config's, or one rank's share under tensor
         # parallelism (llama_lab.train.tensor_parallel overwrites them)
         self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
@@ -257,10 +299,18 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)  # (B, G, S, D)
         cfg, scale, window = self.cfg, self.cfg.attention_multiplier, self.window
+        mask = None  # a sparse pattern's, over the keys' own positions
+        if self.sparse is not None:
+            positions = cache.key_positions(self.layer_idx, T) if cache is not None else None
+            mask = attention_mask(
+                T, k.shape[2], window, q.device, sparse=self.sparse, key_positions=positions
+            )
         if cfg.attention_sinks or cfg.attn_softcap:
             sinks = self.sinks if cfg.attention_sinks else None
-            out = matmul_attention(q, k, v, cfg.n_rep, window, scale, sinks, cfg.attn_softcap, chunk_start)
+            out = matmul_attention(
+                q, k, v, cfg.n_rep, window, scale, sinks, cfg.attn_softcap, chunk_start, mask
+            )
         else:
-            out = causal_attention(q, k, v, cfg.n_rep, window, scale, chunk_start)  # (B, H, T, D)
+            out = causal_attention(q, k, v, cfg.n_rep, window, scale, chunk_start, mask)  # (B, H, T, D)
         out = out.transpose(1, 2).reshape(B, T, H * D)
         return self.o_proj(out if gate is None else out * torch.sigmoid(gate))

@@ -7,7 +7,11 @@ position and a window of W keys is exactly what the new token may see, so the or
 matter). Only a chunk of several tokens after a window has filled needs the held keys in
 order (one concatenation). A chunked layer (Llama 4) keeps the tokens of the current chunk of
 W positions, position p in slot p mod W: in order, slots 0.. of the chunk; a chunk boundary
-starts over from slot 0. A Gated DeltaNet layer (Qwen3-Next, Qwen3.5) keeps no per-token
+starts over from slot 0. A windowed layer with a sparse pattern (``config.sparse``) keeps what
+its later queries can see: the first G positions in slots 0..G-1 and a ring of the dilated
+window's span after them (position p ≥ G in slot G + (p − G) mod span), or every token when
+BigBird's random blocks may reach any earlier block; it returns the held keys with their
+positions (``key_positions``), for the mask. A Gated DeltaNet layer (Qwen3-Next, Qwen3.5) keeps no per-token
 cache: its convolution's last K inputs (B, conv_dim, K) and its state (B, Hv, dk, dv) in
 float32, as transformers' cache holds them, whatever the sequence's length.
 """
@@ -22,8 +26,9 @@ from ..config import ModelConfig
 
 class KVCache(nn.Module):
     """Keys and values of every layer: (B, G, S_l, D) each, S_l = max_len, or min(W, max_len)
-    for a layer with a sliding window W. MLA keeps its latent (B, 1, S, kv_lora_rank) and its
-    RoPE key (B, 1, S, qk_rope_head_dim) in the two slots instead."""
+    for a layer with a sliding window W (under a sparse pattern: ``ModelConfig.local_cache_tokens``).
+    MLA keeps its latent (B, 1, S, kv_lora_rank) and its RoPE key (B, 1, S, qk_rope_head_dim) in
+    the two slots instead."""
 
     def __init__(
         self, cfg: ModelConfig, batch_size: int, max_len: int | None = None, device=None, dtype=None
@@ -31,13 +36,17 @@ class KVCache(nn.Module):
         super().__init__()
         self.max_len = max_len or cfg.max_seq_len
         self.windows = [cfg.window_of(i) for i in range(cfg.n_layers)]
+        # the tokens each layer keeps at most (None: all of them)
+        self.kept = [cfg.local_cache_tokens if w else None for w in self.windows]
+        self.sparse = cfg.sparse_pattern
         self.chunked = cfg.chunked_attention
         self.linear = cfg.linear_layer_flags
-        for i, window in enumerate(self.windows):
+        for i in range(cfg.n_layers):
             if self.linear[i]:
                 self._add_state(cfg, i, batch_size, device, dtype)
                 continue
-            slots = min(window, self.max_len) if window else self.max_len
+            kept = self.kept[i]
+            slots = min(kept, self.max_len) if kept else self.max_len
             widths = (
                 (1, cfg.kv_lora_rank, cfg.qk_rope_head_dim)
                 if cfg.is_mla
@@ -75,8 +84,8 @@ class KVCache(nn.Module):
 
     def held(self, layer: int) -> int:
         """Tokens layer ``layer`` holds now."""
-        window = self.windows[layer]
-        return min(self.length, window) if window else self.length
+        kept = self.kept[layer]
+        return min(self.length, kept) if kept else self.length
 
     def chunk_start(self, layer: int) -> int:
         """A chunked layer's first position of the chunk the next token falls in."""
@@ -93,10 +102,12 @@ class KVCache(nn.Module):
         held, T = self.held(layer), k.shape[2]
         if self.windows[layer] is not None and self.chunked:
             return self._update_chunked(layer, k, v)
-        if self.windows[layer] is None:
+        if self.kept[layer] is None:  # every token (random blocks reach any earlier block)
             keys[:, :, held : held + T] = k
             values[:, :, held : held + T] = v
             return keys[:, :, : held + T], values[:, :, : held + T]
+        if self.windows[layer] is not None and self.sparse is not None:
+            return self._update_sparse(layer, k, v)
         slots = keys.shape[2]
         in_order = None
         if T > 1 and self.length + T > slots:  # a chunk once the window has filled: the
@@ -133,6 +144,39 @@ class KVCache(nn.Module):
         values[:, :, :tail] = v[:, :, T - tail :]
         return attended
 
+    def _update_sparse(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``update`` of a sparse-pattern layer: the held keys (in slot order, positions
+        ``key_positions``) and the new ones; the new tokens are then written to their slots,
+        the global ones kept and the others on the ring of the window's span."""
+        keys, values = self._buffers_of(layer)
+        held, T = self.held(layer), k.shape[2]
+        assert self.sparse is not None
+        attended = torch.cat((keys[:, :, :held], k), dim=2), torch.cat((values[:, :, :held], v), dim=2)
+        new = torch.arange(self.length, self.length + T, device=k.device)
+        G, span, end = self.sparse.global_tokens, self.sparse.span, self.length + T
+        keep = (new < G) | (new >= end - span)  # older new tokens fall out of the ring at once
+        slots = torch.where(new < G, new, G + (new - G) % span)[keep]
+        index = keep.nonzero()[:, 0]
+        keys.index_copy_(2, slots, k.index_select(2, index))
+        values.index_copy_(2, slots, v.index_select(2, index))
+        return attended
+
+    def key_positions(self, layer: int, T: int) -> torch.Tensor | None:
+        """The positions of the keys ``update`` returned to T new tokens (None: 0, 1, … in
+        order): a sparse-pattern layer's held slots, then the new tokens."""
+        if self.kept[layer] is None or self.sparse is None:
+            return None
+        G, span, L = self.sparse.global_tokens, self.sparse.span, self.length
+        device = self._buffers_of(layer)[0].device
+        slot = torch.arange(self.held(layer), device=device)
+        ring = slot - G  # slot G + r holds the latest position G + r + span·n before L
+        held = torch.where(
+            slot < G, slot, G + ring + span * torch.div(L - 1 - G - ring, span, rounding_mode="floor")
+        )
+        return torch.cat((held, torch.arange(L, L + T, device=device)))
+
     def _write_ring(self, buffer: torch.Tensor, new: torch.Tensor) -> None:
         """Copy the new tokens (the last ``slots`` of them) into slots position mod ``slots``."""
         slots, T = buffer.shape[2], new.shape[2]
@@ -155,16 +199,17 @@ class KVCache(nn.Module):
                 f"a Gated DeltaNet layer folds every token into its state: the cache cannot go "
                 f"back to {length}"
             )
-        for window in self.windows:
+        for window, kept in zip(self.windows, self.kept):
             if window and self.chunked:  # only back within the chunk of the last token
                 if length < self.length and length < (self.length - 1) // window * window:
                     raise ValueError(
                         f"a chunked layer (chunks of {window}) has started a new chunk: the cache "
                         f"cannot go back to {length}"
                     )
-            elif window and self.length > window and length < self.length:
+            elif kept and self.length > kept and length < self.length:
+                keeping = "" if kept == window else f", keeping {kept} tokens"
                 raise ValueError(
-                    f"a sliding-window layer (window {window}) has shifted out "
+                    f"a sliding-window layer (window {window}{keeping}) has shifted out "
                     f"tokens: the cache cannot go back to {length}"
                 )
         self.length = length

@@ -33,6 +33,14 @@ from ..figures.kv import (
 from ..figures.parallel import korthikanti_frames, search_frame, serving_frame
 from ..figures.params import block_table, flops_bar, flops_sweep_upper, flops_vs_seq_len, params_sunburst
 from ..figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure, roofline_points
+from ..figures.sparse import (
+    PATTERN_T,
+    mask_heatmap,
+    mask_reasons,
+    pattern_title,
+    score_cost_figure,
+    score_cost_lengths,
+)
 from ..runtime.hardware import GPU, GPUS
 from ..units import plural
 
@@ -358,6 +366,28 @@ def analysis_figures(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
         ),
         Figure("roofline", f"Decode roofline on {gpu.name}", "Roofline", roofline_figure(points, gpu)),
         Figure("decode_throughput", "Decode throughput bound", "Roofline", decode_throughput(points)),
+    ] + pattern_figures(cfg, seq_len)
+
+
+def pattern_figures(cfg: ModelConfig, seq_len: int) -> list[Figure]:
+    """A model with windowed blocks: their mask drawn and its score FLOPs against T, as the KV
+    cache and Parameters & FLOPs pages draw them (none without a window)."""
+    if not any(cfg.local_layer_flags):
+        return []
+    frame = analysis.score_flops_against_t(cfg, score_cost_lengths(cfg, seq_len))
+    return [
+        Figure(
+            "attention_pattern",
+            "Which keys each query sees",
+            "KV cache",
+            mask_heatmap(mask_reasons(cfg), pattern_title(cfg, PATTERN_T)),
+        ),
+        Figure(
+            "score_flops_vs_t",
+            "Score FLOPs against T: dense vs the pattern",
+            "FLOPs",
+            score_cost_figure(frame),
+        ),
     ]
 
 

@@ -20,7 +20,7 @@ from ..config import ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..errors import LabError
 from ..figures import finetune as figures_finetune
-from ..figures import kv, rooflines
+from ..figures import kv, rooflines, sparse
 from ..figures.common import column_label, display_frame, table_styler
 from ..runtime.hardware import GPU
 from ..train.loop import TrainSettings
@@ -67,6 +67,16 @@ def flops_sweep(cfg: ModelConfig, seq_lens: tuple[int, ...], batch: int) -> list
 @st.cache_data(max_entries=256, show_spinner=False)
 def scores_crossover(cfg: ModelConfig) -> int | None:
     return analysis.scores_overtake_ffn_at(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def mask_codes(cfg: ModelConfig, T: int):
+    return sparse.mask_reasons(cfg, T)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def score_cost(cfg: ModelConfig, lengths: tuple[int, ...]) -> pd.DataFrame:
+    return analysis.score_flops_against_t(cfg, lengths)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

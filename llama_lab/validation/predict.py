@@ -105,6 +105,23 @@ def matmul_format(weights: str, activations: str | None) -> str:
     return activations
 
 
+def refuse_sparse_pattern(cfg: ModelConfig, command: str) -> None:
+    """The time predictions are calibrated on dense and sliding-window kernels that serving and
+    training engines run; a sparse pattern (global tokens, dilation, random blocks) has no such
+    kernel or measurement: refused by name (``analyze`` counts its FLOPs and cache exactly)."""
+    p = cfg.sparse_pattern
+    if p is not None:
+        used = [f"global_tokens={p.global_tokens}"] * (p.global_tokens > 0)
+        used += [f"dilation={p.dilation}"] * (p.dilation > 1) + [f"random_blocks={p.random_blocks}"] * (
+            p.random_blocks > 0
+        )
+        raise LabError(
+            f"{command} is not predicted for a sparse attention pattern ({', '.join(used)}): its "
+            f"times are calibrated on dense and sliding-window kernels; analyze counts its FLOPs and "
+            f"KV cache exactly"
+        )
+
+
 def predict_decode(
     cfg: ModelConfig,
     gpu: GPU,
@@ -133,6 +150,7 @@ def predict_decode(
     ``engine``'s release counts memory, ``engine.ENGINES``: the latest read by default).
     ``runtime``: "compiled" (CUDA graphs or torch.compile, as the fitted serving rows ran) or
     "eager" (each kernel launched from the host: ``launch_s`` per kernel the forward launches)."""
+    refuse_sparse_pattern(cfg, "predict decode")
     if not 0 < gpu_memory_utilization <= 1:
         raise LabError(
             f"--gpu-memory-utilization {gpu_memory_utilization:g} must be above 0 and at most 1 "
@@ -229,6 +247,7 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     ``dtype`` fp8: the GEMMs in fp8 (torchao's Float8 linears, Megatron's fp8 recipe: bounded at
     the fp8 dense peak, estimated at the fitted fp8 share), the master weights, gradients,
     optimizer states and saved activations counted as in bf16 mixed precision."""
+    refuse_sparse_pattern(cfg, "predict train")
     eff = Efficiency.load()
     memory = parallel_memory(cfg, layout, seq_len, "bf16" if dtype == "fp8" else dtype)
     bubble = bubble_fraction(layout) if layout.pp > 1 else 0.0
@@ -273,6 +292,7 @@ def predict_finetune(
     ``finetune_memory`` kind's interval), whether that fits, the longest context and the largest
     batch that fit by the same rule, and tokens per second
     (``efficiency.finetune_seconds``, the ``finetune_throughput`` kind's interval)."""
+    refuse_sparse_pattern(cfg, "predict finetune")
     memory = finetune_memory(cfg, spec, seq_len, batch, stored)
     work = finetune_flops(cfg, spec, seq_len, batch)
     eff = Efficiency.load()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...errors import ConfigError
 from ..bounds import INIT_STD
 from ..fields import ModelFields, RopeScaling
 from .family import Family
@@ -66,6 +67,11 @@ def common_keys(cfg: ModelFields, model_type: ModelType) -> dict[str, Any]:
 def to_hf_config(cfg: ModelFields, families: Sequence[Family]) -> dict[str, Any]:
     """The config.json of the family of ``families`` that expresses ``cfg`` (ConfigError when
     none does)."""
+    if cfg.sparse_pattern is not None:
+        raise ConfigError(
+            "no supported family writes a sparse attention pattern (global_tokens, random_blocks, "
+            "dilation): transformers' decoders take a plain sliding window only"
+        )
     family, model_type = family_of(cfg, families)
     out = {**common_keys(cfg, model_type), **family.write(cfg, model_type.name)}
     defaults = model_type.defaults

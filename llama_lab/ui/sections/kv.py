@@ -9,14 +9,21 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis import DEFAULT_GPU, attention_variants, derive, derive_memory
-from ...analysis.kv import hybrid_cache_frame, hybrid_crossover, kv_cache_bytes_per_token, linear_state_bytes
+from ...analysis.kv import (
+    hybrid_cache_frame,
+    hybrid_crossover,
+    kv_cache_bytes_per_token,
+    linear_state_bytes,
+    sparse_cache_note,
+)
 from ...config import ModelConfig
 from ...figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
 from ...figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
+from ...figures.sparse import PATTERN_T, mask_heatmap, pattern_title
 from ...runtime.hardware import GPUS
 from ...units import human_bytes, plural
 from ...validation.intervals import INTERVAL_LEVEL
-from ..cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
+from ..cached import kv_fit, kv_memory_curve, kv_report, mask_codes, mla_forms, roofline_points, show_table
 from ..context import context_text
 from ..derivations import derived_metric, show_equation
 from ..state import Selection
@@ -88,6 +95,26 @@ def mla_section(selection: Selection, gpu_name: str) -> None:
         "over the S cached latents of every layer), bytes moved (the weights read once, the cache "
         "read and the new token's entry written; rebuilt also writes and reads every head's K and "
         "V), and the roofline bound on the data sheet. Fits: weights + that cache ≤ GPU memory."
+    )
+
+
+def pattern_section(cfg: ModelConfig) -> None:
+    """Which keys a windowed block's queries see (the mask the model runs), coloured by why, and
+    what its cache keeps."""
+    st.subheader("The attention pattern: which keys each query sees")
+    st.plotly_chart(mask_heatmap(mask_codes(cfg, PATTERN_T), pattern_title(cfg, PATTERN_T)))
+    kept = cfg.local_cache_tokens
+    keeps = (
+        "every token (a random block may be any earlier one)"
+        if kept is None
+        else f"at most {kept:,} tokens" + (" (its window)" if cfg.sparse_pattern is None else "")
+    )
+    st.caption(
+        f"The mask of the windowed blocks (sliding_window W = {cfg.sliding_window:,}; "
+        f"global_tokens, dilation and random_blocks shape it — `--set global_tokens=4` on the "
+        f"command line), drawn over the first {PATTERN_T} positions from the mask the live model "
+        f"runs. A windowed block's cache keeps {keeps}: what a later query can still see."
+        + (" " + sparse_cache_note(cfg) if cfg.sparse_pattern is not None else "")
     )
 
 

@@ -1,5 +1,6 @@
 """The Parameters & FLOPs page's sections: the headline counts with their derivations, where
-the parameters and FLOPs go, FLOPs against the sequence length, one decoder block's tensors,
+the parameters and FLOPs go, FLOPs against the sequence length (and a windowed or sparse
+pattern's score FLOPs against dense attention's), one decoder block's tensors,
 fvcore's cross-check and the counting conventions."""
 
 from __future__ import annotations
@@ -18,8 +19,17 @@ from ...figures.params import (
     params_sunburst,
     typical_block,
 )
+from ...figures.sparse import score_cost_figure, score_cost_lengths
 from ...units import escape_markdown, human_count, human_params
-from ..cached import flop_count, flops_sweep, fvcore_or_error, param_count, scores_crossover, show_table
+from ..cached import (
+    flop_count,
+    flops_sweep,
+    fvcore_or_error,
+    param_count,
+    score_cost,
+    scores_crossover,
+    show_table,
+)
 from ..derivations import derived_metric, show_equation
 
 
@@ -110,6 +120,21 @@ def flops_sweep_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
             f"({'within' if crossover <= cfg.max_seq_len else 'beyond'} max_seq_len "
             f"{cfg.max_seq_len:,})."
         )
+
+
+def score_cost_section(cfg: ModelConfig, seq_len: int) -> None:
+    """The causal score FLOPs against T: dense causal attention (quadratic) beside the model's
+    windows and sparse pattern (linear once past them), by ``flops.attention_scores_causal``."""
+    frame = score_cost(cfg, score_cost_lengths(cfg, seq_len))
+    st.plotly_chart(score_cost_figure(frame))
+    last = frame.iloc[-1]
+    st.caption(
+        f"One sequence's QKᵀ and AV over the query-key pairs the mask allows (analyze's "
+        f"flops.attention_scores_causal), every block. Dense causal attention grows as T²; a windowed "
+        f"block's queries see at most W keys (+ the global ones and the random blocks'), so the "
+        f"pattern grows linearly once T passes them: at T = {int(last['T']):,} it costs "
+        f"{last['pattern'] / last['dense causal']:.2%} of dense."
+    )
 
 
 def block_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:

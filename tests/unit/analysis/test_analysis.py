@@ -400,6 +400,8 @@ ACTIVATION_CASES = [
         "moe_renormalize": False,
         "moe_layers": "1",
     },
+    # a sparse pattern on a window wider than T: its mask is explicit (kept) all the same
+    {"sliding_window": 32, "local_layers": "0", "global_tokens": 3, "dilation": 2},
 ]
 
 

@@ -158,9 +158,9 @@ def test_attention_scores_counted_by_fvcore_itself(monkeypatch, n_kv_heads):
     monkeypatch.setattr(
         attention,
         "causal_attention",
-        lambda q, k, v, n_rep, window=None, scale=None, chunk_start=None: model_mod.reference_attention(
-            q, k, v, n_rep, window, scale=scale, chunk_start=chunk_start
-        )[0],
+        lambda q, k, v, n_rep, window=None, scale=None, chunk_start=None, mask=None: (
+            model_mod.reference_attention(q, k, v, n_rep, window, scale=scale, chunk_start=chunk_start)[0]
+        ),
     )
     cfg = PRESETS["debug"].replace(n_kv_heads=n_kv_heads)
     net = model_mod.build_model(cfg).eval()
