@@ -34,6 +34,9 @@ FAMILY_LIMITS = {
     "linear_v_head_dim": 131_072,
     "linear_conv_kernel": 1_024,
     "attn_floor_scale": 16_777_216,
+    "index_n_heads": 131_072,  # 0: no indexer
+    "index_head_dim": 131_072,
+    "index_topk": 16_777_216,
 }
 MINIMUMS = {"vocab_size": 2}
 
