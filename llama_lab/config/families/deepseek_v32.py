@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..fields import ModelFields
-from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, Rounded, failing
+from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, failing
 from ..hf.keys import ModelType
 from ..hf.reader import Reader, layer_list
 from . import deepseek
@@ -107,23 +107,14 @@ def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # deepseek-ai/DeepSeek-V3.2-Exp (and DeepSeek-V3.2, the same architecture) config.json
-    # (tests/families/published_configs/deepseek-v3.2-exp.json, SOURCES.md): DeepSeek-V3's
-    # shapes with an indexer of 64 heads of 128, top-2,048 keys. DeepseekV32ForCausalLM on the
-    # meta device: 671,877,929,216 (the MTP module, num_nextn_predict_layers, not counted)
+    # deepseek-ai/DeepSeek-V3.2-Exp config.json (DeepSeek-V3.2's is the same architecture;
+    # tests/families/published_configs/deepseek-v3.2-exp.json, SOURCES.md): DeepSeek-V3's shapes
+    # with an indexer of 64 heads of 128 picking the top 2,048 keys. DeepseekV32ForCausalLM on the
+    # meta device: 671,877,929,216 (its MTP module, num_nextn_predict_layers, not counted). The
+    # model card publishes no count; its inference demo's config is "config_671B_v3.2.json"
+    # (README.md @114c2cb: "export CONFIG=config_671B_v3.2.json")
     "deepseek-v3.2-exp": dict(
         deepseek.PRESETS["deepseek-v3"], index_n_heads=64, index_head_dim=128, index_topk=2048
-    ),
-}
-# The model card (deepseek-ai/DeepSeek-V3.2-Exp README.md): its Hub total, 685B, holds the 14B
-# MTP module as DeepSeek-V3's does; the count of the main model is not published
-PUBLISHED = {
-    "deepseek-v3.2-exp": Rounded(
-        671e9,
-        37e9,
-        "DeepSeek-V3.2-Exp [...] introducing DeepSeek Sparse Attention [...] we deliberately "
-        "aligned the training configurations of DeepSeek-V3.2-Exp with V3.1-Terminus (671B total "
-        "parameters with 37B activated, DeepSeek-V3's)",
     ),
 }
 
@@ -153,6 +144,5 @@ FAMILY = Family(
     key_notes=deepseek.key_notes,
     features=FEATURES,
     presets=PRESETS,
-    published=PUBLISHED,
     field_groups=(FIELDS,),
 )
