@@ -41,7 +41,7 @@ from ..runtime.hardware import DTYPE_BYTES
 from .activations import (
     LOSS_PATHS,
 )
-from .common import TRAINING_DTYPES, check_count, nbytes
+from .common import TRAINING_DTYPES, check_count, nbytes, refuse_indexer
 from .params import count_params
 from .quant import BNB_CODE_BYTES, BNB_NESTED_BLOCK, stored_weights, weights_bytes
 from .shapes import Shapes
@@ -286,6 +286,7 @@ def target_modules(
 
 def check_finetune(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | None = None) -> None:
     """The rules a recipe must keep for this model and checkpoint (each refusal names its rule)."""
+    refuse_indexer(cfg, "fine-tuning")
     if stored is not None and spec.method == "qlora":
         raise AnalysisError(
             f"method='qlora' quantises a 16-bit base to NF4, but this checkpoint is already stored as "

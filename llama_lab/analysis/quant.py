@@ -115,6 +115,8 @@ def _attention_tensors(cfg: ModelConfig, n: int) -> list[TensorGroup]:
         for name, width in (("q_a_layernorm", s.Rq), ("kv_a_layernorm", s.Rkv))
         if width
     ]
+    if cfg.has_indexer:  # DSA: the indexer key's LayerNorm (γ and β)
+        groups.append(TensorGroup("indexer.k_norm", "norms", n, 1, 2 * s.Di))
     if cfg.qkv_bias:
         groups.append(TensorGroup("qkv_bias", "bias", n, 1, s.q_dim + 2 * s.kv_dim))
     if cfg.o_bias:
