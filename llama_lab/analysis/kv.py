@@ -168,6 +168,21 @@ def kv_cache_bytes(
     return batch * (layer_token_bytes(cfg, dtype, tp) * held + state)
 
 
+def decode_read_bytes(
+    cfg: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16", tp: int = 1
+) -> int:
+    """Bytes of cache one decode step reads for ``batch`` new tokens at ``context_len`` keys each
+    (their own included), on one of ``tp`` GPUs: every key a token attends — the whole cache
+    (``kv_cache_bytes``: a sliding-window layer its window) — or, under DeepSeek Sparse Attention,
+    the latents of its index_topk chosen keys and the indexer key of every earlier token."""
+    if not cfg.has_indexer:
+        return kv_cache_bytes(cfg, context_len, batch, dtype, tp)
+    index = indexer_key_bytes(cfg, dtype)
+    latent = layer_token_bytes(cfg, dtype, tp) - index  # the latent and the RoPE key
+    chosen = min(context_len, cfg.index_topk)
+    return batch * cfg.full_attention_layers * (chosen * latent + context_len * index)
+
+
 def gqa_kv_heads(cfg: ModelConfig) -> int:
     """KV heads of the 'GQA' column: the model's own when it is GQA; otherwise the proper
     divisor of n_heads nearest n_heads/8 (LLaMA-2-70B and LLaMA-3 use 8 query heads per KV
