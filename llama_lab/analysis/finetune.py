@@ -137,7 +137,8 @@ def _attention_linears(cfg: ModelConfig) -> list[tuple[str, int, int]]:
         return [("self_attn.qkv_proj", s.C, s.q_dim + 2 * s.kv_dim), ("self_attn.o_proj", s.q_dim, s.C)]
     # DSA's indexer matrices (Shapes' indexer_wq_b, …) live in the module self_attn.indexer
     return [
-        (f"self_attn.{name.replace('indexer_', 'indexer.', 1)}", cols, rows) for name, rows, cols in s.attention
+        (f"self_attn.{name.replace('indexer_', 'indexer.', 1)}", cols, rows)
+        for name, rows, cols in s.attention
     ]
 
 

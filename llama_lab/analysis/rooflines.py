@@ -119,8 +119,9 @@ def roofline(
 ) -> Roofline:
     """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
     B sequences with ``context_len`` keys - weights once + the KV cache read (DSA: the chosen
-    keys' latents and every indexer key, ``kv.decode_read_bytes``) + the new K/V written. prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal
-    half of the scores (fused kernels skip masked blocks) and the lm_head on the last position
+    keys' latents and every indexer key, ``kv.decode_read_bytes``) + the new K/V written.
+    prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal half of
+    the scores (fused kernels skip masked blocks) and the lm_head on the last position
     of each sequence, as generate's prefill runs it. ``dtype`` is what the matmuls compute in
     (the activations' format), at that format's dense peak (``GPU.peak_flops``): fp32, bf16,
     fp16, or fp8/int8 (W8A8: a GPU without that format's tensor cores is refused); weight-only

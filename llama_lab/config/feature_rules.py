@@ -295,7 +295,11 @@ def check_indexer(cfg: ModelFields) -> None:
     if not cfg.has_indexer:
         return
     rules = [
-        (not cfg.is_mla, "kv_lora_rank", "needs MLA (kv_lora_rank > 0): it picks the keys of MLA's attention"),
+        (
+            not cfg.is_mla,
+            "kv_lora_rank",
+            "needs MLA (kv_lora_rank > 0): it picks the keys of MLA's attention",
+        ),
         (not cfg.q_lora_rank, "q_lora_rank", "needs q_lora_rank > 0 (its queries come from q's bottleneck)"),
         (
             cfg.index_head_dim < cfg.qk_rope_head_dim,
@@ -303,10 +307,16 @@ def check_indexer(cfg: ModelFields) -> None:
             f"needs index_head_dim={cfg.index_head_dim} ≥ qk_rope_head_dim={cfg.qk_rope_head_dim} "
             f"(RoPE rotates its first qk_rope_head_dim)",
         ),
-        (any(cfg.temperature_layer_flags), "attn_temperature_layers", "with an attention temperature is not modelled"),
+        (
+            any(cfg.temperature_layer_flags),
+            "attn_temperature_layers",
+            "with an attention temperature is not modelled",
+        ),
     ]
     for broken, name, rule in rules:
         if broken:
             raise ConfigError(
-                f"the DSA indexer (index_n_heads={cfg.index_n_heads}) {rule}", field=name, also=("index_n_heads",)
+                f"the DSA indexer (index_n_heads={cfg.index_n_heads}) {rule}",
+                field=name,
+                also=("index_n_heads",),
             )

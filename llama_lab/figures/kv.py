@@ -264,9 +264,13 @@ def decode_cost_figure(frame: pd.DataFrame, index_topk: int) -> go.Figure:
     """``analysis.rooflines.decode_cost_frame`` drawn: a decoded token's score FLOPs and the
     cache bytes it reads against the context, DSA beside MLA and GQA, index_topk marked."""
     frame = display_frame(frame)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("score FLOPs per token", "cache bytes read per token"))
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("score FLOPs per token", "cache bytes read per token")
+    )
     for kind, part in frame.groupby("attention", sort=False):
-        name = SPARSE_NAMES[kind] + ("" if kind != "gqa" else f" ({plural(int(part.n_kv_heads.iloc[0]), 'KV head')})")
+        name = SPARSE_NAMES[kind] + (
+            "" if kind != "gqa" else f" ({plural(int(part.n_kv_heads.iloc[0]), 'KV head')})"
+        )
         for col, column in ((1, "score_flops"), (2, "cache_bytes_read")):
             fig.add_trace(
                 go.Scatter(

@@ -49,14 +49,20 @@ class Indexer(nn.Module):
         return self._rotate(self.k_norm(self.wk(x)).unsqueeze(1), rope).squeeze(1)
 
     def scores(
-        self, x: torch.Tensor, q_resid: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], keys: torch.Tensor
+        self,
+        x: torch.Tensor,
+        q_resid: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        keys: torch.Tensor,
     ) -> torch.Tensor:
         """I (B, T, S) of the new tokens x (B, T, C) over ``keys`` (B, S, Di), in float32."""
         B, T, _ = x.shape
         Hi, Di = self.cfg.index_n_heads, self.cfg.index_head_dim
         q = self.wq_b(q_resid).view(B, T, Hi, Di).transpose(1, 2)  # (B, Hi, T, Di)
         q = self._rotate(q, rope).transpose(1, 2)  # (B, T, Hi, Di)
-        dots = torch.matmul(q.float(), keys.transpose(-1, -2).float().unsqueeze(1)) * Di**-0.5  # (B, T, Hi, S)
+        dots = (
+            torch.matmul(q.float(), keys.transpose(-1, -2).float().unsqueeze(1)) * Di**-0.5
+        )  # (B, T, Hi, S)
         weights = self.weights_proj(x).float() * Hi**-0.5  # (B, T, Hi)
         return torch.matmul(weights.unsqueeze(-2), F.relu(dots)).squeeze(-2)  # Σ_h w_h · relu(·)
 

@@ -112,7 +112,11 @@ class LatentAttention(nn.Module):
             keep = self.indexer.select(x, self.q_resid(x), rope, keys, start)
         if cache is None:
             q, k, v = self._expand(q_nope, q_rope, c, k_rope)
-            out = causal_attention(q, k, v, 1, scale=self.scale) if keep is None else sparse_attention(q, k, v, keep, self.scale)
+            out = (
+                causal_attention(q, k, v, 1, scale=self.scale)
+                if keep is None
+                else sparse_attention(q, k, v, keep, self.scale)
+            )
         else:
             c, k_rope = cache.update(self.layer_idx, c, k_rope)  # (B, 1, S, R), (B, 1, S, Dr)
             out = self._absorbed(q_nope, q_rope, c, k_rope, keep)

@@ -9,13 +9,12 @@ import warnings
 
 import pytest
 import torch
+from hf_helpers import meta_model, published, theirs
 from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
 from llama_lab.config import PRESETS, ConfigError, ModelConfig, read_hf_config
 from llama_lab.model import build_model
-
-from hf_helpers import meta_model, published, theirs
 
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
@@ -94,9 +93,11 @@ def test_the_published_file_is_the_preset_and_its_counts():
     assert counts.total == 671_026_404_352 + 61 * indexer == 671_877_929_216
     assert counts.active == 38_403_807_488
     assert counts.detail["indexer_norm"] == 61 * 256  # counted under attention, with the rest
-    assert counts.by_component["attention"] - analysis.count_params(PRESETS["deepseek-v3"]).by_component[
-        "attention"
-    ] == 61 * indexer
+    assert (
+        counts.by_component["attention"]
+        - analysis.count_params(PRESETS["deepseek-v3"]).by_component["attention"]
+        == 61 * indexer
+    )
     assert any("'num_nextn_predict_layers'" in note for note in notes)  # the MTP layer: not read
 
 

@@ -1,8 +1,8 @@
 """The KV cache & attention page's sections: the cache's formulas with the model's numbers, how
 query heads share KV heads, the GPU (mirrored in the URL), MHA vs GQA vs MQA on it, the cache
 against the context on one GPU, MLA's latent and a hybrid's linear-attention state, and the decode
-roofline; a DSA model's decode cost against the context. The page draws the Many GPUs page's serving section (``sections.parallel``) between
-them."""
+roofline; a DSA model's decode cost against the context. The page draws the Many GPUs page's
+serving section (``sections.parallel``) between them."""
 
 from __future__ import annotations
 
