@@ -108,11 +108,18 @@ def test_logits_and_cached_decoding_past_the_top_k_equal_transformers():
         expected, logits = hf(ids).logits, ours(ids)
         cache = ours.new_cache(B, T)
         steps = [ours(ids[:, :4], cache)] + [ours(ids[:, t : t + 1], cache) for t in range(4, T)]
+        # transformers' own cache (the latent, the RoPE key and DynamicIndexedLayer's indexer keys)
+        out = hf(ids[:, :4], use_cache=True)
+        theirs_steps = [out.logits]
+        for t in range(4, T):
+            out = hf(ids[:, t : t + 1], cache=out.past_key_values, use_cache=True)
+            theirs_steps.append(out.logits)
         dense = build_model(cfg.replace(index_topk=T)).eval()
         dense.load_state_dict(hf.state_dict())
         everything = dense(ids)
     torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(torch.cat(steps, dim=1), logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.cat(theirs_steps, dim=1), torch.cat(steps, dim=1), rtol=1e-5, atol=1e-5)
     # up to index_topk keys every query attends all: the same logits; past it the top-k choice bites
     torch.testing.assert_close(everything[:, : cfg.index_topk], logits[:, : cfg.index_topk])
     assert (everything[:, cfg.index_topk :] - logits[:, cfg.index_topk :]).abs().max() > 1e-2
