@@ -214,3 +214,21 @@ def test_mlp_layer_types_and_num_experts_read_as_transformers():
 def test_glm_moe_dsa_stays_refused_naming_its_indexer():
     with pytest.raises(ConfigError, match="GlmMoeDsaIndexer.*adjacent pairs.*'shared'"):
         read_hf_config({"model_type": "glm_moe_dsa"})
+
+
+def test_the_surfaces_that_do_not_follow_the_top_k_refuse_it_in_one_line():
+    from llama_lab.analysis.finetune import FinetuneSpec, check_finetune
+    from llama_lab.analysis.parallel import Layout, check_layout
+    from llama_lab.analysis.shards import check_shard_layout
+    from llama_lab.errors import AnalysisError
+
+    cfg = PRESETS["deepseek-v3.2-exp"]
+    for refuse in (
+        lambda: check_layout(cfg, Layout(8, 8)),  # parallel, predict train, predict decode
+        lambda: check_finetune(cfg, FinetuneSpec()),
+        lambda: check_shard_layout(cfg, "fsdp", 2),
+    ):
+        with pytest.raises(AnalysisError, match="does not model DeepSeek Sparse Attention") as info:
+            refuse()
+        assert "\n" not in str(info.value)
+    check_layout(cfg.replace(index_n_heads=0), Layout(8, 8))  # DeepSeek-V3's attention: served
