@@ -28,9 +28,9 @@ DEEPSEEK_V32 = ModelType(
     "DeepseekV32ForCausalLM",
     keys=(deepseek.DEEPSEEK_V3.keys - {"rope_interleave", "num_nextn_predict_layers", "num_mtp_layers"})
     | {*INDEXER_KEYS, "mlp_layer_types", "layer_types", "num_experts"},
-    nullable=frozenset(
-        {"num_key_value_heads", "head_dim", "norm_topk_prob", "mlp_layer_types", "layer_types", "num_experts"}
-    ),
+    # DeepseekV32Config (a strict dataclass) refuses a null head_dim, num_key_value_heads or
+    # norm_topk_prob, which DeepseekV3Config takes; the per-layer kinds null mean "derive"
+    nullable=frozenset({"mlp_layer_types", "layer_types", "num_experts"}),
     holds=deepseek.DEEPSEEK_V3.holds | {"dsa_indexer"},
 )
 
