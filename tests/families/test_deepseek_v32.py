@@ -10,6 +10,7 @@ import warnings
 import pytest
 import torch
 from hf_helpers import meta_model, published, theirs
+from test_families import BASE, CASES
 from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
@@ -19,33 +20,9 @@ from llama_lab.model import build_model
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore", module="transformers")
 
-# MLA with a q bottleneck, DeepSeekMoE after one dense block, an indexer of 8 heads of 16 (its
-# first 8 rotated) keeping each query's 5 best keys
-TINY = dict(
-    model_type="deepseek_v32",
-    vocab_size=97,
-    hidden_size=64,
-    intermediate_size=96,
-    moe_intermediate_size=32,
-    num_hidden_layers=3,
-    num_attention_heads=4,
-    num_key_value_heads=4,
-    n_shared_experts=1,
-    n_routed_experts=8,
-    num_experts_per_tok=2,
-    n_group=2,
-    topk_group=1,
-    kv_lora_rank=16,
-    q_lora_rank=24,
-    qk_rope_head_dim=8,
-    qk_nope_head_dim=8,
-    v_head_dim=12,
-    first_k_dense_replace=1,
-    index_n_heads=8,
-    index_head_dim=16,
-    index_topk=5,
-    max_position_embeddings=64,
-)
+# The families suite's case: MLA with a q bottleneck, DeepSeekMoE after one dense block, an
+# indexer of 8 heads of 16 (its first 8 rotated) keeping each query's 6 best keys
+TINY = {**BASE, **CASES["deepseek_v32"], "model_type": "deepseek_v32"}
 T, B = 12, 2  # past index_topk
 
 
@@ -103,7 +80,7 @@ def test_the_published_file_is_the_preset_and_its_counts():
 
 def test_logits_and_cached_decoding_past_the_top_k_equal_transformers():
     hf, ours, cfg = hf_and_ours()
-    ids = torch.randint(0, 97, (B, T))
+    ids = torch.randint(0, BASE["vocab_size"], (B, T))
     with torch.no_grad():
         expected, logits = hf(ids).logits, ours(ids)
         cache = ours.new_cache(B, T)
@@ -128,13 +105,13 @@ def test_logits_and_cached_decoding_past_the_top_k_equal_transformers():
 def test_the_cache_equals_transformers_cache_tensors():
     hf, _, cfg = hf_and_ours()
     with torch.no_grad():
-        out = hf(torch.randint(0, 97, (B, T)), use_cache=True)
+        out = hf(torch.randint(0, BASE["vocab_size"], (B, T)), use_cache=True)
     layers = out.past_key_values.layers
     held = sum(t.numel() * t.element_size() for layer in layers for t in (layer.keys, layer.values))
     held += sum(layer.indexer_keys.numel() * layer.indexer_keys.element_size() for layer in layers)
     assert analysis.kv_cache_bytes(cfg, T, B, "fp32") == held
-    # per layer and token: the latent 16, the RoPE key 8 and the indexer's key 16
-    assert analysis.kv.layer_token_bytes(cfg, "bf16") == 2 * (16 + 8 + 16)
+    # per layer and token: the latent 32, the RoPE key 8 and the indexer's key 16
+    assert analysis.kv.layer_token_bytes(cfg, "bf16") == 2 * (32 + 8 + 16)
     assert analysis.kv.fp8_indexer_key_bytes(PRESETS["deepseek-v3.2-exp"]) == 128 + 4
 
 
@@ -142,15 +119,15 @@ def test_forward_flops_equal_flop_counter_on_transformers_eager():
     hf, _, cfg = hf_and_ours()
     hf.requires_grad_(False)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        hf(torch.randint(0, 97, (B, T)))
+        hf(torch.randint(0, BASE["vocab_size"], (B, T)))
     counts = analysis.count_flops(cfg, T, B)
     assert counter.get_total_flops() == counts.forward
     # the indexer by hand: 8 heads of 16 plus the weighted sum over heads, every one of the T×T
     # pairs eager computes, 3 layers
     assert counts.by_component["indexer_scores"] == 2 * 3 * B * T * T * 8 * (16 + 1)
-    # the main attention over the pairs the top-k allows: Σ min(i + 1, 5), (D + Dv) per head
-    pairs = B * sum(min(i + 1, 5) for i in range(T))
-    assert counts.attention_scores_causal == 2 * 3 * pairs * 4 * (16 + 12)
+    # the main attention over the pairs the top-k allows: Σ min(i + 1, 6), (D + Dv) per head
+    pairs = B * sum(min(i + 1, 6) for i in range(T))
+    assert counts.attention_scores_causal == 2 * 3 * pairs * 4 * (24 + 12)
     causal_indexer = 2 * 3 * B * T * (T + 1) // 2 * 8 * 17
     assert counts.forward_causal == (
         counts.forward
@@ -205,9 +182,9 @@ def test_bad_files_are_refused(change, rule):
 
 
 def test_mlp_layer_types_and_num_experts_read_as_transformers():
-    data = {**TINY, "mlp_layer_types": ["sparse", "dense", "sparse"], "num_experts": 4}
+    data = {**TINY, "mlp_layer_types": ["sparse", "dense", "sparse"], "num_experts": 16}
     cfg, _ = read_hf_config(data)
-    assert (cfg.n_experts, cfg.moe_layers) == (4, "0,2")
+    assert (cfg.n_experts, cfg.moe_layers) == (16, "0,2")
     assert analysis.count_params(cfg).total == module_counts(theirs(data))[0]
 
 
