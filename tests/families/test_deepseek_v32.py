@@ -209,3 +209,26 @@ def test_the_surfaces_that_do_not_follow_the_top_k_refuse_it_in_one_line():
             refuse()
         assert "\n" not in str(info.value)
     check_layout(cfg.replace(index_n_heads=0), Layout(8, 8))  # DeepSeek-V3's attention: served
+
+
+def test_the_indexers_stored_fp8_tensors_are_the_checkpoints():
+    """DeepSeek-V3.2's safetensors list (SOURCES.md: the transcription beside its config.json),
+    per layer: indexer.wq_b [8192, 1536] float8_e4m3fn with weight_scale_inv [64, 12] float32,
+    indexer.wk [128, 7168] fp8 with [1, 56] float32, indexer.weights_proj [64, 7168] bfloat16
+    ("54.25 MB" over 62 layers: 62 · 64 · 7168 · 2 bytes)."""
+    from llama_lab.analysis.quant import stored_weights, weights_bytes
+    from llama_lab.config.hf.quant import stored_quant
+
+    data = published("deepseek-v3.2-exp")
+    cfg, _ = read_hf_config(data)
+    rows = weights_bytes(cfg, stored_weights(stored_quant(data))).by_tensor
+    per_layer = {}
+    for row in rows:
+        if row["tensor"].startswith("indexer_"):
+            per_layer[row["tensor"]] = per_layer.get(row["tensor"], 0) + row["bytes"]
+    assert {name: n // 61 for name, n in per_layer.items()} == {
+        "indexer_wq_b": 8192 * 1536 + 64 * 12 * 4,
+        "indexer_wk": 128 * 7168 + 56 * 4,
+        "indexer_weights_proj": 64 * 7168 * 2,
+    }
+    assert 62 * 64 * 7168 * 2 / 2**20 == 54.25
