@@ -28,6 +28,8 @@ parallel.serving_section(cfg, gpu, B, T, weights, kv_dtype, P)  # the Many GPUs 
 kv.context_curve(selection, gpu)
 if cfg.is_mla:
     kv.mla_section(selection, gpu)
+if cfg.has_indexer:
+    kv.sparse_attention_section(selection)
 if cfg.has_linear_attention:
     kv.linear_attention_section(selection)
 if any(cfg.local_layer_flags):  # a window, and any sparse pattern on it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..config import LIMITS, MAX_BATCH
+from ..config import LIMITS, MAX_BATCH, ModelConfig
 from ..errors import AnalysisError, LabError
 from ..runtime.hardware import DTYPE_BYTES, GPU, get_gpu
 from ..runtime.precision import DTYPES
@@ -63,3 +63,14 @@ def checked_gpu(gpu: GPU | str) -> GPU:
         return get_gpu(gpu)
     except LabError as exc:
         raise AnalysisError(str(exc)) from None
+
+
+def refuse_indexer(cfg: ModelConfig, what: str) -> None:
+    """One line for the surfaces whose counts do not follow DeepSeek Sparse Attention yet (the
+    top-k's attention and reads, the indexer's own training and its tensors' split): ``what``
+    refuses the model rather than give a wrong number."""
+    if cfg.has_indexer:
+        raise AnalysisError(
+            f"{what} does not model DeepSeek Sparse Attention (index_n_heads={cfg.index_n_heads}: the "
+            f"indexer's top-{cfg.index_topk} keys); analyze, the KV cache and the live model do"
+        )

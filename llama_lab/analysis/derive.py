@@ -126,6 +126,9 @@ def _mixer_terms(cfg: ModelConfig, linear: bool) -> tuple[list[str], dict]:
             terms["R_q"] = s.Rq
             q = "C*R_q + R_q*H*D + R_q"
         parts = [f"{q} + C*(R_kv + D_r) + R_kv*H*(D - D_r + D_v) + H*D_v*C + R_kv"]
+        if cfg.has_indexer:  # DSA: wq_b, wk, weights_proj and the key's LayerNorm (γ, β)
+            terms.update(H_i=s.Hi, D_i=s.Di)
+            parts.append("R_q*H_i*D_i + C*D_i + C*H_i + 2*D_i")
     attn_bias = (s.H * s.D + 2 * s.G * s.D if cfg.qkv_bias else 0) + (s.C if cfg.o_bias else 0)
     if attn_bias:
         terms["b_attn"] = attn_bias
@@ -237,7 +240,8 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
     scores over the full T×T; the causal half as the alternative."""
     f = count_flops(cfg, seq_len, batch)
     delta = f.by_component.get("delta_rule", 0)  # Gated DeltaNet's convolution and delta rule
-    matmul = f.forward - f.by_component["attention_scores"] - delta
+    index = f.by_component.get("indexer_scores", 0)  # DSA's indexer over every earlier key
+    matmul = f.forward - f.by_component["attention_scores"] - delta - index
     s = Shapes.of(cfg)
     pair = 2 * s.H * (s.D + s.Dv)  # FLOPs per query-key pair, every head: QKᵀ over D, AV over Dv
     terms = {
@@ -270,6 +274,12 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
         expression += " + F_delta"
         formula += r" + F_\Delta"
         meaning["F_delta"] = "Gated DeltaNet blocks: the causal convolution and the chunked delta rule"
+    index_pair = 2 * s.Hi * (s.Di + 1)  # DSA: q_h·k over the indexer's heads, their weighted sum
+    if index:
+        terms.update(H_i=s.Hi, D_i=s.Di, S_I=index // index_pair)
+        expression += " + 2*H_i*(D_i + 1)*S_I"
+        formula += r" + 2\,H_I (D_I + 1) \sum_\ell (\text{indexer pairs})_\ell"
+        meaning["S_I"] = "query-key pairs the DSA indexer scores (every earlier key), summed over the blocks"
     if per_token:
         expression, formula = f"({expression})/(B*T)", formula + r"\quad \div\; B T"
     tokens = batch * seq_len if per_token else 1
@@ -284,6 +294,9 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
         meaning,
     )
     causal_terms = dict(terms, S=f.attention_scores_causal // pair)
+    if index:  # the indexer's causal pairs: forward_causal less everything else's
+        rest = f.forward_causal - (f.forward - f.by_component["attention_scores"] - index)
+        causal_terms["S_I"] = (rest - f.attention_scores_causal) // index_pair
     causal = Derivation(
         "Forward FLOPs (causal)",
         full.formula,

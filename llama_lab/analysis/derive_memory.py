@@ -59,22 +59,31 @@ def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
         scale = " + an fp16 scale each" if kv_scale_bytes(kv_dtype) else ""
         latent = head_bytes(kv_dtype, s.Rkv, "b_latent", "R_kv")
         rope = head_bytes(kv_dtype, s.Dr, "b_rope", "D_r")
+        parts = [replace(latent, symbols=MLA_SYMBOLS), replace(rope, symbols=MLA_SYMBOLS)]
+        formula, expression = r"L \cdot (b_\text{latent} + b_\text{rope})", "L*(b_latent + b_rope)"
+        meaning = {
+            "b_latent": f"bytes of the latent (kv_lora_rank = {s.Rkv}) at {kv_dtype}",
+            "b_rope": f"bytes of the shared RoPE key (qk_rope_head_dim = {s.Dr}) at {kv_dtype}",
+        }
+        if cfg.has_indexer:  # DSA: the indexer's key of each token beside the latent
+            parts.append(head_bytes(kv_dtype, s.Di, "b_index", "D_i"))
+            formula = r"L \cdot (b_\text{latent} + b_\text{rope} + b_\text{index})"
+            expression = "L*(b_latent + b_rope + b_index)"
+            meaning["b_index"] = f"bytes of the DSA indexer's key (index_head_dim = {s.Di}) at {kv_dtype}"
         return Derivation(
             f"KV cache per token ({kv_dtype})",
-            r"L \cdot (b_\text{latent} + b_\text{rope})",
-            "L*(b_latent + b_rope)",
-            {"L": s.L, "b_latent": latent.value, "b_rope": rope.value},
+            formula,
+            expression,
+            {"L": s.L, **{part.term: part.value for part in parts}},
             kv_cache_bytes_per_token(cfg, kv_dtype),
             "what MLA caches (as transformers 5 and serving engines store it): each block's latent "
-            "and its one RoPE key, shared by every head",
+            "and its one RoPE key, shared by every head"
+            + (", and DSA's indexer key (transformers' DynamicIndexedLayer)" if cfg.has_indexer else ""),
             f"b_latent = kv_lora_rank · bytes per element, b_rope = qk_rope_head_dim · bytes per "
             f"element{scale} ({kv_dtype})",
-            meaning={
-                "b_latent": f"bytes of the latent (kv_lora_rank = {s.Rkv}) at {kv_dtype}",
-                "b_rope": f"bytes of the shared RoPE key (qk_rope_head_dim = {s.Dr}) at {kv_dtype}",
-            },
+            meaning=meaning,
             lhs=r"\text{KV bytes/token}",
-            where=(replace(latent, symbols=MLA_SYMBOLS), replace(rope, symbols=MLA_SYMBOLS)),
+            where=tuple(parts),
         )
     head = head_bytes(kv_dtype, s.D, "b_head")
     # Gated DeltaNet blocks cache no K, V: only the attention blocks count

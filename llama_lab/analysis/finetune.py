@@ -41,7 +41,7 @@ from ..runtime.hardware import DTYPE_BYTES
 from .activations import (
     LOSS_PATHS,
 )
-from .common import TRAINING_DTYPES, check_count, nbytes
+from .common import TRAINING_DTYPES, check_count, nbytes, refuse_indexer
 from .params import count_params
 from .quant import BNB_CODE_BYTES, BNB_NESTED_BLOCK, stored_weights, weights_bytes
 from .shapes import Shapes
@@ -135,7 +135,11 @@ def _attention_linears(cfg: ModelConfig) -> list[tuple[str, int, int]]:
     s = Shapes.of(cfg)
     if cfg.fused_keys:
         return [("self_attn.qkv_proj", s.C, s.q_dim + 2 * s.kv_dim), ("self_attn.o_proj", s.q_dim, s.C)]
-    return [(f"self_attn.{name}", cols, rows) for name, rows, cols in s.attention]
+    # DSA's indexer matrices (Shapes' indexer_wq_b, …) live in the module self_attn.indexer
+    return [
+        (f"self_attn.{name.replace('indexer_', 'indexer.', 1)}", cols, rows)
+        for name, rows, cols in s.attention
+    ]
 
 
 def _mixer_linears(cfg: ModelConfig) -> list[tuple[str, int, int]]:
@@ -286,6 +290,7 @@ def target_modules(
 
 def check_finetune(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | None = None) -> None:
     """The rules a recipe must keep for this model and checkpoint (each refusal names its rule)."""
+    refuse_indexer(cfg, "fine-tuning")
     if stored is not None and spec.method == "qlora":
         raise AnalysisError(
             f"method='qlora' quantises a 16-bit base to NF4, but this checkpoint is already stored as "

@@ -66,6 +66,13 @@ FLOP_CONVENTIONS = [
     "gated delta rule in the chunked form (chunks of 64, the sequence padded to a whole chunk; the two "
     "unit-triangular solves per chunk included: FlopCounterMode has no rule for solve_triangular and "
     "counts 0 for them) or, decoding, the recurrent form (3·dk·dv per value head and token).",
+    "DeepSeek Sparse Attention (DeepSeek-V3.2): 'indexer_scores' is the lightning indexer, Hi·(Di + 1) "
+    "multiply-adds per (query, key) pair (q_h·k over its heads, then their weighted sum) over every "
+    "earlier key: T×T in forward, as transformers computes it, T(T+1)/2 in forward_causal, S for a "
+    "decoded token; its projections are in attention_proj. The main attention keeps the full T×T "
+    "convention in attention_scores (transformers' eager forward computes every pair and masks the "
+    "unchosen), while attention_scores_causal counts the pairs the top-k allows, Σ min(i+1, "
+    "index_topk), and a decoded token attends min(S, index_topk) keys.",
     "GQA/MQA shrink the K/V projections (2·C·G·D per token) but not the scores: every query head "
     "still attends over all keys.",
     "the token-embedding lookup is a gather: 0 FLOPs.",
@@ -181,6 +188,16 @@ def pair_width(cfg: ModelConfig, absorbed: bool = False) -> int:
     return s.D + s.Dv
 
 
+def indexer_flops(cfg: ModelConfig, key_pairs: int) -> int:
+    """DeepSeek Sparse Attention's lightning indexer over ``key_pairs`` (query, key) pairs per
+    block (summed over queries): q_h·k over its Hi heads of Di, then the weighted sum over the
+    heads, Hi · (Di + 1) multiply-adds per pair, in every attention block. Its projections (wq_b,
+    wk, weights_proj) are among the attention projections. 0 without an indexer."""
+    if not cfg.has_indexer:
+        return 0
+    return 2 * cfg.full_attention_layers * key_pairs * cfg.index_n_heads * (cfg.index_head_dim + 1)
+
+
 def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs, absorbed: bool = False) -> dict:
     """Matmul FLOPs of one forward over ``new_tokens`` tokens (all sequences together) whose
     queries meet ``query_key_pairs`` keys in total (summed over queries, per head; a function
@@ -273,8 +290,15 @@ def _flop_count(
         s = Shapes.of(cfg)
         kv_b = s.Rkv * s.H * (s.D - s.Dr + s.Dv)
         by_component["kv_rebuild"] = 2 * sum(layer_pairs(cfg, pairs)) * kv_b
+    # DSA: the indexer scores every earlier key (a forward over T tokens: all T×T pairs as
+    # transformers computes them, T(T+1)/2 causally; a decode step: the S cached keys)
+    index_full = batch * seq_len * context_len
+    index_causal = batch * seq_len * (seq_len + 1) // 2 if phase == "forward" else index_full
+    if cfg.has_indexer:
+        by_component["indexer_scores"] = indexer_flops(cfg, index_full)
     forward = sum(by_component.values())
     causal_scores = matmul_flops(cfg, tokens, causal_pairs, absorbed)["attention_scores"]
+    causal_indexer = indexer_flops(cfg, index_causal) - indexer_flops(cfg, index_full)
     n_palm = palm_params(cfg)
     # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over the keys each
     # block's last query attends (T, or its window)
@@ -293,7 +317,7 @@ def _flop_count(
         training_per_token=3 * forward / tokens,
         by_component=by_component,
         attention_scores_causal=causal_scores,
-        forward_causal=forward - by_component["attention_scores"] + causal_scores,
+        forward_causal=forward - by_component["attention_scores"] + causal_scores + causal_indexer,
         elementwise=elementwise_flops(cfg, tokens, pairs),
         elementwise_constants=dict(ELEMENTWISE_FLOPS_PER_ELEMENT),
         palm_params=n_palm,
@@ -314,6 +338,12 @@ def last_query_keys(cfg: ModelConfig, context_len: int) -> int:
     return local * window + (full - local) * context_len
 
 
+def attended_keys(cfg: ModelConfig, keys: int) -> int:
+    """Of ``keys`` earlier keys (its own included), how many a query of a full-attention block
+    attends: all, or (DeepSeek Sparse Attention) at most index_topk."""
+    return min(keys, cfg.index_topk) if cfg.has_indexer else keys
+
+
 def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
     """One forward pass over B sequences of T tokens (no cache)."""
     check_seq(seq_len, batch)
@@ -328,12 +358,12 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
             return batch * sum(n * n for n in chunk_lengths(T, window))
         return batch * T * min(T, window or T)
 
-    def causal(window):  # only keys ≤ its own position: T(T+1)/2, or capped at W each
-        if window and sparse:  # the pairs the pattern's mask allows
+    def causal(window):  # only keys ≤ its own position: T(T+1)/2, or capped at W each (DSA:
+        if window and sparse:  # its index_topk keys, the same cap); the pairs a pattern's mask allows
             return batch * causal_pairs(sparse, T)
         if window and chunked:
             return batch * sum(n * (n + 1) // 2 for n in chunk_lengths(T, window))
-        W = min(T, window or T)
+        W = min(T, window or attended_keys(cfg, T))
         return batch * (W * (W + 1) // 2 + (T - W) * W)
 
     return _flop_count(cfg, "forward", batch, T, T, full, causal)
@@ -400,12 +430,12 @@ def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1, mla_form: s
 
     sparse = cfg.sparse_pattern
 
-    def pairs(window):  # one query per sequence meets S keys, or its window's (its chunk's)
-        if window and sparse:  # the keys its cache holds before this token, and this token's
-            return batch * min(context_len, (sparse.cache_tokens or context_len) + 1)
+    def pairs(window):  # one query per sequence meets S keys, or its window's (its chunk's),
+        if window and sparse:  # or (DSA) its index_topk; a pattern: the keys its cache holds
+            return batch * min(context_len, (sparse.cache_tokens or context_len) + 1)  # and its own
         if window and cfg.chunked_attention:
             return batch * ((context_len - 1) % window + 1)
-        return batch * min(context_len, window or context_len)
+        return batch * (min(context_len, window) if window else attended_keys(cfg, context_len))
 
     def causal(window):  # a sparse pattern's row of the mask: the keys it allows
         if window and sparse:

@@ -51,8 +51,34 @@ def layer_token_bytes(cfg: ModelConfig, dtype: str = "bf16", tp: int = 1) -> int
     whole on every rank."""
     s = Shapes.of(cfg)
     if cfg.is_mla:
-        return kv_head_bytes(dtype, s.Rkv) + kv_head_bytes(dtype, s.Dr)
+        return kv_head_bytes(dtype, s.Rkv) + kv_head_bytes(dtype, s.Dr) + indexer_key_bytes(cfg, dtype)
     return 2 * kv_heads_per_gpu(cfg, tp) * kv_head_bytes(dtype, s.D)
+
+
+def indexer_key_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
+    """DeepSeek Sparse Attention: the indexer's key one layer keeps per token, index_head_dim
+    values at the cache's ``dtype`` (transformers' DynamicIndexedLayer keeps it beside the latent,
+    in the model's dtype; whole on every tensor-parallel rank, as the latent); 0 without an
+    indexer. DeepSeek's own inference code keeps it in fp8 with a float32 scale per 128 values
+    (``fp8_indexer_key_bytes``)."""
+    return kv_head_bytes(dtype, cfg.index_head_dim) if cfg.has_indexer else 0
+
+
+# DeepSeek-V3.2-Exp's inference code (deepseek-ai/DeepSeek-V3.2-Exp, inference/model.py @
+# 6d8cb70dfdd6f37c83c5208105a3e2c8da117485, class Indexer) keeps the indexer's keys so:
+#     self.register_buffer("k_cache", torch.zeros(args.max_batch_size, args.max_seq_len,
+#         self.head_dim, dtype=torch.float8_e4m3fn), persistent=False)
+#     self.register_buffer("k_scale_cache", torch.zeros(args.max_batch_size, args.max_seq_len,
+#         self.head_dim // block_size, dtype=torch.float32), persistent=False)
+FP8_INDEXER_BLOCK = 128  # the values one float32 scale covers (its block_size)
+
+
+def fp8_indexer_key_bytes(cfg: ModelConfig) -> int:
+    """The indexer key per layer and token as DeepSeek's inference code caches it: Di bytes of
+    e4m3 and a float32 scale per block of 128 (132 bytes for Di = 128); 0 without an indexer."""
+    if not cfg.has_indexer:
+        return 0
+    return cfg.index_head_dim + 4 * (cfg.index_head_dim // FP8_INDEXER_BLOCK)
 
 
 def _layer_kinds(cfg: ModelConfig, layers: Sequence[int] | None) -> tuple[int, int, int]:
@@ -144,6 +170,21 @@ def kv_cache_bytes(
     return batch * (layer_token_bytes(cfg, dtype, tp) * held + state)
 
 
+def decode_read_bytes(
+    cfg: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16", tp: int = 1
+) -> int:
+    """Bytes of cache one decode step reads for ``batch`` new tokens at ``context_len`` keys each
+    (their own included), on one of ``tp`` GPUs: every key a token attends — the whole cache
+    (``kv_cache_bytes``: a sliding-window layer its window) — or, under DeepSeek Sparse Attention,
+    the latents of its index_topk chosen keys and the indexer key of every earlier token."""
+    if not cfg.has_indexer:
+        return kv_cache_bytes(cfg, context_len, batch, dtype, tp)
+    index = indexer_key_bytes(cfg, dtype)
+    latent = layer_token_bytes(cfg, dtype, tp) - index  # the latent and the RoPE key
+    chosen = min(context_len, cfg.index_topk)
+    return batch * cfg.full_attention_layers * (chosen * latent + context_len * index)
+
+
 def gqa_kv_heads(cfg: ModelConfig) -> int:
     """KV heads of the 'GQA' column: the model's own when it is GQA; otherwise the proper
     divisor of n_heads nearest n_heads/8 (LLaMA-2-70B and LLaMA-3 use 8 query heads per KV
@@ -219,6 +260,13 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
             f"attention with "
             f"heads of its value width {cfg.v_head_dim} (DeepSeek-V2's Table 1)."
         )
+        if cfg.has_indexer:
+            note += (
+                f" DeepSeek Sparse Attention's indexer keeps a key of {cfg.index_head_dim} more per layer "
+                f"and token ({indexer_key_bytes(cfg, dtype):,} bytes at {dtype}, as transformers caches it; "
+                f"DeepSeek's inference code keeps it in fp8 with a float32 scale per 128 values, "
+                f"{fp8_indexer_key_bytes(cfg):,} bytes)."
+            )
     elif 1 < cfg.n_kv_heads < cfg.n_heads:
         note = f"GQA column: the model's own {g} KV heads."
     elif g in (1, cfg.n_heads):

@@ -44,6 +44,7 @@ from .common import (
     check_seq,
     checked_dtype_bytes,
     nbytes,
+    refuse_indexer,
 )
 from .kv import kv_cache_bytes_per_token, kv_heads_per_gpu
 from .quant import TensorGroup, block_tensors, weight_tensors
@@ -107,6 +108,7 @@ class Layout:
 
 def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -> None:
     """Refuse a layout that cannot run, naming the rule broken."""
+    refuse_indexer(cfg, "parallel training and serving (parallel, predict train, predict decode)")
     t, p, n = layout.tp, layout.pp, layout.gpus
     for name in ("gpus", "tp", "pp", "cp", "ep", "micro_batch"):
         check_count(name, getattr(layout, name), MAX_GPUS)

@@ -25,6 +25,10 @@ DETAIL_KEYS = (
     "kv_a_proj_with_mqa",
     "kv_b_proj",
     "latent_norms",
+    "indexer_wq_b",
+    "indexer_wk",
+    "indexer_weights_proj",
+    "indexer_norm",
     "linear_in_proj",
     "linear_conv",
     "linear_decay",
@@ -64,6 +68,11 @@ COMPONENT_OF = {
     "kv_a_proj_with_mqa": "attention",
     "kv_b_proj": "attention",
     "latent_norms": "norms",
+    # DSA's lightning indexer, all of it attention (its key's LayerNorm too: a part of the indexer)
+    "indexer_wq_b": "attention",
+    "indexer_wk": "attention",
+    "indexer_weights_proj": "attention",
+    "indexer_norm": "attention",
     "linear_in_proj": "attention",
     "linear_conv": "attention",
     "linear_decay": "attention",
@@ -172,6 +181,7 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
     else:
         attention.update({name: rows * cols for name, rows, cols in s.attention})
     attention["latent_norms"] = s.Rq + s.Rkv  # MLA: RMSNorm γ of q's bottleneck and the latent
+    attention["indexer_norm"] = 2 * s.Di * (not linear)  # DSA: the indexer key's LayerNorm (γ, β)
     softmax = not linear  # the attention block's own tensors
     return {
         **attention,
@@ -255,6 +265,8 @@ def _detail_key(name: str) -> str:
         return "qk_norm"
     if owner in ("q_a_layernorm", "kv_a_layernorm"):
         return "latent_norms"
+    if "indexer" in parts:  # DSA: wq_b, wk, weights_proj and the key's LayerNorm (k_norm)
+        return "indexer_norm" if owner == "k_norm" else f"indexer_{owner}"
     if "shared_experts" in parts or "shared_expert" in parts:
         return "shared_experts"
     if owner == "shared_expert_gate":

@@ -109,12 +109,19 @@ def _attention_tensors(cfg: ModelConfig, n: int) -> list[TensorGroup]:
     """An attention block's tensors: the projections (q, k, v, o or MLA's), MLA's latent norms,
     biases, QK-norms, sinks."""
     s = Shapes.of(cfg)
-    groups = [TensorGroup(name, "linear", n, rows, cols) for name, rows, cols in s.attention]
+    # DSA's weights_proj (C → a weight per indexer head) is kept 16-bit as a router is: DeepSeek's
+    # fp8 checkpoint stores it in bf16, transformers keeps it in fp32 (_keep_in_fp32_modules)
+    groups = [
+        TensorGroup(name, "router" if name == "indexer_weights_proj" else "linear", n, rows, cols)
+        for name, rows, cols in s.attention
+    ]
     groups += [
         TensorGroup(name, "norms", n, 1, width)
         for name, width in (("q_a_layernorm", s.Rq), ("kv_a_layernorm", s.Rkv))
         if width
     ]
+    if cfg.has_indexer:  # DSA: the indexer key's LayerNorm (γ and β)
+        groups.append(TensorGroup("indexer.k_norm", "norms", n, 1, 2 * s.Di))
     if cfg.qkv_bias:
         groups.append(TensorGroup("qkv_bias", "bias", n, 1, s.q_dim + 2 * s.kv_dim))
     if cfg.o_bias:

@@ -5,6 +5,7 @@ moves, on a GPU's data-sheet peaks.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -16,6 +17,7 @@ from .common import check_seq, checked_dtype_bytes, checked_gpu, nbytes
 from .flops import count_flops, decode_flops
 from .kv import (
     attention_variants,
+    decode_read_bytes,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
     naive_mla_bytes_per_token,
@@ -116,9 +118,10 @@ def roofline(
     tp: int = 1,
 ) -> Roofline:
     """Lower-bound time of one step from FLOPs and bytes moved. decode: one token for each of
-    B sequences with ``context_len`` keys - weights once + the KV cache read + the new K/V
-    written. prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal
-    half of the scores (fused kernels skip masked blocks) and the lm_head on the last position
+    B sequences with ``context_len`` keys - weights once + the KV cache read (DSA: the chosen
+    keys' latents and every indexer key, ``kv.decode_read_bytes``) + the new K/V written.
+    prefill: B×T tokens - weights once + activation traffic; its FLOPs use the causal half of
+    the scores (fused kernels skip masked blocks) and the lm_head on the last position
     of each sequence, as generate's prefill runs it. ``dtype`` is what the matmuls compute in
     (the activations' format), at that format's dense peak (``GPU.peak_flops``): fp32, bf16,
     fp16, or fp8/int8 (W8A8: a GPU without that format's tensor cores is refused); weight-only
@@ -148,7 +151,7 @@ def roofline(
             kv_per_token = naive_mla_bytes_per_token(cfg, kv_dtype) // tp
             kv_bytes = (batch * context_len + batch) * kv_per_token  # read + write
         else:
-            kv_bytes = kv_cache_bytes(cfg, context_len, batch, kv_dtype, tp) + batch * kv_per_token
+            kv_bytes = decode_read_bytes(cfg, context_len, batch, kv_dtype, tp) + batch * kv_per_token
         if cfg.is_mla and mla_form == "rebuilt":  # K and V of every (local) head, written then read
             act_bytes = 2 * batch * context_len * naive_mla_bytes_per_token(cfg, dtype) // tp
     else:
@@ -229,4 +232,37 @@ def roofline_table(
                         "tokens_per_s": r.tokens_per_s,
                     }
                 )
+    return pd.DataFrame(rows)
+
+
+def sparse_attention_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:
+    """A DeepSeek Sparse Attention model beside the same model without its indexer (MLA over
+    every key: DeepSeek-V3's attention) and as plain GQA (``attention_variants``' heads of the
+    value width); keyed "dsa", "mla", "gqa"."""
+    dense = cfg.replace(index_n_heads=0)
+    return {"dsa": cfg, "mla": dense, "gqa": attention_variants(dense)["gqa"]}
+
+
+def decode_cost_frame(cfg: ModelConfig, context_lens: Sequence[int], kv_dtype: str = "bf16") -> pd.DataFrame:
+    """What one decoded token costs its attention against the context S, one sequence, for each
+    of ``sparse_attention_variants``: the score FLOPs (``flops.decode_flops``' attention_scores,
+    MLA's absorbed form over min(S, index_topk) keys under DSA, and DSA's indexer_scores over all
+    S) and the cache bytes it reads (``kv.decode_read_bytes``). Past index_topk the sparse
+    attention stops growing; the indexer's part keeps growing, at Hi·(Di + 1) multiply-adds and
+    one indexer key per earlier token."""
+    rows = []
+    for kind, variant in sparse_attention_variants(cfg).items():
+        for context in context_lens:
+            flops = decode_flops(variant, context).by_component
+            rows.append(
+                {
+                    "attention": kind,
+                    "n_kv_heads": 1 if variant.is_mla else variant.n_kv_heads,
+                    "context_len": context,
+                    "attention_flops": flops["attention_scores"],
+                    "indexer_flops": flops.get("indexer_scores", 0),
+                    "score_flops": flops["attention_scores"] + flops.get("indexer_scores", 0),
+                    "cache_bytes_read": decode_read_bytes(variant, context, 1, kv_dtype),
+                }
+            )
     return pd.DataFrame(rows)

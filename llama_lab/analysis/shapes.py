@@ -36,6 +36,8 @@ class Shapes:
     Rkv: int = 0  # MLA: the latent's width (kv_lora_rank; 0: not MLA)
     Rq: int = 0  # MLA: q's bottleneck (q_lora_rank; 0: one q_proj)
     Dr: int = 0  # MLA: the rotated part of a q/k head (qk_rope_head_dim)
+    Hi: int = 0  # DSA: the indexer's heads (index_n_heads; 0: no indexer)
+    Di: int = 0  # DSA: the indexer's q/k head width (index_head_dim)
     attention: tuple[tuple[str, int, int], ...] = ()  # (name, rows = outputs, cols = inputs)
 
     @property
@@ -66,6 +68,8 @@ class Shapes:
             Rkv=cfg.kv_lora_rank,
             Rq=cfg.q_lora_rank,
             Dr=cfg.qk_rope_head_dim,
+            Hi=cfg.index_n_heads,
+            Di=cfg.index_head_dim if cfg.has_indexer else 0,
             attention=attention_matrices(cfg),
         )
 
@@ -74,15 +78,20 @@ def attention_matrices(cfg: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     """One block's attention matrices as (name, rows, cols), named as the modules: q, k, v at
     H, G, G heads of D and o back to C; MLA: q (or q_a: C → Rq, q_b: Rq → H·D), kv_a: C → Rkv +
     Dr (the latent and the shared RoPE key), kv_b: Rkv → H·(D − Dr + Dv) (every head's k_nope
-    and v), o: H·Dv → C."""
+    and v), o: H·Dv → C; DSA adds its indexer's wq_b: Rq → Hi·Di, wk: C → Di and weights_proj:
+    C → Hi."""
     C, H, G, D = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     if not cfg.is_mla:  # a gated attention's q_proj also emits each head's output gate (Qwen3-Next)
         q_rows = H * D * (2 if cfg.attn_output_gate else 1)
         return (("q_proj", q_rows, C), ("k_proj", G * D, C), ("v_proj", G * D, C), ("o_proj", C, H * D))
     Rq, Rkv, Dr, Dv = cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_rope_head_dim, cfg.v_head_dim
     q = (("q_a_proj", Rq, C), ("q_b_proj", H * D, Rq)) if Rq else (("q_proj", H * D, C),)
-    return q + (
+    mla = q + (
         ("kv_a_proj_with_mqa", Rkv + Dr, C),
         ("kv_b_proj", H * (D - Dr + Dv), Rkv),
         ("o_proj", C, H * Dv),
     )
+    if not cfg.has_indexer:
+        return mla
+    Hi, Di = cfg.index_n_heads, cfg.index_head_dim
+    return mla + (("indexer_wq_b", Hi * Di, Rq), ("indexer_wk", Di, C), ("indexer_weights_proj", Hi, C))

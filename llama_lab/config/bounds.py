@@ -38,6 +38,9 @@ FAMILY_LIMITS = {
     "sparse_block_size": 16_777_216,
     "sparse_seed": 2**32 - 1,
     "dilation": 16_777_216,
+    "index_n_heads": 131_072,  # 0: no indexer
+    "index_head_dim": 131_072,
+    "index_topk": 16_777_216,
 }
 MINIMUMS = {"vocab_size": 2}
 

@@ -330,3 +330,39 @@ def check_sparse(cfg: ModelFields) -> None:
                     field=name,
                     also=("random_blocks",),
                 )
+
+
+def check_indexer(cfg: ModelFields) -> None:
+    """DeepSeek Sparse Attention's lightning indexer: it reads q's bottleneck and rotates the
+    first qk_rope_head_dim of its heads, so it needs MLA with q_lora_rank > 0."""
+    check_int("index_n_heads", cfg.index_n_heads, 0, FAMILY_LIMITS["index_n_heads"])
+    check_int("index_head_dim", cfg.index_head_dim, 1, FAMILY_LIMITS["index_head_dim"])
+    check_int("index_topk", cfg.index_topk, 1, FAMILY_LIMITS["index_topk"])
+    if not cfg.has_indexer:
+        return
+    rules = [
+        (
+            not cfg.is_mla,
+            "kv_lora_rank",
+            "needs MLA (kv_lora_rank > 0): it picks the keys of MLA's attention",
+        ),
+        (not cfg.q_lora_rank, "q_lora_rank", "needs q_lora_rank > 0 (its queries come from q's bottleneck)"),
+        (
+            cfg.index_head_dim < cfg.qk_rope_head_dim,
+            "index_head_dim",
+            f"needs index_head_dim={cfg.index_head_dim} ≥ qk_rope_head_dim={cfg.qk_rope_head_dim} "
+            f"(RoPE rotates its first qk_rope_head_dim)",
+        ),
+        (
+            any(cfg.temperature_layer_flags),
+            "attn_temperature_layers",
+            "with an attention temperature is not modelled",
+        ),
+    ]
+    for broken, name, rule in rules:
+        if broken:
+            raise ConfigError(
+                f"the DSA indexer (index_n_heads={cfg.index_n_heads}) {rule}",
+                field=name,
+                also=("index_n_heads",),
+            )

@@ -207,6 +207,15 @@ class ModelFields:
     sparse_block_size: int = 64  # BigBird's block (64 in its released configs)
     sparse_seed: int = 0
     dilation: int = 1
+    # ---- DeepSeek Sparse Attention (DeepSeek-V3.2): the lightning indexer ------------------
+    # Each MLA block gains an indexer (transformers' DeepseekV32Indexer): index_n_heads query
+    # heads of index_head_dim from q's bottleneck (wq_b: q_lora_rank → Hi·Di), one key of
+    # index_head_dim per token (wk, then a LayerNorm, ε 1e-6), its first qk_rope_head_dim
+    # rotated on halves, and a weight per head (weights_proj: d_model → Hi). A query's score of
+    # key j is Σ_h w_h · relu(q_h·k_j); the query attends only its index_topk best earlier keys.
+    index_n_heads: int = 0  # 0: no indexer (every earlier key attended)
+    index_head_dim: int = 128  # the indexer's q/k head width (its cached key per token and layer)
+    index_topk: int = 2048  # keys a query attends at most
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -220,6 +229,11 @@ class ModelFields:
     def is_mla(self) -> bool:
         """Multi-head latent attention (DeepSeek-V2/V3): K and V rebuilt from a cached latent."""
         return self.kv_lora_rank > 0
+
+    @property
+    def has_indexer(self) -> bool:
+        """DeepSeek Sparse Attention: every MLA block picks its keys with a lightning indexer."""
+        return self.index_n_heads > 0
 
     @property
     def qk_nope_head_dim(self) -> int:

@@ -14,11 +14,17 @@ from .model_config import ModelConfig
 
 def without_mla(cfg: ModelConfig) -> ModelConfig:
     """An MLA model with plain attention: heads of its value width d_h for q, k and v (the
-    comparison of DeepSeek-V2's Table 1); any other model as it is."""
+    comparison of DeepSeek-V2's Table 1), and no DSA indexer (it reads MLA's q bottleneck); any
+    other model as it is."""
     if not cfg.is_mla:
         return cfg
     return cfg.replace(
-        kv_lora_rank=0, q_lora_rank=0, qk_rope_head_dim=0, head_dim=cfg.v_head_dim, v_head_dim=None
+        kv_lora_rank=0,
+        q_lora_rank=0,
+        qk_rope_head_dim=0,
+        head_dim=cfg.v_head_dim,
+        v_head_dim=None,
+        index_n_heads=0,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from .. import analysis
 from ..analysis.kv import kv_dtype_of
@@ -253,3 +254,54 @@ def weights_by_format(cfg: ModelConfig) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+SPARSE_COLORS = {"dsa": "#1b9e77", **ATTENTION_COLORS}
+SPARSE_NAMES = {"dsa": "DSA (this model)", "mla": "MLA over every key (no indexer)", "gqa": "GQA"}
+
+
+def decode_cost_figure(frame: pd.DataFrame, index_topk: int) -> go.Figure:
+    """``analysis.rooflines.decode_cost_frame`` drawn: a decoded token's score FLOPs and the
+    cache bytes it reads against the context, DSA beside MLA and GQA, index_topk marked."""
+    frame = display_frame(frame)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("score FLOPs per token", "cache bytes read per token")
+    )
+    for kind, part in frame.groupby("attention", sort=False):
+        name = SPARSE_NAMES[kind] + (
+            "" if kind != "gqa" else f" ({plural(int(part.n_kv_heads.iloc[0]), 'KV head')})"
+        )
+        for col, column in ((1, "score_flops"), (2, "cache_bytes_read")):
+            fig.add_trace(
+                go.Scatter(
+                    x=part.context_len,
+                    y=part[column],
+                    mode="lines",
+                    name=name,
+                    legendgroup=kind,
+                    showlegend=col == 1,
+                    line=dict(color=SPARSE_COLORS[kind]),
+                    hovertemplate="S=%{x:,}: %{y:,.4s}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        dsa = part if kind == "dsa" else None
+        if dsa is not None and dsa.indexer_flops.any():
+            fig.add_trace(
+                go.Scatter(
+                    x=dsa.context_len,
+                    y=dsa.indexer_flops,
+                    mode="lines",
+                    name="of which the indexer",
+                    line=dict(color=SPARSE_COLORS["dsa"], dash="dot"),
+                    hovertemplate="S=%{x:,}: %{y:,.4s}<extra></extra>",
+                ),
+                row=1,
+                col=1,
+            )
+    for col in (1, 2):
+        fig.add_vline(x=index_topk, line=dict(color="#444", dash="dash"), row=1, col=col)
+    fig.update_xaxes(type="log", title="context S (keys per sequence)")
+    fig.update_yaxes(type="log")
+    return layout_figure(fig, f"Decoding one token: DSA attends at most {index_topk:,} keys", height=420)

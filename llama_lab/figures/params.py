@@ -35,6 +35,10 @@ MATMUL_TENSORS = (
     "linear_out_proj",
     "linear_conv",
     *analysis.params.MLA_KEYS,
+    # DSA's lightning indexer: wq_b, wk, weights_proj
+    "indexer_wq_b",
+    "indexer_wk",
+    "indexer_weights_proj",
 )
 
 
@@ -154,6 +158,17 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount, layer: int | None =
             ),
         }
     )
+    if cfg.has_indexer:  # DSA: the indexer's scores over every earlier key
+        rows.append(
+            {
+                "tensor": "indexer scores (q·k, Σ_h w_h)",
+                "component": "attention",
+                "params": 0,
+                "share_of_block": 0.0,
+                "forward_flops": flops.by_component["indexer_scores"] // cfg.full_attention_layers,
+                "flops_rule": f"2·B·T·{keys}·H_I·(D_I + 1) (every earlier key)",
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -13,7 +13,9 @@ window's span after them (position p ≥ G in slot G + (p − G) mod span), or e
 BigBird's random blocks may reach any earlier block; it returns the held keys with their
 positions (``key_positions``), for the mask. A Gated DeltaNet layer (Qwen3-Next, Qwen3.5) keeps no per-token
 cache: its convolution's last K inputs (B, conv_dim, K) and its state (B, Hv, dk, dv) in
-float32, as transformers' cache holds them, whatever the sequence's length.
+float32, as transformers' cache holds them, whatever the sequence's length. A DSA layer
+(DeepSeek-V3.2) also keeps its indexer's key of every token, (B, S, index_head_dim), as
+transformers' ``DynamicIndexedLayer`` does.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ class KVCache(nn.Module):
                     torch.zeros((batch_size, heads, slots, w), device=device, dtype=dtype),
                     persistent=False,
                 )
+            if cfg.has_indexer:
+                self.register_buffer(
+                    f"index{i}",
+                    torch.zeros((batch_size, self.max_len, cfg.index_head_dim), device=device, dtype=dtype),
+                    persistent=False,
+                )
         self.length = 0  # tokens seen so far (cached or evicted from a window)
 
     def _add_state(self, cfg: ModelConfig, i: int, batch_size: int, device, dtype) -> None:
@@ -79,8 +87,17 @@ class KVCache(nn.Module):
         """Linear layer ``layer``'s delta-rule state S (B, Hv, dk, dv), float32, updated in place."""
         return getattr(self, f"state{layer}")
 
-    def _buffers_of(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
+    def _buffers_of(self, layer: int) -> tuple[torch.Tensor, ...]:
+        """The per-token buffers of ``layer``: K and V (MLA: the latent and the RoPE key), and
+        DSA's indexer keys."""
+        kv = getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
+        return kv + ((getattr(self, f"index{layer}"),) if hasattr(self, f"index{layer}") else ())
+
+    def update_index_keys(self, layer: int, keys: torch.Tensor) -> torch.Tensor:
+        """Store DSA's indexer keys (B, T, Di) of positions [length, length+T); return all so far."""
+        buffer = getattr(self, f"index{layer}")
+        buffer[:, self.length : self.length + keys.shape[1]] = keys
+        return buffer[:, : self.length + keys.shape[1]]
 
     def held(self, layer: int) -> int:
         """Tokens layer ``layer`` holds now."""
@@ -98,7 +115,7 @@ class KVCache(nn.Module):
         new queries may attend: all so far, or for a window layer the held ones and the new
         ones (the attention masks what lies outside each query's window), or for a chunked layer
         those of the current chunk and the new ones, from position ``chunk_start``."""
-        keys, values = self._buffers_of(layer)
+        keys, values = self._buffers_of(layer)[:2]
         held, T = self.held(layer), k.shape[2]
         if self.windows[layer] is not None and self.chunked:
             return self._update_chunked(layer, k, v)
@@ -128,7 +145,7 @@ class KVCache(nn.Module):
         self, layer: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``update`` of a chunked layer: the current chunk's keys lie in order in slots 0.. ."""
-        keys, values = self._buffers_of(layer)
+        keys, values = self._buffers_of(layer)[:2]
         window, T = self.windows[layer], k.shape[2]
         assert window is not None
         start = self.chunk_start(layer)
@@ -226,6 +243,6 @@ class KVCache(nn.Module):
                 states = (self.conv_state(layer), self.recurrent_state(layer))
                 total += sum(b.numel() * b.element_size() for b in states) if self.length else 0
                 continue
-            per_token = sum(b[:, :, :1].numel() * b.element_size() for b in self._buffers_of(layer))
+            per_token = sum(b.select(-2, 0).numel() * b.element_size() for b in self._buffers_of(layer))
             total += per_token * self.held(layer)
         return total

@@ -13,6 +13,10 @@ SDPA, as transformers does. With a cache the latent and the RoPE key are what is
 new tokens attend in the absorbed form (§2.1.2): q_h·k_hᵀ = (q_h,nope·W_UK,h)·cᵀ + q_h,rope·k_rᵀ
 and Σ p·v_h = (Σ p·c)·W_UV,hᵀ, so the heads attend over [c, k_r] as MQA's heads attend one KV
 head, and no per-head K or V is ever made.
+
+DeepSeek Sparse Attention (DeepSeek-V3.2, ``cfg.has_indexer``): the block's lightning indexer
+(``indexer.py``) picks each query's index_topk keys, and the attention, in either form, is
+masked to them; the cache keeps the indexer's key of each token beside the latent.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch.nn as nn
 
 from ..config import ModelConfig
 from .attention import causal_attention, sharpen
+from .indexer import Indexer, sparse_attention
 from .kv_cache import KVCache
 from .norms import RMSNorm
 from .positions import apply_rope, apply_rope_interleaved, scores_mscale
@@ -49,14 +54,19 @@ class LatentAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(R, LATENT_NORM_EPS)
         self.kv_b_proj = nn.Linear(R, H * (D - Dr + Dv), bias=False)  # every head's k_nope, v
         self.o_proj = nn.Linear(H * Dv, C, bias=False)
+        self.indexer = Indexer(cfg) if cfg.has_indexer else None
         self.rotate = apply_rope_interleaved if cfg.rope_interleave else apply_rope
         # a q/k head's width, in both forms; × YaRN's mscale² (DeepSeek-V3's mscale_all_dim)
         self.scale = D**-0.5 * scores_mscale(cfg.rope_scaling)
 
+    def q_resid(self, x: torch.Tensor) -> torch.Tensor:
+        """q's normalised bottleneck (B, T, Rq), which q_b_proj (and DSA's indexer) read."""
+        return self.q_a_layernorm(self.q_a_proj(x))
+
     def query(self, x: torch.Tensor) -> torch.Tensor:
         """q (B, H, T, D) of the new tokens x (B, T, C), not yet rotated."""
         B, T, _ = x.shape
-        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x))) if self.cfg.q_lora_rank else self.q_proj(x)
+        q = self.q_b_proj(self.q_resid(x)) if self.cfg.q_lora_rank else self.q_proj(x)
         return q.view(B, T, self.n_heads, self.cfg.head_dim).transpose(1, 2)
 
     def latent(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,12 +101,25 @@ class LatentAttention(nn.Module):
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor] | None, cache: KVCache | None):
         B, T, _ = x.shape
-        q_nope, q_rope, c, k_rope = self._parts(x, rope, cache.length if cache is not None else 0)
+        start = cache.length if cache is not None else 0
+        q_nope, q_rope, c, k_rope = self._parts(x, rope, start)
+        keep = None  # DSA: the keys the indexer chose (B, 1, T, S)
+        if self.indexer is not None:
+            assert rope is not None
+            keys = self.indexer.key(x, rope)  # (B, T, Di)
+            if cache is not None:
+                keys = cache.update_index_keys(self.layer_idx, keys)  # (B, S, Di)
+            keep = self.indexer.select(x, self.q_resid(x), rope, keys, start)
         if cache is None:
-            out = causal_attention(*self._expand(q_nope, q_rope, c, k_rope), 1, scale=self.scale)
+            q, k, v = self._expand(q_nope, q_rope, c, k_rope)
+            out = (
+                causal_attention(q, k, v, 1, scale=self.scale)
+                if keep is None
+                else sparse_attention(q, k, v, keep, self.scale)
+            )
         else:
             c, k_rope = cache.update(self.layer_idx, c, k_rope)  # (B, 1, S, R), (B, 1, S, Dr)
-            out = self._absorbed(q_nope, q_rope, c, k_rope)
+            out = self._absorbed(q_nope, q_rope, c, k_rope, keep)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.n_heads * self.cfg.v_head_dim))
 
     def _expand(self, q_nope, q_rope, c, k_rope) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -109,10 +132,14 @@ class LatentAttention(nn.Module):
         k = torch.cat((k_nope, k_rope.expand(B, H, T, -1)), -1)
         return q, k, v
 
-    def _absorbed(self, q_nope, q_rope, c, k_rope) -> torch.Tensor:
-        """The new queries over the cached latent, W_UK in the query and W_UV after: (B, H, T, Dv)."""
+    def _absorbed(self, q_nope, q_rope, c, k_rope, keep=None) -> torch.Tensor:
+        """The new queries over the cached latent, W_UK in the query and W_UV after: (B, H, T, Dv);
+        ``keep``: DSA's chosen keys."""
         w_uk, w_uv = self.up_weights()
         q = torch.cat((q_nope @ w_uk, q_rope), -1)  # (B, H, T, R + Dr)
         k = torch.cat((c, k_rope), -1)  # (B, 1, S, R + Dr): one key "head" for every query head
-        o = causal_attention(q, k, c, self.n_heads, scale=self.scale)  # (B, H, T, R)
+        if keep is None:
+            o = causal_attention(q, k, c, self.n_heads, scale=self.scale)  # (B, H, T, R)
+        else:
+            o = sparse_attention(q, k, c, keep, self.scale)  # (B, H, T, R)
         return o @ w_uv.transpose(1, 2)  # (B, H, T, Dv)

@@ -104,6 +104,11 @@ def mla_forms(
     return kv.mla_forms_frame(cfg, gpu, batch, context_len, dtype, weights, kv_dtype)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def decode_costs(cfg: ModelConfig, context_lens: tuple[int, ...], kv_dtype: str) -> pd.DataFrame:
+    return analysis.rooflines.decode_cost_frame(cfg, context_lens, kv_dtype)
+
+
 @st.cache_data(max_entries=128, show_spinner=False)
 def kv_memory_curve(
     cfg: ModelConfig, context_lens: tuple[int, ...], batch: int, weights: WeightQuant | str, kv_dtype: str

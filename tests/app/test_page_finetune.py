@@ -24,7 +24,7 @@ def run_page(preset: str, session: dict | None = None):
     return open_page(PAGE, {"preset": preset}, session, timeout=120)
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("preset", sorted(name for name, cfg in PRESETS.items() if not cfg.has_indexer))
 def test_the_page_renders_for_every_preset_with_its_defaults(preset):
     at = run_page(preset)
     assert not errors(at), errors(at)
@@ -39,6 +39,12 @@ def test_the_page_renders_for_every_preset_with_its_defaults(preset):
     titles = [chart_title(f) for f in charts(at)]
     assert titles == ["The peak of a step, by part", "Fine-tuning: peak memory against context"]
     assert not at.get("status"), "nothing runs on view"
+
+
+def test_a_dsa_model_is_refused_in_one_line():
+    at = run_page("deepseek-v3.2-exp")
+    (error,) = errors(at)
+    assert "fine-tuning does not model DeepSeek Sparse Attention" in error and "\n" not in error
 
 
 @pytest.mark.parametrize(

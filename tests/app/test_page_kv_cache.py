@@ -128,3 +128,22 @@ def test_an_old_link_with_a_storage_dtype_computes_in_bf16_and_stores_both_at_it
     # int8 cache: 2 · 4 · 2 · (64 · 1 + 2 bytes of fp16 scale) per token
     assert variant_metrics(at)["GQA (this model)"] == human_bytes(2 * 4 * 2 * 66) + "/token"
     assert not at.main.error
+
+
+def test_a_dsa_models_decode_cost_stops_growing_past_its_top_k_beside_mla_and_gqa():
+    at = run_page({"preset": "deepseek-v3.2-exp", "seq": "4096"})
+    assert not at.exception and not at.main.error
+    cfg = PRESETS["deepseek-v3.2-exp"]
+    (figure,) = [c for c in charts(at) if chart_title(c).startswith("Decoding one token: DSA attends")]
+    lines = {trace["name"]: trace for trace in figure["data"] if trace["xaxis"] == "x"}
+    dsa, mla = lines["DSA (this model)"], lines["MLA over every key (no indexer)"]
+    assert "GQA (16 KV heads)" in lines and "of which the indexer" in lines
+    # the figure's numbers are the analysis': a token at S = 131,072 attends 2,048 latents
+    at_long = analysis.decode_flops(cfg, 131_072).by_component
+    assert dsa["y"][-1] == at_long["attention_scores"] + at_long["indexer_scores"]
+    # MLA over every key: 64 times the 2,048 keys' score FLOPs
+    assert mla["y"][-1] == 64 * at_long["attention_scores"]
+    caption = " ".join(c.value for c in at.caption)
+    assert f"{analysis.kv.decode_read_bytes(cfg, 131_072):,} bytes read" in caption
+    # serving on several GPUs does not follow the top-k: refused in one line
+    assert "Serving on several GPUs does not model DeepSeek Sparse Attention" in caption.replace("\\", "")

@@ -97,6 +97,15 @@ CASES = {
         "first_k_dense_replace": 0,
     },
     "deepseek_v2": {**MLA, "topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2},
+    # DeepSeek-V3.2: V3's block and DSA's indexer, each query attending its 6 best keys (< T)
+    "deepseek_v32": {
+        **MLA,
+        "n_group": 4,
+        "topk_group": 2,
+        "index_n_heads": 8,
+        "index_head_dim": 16,
+        "index_topk": 6,
+    },
     # gpt-oss: sinks, alternating window/full layers (window 8 < T), the biased router and
     # experts with the clamped SwiGLU; plain RoPE here (its default YaRN: test_rope_scaling.py)
     "gpt_oss": {

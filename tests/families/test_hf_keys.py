@@ -100,7 +100,10 @@ def test_a_missing_key_takes_the_config_classs_default(model_type):
         with pytest.raises(ConfigError, match="num_experts_per_tok is null"):
             parse_config_json(json.dumps(data))
         data["num_experts_per_tok"] = 6
-    if model_type == "deepseek_v3":  # 128 KV heads by default: MLA needs as many as query heads
+    if model_type in (
+        "deepseek_v3",
+        "deepseek_v32",
+    ):  # 128 KV heads by default: MLA needs as many as query heads
         with pytest.raises(ConfigError, match="n_kv_heads=128 must equal n_heads=32"):
             parse_config_json(json.dumps(data))
         data["num_key_value_heads"] = 32

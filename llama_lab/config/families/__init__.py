@@ -13,6 +13,7 @@ from ..hf.family import TOPICS, Counts, Family
 from ..hf.keys import ModelType
 from . import (
     deepseek,
+    deepseek_v32,
     gemma,
     glm,
     gpt_oss,
@@ -44,7 +45,7 @@ FAMILY_LIST: tuple[Family, ...] = tuple(
         qwen_next,
         llama4,
     )
-    + (granite,)
+    + (granite, deepseek_v32)
 )
 # every model type, in the registry's order (the order family_of tries them)
 MODEL_TYPES: dict[str, ModelType] = {mt.name: mt for family in FAMILY_LIST for mt in family.model_types}

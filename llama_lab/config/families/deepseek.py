@@ -101,7 +101,7 @@ def _read_mla_and_experts(r: Reader) -> dict[str, Any]:
     """MLA and DeepSeekMoE of DeepSeek-V2 and V3. transformers' config sets head_dim to
     qk_rope_head_dim (the rotary width) whatever the file says; LLaMA Lab's head_dim is a q/k
     head's whole width, qk_nope_head_dim + qk_rope_head_dim."""
-    v3 = r.name in ("deepseek_v3", "mistral4")  # Mistral 4: V3's keys, softmax scores
+    v3 = r.name != "deepseek_v2"  # V3's keys: DeepSeek-V3, V3.2, Mistral 4 (softmax scores)
     for key in ("attention_bias",) + (() if v3 else ("mlp_bias",)):
         if r.flag(key):
             raise ConfigError(

@@ -100,8 +100,10 @@ QUIET_KEYS = frozenset(
 # classes name it)
 _DSA = "DeepSeek Sparse Attention, whose indexer ({}) picks the keys each query attends"
 REFUSED = {
-    "deepseek_v32": _DSA.format("DeepseekV32Indexer"),
-    "glm_moe_dsa": _DSA.format("GlmMoeDsaIndexer"),
+    # deepseek_v32's indexer is modelled (families/deepseek_v32.py); GLM-5's differs
+    "glm_moe_dsa": _DSA.format("GlmMoeDsaIndexer")
+    + ", with RoPE on adjacent pairs, and layers that reuse an earlier layer's top-k "
+    "(indexer_types 'shared')",
     "mistral_large4": _DSA.format("MistralLarge4TextIndexer"),
     "mistral_large4_text": _DSA.format("MistralLarge4TextIndexer"),
     "deepseek_v4": "compressed sparse attention (DeepseekV4CSACompressor, DeepseekV4HCACompressor, "

@@ -1,8 +1,8 @@
 """The KV cache & attention page's sections: the cache's formulas with the model's numbers, how
 query heads share KV heads, the GPU (mirrored in the URL), MHA vs GQA vs MQA on it, the cache
 against the context on one GPU, MLA's latent and a hybrid's linear-attention state, and the decode
-roofline. The page draws the Many GPUs page's serving section (``sections.parallel``) between
-them."""
+roofline; a DSA model's decode cost against the context. The page draws the Many GPUs page's
+serving section (``sections.parallel``) between them."""
 
 from __future__ import annotations
 
@@ -17,13 +17,28 @@ from ...analysis.kv import (
     sparse_cache_note,
 )
 from ...config import ModelConfig
-from ...figures.kv import kv_context_lengths, kv_dtype_frame, kv_memory_vs_context, kv_sharing_diagram
+from ...figures.kv import (
+    decode_cost_figure,
+    kv_context_lengths,
+    kv_dtype_frame,
+    kv_memory_vs_context,
+    kv_sharing_diagram,
+)
 from ...figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_figure
 from ...figures.sparse import PATTERN_T, mask_heatmap, pattern_title
 from ...runtime.hardware import GPUS
 from ...units import human_bytes, plural
 from ...validation.intervals import INTERVAL_LEVEL
-from ..cached import kv_fit, kv_memory_curve, kv_report, mask_codes, mla_forms, roofline_points, show_table
+from ..cached import (
+    decode_costs,
+    kv_fit,
+    kv_memory_curve,
+    kv_report,
+    mask_codes,
+    mla_forms,
+    roofline_points,
+    show_table,
+)
 from ..context import context_text
 from ..derivations import derived_metric, show_equation
 from ..state import Selection
@@ -115,6 +130,33 @@ def pattern_section(cfg: ModelConfig) -> None:
         f"command line), drawn over the first {PATTERN_T} positions from the mask the live model "
         f"runs. A windowed block's cache keeps {keeps}: what a later query can still see."
         + (" " + sparse_cache_note(cfg) if cfg.sparse_pattern is not None else "")
+    )
+
+
+def sparse_attention_section(selection: Selection) -> None:
+    """DeepSeek Sparse Attention: a decoded token's score FLOPs and cache reads against the
+    context (``analysis.rooflines.decode_cost_frame``), beside MLA over every key and GQA."""
+    cfg, T, kv_dtype = selection.cfg, selection.seq_len, selection.kv_format
+    K, Hi, Di = cfg.index_topk, cfg.index_n_heads, cfg.index_head_dim
+    st.subheader(f"DeepSeek Sparse Attention: a decoded token attends at most {K:,} keys")
+    st.markdown(
+        f"A lightning indexer ({Hi} heads of {Di}) scores every earlier key — Σ_h w_h · relu(q_h · k) — "
+        f"and the token attends only its {K:,} best. Past S = {K:,} its attention (and the latents it "
+        f"reads) stops growing; the indexer's scores, {Hi}·({Di} + 1) multiply-adds per key, and its "
+        f"keys ({Di} values per token and layer) still grow with S, far more slowly than attention "
+        f"over every key."
+    )
+    contexts = tuple(sorted({2**k for k in range(8, 18)} | {K, T}))
+    frame = decode_costs(cfg, contexts, kv_dtype)
+    st.plotly_chart(decode_cost_figure(frame, K))
+    at = frame[frame.context_len == max(contexts)].set_index("attention")
+    st.caption(
+        f"One sequence, cache at {kv_dtype}; MLA over every key is the same model without its indexer "
+        f"(DeepSeek-V3's attention), GQA the plain-attention variant of the other columns above. At "
+        f"S = {max(contexts):,}: DSA {at.score_flops['dsa']:,} score FLOPs "
+        f"(the indexer {at.indexer_flops['dsa']:,}) and {at.cache_bytes_read['dsa']:,} bytes read, "
+        f"MLA {at.score_flops['mla']:,} and {at.cache_bytes_read['mla']:,}. The decode roofline "
+        f"below reads the chosen latents and every indexer key."
     )
 
 

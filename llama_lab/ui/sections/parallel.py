@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ...analysis.common import refuse_indexer
 from ...analysis.flops import MFU_CONVENTION
 from ...analysis.korthikanti import compare
 from ...analysis.kv import tp_cache_note
@@ -214,6 +215,11 @@ def serving_section(
     cfg: ModelConfig, gpu: str, batch: int, seq_len: int, weights, kv: str, prefix: str
 ) -> None:
     """Serving on N GPUs: every TP × PP split, longest context and largest batch."""
+    try:
+        refuse_indexer(cfg, "Serving on several GPUs")
+    except LabError as exc:
+        show_caption(str(exc))
+        return
     fewest = _fewest(cfg, gpu, seq_len, "bf16", True, batch, weights)
     # first shown: the fewest GPUs that serve it (one for a model that fits on one)
     gpus = st.select_slider(

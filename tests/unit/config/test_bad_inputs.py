@@ -337,6 +337,7 @@ def test_null_policy_matches_the_transformers_config_classes():
         # n_routed_experts takes null likewise
         *((mt, "head_dim") for mt in ("olmo2", "olmo3", "smollm3", "phi3", "glm4_moe", "granite")),
         ("glm4_moe", "num_local_experts"),
+        ("deepseek_v32", "num_local_experts"),  # DeepseekV32Config's alias likewise
         # Mistral4Config takes DeepSeek-V3's nulls, which its model cannot run with either
         *(
             ("mistral4", key)

@@ -63,7 +63,7 @@ def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
     tables = [(fparams.block_table(cfg, flops, kinds.index(kind)), kinds.count(kind)) for kind in set(kinds)]
     assert sum(t.forward_flops.sum() * n for t, n in tables) + flops.by_component["lm_head"] == flops.forward
     attention = sum(t[t.component == "attention"].forward_flops.sum() * n for t, n in tables)
-    mixing = flops.by_component["attention_scores"] + flops.by_component.get("delta_rule", 0)
+    mixing = sum(flops.by_component.get(k, 0) for k in ("attention_scores", "delta_rule", "indexer_scores"))
     assert attention == flops.by_component["attention_proj"] + mixing
     assert sum(t[t.component == "ffn"].forward_flops.sum() * n for t, n in tables) == flops.by_component[
         "ffn"
