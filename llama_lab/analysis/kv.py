@@ -69,7 +69,10 @@ def kv_cache_bytes_per_token(
 ) -> int:
     """The cache of every attention layer (of ``layers``: a pipeline stage's) for one token on
     one of ``tp`` GPUs, ``layer_token_bytes`` each (a sliding-window layer stops growing once
-    it holds its window: ``kv_cache_bytes``; a Gated DeltaNet layer never grows: ``state_bytes``)."""
+    it holds its window: ``kv_cache_bytes``; a Gated DeltaNet layer never grows: ``state_bytes``).
+    A bidirectional encoder (BERT) reads its whole input in one pass and decodes nothing: 0."""
+    if not cfg.causal:
+        return 0
     return _layer_kinds(cfg, layers)[0] * layer_token_bytes(cfg, dtype, tp)
 
 
@@ -205,6 +208,13 @@ class KVCacheReport:
         return pd.DataFrame(rows)
 
 
+ENCODER_CACHE_NOTE = (
+    "A bidirectional encoder (BERT) caches nothing: every token attends to every other, later ones "
+    "included, so the whole input is read in one forward pass and no token is generated one at a "
+    "time — there is no KV cache to keep (0 bytes per token)."
+)
+
+
 def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16") -> KVCacheReport:
     check_seq(seq_len, batch)
     per_token = kv_cache_bytes_per_token(cfg, dtype)
@@ -226,6 +236,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
             f"GQA column: {g} KV heads ({cfg.n_heads // g} query heads per KV head), the "
             f"divisor of n_heads nearest n_heads/8 as in LLaMA-2-70B/LLaMA-3."
         )
+    if not cfg.causal:
+        note = ENCODER_CACHE_NOTE
     n_linear = sum(cfg.linear_layer_flags)
     if n_linear:
         note += (

@@ -34,6 +34,7 @@ FAMILY_LIMITS = {
     "linear_v_head_dim": 131_072,
     "linear_conv_kernel": 1_024,
     "attn_floor_scale": 16_777_216,
+    "type_vocab_size": 4_194_304,  # 0: no segment embeddings (BERT: 2)
 }
 MINIMUMS = {"vocab_size": 2}
 

@@ -74,6 +74,10 @@ class ModelType:
     # Olmo 3); every other one's single base is read alike (read.read_rope)
     rope_by_layer_type: bool = False
     module: str = ""  # transformers/models/<module>/ when not named after it (the key tool)
+    hidden_act: str = "silu"  # the activation its FFN runs (a file's hidden_act must name it)
+    # common keys (table.COMMON_KEYS) its config class has no field for, left out of a written
+    # config.json (BERT: no RoPE, no RMSNorm, no KV heads of their own)
+    drops: frozenset[str] = frozenset()
 
     @cached_property
     def defaults(self) -> dict[str, Any]:
