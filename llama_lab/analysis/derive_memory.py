@@ -76,6 +76,17 @@ def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
             lhs=r"\text{KV bytes/token}",
             where=(replace(latent, symbols=MLA_SYMBOLS), replace(rope, symbols=MLA_SYMBOLS)),
         )
+    if not cfg.causal:  # BERT: the whole input in one pass, nothing decoded, nothing cached
+        return Derivation(
+            f"KV cache per token ({kv_dtype})",
+            r"0 \cdot L",
+            "0*L",
+            {"L": s.L},
+            kv_cache_bytes_per_token(cfg, kv_dtype),
+            "a bidirectional encoder caches nothing: it reads its whole input in one forward pass",
+            "no token is generated one at a time, so no K and V are kept between passes",
+            lhs=r"\text{KV bytes/token}",
+        )
     head = head_bytes(kv_dtype, s.D, "b_head")
     # Gated DeltaNet blocks cache no K, V: only the attention blocks count
     layers = "L_attn" if cfg.has_linear_attention else "L"

@@ -57,7 +57,10 @@ def layer_token_bytes(cfg: ModelConfig, dtype: str = "bf16", tp: int = 1) -> int
 
 def _layer_kinds(cfg: ModelConfig, layers: Sequence[int] | None) -> tuple[int, int, int]:
     """Among ``layers`` (default every block): the blocks that attend (and keep a KV cache), of
-    them those that attend through a sliding window, and the Gated DeltaNet blocks."""
+    them those that attend through a sliding window, and the Gated DeltaNet blocks. A
+    bidirectional encoder (BERT) reads its whole input in one pass and decodes nothing: none."""
+    if not cfg.causal:
+        return 0, 0, 0
     if layers is None:
         return cfg.full_attention_layers, sum(cfg.local_layer_flags), sum(cfg.linear_layer_flags)
     linear = sum(cfg.linear_layer_flags[i] for i in layers)
@@ -70,9 +73,7 @@ def kv_cache_bytes_per_token(
     """The cache of every attention layer (of ``layers``: a pipeline stage's) for one token on
     one of ``tp`` GPUs, ``layer_token_bytes`` each (a sliding-window layer stops growing once
     it holds its window: ``kv_cache_bytes``; a Gated DeltaNet layer never grows: ``state_bytes``).
-    A bidirectional encoder (BERT) reads its whole input in one pass and decodes nothing: 0."""
-    if not cfg.causal:
-        return 0
+    A bidirectional encoder (BERT) caches nothing (``_layer_kinds``)."""
     return _layer_kinds(cfg, layers)[0] * layer_token_bytes(cfg, dtype, tp)
 
 

@@ -22,18 +22,20 @@ from ..messages import shown
 
 # BertConfig's keys the lab models beyond the common ones; dropout is training-time noise (a note)
 DROPOUT = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
+# common keys BertConfig has no field for (no RoPE, no RMSNorm, no KV heads of their own): never
+# written, and any value a file gives them (null too) is kept and never read
+NOT_BERT = frozenset(
+    {"num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters"}
+)
 BERT = ModelType(
     "bert",
     "BertModel",
-    keys=frozenset({"type_vocab_size", "layer_norm_eps", *DROPOUT}),
-    nullable=frozenset({"classifier_dropout"}),  # null: hidden_dropout_prob (a classifier's)
+    keys=frozenset({"type_vocab_size", "layer_norm_eps", "embedding_size", *DROPOUT}),
+    nullable=frozenset({"classifier_dropout", "embedding_size", *NOT_BERT}),  # (no field: any value kept)
     block="bert",
     holds=frozenset({"encoder", "nope_blocks"}),  # (no block rotates: positions are learned)
     hidden_act="gelu",
-    # common keys BertConfig has no field for (no RoPE, no RMSNorm, no KV heads of their own)
-    drops=frozenset(
-        {"num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters"}
-    ),
+    drops=NOT_BERT,
 )
 # The fields every BERT config holds (BertModel's block and embeddings)
 BERT_BLOCK: dict[str, Any] = dict(
@@ -65,6 +67,11 @@ def key_notes(r: Reader) -> None:
     for key, words in (("is_decoder", "a causal BERT decoder"), ("add_cross_attention", "cross-attention")):
         if r.data.get(key) is True:
             raise ConfigError(f"{key}=true ({words}) is not modelled for bert", field=key)
+    if "embedding_size" in r.data:
+        r.note(
+            f"embedding_size={shown(r.data['embedding_size'])}: BertModel only checks that it exists "
+            f"(to let num_attention_heads not divide hidden_size); its embeddings are hidden_size wide"
+        )
     for key in DROPOUT:
         if r.data.get(key) not in (None, 0, 0.0):
             r.note(f"{key}={shown(r.data[key])} is training-time noise, not modelled (no dropout)")

@@ -46,9 +46,10 @@ def default_theta(model_type: str) -> Any:
 def class_defaults(model_type: str) -> dict[str, Any]:
     """The config class's defaults: what a key left out of a config.json becomes (rope_theta:
     the class's default_theta, where it is one number; a family keeping one per layer type
-    reads it itself)."""
+    reads it itself; none for a class without RoPE, BertConfig, whose default_rope is null)."""
     theta = default_theta(model_type)
-    return {**_table(model_type)["defaults"], **({} if isinstance(theta, Mapping) else {"rope_theta": theta})}
+    rotary = _table(model_type)["default_rope"] is not None and not isinstance(theta, Mapping)
+    return {**_table(model_type)["defaults"], **({"rope_theta": theta} if rotary else {})}
 
 
 def aliases(model_type: str) -> Mapping[str, str]:

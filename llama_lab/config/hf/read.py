@@ -42,7 +42,7 @@ def read_rope(r: Reader, kwargs: dict[str, Any]) -> None:
     place of ``rope_parameters``; its ``rope_theta``, else the top-level ``rope_theta``, else the
     class's default; a scaled RoPE (``rope_scaling_entry``) as ModelConfig's rope_scaling."""
     theta = r.get("rope_theta")
-    kwargs["rope_theta"] = r.model_type.defaults["rope_theta"] if theta is None else theta
+    kwargs["rope_theta"] = r.model_type.defaults.get("rope_theta") if theta is None else theta
     rope_parameters = r.data.get("rope_parameters")
     rope_scaling = r.data.get("rope_scaling")
     label = "rope_scaling"

@@ -73,8 +73,8 @@ def to_hf_config(cfg: ModelFields, families: Sequence[Family]) -> dict[str, Any]
     defaults = model_type.defaults
     if "intermediate_size" not in defaults:  # Qwen3_5MoeTextConfig: no dense FFN to size
         del out["intermediate_size"]
-    if "rope_theta" not in defaults:  # one base per layer type: rope_parameters says both
-        del out["rope_theta"], out["rope_scaling"]
+    if "rope_theta" not in defaults and not model_type.drops:  # one base per layer type:
+        del out["rope_theta"], out["rope_scaling"]  # rope_parameters says both
     pad = defaults.get("pad_token_id")
     if isinstance(pad, int) and pad >= cfg.vocab_size:
         # the class's default padding row (Phi3Config's 32000, SmolLM3Config's 128004) lies outside
