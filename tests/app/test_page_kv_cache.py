@@ -128,3 +128,10 @@ def test_an_old_link_with_a_storage_dtype_computes_in_bf16_and_stores_both_at_it
     # int8 cache: 2 · 4 · 2 · (64 · 1 + 2 bytes of fp16 scale) per token
     assert variant_metrics(at)["GQA (this model)"] == human_bytes(2 * 4 * 2 * 66) + "/token"
     assert not at.main.error
+
+
+def test_an_encoder_says_it_caches_nothing_and_shows_no_cache():
+    at = run_page({"preset": "bert-base-uncased"})
+    assert not at.exception and not at.main.error
+    assert any("caches nothing" in info.value for info in at.main.info)
+    assert len(at.main.get("plotly_chart")) == 0 and len(at.dataframe) == 0
