@@ -13,6 +13,7 @@ import torch.nn as nn
 
 from ..config import ModelConfig, check_generative
 from .attention import Attention
+from .bert_keys import has_bert_keys, use_bert_keys
 from .delta_net import GatedDeltaNet
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
@@ -194,6 +195,8 @@ class CausalLM(nn.Module):
                 self.lm_head.weight = self.model.embed_tokens.weight
         if cfg.pooler:  # BERT: tanh(dense(h[CLS])), a biased C×C layer
             self.pooler = nn.Linear(cfg.d_model, cfg.d_model)
+        if has_bert_keys(cfg):  # BertModel's state-dict keys
+            use_bert_keys(self)
 
     def forward(
         self, input_ids: torch.Tensor, cache: KVCache | None = None, last_only: bool = False

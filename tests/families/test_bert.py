@@ -156,6 +156,23 @@ def test_bidirectional_attention_is_full_attention():
     assert model(ids).shape == (1, 6, cfg.d_model)  # a bare encoder returns its hidden states
 
 
+def test_bert_model_state_dict_loads_and_gives_its_last_hidden_state():
+    cfg, _ = parse_config_json(json.dumps(TINY))
+    torch.manual_seed(0)
+    bert = bert_model(TINY)
+    with torch.no_grad():  # off the init (LayerNorms at 1 and 0, zero biases) so every tensor counts
+        for p in bert.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model = build_model(cfg)
+    assert sorted(model.state_dict()) == sorted(bert.state_dict())  # BertModel's keys
+    model.load_state_dict(bert.state_dict(), strict=True)
+    ids = torch.randint(0, TINY["vocab_size"], (2, 11))
+    with torch.no_grad():
+        theirs, ours = bert(ids), model(ids)
+        torch.testing.assert_close(ours, theirs.last_hidden_state, rtol=0, atol=1e-5)
+        torch.testing.assert_close(model.pooled(ours), theirs.pooler_output, rtol=0, atol=1e-5)
+
+
 def test_an_encoder_caches_nothing():
     cfg = PRESETS["bert-base-uncased"]
     kv = analysis.kv_cache(cfg, 512, 4)
