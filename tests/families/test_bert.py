@@ -238,3 +238,17 @@ def test_combinations_not_modelled_are_refused_in_one_line(fields, words):
     with pytest.raises(ConfigError, match=re.escape(words)) as info:
         ModelConfig(**{**PRESETS["debug"].to_dict(), **fields})
     assert "\n" not in str(info.value)
+
+
+def test_the_live_experiments_refuse_an_encoder_before_any_work():
+    from llama_lab.experiments.decode import decode_benchmark
+    from llama_lab.experiments.finetune import finetune_run
+    from llama_lab.experiments.speculative import speculative_run
+
+    for surface, call in (
+        ("the KV decode experiment", lambda: decode_benchmark(PRESETS["debug"].replace(causal=False))),
+        ("finetune", lambda: finetune_run("bert-base-uncased")),
+        ("speculative decoding", lambda: speculative_run("bert-base-uncased", "bert-base-uncased")),
+    ):
+        with pytest.raises(ConfigError, match=f"^{surface} is not modelled for a bidirectional encoder"):
+            call()

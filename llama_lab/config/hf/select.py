@@ -125,7 +125,8 @@ def family_of(cfg: ModelFields, families: Sequence[Family]) -> Expressed:
             "to_hf_config needs a LLaMA-style config (pre-norm, rmsnorm, rope, swiglu, final norm, "
             "unscaled embeddings, none of Gemma's fields), OLMo 2's (the same with norm_position "
             "'output') or a Gemma-style one (sandwich norms, rmsnorm × (1 + γ), rope, geglu, final "
-            "norm, √d-scaled embeddings); this one has " + ", ".join(shown)
+            "norm, √d-scaled embeddings) or BERT's (post-norm layernorm, learned positions, gelu, no "
+            "final norm); this one has " + ", ".join(shown)
         )
     why = {}
     for family in families:
