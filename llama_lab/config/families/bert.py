@@ -18,6 +18,7 @@ from ..fields import ModelFields
 from ..hf.family import Family, Feature, FieldGroup, FieldSpec, Rounded, failing
 from ..hf.keys import ModelType
 from ..hf.reader import Reader
+from ..hf.select import BLOCKS
 from ..messages import shown
 
 # BertConfig's keys the lab models beyond the common ones; dropout is training-time noise (a note)
@@ -37,14 +38,11 @@ BERT = ModelType(
     hidden_act="gelu",
     drops=NOT_BERT,
 )
-# The fields every BERT config holds (BertModel's block and embeddings)
+# The fields every BERT config holds: BertModel's block (Post-LN LayerNorm, learned positions,
+# GELU, no final norm: select.BLOCKS["bert"]), its biases, embeddings and heads
 BERT_BLOCK: dict[str, Any] = dict(
-    norm_position="post",
-    norm_type="layernorm",
-    pos_encoding="learned",
-    ffn_type="gelu",
+    **BLOCKS["bert"].fields,
     bias=True,
-    final_norm=False,
     tie_embeddings=False,
     causal=False,
     embed_norm=True,
