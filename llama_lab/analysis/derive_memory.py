@@ -266,6 +266,9 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
     elif local == cfg.n_layers and free >= kv_cache_bytes(cfg, cfg.sliding_window, batch, kv_dtype):
         terms["T_max"] = value
         expression, note = "T_max", "every block holds at most W tokens: the cache stops growing"
+    elif not terms["b_tok"] and value:  # a bidirectional encoder (BERT): no cache to grow
+        terms["T_max"] = value
+        expression, note = "T_max", "nothing is cached per token: no length is bounded by a cache"
     note += (
         f"; M: {g.name}'s memory as the device reports it ({g.memory_bytes:,} bytes) less the CUDA "
         f"context ({CUDA_CONTEXT_BYTES:,} bytes)"

@@ -332,10 +332,14 @@ def max_batch_that_fits(
     dtype: "WeightQuant | str" = "bf16",
     kv_dtype: str | None = None,
 ) -> int:
-    """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights."""
+    """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights (a model
+    that caches nothing, a bidirectional encoder: the largest batch, once the weights fit)."""
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
     free = _free_after_weights(cfg, gpu, dtype)
-    return max(0, free // kv_cache_bytes(cfg, seq_len, 1, kv_dtype or kv_dtype_of(dtype)))
+    per_sequence = kv_cache_bytes(cfg, seq_len, 1, kv_dtype or kv_dtype_of(dtype))
+    if per_sequence == 0:
+        return MAX_BATCH if free >= 0 else 0
+    return max(0, free // per_sequence)
 
 
 def kv_dtype_of(weights: "WeightQuant | str") -> str:

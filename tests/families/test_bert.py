@@ -15,7 +15,15 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
 from llama_lab.analysis.params import count_params_module
-from llama_lab.config import PRESETS, PUBLISHED_ROUNDED, ConfigError, ModelConfig, parse_config_json
+from llama_lab.config import (
+    LIMITS,
+    MAX_BATCH,
+    PRESETS,
+    PUBLISHED_ROUNDED,
+    ConfigError,
+    ModelConfig,
+    parse_config_json,
+)
 from llama_lab.config.families import family_of
 from llama_lab.model import build_model
 
@@ -252,3 +260,9 @@ def test_the_live_experiments_refuse_an_encoder_before_any_work():
     ):
         with pytest.raises(ConfigError, match=f"^{surface} is not modelled for a bidirectional encoder"):
             call()
+
+
+def test_what_fits_beside_an_encoder_is_bounded_by_its_weights_only():
+    cfg = PRESETS["bert-base-uncased"]
+    assert analysis.max_batch_that_fits(cfg, "H100 80GB", 512) == MAX_BATCH
+    assert analysis.max_context_that_fits(cfg, "H100 80GB") == LIMITS["max_seq_len"]

@@ -48,7 +48,7 @@ def test_every_derivation_evaluates_to_the_number_shown(name):
         holds(derive_memory.linear_state(cfg, kv_dtype))
     for weights in ("bf16", "int4", "int8", "fp8"):
         holds(derive_memory.weights_stored(cfg, weights))
-        for gpu in ("H100 80GB", "L4") if cfg.causal else ():  # (an encoder caches nothing)
+        for gpu in ("H100 80GB", "L4"):
             holds(derive_memory.longest_context(cfg, gpu, 1, weights, "fp8"))
     holds(derive.palm_training_per_token(cfg, T))
     holds(derive.score_flops_per_token(cfg, T))
