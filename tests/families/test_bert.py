@@ -101,6 +101,15 @@ def test_the_bert_base_file_reads_as_the_preset():
     assert parse_config_json(json.dumps(back.to_dict()))[0] == cfg
 
 
+def test_a_file_naming_only_its_type_takes_bert_configs_defaults():
+    # BertConfig's defaults are bert-base-uncased's shapes; the note says what sets it apart
+    from llama_lab.analysis.summary import family_notes
+
+    cfg, _ = parse_config_json(json.dumps({"model_type": "bert"}))
+    assert cfg == PRESETS["bert-base-uncased"]
+    assert any(note.startswith("**Bidirectional encoder** (BERT)") for note in family_notes(cfg))
+
+
 def test_a_tiny_config_json_counts_as_bert_model_by_component():
     cfg, _ = parse_config_json(json.dumps(TINY))
     theirs = bert_model(TINY, "meta")

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..fields import ModelFields
-from ..hf.family import Family, Feature, FieldGroup, FieldSpec, Rounded, failing
+from ..hf.family import Counts, Family, Feature, FieldGroup, FieldSpec, Note, Rounded, failing
 from ..hf.keys import ModelType
 from ..hf.reader import Reader
 from ..hf.select import BLOCKS
@@ -112,6 +112,20 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
     )
 
 
+def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
+    if cfg.causal:
+        return []
+    head = "an LM head" if cfg.lm_head else "no LM head (a bare encoder: the last hidden state is its output)"
+    return [
+        Note(
+            "attention",
+            f"**Bidirectional encoder** (BERT): every token attends to every other, later ones included "
+            f"— it fills in and classifies rather than generates, so it keeps no KV cache; "
+            f"{head}{', a pooler on the first token' if cfg.pooler else ''}.",
+        )
+    ]
+
+
 FEATURES = (
     Feature(
         "encoder",
@@ -169,6 +183,7 @@ FAMILY = Family(
     read=read,
     write=write,
     lacks=lacks,
+    notes=notes,
     key_notes=key_notes,
     features=FEATURES,
     presets=PRESETS,
