@@ -260,10 +260,15 @@ def test_combinations_not_modelled_are_refused_in_one_line(fields, words):
 def test_the_live_experiments_refuse_an_encoder_before_any_work():
     from llama_lab.experiments.decode import decode_benchmark
     from llama_lab.experiments.finetune import finetune_run
+    from llama_lab.experiments.gradient_norms import gradnorms
+    from llama_lab.experiments.live import bench
     from llama_lab.experiments.speculative import speculative_run
 
+    encoder = PRESETS["debug"].replace(causal=False)
     for surface, call in (
-        ("the KV decode experiment", lambda: decode_benchmark(PRESETS["debug"].replace(causal=False))),
+        ("the KV decode experiment", lambda: decode_benchmark(encoder)),
+        ("the gradient-norm experiment", lambda: gradnorms(encoder, 8, 1)),
+        ("the live training pass", lambda: bench(encoder)),
         ("finetune", lambda: finetune_run("bert-base-uncased")),
         ("speculative decoding", lambda: speculative_run("bert-base-uncased", "bert-base-uncased")),
     ):
