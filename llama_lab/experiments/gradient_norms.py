@@ -219,7 +219,7 @@ def gradnorms(
     """The config built as Post-LN and as Pre-LN — same shapes, so the same seed gives the
     same weights (checked) — one forward/backward each on the same batch (random ids unless
     ``data``), fp32."""
-    check_generative(cfg, "the gradient-norm experiment (a next-token loss)")
+    check_generative(cfg, "the gradient-norm experiment")
     check_sizes(cfg, seq_len, batch)
     dev = pick_device(device)
     check_memory(
