@@ -14,6 +14,7 @@ selection = ui.setup_page(
     "the same FLOPs, since every query head attends over all keys.",
 )
 cfg, T, B = selection.cfg, selection.seq_len, selection.batch
+kv.stop_for_an_encoder(cfg)  # BERT caches nothing: the page says so and shows no cache
 weights, kv_dtype = selection.weight_format, selection.kv_format  # how each is stored
 
 gpu = kv.gpu_choice(T, P)

@@ -1,4 +1,6 @@
-"""The seed's 2017 Transformer vs LLaMA table (section 七), each row computed on the config."""
+"""The seed's 2017 Transformer vs LLaMA table (section 七), each row computed on the config;
+the three kinds of Transformer (causal decoder, bidirectional encoder, encoder-decoder) side by
+side."""
 
 import streamlit as st
 
@@ -17,6 +19,9 @@ cfg, T, B, kv_dtype = selection.cfg, selection.seq_len, selection.batch, selecti
 
 comparison.formulas(cfg, kv_dtype)
 comparison.tables(cfg, T, B, kv_dtype)
+
+st.subheader("Causal decoder vs bidirectional encoder vs encoder-decoder")
+comparison.kinds_section(T, kv_dtype)
 
 st.subheader("Train the contrast (small model, CPU)")
 comparison.contrast_section(cfg, P)

@@ -171,7 +171,7 @@ def params_total(cfg: ModelConfig) -> Derivation:
     terms: dict[str, float] = {
         "V": cfg.vocab_size,
         "C": cfg.d_model,
-        "untied": int(not cfg.tie_embeddings),
+        "untied": int(cfg.lm_head and not cfg.tie_embeddings),  # (a bare encoder has no head)
         "n_final": norm_params(cfg) if cfg.final_norm else 0,
     }
     blocks, meaning = [], {}
@@ -191,6 +191,16 @@ def params_total(cfg: ModelConfig) -> Derivation:
     if cfg.pos_encoding == "learned":
         terms["P"] = cfg.max_seq_len
         expression += " + P*C"
+    if cfg.type_vocab_size:  # BERT's segment table
+        terms["S"] = cfg.type_vocab_size
+        meaning["S"] = "segment (token type) rows"
+        expression += " + S*C"
+    if cfg.embed_norm:  # BERT's LayerNorm on the summed embeddings
+        terms["n_emb"] = norm_params(cfg)
+        meaning["n_emb"] = "the embedding norm's parameters"
+        expression += " + n_emb"
+    if cfg.pooler:  # BERT's pooler: dense C → C with its bias
+        expression += " + C*C + C"
     return Derivation(
         "Parameters",
         r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",
@@ -224,6 +234,7 @@ def params_per_block(cfg: ModelConfig) -> Derivation:
 def params_non_embedding(cfg: ModelConfig) -> Derivation:
     p = count_params(cfg)
     terms = {"N": p.total, "V": cfg.vocab_size, "C": cfg.d_model, "N_pos": p.by_component["positional"]}
+    terms["V"] += cfg.type_vocab_size  # BERT's segment rows: embedding rows too
     return Derivation(
         "Non-embedding parameters",
         r"N_\text{non-emb} = N - V C - N_\text{pos}",
@@ -241,7 +252,8 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
     f = count_flops(cfg, seq_len, batch)
     delta = f.by_component.get("delta_rule", 0)  # Gated DeltaNet's convolution and delta rule
     index = f.by_component.get("indexer_scores", 0)  # DSA's indexer over every earlier key
-    matmul = f.forward - f.by_component["attention_scores"] - delta - index
+    pooler = f.by_component.get("pooler", 0)  # BERT's pooler: the first token of each sequence
+    matmul = f.forward - f.by_component["attention_scores"] - delta - index - pooler
     s = Shapes.of(cfg)
     pair = 2 * s.H * (s.D + s.Dv)  # FLOPs per query-key pair, every head: QKᵀ over D, AV over Dv
     terms = {
@@ -280,6 +292,11 @@ def forward_flops(cfg: ModelConfig, seq_len: int, batch: int, per_token: bool = 
         expression += " + 2*H_i*(D_i + 1)*S_I"
         formula += r" + 2\,H_I (D_I + 1) \sum_\ell (\text{indexer pairs})_\ell"
         meaning["S_I"] = "query-key pairs the DSA indexer scores (every earlier key), summed over the blocks"
+    if pooler:
+        terms["C"] = s.C
+        expression += " + 2*B*C*C"
+        formula += r" + 2\,B C^2"
+        meaning["C"] = "d_model (BERT's pooler: a C×C matmul on each sequence's first token)"
     if per_token:
         expression, formula = f"({expression})/(B*T)", formula + r"\quad \div\; B T"
     tokens = batch * seq_len if per_token else 1

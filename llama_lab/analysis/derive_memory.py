@@ -85,6 +85,17 @@ def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> Derivation:
             lhs=r"\text{KV bytes/token}",
             where=tuple(parts),
         )
+    if not cfg.causal:  # BERT: the whole input in one pass, nothing decoded, nothing cached
+        return Derivation(
+            f"KV cache per token ({kv_dtype})",
+            r"0 \cdot L",
+            "0*L",
+            {"L": s.L},
+            kv_cache_bytes_per_token(cfg, kv_dtype),
+            "a bidirectional encoder caches nothing: it reads its whole input in one forward pass",
+            "no token is generated one at a time, so no K and V are kept between passes",
+            lhs=r"\text{KV bytes/token}",
+        )
     head = head_bytes(kv_dtype, s.D, "b_head")
     # Gated DeltaNet blocks cache no K, V: only the attention blocks count
     layers = "L_attn" if cfg.has_linear_attention else "L"
@@ -268,6 +279,9 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
     elif kept and local == cfg.n_layers and free >= kv_cache_bytes(cfg, kept, batch, kv_dtype):
         terms["T_max"] = value
         expression, note = "T_max", "every block holds at most W tokens: the cache stops growing"
+    elif not terms["b_tok"] and value:  # a bidirectional encoder (BERT): no cache to grow
+        terms["T_max"] = value
+        expression, note = "T_max", "nothing is cached per token: no length is bounded by a cache"
     note += (
         f"; M: {g.name}'s memory as the device reports it ({g.memory_bytes:,} bytes) less the CUDA "
         f"context ({CUDA_CONTEXT_BYTES:,} bytes)"

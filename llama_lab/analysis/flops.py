@@ -43,7 +43,10 @@ FLOP_CONVENTIONS = [
     "and soft caps are listed in "
     "'elementwise' (per-element constants in 'elementwise_constants') and are NOT in forward.",
     "attention scores = QKᵀ and AV over the full T×T: 4·B·T²·H·D per layer (2 for QKᵀ, 2 for AV); "
-    "attention_scores_causal counts only the T(T+1)/2 unmasked pairs: 2·B·T(T+1)·H·D per layer.",
+    "attention_scores_causal counts only the T(T+1)/2 unmasked pairs: 2·B·T(T+1)·H·D per layer; "
+    "a bidirectional encoder (BERT, causal=False) masks nothing: all T² pairs, the full count.",
+    "BERT's pooler: a C×C matmul on each sequence's first token (2·B·C², 'pooler'); a bare encoder "
+    "(lm_head=False) has no lm_head FLOPs.",
     "a sliding-window layer (Mistral) limits each query to its last W keys: T·min(T, W) pairs "
     "(full convention) and Σ min(i+1, W) causally, as a windowed kernel computes them; a chunked "
     "layer (Llama 4) to the keys of its own chunk of W positions: Σ n_c² over the chunks (full) "
@@ -219,8 +222,9 @@ def matmul_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs, abso
         "attention_scores": 2 * sum(layer_pairs(cfg, query_key_pairs)) * pair_width(cfg, absorbed) * H,
         # dense blocks: gate/up C→F, down F→C; sparse blocks: k experts (gate/up C→Fe, down Fe→C)
         "ffn": 2 * new_tokens * (s.n_ffn_matrices * C * F * (L - n_sparse) + sparse_ffn * n_sparse),
-        # C→V for every position (the model returns logits for all of them)
-        "lm_head": 2 * new_tokens * C * V,
+        # C→V for every position (the model returns logits for all of them); none without a
+        # head (BertModel returns the hidden states)
+        "lm_head": 2 * new_tokens * C * V if cfg.lm_head else 0,
     }
     if n_sparse:
         flops["router"] = 2 * new_tokens * C * s.E * n_sparse  # C → E logits per token
@@ -233,7 +237,7 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     s = Shapes.of(cfg)
     C, H, G, D, F, L = s.C, s.H, s.G, s.D, s.F, s.L
     n_sparse = sum(cfg.moe_layer_flags)
-    n_norms = (4 if cfg.norm_position == "sandwich" else 2) * L + (1 if cfg.final_norm else 0)
+    n_norms = (4 if cfg.norm_position == "sandwich" else 2) * L + cfg.final_norm + cfg.embed_norm
     gated = s.n_ffn_matrices == 3
     attention_biases = ((H + 2 * G) * D if cfg.qkv_bias else 0) + (C if cfg.o_bias else 0)
     ffn_biases = ((2 * F if gated else F) + C) if cfg.mlp_bias else 0  # a dense block's
@@ -257,8 +261,11 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
         "activation": new_tokens * (F * (L - n_sparse) + (s.K * s.Fe + s.Fs) * n_sparse) * k[cfg.ffn_type],
         "residual": 2 * L * new_tokens * C * k["residual"],
         "bias": new_tokens * biases * k["bias"],
-        "position_add": (
-            new_tokens * C * k["position_add"] if cfg.pos_encoding in ("learned", "sinusoidal") else 0
+        "position_add": (  # a position table, and BERT's segment row, added to the embeddings
+            new_tokens
+            * C
+            * k["position_add"]
+            * ((cfg.pos_encoding in ("learned", "sinusoidal")) + bool(cfg.type_vocab_size))
         ),
         "embed_scale": new_tokens * C * k["embed_scale"] if cfg.embed_scale else 0,
         "softcap": (
@@ -286,6 +293,8 @@ def _flop_count(
     by_component = matmul_flops(cfg, tokens, pairs, absorbed)
     if cfg.has_linear_attention:  # Gated DeltaNet: the convolution and the delta rule
         by_component["delta_rule"] = delta_rule_flops(cfg, batch, seq_len, phase == "decode")
+    if cfg.pooler:  # BERT's pooler: dense C → C on each sequence's first token
+        by_component["pooler"] = 2 * batch * Shapes.of(cfg).C ** 2
     if phase == "decode" and mla_form == "rebuilt" and cfg.is_mla:  # kv_b over every cached latent
         s = Shapes.of(cfg)
         kv_b = s.Rkv * s.H * (s.D - s.Dr + s.Dv)
@@ -359,7 +368,9 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
         return batch * T * min(T, window or T)
 
     def causal(window):  # only keys ≤ its own position: T(T+1)/2, or capped at W each (DSA:
-        if window and sparse:  # its index_topk keys, the same cap); the pairs a pattern's mask allows
+        if not cfg.causal:  # its index_topk keys, the same cap); a bidirectional encoder (BERT):
+            return batch * T * T  # every query meets all T keys
+        if window and sparse:  # the pairs a pattern's mask allows
             return batch * causal_pairs(sparse, T)
         if window and chunked:
             return batch * sum(n * (n + 1) // 2 for n in chunk_lengths(T, window))

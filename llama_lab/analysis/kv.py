@@ -83,7 +83,10 @@ def fp8_indexer_key_bytes(cfg: ModelConfig) -> int:
 
 def _layer_kinds(cfg: ModelConfig, layers: Sequence[int] | None) -> tuple[int, int, int]:
     """Among ``layers`` (default every block): the blocks that attend (and keep a KV cache), of
-    them those that attend through a sliding window, and the Gated DeltaNet blocks."""
+    them those that attend through a sliding window, and the Gated DeltaNet blocks. A
+    bidirectional encoder (BERT) reads its whole input in one pass and decodes nothing: none."""
+    if not cfg.causal:
+        return 0, 0, 0
     if layers is None:
         return cfg.full_attention_layers, sum(cfg.local_layer_flags), sum(cfg.linear_layer_flags)
     linear = sum(cfg.linear_layer_flags[i] for i in layers)
@@ -95,7 +98,8 @@ def kv_cache_bytes_per_token(
 ) -> int:
     """The cache of every attention layer (of ``layers``: a pipeline stage's) for one token on
     one of ``tp`` GPUs, ``layer_token_bytes`` each (a sliding-window layer stops growing once
-    it holds its window: ``kv_cache_bytes``; a Gated DeltaNet layer never grows: ``state_bytes``)."""
+    it holds its window: ``kv_cache_bytes``; a Gated DeltaNet layer never grows: ``state_bytes``).
+    A bidirectional encoder (BERT) caches nothing (``_layer_kinds``)."""
     return _layer_kinds(cfg, layers)[0] * layer_token_bytes(cfg, dtype, tp)
 
 
@@ -248,6 +252,13 @@ class KVCacheReport:
         return pd.DataFrame(rows)
 
 
+ENCODER_CACHE_NOTE = (
+    "A bidirectional encoder (BERT) caches nothing: every token attends to every other, later ones "
+    "included, so the whole input is read in one forward pass and no token is generated one at a "
+    "time — there is no KV cache to keep (0 bytes per token)."
+)
+
+
 def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16") -> KVCacheReport:
     check_seq(seq_len, batch)
     per_token = kv_cache_bytes_per_token(cfg, dtype)
@@ -276,6 +287,8 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
             f"GQA column: {g} KV heads ({cfg.n_heads // g} query heads per KV head), the "
             f"divisor of n_heads nearest n_heads/8 as in LLaMA-2-70B/LLaMA-3."
         )
+    if not cfg.causal:
+        note = ENCODER_CACHE_NOTE
     n_linear = sum(cfg.linear_layer_flags)
     if n_linear:
         note += (
@@ -390,10 +403,14 @@ def max_batch_that_fits(
     dtype: "WeightQuant | str" = "bf16",
     kv_dtype: str | None = None,
 ) -> int:
-    """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights."""
+    """Most sequences of ``seq_len`` tokens whose KV cache fits next to the weights (a model
+    that caches nothing, a bidirectional encoder: the largest batch, once the weights fit)."""
     check_count("seq_len", seq_len, LIMITS["max_seq_len"])
     free = _free_after_weights(cfg, gpu, dtype)
-    return max(0, free // kv_cache_bytes(cfg, seq_len, 1, kv_dtype or kv_dtype_of(dtype)))
+    per_sequence = kv_cache_bytes(cfg, seq_len, 1, kv_dtype or kv_dtype_of(dtype))
+    if per_sequence == 0:
+        return MAX_BATCH if free >= 0 else 0
+    return max(0, free // per_sequence)
 
 
 def kv_dtype_of(weights: "WeightQuant | str") -> str:

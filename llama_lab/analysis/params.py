@@ -16,6 +16,8 @@ from .shapes import Shapes
 DETAIL_KEYS = (
     "embed_tokens",
     "embed_positions",
+    "embed_token_types",
+    "embed_norm",
     "q_proj",
     "k_proj",
     "v_proj",
@@ -53,12 +55,18 @@ DETAIL_KEYS = (
     "post_feedforward_layernorm",
     "final_norm",
     "lm_head",
+    "pooler",
 )
 
 
 COMPONENT_OF = {
     "embed_tokens": "embedding",
     "embed_positions": "positional",
+    # BERT: the segment table is an embedding like the word table; the LayerNorm on the summed
+    # embeddings is a norm; the pooler (dense C×C + bias) a component of its own, "pooler",
+    # present only where the model has one (as flops' "router")
+    "embed_token_types": "embedding",
+    "embed_norm": "norms",
     "q_proj": "attention",
     "k_proj": "attention",
     "v_proj": "attention",
@@ -97,6 +105,7 @@ COMPONENT_OF = {
     "post_feedforward_layernorm": "norms",
     "final_norm": "norms",
     "lm_head": "lm_head",
+    "pooler": "pooler",
 }
 
 
@@ -118,7 +127,7 @@ class ParamCount:
     total: int
     non_embedding: int  # total − token embedding − learned positions (Kaplan et al.)
     per_layer: int  # one decoder block (block 0)
-    by_component: dict[str, int]  # COMPONENTS → int; a tied lm_head is 0; sums to total
+    by_component: dict[str, int]  # COMPONENTS (+ "pooler") → int; a tied lm_head is 0; sums to total
     detail: dict[str, int]  # DETAIL_KEYS → int, summed over layers; sums to total
     source: str  # "closed form" or "meta module"
     active: int = 0  # used per token: total less the experts a token is not routed to
@@ -205,9 +214,10 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
 
 
 def _param_count(cfg: ModelConfig, detail: dict, per_layer: int, source: str) -> ParamCount:
-    by_component = dict.fromkeys(COMPONENTS, 0)
+    by_component = dict.fromkeys(COMPONENTS + (("pooler",) if cfg.pooler else ()), 0)
     for key, count in detail.items():
-        by_component[COMPONENT_OF[key]] += count
+        if count:  # (a pooler's key only where there is one)
+            by_component[COMPONENT_OF[key]] += count
     total = sum(detail.values())
     non_embedding = total - by_component["embedding"] - by_component["positional"]
     return ParamCount(
@@ -234,7 +244,8 @@ def unrouted_expert_params(cfg: ModelConfig) -> int:
 
 
 def count_params(cfg: ModelConfig) -> ParamCount:
-    """Closed form: L blocks + token embedding + learned positions + final norm + lm_head."""
+    """Closed form: L blocks + token embedding + learned positions + final norm + lm_head
+    (BERT: + the segment table, the embedding norm and the pooler)."""
     detail = dict.fromkeys(DETAIL_KEYS, 0)
     # blocks come in up to four kinds: dense or sparse FFN, attention or Gated DeltaNet
     kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
@@ -245,7 +256,10 @@ def count_params(cfg: ModelConfig) -> ParamCount:
     detail["embed_tokens"] = s.V * s.C
     detail["embed_positions"] = cfg.max_seq_len * s.C if cfg.pos_encoding == "learned" else 0
     detail["final_norm"] = norm_params(cfg) if cfg.final_norm else 0
-    detail["lm_head"] = 0 if cfg.tie_embeddings else s.V * s.C
+    detail["lm_head"] = 0 if cfg.tie_embeddings or not cfg.lm_head else s.V * s.C
+    detail["embed_token_types"] = cfg.type_vocab_size * s.C
+    detail["embed_norm"] = norm_params(cfg) if cfg.embed_norm else 0
+    detail["pooler"] = s.C * s.C + s.C if cfg.pooler else 0  # dense C → C with its bias
     return _param_count(cfg, detail, sum(layer_param_detail(cfg, 0).values()), "closed form")
 
 
@@ -256,7 +270,7 @@ def _detail_key(name: str) -> str:
     if name.startswith("model.norm."):
         return "final_norm"
     if (
-        owner in ("embed_tokens", "embed_positions", "lm_head")
+        owner in ("embed_tokens", "embed_positions", "embed_token_types", "embed_norm", "lm_head", "pooler")
         or owner.endswith("_layernorm")
         and owner in DETAIL_KEYS
     ):

@@ -180,12 +180,19 @@ def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
     groups = [TensorGroup("embed_tokens", "embeddings", 1, s.V, s.C)]
     if cfg.pos_encoding == "learned":
         groups.append(TensorGroup("embed_positions", "embeddings", 1, cfg.max_seq_len, s.C))
+    if cfg.type_vocab_size:  # BERT's segment table and the norm on the summed embeddings
+        groups.append(TensorGroup("embed_token_types", "embeddings", 1, cfg.type_vocab_size, s.C))
+    if cfg.embed_norm:
+        groups.append(TensorGroup("embed_norm", "norms", 1, 1, norm_params(cfg)))
     for sparse, linear in sorted(set(kinds)):
         groups += block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
     if cfg.final_norm:
         groups.append(TensorGroup("final_norm", "norms", 1, 1, norm_params(cfg)))
-    if not cfg.tie_embeddings:
+    if cfg.lm_head and not cfg.tie_embeddings:
         groups.append(TensorGroup("lm_head", "lm_head", 1, s.V, s.C))
+    if cfg.pooler:  # BERT's pooler: a C×C linear layer and its bias
+        groups.append(TensorGroup("pooler", "linear", 1, s.C, s.C))
+        groups.append(TensorGroup("pooler_bias", "bias", 1, 1, s.C))
     return groups
 
 

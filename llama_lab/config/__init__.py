@@ -3,6 +3,7 @@ Hugging Face ``config.json`` interop, config files and ``field=value`` overrides
 
 from ..errors import ConfigError
 from .bounds import CHOICES, INIT_STD, LIMITS, MAX_BATCH, MINIMUMS
+from .feature_rules import check_generative
 from .ffn import FFN_RULES, detect_ffn_rule, ffn_from_rule, llama_ffn_hidden, seed_ffn_hidden
 from .files import MAX_CONFIG_BYTES, load_config_file, parse_config_json, read_bounded, read_hf_config
 from .hf.read import HFConfigWarning
@@ -39,6 +40,7 @@ __all__ = [
     "PUBLISHED_SPLIT",
     "TRAINING_SHAPE",
     "apply_overrides",
+    "check_generative",
     "coerce_field",
     "detect_ffn_rule",
     "ffn_from_rule",

@@ -41,6 +41,7 @@ FAMILY_LIMITS = {
     "index_n_heads": 131_072,  # 0: no indexer
     "index_head_dim": 131_072,
     "index_topk": 16_777_216,
+    "type_vocab_size": 4_194_304,  # 0: no segment embeddings (BERT: 2)
 }
 MINIMUMS = {"vocab_size": 2}
 

@@ -366,3 +366,55 @@ def check_indexer(cfg: ModelFields) -> None:
                 field=name,
                 also=("index_n_heads",),
             )
+
+
+def check_encoder(cfg: ModelFields) -> None:
+    """BERT's encoder: bidirectional attention (``causal=False``) runs on the plain attention
+    path only (SDPA without a mask); the segment embeddings, the embedding norm, the pooler and a
+    bare encoder (``lm_head=False``) each need what they read."""
+    check_int("type_vocab_size", cfg.type_vocab_size, 0, FAMILY_LIMITS["type_vocab_size"])
+    bidirectional = [
+        (cfg.sliding_window > 0, "sliding_window", "a sliding window (a causal band)"),
+        (cfg.has_linear_attention, "linear_layers", "Gated DeltaNet blocks (a causal recurrence)"),
+        (cfg.is_mla, "kv_lora_rank", "MLA (modelled for causal decoding over its latent)"),
+        (cfg.attention_sinks, "attention_sinks", "attention sinks"),
+        (cfg.attn_softcap > 0, "attn_softcap", "soft-capped scores"),
+    ]
+    for broken, name, words in bidirectional if not cfg.causal else []:
+        if broken:
+            raise ConfigError(
+                f"causal=False (bidirectional attention) is not modelled with {words}: "
+                f"{name}={getattr(cfg, name)!r}",
+                field="causal",
+                also=(name,),
+            )
+    headless = [
+        (cfg.tie_embeddings, "tie_embeddings", "ties no head"),
+        (cfg.logit_softcap > 0, "logit_softcap", "has no logits to cap"),
+        (cfg.logits_scaling != 1.0, "logits_scaling", "has no logits to scale"),
+    ]
+    for broken, name, words in headless if not cfg.lm_head else []:
+        if broken:
+            raise ConfigError(
+                f"lm_head=False (a bare encoder, no output layer) {words}: {name}={getattr(cfg, name)!r}",
+                field="lm_head",
+                also=(name,),
+            )
+
+
+def check_generative(cfg: ModelFields, surface: str) -> None:
+    """The one check every surface that generates or trains on next tokens makes (decoding,
+    the next-token loss and training loop, fine-tuning, speculative decoding, the decode and
+    training predictions): a bidirectional encoder (BERT) or a model with no LM head has no
+    next-token distribution, so ``surface`` is refused in one line naming why."""
+    if not cfg.causal:
+        raise ConfigError(
+            f"{surface} is not modelled for a bidirectional encoder (causal=False: every token sees "
+            f"the later ones, so there is no next token to predict and nothing to cache)",
+            field="causal",
+        )
+    if not cfg.lm_head:
+        raise ConfigError(
+            f"{surface} needs an LM head: this is a bare encoder (lm_head=False, BertModel's)",
+            field="lm_head",
+        )

@@ -109,6 +109,10 @@ def check_choices_and_numbers(cfg: ModelFields) -> None:
         "shared_expert_gate",
         "chunked_attention",
         "moe_group_top2",
+        "causal",
+        "embed_norm",
+        "pooler",
+        "lm_head",
     ):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name}={getattr(cfg, name)!r} must be true or false", field=name)

@@ -216,6 +216,18 @@ class ModelFields:
     index_n_heads: int = 0  # 0: no indexer (every earlier key attended)
     index_head_dim: int = 128  # the indexer's q/k head width (its cached key per token and layer)
     index_topk: int = 2048  # keys a query attends at most
+    # ---- encoder-only (BERT) -------------------------------------------------------------------
+    # causal=False: every query sees every key (BERT's bidirectional attention, Devlin et al. 2019
+    # §3) on the same blocks; such a model fills in and classifies, it does not generate: no KV
+    # cache, no next-token loss. BertModel's embeddings: word + position + token type (segment A
+    # or B: type_vocab_size rows; 0: none), then a LayerNorm (embed_norm); its pooler: tanh of a
+    # biased C×C dense layer on the first token ([CLS]); lm_head=False: a bare encoder, whose
+    # forward returns the last hidden state (BertModel has no output layer)
+    causal: bool = True
+    type_vocab_size: int = 0
+    embed_norm: bool = False
+    pooler: bool = False
+    lm_head: bool = True
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -373,7 +385,15 @@ class ModelFields:
             and not any(self._temperature_flags)
             and self.moe_style != "llama4"
             and not self.has_granite_multipliers
+            and not self.is_encoder_style
         )
+
+    @property
+    def is_encoder_style(self) -> bool:
+        """Any of BERT's encoder fields away from a decoder's: bidirectional attention, segment
+        embeddings, an embedding norm, a pooler, or no LM head."""
+        encoder_fields = (self.type_vocab_size, self.embed_norm, self.pooler)
+        return not self.causal or not self.lm_head or any(encoder_fields)
 
     @property
     def has_granite_multipliers(self) -> bool:

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import torch
 
 from .. import analysis
-from ..config import ModelConfig
+from ..config import ModelConfig, check_generative
 from ..errors import ExperimentError
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure, logits_table
 from ..model import build_model
@@ -182,6 +182,7 @@ def live_pass(
 ) -> LivePass:
     """A warm-up training step at the initial weights (loss, logits statistics, saved-tensor
     bytes) and ``settings.iters`` timed steps (per-phase medians)."""
+    check_generative(cfg, "the live training pass")
     s = settings or LiveSettings()
     dev = pick_device(s.device)
     required = s.check(cfg, seq_len, batch, dev)

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import torch
 
 from ..analysis.speculative import expected_tokens_per_step, speculation
-from ..config import PRESETS, ModelConfig, live_config
+from ..config import PRESETS, ModelConfig, check_generative, live_config
 from ..errors import ExperimentError
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure
 from ..model import CausalLM, KVCache, build_model
@@ -332,6 +332,8 @@ def speculative_run(
         raise ExperimentError(f"gamma={gamma} must be 1 … 16 and new_tokens={new_tokens} 1 … 512")
     data = data or load_builtin()
     t_cfg, d_cfg = pair_configs(target, draft, max(D["seq_len"], D["prompt_len"] + new_tokens + gamma + 1))
+    for cfg in (t_cfg, d_cfg):
+        check_generative(cfg, "speculative decoding")
     part = sub_progress(progress, 0.0, 0.6, "training the target")
     target_model = trained(t_cfg, steps, data, device, progress=part)
     draft_model = trained(

@@ -33,6 +33,7 @@ COMPONENT_COLORS = {
     "ffn": "#bcbd22",
     "norms": "#7f7f7f",
     "lm_head": "#e377c2",
+    "pooler": "#f7b6d2",  # BERT's pooler (a head of its own)
     "attention_proj": "#17becf",
     "attention_scores": "#393b79",
 }

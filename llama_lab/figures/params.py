@@ -106,7 +106,7 @@ def block_table(cfg: ModelConfig, flops: analysis.FlopCount, layer: int | None =
     2·B·T·(its parameters) (one multiply-add per weight and token, 2 FLOPs each); the attention
     scores (QKᵀ and AV, no parameters) get their own row; biases and norms are element-wise,
     outside the matmul count (0 here; see ``flops.elementwise``). The column times L, plus
-    lm_head, is ``flops.forward`` when every block is alike."""
+    lm_head (and BERT's pooler), is ``flops.forward`` when every block is alike."""
     s = analysis.Shapes.of(cfg)
     layer = typical_block(cfg) if layer is None else layer
     detail = analysis.layer_param_detail(cfg, layer)

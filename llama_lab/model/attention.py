@@ -120,6 +120,16 @@ def causal_attention(
     )
 
 
+def bidirectional_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int, scale: float | None = None
+) -> torch.Tensor:
+    """Every query sees every key (BERT's encoder): SDPA with no mask. Shapes as
+    ``causal_attention`` with S = T."""
+    if n_rep == 1:
+        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+    return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=True)
+
+
 def matmul_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -310,6 +320,8 @@ class Attention(nn.Module):
             out = matmul_attention(
                 q, k, v, cfg.n_rep, window, scale, sinks, cfg.attn_softcap, chunk_start, mask
             )
+        elif not cfg.causal:  # BERT: bidirectional
+            out = bidirectional_attention(q, k, v, cfg.n_rep, scale)  # (B, H, T, D)
         else:
             out = causal_attention(q, k, v, cfg.n_rep, window, scale, chunk_start, mask)  # (B, H, T, D)
         out = out.transpose(1, 2).reshape(B, T, H * D)

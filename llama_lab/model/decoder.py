@@ -11,8 +11,9 @@ import math
 import torch
 import torch.nn as nn
 
-from ..config import ModelConfig
+from ..config import ModelConfig, check_generative
 from .attention import Attention
+from .bert_keys import has_bert_keys, use_bert_keys
 from .delta_net import GatedDeltaNet
 from .kv_cache import KVCache
 from .loss import linear_cross_entropy
@@ -126,6 +127,10 @@ class DecoderBody(nn.Module):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.pos_encoding == "learned":
             self.embed_positions = nn.Embedding(cfg.max_seq_len, cfg.d_model)
+        if cfg.type_vocab_size:  # BERT's segment embeddings (sentence A or B)
+            self.embed_token_types = nn.Embedding(cfg.type_vocab_size, cfg.d_model)
+        if cfg.embed_norm:  # BERT: a LayerNorm on the summed embeddings
+            self.embed_norm = make_norm(cfg)
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.n_layers))
         if cfg.final_norm:
             self.norm = make_norm(cfg)
@@ -161,6 +166,10 @@ class DecoderBody(nn.Module):
                 x = x + tables[0].to(x)  # (T, C)
         elif self.cfg.pos_encoding == "learned":
             x = x + self.embed_positions(torch.arange(start, start + T, device=input_ids.device))
+        if self.cfg.type_vocab_size:  # every token of segment 0 (BertModel's default token_type_ids)
+            x = x + self.embed_token_types.weight[0]
+        if self.cfg.embed_norm:
+            x = self.embed_norm(x)
         for layer, windowed, rotated in zip(
             self.layers, self.cfg.local_layer_flags, self.cfg.rope_layer_flags
         ):
@@ -171,15 +180,23 @@ class DecoderBody(nn.Module):
 
 
 class CausalLM(nn.Module):
-    """forward(input_ids (B, T)) -> logits (B, T, vocab); state-dict keys as LlamaForCausalLM."""
+    """forward(input_ids (B, T)) -> logits (B, T, vocab); state-dict keys as LlamaForCausalLM.
+    A bare encoder (``lm_head=False``: BertModel) returns the last hidden state (B, T, C)."""
+
+    lm_head: nn.Linear
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
         self.model = DecoderBody(cfg)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        if cfg.tie_embeddings:
-            self.lm_head.weight = self.model.embed_tokens.weight
+        if cfg.lm_head:
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+            if cfg.tie_embeddings:
+                self.lm_head.weight = self.model.embed_tokens.weight
+        if cfg.pooler:  # BERT: tanh(dense(h[CLS])), a biased C×C layer
+            self.pooler = nn.Linear(cfg.d_model, cfg.d_model)
+        if has_bert_keys(cfg):  # BertModel's state-dict keys
+            use_bert_keys(self)
 
     def forward(
         self, input_ids: torch.Tensor, cache: KVCache | None = None, last_only: bool = False
@@ -187,7 +204,13 @@ class CausalLM(nn.Module):
         """Logits (B, T, V); ``last_only``: only the last position's (B, 1, V), as a prefill
         that is followed by decoding needs — T·V fewer multiply-adds and logits."""
         hidden = self.model(input_ids, cache)  # (B, T, C)
+        if not self.cfg.lm_head:
+            return hidden
         return self.cap(self.lm_head(self.head_input(hidden[:, -1:] if last_only else hidden)))
+
+    def pooled(self, hidden: torch.Tensor) -> torch.Tensor:
+        """BERT's pooler output (B, C): tanh of the dense layer on the first token's state."""
+        return torch.tanh(self.pooler(hidden[:, 0]))
 
     def head_input(self, hidden: torch.Tensor) -> torch.Tensor:
         """What the LM head reads: the hidden states ÷ logits_scaling (Granite divides its logits
@@ -205,12 +228,14 @@ class CausalLM(nn.Module):
         """Mean next-token cross-entropy: positions 0..T-2 predicting 1..T-1 (transformers'
         ``labels=input_ids``). Causal attention: the first T-1 positions' hidden states do not
         depend on the last token, so this is ``loss_on`` of the first T-1 tokens."""
+        check_generative(self.cfg, "next-token loss")
         return self.loss_on(input_ids[:, :-1], input_ids[:, 1:])
 
     def loss_on(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of ``inputs``' next-token predictions (B, T) against ``targets``
         (B, T), through the LM head in chunks (``model.loss``: never the B·T·V logits at
         once)."""
+        check_generative(self.cfg, "next-token loss")
         hidden = self.head_input(self.model(inputs))  # (B, T, C)
         return linear_cross_entropy(
             hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, targets, softcap=self.cfg.logit_softcap
@@ -221,7 +246,8 @@ class CausalLM(nn.Module):
         return self.cap(self.lm_head(self.head_input(self.model(input_ids, final_norm=False))))
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
-        p = self.lm_head.weight
+        check_generative(self.cfg, "decoding with a KV cache")
+        p = self.model.embed_tokens.weight
         return KVCache(self.cfg, batch_size, max_len, device=p.device, dtype=p.dtype)
 
     @torch.no_grad()

@@ -16,7 +16,7 @@ from typing import Any, Callable, Generator
 import torch
 
 from ..analysis import model_flops
-from ..config import ModelConfig
+from ..config import ModelConfig, check_generative
 from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory, pages_kept
@@ -353,6 +353,7 @@ def train(
     keep_model: list | None = None,
 ) -> TrainRun:
     """``iter_train`` run to the end, each step's dict passed to ``on_step``."""
+    check_generative(cfg, "the next-token training loop")
     loop = iter_train(cfg, settings, data=data, label=label, progress=progress, keep_model=keep_model)
     while True:
         try:

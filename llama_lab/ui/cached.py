@@ -15,6 +15,7 @@ import streamlit as st
 from .. import analysis, experiments, seed
 from ..analysis import cross_check
 from ..analysis.finetune import FinetuneSpec
+from ..analysis.model_kinds import kinds_table
 from ..analysis.quant import WeightQuant
 from ..config import ModelConfig
 from ..config.hf.quant import StoredQuant
@@ -154,6 +155,11 @@ def seed_claims() -> list:
 @st.cache_data(max_entries=128, show_spinner=False)
 def architecture(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> seed.ArchitectureComparison:
     return seed.architecture_comparison(cfg, seq_len, batch, dtype)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def model_kinds(names: tuple[str, ...], seq_len: int, dtype: str) -> pd.DataFrame:
+    return kinds_table(names, seq_len, dtype)
 
 
 class Measured:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import streamlit as st
 
+from ..config import check_generative
 from ..errors import ConfigError, LabError
 from ..units import escape_markdown
 
@@ -39,6 +40,16 @@ def show_info(message: Any, where: Any = None) -> None:
 
 def show_caption(message: Any, where: Any = None) -> None:
     _host(where).caption(escape_markdown(message))
+
+
+def stop_unless_generative(cfg: Any, surface: str) -> None:
+    """A page that decodes or trains on next tokens stops on a bidirectional encoder or a bare
+    encoder (``config.check_generative``'s one line, as an error)."""
+    try:
+        check_generative(cfg, surface)
+    except ConfigError as exc:
+        show_error(exc)
+        st.stop()
 
 
 # ---- page-level widgets in the URL --------------------------------------------------------------

@@ -117,3 +117,35 @@ def test_the_comparison_reads_in_english_with_the_seeds_words_kept_apart():
     assert not any(cjk.search(str(v)) for v in main.to_numpy().ravel()), "Chinese in the main table"
     assert "seed's reason" in main.columns and "stable gradients" in list(main["seed's reason"])
     assert "梯度稳定" in list(original["原因"])  # the seed's own words, in their expander
+
+
+def test_the_three_kinds_side_by_side_from_the_labs_counts():
+    from llama_lab import analysis
+    from llama_lab.analysis.model_kinds import KIND_PRESETS
+    from llama_lab.config import PRESETS
+
+    at = run_page()
+    tables = [t.value.set_index("aspect") for t in at.table if "aspect" in t.value.columns]
+    kinds = next(t for t in tables if "generate" in t.index)
+    assert (
+        list(kinds.columns)
+        == [
+            "seed-demo (causal decoder)",
+            "bert-base-uncased (bidirectional encoder)",
+        ]
+        == [
+            f"{name} ({kind})"
+            for name, kind in zip(KIND_PRESETS, ("causal decoder", "bidirectional encoder"))
+        ]
+    )
+    bert = kinds["bert-base-uncased (bidirectional encoder)"]
+    total = analysis.count_params(PRESETS["bert-base-uncased"]).total
+    assert bert["parameters"] == f"{total:,}" == "109,482,240"
+    T = 128  # the sidebar's default T
+    flops = analysis.count_flops(PRESETS["bert-base-uncased"], T)
+    assert bert["forward FLOPs"] == f"{flops.forward:,} at T={T}"  # bidirectional: every pair counts
+    assert bert["cached per token"].startswith("nothing") and bert["generate"].startswith("no")
+    decoder = kinds["seed-demo (causal decoder)"]
+    # K and V · 4 layers · 2 KV heads · 64 dims · 2 bytes
+    assert decoder["cached per token"].startswith("2,048 bytes (bf16)")
+    assert decoder["generate"].startswith("yes") and decoder["fill in"].startswith("no")

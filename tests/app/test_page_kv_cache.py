@@ -147,3 +147,10 @@ def test_a_dsa_models_decode_cost_stops_growing_past_its_top_k_beside_mla_and_gq
     assert f"{analysis.kv.decode_read_bytes(cfg, 131_072):,} bytes read" in caption
     # serving on several GPUs does not follow the top-k: refused in one line
     assert "Serving on several GPUs does not model DeepSeek Sparse Attention" in caption.replace("\\", "")
+
+
+def test_an_encoder_says_it_caches_nothing_and_shows_no_cache():
+    at = run_page({"preset": "bert-base-uncased"})
+    assert not at.exception and not at.main.error
+    assert any("caches nothing" in info.value for info in at.main.info)
+    assert len(at.main.get("plotly_chart")) == 0 and len(at.dataframe) == 0

@@ -260,8 +260,9 @@ CASES = {
 
 
 def test_every_model_type_of_the_registry_has_a_case():
-    """A family added to config.families is held to transformers by every test of this suite."""
-    assert set(FAMILIES) <= {CASES[case].get("model_type", case) for case in CASES}
+    """A family added to config.families is held to transformers by every test of this suite
+    (the encoder, bert, has no causal LM to hold it to: tests/families/test_bert.py)."""
+    assert set(FAMILIES) - {"bert"} <= {CASES[case].get("model_type", case) for case in CASES}
 
 
 def hf_config(case: str):

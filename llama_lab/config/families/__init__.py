@@ -12,6 +12,7 @@ from ..hf import select
 from ..hf.family import TOPICS, Counts, Family
 from ..hf.keys import ModelType
 from . import (
+    bert,
     deepseek,
     deepseek_v32,
     gemma,
@@ -45,7 +46,7 @@ FAMILY_LIST: tuple[Family, ...] = tuple(
         qwen_next,
         llama4,
     )
-    + (granite, deepseek_v32)
+    + (granite, deepseek_v32, bert)
 )
 # every model type, in the registry's order (the order family_of tries them)
 MODEL_TYPES: dict[str, ModelType] = {mt.name: mt for family in FAMILY_LIST for mt in family.model_types}

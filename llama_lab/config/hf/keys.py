@@ -46,9 +46,10 @@ def default_theta(model_type: str) -> Any:
 def class_defaults(model_type: str) -> dict[str, Any]:
     """The config class's defaults: what a key left out of a config.json becomes (rope_theta:
     the class's default_theta, where it is one number; a family keeping one per layer type
-    reads it itself)."""
+    reads it itself; none for a class without RoPE, BertConfig, whose default_rope is null)."""
     theta = default_theta(model_type)
-    return {**_table(model_type)["defaults"], **({} if isinstance(theta, Mapping) else {"rope_theta": theta})}
+    rotary = _table(model_type)["default_rope"] is not None and not isinstance(theta, Mapping)
+    return {**_table(model_type)["defaults"], **({"rope_theta": theta} if rotary else {})}
 
 
 def aliases(model_type: str) -> Mapping[str, str]:
@@ -74,6 +75,10 @@ class ModelType:
     # Olmo 3); every other one's single base is read alike (read.read_rope)
     rope_by_layer_type: bool = False
     module: str = ""  # transformers/models/<module>/ when not named after it (the key tool)
+    hidden_act: str = "silu"  # the activation its FFN runs (a file's hidden_act must name it)
+    # common keys (table.COMMON_KEYS) its config class has no field for, left out of a written
+    # config.json (BERT: no RoPE, no RMSNorm, no KV heads of their own)
+    drops: frozenset[str] = frozenset()
 
     @cached_property
     def defaults(self) -> dict[str, Any]:

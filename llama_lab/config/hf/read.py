@@ -42,7 +42,7 @@ def read_rope(r: Reader, kwargs: dict[str, Any]) -> None:
     place of ``rope_parameters``; its ``rope_theta``, else the top-level ``rope_theta``, else the
     class's default; a scaled RoPE (``rope_scaling_entry``) as ModelConfig's rope_scaling."""
     theta = r.get("rope_theta")
-    kwargs["rope_theta"] = r.model_type.defaults["rope_theta"] if theta is None else theta
+    kwargs["rope_theta"] = r.model_type.defaults.get("rope_theta") if theta is None else theta
     rope_parameters = r.data.get("rope_parameters")
     rope_scaling = r.data.get("rope_scaling")
     label = "rope_scaling"
@@ -142,6 +142,13 @@ def refuse_nulls(r: Reader) -> None:
             raise ConfigError(f"{key} is null; {KIND.get(key, 'a number')} is required ({why})", field=key)
 
 
+# What a family's FFN runs (ModelType.hidden_act), as a refused hidden_act's message says it
+ACTIVATION_WORDS = {
+    "silu": "LLaMA Lab's gated FFN is SwiGLU (SiLU gate), as every supported family's is",
+    "gelu": "LLaMA Lab's BERT FFN runs the exact (erf) GELU, hidden_act 'gelu'",
+}
+
+
 def common_fields(r: Reader) -> dict[str, Any]:
     """The fields every family reads alike: sizes, heads, the norm's epsilon, the tied head, and
     a LLaMA block (pre-norm RMSNorm, RoPE, SwiGLU, final norm) that a family's reader changes."""
@@ -171,10 +178,9 @@ def common_fields(r: Reader) -> dict[str, Any]:
     elif "hidden_act" not in r.model_type.reads:  # gpt_oss: a note (key_notes), if a string
         if not isinstance(act, str):
             raise ConfigError(f"hidden_act={shown(act)} must be a string", field="hidden_act")
-    elif act is not None and act != "silu":
+    elif act is not None and act != r.model_type.hidden_act:
         raise ConfigError(
-            f"hidden_act={shown(act)} is not modelled: LLaMA Lab's gated FFN is "
-            f"SwiGLU (SiLU gate), as every supported family's is",
+            f"hidden_act={shown(act)} is not modelled: {ACTIVATION_WORDS[r.model_type.hidden_act]}",
             field="hidden_act",
         )
     return kwargs

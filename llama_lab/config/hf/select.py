@@ -44,6 +44,19 @@ BLOCKS = {
             "Qwen3-Next's block (pre-norm RMSNorm × (1 + γ), SwiGLU)",
         ),
         Block(
+            "bert",
+            dict(
+                norm_position="post",
+                norm_type="layernorm",
+                pos_encoding="learned",
+                ffn_type="gelu",
+                final_norm=False,
+                embed_scale=False,
+                norm_plus_one=False,
+            ),
+            "BERT's block (Post-LN LayerNorm, learned positions, GELU, no final norm)",
+        ),
+        Block(
             "gemma",
             dict(norm_position="sandwich", ffn_type="geglu", embed_scale=True, norm_plus_one=True),
             "Gemma's block (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings)",
@@ -64,7 +77,7 @@ def gemma_plain(cfg: ModelFields) -> dict[str, Any]:
 
 
 def _has(cfg: ModelFields, block: Block) -> bool:
-    wanted = {**block.fields, **SHARED_BLOCK}
+    wanted = {**SHARED_BLOCK, **block.fields}  # (BERT's block departs from the shared one)
     plain = gemma_plain(cfg) if block.plain else {}
     return all(getattr(cfg, name) == value for name, value in {**wanted, **plain}.items())
 
@@ -72,7 +85,7 @@ def _has(cfg: ModelFields, block: Block) -> bool:
 def block_of(cfg: ModelFields) -> str | None:
     """The block a config's fields build (None: no family's). Gemma's first: its fields are
     the others' plain values' exceptions."""
-    for name in ("gemma", "olmo2", "qwen_hybrid", "llama"):
+    for name in ("bert", "gemma", "olmo2", "qwen_hybrid", "llama"):
         if _has(cfg, BLOCKS[name]):
             return name
     return None
@@ -112,7 +125,8 @@ def family_of(cfg: ModelFields, families: Sequence[Family]) -> Expressed:
             "to_hf_config needs a LLaMA-style config (pre-norm, rmsnorm, rope, swiglu, final norm, "
             "unscaled embeddings, none of Gemma's fields), OLMo 2's (the same with norm_position "
             "'output') or a Gemma-style one (sandwich norms, rmsnorm × (1 + γ), rope, geglu, final "
-            "norm, √d-scaled embeddings); this one has " + ", ".join(shown)
+            "norm, √d-scaled embeddings) or BERT's (post-norm layernorm, learned positions, gelu, no "
+            "final norm); this one has " + ", ".join(shown)
         )
     why = {}
     for family in families:

@@ -51,7 +51,7 @@ def common_keys(cfg: ModelFields, model_type: ModelType) -> dict[str, Any]:
         "num_key_value_heads": cfg.n_kv_heads,
         "head_dim": cfg.head_dim,  # (a family's own keys may replace it: DeepSeek's)
         # SwiGLU's SiLU, where the model reads it (gpt_oss's experts never do: left out)
-        **({"hidden_act": "silu"} if "hidden_act" in model_type.reads else {}),
+        **({"hidden_act": model_type.hidden_act} if "hidden_act" in model_type.reads else {}),
         "max_position_embeddings": cfg.max_seq_len,
         "rms_norm_eps": cfg.norm_eps,
         "rope_theta": cfg.rope_theta,
@@ -74,11 +74,13 @@ def to_hf_config(cfg: ModelFields, families: Sequence[Family]) -> dict[str, Any]
         )
     family, model_type = family_of(cfg, families)
     out = {**common_keys(cfg, model_type), **family.write(cfg, model_type.name)}
+    for key in model_type.drops:
+        out.pop(key, None)
     defaults = model_type.defaults
     if "intermediate_size" not in defaults:  # Qwen3_5MoeTextConfig: no dense FFN to size
         del out["intermediate_size"]
-    if "rope_theta" not in defaults:  # one base per layer type: rope_parameters says both
-        del out["rope_theta"], out["rope_scaling"]
+    if "rope_theta" not in defaults and not model_type.drops:  # one base per layer type:
+        del out["rope_theta"], out["rope_scaling"]  # rope_parameters says both
     pad = defaults.get("pad_token_id")
     if isinstance(pad, int) and pad >= cfg.vocab_size:
         # the class's default padding row (Phi3Config's 32000, SmolLM3Config's 128004) lies outside

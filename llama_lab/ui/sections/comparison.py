@@ -6,11 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis import derive_memory
+from ...analysis.model_kinds import KIND_PRESETS
 from ...config import ModelConfig, small_training_config
 from ...experiments import ABLATIONS, CONTRAST_SETTINGS
 from ...seed.comparison import in_english
 from ...train.data import load_builtin
-from ..cached import ablation_runs, architecture, show_table
+from ..cached import ablation_runs, architecture, model_kinds, show_table
 from ..derivations import show_equation
 from ..runs import keep_experiment, run_with_status, show_experiment
 
@@ -72,6 +73,19 @@ def tables(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
     st.caption(
         f"FLOPs: one forward over B={batch} × T={seq_len:,} tokens (matmuls, 2 per multiply-add). "
         f"KV bytes at {kv_dtype} (the sidebar's KV cache format)."
+    )
+
+
+def kinds_section(seq_len: int, kv_dtype: str, names: tuple[str, ...] = KIND_PRESETS) -> None:
+    """Causal decoder vs bidirectional encoder vs encoder-decoder: one preset of each kind
+    (``analysis.model_kinds.KIND_PRESETS``) side by side, every number the lab's count."""
+    st.table(model_kinds(names, seq_len, kv_dtype), hide_index=True)
+    st.caption(
+        f"Forward FLOPs: one sequence of T tokens (the sidebar's T={seq_len:,}, at most the model's "
+        f"positions), matmuls at 2 per multiply-add, the attention scores over the query-key pairs "
+        f"the mask allows (causal: T(T+1)/2; bidirectional: all T²). KV cache at {kv_dtype}. The "
+        f"mask decides what each kind can do: a causal decoder generates, a bidirectional encoder "
+        f"fills in and classifies, an encoder-decoder translates."
     )
 
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from ...analysis import DEFAULT_GPU, attention_variants, derive, derive_memory
 from ...analysis.kv import (
+    ENCODER_CACHE_NOTE,
     hybrid_cache_frame,
     hybrid_crossover,
     kv_cache_bytes_per_token,
@@ -48,6 +49,13 @@ from ..widgets import bound_note, choice_link, keep_choice, link_widgets
 def _contexts(seq_len: int) -> list[int]:
     """The roofline's context lengths: powers of two from 128 to 131,072, and the sidebar's T."""
     return sorted({2**k for k in range(7, 18)} | {seq_len})
+
+
+def stop_for_an_encoder(cfg: ModelConfig) -> None:
+    """A bidirectional encoder (BERT) keeps no KV cache: say so, and draw nothing more."""
+    if not cfg.causal:
+        st.info(ENCODER_CACHE_NOTE)
+        st.stop()
 
 
 def formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:

@@ -154,10 +154,11 @@ def block_section(cfg: ModelConfig, seq_len: int, batch: int) -> None:
             if alike > 1
             else f"Block {shown}, the one {kind} block"
         ) + (f" (the other {rest} are {other})." if rest > 1 else f" (the other one is {other}).")
+    head = "lm_head + the pooler" if cfg.pooler else "lm_head"
     total = (
-        f"{cfg.n_layers} × the column + lm_head = the forward total."
+        f"{cfg.n_layers} × the column + {head} = the forward total."
         if alike == cfg.n_layers
-        else "Each kind of block × its count, + lm_head = the forward total."
+        else f"Each kind of block × its count, + {head} = the forward total."
     )
     st.caption(
         f"{which} Forward FLOPs of each tensor in one block "

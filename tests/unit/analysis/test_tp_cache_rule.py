@@ -41,7 +41,9 @@ def _valid(name: str, tp: int) -> bool:
     return True
 
 
-CASES = [(name, tp) for name in PRESETS for tp in (1, 2, 4, 8, 16) if _valid(name, tp)]
+# (an encoder caches nothing and serves no decode: the rule is a decoder's)
+DECODERS = [name for name in PRESETS if PRESETS[name].causal]
+CASES = [(name, tp) for name in DECODERS for tp in (1, 2, 4, 8, 16) if _valid(name, tp)]
 
 
 @pytest.mark.parametrize("name,tp", CASES, ids=[f"{n}@tp{t}" for n, t in CASES])

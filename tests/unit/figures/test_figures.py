@@ -61,7 +61,8 @@ def test_block_table_times_layers_plus_head_is_the_forward_count(name, bias):
     # blocks of each kind (dense or sparse; attention or Gated DeltaNet) times their count
     kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
     tables = [(fparams.block_table(cfg, flops, kinds.index(kind)), kinds.count(kind)) for kind in set(kinds)]
-    assert sum(t.forward_flops.sum() * n for t, n in tables) + flops.by_component["lm_head"] == flops.forward
+    heads = flops.by_component["lm_head"] + flops.by_component.get("pooler", 0)  # (BERT's pooler)
+    assert sum(t.forward_flops.sum() * n for t, n in tables) + heads == flops.forward
     attention = sum(t[t.component == "attention"].forward_flops.sum() * n for t, n in tables)
     mixing = sum(flops.by_component.get(k, 0) for k in ("attention_scores", "delta_rule", "indexer_scores"))
     assert attention == flops.by_component["attention_proj"] + mixing
