@@ -5,7 +5,6 @@ import streamlit as st
 
 from llama_lab import ui
 from llama_lab.ui.sections import parallel
-from llama_lab.ui.widgets import stop_unless_generative
 
 P = "llama_lab.page10."
 
@@ -18,7 +17,7 @@ selection = ui.setup_page(
     "sidebar's model below, and the sharding is measured on real local processes.",
 )
 cfg, T, dtype = selection.cfg, selection.seq_len, selection.dtype
-stop_unless_generative(cfg, "the Many GPUs page (training and serving layouts)")
+ui.stop_unless_generative(cfg, "the Many GPUs page (training and serving layouts)")
 weights, kv = selection.weight_format, selection.kv_format
 
 tab_layout, tab_fit, tab_k, tab_run = st.tabs(

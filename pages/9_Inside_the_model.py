@@ -5,7 +5,6 @@ import streamlit as st
 
 from llama_lab import ui
 from llama_lab.ui.sections import inside
-from llama_lab.ui.widgets import stop_unless_generative
 
 P = "llama_lab.page9."
 
@@ -16,7 +15,7 @@ selection = ui.setup_page(
     "built-in text, then run on the text you type. Every view below is read off that forward "
     "pass.",
 )
-stop_unless_generative(selection.cfg, "Inside the model (a briefly trained next-token model)")
+ui.stop_unless_generative(selection.cfg, "Inside the model (a briefly trained next-token model)")
 cfg, steps, text = inside.choice(selection.cfg, P)
 inside.note(selection.cfg, cfg, steps)
 trace = inside.forward_trace(cfg, steps, text, P)
