@@ -177,8 +177,8 @@ def family_table(model_type: str) -> dict[str, Any]:
         "config_class": config_class.__name__,
         "default_theta": getattr(config_class, "default_theta", None),
         # the RoPE a file with neither rope_parameters nor rope_scaling gets (__post_init__ may
-        # set it: GptOssConfig's is YaRN)
-        "default_rope": _plain(config_class().rope_parameters),
+        # set it: GptOssConfig's is YaRN; MarianConfig has no RoPE: None)
+        "default_rope": _plain(getattr(config_class(), "rope_parameters", None)),
         "read": sorted(read),
         "aliases": dict(sorted(aliases.items())),
         "defaults": defaults_of(config_class),

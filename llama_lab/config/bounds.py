@@ -34,6 +34,7 @@ FAMILY_LIMITS = {
     "linear_v_head_dim": 131_072,
     "linear_conv_kernel": 1_024,
     "attn_floor_scale": 16_777_216,
+    "encoder_layers": 4_096,  # 0: decoder-only
 }
 MINIMUMS = {"vocab_size": 2}
 

@@ -190,6 +190,11 @@ class ModelFields:
     # the scores × this, in place of 1/√query_pre_attn_scalar (Granite 3: 1/head_dim)
     attention_multiplier: float = None  # type: ignore[assignment]  # None: query_pre_attn_scalar^-½
     logits_scaling: float = 1.0  # the logits ÷ this (Granite 3: 8 or 16)
+    # ---- the 2017 encoder-decoder (Vaswani et al.; transformers' MarianMTModel) --------------
+    # encoder_layers > 0: an encoder of that many bidirectional blocks (the decoder's width,
+    # heads and FFN) reads the source; each of the n_layers decoder blocks gains cross-attention
+    # to its output. 0: decoder-only (everything else in LLaMA Lab)
+    encoder_layers: int = 0
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -269,6 +274,11 @@ class ModelFields:
         return self.sliding_window if self._local_flags[layer] else None
 
     @property
+    def is_encoder_decoder(self) -> bool:
+        """An encoder before the decoder, whose blocks cross-attend to it (the 2017 Transformer)."""
+        return self.encoder_layers > 0
+
+    @property
     def is_moe(self) -> bool:
         return any(self.moe_layer_flags)
 
@@ -319,6 +329,7 @@ class ModelFields:
             and not any(self._temperature_flags)
             and self.moe_style != "llama4"
             and not self.has_granite_multipliers
+            and not self.is_encoder_decoder
         )
 
     @property

@@ -105,6 +105,7 @@ class ModelConfig(ModelFields):
         )
         object.__setattr__(self, "_temperature_flags", temperature)
         feature_rules.check_temperature(self)
+        feature_rules.check_encoder(self)
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps

@@ -74,6 +74,10 @@ class ModelType:
     # Olmo 3); every other one's single base is read alike (read.read_rope)
     rope_by_layer_type: bool = False
     module: str = ""  # transformers/models/<module>/ when not named after it (the key tool)
+    # its config class takes the decoder keys every LLaMA-like family shares (hidden_size,
+    # num_hidden_layers, one RoPE base: read.common_fields, write.common_keys); False (Marian's
+    # d_model, encoder_layers, decoder_layers): the family reads and writes every key itself
+    common: bool = True
 
     @cached_property
     def defaults(self) -> dict[str, Any]:

@@ -340,10 +340,12 @@ def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[d
     if quant is not None:
         r.notes.insert(0, f"quantization_config: {quant.describe()}: the weights' stored format")
     refuse_nulls(r)
-    r.n_layers = r.count("num_hidden_layers", 1, LIMITS["n_layers"])
-    kwargs = common_fields(r)
-    if not model_type.rope_by_layer_type:  # one RoPE base (one per layer type: the family's)
-        read_rope(r, kwargs)
+    kwargs: dict[str, Any] = {}
+    if model_type.common:  # (else the family reads every key itself: Marian's)
+        r.n_layers = r.count("num_hidden_layers", 1, LIMITS["n_layers"])
+        kwargs = common_fields(r)
+        if not model_type.rope_by_layer_type:  # one RoPE base (one per layer type: the family's)
+            read_rope(r, kwargs)
     kwargs.update(family.read(r))
     for name, value in kwargs.items():
         if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it

@@ -44,6 +44,17 @@ BLOCKS = {
             "Qwen3-Next's block (pre-norm RMSNorm × (1 + γ), SwiGLU)",
         ),
         Block(
+            "marian",  # the 2017 recipe: Post-LN LayerNorm, static sinusoidal positions, no final norm
+            dict(
+                norm_position="post",
+                norm_type="layernorm",
+                pos_encoding="sinusoidal",
+                final_norm=False,
+                norm_plus_one=False,
+            ),
+            "the 2017 block (Post-LN LayerNorm, sinusoidal positions, no final norm)",
+        ),
+        Block(
             "gemma",
             dict(norm_position="sandwich", ffn_type="geglu", embed_scale=True, norm_plus_one=True),
             "Gemma's block (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings)",
@@ -64,7 +75,7 @@ def gemma_plain(cfg: ModelFields) -> dict[str, Any]:
 
 
 def _has(cfg: ModelFields, block: Block) -> bool:
-    wanted = {**block.fields, **SHARED_BLOCK}
+    wanted = {**SHARED_BLOCK, **block.fields}  # (a block may differ from the shared one: the 2017 block)
     plain = gemma_plain(cfg) if block.plain else {}
     return all(getattr(cfg, name) == value for name, value in {**wanted, **plain}.items())
 
@@ -72,7 +83,7 @@ def _has(cfg: ModelFields, block: Block) -> bool:
 def block_of(cfg: ModelFields) -> str | None:
     """The block a config's fields build (None: no family's). Gemma's first: its fields are
     the others' plain values' exceptions."""
-    for name in ("gemma", "olmo2", "qwen_hybrid", "llama"):
+    for name in ("gemma", "olmo2", "qwen_hybrid", "llama", "marian"):
         if _has(cfg, BLOCKS[name]):
             return name
     return None

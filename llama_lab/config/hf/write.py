@@ -67,6 +67,9 @@ def to_hf_config(cfg: ModelFields, families: Sequence[Family]) -> dict[str, Any]
     """The config.json of the family of ``families`` that expresses ``cfg`` (ConfigError when
     none does)."""
     family, model_type = family_of(cfg, families)
+    if not model_type.common:  # the family writes every key of its own config class (Marian's)
+        named = {"architectures": [model_type.architecture], "model_type": model_type.name}
+        return {**named, **family.write(cfg, model_type.name)}
     out = {**common_keys(cfg, model_type), **family.write(cfg, model_type.name)}
     defaults = model_type.defaults
     if "intermediate_size" not in defaults:  # Qwen3_5MoeTextConfig: no dense FFN to size
