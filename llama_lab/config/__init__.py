@@ -13,10 +13,13 @@ from .recipes import (
     REGIMES,
     TRAINING_SHAPE,
     arrangement,
+    decoder_stack,
+    encoder_stack,
     live_config,
     recipe_2017,
     recipe_llama,
     regime_recipe,
+    require_decoder_only,
     small_training_config,
 )
 
@@ -43,6 +46,8 @@ __all__ = [
     "detect_ffn_rule",
     "ffn_from_rule",
     "arrangement",
+    "decoder_stack",
+    "encoder_stack",
     "get_preset",
     "live_config",
     "llama_ffn_hidden",
@@ -53,6 +58,7 @@ __all__ = [
     "read_hf_config",
     "recipe_2017",
     "recipe_llama",
+    "require_decoder_only",
     "seed_ffn_hidden",
     "small_training_config",
 ]

@@ -3,9 +3,10 @@ ModelConfig's derived fields are resolved: MLA and DeepSeekMoE's routing (``chec
 ``check_routing``), gpt-oss's expert block and sinks (``check_gpt_oss``), Gemma's fields and the
 RoPE / QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM (``check_gemma``), Gated DeltaNet
 (``check_linear``), Llama 4's chunks and experts (``check_llama4``), the attention temperature
-(``check_temperature``), the 2017 encoder-decoder (``check_encoder``). A feature's rule sits with the fields, not with a family: several
-families write the same fields (MLA: DeepSeek-V2, V3 and Mistral 4), and a config built by hand
-may combine them. Each raises ConfigError naming the field, its value and the rule."""
+(``check_temperature``), the 2017 encoder-decoder (``check_encoder``). A feature's rule sits
+with the fields, not with a family: several families write the same fields (MLA: DeepSeek-V2,
+V3 and Mistral 4), and a config built by hand may combine them. Each raises ConfigError naming
+the field, its value and the rule."""
 
 from __future__ import annotations
 
@@ -307,7 +308,6 @@ def check_encoder(cfg: ModelFields) -> None:
             "adds sinusoidal or learned positions to the embeddings",
         ),
         (cfg.gated_ffn, "ffn_type", "has an ungated FFN (relu or gelu)"),
-        (cfg.n_kv_heads != cfg.n_heads, "n_kv_heads", "attends with MHA (n_kv_heads = n_heads)"),
         (cfg.head_dim * cfg.n_heads != cfg.d_model, "head_dim", "has heads of d_model / n_heads"),
         (cfg.n_experts > 0, "n_experts", "is modelled without experts"),
         (cfg.is_mla, "kv_lora_rank", "is modelled without MLA"),

@@ -22,6 +22,31 @@ def without_mla(cfg: ModelConfig) -> ModelConfig:
     )
 
 
+def encoder_stack(cfg: ModelConfig) -> ModelConfig:
+    """An encoder-decoder's encoder as a decoder-only config of its blocks (the same width,
+    heads, FFN and norms; ``encoder_layers`` of them): what its blocks count. The encoder's
+    blocks attend bidirectionally, which changes no parameter and no full-T×T FLOP."""
+    return cfg.replace(n_layers=cfg.encoder_layers, encoder_layers=0)
+
+
+def decoder_stack(cfg: ModelConfig) -> ModelConfig:
+    """An encoder-decoder's decoder without its cross-attention: the decoder-only config of its
+    blocks, embedding and head (its self-attention cache is that config's)."""
+    return cfg.replace(encoder_layers=0)
+
+
+def require_decoder_only(cfg: ModelConfig, what: str) -> None:
+    """The one check of every surface that models a decoder-only model alone (training,
+    fine-tuning, the predictions, parallel layouts, speculative decoding, quantisation, the
+    hooks inside the model): an encoder-decoder is refused by name, in one line."""
+    if cfg.is_encoder_decoder:
+        raise ConfigError(
+            f"{what} models decoder-only models; an encoder-decoder (encoder_layers="
+            f"{cfg.encoder_layers}, the 2017 Transformer) is not modelled here",
+            field="encoder_layers",
+        )
+
+
 def recipe_2017(cfg: ModelConfig) -> ModelConfig:
     """The original decoder recipe at cfg's size (seed table, left column)."""
     return without_mla(cfg).replace(

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import torch
 
 from .. import analysis
-from ..config import ModelConfig
+from ..config import ModelConfig, require_decoder_only
 from ..errors import ExperimentError
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure, logits_table
 from ..model import build_model
@@ -282,6 +282,7 @@ def bench(
     seed: int = 0,
 ) -> dict:
     """``bench``: forward + backward + AdamW, ``steps`` timed steps after one warm-up."""
+    require_decoder_only(cfg, "bench")
     seq_len = seq_len or min(128, cfg.max_seq_len)
     settings = LiveSettings(device=device, dtype=dtype, seed=seed, compile=compile, iters=steps)
     result = live_pass(cfg, seq_len, batch, settings)

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import torch
 
 from ..analysis.speculative import expected_tokens_per_step, speculation
-from ..config import PRESETS, ModelConfig, live_config
+from ..config import PRESETS, ModelConfig, live_config, require_decoder_only
 from ..errors import ExperimentError
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure
 from ..model import CausalLM, KVCache, build_model
@@ -71,6 +71,7 @@ def pair_configs(target: str, draft: str, max_len: int) -> tuple[ModelConfig, Mo
     for name in (target, draft):
         if name not in PRESETS:
             raise ExperimentError(f"preset {name!r} must be one of {', '.join(PRESETS)}")
+        require_decoder_only(PRESETS[name], "speculative decoding")
     return (
         live_config(PRESETS[target], D["target_layers"], D["target_d"], max_len),
         live_config(PRESETS[draft], D["draft_layers"], D["draft_d"], max_len),

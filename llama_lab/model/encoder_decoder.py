@@ -40,24 +40,25 @@ def marian_sinusoidal_table(n_positions: int, dim: int) -> torch.Tensor:
 
 class MultiHeadAttention(nn.Module):
     """MarianAttention: q from x, k and v from ``source`` (x itself for self-attention), every
-    projection with a bias, the scores × 1/√D; the output through ``out_proj``."""
+    projection with a bias, the scores × 1/√D; the output through ``out_proj``. G < H KV heads
+    (GQA, MQA: not Marian's, which MarianConfig cannot write) shrink k_proj and v_proj."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        C, self.H, self.D = cfg.d_model, cfg.n_heads, cfg.head_dim
-        self.q_proj = nn.Linear(C, C, bias=True)
-        self.k_proj = nn.Linear(C, C, bias=True)
-        self.v_proj = nn.Linear(C, C, bias=True)
-        self.out_proj = nn.Linear(C, C, bias=True)
+        C, self.H, self.G, self.D = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.q_proj = nn.Linear(C, self.H * self.D, bias=True)
+        self.k_proj = nn.Linear(C, self.G * self.D, bias=True)
+        self.v_proj = nn.Linear(C, self.G * self.D, bias=True)
+        self.out_proj = nn.Linear(self.H * self.D, C, bias=True)
 
-    def heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, C) → (B, H, T, D)."""
+    def heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """(B, T, n·D) → (B, n, T, D)."""
         B, T, _ = x.shape
-        return x.view(B, T, self.H, self.D).transpose(1, 2)
+        return x.view(B, T, n, self.D).transpose(1, 2)
 
     def keys_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V (B, H, S, D) of ``source`` (B, S, C): what a cross-attention cache holds."""
-        return self.heads(self.k_proj(source)), self.heads(self.v_proj(source))
+        """K and V (B, G, S, D) of ``source`` (B, S, C): what a cross-attention cache holds."""
+        return self.heads(self.k_proj(source), self.G), self.heads(self.v_proj(source), self.G)
 
     def forward(
         self,
@@ -70,16 +71,19 @@ class MultiHeadAttention(nn.Module):
         """x (B, T, C) attends to ``keys_values`` (cross-attention: the source's, fixed) or to
         itself (self-attention: bidirectional in the encoder; ``causal`` in the decoder, with
         the earlier tokens' K and V from ``cache``'s slot ``layer``)."""
-        B, T, C = x.shape
-        q = self.heads(self.q_proj(x))  # (B, H, T, D)
+        B, T, _ = x.shape
+        q = self.heads(self.q_proj(x), self.H)  # (B, H, T, D)
         k, v = keys_values if keys_values is not None else self.keys_values(x)
+        n_rep = self.H // self.G
         if causal:
             if cache is not None:
-                k, v = cache.update(layer, k, v)  # (B, H, cached + T, D)
-            out = causal_attention(q, k, v, n_rep=1)
-        else:  # every query sees every key (the encoder; the decoder's cross-attention)
+                k, v = cache.update(layer, k, v)  # (B, G, cached + T, D)
+            out = causal_attention(q, k, v, n_rep)
+        elif n_rep == 1:  # every query sees every key (the encoder; the decoder's cross-attention)
             out = F.scaled_dot_product_attention(q, k, v)
-        return self.out_proj(out.transpose(1, 2).reshape(B, T, C))
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, self.H * self.D))
 
 
 class EncoderLayer(nn.Module):
@@ -143,7 +147,7 @@ class Stack(nn.Module):
 
 class EncoderDecoderCache:
     """The decoder's two caches: its self-attention's K and V (``KVCache``, one row per target
-    token, growing) and every block's cross-attention K and V of the source (B, H, S, D each,
+    token, growing) and every block's cross-attention K and V of the source (B, G, S, D each,
     computed once from the encoder's output: ``source_kv``, fixed)."""
 
     def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int | None, device, dtype):
@@ -174,6 +178,8 @@ class EncoderDecoderLM(nn.Module):
     """forward(input_ids (B, S), decoder_input_ids (B, T)) → logits (B, T, V), as
     ``MarianMTModel(input_ids=…, decoder_input_ids=…).logits``; its state-dict keys."""
 
+    final_logits_bias: torch.Tensor  # (1, V), a buffer
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -202,8 +208,13 @@ class EncoderDecoderLM(nn.Module):
         return x
 
     def source_kv(self, encoded: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Each decoder block's cross-attention K and V (B, H, S, D) of the encoder's output."""
-        return [layer.encoder_attn.keys_values(encoded) for layer in self.model.decoder.layers]
+        """Each decoder block's cross-attention K and V (B, G, S, D) of the encoder's output."""
+        return [block.encoder_attn.keys_values(encoded) for block in self.decoder_blocks]
+
+    @property
+    def decoder_blocks(self) -> list[DecoderLayer]:
+        """The decoder's blocks, typed (an nn.ModuleList hands each back as a plain Module)."""
+        return [block for block in self.model.decoder.layers if isinstance(block, DecoderLayer)]
 
     def decode(
         self,
@@ -215,7 +226,7 @@ class EncoderDecoderLM(nn.Module):
         self_cache = cache.self_attention if cache is not None else None
         start = self_cache.length if self_cache is not None else 0
         x = self.model.decoder.embed(decoder_input_ids, start)
-        for layer, kv in zip(self.model.decoder.layers, source_kv):
+        for layer, kv in zip(self.decoder_blocks, source_kv):
             x = layer(x, kv, self_cache)
         if self_cache is not None:
             self_cache.length += decoder_input_ids.shape[1]

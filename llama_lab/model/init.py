@@ -21,8 +21,8 @@ import torch.nn as nn
 from ..config import INIT_STD, ModelConfig
 from .attention import Attention
 from .decoder import CausalLM
-from .encoder_decoder import EncoderDecoderLM
 from .delta_net import GatedDeltaNet, GatedRMSNorm
+from .encoder_decoder import EncoderDecoderLM
 from .fused import FusedLinear
 from .mlp import ExpertLoop, GptOssExperts, SparseMoE
 from .norms import RMSNorm
@@ -117,7 +117,9 @@ def build_model(cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0)
     return _materialise(model, cfg, device, dtype, seed)
 
 
-def build_encoder_decoder(cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0) -> EncoderDecoderLM:
+def build_encoder_decoder(
+    cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0
+) -> EncoderDecoderLM:
     """``build_model`` of the 2017 encoder-decoder: its weights drawn as a decoder's are,
     Marian's static sinusoidal tables then written in."""
     with torch.device("meta"):

@@ -41,7 +41,7 @@ import torch.multiprocessing
 
 from .. import analysis
 from ..analysis.shards import BYTE_FIELDS, check_shard_layout, rank_shards
-from ..config import ModelConfig
+from ..config import ModelConfig, require_decoder_only
 from ..errors import ExperimentError
 from ..model import build_model
 from ..runtime.memory import check_memory
@@ -584,6 +584,7 @@ def run_shard(cfg: ModelConfig, settings: ShardSettings, *, progress: Progress |
     ``settings.strategy`` ('fsdp', 'tp', 'fsdp+tp'), each rank's measured bytes beside the
     prediction, the losses beside a single-process run. Refusals (``ShardSettings.check``, the
     memory and CPU budgets) are LabErrors naming the rule, before any process starts."""
+    require_decoder_only(cfg, "sharded training")
     if not isinstance(settings, ShardSettings):
         raise TypeError(f"run_shard needs a ShardSettings, got {type(settings).__name__}")
     start = time.perf_counter()

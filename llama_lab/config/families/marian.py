@@ -150,6 +150,7 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
         [
             (not cfg.is_encoder_decoder, "no encoder (encoder_layers = 0)"),
             (not cfg.tie_embeddings, "an untied head"),
+            (cfg.n_kv_heads != cfg.n_heads, "GQA/MQA (n_kv_heads < n_heads)"),
             (cfg.norm_eps != LAYERNORM_EPS, f"a LayerNorm eps other than {LAYERNORM_EPS:g}"),
             (cfg.ffn_type not in ACTIVATIONS.values(), f"ffn_type={cfg.ffn_type!r}"),
         ]
