@@ -30,6 +30,8 @@ if cfg.is_mla:
     kv.mla_section(selection, gpu)
 if cfg.has_linear_attention:
     kv.linear_attention_section(selection)
+if cfg.is_encoder_decoder:
+    kv.encoder_decoder_section(selection)
 
 st.subheader("Decode roofline")
 st.latex(

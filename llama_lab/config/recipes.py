@@ -41,8 +41,8 @@ def require_decoder_only(cfg: ModelConfig, what: str) -> None:
     hooks inside the model): an encoder-decoder is refused by name, in one line."""
     if cfg.is_encoder_decoder:
         raise ConfigError(
-            f"{what} models decoder-only models; an encoder-decoder (encoder_layers="
-            f"{cfg.encoder_layers}, the 2017 Transformer) is not modelled here",
+            f"{what}: an encoder-decoder (encoder_layers={cfg.encoder_layers}, the 2017 Transformer) "
+            f"is not modelled here, only decoder-only models are",
             field="encoder_layers",
         )
 

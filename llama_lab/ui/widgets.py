@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import streamlit as st
 
+from ..config import require_decoder_only
 from ..errors import ConfigError, LabError
 from ..units import escape_markdown
 
@@ -27,6 +28,16 @@ def _host(where: Any) -> Any:
 def show_error(message: Any, where: Any = None) -> None:
     """``st.error`` (or ``where.error``, e.g. a column) of ``message``, rendered literally."""
     _host(where).error(escape_markdown(message))
+
+
+def stop_unless_decoder_only(cfg: Any, page: str) -> None:
+    """A page that models decoder-only models alone (``config.require_decoder_only``): for an
+    encoder-decoder it says so in one line and draws nothing more."""
+    try:
+        require_decoder_only(cfg, page)
+    except ConfigError as exc:
+        show_error(exc)
+        st.stop()
 
 
 def show_warning(message: Any, where: Any = None) -> None:
