@@ -194,7 +194,7 @@ _2017: dict[str, Any] = dict(
     final_norm=False,
     tie_embeddings=True,
     embed_scale=True,
-    init="xavier",
+    init="normal",  # MarianMTModel's N(0, init_std = 0.02); the paper names no initialisation
 )
 
 PRESETS: dict[str, dict[str, Any]] = {
