@@ -128,3 +128,13 @@ def test_an_old_link_with_a_storage_dtype_computes_in_bf16_and_stores_both_at_it
     # int8 cache: 2 · 4 · 2 · (64 · 1 + 2 bytes of fp16 scale) per token
     assert variant_metrics(at)["GQA (this model)"] == human_bytes(2 * 4 * 2 * 66) + "/token"
     assert not at.main.error
+
+
+def test_the_2017_encoder_decoder_says_what_it_caches():
+    at = run_page({"preset": "transformer-2017-base", "seq": "64"})
+    assert not at.exception and not at.error
+    shown = {m.label: m.value for m in at.metric}
+    # 6 decoder blocks · (K, V) · 8 heads · 64 · 2 bytes, per target token and per source token
+    assert shown["Self-attention, per generated token"] == human_bytes(12_288)
+    assert shown["Cross-attention, per source token (fixed)"] == human_bytes(12_288)
+    assert any("encoder caches nothing" in m.value for m in at.markdown)
