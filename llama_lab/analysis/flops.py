@@ -27,6 +27,7 @@ ELEMENTWISE_FLOPS_PER_ELEMENT = {
     "geglu": 14,
     "relu": 1,
     "gelu": 8,  # 0.5·x·(1 + erf(x/√2)), erf counted as 5
+    "silu": 4,  # x·σ(x): exp, +1, ÷, × (an ungated FFN's: Marian's "swish")
     "residual": 1,  # per element of each residual add (two per block)
     "bias": 1,  # per output element of a biased linear layer
     "position_add": 1,  # learned or sinusoidal table added to the token embeddings

@@ -307,7 +307,7 @@ def check_encoder(cfg: ModelFields) -> None:
             "pos_encoding",
             "adds sinusoidal or learned positions to the embeddings",
         ),
-        (cfg.gated_ffn, "ffn_type", "has an ungated FFN (relu or gelu)"),
+        (cfg.gated_ffn, "ffn_type", "has an ungated FFN (relu, gelu or silu)"),
         (cfg.head_dim * cfg.n_heads != cfg.d_model, "head_dim", "has heads of d_model / n_heads"),
         (cfg.n_experts > 0, "n_experts", "is modelled without experts"),
         (cfg.is_mla, "kv_lora_rank", "is modelled without MLA"),

@@ -23,8 +23,10 @@ from .kernels import gated, swiglu
 
 
 def ungated_activation(ffn_type: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    """An ungated FFN's activation: relu, or gelu (the exact erf GELU, transformers' "gelu")."""
-    return F.gelu if ffn_type == "gelu" else F.relu
+    """An ungated FFN's activation: relu, gelu (the exact erf GELU, transformers' "gelu") or
+    silu (x·σ(x), ungated: Marian's "swish")."""
+    activations: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"gelu": F.gelu, "silu": F.silu}
+    return activations.get(ffn_type, F.relu)
 
 
 class MLP(nn.Module):

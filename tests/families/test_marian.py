@@ -122,6 +122,49 @@ def test_a_config_json_is_read_as_marian_config_reads_it():
     assert read_hf_config(json.loads(json.dumps(TINY.to_hf_config())))[0] == TINY
 
 
+# a config.json in the shape of the opus-mt checkpoints' (Helsinki-NLP/opus-mt-*: swish, √d
+# embeddings, 58,101 shared tokens, keys of older MarianConfig releases that transformers 5
+# no longer reads); composed here, not a verbatim file
+OPUS_MT_STYLE = {
+    "model_type": "marian",
+    "architectures": ["MarianMTModel"],
+    "activation_function": "swish",
+    "d_model": 512,
+    "encoder_layers": 6,
+    "decoder_layers": 6,
+    "num_hidden_layers": 6,
+    "encoder_attention_heads": 8,
+    "decoder_attention_heads": 8,
+    "encoder_ffn_dim": 2048,
+    "decoder_ffn_dim": 2048,
+    "vocab_size": 58101,
+    "decoder_vocab_size": 58101,
+    "max_position_embeddings": 512,
+    "scale_embedding": True,
+    "share_encoder_decoder_embeddings": True,
+    "static_position_embeddings": True,
+    "normalize_before": False,
+    "pad_token_id": 58100,
+    "decoder_start_token_id": 58100,
+    "dropout": 0.1,
+}
+
+
+def test_an_opus_mt_style_file_reads_swish_as_an_ungated_silu():
+    cfg, notes = read_hf_config(OPUS_MT_STYLE)
+    assert cfg.ffn_type == "silu" and cfg.to_hf_config()["activation_function"] == "swish"
+    assert any("'normalize_before'" in note for note in notes)  # unread by transformers 5: a note
+    total = analysis.count_params(cfg).total
+    assert total == meta_count(transformers.AutoConfig.for_model(**OPUS_MT_STYLE)) == 74_410_496
+    tiny = TINY.replace(ffn_type="silu")
+    hf = transformers.MarianMTModel(marian_config(tiny)).eval()
+    ours = build_model(tiny, seed=1).eval()
+    hf.load_state_dict(ours.state_dict(), strict=True)
+    src, tgt = ids(B, S, 8), ids(B, T, 9)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(src, tgt), hf(input_ids=src, decoder_input_ids=tgt).logits)
+
+
 def test_the_state_dict_loads_both_ways_and_the_logits_are_marians():
     hf = transformers.MarianMTModel(marian_config(TINY)).eval()
     ours = build_model(TINY, seed=1).eval()

@@ -45,8 +45,9 @@ MARIAN = ModelType(
     holds=frozenset({"encoder"}),
     common=False,
 )
-# activation_function → ffn_type (transformers' ACT2FN: "gelu" is the exact erf GELU)
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}
+# activation_function → ffn_type (transformers' ACT2FN: "gelu" the exact erf GELU; "swish" and
+# "silu" x·σ(x), ungated: the opus-mt checkpoints' "swish"); written back by the first name
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}
 LAYERNORM_EPS = 1e-5  # MarianEncoderLayer's nn.LayerNorm: its default, not configurable
 
 

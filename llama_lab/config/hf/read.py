@@ -135,7 +135,9 @@ def refuse_nulls(r: Reader) -> None:
     the class has no such field (Gemma's hidden_act: any value is kept and never read)."""
     mt = r.model_type
     fieldless = {key for key in READ_WHERE_READ if key not in mt.defaults}
-    read = (COMMON_KEYS | mt.keys) - mt.nullable - NULL_MEANS_UNSET - fieldless
+    # a config class without the common keys (MarianConfig) keeps a null one it never reads
+    common = COMMON_KEYS if mt.common else COMMON_KEYS & mt.reads
+    read = (common | mt.keys) - mt.nullable - NULL_MEANS_UNSET - fieldless
     for key, value in r.data.items():
         if value is None and key in read:
             why = mt.null_why.get(key, f"null is not a value {mt.config_class} can use here")
