@@ -13,6 +13,7 @@ from .common import STATS_BYTES, checked_gpu
 from .derive import MLA_SYMBOLS, Derivation
 from .flash import attention_memory
 from .kv import (
+    cross_attention_bytes_per_token,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
     layer_token_bytes,
@@ -159,6 +160,10 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
         formula = r"B\,b_\text{block}\,\big(L_w W + (L - L_w)\,T\big)"
         where = [block]
         meaning.update(L_w="blocks with a sliding window", L_attn="attention blocks")
+    if cfg.is_encoder_decoder:  # every decoder block's cross-attention K and V of a source of T
+        terms["b_src"] = cross_attention_bytes_per_token(cfg, kv_dtype)
+        formula, expression = formula + r" + b_\text{src}\,B\,S", expression + " + b_src*B*T"
+        meaning.update(b_src="cross-attention K and V bytes per source token (source S = T), fixed")
     if cfg.has_linear_attention:  # their fixed state, whatever T
         state = linear_state(cfg, kv_dtype)
         terms["S"] = state.value
@@ -220,7 +225,9 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
         "M": g.usable_bytes,
         "W_bytes": weight_bytes(cfg, weights),
         "B": batch,
-        "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype),
+        # an encoder-decoder's token: its self-attention K and V and a source token's
+        # cross-attention K and V (a source as long as the context)
+        "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype) + cross_attention_bytes_per_token(cfg, kv_dtype),
     }
     value = max_context_that_fits(cfg, g, batch, weights, kv_dtype)
     formula = r"\left\lfloor \frac{M - W_\text{bytes}}{B\,b_\text{tok}} \right\rfloor"

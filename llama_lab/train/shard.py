@@ -584,11 +584,11 @@ def run_shard(cfg: ModelConfig, settings: ShardSettings, *, progress: Progress |
     ``settings.strategy`` ('fsdp', 'tp', 'fsdp+tp'), each rank's measured bytes beside the
     prediction, the losses beside a single-process run. Refusals (``ShardSettings.check``, the
     memory and CPU budgets) are LabErrors naming the rule, before any process starts."""
-    require_decoder_only(cfg, "sharded training")
     if not isinstance(settings, ShardSettings):
         raise TypeError(f"run_shard needs a ShardSettings, got {type(settings).__name__}")
     start = time.perf_counter()
     dp, tp = settings.check(cfg)
+    require_decoder_only(cfg, "sharded training")
     _guard(cfg, settings, dp)
     results, logits = launch(cfg, settings, progress)
     single, single_logits = reference_run(cfg, settings, dp, progress)
