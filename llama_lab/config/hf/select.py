@@ -26,6 +26,7 @@ class Block:
     fields: Mapping[str, Any]
     words: str
     plain: bool = True  # Gemma's own fields (``gemma_fields_at_plain``) left plain
+    encoder: bool = False  # the block of an encoder-decoder (encoder_layers > 0: the 2017 one)
 
 
 LLAMA = dict(norm_position="pre", ffn_type="swiglu", embed_scale=False, norm_plus_one=False)
@@ -52,7 +53,8 @@ BLOCKS = {
                 final_norm=False,
                 norm_plus_one=False,
             ),
-            "the 2017 block (Post-LN LayerNorm, sinusoidal positions, no final norm)",
+            "the 2017 encoder-decoder's block (Post-LN LayerNorm, sinusoidal positions, no final norm)",
+            encoder=True,
         ),
         Block(
             "gemma",
@@ -77,6 +79,8 @@ def gemma_plain(cfg: ModelFields) -> dict[str, Any]:
 def _has(cfg: ModelFields, block: Block) -> bool:
     wanted = {**SHARED_BLOCK, **block.fields}  # (a block may differ from the shared one: the 2017 block)
     plain = gemma_plain(cfg) if block.plain else {}
+    if cfg.is_encoder_decoder != block.encoder:
+        return False
     return all(getattr(cfg, name) == value for name, value in {**wanted, **plain}.items())
 
 

@@ -214,8 +214,7 @@ def test_environment_names_the_versions(full):
 
 def test_a_non_llama_config_has_no_hf_file_and_says_why():
     rep = report.build_report(PRESETS["transformer-2017"].replace(n_layers=1), 16, 1)
-    # the decoder-only 2017 recipe: Marian's block without Marian's encoder
-    assert rep.hf_config is None and "marian (no encoder" in rep.hf_config_note
+    assert rep.hf_config is None and "LLaMA-style" in rep.hf_config_note
     assert "No Hugging Face config.json" in report.render(rep, "md")
     assert {t.name for t in rep.tables}.isdisjoint({"hf_config"})
 
