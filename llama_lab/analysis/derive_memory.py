@@ -11,7 +11,7 @@ from ..config import ModelConfig
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, DTYPE_BYTES
 from .common import STATS_BYTES, checked_gpu
 from .derive import MLA_SYMBOLS, Derivation
-from .flash import attention_memory
+from .flash import attention_memory, attention_sublayers
 from .kv import (
     cross_attention_bytes_per_token,
     kv_cache_bytes,
@@ -279,9 +279,10 @@ def attention_kept(
     r = attention_memory(cfg, seq_len, batch, dtype)  # checks the dtype
     b = int(DTYPE_BYTES[dtype])
     # Gated DeltaNet blocks keep no scores; MLA's value heads are D_v wide
-    layers = "L_attn" if cfg.has_linear_attention else "L"
+    # an encoder-decoder: its encoder's and cross-attentions too (``flash.attention_sublayers``)
+    layers = "L_attn" if cfg.has_linear_attention or cfg.is_encoder_decoder else "L"
     terms: dict[str, float] = {
-        layers: cfg.full_attention_layers,
+        layers: attention_sublayers(cfg),
         "B": batch,
         "H": s.H,
         "T": seq_len,

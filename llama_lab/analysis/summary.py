@@ -98,9 +98,10 @@ def analyze(
         )
     if cfg.is_encoder_decoder:
         notes.append(
-            "encoder-decoder: flops and kv_cache count the encoder over a source as long as the target "
-            "(seq_len); attention_memory and memory's activations count the decoder's self-attention "
-            "blocks as a decoder-only model's (the encoder's and the cross-attention's are not modelled)"
+            "encoder-decoder: flops, kv_cache and attention_memory count the encoder over a source as "
+            "long as the target (seq_len) and every decoder block's cross-attention; memory's "
+            "activations (inference and training) count the decoder's blocks as a decoder-only "
+            "model's (the encoder's and the cross-attention's activations are not modelled)"
         )
     return {
         "inputs": {

@@ -297,5 +297,8 @@ def test_surfaces_that_model_decoder_only_models_refuse_it_in_one_line(argv, sur
 def test_analyze_works_for_the_presets():
     result = analysis.analyze(PRESETS["transformer-2017-base"], 64)
     assert result["params"]["total"] == 63_606_784
+    # what attention keeps: 6 encoder, 6 decoder self- and 6 cross-attentions, each over 64 × 64
+    one = result["attention_memory"]["naive_layer_bytes"]
+    assert result["attention_memory"]["naive_bytes"] == 18 * one
     assert result["kv_cache"]["cross_attention_bytes"] == 64 * 12_288
     assert result["flops"]["forward"] == analysis.count_flops(PRESETS["transformer-2017-base"], 64).forward
