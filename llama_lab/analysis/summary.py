@@ -61,6 +61,7 @@ def architecture(cfg: ModelConfig) -> dict:
         "n_shared_experts": cfg.n_shared_experts,
         "mla": cfg.is_mla,
         "kv_lora_rank": cfg.kv_lora_rank,
+        "encoder_layers": cfg.encoder_layers,  # > 0: an encoder-decoder (the 2017 Transformer)
     }
 
 
