@@ -27,15 +27,15 @@ from .attention import causal_attention
 from .kv_cache import KVCache
 from .mlp import ungated_activation
 from .norms import make_norm
-from .positions import sinusoidal_table
 
 
 def marian_sinusoidal_table(n_positions: int, dim: int) -> torch.Tensor:
-    """MarianSinusoidalPositionalEmbedding's table: the 2017 sinusoids (``sinusoidal_table``,
-    sin and cos interleaved) with the sines gathered in the first half of each row, the cosines
-    in the second."""
-    table = sinusoidal_table(n_positions, dim)
-    return torch.cat((table[:, 0::2], table[:, 1::2]), dim=-1)
+    """MarianSinusoidalPositionalEmbedding's table: the 2017 sinusoids (Vaswani et al. §3.5, as
+    ``positions.sinusoidal_table``) with the sines in the first half of each row and the cosines
+    in the second, computed in float64 as transformers does (numpy) and rounded once."""
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    angle = pos / 10000 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (n, ⌈dim/2⌉)
+    return torch.cat((angle.sin(), angle.cos()[:, : dim // 2]), dim=-1).float()
 
 
 class MultiHeadAttention(nn.Module):

@@ -170,10 +170,12 @@ def test_the_state_dict_loads_both_ways_and_the_logits_are_marians():
     ours = build_model(TINY, seed=1).eval()
     assert set(ours.state_dict()) == set(hf.state_dict())
     # the static tables as MarianSinusoidalPositionalEmbedding builds them (sines, then cosines)
-    torch.testing.assert_close(
-        ours.model.encoder.embed_positions.weight, hf.model.encoder.embed_positions.weight
-    )
+    assert torch.equal(ours.model.encoder.embed_positions.weight, hf.model.encoder.embed_positions.weight)
     assert torch.equal(ours.model.decoder.embed_positions.weight, marian_sinusoidal_table(40, 32))
+    # at the presets' sizes too: 0 apart, as transformers computes it (float64, then float32)
+    marian = transformers.models.marian.modeling_marian
+    table = marian.MarianSinusoidalPositionalEmbedding(512, 1024).create_weight()
+    assert torch.equal(marian_sinusoidal_table(512, 1024), table)
     src, tgt = ids(B, S, 0), ids(B, T, 1)
     with torch.no_grad():
         hf.load_state_dict(ours.state_dict(), strict=True)
