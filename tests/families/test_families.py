@@ -251,8 +251,9 @@ CASES = {
 
 
 def test_every_model_type_of_the_registry_has_a_case():
-    """A family added to config.families is held to transformers by every test of this suite."""
-    assert set(FAMILIES) <= {CASES[case].get("model_type", case) for case in CASES}
+    """A family added to config.families is held to transformers by every test of this suite
+    (the encoder-decoder, whose model is no causal LM, by tests/families/test_marian.py)."""
+    assert set(FAMILIES) - {"marian"} <= {CASES[case].get("model_type", case) for case in CASES}
 
 
 def hf_config(case: str):
