@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from llama_lab import analysis
 from llama_lab.analysis import weights_bytes
+from llama_lab.analysis.cross_check import fvcore_check
 from llama_lab.analysis.kv import cross_attention_bytes_per_token, kv_cache_bytes
 from llama_lab.cli import main
 from llama_lab.config import PRESETS, PUBLISHED_ROUNDED, ConfigError, read_hf_config
@@ -225,6 +226,9 @@ def test_flops_are_flop_counter_modes_on_marians_eager_forward_and_decode_step()
             hf(encoder_outputs=encoded, decoder_input_ids=tgt[:, :1], past_key_values=past, use_cache=True)
     # one new token: the decoder over T + 1 keys and the S cached source keys; the encoder idle
     assert counter.get_total_flops() == analysis.decode_flops(TINY, T + 1, B, source_len=S).forward
+    # fvcore's trace of the lab's own model (the source as its own target: S = T) agrees
+    check = fvcore_check(TINY, T, B)
+    assert check.fvcore_flops == check.ours_flops == analysis.count_flops(TINY, T, B).forward
     # the cross-attention's scores by hand: 2 matmuls · 2 · T·S pairs · H·D per decoder block
     full = analysis.count_flops(TINY, T, B, source_len=S).by_component["attention_scores"]
     encoder, decoder_self = 3 * 4 * B * S * S * 32, 2 * 4 * B * T * T * 32
