@@ -16,8 +16,8 @@ selection = ui.setup_page(
     "weights, gradients, optimizer state, activations and traffic are written out for the "
     "sidebar's model below, and the sharding is measured on real local processes.",
 )
+ui.stop_unless_decoder_only(selection.cfg, "The Many GPUs page")
 cfg, T, dtype = selection.cfg, selection.seq_len, selection.dtype
-ui.stop_unless_generative(cfg, "the Many GPUs page (training and serving layouts)")
 weights, kv = selection.weight_format, selection.kv_format
 
 tab_layout, tab_fit, tab_k, tab_run = st.tabs(

@@ -35,6 +35,8 @@ if cfg.has_linear_attention:
     kv.linear_attention_section(selection)
 if any(cfg.local_layer_flags):  # a window, and any sparse pattern on it
     kv.pattern_section(cfg)
+if cfg.is_encoder_decoder:
+    kv.encoder_decoder_section(selection)
 
 st.subheader("Decode roofline")
 st.latex(

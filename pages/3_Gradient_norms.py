@@ -13,6 +13,7 @@ selection = ui.setup_page(
     "the same batch, each block's gradient norm over several seeds (median line, min–max band).",
 )
 results = st.container()  # the answer first; the live-run size box and the theory below it
+ui.stop_unless_decoder_only(selection.cfg, "The Gradient norms page's live run")
 setup = gradient.setup(selection.cfg, P)  # the live-run size box, in the URL as grad.*
 with st.expander("Why they differ: the two Jacobians and Xiong et al.'s bound"):
     st.markdown(

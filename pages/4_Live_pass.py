@@ -15,6 +15,7 @@ selection = ui.setup_page(
     "of the same model.",
 )
 
+ui.stop_unless_decoder_only(selection.cfg, "The Live pass page")
 formulas = st.container()  # written once the live model is chosen, below
 
 # ---- which model, which device (in the URL as live.*) ---------------------------------------------

@@ -15,7 +15,7 @@ selection = ui.setup_page(
     "built-in text, then run on the text you type. Every view below is read off that forward "
     "pass.",
 )
-ui.stop_unless_generative(selection.cfg, "Inside the model (a briefly trained next-token model)")
+ui.stop_unless_decoder_only(selection.cfg, "The Inside the model page")
 cfg, steps, text = inside.choice(selection.cfg, P)
 inside.note(selection.cfg, cfg, steps)
 trace = inside.forward_trace(cfg, steps, text, P)

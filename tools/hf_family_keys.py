@@ -177,7 +177,7 @@ def family_table(model_type: str) -> dict[str, Any]:
         "config_class": config_class.__name__,
         "default_theta": getattr(config_class, "default_theta", None),
         # the RoPE a file with neither rope_parameters nor rope_scaling gets (__post_init__ may
-        # set it: GptOssConfig's is YaRN; null for a class without RoPE: BertConfig)
+        # set it: GptOssConfig's is YaRN; null for a class without RoPE: BertConfig, MarianConfig)
         "default_rope": _plain(getattr(config_class(), "rope_parameters", None)),
         "read": sorted(read),
         "aliases": dict(sorted(aliases.items())),

@@ -87,7 +87,7 @@ def _ffn_saved_bytes(cfg: ModelConfig, tokens: int, b: float, sparse: bool, tp: 
     s = Shapes.of(cfg)
     if not sparse:
         F = s.F // tp
-        per_token = {"swiglu": 3 * F, "geglu": 3 * F, "relu": F, "gelu": 2 * F}[cfg.ffn_type]
+        per_token = {"swiglu": 3 * F, "geglu": 3 * F, "relu": F, "gelu": 2 * F, "silu": 2 * F}[cfg.ffn_type]
         return nbytes(tokens * per_token, b)
     slots = tokens * s.K
     if cfg.moe_style == "gpt_oss":
@@ -510,7 +510,7 @@ def _frozen_ffn_saved(cfg: ModelConfig, N: int, b: float, grad: bool, down_on: b
     gradient (SwiGLU/GeGLU the gate/up output, 2·F; ReLU its output; GELU its input), and
     down_proj's input (the product, F) when an adapter reads it (ReLU's output is that input)."""
     F = Shapes.of(cfg).F
-    own = {"swiglu": 2 * F, "geglu": 2 * F, "relu": F, "gelu": F}[cfg.ffn_type]
+    own = {"swiglu": 2 * F, "geglu": 2 * F, "relu": F, "gelu": F, "silu": F}[cfg.ffn_type]
     if cfg.ffn_type == "relu":
         return nbytes(N * F, b) if grad or down_on else 0
     return nbytes(N * (own * int(grad) + F * int(down_on)), b)
@@ -598,7 +598,7 @@ def finetune_activation_bytes(
 # backward) the incoming gradient of the product, the fused gate/up gradient (2), the activation
 # recomputed and its derivative's product; ReLU or GELU the incoming gradient and the
 # pre-activation's.
-FFN_BACKWARD_WIDTHS = {"swiglu": 5, "geglu": 5, "relu": 2, "gelu": 2}
+FFN_BACKWARD_WIDTHS = {"swiglu": 5, "geglu": 5, "relu": 2, "gelu": 2, "silu": 2}
 
 
 def _last_ffn_rows(cfg: ModelConfig, tokens: int) -> tuple[int, int]:

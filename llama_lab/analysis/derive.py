@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..config import ModelConfig
 from .equations import NEW_LINE, chain, evaluate, latex_symbol, number, render, side_by_side
 from .flops import count_flops, last_query_keys, pair_width
-from .params import count_params, norm_params, norms_per_block
+from .params import count_params, cross_attention_detail, norm_params, norms_per_block
 from .shapes import Shapes
 
 
@@ -188,7 +188,16 @@ def params_total(cfg: ModelConfig) -> Derivation:
             meaning[f"N_{name}"] = f"a {words} block: {expr}"
             blocks.append(f"L_{name}*N_{name}")
     expression = " + ".join(blocks) + " + V*C + untied*V*C + n_final"
-    if cfg.pos_encoding == "learned":
+    if cfg.is_encoder_decoder:  # the encoder's blocks (a dense block each), every decoder block's
+        # cross-attention and its norm, and two position tables (the encoder's and the decoder's)
+        expr, block_terms = _block_terms(cfg, False)
+        terms.update(L_enc=cfg.encoder_layers, N_enc=evaluate(expr, block_terms), P=cfg.max_seq_len)
+        terms["N_cross"] = sum(cross_attention_detail(cfg).values())
+        meaning.update(
+            N_enc=f"an encoder block: {expr}", N_cross="a decoder block's cross-attention and norm"
+        )
+        expression += " + L_enc*N_enc + L_dense*N_cross + 2*P*C"
+    elif cfg.pos_encoding == "learned":
         terms["P"] = cfg.max_seq_len
         expression += " + P*C"
     if cfg.type_vocab_size:  # BERT's segment table
@@ -217,6 +226,9 @@ def params_total(cfg: ModelConfig) -> Derivation:
 
 def params_per_block(cfg: ModelConfig) -> Derivation:
     expr, terms = _block_terms(cfg, cfg.moe_layer_flags[0], cfg.linear_layer_flags[0])
+    if cfg.is_encoder_decoder:  # a decoder block: its cross-attention and norm too
+        terms["N_cross"] = sum(cross_attention_detail(cfg).values())
+        expr += " + N_cross"
     return Derivation(
         "Per block (block 0)",
         r"N_\text{block} = \underbrace{C H D + 2 C G D + H D C}_"
@@ -458,7 +470,10 @@ def score_flops_per_token(cfg: ModelConfig, seq_len: int) -> Derivation:
     if s.Dv != s.D:
         terms["D_v"] = s.Dv
     pairs = f.by_component["attention_scores"] // pair_width(cfg) // (2 * s.H)  # per forward
-    if sum(cfg.local_layer_flags):  # a window's blocks meet at most W keys
+    if cfg.is_encoder_decoder:  # per target token: the encoder's, self- and cross-attention's keys
+        terms.update(L_enc=cfg.encoder_layers, L=cfg.n_layers, T=seq_len)
+        keys = "(L_enc + 2*L)*T"  # a source as long as the target (S = T)
+    elif sum(cfg.local_layer_flags):  # a window's blocks meet at most W keys
         terms.update(K=pairs / seq_len)
         keys = "K"
     else:  # every attending block meets T keys (Gated DeltaNet blocks none)

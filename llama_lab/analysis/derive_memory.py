@@ -11,8 +11,9 @@ from ..config import ModelConfig
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, DTYPE_BYTES
 from .common import STATS_BYTES, checked_gpu
 from .derive import MLA_SYMBOLS, Derivation
-from .flash import attention_memory
+from .flash import attention_memory, attention_sublayers
 from .kv import (
+    cross_attention_bytes_per_token,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
     layer_token_bytes,
@@ -182,6 +183,10 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> Deriv
         meaning.update(L_w="blocks with a sliding window", L_attn="attention blocks")
         if cfg.sparse_pattern is not None:  # what the pattern keeps: G + (W − 1)·d + 1
             meaning.update(W="tokens a windowed block keeps: the first G and the dilated window's span")
+    if cfg.is_encoder_decoder:  # every decoder block's cross-attention K and V of a source of T
+        terms["b_src"] = cross_attention_bytes_per_token(cfg, kv_dtype)
+        formula, expression = formula + r" + b_\text{src}\,B\,S", expression + " + b_src*B*T"
+        meaning.update(b_src="cross-attention K and V bytes per source token (source S = T), fixed")
     if cfg.has_linear_attention:  # their fixed state, whatever T
         state = linear_state(cfg, kv_dtype)
         terms["S"] = state.value
@@ -243,7 +248,9 @@ def longest_context(cfg: ModelConfig, gpu, batch: int, weights, kv_dtype: str) -
         "M": g.usable_bytes,
         "W_bytes": weight_bytes(cfg, weights),
         "B": batch,
-        "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype),
+        # an encoder-decoder's token: its self-attention K and V and a source token's
+        # cross-attention K and V (a source as long as the context)
+        "b_tok": kv_cache_bytes_per_token(cfg, kv_dtype) + cross_attention_bytes_per_token(cfg, kv_dtype),
     }
     value = max_context_that_fits(cfg, g, batch, weights, kv_dtype)
     formula = r"\left\lfloor \frac{M - W_\text{bytes}}{B\,b_\text{tok}} \right\rfloor"
@@ -299,9 +306,10 @@ def attention_kept(
     r = attention_memory(cfg, seq_len, batch, dtype)  # checks the dtype
     b = int(DTYPE_BYTES[dtype])
     # Gated DeltaNet blocks keep no scores; MLA's value heads are D_v wide
-    layers = "L_attn" if cfg.has_linear_attention else "L"
+    # an encoder-decoder: its encoder's and cross-attentions too (``flash.attention_sublayers``)
+    layers = "L_attn" if cfg.has_linear_attention or cfg.is_encoder_decoder else "L"
     terms: dict[str, float] = {
-        layers: cfg.full_attention_layers,
+        layers: attention_sublayers(cfg),
         "B": batch,
         "H": s.H,
         "T": seq_len,

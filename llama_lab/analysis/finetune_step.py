@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config import MAX_BATCH, ModelConfig
+from ..config import MAX_BATCH, ModelConfig, require_decoder_only
 from ..config.hf.quant import StoredQuant
 from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES, GPU
@@ -123,6 +123,7 @@ def finetune_memory(
       head's and the last down projection's ((V + F)·C). Measured: the live peak of all four
       methods on seed-demo, debug and transformer-2017 (``experiments.finetune``);
     - ``optimizer_step``: every gradient alive, the activations gone."""
+    require_decoder_only(cfg, "fine-tuning")
     check_seq(seq_len, batch)
     if seq_len > cfg.max_seq_len:
         raise AnalysisError(f"seq_len={seq_len} is above the model's max_seq_len={cfg.max_seq_len}")

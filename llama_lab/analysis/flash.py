@@ -80,13 +80,20 @@ class AttentionMemory:
 MAX_FIT_LEN = 1 << 24  # the longest context the search considers (ModelConfig's limit)
 
 
+def attention_sublayers(cfg: ModelConfig) -> int:
+    """Attentions that keep scores in a forward: every attending block's; an encoder-decoder's
+    encoder blocks and decoder cross-attentions too, each over T × T with a source as long as the
+    target (the convention of ``analysis.flops``)."""
+    return cfg.full_attention_layers + (cfg.encoder_layers + cfg.n_layers if cfg.is_encoder_decoder else 0)
+
+
 def longest_fitting(cfg: ModelConfig, batch: int, dtype: str, gpu: GPU, layer_bytes) -> int:
     """The longest T (up to 2²⁴) for which the weights at ``dtype`` and ``layer_bytes`` of
     every layer fit the GPU's memory (0: not even T = 1)."""
     room = gpu.usable_bytes - weights_bytes(cfg, dtype).total
 
     def too_long(T: int) -> bool:
-        return cfg.full_attention_layers * layer_bytes(cfg, T, batch, dtype) > room
+        return attention_sublayers(cfg) * layer_bytes(cfg, T, batch, dtype) > room
 
     first = first_true(too_long, 1, MAX_FIT_LEN)
     return MAX_FIT_LEN if first is None else first - 1
@@ -101,7 +108,7 @@ def attention_memory(
     gpu = checked_gpu(gpu)
     s = Shapes.of(cfg)
     standard, flash, cols, rows = hbm_elements(seq_len, s.D, int(gpu.sram_bytes // b))
-    L = cfg.full_attention_layers  # the blocks that attend (Gated DeltaNet blocks keep no scores)
+    L = attention_sublayers(cfg)  # the attentions (Gated DeltaNet blocks keep no scores)
     heads = L * batch * s.H
     naive_layer = naive_layer_bytes(cfg, seq_len, batch, dtype)
     flash_layer = flash_layer_bytes(cfg, seq_len, batch, dtype)

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Union
 
 import pandas as pd
 
-from ..config import LIMITS, ModelConfig
+from ..config import LIMITS, ModelConfig, decoder_stack, encoder_stack
 from ..errors import AnalysisError
 from .common import check_seq, first_true
 from .pairs import causal_pairs, row_keys
@@ -28,6 +28,7 @@ ELEMENTWISE_FLOPS_PER_ELEMENT = {
     "geglu": 14,
     "relu": 1,
     "gelu": 8,  # 0.5·x·(1 + erf(x/√2)), erf counted as 5
+    "silu": 4,  # x·σ(x): exp, +1, ÷, × (an ungated FFN's: Marian's "swish")
     "residual": 1,  # per element of each residual add (two per block)
     "bias": 1,  # per output element of a biased linear layer
     "position_add": 1,  # learned or sinusoidal table added to the token embeddings
@@ -79,6 +80,13 @@ FLOP_CONVENTIONS = [
     "GQA/MQA shrink the K/V projections (2·C·G·D per token) but not the scores: every query head "
     "still attends over all keys.",
     "the token-embedding lookup is a gather: 0 FLOPs.",
+    "an encoder-decoder (the 2017 Transformer) over a source of S tokens (S = seq_len unless given) "
+    "and a target of T: the encoder's blocks over the S source tokens (their scores over all S×S "
+    "pairs in both conventions: nothing is masked), the decoder's self-attention over the target "
+    "(T×T, causally T(T+1)/2) and its cross-attention: q and o over the T target tokens, k and v over "
+    "the S source tokens (once: a decode step reads them from the cache), its scores over the T×S "
+    "pairs in both conventions; lm_head over the target. The element-wise terms count the encoder and "
+    "the decoder's own blocks, not the cross-attention's norm, softmax and biases.",
     "training_step = 3 × forward (backward ≈ 2 × forward: gradients w.r.t. activations and "
     "weights); no activation-checkpointing recompute, no optimizer update.",
     "palm_training_per_token = 6N + 12·L·H·Q·T (Chowdhery et al. 2022, App. B; nanoGPT "
@@ -278,6 +286,40 @@ def elementwise_flops(cfg: ModelConfig, new_tokens: int, query_key_pairs: Pairs)
     return terms
 
 
+def encoder_decoder_matmuls(
+    cfg: ModelConfig, batch: int, seq_len: int, source_len: int, pairs: Pairs, decode: bool
+) -> dict:
+    """``matmul_flops`` of an encoder-decoder: ``seq_len`` target tokens per sequence whose
+    self-attention meets ``pairs`` keys, over a source of ``source_len`` tokens. A forward runs
+    the encoder over the source and projects each decoder block's cross-attention K and V from
+    it; a decode step (``decode``) reads both from the caches."""
+    s = Shapes.of(cfg)
+    T, S = batch * seq_len, batch * source_len  # tokens of all sequences
+    flops = matmul_flops(decoder_stack(cfg), T, pairs)
+    if not decode:
+        encoder = matmul_flops(encoder_stack(cfg), S, batch * source_len * source_len)
+        for key in ("attention_proj", "attention_scores", "ffn"):
+            flops[key] += encoder[key]
+    L, C = s.L, s.C
+    # cross-attention: q (C → H·D) and o (H·D → C) per target token; k, v (C → G·D) per source token
+    flops["attention_proj"] += 2 * L * (T * 2 * C * s.q_dim + (0 if decode else S * 2 * C * s.kv_dim))
+    # QKᵀ and AV over every (target, source) pair, every head and decoder block
+    flops["attention_scores"] += 2 * L * T * source_len * pair_width(cfg) * s.H
+    return flops
+
+
+def elementwise(cfg: ModelConfig, phase: str, batch: int, tokens: int, pairs: Pairs, source_len: int) -> dict:
+    """``elementwise_flops`` of the model: an encoder-decoder's decoder blocks over the target,
+    and (a forward) its encoder's over the source."""
+    if not cfg.is_encoder_decoder:
+        return elementwise_flops(cfg, tokens, pairs)
+    terms = elementwise_flops(decoder_stack(cfg), tokens, pairs)
+    if phase != "decode":
+        encoder = elementwise_flops(encoder_stack(cfg), batch * source_len, batch * source_len**2)
+        terms = {key: value + encoder[key] for key, value in terms.items()}
+    return terms
+
+
 # How an MLA model decodes (DeepSeek-V2 §2.1.2): over its cached latent with W_UK and W_UV
 # absorbed (serving engines); with the up-projected per-head K and V cached (early
 # implementations: the naive cache); or with the latent cached and every head's K and V rebuilt
@@ -286,11 +328,18 @@ MLA_FORMS = ("absorbed", "naive", "rebuilt")
 
 
 def _flop_count(
-    cfg, phase, batch, seq_len, context_len, pairs, causal_pairs, mla_form="absorbed"
+    cfg, phase, batch, seq_len, context_len, pairs, causal_pairs, mla_form="absorbed", source_len=None
 ) -> FlopCount:
     tokens = batch * seq_len
     absorbed = phase == "decode" and mla_form == "absorbed"  # MLA over its cached latent
-    by_component = matmul_flops(cfg, tokens, pairs, absorbed)
+
+    def matmuls(query_key_pairs: Pairs) -> dict:
+        if cfg.is_encoder_decoder:
+            source = context_len if source_len is None else source_len
+            return encoder_decoder_matmuls(cfg, batch, seq_len, source, query_key_pairs, phase == "decode")
+        return matmul_flops(cfg, tokens, query_key_pairs, absorbed)
+
+    by_component = matmuls(pairs)
     if cfg.has_linear_attention:  # Gated DeltaNet: the convolution and the delta rule
         by_component["delta_rule"] = delta_rule_flops(cfg, batch, seq_len, phase == "decode")
     if cfg.pooler:  # BERT's pooler: dense C → C on each sequence's first token
@@ -306,7 +355,7 @@ def _flop_count(
     if cfg.has_indexer:
         by_component["indexer_scores"] = indexer_flops(cfg, index_full)
     forward = sum(by_component.values())
-    causal_scores = matmul_flops(cfg, tokens, causal_pairs, absorbed)["attention_scores"]
+    causal_scores = matmuls(causal_pairs)["attention_scores"]
     causal_indexer = indexer_flops(cfg, index_causal) - indexer_flops(cfg, index_full)
     n_palm = palm_params(cfg)
     # 6N: forward 2N + backward 4N per token; 12·L·H·Q·T: 3 × (QKᵀ + AV) over the keys each
@@ -327,7 +376,9 @@ def _flop_count(
         by_component=by_component,
         attention_scores_causal=causal_scores,
         forward_causal=forward - by_component["attention_scores"] + causal_scores + causal_indexer,
-        elementwise=elementwise_flops(cfg, tokens, pairs),
+        elementwise=elementwise(
+            cfg, phase, batch, tokens, pairs, context_len if source_len is None else source_len
+        ),
         elementwise_constants=dict(ELEMENTWISE_FLOPS_PER_ELEMENT),
         palm_params=n_palm,
         palm_training_per_token=palm,
@@ -353,9 +404,12 @@ def attended_keys(cfg: ModelConfig, keys: int) -> int:
     return min(keys, cfg.index_topk) if cfg.has_indexer else keys
 
 
-def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
-    """One forward pass over B sequences of T tokens (no cache)."""
+def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1, source_len: int | None = None) -> FlopCount:
+    """One forward pass over B sequences of T tokens (no cache); an encoder-decoder's over a
+    source of ``source_len`` tokens (None: T) and a target of T."""
     check_seq(seq_len, batch)
+    if source_len is not None:
+        check_seq(source_len, batch)
     T = seq_len
 
     chunked, sparse = cfg.chunked_attention, cfg.sparse_pattern
@@ -377,7 +431,7 @@ def count_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> FlopCount:
         W = min(T, window or attended_keys(cfg, T))
         return batch * (W * (W + 1) // 2 + (T - W) * W)
 
-    return _flop_count(cfg, "forward", batch, T, T, full, causal)
+    return _flop_count(cfg, "forward", batch, T, T, full, causal, source_len=source_len)
 
 
 # The training FLOPs every MFU and achieved FLOP/s of the lab counts — the Live pass, ``bench``,
@@ -429,13 +483,22 @@ def scores_overtake_ffn_at(cfg: ModelConfig, upper: int | None = None) -> int | 
     return first_true(overtaken, 1, upper)
 
 
-def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1, mla_form: str = "absorbed") -> FlopCount:
+def decode_flops(
+    cfg: ModelConfig,
+    context_len: int,
+    batch: int = 1,
+    mla_form: str = "absorbed",
+    source_len: int | None = None,
+) -> FlopCount:
     """One new token per sequence attending ``context_len`` keys (the cache plus itself):
     projections, FFN and lm_head for B tokens, scores over S keys. Nothing is masked, so the
     causal and full counts agree. training_step is kept as 3 × forward by definition. An MLA
     model decodes in ``mla_form`` (MLA_FORMS; "rebuilt" adds kv_b over the S cached latents as
-    ``kv_rebuild``)."""
+    ``kv_rebuild``). An encoder-decoder's token also cross-attends to a source of
+    ``source_len`` tokens (None: context_len) whose K and V are cached."""
     check_seq(context_len, batch)
+    if source_len is not None:
+        check_seq(source_len, batch)
     if mla_form not in MLA_FORMS:
         raise AnalysisError(f"mla_form={mla_form!r} must be one of {', '.join(MLA_FORMS)}")
 
@@ -453,7 +516,7 @@ def decode_flops(cfg: ModelConfig, context_len: int, batch: int = 1, mla_form: s
             return batch * int(row_keys(sparse, [context_len - 1])[0])
         return pairs(window)
 
-    return _flop_count(cfg, "decode", batch, 1, context_len, pairs, causal, mla_form)
+    return _flop_count(cfg, "decode", batch, 1, context_len, pairs, causal, mla_form, source_len)
 
 
 def score_flops_against_t(cfg: ModelConfig, lengths) -> pd.DataFrame:

@@ -103,6 +103,13 @@ def kv_cache_bytes_per_token(
     return _layer_kinds(cfg, layers)[0] * layer_token_bytes(cfg, dtype, tp)
 
 
+def cross_attention_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16", tp: int = 1) -> int:
+    """An encoder-decoder's cross-attention cache per source token: every decoder block's K and
+    V of the encoder's output (``layer_token_bytes`` each), computed once per source and fixed
+    while the target grows; 0 for a decoder-only model (the encoder itself caches nothing)."""
+    return cfg.n_layers * layer_token_bytes(cfg, dtype, tp) if cfg.is_encoder_decoder else 0
+
+
 def tp_cache_note(cfg: ModelConfig, dtype: str = "bf16") -> str:
     """The one tensor-parallel cache rule, said for ``cfg`` (the Many GPUs page and the report
     show it beside their serving splits)."""
@@ -160,6 +167,7 @@ def kv_cache_bytes(
     dtype: str = "bf16",
     tp: int = 1,
     layers: Sequence[int] | None = None,
+    source_len: int | None = None,
 ) -> int:
     """Bytes of the cache holding ``tokens`` tokens of each of ``batch`` sequences on one of
     ``tp`` tensor-parallel GPUs, for ``layers`` (a pipeline stage's blocks; default all): every
@@ -167,10 +175,13 @@ def kv_cache_bytes(
     its window (under a sparse pattern: the first G tokens and the dilated window's span, or every
     token with random blocks: ``ModelConfig.local_cache_tokens``); every Gated DeltaNet layer its
     fixed state per sequence (``linear_state_bytes``: its blocks are not split by tensor
-    parallelism, so each rank holds the whole state)."""
+    parallelism, so each rank holds the whole state); an encoder-decoder's decoder blocks also
+    their cross-attention K and V of a source of ``source_len`` tokens (None: ``tokens``)."""
     attending, local, linear = _layer_kinds(cfg, layers)
     held = local * min(tokens, cfg.local_cache_tokens or tokens) + (attending - local) * tokens
     state = linear * sum(linear_state_bytes(cfg, dtype).values()) if linear else 0
+    if cfg.is_encoder_decoder:  # every decoder block's K and V of the source
+        held += attending * (tokens if source_len is None else source_len)
     return batch * (layer_token_bytes(cfg, dtype, tp) * held + state)
 
 
@@ -234,6 +245,10 @@ class KVCacheReport:
     by_dtype: dict[str, int]  # dtype → bytes_per_token
     note: str
     state_bytes: int = 0  # per sequence: every Gated DeltaNet layer's fixed state (in ``bytes``)
+    # an encoder-decoder: the batch's cross-attention K and V of the source (in ``bytes``), fixed
+    # by the source's length (source_len) however many target tokens are generated
+    cross_bytes: int = 0
+    source_len: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -259,8 +274,27 @@ ENCODER_CACHE_NOTE = (
 )
 
 
-def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16") -> KVCacheReport:
+def encoder_decoder_note(cfg: ModelConfig, source_len: int, dtype: str) -> str:
+    """What an encoder-decoder caches, in words (self-attention vs cross-attention)."""
+    per_token = kv_cache_bytes_per_token(cfg, dtype)
+    cross = cross_attention_bytes_per_token(cfg, dtype)
+    return (
+        f" Encoder-decoder: the {plural(cfg.n_layers, 'decoder block')}' self-attention cache grows "
+        f"by {per_token:,} bytes per generated token (bytes_per_token); their cross-attention K and V of "
+        f"the encoder's output, {cross:,} bytes per source token, are computed once and stay fixed: "
+        f"{cross * source_len:,} bytes per sequence for a source of {source_len:,} tokens (the source "
+        f"length is seq_len unless given). The encoder caches nothing: it runs once over the source."
+    )
+
+
+def kv_cache(
+    cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16", source_len: int | None = None
+) -> KVCacheReport:
+    """The cache of ``batch`` sequences of ``seq_len`` tokens (an encoder-decoder's target,
+    over a source of ``source_len`` tokens, None: seq_len)."""
     check_seq(seq_len, batch)
+    source = seq_len if source_len is None else source_len
+    check_seq(source, batch)
     per_token = kv_cache_bytes_per_token(cfg, dtype)
     variants = attention_variants(cfg)
     g = variants["gqa"].n_kv_heads
@@ -319,19 +353,23 @@ def kv_cache(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
             f" sliding-window cache keeps W − 1 between steps and joins the new token's on the fly:"
             f" both attend the same W keys)."
         )
+    if cfg.is_encoder_decoder:
+        note += encoder_decoder_note(cfg, source, dtype)
     return KVCacheReport(
         dtype=dtype,
         seq_len=seq_len,
         batch=batch,
         n_kv_heads=cfg.n_kv_heads,
         bytes_per_token=per_token,
-        bytes_per_sequence=kv_cache_bytes(cfg, seq_len, 1, dtype),
-        bytes=kv_cache_bytes(cfg, seq_len, batch, dtype),
+        bytes_per_sequence=kv_cache_bytes(cfg, seq_len, 1, dtype, source_len=source),
+        bytes=kv_cache_bytes(cfg, seq_len, batch, dtype, source_len=source),
         compare={k: kv_cache_bytes_per_token(v, dtype) for k, v in variants.items()},
         compare_kv_heads={k: v.n_kv_heads for k, v in variants.items()},
         by_dtype={name: kv_cache_bytes_per_token(cfg, name) for name in KV_DTYPES},
         note=note,
         state_bytes=state_bytes(cfg, dtype),
+        cross_bytes=batch * cross_attention_bytes_per_token(cfg, dtype) * source,
+        source_len=source if cfg.is_encoder_decoder else 0,
     )
 
 
@@ -373,11 +411,13 @@ def max_context_that_fits(
     """Longest context (tokens per sequence) whose KV cache fits next to the weights (0 when
     the weights alone do not fit, or when not even one token of cache fits beside them).
     Activations of decoding are tiny and not reserved; the
-    answer may exceed max_seq_len (it says what memory allows, not what the model supports)."""
+    answer may exceed max_seq_len (it says what memory allows, not what the model supports).
+    An encoder-decoder's context is its target with a source of the same length: each token
+    costs its self-attention K and V and a source token's cross-attention K and V."""
     check_count("batch", batch, MAX_BATCH)
     free = _free_after_weights(cfg, gpu, dtype)
     dtype = kv_dtype or kv_dtype_of(dtype)
-    per_token = kv_cache_bytes_per_token(cfg, dtype)
+    per_token = kv_cache_bytes_per_token(cfg, dtype) + cross_attention_bytes_per_token(cfg, dtype)
     free -= batch * state_bytes(cfg, dtype)  # Gated DeltaNet layers: a fixed state per sequence
     if free < batch * per_token:
         return 0

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..config import ModelConfig
+from ..config import ModelConfig, require_decoder_only
 from ..errors import AnalysisError
 from .activations import block_saved, head_saved
 from .common import (
@@ -493,6 +493,7 @@ def parallel_memory(
     cfg: ModelConfig, layout: Layout, seq_len: int | None = None, dtype: str = "bf16"
 ) -> ParallelEstimate:
     """Per-GPU training memory and communication of ``layout`` (see the module's docstring)."""
+    require_decoder_only(cfg, "the parallel layouts")
     seq_len = seq_len or cfg.max_seq_len
     check_seq(seq_len, layout.micro_batch)
     checked_dtype_bytes(dtype, TRAINING_DTYPES)

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from ..config import ModelConfig
-from ..model import BLOCK_NORMS, build_model, part_tensors
+from ..config import ModelConfig, decoder_stack, encoder_stack
+from ..model import BLOCK_NORMS, EncoderDecoderLM, build_encoder_decoder, build_model, part_tensors
 from .shapes import Shapes
 
 # One key per kind of parameter tensor, named after the module that owns it.
@@ -49,8 +49,10 @@ DETAIL_KEYS = (
     "expert_bias",
     "shared_experts",
     "shared_expert_gate",
+    "cross_attention",
     "input_layernorm",
     "post_attention_layernorm",
+    "cross_attention_layernorm",
     "pre_feedforward_layernorm",
     "post_feedforward_layernorm",
     "final_norm",
@@ -99,8 +101,10 @@ COMPONENT_OF = {
     "expert_bias": "ffn",
     "shared_experts": "ffn",
     "shared_expert_gate": "ffn",
+    "cross_attention": "attention",
     "input_layernorm": "norms",
     "post_attention_layernorm": "norms",
+    "cross_attention_layernorm": "norms",
     "pre_feedforward_layernorm": "norms",
     "post_feedforward_layernorm": "norms",
     "final_norm": "norms",
@@ -243,9 +247,41 @@ def unrouted_expert_params(cfg: ModelConfig) -> int:
     return sum(cfg.moe_layer_flags) * (s.E - s.K) * expert_params(cfg)
 
 
+def cross_attention_detail(cfg: ModelConfig) -> dict:
+    """One decoder block's cross-attention to the encoder (an encoder-decoder's): q and o of
+    C × H·D, k and v of C × G·D, each with its bias, and its norm."""
+    s = Shapes.of(cfg)
+    return {
+        "cross_attention": 2 * s.C * s.q_dim + 2 * s.C * s.kv_dim + s.q_dim + 2 * s.kv_dim + s.C,
+        "cross_attention_layernorm": norm_params(cfg),
+    }
+
+
+# the kinds of tensor an encoder block holds (as a decoder block of the same config)
+STACK_KEYS = frozenset({"embed_tokens", "embed_positions", "final_norm", "lm_head"})
+
+
+def encoder_decoder_detail(cfg: ModelConfig) -> dict:
+    """An encoder-decoder (MarianMTModel) by tensor kind: the decoder's blocks, embedding and
+    head (``decoder_stack``), the encoder's blocks (``encoder_stack``), every decoder block's
+    cross-attention, and two position tables of max_seq_len × C (the encoder's and the
+    decoder's: MarianMTModel's static sinusoids are parameters too)."""
+    detail = count_params(decoder_stack(cfg)).detail
+    for key, count in count_params(encoder_stack(cfg)).detail.items():
+        detail[key] += 0 if key in STACK_KEYS else count
+    for key, count in cross_attention_detail(cfg).items():
+        detail[key] += cfg.n_layers * count
+    detail["embed_positions"] = 2 * cfg.max_seq_len * cfg.d_model
+    return detail
+
+
 def count_params(cfg: ModelConfig) -> ParamCount:
     """Closed form: L blocks + token embedding + learned positions + final norm + lm_head
-    (BERT: + the segment table, the embedding norm and the pooler)."""
+    (BERT: + the segment table, the embedding norm and the pooler; an encoder-decoder:
+    ``encoder_decoder_detail``)."""
+    if cfg.is_encoder_decoder:
+        per_layer = sum(layer_param_detail(cfg, 0).values()) + sum(cross_attention_detail(cfg).values())
+        return _param_count(cfg, encoder_decoder_detail(cfg), per_layer, "closed form")
     detail = dict.fromkeys(DETAIL_KEYS, 0)
     # blocks come in up to four kinds: dense or sparse FFN, attention or Gated DeltaNet
     kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
@@ -263,10 +299,28 @@ def count_params(cfg: ModelConfig) -> ParamCount:
     return _param_count(cfg, detail, sum(layer_param_detail(cfg, 0).values()), "closed form")
 
 
+# MarianMTModel's module names (the encoder-decoder) → the kinds they count as
+MARIAN_KEYS = {
+    "shared": "embed_tokens",
+    "out_proj": "o_proj",
+    "fc1": "up_proj",
+    "fc2": "down_proj",
+    "self_attn_layer_norm": "input_layernorm",  # Post-LN: x → LN(x + attn(x)), as input_layernorm
+    "final_layer_norm": "post_attention_layernorm",  # x → LN(x + ffn(x))
+    "encoder_attn_layer_norm": "cross_attention_layernorm",
+}
+
+
 def _detail_key(name: str) -> str:
-    """Map a parameter name of CausalLM (HF LlamaForCausalLM names) to its DETAIL_KEYS kind."""
+    """Map a parameter name of CausalLM (HF LlamaForCausalLM names) or of the encoder-decoder
+    (MarianMTModel's) to its DETAIL_KEYS kind."""
     parts = name.split(".")
     owner, kind = parts[-2], parts[-1]
+    if "encoder_attn" in parts:
+        return "cross_attention"
+    if owner in ("fc1", "fc2") and kind == "bias":
+        return "ffn_bias"
+    owner = MARIAN_KEYS.get(owner, owner)
     if name.startswith("model.norm."):
         return "final_norm"
     if (
@@ -308,11 +362,16 @@ def count_params_module(cfg: ModelConfig) -> ParamCount:
     """Read the counts from the module built on the meta device (no weight memory).
     ``part_tensors`` yields a tied lm_head weight once, under the embedding, and a fused
     projection's parts (q, k, v; gate, up) each under its own name."""
-    model = build_model(cfg, device="meta")
+    model = (
+        build_encoder_decoder(cfg, device="meta")
+        if cfg.is_encoder_decoder
+        else build_model(cfg, device="meta")
+    )
     detail = dict.fromkeys(DETAIL_KEYS, 0)
     for name, parameter in part_tensors(model):
         detail[_detail_key(name)] += parameter.numel()
-    per_layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    first = model.decoder_blocks[0] if isinstance(model, EncoderDecoderLM) else model.model.layers[0]
+    per_layer = sum(p.numel() for p in first.parameters())
     return _param_count(cfg, detail, per_layer, "meta module")
 
 

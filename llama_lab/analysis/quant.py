@@ -173,19 +173,40 @@ def block_tensors(cfg: ModelConfig, sparse: bool, linear: bool, n: int) -> list[
     return groups
 
 
+def encoder_decoder_tensors(cfg: ModelConfig) -> list[TensorGroup]:
+    """An encoder-decoder's tensors beyond its decoder's: the encoder's blocks (the decoder's
+    kind) and each decoder block's cross-attention (q, k, v, o, their biases, its norm)."""
+    s, L = Shapes.of(cfg), cfg.n_layers
+    encoder = [
+        TensorGroup(f"encoder.{g.name}", g.role, g.count, g.rows, g.cols, g.parts)
+        for g in block_tensors(cfg, False, False, cfg.encoder_layers)
+    ]
+    return encoder + [
+        TensorGroup("encoder_attn.q_proj", "linear", L, s.q_dim, s.C),
+        TensorGroup("encoder_attn.k_proj", "linear", L, s.kv_dim, s.C),
+        TensorGroup("encoder_attn.v_proj", "linear", L, s.kv_dim, s.C),
+        TensorGroup("encoder_attn.out_proj", "linear", L, s.C, s.q_dim),
+        TensorGroup("encoder_attn.bias", "bias", L, 1, s.q_dim + 2 * s.kv_dim + s.C),
+        TensorGroup("encoder_attn_layer_norm", "norms", L, 1, norm_params(cfg)),
+    ]
+
+
 def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
     """Every parameter tensor of the model by kind (their sizes sum to count_params.total)."""
     s = Shapes.of(cfg)
     kinds = list(zip(cfg.moe_layer_flags, cfg.linear_layer_flags))
     groups = [TensorGroup("embed_tokens", "embeddings", 1, s.V, s.C)]
-    if cfg.pos_encoding == "learned":
-        groups.append(TensorGroup("embed_positions", "embeddings", 1, cfg.max_seq_len, s.C))
+    if cfg.pos_encoding == "learned" or cfg.is_encoder_decoder:  # an encoder-decoder: one per stack
+        tables = 2 if cfg.is_encoder_decoder else 1
+        groups.append(TensorGroup("embed_positions", "embeddings", tables, cfg.max_seq_len, s.C))
     if cfg.type_vocab_size:  # BERT's segment table and the norm on the summed embeddings
         groups.append(TensorGroup("embed_token_types", "embeddings", 1, cfg.type_vocab_size, s.C))
     if cfg.embed_norm:
         groups.append(TensorGroup("embed_norm", "norms", 1, 1, norm_params(cfg)))
     for sparse, linear in sorted(set(kinds)):
         groups += block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
+    if cfg.is_encoder_decoder:
+        groups += encoder_decoder_tensors(cfg)
     if cfg.final_norm:
         groups.append(TensorGroup("final_norm", "norms", 1, 1, norm_params(cfg)))
     if cfg.lm_head and not cfg.tie_embeddings:

@@ -61,6 +61,7 @@ def architecture(cfg: ModelConfig) -> dict:
         "n_shared_experts": cfg.n_shared_experts,
         "mla": cfg.is_mla,
         "kv_lora_rank": cfg.kv_lora_rank,
+        "encoder_layers": cfg.encoder_layers,  # > 0: an encoder-decoder (the 2017 Transformer)
     }
 
 
@@ -96,6 +97,13 @@ def analyze(
             "params.by_component.embedding includes the learned positional table "
             f"({params.by_component['positional']:,})"
         )
+    if cfg.is_encoder_decoder:
+        notes.append(
+            "encoder-decoder: flops, kv_cache and attention_memory count the encoder over a source as "
+            "long as the target (seq_len) and every decoder block's cross-attention; memory's "
+            "activations (inference and training) count the decoder's blocks as a decoder-only "
+            "model's (the encoder's and the cross-attention's activations are not modelled)"
+        )
     return {
         "inputs": {
             "seq_len": seq_len,
@@ -125,6 +133,12 @@ def analyze(
             "by_dtype": kv.by_dtype,
             **({"naive_bytes_per_token": naive_mla_bytes_per_token(cfg, kv_dtype)} if cfg.is_mla else {}),
             **({"state_bytes": kv.state_bytes} if cfg.has_linear_attention else {}),
+            # an encoder-decoder's cross-attention K and V of the source, fixed (in bytes)
+            **(
+                {"cross_attention_bytes": kv.cross_bytes, "source_len": kv.source_len}
+                if cfg.is_encoder_decoder
+                else {}
+            ),
             "max_context_by_gpu": {
                 name: max_context_that_fits(cfg, gpu, batch, weights, kv_dtype) for name, gpu in GPUS.items()
             },

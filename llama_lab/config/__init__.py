@@ -3,7 +3,7 @@ Hugging Face ``config.json`` interop, config files and ``field=value`` overrides
 
 from ..errors import ConfigError
 from .bounds import CHOICES, INIT_STD, LIMITS, MAX_BATCH, MINIMUMS
-from .feature_rules import check_generative
+from .feature_rules import require_decoder_only
 from .ffn import FFN_RULES, detect_ffn_rule, ffn_from_rule, llama_ffn_hidden, seed_ffn_hidden
 from .files import MAX_CONFIG_BYTES, load_config_file, parse_config_json, read_bounded, read_hf_config
 from .hf.read import HFConfigWarning
@@ -14,6 +14,8 @@ from .recipes import (
     REGIMES,
     TRAINING_SHAPE,
     arrangement,
+    decoder_stack,
+    encoder_stack,
     live_config,
     recipe_2017,
     recipe_llama,
@@ -40,11 +42,12 @@ __all__ = [
     "PUBLISHED_SPLIT",
     "TRAINING_SHAPE",
     "apply_overrides",
-    "check_generative",
     "coerce_field",
     "detect_ffn_rule",
     "ffn_from_rule",
     "arrangement",
+    "decoder_stack",
+    "encoder_stack",
     "get_preset",
     "live_config",
     "llama_ffn_hidden",
@@ -55,6 +58,7 @@ __all__ = [
     "read_hf_config",
     "recipe_2017",
     "recipe_llama",
+    "require_decoder_only",
     "seed_ffn_hidden",
     "small_training_config",
 ]

@@ -42,6 +42,7 @@ FAMILY_LIMITS = {
     "index_head_dim": 131_072,
     "index_topk": 16_777_216,
     "type_vocab_size": 4_194_304,  # 0: no segment embeddings (BERT: 2)
+    "encoder_layers": 4_096,  # 0: decoder-only
 }
 MINIMUMS = {"vocab_size": 2}
 
@@ -50,7 +51,7 @@ MINIMUMS = {"vocab_size": 2}
 NormPosition = Literal["pre", "post", "sandwich", "output"]
 NormType = Literal["rmsnorm", "layernorm"]
 PosEncoding = Literal["rope", "sinusoidal", "learned", "none"]
-FfnType = Literal["swiglu", "geglu", "relu", "gelu"]
+FfnType = Literal["swiglu", "geglu", "relu", "gelu", "silu"]  # silu: ungated (Marian's "swish")
 Init = Literal["normal", "xavier"]
 MoeScoring = Literal["softmax", "sigmoid"]
 MoeStyle = Literal["standard", "gpt_oss", "llama4"]

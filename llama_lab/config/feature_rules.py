@@ -3,10 +3,11 @@ ModelConfig's derived fields are resolved: MLA and DeepSeekMoE's routing (``chec
 ``check_routing``), gpt-oss's expert block and sinks (``check_gpt_oss``), Gemma's fields and the
 RoPE / QK-norm variants of OLMo 2, SmolLM3, Phi-3 and GLM (``check_gemma``), Gated DeltaNet
 (``check_linear``), Llama 4's chunks and experts (``check_llama4``), the attention temperature
-(``check_temperature``), the sparse attention patterns (``check_sparse``). A feature's rule
-sits with the fields, not with a family: several families write the same fields (MLA:
-DeepSeek-V2, V3 and Mistral 4), and a config built by hand may combine them. Each raises
-ConfigError naming the field, its value and the rule."""
+(``check_temperature``), the sparse attention patterns (``check_sparse``), the DSA indexer
+(``check_indexer``), BERT's encoder (``check_encoder``) and the 2017 encoder-decoder
+(``check_encoder_decoder``). A feature's rule sits with the fields, not with a family: several
+families write the same fields (MLA: DeepSeek-V2, V3 and Mistral 4), and a config built by hand
+may combine them. Each raises ConfigError naming the field, its value and the rule."""
 
 from __future__ import annotations
 
@@ -402,11 +403,18 @@ def check_encoder(cfg: ModelFields) -> None:
             )
 
 
-def check_generative(cfg: ModelFields, surface: str) -> None:
-    """The one check every surface that generates or trains on next tokens makes (decoding,
-    the next-token loss and training loop, fine-tuning, speculative decoding, the decode and
-    training predictions): a bidirectional encoder (BERT) or a model with no LM head has no
-    next-token distribution, so ``surface`` is refused in one line naming why."""
+def require_decoder_only(cfg: ModelFields, surface: str) -> None:
+    """The one check of every surface that models a causal decoder-only LM alone (decoding and
+    its cache, the next-token loss and training loop, fine-tuning, speculative decoding,
+    quantisation, the decode and training predictions, parallel layouts, the hooks inside the
+    model): an encoder-decoder (the 2017 Transformer), a bidirectional encoder (BERT) or a model
+    with no LM head is refused by name, in one line."""
+    if cfg.encoder_layers:
+        raise ConfigError(
+            f"{surface}: an encoder-decoder (encoder_layers={cfg.encoder_layers}, the 2017 Transformer) "
+            f"is not modelled here, only decoder-only models are",
+            field="encoder_layers",
+        )
     if not cfg.causal:
         raise ConfigError(
             f"{surface} is not modelled for a bidirectional encoder (causal=False: every token sees "
@@ -418,3 +426,48 @@ def check_generative(cfg: ModelFields, surface: str) -> None:
             f"{surface} needs an LM head: this is a bare encoder (lm_head=False, BertModel's)",
             field="lm_head",
         )
+
+
+def check_encoder_decoder(cfg: ModelFields) -> None:
+    """The 2017 encoder-decoder (MarianMTModel): what it is, and nothing LLaMA Lab does not
+    build beside an encoder."""
+    check_int("encoder_layers", cfg.encoder_layers, 0, FAMILY_LIMITS["encoder_layers"])
+    if not cfg.is_encoder_decoder:
+        return
+    rules = [
+        (cfg.norm_position != "post", "norm_position", "is Post-LN (norm_position='post')"),
+        (cfg.norm_type != "layernorm", "norm_type", "normalises with LayerNorm"),
+        (cfg.final_norm, "final_norm", "has no final norm (Post-LN: each block ends with one)"),
+        (
+            not (cfg.qkv_bias and cfg.o_bias and cfg.mlp_bias),
+            "bias",
+            "has biases on every projection (qkv_bias, o_bias, mlp_bias)",
+        ),
+        (
+            cfg.pos_encoding not in ("sinusoidal", "learned"),
+            "pos_encoding",
+            "adds sinusoidal or learned positions to the embeddings",
+        ),
+        (cfg.gated_ffn, "ffn_type", "has an ungated FFN (relu, gelu or silu)"),
+        (cfg.head_dim * cfg.n_heads != cfg.d_model, "head_dim", "has heads of d_model / n_heads"),
+        (cfg.n_experts > 0, "n_experts", "is modelled without experts"),
+        (cfg.is_mla, "kv_lora_rank", "is modelled without MLA"),
+        (cfg.linear_layers != "none", "linear_layers", "is modelled without linear-attention blocks"),
+        (cfg.sliding_window > 0, "sliding_window", "is modelled without a sliding window"),
+        (cfg.qk_norm, "qk_norm", "has no QK-norm"),
+        (cfg.attention_sinks, "attention_sinks", "has no attention sinks"),
+        (cfg.norm_plus_one, "norm_plus_one", "has no (1 + γ) norms"),
+        (cfg.attn_softcap or cfg.logit_softcap, "attn_softcap", "has no soft-capping"),
+        (cfg.query_pre_attn_scalar != cfg.head_dim, "query_pre_attn_scalar", "scales scores by 1/√head_dim"),
+        (cfg.has_granite_multipliers, "embedding_multiplier", "has no µP multipliers"),
+        (cfg.attn_temperature_layers != "none", "attn_temperature_layers", "has no attention temperature"),
+        (cfg.fused_keys, "fused_keys", "keeps q, k, v apart"),
+    ]
+    for broken, name, rule in rules:
+        if broken:
+            raise ConfigError(
+                f"an encoder-decoder (encoder_layers={cfg.encoder_layers}) {rule}: not modelled with "
+                f"{name}={getattr(cfg, name)!r}",
+                field=name,
+                also=("encoder_layers",),
+            )

@@ -228,6 +228,11 @@ class ModelFields:
     embed_norm: bool = False
     pooler: bool = False
     lm_head: bool = True
+    # ---- the 2017 encoder-decoder (Vaswani et al.; transformers' MarianMTModel) --------------
+    # encoder_layers > 0: an encoder of that many bidirectional blocks (the decoder's width,
+    # heads and FFN) reads the source; each of the n_layers decoder blocks gains cross-attention
+    # to its output. 0: decoder-only (everything else in LLaMA Lab)
+    encoder_layers: int = 0
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]
@@ -335,6 +340,11 @@ class ModelFields:
         return self.sliding_window if pattern is None else pattern.cache_tokens
 
     @property
+    def is_encoder_decoder(self) -> bool:
+        """An encoder before the decoder, whose blocks cross-attend to it (the 2017 Transformer)."""
+        return self.encoder_layers > 0
+
+    @property
     def is_moe(self) -> bool:
         return any(self.moe_layer_flags)
 
@@ -386,6 +396,7 @@ class ModelFields:
             and self.moe_style != "llama4"
             and not self.has_granite_multipliers
             and not self.is_encoder_style
+            and not self.is_encoder_decoder
         )
 
     @property

@@ -108,6 +108,7 @@ class ModelConfig(ModelFields):
         feature_rules.check_sparse(self)
         feature_rules.check_indexer(self)
         feature_rules.check_encoder(self)
+        feature_rules.check_encoder_decoder(self)
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps

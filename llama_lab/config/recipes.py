@@ -28,6 +28,19 @@ def without_mla(cfg: ModelConfig) -> ModelConfig:
     )
 
 
+def encoder_stack(cfg: ModelConfig) -> ModelConfig:
+    """An encoder-decoder's encoder as a decoder-only config of its blocks (the same width,
+    heads, FFN and norms; ``encoder_layers`` of them): what its blocks count. The encoder's
+    blocks attend bidirectionally, which changes no parameter and no full-T×T FLOP."""
+    return cfg.replace(n_layers=cfg.encoder_layers, encoder_layers=0)
+
+
+def decoder_stack(cfg: ModelConfig) -> ModelConfig:
+    """An encoder-decoder's decoder without its cross-attention: the decoder-only config of its
+    blocks, embedding and head (its self-attention cache is that config's)."""
+    return cfg.replace(encoder_layers=0)
+
+
 def recipe_2017(cfg: ModelConfig) -> ModelConfig:
     """The original decoder recipe at cfg's size (seed table, left column)."""
     return without_mla(cfg).replace(

@@ -16,7 +16,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from .. import analysis
-from ..config import ModelConfig, check_generative
+from ..config import ModelConfig, require_decoder_only
 from ..errors import ExperimentError
 from ..figures.common import ATTENTION_COLORS, Figure, Table, display_frame, layout_figure
 from ..model import CausalLM, build_model
@@ -101,7 +101,7 @@ def decode_benchmark(
 ) -> DecodeBench:
     """Greedy decoding with the KV cache after a prefill of each context length, for each
     attention variant; weights and cache in ``dtype``."""
-    check_generative(cfg, "the KV decode experiment")
+    require_decoder_only(cfg, "the KV decode experiment")
     context_lens = sorted({int(c) for c in context_lens})
     if not context_lens or context_lens[0] < 1:
         raise ExperimentError(f"context_lens={context_lens} must be positive lengths")

@@ -35,7 +35,7 @@ import torch
 
 from ..analysis.finetune import METHODS, FinetuneSpec, check_finetune, target_modules
 from ..analysis.finetune_step import finetune_memory
-from ..config import PRESETS, ModelConfig, check_generative, live_config
+from ..config import PRESETS, ModelConfig, live_config, require_decoder_only
 from ..errors import AnalysisError, ExperimentError
 from ..figures.common import Figure, Table
 from ..figures.finetune import loss_figure, measured_frame
@@ -189,7 +189,7 @@ def finetune_run(
 ) -> FinetuneRun:
     s = settings or FinetuneSettings()
     cfg = finetune_config(preset, s.seq_len)
-    check_generative(cfg, "finetune")
+    require_decoder_only(cfg, "fine-tuning")
     s.check(cfg)
     dev = pick_device(s.device)
     memory = finetune_memory(cfg, s.spec(), s.seq_len, s.batch)

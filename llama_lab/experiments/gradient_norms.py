@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from ..config import ModelConfig, arrangement, check_generative
+from ..config import ModelConfig, arrangement, require_decoder_only
 from ..errors import ExperimentError
 from ..figures.common import ARRANGEMENT_COLORS, ARRANGEMENT_LABELS, Figure, Table, band_traces, layout_figure
 from ..model import CausalLM, build_model, part_tensors
@@ -219,7 +219,7 @@ def gradnorms(
     """The config built as Post-LN and as Pre-LN — same shapes, so the same seed gives the
     same weights (checked) — one forward/backward each on the same batch (random ids unless
     ``data``), fp32."""
-    check_generative(cfg, "the gradient-norm experiment")
+    require_decoder_only(cfg, "the gradient norms")
     check_sizes(cfg, seq_len, batch)
     dev = pick_device(device)
     check_memory(

@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from ..config import ModelConfig, live_config
+from ..config import ModelConfig, live_config, require_decoder_only
 from ..config.sparse import SparsePattern
 from ..model import (
     CausalLM,
@@ -109,6 +109,7 @@ def inside_model(
     progress: Progress | None = None,
 ) -> CausalLM:
     """``cfg`` trained ``steps`` AdamW steps on the built-in text (0: as initialised), eval mode."""
+    require_decoder_only(cfg, "inside the model (its hooks)")
     if steps == 0:
         return build_model(cfg, device=pick_device(device), seed=0).eval()
     return trained_inside(cfg, steps, device, data, progress)[0]

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import torch
 
 from .. import analysis
-from ..config import ModelConfig, check_generative
+from ..config import ModelConfig, require_decoder_only
 from ..errors import ExperimentError
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure, logits_table
 from ..model import build_model
@@ -182,7 +182,7 @@ def live_pass(
 ) -> LivePass:
     """A warm-up training step at the initial weights (loss, logits statistics, saved-tensor
     bytes) and ``settings.iters`` timed steps (per-phase medians)."""
-    check_generative(cfg, "the live training pass")
+    require_decoder_only(cfg, "the live training pass")
     s = settings or LiveSettings()
     dev = pick_device(s.device)
     required = s.check(cfg, seq_len, batch, dev)
@@ -283,6 +283,7 @@ def bench(
     seed: int = 0,
 ) -> dict:
     """``bench``: forward + backward + AdamW, ``steps`` timed steps after one warm-up."""
+    require_decoder_only(cfg, "bench")
     seq_len = seq_len or min(128, cfg.max_seq_len)
     settings = LiveSettings(device=device, dtype=dtype, seed=seed, compile=compile, iters=steps)
     result = live_pass(cfg, seq_len, batch, settings)

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from ..analysis.quant import DEFAULT_KEEP, WeightQuant, weights_bytes
-from ..config import PRESETS, ModelConfig, live_config
+from ..config import PRESETS, ModelConfig, live_config, require_decoder_only
 from ..errors import ExperimentError
 from ..figures.common import Figure, Table
 from ..model import CausalLM
@@ -127,6 +127,7 @@ def quantize_run(
         raise ExperimentError(f"weight_dtype={weight_dtype!r} must be int8, int4 or fp8")
     data = data or load_builtin()
     cfg = live_config(PRESETS[preset], Q["n_layers"], Q["d_model"], Q["seq_len"] + Q["new_tokens"])
+    require_decoder_only(cfg, "quantisation")
     # the live copy quantises nn.Linear layers; a mixture's fused experts stay in bf16
     keep = DEFAULT_KEEP + (("experts",) if cfg.is_moe else ())
     quant = WeightQuant.of(weight_dtype, group_size=group_size, keep=keep)

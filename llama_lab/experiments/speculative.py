@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import torch
 
 from ..analysis.speculative import expected_tokens_per_step, speculation
-from ..config import PRESETS, ModelConfig, check_generative, live_config
+from ..config import PRESETS, ModelConfig, live_config, require_decoder_only
 from ..errors import ExperimentError
 from ..figures.common import GROUP_PALETTE, Figure, Table, layout_figure
 from ..model import CausalLM, KVCache, build_model
@@ -71,6 +71,7 @@ def pair_configs(target: str, draft: str, max_len: int) -> tuple[ModelConfig, Mo
     for name in (target, draft):
         if name not in PRESETS:
             raise ExperimentError(f"preset {name!r} must be one of {', '.join(PRESETS)}")
+        require_decoder_only(PRESETS[name], "speculative decoding")
     return (
         live_config(PRESETS[target], D["target_layers"], D["target_d"], max_len),
         live_config(PRESETS[draft], D["draft_layers"], D["draft_d"], max_len),
@@ -333,7 +334,7 @@ def speculative_run(
     data = data or load_builtin()
     t_cfg, d_cfg = pair_configs(target, draft, max(D["seq_len"], D["prompt_len"] + new_tokens + gamma + 1))
     for cfg in (t_cfg, d_cfg):
-        check_generative(cfg, "speculative decoding")
+        require_decoder_only(cfg, "speculative decoding")
     part = sub_progress(progress, 0.0, 0.6, "training the target")
     target_model = trained(t_cfg, steps, data, device, progress=part)
     draft_model = trained(

@@ -4,7 +4,9 @@
 those of transformers' ``LlamaForCausalLM`` and whose RoPE uses its rotate-half convention.
 Parts: ``kernels`` (the two custom autograd Functions beside their references), ``norms``,
 ``positions``, ``fused``, ``attention``, ``mla`` (DeepSeek's multi-head latent attention),
-``mlp``, ``kv_cache``, ``decoder``, ``init``, ``checkpoint``.
+``mlp``, ``kv_cache``, ``decoder``, ``init``, ``checkpoint``; ``encoder_decoder``: the 2017
+encoder-decoder (transformers' ``MarianMTModel``), which ``build_model`` returns for a config
+with ``encoder_layers`` > 0.
 """
 
 from .attention import (
@@ -16,8 +18,9 @@ from .attention import (
 )
 from .checkpoint import LoadedCheckpoint, checkpoint_files, load_checkpoint
 from .decoder import BLOCK_NORMS, CausalLM, DecoderBody, DecoderLayer
+from .encoder_decoder import EncoderDecoderCache, EncoderDecoderLM, marian_sinusoidal_table
 from .fused import FusedLinear, keep_part_keys, part_tensors
-from .init import INIT_STD, build_model, init_weights  # INIT_STD: from config
+from .init import INIT_STD, build_encoder_decoder, build_model, init_weights  # INIT_STD: from config
 from .kernels import rms_norm, rms_norm_reference, swiglu, swiglu_reference
 from .kv_cache import KVCache
 from .mla import LatentAttention
@@ -39,6 +42,8 @@ __all__ = [
     "CausalLM",
     "DecoderBody",
     "DecoderLayer",
+    "EncoderDecoderCache",
+    "EncoderDecoderLM",
     "ExpertLoop",
     "Experts",
     "Llama4Experts",
@@ -58,6 +63,7 @@ __all__ = [
     "apply_rope",
     "apply_rope_interleaved",
     "attention_mask",
+    "build_encoder_decoder",
     "build_model",
     "causal_attention",
     "checkpoint_files",
@@ -65,6 +71,7 @@ __all__ = [
     "keep_part_keys",
     "load_checkpoint",
     "make_norm",
+    "marian_sinusoidal_table",
     "part_tensors",
     "reference_attention",
     "rms_norm",

@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn as nn
 
-from ..config import ModelConfig, check_generative
+from ..config import ModelConfig, require_decoder_only
 from .attention import Attention
 from .bert_keys import has_bert_keys, use_bert_keys
 from .delta_net import GatedDeltaNet
@@ -228,14 +228,14 @@ class CausalLM(nn.Module):
         """Mean next-token cross-entropy: positions 0..T-2 predicting 1..T-1 (transformers'
         ``labels=input_ids``). Causal attention: the first T-1 positions' hidden states do not
         depend on the last token, so this is ``loss_on`` of the first T-1 tokens."""
-        check_generative(self.cfg, "next-token loss")
+        require_decoder_only(self.cfg, "next-token loss")
         return self.loss_on(input_ids[:, :-1], input_ids[:, 1:])
 
     def loss_on(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of ``inputs``' next-token predictions (B, T) against ``targets``
         (B, T), through the LM head in chunks (``model.loss``: never the B·T·V logits at
         once)."""
-        check_generative(self.cfg, "next-token loss")
+        require_decoder_only(self.cfg, "next-token loss")
         hidden = self.head_input(self.model(inputs))  # (B, T, C)
         return linear_cross_entropy(
             hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight, targets, softcap=self.cfg.logit_softcap
@@ -246,7 +246,7 @@ class CausalLM(nn.Module):
         return self.cap(self.lm_head(self.head_input(self.model(input_ids, final_norm=False))))
 
     def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
-        check_generative(self.cfg, "decoding with a KV cache")
+        require_decoder_only(self.cfg, "decoding with a KV cache")
         p = self.model.embed_tokens.weight
         return KVCache(self.cfg, batch_size, max_len, device=p.device, dtype=p.dtype)
 

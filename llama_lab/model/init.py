@@ -13,6 +13,8 @@ H200's 16-core host (about 170 M draws a second on two cores).
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import torch
 import torch.nn as nn
 
@@ -20,6 +22,7 @@ from ..config import INIT_STD, ModelConfig
 from .attention import Attention
 from .decoder import CausalLM
 from .delta_net import GatedDeltaNet, GatedRMSNorm
+from .encoder_decoder import EncoderDecoderLM
 from .fused import FusedLinear
 from .mlp import ExpertLoop, GptOssExperts, SparseMoE
 from .norms import RMSNorm
@@ -49,7 +52,7 @@ def _draw(weight: torch.Tensor, init: str, generator: torch.Generator | None) ->
         weight.copy_(draw)
 
 
-def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator | None = None) -> None:
+def init_weights(model: nn.Module, cfg: ModelConfig, generator: torch.Generator | None = None) -> None:
     """normal: every matrix N(0, 0.02) (GPT-2/LLaMA); xavier: Glorot-uniform (2017).
     Biases and attention sinks 0, norm gains 1 (a 1 + γ norm's γ 0)."""
     for module in model.modules():
@@ -102,19 +105,45 @@ def init_weights(model: CausalLM, cfg: ModelConfig, generator: torch.Generator |
 def build_model(cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0) -> CausalLM:
     """Build and initialise the model on ``device`` in ``dtype`` (default float32).
     ``device="meta"`` allocates nothing (any size); ``seed`` makes the weights reproducible
-    (None: torch's global RNG)."""
+    (None: torch's global RNG). An encoder-decoder config (``encoder_layers`` > 0) builds
+    ``build_encoder_decoder``'s model: no CausalLM, which the surfaces that need one refuse
+    first (``llama_lab.config.require_decoder_only``)."""
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"build_model needs a ModelConfig, got {type(cfg).__name__}")
-    device = torch.device(device) if device is not None else torch.device("cpu")
+    if cfg.is_encoder_decoder:
+        return build_encoder_decoder(cfg, device, dtype, seed)  # type: ignore[return-value]
     with torch.device("meta"):
         model = CausalLM(cfg)
+    return _materialise(model, cfg, device, dtype, seed)
+
+
+def build_encoder_decoder(
+    cfg: ModelConfig, device=None, dtype=None, seed: int | None = 0
+) -> EncoderDecoderLM:
+    """``build_model`` of the 2017 encoder-decoder: its weights drawn as a decoder's are,
+    Marian's static sinusoidal tables then written in."""
+    with torch.device("meta"):
+        model = EncoderDecoderLM(cfg)
+    model = _materialise(model, cfg, device, dtype, seed)
+    if not model.lm_head.weight.is_meta:
+        model.reset_fixed()
+    return model
+
+
+Built = TypeVar("Built", CausalLM, EncoderDecoderLM)
+
+
+def _materialise(model: Built, cfg: ModelConfig, device, dtype, seed: int | None) -> Built:
+    """``model``, built on the meta device, in ``dtype`` on ``device`` with its initial weights."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
     if dtype is not None:
         model = model.to(dtype=dtype)  # on meta: no memory
     if device.type == "meta":
         return model
     model = model.to_empty(device=device)
     if cfg.tie_embeddings:  # to_empty gives each module its own tensor
-        model.lm_head.weight = model.model.embed_tokens.weight
+        table = model.model.shared if isinstance(model, EncoderDecoderLM) else model.model.embed_tokens
+        model.lm_head.weight = table.weight
     where = generator_device(sum(p.numel() for p in model.parameters()), device)
     generator = torch.Generator(device=where).manual_seed(seed) if seed is not None else None
     init_weights(model, cfg, generator)

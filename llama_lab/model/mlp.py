@@ -22,6 +22,13 @@ from .fused import FusedLinear, keep_part_keys
 from .kernels import gated, swiglu
 
 
+def ungated_activation(ffn_type: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """An ungated FFN's activation: relu, gelu (the exact erf GELU, transformers' "gelu") or
+    silu (x·σ(x), ungated: Marian's "swish")."""
+    activations: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"gelu": F.gelu, "silu": F.silu}
+    return activations.get(ffn_type, F.relu)
+
+
 class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) ⊙ up(x)), gate and up in one GEMM (checkpoints keep
     gate_proj and up_proj; ``kernels.gated`` keeps only their output for backward); GeGLU
@@ -39,8 +46,7 @@ class MLP(nn.Module):
             self.up_proj = nn.Linear(C, F_, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(F_, cfg.d_model, bias=cfg.mlp_bias)
         self.gate_activation = "gelu_tanh" if cfg.ffn_type == "geglu" else "silu"  # gated
-        # ungated: relu or gelu (a gated FFN never calls it)
-        self.act: Callable[[torch.Tensor], torch.Tensor] = F.gelu if cfg.ffn_type == "gelu" else F.relu
+        self.act = ungated_activation(cfg.ffn_type)  # (a gated FFN never calls it)
 
     def forward(self, x):
         if self.gated:

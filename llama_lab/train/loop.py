@@ -16,7 +16,7 @@ from typing import Any, Callable, Generator
 import torch
 
 from ..analysis import model_flops
-from ..config import ModelConfig, check_generative
+from ..config import ModelConfig, require_decoder_only
 from ..model import CausalLM, build_model
 from ..runtime.devices import pick_device
 from ..runtime.memory import check_memory, pages_kept
@@ -319,6 +319,7 @@ def iter_train(
     """Train, yielding one JSON-ready dict per step; the generator returns the TrainRun (and
     appends the trained model to ``keep_model`` when given). A divergence ends the run early
     with the step, the reason and a hint — never raises."""
+    require_decoder_only(cfg, "the training loop")
     s = settings
     s.check(cfg)
     data = data if data is not None else load_builtin()
@@ -353,7 +354,7 @@ def train(
     keep_model: list | None = None,
 ) -> TrainRun:
     """``iter_train`` run to the end, each step's dict passed to ``on_step``."""
-    check_generative(cfg, "the next-token training loop")
+    require_decoder_only(cfg, "the next-token training loop")
     loop = iter_train(cfg, settings, data=data, label=label, progress=progress, keep_model=keep_model)
     while True:
         try:

@@ -41,7 +41,7 @@ import torch.multiprocessing
 
 from .. import analysis
 from ..analysis.shards import BYTE_FIELDS, check_shard_layout, rank_shards
-from ..config import ModelConfig
+from ..config import ModelConfig, require_decoder_only
 from ..errors import ExperimentError
 from ..model import build_model
 from ..runtime.memory import check_memory
@@ -588,6 +588,7 @@ def run_shard(cfg: ModelConfig, settings: ShardSettings, *, progress: Progress |
         raise TypeError(f"run_shard needs a ShardSettings, got {type(settings).__name__}")
     start = time.perf_counter()
     dp, tp = settings.check(cfg)
+    require_decoder_only(cfg, "sharded training")
     _guard(cfg, settings, dp)
     results, logits = launch(cfg, settings, progress)
     single, single_logits = reference_run(cfg, settings, dp, progress)

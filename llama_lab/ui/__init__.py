@@ -15,6 +15,6 @@ the sections import lives in the modules beside this one: the sidebar's state an
 
 from .pages import HOME_ICON, HOME_PAGE, HOME_TITLE, PAGES
 from .sidebar import setup_page
-from .widgets import stop_unless_generative
+from .widgets import stop_unless_decoder_only
 
-__all__ = ["HOME_ICON", "HOME_PAGE", "HOME_TITLE", "PAGES", "setup_page", "stop_unless_generative"]
+__all__ = ["HOME_ICON", "HOME_PAGE", "HOME_TITLE", "PAGES", "setup_page", "stop_unless_decoder_only"]

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import streamlit as st
 
-from ..config import check_generative
+from ..config import require_decoder_only
 from ..errors import ConfigError, LabError
 from ..units import escape_markdown
 
@@ -30,6 +30,17 @@ def show_error(message: Any, where: Any = None) -> None:
     _host(where).error(escape_markdown(message))
 
 
+def stop_unless_decoder_only(cfg: Any, page: str) -> None:
+    """A page that models causal decoder-only models alone (``config.require_decoder_only``):
+    for an encoder-decoder, a bidirectional or a bare encoder it says so in one line and draws
+    nothing more."""
+    try:
+        require_decoder_only(cfg, page)
+    except ConfigError as exc:
+        show_error(exc)
+        st.stop()
+
+
 def show_warning(message: Any, where: Any = None) -> None:
     _host(where).warning(escape_markdown(message))
 
@@ -40,16 +51,6 @@ def show_info(message: Any, where: Any = None) -> None:
 
 def show_caption(message: Any, where: Any = None) -> None:
     _host(where).caption(escape_markdown(message))
-
-
-def stop_unless_generative(cfg: Any, surface: str) -> None:
-    """A page that decodes or trains on next tokens stops on a bidirectional encoder or a bare
-    encoder (``config.check_generative``'s one line, as an error)."""
-    try:
-        check_generative(cfg, surface)
-    except ConfigError as exc:
-        show_error(exc)
-        st.stop()
 
 
 # ---- page-level widgets in the URL --------------------------------------------------------------

@@ -18,7 +18,7 @@ from ..analysis.finetune_step import (
     max_seq_len_that_fits,
 )
 from ..analysis.parallel import Layout, bubble_fraction, check_layout, parallel_memory
-from ..config import ModelConfig, check_generative
+from ..config import ModelConfig, require_decoder_only
 from ..config.hf.quant import StoredQuant
 from ..errors import LabError
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU, GPUS, VLLM_GPU_MEMORY_UTILIZATION
@@ -151,7 +151,7 @@ def predict_decode(
     ``runtime``: "compiled" (CUDA graphs or torch.compile, as the fitted serving rows ran) or
     "eager" (each kernel launched from the host: ``launch_s`` per kernel the forward launches)."""
     refuse_sparse_pattern(cfg, "predict decode")
-    check_generative(cfg, "predict decode")
+    require_decoder_only(cfg, "predict decode")
     if not 0 < gpu_memory_utilization <= 1:
         raise LabError(
             f"--gpu-memory-utilization {gpu_memory_utilization:g} must be above 0 and at most 1 "
@@ -249,7 +249,7 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     the fp8 dense peak, estimated at the fitted fp8 share), the master weights, gradients,
     optimizer states and saved activations counted as in bf16 mixed precision."""
     refuse_sparse_pattern(cfg, "predict train")
-    check_generative(cfg, "predict train")
+    require_decoder_only(cfg, "predict train")
     eff = Efficiency.load()
     memory = parallel_memory(cfg, layout, seq_len, "bf16" if dtype == "fp8" else dtype)
     bubble = bubble_fraction(layout) if layout.pp > 1 else 0.0
@@ -295,7 +295,7 @@ def predict_finetune(
     batch that fit by the same rule, and tokens per second
     (``efficiency.finetune_seconds``, the ``finetune_throughput`` kind's interval)."""
     refuse_sparse_pattern(cfg, "predict finetune")
-    check_generative(cfg, "predict finetune")
+    require_decoder_only(cfg, "predict finetune")
     memory = finetune_memory(cfg, spec, seq_len, batch, stored)
     work = finetune_flops(cfg, spec, seq_len, batch)
     eff = Efficiency.load()

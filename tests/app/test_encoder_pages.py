@@ -1,5 +1,5 @@
 """The pages that train or decode on next tokens, opened on a BERT preset: each stops with the one
-line ``check_generative`` gives, no exception."""
+line ``require_decoder_only`` gives, no exception."""
 
 from pathlib import Path
 

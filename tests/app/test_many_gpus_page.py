@@ -119,3 +119,13 @@ def test_sequence_parallel_is_off_and_disabled_without_tensor_parallelism():
     assert sp().value is False
     at.select_slider(key=P + "tp").set_value(2).run()
     assert sp().value is True and not at.exception
+
+
+def test_an_encoder_decoder_is_refused_in_one_line():
+    """The layouts model decoder-only models: the 2017 encoder-decoder is refused by name."""
+    at = open_page(PAGE, {"preset": "transformer-2017-base"}, timeout=60)
+    assert errors(at) == [
+        "The Many GPUs page: an encoder-decoder (encoder_layers=6, the 2017 Transformer) is not "
+        "modelled here, only decoder-only models are"
+    ]
+    assert not metrics(at)

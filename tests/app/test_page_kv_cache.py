@@ -154,3 +154,13 @@ def test_an_encoder_says_it_caches_nothing_and_shows_no_cache():
     assert not at.exception and not at.main.error
     assert any("caches nothing" in info.value for info in at.main.info)
     assert len(at.main.get("plotly_chart")) == 0 and len(at.dataframe) == 0
+
+
+def test_the_2017_encoder_decoder_says_what_it_caches():
+    at = run_page({"preset": "transformer-2017-base", "seq": "64"})
+    assert not at.exception and not at.error
+    shown = {m.label: m.value for m in at.metric}
+    # 6 decoder blocks · (K, V) · 8 heads · 64 · 2 bytes, per target token and per source token
+    assert shown["Self-attention, per generated token"] == human_bytes(12_288)
+    assert shown["Cross-attention, per source token (fixed)"] == human_bytes(12_288)
+    assert any("encoder caches nothing" in m.value for m in at.markdown)

@@ -5,6 +5,8 @@ from pathlib import Path
 from apptest_helpers import metrics, open_page
 from streamlit.testing.v1 import AppTest
 
+from llama_lab import analysis
+from llama_lab.config import PRESETS
 from llama_lab.ui import state
 from llama_lab.units import escape_markdown, human_count
 
@@ -84,3 +86,11 @@ def test_a_mixture_of_experts_shows_total_and_active_and_explains_them():
     # each token meets 2 of the 8 experts: 2·B·T·params·k/E; the router is a C → E matmul
     assert block.loc["experts", "forward_flops"] == 2 * 128 * 8 * 3 * 4096 * 14336 * 2 // 8
     assert block.loc["router", "params"] == 4096 * 8
+
+
+def test_the_2017_encoder_decoder_renders_its_marian_counts():
+    at = run_page({"preset": "transformer-2017-base", "seq": "64"})
+    assert not at.exception and not at.error
+    assert metric_help(at, "Parameters").startswith("63,606,784")  # MarianMTModel's count
+    forward = analysis.count_flops(PRESETS["transformer-2017-base"], 64).forward  # encoder + decoder
+    assert metric_help(at, "Forward FLOPs").startswith(f"{forward:,}")

@@ -7,7 +7,7 @@ layer biased, the FFN through the exact (erf) GELU (``hidden_act`` "gelu", ``F.g
 approximation: the lab's ``ffn_type="gelu"``), no final norm, the pooler (tanh of a C×C dense
 layer on the first token, ``pooler``) and no LM head (``lm_head=False``). Such a model fills in
 and classifies; it does not generate, so it has no KV cache and no next-token loss
-(``check_generative`` refuses those surfaces by name)."""
+(``require_decoder_only`` refuses those surfaces by name)."""
 
 from __future__ import annotations
 

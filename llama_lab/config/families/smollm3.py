@@ -132,8 +132,11 @@ def lacks(cfg: ModelFields, model_type: str) -> list[str]:
 
 
 def _has_nope_blocks(cfg: ModelFields) -> bool:
-    """Attention blocks that skip RoPE (a Gated DeltaNet block has no RoPE to skip)."""
-    return any(not rope and not linear for rope, linear in zip(cfg.rope_layer_flags, cfg.linear_layer_flags))
+    """Attention blocks that skip RoPE (a Gated DeltaNet block has no RoPE to skip; a model
+    without RoPE, the 2017 one, has none)."""
+    return cfg.pos_encoding == "rope" and any(
+        not rope and not linear for rope, linear in zip(cfg.rope_layer_flags, cfg.linear_layer_flags)
+    )
 
 
 FEATURES = (Feature("nope_blocks", "NoPE blocks", _has_nope_blocks),)

@@ -79,6 +79,10 @@ class ModelType:
     # common keys (table.COMMON_KEYS) its config class has no field for, left out of a written
     # config.json (BERT: no RoPE, no RMSNorm, no KV heads of their own)
     drops: frozenset[str] = frozenset()
+    # its config class takes the decoder keys every LLaMA-like family shares (hidden_size,
+    # num_hidden_layers, one RoPE base: read.common_fields, write.common_keys); False (Marian's
+    # d_model, encoder_layers, decoder_layers): the family reads and writes every key itself
+    common: bool = True
 
     @cached_property
     def defaults(self) -> dict[str, Any]:

@@ -135,7 +135,9 @@ def refuse_nulls(r: Reader) -> None:
     the class has no such field (Gemma's hidden_act: any value is kept and never read)."""
     mt = r.model_type
     fieldless = {key for key in READ_WHERE_READ if key not in mt.defaults}
-    read = (COMMON_KEYS | mt.keys) - mt.nullable - NULL_MEANS_UNSET - fieldless
+    # a config class without the common keys (MarianConfig) keeps a null one it never reads
+    common = COMMON_KEYS if mt.common else COMMON_KEYS & mt.reads
+    read = (common | mt.keys) - mt.nullable - NULL_MEANS_UNSET - fieldless
     for key, value in r.data.items():
         if value is None and key in read:
             why = mt.null_why.get(key, f"null is not a value {mt.config_class} can use here")
@@ -346,10 +348,12 @@ def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[d
     if quant is not None:
         r.notes.insert(0, f"quantization_config: {quant.describe()}: the weights' stored format")
     refuse_nulls(r)
-    r.n_layers = r.count("num_hidden_layers", 1, LIMITS["n_layers"])
-    kwargs = common_fields(r)
-    if not model_type.rope_by_layer_type:  # one RoPE base (one per layer type: the family's)
-        read_rope(r, kwargs)
+    kwargs: dict[str, Any] = {}
+    if model_type.common:  # (else the family reads every key itself: Marian's)
+        r.n_layers = r.count("num_hidden_layers", 1, LIMITS["n_layers"])
+        kwargs = common_fields(r)
+        if not model_type.rope_by_layer_type:  # one RoPE base (one per layer type: the family's)
+            read_rope(r, kwargs)
     kwargs.update(family.read(r))
     for name, value in kwargs.items():
         if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it

@@ -26,6 +26,7 @@ class Block:
     fields: Mapping[str, Any]
     words: str
     plain: bool = True  # Gemma's own fields (``gemma_fields_at_plain``) left plain
+    encoder: bool = False  # the block of an encoder-decoder (encoder_layers > 0: the 2017 one)
 
 
 LLAMA = dict(norm_position="pre", ffn_type="swiglu", embed_scale=False, norm_plus_one=False)
@@ -57,6 +58,18 @@ BLOCKS = {
             "BERT's block (Post-LN LayerNorm, learned positions, GELU, no final norm)",
         ),
         Block(
+            "marian",  # the 2017 recipe: Post-LN LayerNorm, static sinusoidal positions, no final norm
+            dict(
+                norm_position="post",
+                norm_type="layernorm",
+                pos_encoding="sinusoidal",
+                final_norm=False,
+                norm_plus_one=False,
+            ),
+            "the 2017 encoder-decoder's block (Post-LN LayerNorm, sinusoidal positions, no final norm)",
+            encoder=True,
+        ),
+        Block(
             "gemma",
             dict(norm_position="sandwich", ffn_type="geglu", embed_scale=True, norm_plus_one=True),
             "Gemma's block (sandwich norms, RMSNorm × (1 + γ), GeGLU, √d embeddings)",
@@ -77,15 +90,17 @@ def gemma_plain(cfg: ModelFields) -> dict[str, Any]:
 
 
 def _has(cfg: ModelFields, block: Block) -> bool:
-    wanted = {**SHARED_BLOCK, **block.fields}  # (BERT's block departs from the shared one)
+    wanted = {**SHARED_BLOCK, **block.fields}  # (a block may depart from the shared one: BERT, 2017)
     plain = gemma_plain(cfg) if block.plain else {}
+    if cfg.is_encoder_decoder != block.encoder:
+        return False
     return all(getattr(cfg, name) == value for name, value in {**wanted, **plain}.items())
 
 
 def block_of(cfg: ModelFields) -> str | None:
     """The block a config's fields build (None: no family's). Gemma's first: its fields are
     the others' plain values' exceptions."""
-    for name in ("bert", "gemma", "olmo2", "qwen_hybrid", "llama"):
+    for name in ("bert", "gemma", "olmo2", "qwen_hybrid", "llama", "marian"):
         if _has(cfg, BLOCKS[name]):
             return name
     return None

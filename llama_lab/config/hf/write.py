@@ -73,6 +73,9 @@ def to_hf_config(cfg: ModelFields, families: Sequence[Family]) -> dict[str, Any]
             "dilation): transformers' decoders take a plain sliding window only"
         )
     family, model_type = family_of(cfg, families)
+    if not model_type.common:  # the family writes every key of its own config class (Marian's)
+        named = {"architectures": [model_type.architecture], "model_type": model_type.name}
+        return {**named, **family.write(cfg, model_type.name)}
     out = {**common_keys(cfg, model_type), **family.write(cfg, model_type.name)}
     for key in model_type.drops:
         out.pop(key, None)

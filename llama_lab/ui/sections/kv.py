@@ -11,6 +11,7 @@ import streamlit as st
 from ...analysis import DEFAULT_GPU, attention_variants, derive, derive_memory
 from ...analysis.kv import (
     ENCODER_CACHE_NOTE,
+    cross_attention_bytes_per_token,
     hybrid_cache_frame,
     hybrid_crossover,
     kv_cache_bytes_per_token,
@@ -194,6 +195,27 @@ def linear_attention_section(selection: Selection) -> None:
         f"B = {B}, KV at {kv_dtype}. 'all blocks attention': the same model with every block "
         f"attending with {plural(cfg.n_kv_heads, 'KV head')} of {cfg.head_dim}. The hybrid's cache is "
         f"smaller from T = {crossover:,} on (its fixed state outweighs the K and V it saves below that)."
+    )
+
+
+def encoder_decoder_section(selection: Selection) -> None:
+    """What an encoder-decoder caches: the decoder's self-attention K and V, growing with the
+    generated tokens, and its cross-attention K and V of the source, fixed; the encoder nothing."""
+    cfg, T, B, kv_dtype = selection.cfg, selection.seq_len, selection.batch, selection.kv_format
+    grows = kv_cache_bytes_per_token(cfg, kv_dtype)
+    fixed = cross_attention_bytes_per_token(cfg, kv_dtype)
+    st.subheader("Encoder-decoder: what is cached")
+    left, middle, right = st.columns(3)
+    left.metric("Self-attention, per generated token", human_bytes(grows))
+    middle.metric("Cross-attention, per source token (fixed)", human_bytes(fixed))
+    right.metric(f"Both, B={B}, T = S = {T:,}", human_bytes(B * T * (grows + fixed)))
+    st.markdown(
+        f"Each of the {plural(cfg.n_layers, 'decoder block')} caches the K and V of its **self-attention** "
+        f"over the target — one row per generated token, {grows:,} bytes per token at {kv_dtype} — and the "
+        f"K and V of its **cross-attention** over the encoder's output, {fixed:,} bytes per source token, "
+        f"computed once when the source is encoded and fixed however long the target grows. The "
+        f"**encoder caches nothing**: it runs once over the whole source, bidirectionally. The counts "
+        f"above take a source as long as the target (S = T)."
     )
 
 

@@ -259,8 +259,10 @@ def _null_cases():
 
     for model_type, family in sorted(FAMILIES.items()):
         for key in sorted(COMMON_KEYS | family.keys):
-            # a common key the config class has no field for (Gemma's hidden_act) takes any value
+            # a common key the config class has no field for (Gemma's hidden_act) takes any value;
+            # so does one MarianConfig, which has none of the common keys, never reads
             fieldless = key == "hidden_act" and key not in family.defaults
+            fieldless |= not family.common and key in COMMON_KEYS - family.reads
             allowed = key in family.nullable or key in NULL_MEANS_UNSET or fieldless
             yield pytest.param(model_type, key, allowed, id=f"{model_type}-{key}")
 
@@ -332,6 +334,9 @@ def test_null_policy_matches_the_transformers_config_classes():
         ("gemma2", "sliding_window"),
         ("gemma3_text", "sliding_window"),
         ("olmo3", "sliding_window"),  # Olmo3Config likewise (its sliding mask raises)
+        # MarianConfig takes a null alias (hidden_size, num_attention_heads, num_hidden_layers),
+        # which nulls d_model, encoder_attention_heads or encoder_layers: no model can be built
+        *(("marian", key) for key in ("hidden_size", "num_attention_heads", "num_hidden_layers")),
         # the config classes without a head_dim field keep a null one as an attribute, which
         # their attention then takes (no projection can be built); Glm4MoeConfig's alias of
         # n_routed_experts takes null likewise
