@@ -354,7 +354,6 @@ def train(
     keep_model: list | None = None,
 ) -> TrainRun:
     """``iter_train`` run to the end, each step's dict passed to ``on_step``."""
-    require_decoder_only(cfg, "the next-token training loop")
     loop = iter_train(cfg, settings, data=data, label=label, progress=progress, keep_model=keep_model)
     while True:
         try:

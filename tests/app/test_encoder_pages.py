@@ -12,8 +12,8 @@ PAGES = Path(__file__).resolve().parents[2] / "pages"
 @pytest.mark.parametrize(
     "page,surface",
     [
-        ("10_Many_GPUs.py", "the Many GPUs page (training and serving layouts)"),
-        ("9_Inside_the_model.py", "Inside the model (a briefly trained next-token model)"),
+        ("10_Many_GPUs.py", "The Many GPUs page"),
+        ("9_Inside_the_model.py", "The Inside the model page"),
     ],
 )
 def test_a_next_token_page_refuses_an_encoder_by_name(page, surface):

@@ -219,7 +219,7 @@ def test_surfaces_that_need_a_causal_decoder_refuse_an_encoder_by_name():
     for surface, call in (
         ("predict decode", lambda: predict_decode(cfg, gpu)),
         ("predict train", lambda: predict_train(cfg, gpu, Layout(1, 1), 512)),
-        ("the next-token training loop", lambda: train(cfg, TrainSettings(steps=1))),
+        ("the training loop", lambda: train(cfg, TrainSettings(steps=1))),
     ):
         with pytest.raises(ConfigError, match=f"^{surface} is not modelled for a bidirectional encoder"):
             call()
@@ -267,9 +267,9 @@ def test_the_live_experiments_refuse_an_encoder_before_any_work():
     encoder = PRESETS["debug"].replace(causal=False)
     for surface, call in (
         ("the KV decode experiment", lambda: decode_benchmark(encoder)),
-        ("the gradient-norm experiment", lambda: gradnorms(encoder, 8, 1)),
-        ("the live training pass", lambda: bench(encoder)),
-        ("finetune", lambda: finetune_run("bert-base-uncased")),
+        ("the gradient norms", lambda: gradnorms(encoder, 8, 1)),
+        ("bench", lambda: bench(encoder)),
+        ("fine-tuning", lambda: finetune_run("bert-base-uncased")),
         ("speculative decoding", lambda: speculative_run("bert-base-uncased", "bert-base-uncased")),
     ):
         with pytest.raises(ConfigError, match=f"^{surface} is not modelled for a bidirectional encoder"):
