@@ -29,7 +29,7 @@ from ..config import (
     detect_ffn_rule,
     ffn_from_rule,
 )
-from ..config.fields import RopeScaling
+from ..config.fields import RopeScaling, VisionTower
 from ..config.hf.quant import StoredQuant
 from ..config.model_config import DERIVED
 from ..experiments import KINDS
@@ -265,7 +265,7 @@ def kv_label(n_heads: int, n_kv_heads: int) -> str:
 def _query_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, RopeScaling):  # JSON, as --set and a config file take it
+    if isinstance(value, (RopeScaling, VisionTower)):  # JSON, as --set and a config file take it
         return json.dumps(value.as_dict(), separators=(",", ":"))
     return repr(value) if isinstance(value, float) else str(value)
 
