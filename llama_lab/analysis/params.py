@@ -11,6 +11,7 @@ import pandas as pd
 from ..config import ModelConfig
 from ..model import BLOCK_NORMS, build_model, part_tensors
 from .shapes import Shapes
+from .vision import projector_params, vision_params
 
 # One key per kind of parameter tensor, named after the module that owns it.
 DETAIL_KEYS = (
@@ -49,6 +50,8 @@ DETAIL_KEYS = (
     "post_feedforward_layernorm",
     "final_norm",
     "lm_head",
+    "vision",
+    "projector",
 )
 
 
@@ -88,6 +91,8 @@ COMPONENT_OF = {
     "post_feedforward_layernorm": "norms",
     "final_norm": "norms",
     "lm_head": "lm_head",
+    "vision": "vision",  # a multimodal model's image encoder (analysis.vision)
+    "projector": "projector",  # and its projector into the text decoder
 }
 
 
@@ -101,7 +106,8 @@ LINEAR_KEYS = {
     "norm": "linear_norm",
     "out_proj": "linear_out_proj",
 }
-COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head")
+COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head", "vision", "projector")
+VISION_PARTS = ("vision", "projector")  # kept only where the config has a vision tower
 
 
 @dataclass(frozen=True)
@@ -109,10 +115,14 @@ class ParamCount:
     total: int
     non_embedding: int  # total − token embedding − learned positions (Kaplan et al.)
     per_layer: int  # one decoder block (block 0)
-    by_component: dict[str, int]  # COMPONENTS → int; a tied lm_head is 0; sums to total
+    # COMPONENTS → int; a tied lm_head is 0; sums to total; vision and projector only for a
+    # multimodal config (the whole model: transformers' ...ForConditionalGeneration)
+    by_component: dict[str, int]
     detail: dict[str, int]  # DETAIL_KEYS → int, summed over layers; sums to total
     source: str  # "closed form" or "meta module"
-    active: int = 0  # used per token: total less the experts a token is not routed to
+    # used per token: total less the experts a token is not routed to (a vision tower counts
+    # as active: every image runs all of it)
+    active: int = 0
 
     def spec_by_component(self) -> dict:
         """The `analyze` view: a learned positional table is counted under ``embedding``."""
@@ -195,9 +205,16 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
 
 
 def _param_count(cfg: ModelConfig, detail: dict, per_layer: int, source: str) -> ParamCount:
+    if cfg.vision is None:
+        detail = {key: count for key, count in detail.items() if key not in VISION_PARTS}
+    else:
+        detail["vision"] = vision_params(cfg.vision)
+        detail["projector"] = projector_params(cfg.vision)
     by_component = dict.fromkeys(COMPONENTS, 0)
     for key, count in detail.items():
         by_component[COMPONENT_OF[key]] += count
+    if cfg.vision is None:
+        by_component = {key: count for key, count in by_component.items() if key not in VISION_PARTS}
     total = sum(detail.values())
     non_embedding = total - by_component["embedding"] - by_component["positional"]
     return ParamCount(
@@ -281,7 +298,8 @@ def _detail_key(name: str) -> str:
 def count_params_module(cfg: ModelConfig) -> ParamCount:
     """Read the counts from the module built on the meta device (no weight memory).
     ``part_tensors`` yields a tied lm_head weight once, under the embedding, and a fused
-    projection's parts (q, k, v; gate, up) each under its own name."""
+    projection's parts (q, k, v; gate, up) each under its own name. The live model is the text
+    decoder: a vision tower's count is the closed form's (held to transformers by its tests)."""
     model = build_model(cfg, device="meta")
     detail = dict.fromkeys(DETAIL_KEYS, 0)
     for name, parameter in part_tensors(model):
@@ -296,8 +314,10 @@ def palm_params(cfg: ModelConfig) -> int:
     token is routed to)."""
     counts = count_params(cfg)
     tied_head = cfg.vocab_size * cfg.d_model if cfg.tie_embeddings else 0
-    # a token's matmuls meet its k routed experts only
-    return counts.non_embedding + tied_head - unrouted_expert_params(cfg)
+    # a token's matmuls meet its k routed experts only; a vision tower's run per image, not per
+    # token (analysis.vision counts them)
+    vision = sum(counts.by_component.get(part, 0) for part in VISION_PARTS)
+    return counts.non_embedding + tied_head - unrouted_expert_params(cfg) - vision
 
 
 def largest_parameter(cfg: ModelConfig) -> int:

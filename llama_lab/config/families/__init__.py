@@ -19,6 +19,7 @@ from . import (
     granite,
     llama,
     llama4,
+    llava,
     mistral,
     olmo,
     phi3,
@@ -44,7 +45,7 @@ FAMILY_LIST: tuple[Family, ...] = tuple(
         qwen_next,
         llama4,
     )
-    + (granite,)
+    + (granite, llava)
 )
 # every model type, in the registry's order (the order family_of tries them)
 MODEL_TYPES: dict[str, ModelType] = {mt.name: mt for family in FAMILY_LIST for mt in family.model_types}

@@ -30,15 +30,24 @@ class Feature:
 
 @dataclass(frozen=True)
 class Wrapper:
-    """A multimodal wrapper whose config class builds its text_config with one class whatever the
-    file says (a SubConfigSpec naming a config class, not AutoConfig), with that class's defaults
-    when text_config is absent or null; the wrapper's own tie_word_embeddings ties the head
-    (PreTrainedModel.tie_weights reads the wrapper's config), by default ``tie_default``."""
+    """A multimodal wrapper. A fixed one's config class builds its text_config with one class
+    whatever the file says (a SubConfigSpec naming a config class, not AutoConfig), with that
+    class's defaults when text_config is absent or null; the wrapper's own tie_word_embeddings
+    ties the head (PreTrainedModel.tie_weights reads the wrapper's config), by default
+    ``tie_default``. Where ``vision`` names its tower, the tower and projector are counted."""
 
     model_type: str  # the wrapper's (gemma3)
-    text: str  # its text decoder's (gemma3_text)
+    text: str  # its text decoder's (gemma3_text); not fixed: the default when text_config names none
     config_class: str  # Gemma3Config
     tie_default: bool
+    # False: the text_config's own model_type picks its class (AutoConfig: LLaVA's), and either
+    # tie_word_embeddings ties the head (LlavaConfig forwards the text config's)
+    fixed: bool = True
+    # the tower its vision_config builds (VisionTower.kind: hf.vision reads it, the analysis
+    # counts it); None: the tower and projector are not counted (a note says so)
+    vision: str | None = None
+    # Qwen2.5-VL: a file without text_config holds the text decoder's keys at its top level
+    text_at_top: bool = False
 
 
 # What a note is about, in the order the notes are shown: the attention's shape, its window, the

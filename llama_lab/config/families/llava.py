@@ -1,0 +1,70 @@
+"""LLaVA (``llava``, Liu et al. 2023; LLaVA-1.5: Liu et al. 2024): a vision encoder joined to a
+language model — CLIP ViT-L/14 at 336 px, a two-layer GELU MLP projector, and a LLaMA text decoder
+(Vicuna) whose sequence takes 576 image tokens per image. transformers' LlavaForConditionalGeneration
+builds the text decoder from its text_config's own model_type (AutoConfig: llama here, read by
+that family), the tower from vision_config (CLIPVisionModel) and the projector from its own keys
+(``hf.vision``). The counts of the tower and projector are ``llama_lab.analysis.vision``'s; the
+live model builds the text decoder only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..fields import ModelFields
+from ..hf.family import Family, Rounded, Wrapper
+
+# LlavaConfig's default tower (CLIP ViT-L/14 at 336 px) feeding LLaVA's projector
+CLIP_L_336: dict[str, Any] = dict(
+    kind="clip",
+    hidden_size=1024,
+    n_layers=24,
+    n_heads=16,
+    intermediate_size=4096,
+    patch_size=14,
+    image_size=336,
+    projector="llava",
+)
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # llava-hf/llava-1.5-7b-hf config.json: Vicuna-7B v1.5 (LLaMA-2-7B's shape, 32,064 tokens)
+    # behind CLIP ViT-L/14-336 and the 2-layer MLP projector
+    "llava-1.5-7b": dict(
+        vocab_size=32064,
+        d_model=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=32,
+        ffn_hidden=11008,
+        max_seq_len=4096,
+        norm_eps=1e-5,
+        rope_theta=10000.0,
+        vision=dict(CLIP_L_336, out_size=4096),
+    ),
+}
+
+PUBLISHED = {
+    # the Hub's safetensors total of LLaVA-1.5-7B checkpoints (same architecture), e.g.
+    # huggingface.co/zhiqiulin/llava-v1.5-7b-NaturalBench-train-epoch-2: "Model size 7.06B params"
+    "llava-1.5-7b": Rounded(7.06e9, 7.06e9, "Model size 7.06B params (the Hub, a LLaVA-1.5-7B checkpoint)"),
+}
+
+
+def _nothing(*_: Any) -> Any:
+    """LLaVA has no text model type of its own: its text_config's family reads and writes it."""
+    return {}
+
+
+def _lacks_nothing(cfg: ModelFields, model_type: str) -> list[str]:
+    return []
+
+
+FAMILY = Family(
+    "LLaVA",
+    (),
+    read=_nothing,
+    write=_nothing,
+    lacks=_lacks_nothing,
+    presets=PRESETS,
+    published=PUBLISHED,
+    wrappers=(Wrapper("llava", "llama", "LlavaConfig", tie_default=False, fixed=False, vision="clip"),),
+)
