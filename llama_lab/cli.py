@@ -71,6 +71,7 @@ def cmd_presets(args) -> None:
 
 def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .analysis import WeightQuant, analyze, format_analysis, stored_weights
+    from .analysis.vision import parse_image_size
     from .config.files import load_stored_quant
 
     stored = load_stored_quant(args.config) if args.config is not None else None
@@ -84,8 +85,16 @@ def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
             zero_point=args.zero_point,
             keep=args.keep,
         )
+    size = parse_image_size(args.image_size) if args.image_size is not None else None
     result = analyze(
-        cfg, seq_len=args.seq_len, batch=args.batch, dtype=args.dtype, weights=weights, kv_dtype=args.kv_dtype
+        cfg,
+        seq_len=args.seq_len,
+        batch=args.batch,
+        dtype=args.dtype,
+        weights=weights,
+        kv_dtype=args.kv_dtype,
+        images=args.images,
+        image_size=size,
     )
     if notes:
         result["notes"] = notes + result.get("notes", [])

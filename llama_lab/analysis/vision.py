@@ -228,11 +228,9 @@ def check_images(images: int) -> int:
 
 def tokens_with_images(cfg: ModelConfig, seq_len: int, images: int, size: tuple[int, int] | None) -> int:
     """The text decoder's sequence: the prompt's ``seq_len`` text tokens and every image's."""
-    if not images:
-        return seq_len
-    if cfg.vision is None:
+    if cfg.vision is None and (images or size is not None):
         raise AnalysisError("images: this config has no vision tower (a text-only model takes no images)")
-    return seq_len + images * image_tokens(cfg.vision, size)
+    return seq_len + images * image_tokens(cfg.vision, size) if cfg.vision is not None else seq_len
 
 
 __all__ = [

@@ -289,8 +289,10 @@ def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None
     if inner is None and wrapper is None:
         return data, None
     outer = shown(outer_type if outer_type is not None else "unnamed")
-    if inner is None and wrapper is not None and wrapper.text_at_top:
-        inner = {k: v for k, v in data.items() if k not in ("vision_config", "model_type", "architectures")}
+    at_top = inner is None and wrapper is not None and wrapper.text_at_top
+    if at_top:
+        inner = {k: v for k, v in data.items() if k not in ("vision_config", "architectures")}
+        inner["model_type"] = f"{outer_type}_text"
     inner = {} if inner is None else inner
     if not isinstance(inner, Mapping):
         raise ConfigError(f"text_config={shown(inner)} must be a JSON object", field="text_config")
@@ -335,7 +337,8 @@ def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None
         if wrapper is not None and wrapper.vision is not None
         else "the vision tower and the projector are not counted"
     )
-    return inner, f"{TEXT_DECODER} a {outer} model (its text_config, model_type {inner_type!r}); {counted}{said}"
+    where = "its text keys, at the top level" if at_top else "its text_config"
+    return inner, f"{TEXT_DECODER} a {outer} model ({where}, model_type {inner_type!r}); {counted}{said}"
 
 
 def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[dict[str, Any], list[str]]:
