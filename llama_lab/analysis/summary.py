@@ -111,11 +111,16 @@ def analyze(
         encoder = batch * images * summary["flops_per_image"]
         vision = {
             "image_tokens": summary["image_tokens"],
-            "vision": {**summary, "flops_all_images": encoder, "prefill_with_images": flops.forward + encoder},
+            "vision": {
+                **summary,
+                "flops_all_images": encoder,
+                "prefill_with_images": flops.forward + encoder,
+            },
         }
+        text = params.total - summary["vision_params"] - summary["projector_params"]
         notes.append(
-            f"params.total is the whole multimodal model: the text decoder ({params.total - summary['vision_params'] - summary['projector_params']:,}) "
-            f"plus the vision tower ({summary['vision_params']:,}) and projector ({summary['projector_params']:,}); "
+            f"params.total is the whole multimodal model: the text decoder ({text:,}) plus the vision "
+            f"tower ({summary['vision_params']:,}) and projector ({summary['projector_params']:,}); "
             "params.active counts the tower too (every image runs all of it)"
         )
         if images:
@@ -272,7 +277,11 @@ def format_analysis(result: dict) -> str:
             ("vision tower params", f"{v['vision_params']:,}", human_params(v["vision_params"])),
             ("projector params", f"{v['projector_params']:,}", human_params(v["projector_params"])),
             ("encoder FLOPs / image", f"{v['flops_per_image']:,}", human_count(v["flops_per_image"], "FLOP")),
-            ("KV cache / image", f"{v['kv_cache_bytes_per_image']:,}", human_bytes(v["kv_cache_bytes_per_image"])),
+            (
+                "KV cache / image",
+                f"{v['kv_cache_bytes_per_image']:,}",
+                human_bytes(v["kv_cache_bytes_per_image"]),
+            ),
         ]
         lines += _table(f"Images ({v['kind']} tower, {v['projector']} projector)", rows)
     lines += [f"note: {note}" for note in result.get("notes", [])]

@@ -32,11 +32,11 @@ from ..errors import AnalysisError
 def _block_params(t: VisionTower) -> int:
     """One encoder block: q, k, v and the output projection with biases, the MLP (two biased
     matrices, three for Qwen2.5-VL's SwiGLU) and two norms (LayerNorm γ and β; RMSNorm γ)."""
-    H, I = t.hidden_size, t.intermediate_size
+    H, F = t.hidden_size, t.intermediate_size
     attention = 4 * (H * H + H)
     if t.kind == "qwen2_5_vl":
-        return attention + 3 * H * I + 2 * I + H + 2 * H
-    return attention + 2 * H * I + I + H + 2 * 2 * H
+        return attention + 3 * H * F + 2 * F + H + 2 * H
+    return attention + 2 * H * F + F + H + 2 * 2 * H
 
 
 def patches(t: VisionTower) -> int:
@@ -46,28 +46,28 @@ def patches(t: VisionTower) -> int:
 
 def vision_params(t: VisionTower) -> int:
     """The image encoder's parameters (Qwen2.5-VL's merger excluded: ``projector_params``)."""
-    H, C, p = t.hidden_size, t.channels, t.patch_size
+    H, channels, p = t.hidden_size, t.channels, t.patch_size
     blocks = t.n_layers * _block_params(t)
     if t.kind == "clip":  # class embedding, patch conv (no bias), positions (+1), pre and post LayerNorm
-        return H + C * p * p * H + (patches(t) + 1) * H + 2 * H + blocks + 2 * H
+        return H + channels * p * p * H + (patches(t) + 1) * H + 2 * H + blocks + 2 * H
     if t.kind == "siglip":  # patch conv with bias, positions, post LayerNorm, optional pooling head
-        I = t.intermediate_size
-        head = H + (3 * H * H + 3 * H) + (H * H + H) + 2 * H + (2 * H * I + I + H) if t.head else 0
-        return C * p * p * H + H + patches(t) * H + blocks + 2 * H + head
+        F = t.intermediate_size
+        head = H + (3 * H * H + 3 * H) + (H * H + H) + 2 * H + (2 * H * F + F + H) if t.head else 0
+        return channels * p * p * H + H + patches(t) * H + blocks + 2 * H + head
     # qwen2_5_vl: a Conv3d over temporal_patch_size frames, no bias; RoPE has no parameters
-    return C * t.temporal_patch_size * p * p * H + blocks
+    return channels * t.temporal_patch_size * p * p * H + blocks
 
 
 def projector_params(t: VisionTower) -> int:
     """The projector from the tower's width into the text decoder's (``out_size``)."""
-    H, O = t.hidden_size, t.out_size
-    if t.projector == "llava":  # linear_1 (H · feature_layers → O), GELU, linear_2 (O → O)
-        bias = 2 * O if t.projector_bias else 0
-        return H * t.feature_layers * O + O * O + bias
-    if t.projector == "gemma3":  # mm_soft_emb_norm γ (H), mm_input_projection_weight (H × O)
-        return H + H * O
-    merged = t.merge_size**2 * H  # qwen2_5_vl merger: ln_q γ (H), then m²H → m²H → O, with biases
-    return H + merged * merged + merged + merged * O + O
+    H, C = t.hidden_size, t.out_size
+    if t.projector == "llava":  # linear_1 (H · feature_layers → C), GELU, linear_2 (C → C)
+        bias = 2 * C if t.projector_bias else 0
+        return H * t.feature_layers * C + C * C + bias
+    if t.projector == "gemma3":  # mm_soft_emb_norm γ (H), mm_input_projection_weight (H × C)
+        return H + H * C
+    merged = t.merge_size**2 * H  # qwen2_5_vl merger: ln_q γ (H), then m²H → m²H → C, with biases
+    return H + merged * merged + merged + merged * C + C
 
 
 def _image_shape(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int]:
@@ -151,28 +151,28 @@ def vision_flops(t: VisionTower, size: tuple[int, int] | None = None) -> VisionF
             "vision.head: the SigLIP attention-pooling head's FLOPs are not modelled (no wrapper "
             "LLaMA Lab reads uses it; Gemma 3 sets vision_use_head false)"
         )
-    H, I, L = t.hidden_size, t.intermediate_size, t.n_layers
+    H, F, L = t.hidden_size, t.intermediate_size, t.n_layers
     rows, cols = _grid(t, size)
     n = rows * cols  # patches
     tokens = n + 1 if t.kind == "clip" else n  # CLIP's class token rides along
     patch = 2 * n * t.channels * t.temporal_patch_size * t.patch_size**2 * H
     projections = L * 2 * tokens * 4 * H * H
-    mlp = L * 2 * tokens * (3 if t.kind == "qwen2_5_vl" else 2) * H * I
+    mlp = L * 2 * tokens * (3 if t.kind == "qwen2_5_vl" else 2) * H * F
     if t.kind == "qwen2_5_vl" and t.window_size:
         full = len(t.full_attention_layers)
         windowed = sum(_attention_flops(w, H) for w in _qwen_windows(t, rows, cols))
         scores = full * _attention_flops(n, H) + (L - full) * windowed
     else:
         scores = L * _attention_flops(tokens, H)
-    O = t.out_size
+    C = t.out_size
     if t.projector == "llava":
         fed = n + (1 if t.keep_class_token else 0)
-        projector = 2 * fed * (H * t.feature_layers * O + O * O)
+        projector = 2 * fed * (H * t.feature_layers * C + C * C)
     elif t.projector == "gemma3":
-        projector = 2 * t.tokens_per_image * H * O
+        projector = 2 * t.tokens_per_image * H * C
     else:
         merged = t.merge_size**2 * H
-        projector = 2 * (n // t.merge_size**2) * (merged * merged + merged * O)
+        projector = 2 * (n // t.merge_size**2) * (merged * merged + merged * C)
     return VisionFlops(patch, projections, scores, mlp, projector)
 
 
@@ -233,6 +233,20 @@ def tokens_with_images(cfg: ModelConfig, seq_len: int, images: int, size: tuple[
     return seq_len + images * image_tokens(cfg.vision, size) if cfg.vision is not None else seq_len
 
 
+def text_decoder_only(cfg: ModelConfig, surface: str) -> None:
+    """The one refusal of every surface that models the text decoder alone (parallel layouts,
+    predict train / decode, fine-tuning, sharding, live quantisation): a multimodal config
+    would be answered short of its tower, so it is refused by name in one line."""
+    if cfg.vision is not None:
+        t = cfg.vision
+        raise AnalysisError(
+            f"{surface} models the text decoder only: this config's {t.kind} vision tower and "
+            f"{t.projector} projector ({vision_params(t) + projector_params(t):,} parameters) are not "
+            f"modelled there; analyze counts them (set vision=null for the text decoder alone)",
+            field="vision",
+        )
+
+
 __all__ = [
     "VisionFlops",
     "check_images",
@@ -241,6 +255,7 @@ __all__ = [
     "parse_image_size",
     "patches",
     "projector_params",
+    "text_decoder_only",
     "tokens_with_images",
     "vision_flops",
     "vision_params",

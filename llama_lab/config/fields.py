@@ -99,7 +99,9 @@ class VisionTower:
     # pixels of the image's side the tower is built for (its position table); Qwen2.5-VL has
     # none (dynamic resolution): the side analyze assumes unless told (--image-size)
     image_size: int
-    projector: str  # PROJECTOR_KINDS: llava (2-layer GELU MLP), gemma3 (pool, norm, matrix), qwen2_5_vl (merger)
+    projector: (
+        str  # PROJECTOR_KINDS: llava (2-layer GELU MLP), gemma3 (pool, norm, matrix), qwen2_5_vl (merger)
+    )
     out_size: int  # the projector's output: the text decoder's hidden size
     channels: int = 3
     projector_bias: bool = True  # LLaVA: multimodal_projector_bias

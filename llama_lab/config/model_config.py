@@ -109,10 +109,14 @@ class ModelConfig(ModelFields):
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps
-        following it unless it is changed too."""
+        following it unless it is changed too, and a vision tower's projector the new d_model."""
         for name, derive in DERIVED.items():
             if name not in changes and getattr(self, name) == derive(self):
                 changes[name] = None
+        width = changes.get("d_model", self.d_model)
+        if self.vision is not None and "vision" not in changes and width != self.d_model:
+            # the projector keeps feeding the text decoder, whatever its width
+            changes["vision"] = dataclasses.replace(self.vision, out_size=width)
         return dataclasses.replace(self, **changes)
 
     # ---- our JSON ------------------------------------------------------------------------
@@ -146,7 +150,8 @@ class ModelConfig(ModelFields):
             if value is None and name not in NULLABLE:
                 raise ConfigError(
                     f"{name} is null; {kind_words(name)} is required (only "
-                    f"{', '.join(DERIVED)} take null: follow their rule; rope_scaling: plain RoPE; vision: text only)",
+                    f"{', '.join(DERIVED)} take null: follow their rule; rope_scaling: plain RoPE; "
+                    "vision: text only)",
                     field=name,
                 )
             if isinstance(value, int) and value.bit_length() > 64:  # before a message prints it
@@ -179,7 +184,8 @@ def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
 def _plain(hint: Any) -> type:
     """A choice field's Literal is text; rope_scaling is read from JSON text (``--set``, the
     URL); every other field's annotation is its type."""
-    return str if get_origin(hint) is Literal or hint in (RopeScaling | None, VisionTower | None) else hint
+    objects = (RopeScaling | None, VisionTower | None)  # JSON objects
+    return str if get_origin(hint) is Literal or hint in objects else hint
 
 
 # Each field's value type (int, float, bool or str), from ModelConfig's resolved annotations:

@@ -241,7 +241,12 @@ FAMILY = Family(
     # the released files) builds Qwen2's layers, read as qwen2; its ViT and patch merger counted
     wrappers=(
         Wrapper(
-            "qwen2_5_vl", "qwen2", "Qwen2_5_VLConfig", tie_default=False, vision="qwen2_5_vl", text_at_top=True
+            "qwen2_5_vl",
+            "qwen2",
+            "Qwen2_5_VLConfig",
+            tie_default=False,
+            vision="qwen2_5_vl",
+            text_at_top=True,
         ),
     ),
 )

@@ -27,8 +27,8 @@ from .family import Family, Wrapper
 from .keys import KEY_TABLE, ModelType, config_class, default_rope
 from .quant import stored_quant
 from .reader import Reader
-from .vision import read_vision
 from .table import COMMON_KEYS, KIND, LOADER_KEYS, NULL_MEANS_UNSET, QUIET_KEYS, READ_WHERE_READ, REFUSED
+from .vision import read_vision
 
 TEXT_DECODER = "the text decoder of"  # how the note on a multimodal wrapper begins
 
@@ -332,9 +332,12 @@ def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None
             f"exactly and refuses the rest",
             field="model_type",
         )
+    whole = wrapper is not None and wrapper.vision is not None
+    if whole and not said:  # the whole model counted: nothing to say
+        return inner, None
     counted = (
         "the vision tower and the projector counted beside it"
-        if wrapper is not None and wrapper.vision is not None
+        if whole
         else "the vision tower and the projector are not counted"
     )
     where = "its text keys, at the top level" if at_top else "its text_config"

@@ -61,7 +61,9 @@ def _square(name: str, value: Any) -> int:
     """A size transformers takes as an int or a [h, w] pair: the lab's towers are square."""
     if isinstance(value, (list, tuple)):
         if len(value) != 2 or value[0] != value[1]:
-            raise ConfigError(f"vision_config {name}={shown(value)}: only square sizes are modelled", field="vision")
+            raise ConfigError(
+                f"vision_config {name}={shown(value)}: only square sizes are modelled", field="vision"
+            )
         value = value[0]
     return value
 
@@ -110,7 +112,8 @@ def _llava(data: Mapping[str, Any], config: Mapping[str, Any], d_model: int) -> 
     act = data.get("projector_hidden_act", "gelu")
     if act != "gelu":
         raise ConfigError(
-            f"projector_hidden_act={shown(act)} is not modelled (LLaVA's projector is a GELU MLP)", field="vision"
+            f"projector_hidden_act={shown(act)} is not modelled (LLaVA's projector is a GELU MLP)",
+            field="vision",
         )
     strategy = data.get("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
