@@ -115,8 +115,11 @@ class VisionTower:
     full_attention_layers: tuple[int, ...] = ()  # Qwen2.5-VL: fullatt_block_indexes
 
     def as_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["full_attention_layers"] = list(self.full_attention_layers)
+        """The fields a JSON object needs: those without a default, and those away from it
+        (short enough for a link), the layer list as a list."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        if self.full_attention_layers:
+            out["full_attention_layers"] = list(self.full_attention_layers)
         return out
 
 

@@ -275,7 +275,10 @@ PARALLEL_GPUS = 8  # the report's least GPU count for serving and training
 
 def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision, gpu: GPU) -> list[Table]:
     """Serving split TP × PP and the training layouts that fit, each on 8 GPUs or the fewest
-    (a power of two) on which the model fits; Korthikanti's terms beside ours."""
+    (a power of two) on which the model fits; Korthikanti's terms beside ours. None for a
+    multimodal model: the layouts model the text decoder alone (analysis.vision.text_decoder_only)."""
+    if cfg.vision is not None:
+        return []
     serve = max(
         PARALLEL_GPUS, layouts.fewest_gpus(cfg, gpu, seq_len, fmt.training, True, batch, fmt.weights) or 0
     )

@@ -16,7 +16,7 @@ from ...figures.rooflines import ROOFLINE_BATCHES, decode_throughput, roofline_f
 from ...runtime.hardware import GPUS
 from ...units import human_bytes, plural
 from ...validation.intervals import INTERVAL_LEVEL
-from ..cached import kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
+from ..cached import image_cost, kv_fit, kv_memory_curve, kv_report, mla_forms, roofline_points, show_table
 from ..context import context_text
 from ..derivations import derived_metric, show_equation
 from ..state import Selection
@@ -46,6 +46,19 @@ def formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
             if any(cfg.local_layer_flags)
             else "."
         )
+    )
+
+
+def image_cache(cfg: ModelConfig, kv_dtype: str) -> None:
+    """A multimodal model: the cache one image takes (its tokens at this KV format)."""
+    if cfg.vision is None:
+        return
+    cost = image_cost(cfg, kv_dtype)
+    st.info(
+        f"An image costs {cost['image_tokens']:,} tokens of cache "
+        f"({human_bytes(cost['kv_cache_bytes_per_image'])} at {kv_dtype}; "
+        f"{cost['kv_cache_bytes_per_image']:,} bytes): every image's tokens join the text in the "
+        f"decoder's sequence. The splits over several GPUs below model the text decoder only."
     )
 
 
