@@ -18,7 +18,6 @@ import pandas as pd
 import torch
 
 from ..analysis.quant import DEFAULT_KEEP, WeightQuant, weights_bytes
-from ..analysis.vision import text_decoder_only
 from ..config import PRESETS, ModelConfig, live_config
 from ..errors import ExperimentError
 from ..figures.common import Figure, Table
@@ -127,7 +126,6 @@ def quantize_run(
     if weight_dtype not in ("int8", "int4", "fp8"):
         raise ExperimentError(f"weight_dtype={weight_dtype!r} must be int8, int4 or fp8")
     data = data or load_builtin()
-    text_decoder_only(PRESETS[preset], "quantize")  # its predicted bytes would hold the tower
     cfg = live_config(PRESETS[preset], Q["n_layers"], Q["d_model"], Q["seq_len"] + Q["new_tokens"])
     # the live copy quantises nn.Linear layers; a mixture's fused experts stay in bf16
     keep = DEFAULT_KEEP + (("experts",) if cfg.is_moe else ())
