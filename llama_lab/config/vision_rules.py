@@ -4,12 +4,11 @@ Every rule broken is one ConfigError naming ``vision`` and the rule."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import MISSING, fields
 
 from ..errors import ConfigError
 from . import messages
+from .field_rules import json_object
 from .fields import PROJECTOR_KINDS, VISION_KINDS, ModelFields, VisionTower
 
 VISION_RULE = 'a JSON object of VisionTower fields such as {"kind": "clip", "hidden_size": 1024, …}, or null'
@@ -38,18 +37,13 @@ def _fail(rule: str) -> ConfigError:
 
 
 def vision_of(value: object) -> VisionTower | None:
-    """``vision`` as a VisionTower (see the module docstring)."""
-    if value is None or isinstance(value, VisionTower):
+    """``vision`` as a VisionTower: one already, or its fields as a JSON object
+    (``field_rules.json_object``); None for a text-only model."""
+    if isinstance(value, VisionTower):
         return value
-    if isinstance(value, str):
-        if value.strip().lower() in ("", "none", "null"):
-            return None
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise _fail(f"{messages.shown(value)} must be {VISION_RULE}") from None
-    if not isinstance(value, Mapping):
-        raise _fail(f"{messages.shown(value)} must be {VISION_RULE}")
+    value = json_object("vision", value, VISION_RULE)
+    if value is None:
+        return None
     unknown = [key for key in value if key not in _NAMES]
     if unknown:
         raise _fail(
