@@ -24,7 +24,7 @@ def run_page(preset: str, session: dict | None = None):
     return open_page(PAGE, {"preset": preset}, session, timeout=120)
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("preset", sorted(name for name, cfg in PRESETS.items() if cfg.vision is None))
 def test_the_page_renders_for_every_preset_with_its_defaults(preset):
     at = run_page(preset)
     assert not errors(at), errors(at)
@@ -39,6 +39,15 @@ def test_the_page_renders_for_every_preset_with_its_defaults(preset):
     titles = [chart_title(f) for f in charts(at)]
     assert titles == ["The peak of a step, by part", "Fine-tuning: peak memory against context"]
     assert not at.get("status"), "nothing runs on view"
+
+
+def test_a_multimodal_preset_is_refused_in_one_line():
+    """Fine-tuning is modelled for the text decoder alone: a vision tower is refused by name."""
+    shown = errors(run_page("llava-1.5-7b"))
+    assert (
+        len(shown) == 1
+        and "fine-tuning (predict finetune, finetune) models the text decoder only" in shown[0]
+    )
 
 
 @pytest.mark.parametrize(
