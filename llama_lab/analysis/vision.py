@@ -17,6 +17,11 @@ here, one function each:
   window attention except in ``full_attention_layers``, and the patch merger (RMSNorm, then an
   MLP over 2×2 merged patches) as its projector. Its resolution is dynamic: the tokens follow
   the image's size (``image_size`` × ``image_size`` unless told).
+- ``pixtral`` (Mistral 3, ``PixtralVisionModel``): a patch convolution without bias, RMSNorm
+  before the blocks and in them, unbiased q/k/v/o and SwiGLU MLP, 2-D RoPE (no parameters);
+  Mistral 3's projector: RMSNorm, the patch merger (merge² patches → one, one matrix) and a
+  two-layer GELU MLP. Dynamic resolution up to ``image_size`` a side; each row of merged patches
+  ends in an [IMG_BREAK] (the last in [IMG_END]) token.
 
 The live model builds the text decoder only; these counts are the tower's."""
 
@@ -33,6 +38,8 @@ def _block_params(t: VisionTower) -> int:
     """One encoder block: q, k, v and the output projection with biases, the MLP (two biased
     matrices, three for Qwen2.5-VL's SwiGLU) and two norms (LayerNorm γ and β; RMSNorm γ)."""
     H, F = t.hidden_size, t.intermediate_size
+    if t.kind == "pixtral":  # no biases; two RMSNorm γ
+        return 4 * H * H + 3 * H * F + 2 * H
     attention = 4 * (H * H + H)
     if t.kind == "qwen2_5_vl":
         return attention + 3 * H * F + 2 * F + H + 2 * H
@@ -54,6 +61,8 @@ def vision_params(t: VisionTower) -> int:
         F = t.intermediate_size
         head = H + (3 * H * H + 3 * H) + (H * H + H) + 2 * H + (2 * H * F + F + H) if t.head else 0
         return channels * p * p * H + H + patches(t) * H + blocks + 2 * H + head
+    if t.kind == "pixtral":  # patch conv without bias, ln_pre γ; 2-D RoPE has no parameters
+        return channels * p * p * H + H + blocks
     # qwen2_5_vl: a Conv3d over temporal_patch_size frames, no bias; RoPE has no parameters
     return channels * t.temporal_patch_size * p * p * H + blocks
 
@@ -66,8 +75,15 @@ def projector_params(t: VisionTower) -> int:
         return H * t.feature_layers * C + C * C + bias
     if t.projector == "gemma3":  # mm_soft_emb_norm γ (H), mm_input_projection_weight (H × C)
         return H + H * C
+    if t.projector == "mistral3":  # norm γ, merging_layer (m²H → H), linear_1 (H·k → C), linear_2
+        bias = 2 * C if t.projector_bias else 0
+        return H + t.merge_size**2 * H * H + H * t.feature_layers * C + C * C + bias
     merged = t.merge_size**2 * H  # qwen2_5_vl merger: ln_q γ (H), then m²H → m²H → C, with biases
     return H + merged * merged + merged + merged * C + C
+
+
+# the towers whose processors keep an image's size (dynamic resolution), by name
+DYNAMIC = {"qwen2_5_vl": "Qwen2.5-VL", "pixtral": "Pixtral"}
 
 
 def _image_shape(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int]:
@@ -76,17 +92,23 @@ def _image_shape(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int
     tower's square."""
     if size is None:
         return t.image_size, t.image_size
-    if t.kind != "qwen2_5_vl":
+    if t.kind not in DYNAMIC:
         raise AnalysisError(
             f"image size {size[0]}x{size[1]}: a {t.kind} tower's processor resizes every image to "
-            f"{t.image_size}x{t.image_size}; only Qwen2.5-VL's dynamic resolution takes an image size"
+            f"{t.image_size}x{t.image_size}; only Qwen2.5-VL's and Pixtral's dynamic resolution "
+            f"takes an image size"
         )
     side = t.patch_size * t.merge_size
     height, width = size
     if height < side or width < side or height % side or width % side:
         raise AnalysisError(
-            f"image size {height}x{width} must be whole multiples of {side} pixels (Qwen2.5-VL's "
+            f"image size {height}x{width} must be whole multiples of {side} pixels ({DYNAMIC[t.kind]}'s "
             f"processor resizes to them: patch {t.patch_size} × merge {t.merge_size})"
+        )
+    if t.kind == "pixtral" and max(height, width) > t.image_size:
+        raise AnalysisError(
+            f"image size {height}x{width}: Pixtral's processor resizes an image to at most "
+            f"{t.image_size} pixels a side"
         )
     return height, width
 
@@ -100,13 +122,18 @@ def _grid(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int]:
 def image_tokens(t: VisionTower, size: tuple[int, int] | None = None) -> int:
     """Tokens one image adds to the text decoder's sequence: LLaVA (S/p)² (+1 with the class
     token kept), 576 for CLIP ViT-L/14 at 336 px; Gemma 3 its pooled grid, mm_tokens_per_image
-    (256); Qwen2.5-VL (H/p)·(W/p)/merge² (Qwen2VLImageProcessor: one token per 2×2 patches)."""
+    (256); Qwen2.5-VL (H/p)·(W/p)/merge² (Qwen2VLImageProcessor: one token per 2×2 patches);
+    Pixtral r·(c + 1) for r × c merged patches (transformers' pixtral/processing_pixtral.py:
+    a break token after each row)."""
     if t.projector == "gemma3":
         _image_shape(t, size)
         return t.tokens_per_image
     rows, cols = _grid(t, size)
     if t.kind == "clip":
         return rows * cols + (1 if t.keep_class_token else 0)
+    if t.kind == "pixtral":  # PixtralProcessor: each merged row, then [IMG_BREAK] ([IMG_END] last)
+        merged_rows, merged_cols = rows // t.merge_size, cols // t.merge_size
+        return merged_rows * (merged_cols + 1)
     return rows * cols // t.merge_size**2
 
 
@@ -157,7 +184,7 @@ def vision_flops(t: VisionTower, size: tuple[int, int] | None = None) -> VisionF
     tokens = n + 1 if t.kind == "clip" else n  # CLIP's class token rides along
     patch = 2 * n * t.channels * t.temporal_patch_size * t.patch_size**2 * H
     projections = L * 2 * tokens * 4 * H * H
-    mlp = L * 2 * tokens * (3 if t.kind == "qwen2_5_vl" else 2) * H * F
+    mlp = L * 2 * tokens * (3 if t.kind in ("qwen2_5_vl", "pixtral") else 2) * H * F
     if t.kind == "qwen2_5_vl" and t.window_size:
         full = len(t.full_attention_layers)
         windowed = sum(_attention_flops(w, H) for w in _qwen_windows(t, rows, cols))
@@ -170,6 +197,9 @@ def vision_flops(t: VisionTower, size: tuple[int, int] | None = None) -> VisionF
         projector = 2 * fed * (H * t.feature_layers * C + C * C)
     elif t.projector == "gemma3":
         projector = 2 * t.tokens_per_image * H * C
+    elif t.projector == "mistral3":  # over the merged tokens: merging_layer, linear_1, linear_2
+        merged_tokens = n // t.merge_size**2
+        projector = 2 * merged_tokens * (t.merge_size**2 * H * H + H * t.feature_layers * C + C * C)
     else:
         merged = t.merge_size**2 * H
         projector = 2 * (n // t.merge_size**2) * (merged * merged + merged * C)

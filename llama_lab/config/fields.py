@@ -79,38 +79,40 @@ class RopeScaling:
 
 # The vision towers LLaMA Lab counts (``VisionTower.kind``) and their projectors; the per-kind
 # rules (parameters, FLOPs, image tokens) are ``llama_lab.analysis.vision``'s
-VISION_KINDS = ("clip", "siglip", "qwen2_5_vl")
-PROJECTOR_KINDS = ("llava", "gemma3", "qwen2_5_vl")
+VISION_KINDS = ("clip", "siglip", "qwen2_5_vl", "pixtral")
+PROJECTOR_KINDS = ("llava", "gemma3", "qwen2_5_vl", "mistral3")
 
 
 @dataclass(frozen=True)
 class VisionTower:
     """A multimodal model's image encoder and the projector into the text decoder, as its
     wrapper's ``vision_config`` builds it (transformers' module: CLIPVisionModel for LLaVA,
-    SiglipVisionModel for Gemma 3, Qwen2_5_VisionTransformerPretrainedModel for Qwen2.5-VL).
+    SiglipVisionModel for Gemma 3, Qwen2_5_VisionTransformerPretrainedModel for Qwen2.5-VL,
+    PixtralVisionModel for Mistral 3).
     Frozen and flat (a tuple for the layer list) so that a ModelConfig holding it hashes."""
 
-    kind: str  # VISION_KINDS: clip (class token, pre-norm), siglip (no class token), qwen2_5_vl
+    kind: str  # VISION_KINDS: clip (class token, pre-norm), siglip (no class token), qwen2_5_vl, pixtral
     hidden_size: int
     n_layers: int
     n_heads: int
     intermediate_size: int
     patch_size: int  # pixels of a patch's side
     # pixels of the image's side the tower is built for (its position table); Qwen2.5-VL has
-    # none (dynamic resolution): the side analyze assumes unless told (--image-size)
+    # none and Pixtral's is the longest side it takes (dynamic resolution): the side analyze
+    # assumes unless told (--image-size)
     image_size: int
-    projector: (
-        str  # PROJECTOR_KINDS: llava (2-layer GELU MLP), gemma3 (pool, norm, matrix), qwen2_5_vl (merger)
-    )
+    # PROJECTOR_KINDS: llava (2-layer GELU MLP), gemma3 (pool, norm, matrix), qwen2_5_vl (its
+    # merger), mistral3 (norm, patch merger, 2-layer GELU MLP)
+    projector: str
     out_size: int  # the projector's output: the text decoder's hidden size
     channels: int = 3
-    projector_bias: bool = True  # LLaVA: multimodal_projector_bias
-    feature_layers: int = 1  # LLaVA: hidden states concatenated into the projector (a list of layers)
+    projector_bias: bool = True  # LLaVA, Mistral 3: multimodal_projector_bias
+    feature_layers: int = 1  # LLaVA, Mistral 3: hidden states concatenated into the projector
     keep_class_token: bool = False  # LLaVA's vision_feature_select_strategy "full" (default: dropped)
     head: bool = False  # SigLIP's attention-pooling head (vision_use_head; Gemma 3: off)
     tokens_per_image: int = 0  # Gemma 3: mm_tokens_per_image, the pooled grid's tokens
     temporal_patch_size: int = 1  # Qwen2.5-VL: 2 frames per patch (an image is repeated)
-    merge_size: int = 1  # Qwen2.5-VL: merge_size² neighbouring patches merged into one token
+    merge_size: int = 1  # Qwen2.5-VL, Mistral 3: merge_size² neighbouring patches merged into one token
     window_size: int = 0  # Qwen2.5-VL: a window's side in pixels (112); 0: every layer attends fully
     full_attention_layers: tuple[int, ...] = ()  # Qwen2.5-VL: fullatt_block_indexes
 

@@ -1,5 +1,6 @@
 """Multimodal models counted whole (issue 41): LLaVA-1.5 (CLIP + the GELU MLP projector), Gemma 3
-(SigLIP + its pooling projector) and Qwen2.5-VL (its windowed ViT + patch merger) read from their
+(SigLIP + its pooling projector), Qwen2.5-VL (its windowed ViT + patch merger) and Mistral 3
+(Pixtral + its patch merger and MLP; tiny files only: no published config.json found) read from their
 config.json into ModelConfig.vision; the parameters equal transformers' whole
 ...ForConditionalGeneration on the meta device (tiny and published files), the image tokens
 equal a hand derivation and transformers' own image features, the encoder's FLOPs per image
@@ -75,11 +76,25 @@ TINY = {
             window_size=112,
         ),
     ),
+    "mistral3": dict(
+        model_type="mistral3",
+        text_config=dict(TEXT, model_type="mistral"),
+        vision_config=dict(
+            model_type="pixtral",
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            image_size=112,
+            patch_size=14,
+        ),
+    ),
 }
 CLASSES = {
     "llava": "LlavaForConditionalGeneration",
     "gemma3": "Gemma3ForConditionalGeneration",
     "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+    "mistral3": "Mistral3ForConditionalGeneration",
 }
 # the published files (tests/families/published_configs, SOURCES.md) and their wrappers
 FILES = {
@@ -157,6 +172,13 @@ def test_image_tokens_by_hand():
     assert image_tokens(qwen) == (448 // 14) * (448 // 14) // 4 == 256  # the default 448×448
     assert image_tokens(qwen, (448, 672)) == 32 * 48 // 4 == 384
     assert image_tokens(qwen, parse_image_size("1120x1680")) == 80 * 120 // 4 == 2400
+    # Mistral Small 3.1's Pixtral (patch 14, merge 2, at most 1540 px a side): 55 rows of 55
+    # merged patches, each row closed by [IMG_BREAK] ([IMG_END] last)
+    pixtral = read_hf_config(
+        {**TINY["mistral3"], "vision_config": {"model_type": "pixtral", "patch_size": 14, "image_size": 1540}}
+    )[0].vision
+    assert image_tokens(pixtral) == 55 * (55 + 1) == 3080
+    assert image_tokens(pixtral, (1540, 784)) == 55 * (28 + 1)
 
 
 @pytest.mark.parametrize("kind", list(TINY))
@@ -166,14 +188,16 @@ def test_the_encoder_flops_and_tokens_equal_flop_counter_mode(kind):
     cfg, _ = read_hf_config(TINY[kind])
     model = hf_model(TINY[kind], device="cpu")
     torch.manual_seed(0)
-    sizes = [(56, 56), (168, 280), (140, 84)] if kind == "qwen2_5_vl" else [None]
-    for size in sizes:
+    dynamic = {"qwen2_5_vl": [(56, 56), (168, 280), (140, 84)], "mistral3": [(112, 112), (56, 84)]}
+    for size in dynamic.get(kind, [None]):
         if kind == "qwen2_5_vl":  # flattened patches of one image (two frames) and its grid
             rows, cols = size[0] // 14, size[1] // 14
             inputs = dict(
                 pixel_values=torch.randn(rows * cols, 3 * 2 * 14 * 14),
                 image_grid_thw=torch.tensor([[1, rows, cols]]),
             )
+        elif kind == "mistral3":  # one image at its own size
+            inputs = dict(pixel_values=torch.randn(1, 3, *size), image_sizes=torch.tensor([size]))
         else:
             inputs = dict(pixel_values=torch.randn(1, 3, 56, 56))
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
@@ -181,7 +205,10 @@ def test_the_encoder_flops_and_tokens_equal_flop_counter_mode(kind):
         features = out.pooler_output if hasattr(out, "pooler_output") else out
         features = features[0] if isinstance(features, (tuple, list)) else features
         assert counter.get_total_flops() == vision_flops(cfg.vision, size).total
-        assert features.reshape(-1, 64).shape[0] == image_tokens(cfg.vision, size)
+        features = features.reshape(-1, 64).shape[0]
+        if kind == "mistral3":  # each row of merged patches, then its [IMG_BREAK] / [IMG_END]
+            features += size[0] // 28
+        assert features == image_tokens(cfg.vision, size)
 
 
 def test_analyze_adds_the_images_tokens_and_the_encoders_flops():
@@ -231,7 +258,10 @@ def test_image_refusals(call, words):
 @pytest.mark.parametrize(
     "change, words",
     [
-        (dict(vision_config=dict(TINY["llava"]["vision_config"], model_type="siglip_vision_model")), "CLIP"),
+        (
+            dict(vision_config=dict(TINY["llava"]["vision_config"], model_type="siglip_vision_model")),
+            "LLaVA with its clip_vision_model tower only",
+        ),
         (dict(projector_hidden_act="relu"), "projector_hidden_act='relu' is not modelled"),
         (dict(vision_feature_select_strategy="middle"), "'default' or 'full'"),
         (dict(vision_config=dict(TINY["llava"]["vision_config"], image_size=50)), "whole number of 14-pixel"),

@@ -40,9 +40,11 @@ class Wrapper:
     text: str  # its text decoder's (gemma3_text); not fixed: the default when text_config names none
     config_class: str  # Gemma3Config
     tie_default: bool
-    # False: the text_config's own model_type picks its class (AutoConfig: LLaVA's), and either
-    # tie_word_embeddings ties the head (LlavaConfig forwards the text config's)
+    # False: the text_config's own model_type picks its class (AutoConfig: LLaVA's, Mistral 3's)
     fixed: bool = True
+    # not fixed: the text config's tie_word_embeddings ties the head too (LlavaConfig forwards
+    # it); Mistral3Config's own (default true) alone ties it
+    tie_from_text: bool = True
     # the tower its vision_config builds (VisionTower.kind: hf.vision reads it, the analysis
     # counts it); None: the tower and projector are not counted (a note says so)
     vision: str | None = None

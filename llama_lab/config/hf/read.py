@@ -300,7 +300,9 @@ def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None
     said = ""
     if wrapper is not None and not wrapper.fixed:  # AutoConfig: the text_config's own class
         inner_type = inner_type if inner_type is not None else wrapper.text
-        tie = data.get("tie_word_embeddings", wrapper.tie_default) or inner.get("tie_word_embeddings", False)
+        tie = data.get("tie_word_embeddings", wrapper.tie_default) or (
+            wrapper.tie_from_text and inner.get("tie_word_embeddings", False)
+        )
         inner = {**inner, "model_type": inner_type, "tie_word_embeddings": bool(tie)}
     elif wrapper is not None:
         inner_type = wrapper.text

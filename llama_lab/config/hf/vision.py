@@ -1,8 +1,9 @@
 """A multimodal wrapper's ``vision_config`` (and its own projector keys) read as ModelConfig's
 ``vision`` (a VisionTower's fields), each tower kind with its config class's defaults for keys
 left out (transformers 5): LLaVA's CLIPVisionConfig (LlavaConfig's own defaults: ViT-L/14 at
-336 px), Gemma 3's SiglipVisionConfig, Qwen2.5-VL's Qwen2_5_VLVisionConfig. What the lab does not
-model is refused by name: a LLaVA tower other than CLIP, a projector activation other than GELU.
+336 px), Gemma 3's SiglipVisionConfig, Qwen2.5-VL's Qwen2_5_VLVisionConfig, Mistral 3's
+PixtralVisionConfig. What the lab does not model is refused by name: a LLaVA tower other than
+CLIP, a Mistral 3 tower other than Pixtral, a projector activation other than GELU.
 The counts are ``llama_lab.analysis.vision``'s."""
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ QWEN2_5_VL = dict(  # Qwen2_5_VLVisionConfig
     out_hidden_size=3584,
     fullatt_block_indexes=[7, 15, 23, 31],
 )
+PIXTRAL = dict(  # PixtralVisionConfig
+    hidden_size=1024,
+    intermediate_size=4096,
+    num_hidden_layers=24,
+    num_attention_heads=16,
+    patch_size=16,
+    image_size=1024,
+    num_channels=3,
+)
 # Qwen2.5-VL's resolution is dynamic: the side (pixels) analyze assumes unless told (--image-size),
 # 448 × 448 = 1,024 patches, 256 tokens
 QWEN_DEFAULT_IMAGE = 448
@@ -76,16 +86,20 @@ def read_vision(data: Mapping[str, Any], kind: str, d_model: int) -> dict[str, A
     if not isinstance(config, Mapping):
         raise ConfigError(f"vision_config={shown(config)} must be a JSON object", field="vision")
     named = config.get("model_type")
-    if kind == "clip" and named not in (None, "clip_vision_model"):
+    expected = {"clip": "clip_vision_model", "pixtral": "pixtral"}.get(kind)
+    if expected is not None and named not in (None, expected):
+        wrapper = {"clip": "LLaVA", "pixtral": "Mistral 3"}[kind]
         raise ConfigError(
-            f"vision_config model_type={shown(named)}: LLaMA Lab models LLaVA with its CLIP tower "
-            f"(clip_vision_model) only",
+            f"vision_config model_type={shown(named)}: LLaMA Lab models {wrapper} with its "
+            f"{expected} tower only",
             field="vision",
         )
     if kind == "clip":
         return _llava(data, config, d_model)
     if kind == "siglip":
         return _gemma3(data, config, d_model)
+    if kind == "pixtral":
+        return _mistral3(data, config, d_model)
     return _qwen2_5_vl(config, d_model)
 
 
@@ -106,30 +120,53 @@ def _tower(config: Mapping[str, Any], defaults: Mapping[str, Any], kind: str, **
     return out
 
 
-def _llava(data: Mapping[str, Any], config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
-    """LLaVA: CLIP, and LlavaMultiModalProjector (linear_1 over the selected layers' states
-    concatenated, GELU, linear_2)."""
+def _gelu_projector(data: Mapping[str, Any], wrapper: str) -> None:
     act = data.get("projector_hidden_act", "gelu")
     if act != "gelu":
         raise ConfigError(
-            f"projector_hidden_act={shown(act)} is not modelled (LLaVA's projector is a GELU MLP)",
+            f"projector_hidden_act={shown(act)} is not modelled ({wrapper}'s projector is a GELU MLP)",
             field="vision",
         )
+
+
+def _feature_layers(data: Mapping[str, Any], default: int) -> int:
+    """How many layers' states the projector takes, concatenated (vision_feature_layer a list)."""
+    layers = data.get("vision_feature_layer", default)
+    return len(layers) if isinstance(layers, (list, tuple)) else 1
+
+
+def _llava(data: Mapping[str, Any], config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
+    """LLaVA: CLIP, and LlavaMultiModalProjector (linear_1 over the selected layers' states
+    concatenated, GELU, linear_2)."""
+    _gelu_projector(data, "LLaVA")
     strategy = data.get("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
         raise ConfigError(
             f"vision_feature_select_strategy={shown(strategy)} must be 'default' or 'full'", field="vision"
         )
-    layers = data.get("vision_feature_layer", -2)
-    bias = data.get("multimodal_projector_bias", True)
     return dict(
         **_tower(config, CLIP_LLAVA, "clip"),
         image_size=_square("image_size", _value(config, CLIP_LLAVA, "image_size")),
         projector="llava",
         out_size=d_model,
-        projector_bias=bias,
-        feature_layers=len(layers) if isinstance(layers, (list, tuple)) else 1,
+        projector_bias=data.get("multimodal_projector_bias", True),
+        feature_layers=_feature_layers(data, -2),
         keep_class_token=strategy == "full",
+    )
+
+
+def _mistral3(data: Mapping[str, Any], config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
+    """Mistral 3: Pixtral, and Mistral3MultiModalProjector (RMSNorm, the patch merger over
+    spatial_merge_size² patches, linear_1, GELU, linear_2; no biases by default)."""
+    _gelu_projector(data, "Mistral 3")
+    return dict(
+        **_tower(config, PIXTRAL, "pixtral"),
+        image_size=_square("image_size", _value(config, PIXTRAL, "image_size")),
+        projector="mistral3",
+        out_size=d_model,
+        projector_bias=data.get("multimodal_projector_bias", False),
+        feature_layers=_feature_layers(data, -1),
+        merge_size=data.get("spatial_merge_size", 2),
     )
 
 
