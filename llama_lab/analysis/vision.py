@@ -22,12 +22,18 @@ here, one function each:
   Mistral 3's projector: RMSNorm, the patch merger (merge² patches → one, one matrix) and a
   two-layer GELU MLP. Dynamic resolution up to ``image_size`` a side; each row of merged patches
   ends in an [IMG_BREAK] (the last in [IMG_END]) token.
+- ``llama4`` (Llama 4, ``Llama4VisionModel``): CLIP's blocks (a class token, appended last and
+  dropped after the blocks, learned positions, LayerNorm before and after), an unbiased linear
+  patch embedding; its adapter (a pixel shuffle of ratio 1 / ``merge_size``, then two unbiased
+  GELU matrices) and the unbiased ``linear_1`` are the projector. An image is split into tiles of
+  ``image_size`` (at most ``max_tiles``), plus a global tile when there are several; each tile
+  runs the encoder.
 
 The live model builds the text decoder only; these counts are the tower's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..config import ModelConfig
 from ..config.fields import VisionTower
@@ -63,6 +69,8 @@ def vision_params(t: VisionTower) -> int:
         return channels * p * p * H + H + patches(t) * H + blocks + 2 * H + head
     if t.kind == "pixtral":  # patch conv without bias, ln_pre γ; 2-D RoPE has no parameters
         return channels * p * p * H + H + blocks
+    if t.kind == "llama4":  # class embedding, positions (+1), linear patch embedding, two LayerNorms
+        return H + (patches(t) + 1) * H + channels * p * p * H + 2 * 2 * H + blocks
     # qwen2_5_vl: a Conv3d over temporal_patch_size frames, no bias; RoPE has no parameters
     return channels * t.temporal_patch_size * p * p * H + blocks
 
@@ -75,6 +83,8 @@ def projector_params(t: VisionTower) -> int:
         return H * t.feature_layers * C + C * C + bias
     if t.projector == "gemma3":  # mm_soft_emb_norm γ (H), mm_input_projection_weight (H × C)
         return H + H * C
+    if t.projector == "llama4":  # the adapter's fc1 and fc2, then linear_1; no biases
+        return t.intermediate_size * t.adapter_in + t.adapter_out * t.adapter_out + t.vision_output * C
     if t.projector == "mistral3":  # norm γ, merging_layer (m²H → H), linear_1 (H·k → C), linear_2
         bias = 2 * C if t.projector_bias else 0
         return H + t.merge_size**2 * H * H + H * t.feature_layers * C + C * C + bias
@@ -83,7 +93,7 @@ def projector_params(t: VisionTower) -> int:
 
 
 # the towers whose processors keep an image's size (dynamic resolution), by name
-DYNAMIC = {"qwen2_5_vl": "Qwen2.5-VL", "pixtral": "Pixtral"}
+DYNAMIC = {"qwen2_5_vl": "Qwen2.5-VL", "pixtral": "Pixtral", "llama4": "Llama 4"}
 
 
 def _image_shape(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int]:
@@ -98,12 +108,17 @@ def _image_shape(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int
             f"{t.image_size}x{t.image_size}; only Qwen2.5-VL's and Pixtral's dynamic resolution "
             f"takes an image size"
         )
-    side = t.patch_size * t.merge_size
+    side = t.image_size if t.kind == "llama4" else t.patch_size * t.merge_size  # Llama 4: whole tiles
     height, width = size
     if height < side or width < side or height % side or width % side:
         raise AnalysisError(
             f"image size {height}x{width} must be whole multiples of {side} pixels ({DYNAMIC[t.kind]}'s "
             f"processor resizes to them: patch {t.patch_size} × merge {t.merge_size})"
+        )
+    if t.kind == "llama4" and (height // side) * (width // side) > t.max_tiles:
+        raise AnalysisError(
+            f"image size {height}x{width}: {(height // side) * (width // side)} tiles of {side} "
+            f"pixels; Llama 4's processor splits an image into at most {t.max_tiles}"
         )
     if t.kind == "pixtral" and max(height, width) > t.image_size:
         raise AnalysisError(
@@ -119,15 +134,27 @@ def _grid(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int]:
     return height // t.patch_size, width // t.patch_size
 
 
+def tiles(t: VisionTower, size: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Llama 4: the grid of image_size tiles an image is split into (rows, columns)."""
+    height, width = _image_shape(t, size)
+    return height // t.image_size, width // t.image_size
+
+
 def image_tokens(t: VisionTower, size: tuple[int, int] | None = None) -> int:
     """Tokens one image adds to the text decoder's sequence: LLaVA (S/p)² (+1 with the class
     token kept), 576 for CLIP ViT-L/14 at 336 px; Gemma 3 its pooled grid, mm_tokens_per_image
     (256); Qwen2.5-VL (H/p)·(W/p)/merge² (Qwen2VLImageProcessor: one token per 2×2 patches);
     Pixtral r·(c + 1) for r × c merged patches (transformers' pixtral/processing_pixtral.py:
-    a break token after each row)."""
+    a break token after each row); Llama 4 per tile (S/p)²/merge² (144), for each tile of the
+    grid and the global one, with its separators and markers (llama4/processing_llama4.py)."""
     if t.projector == "gemma3":
         _image_shape(t, size)
         return t.tokens_per_image
+    if t.kind == "llama4":  # Llama4Processor._prompt_split_image
+        per_tile = patches(t) // t.merge_size**2
+        across, down = tiles(t, size)[::-1]
+        grid = down * across * per_tile + down * (across - 1) + down if down * across > 1 else 0
+        return 1 + grid + 1 + per_tile + 1  # <|image_start|>, the tiles, <|image|>, global, <|image_end|>
     rows, cols = _grid(t, size)
     if t.kind == "clip":
         return rows * cols + (1 if t.keep_class_token else 0)
@@ -178,10 +205,14 @@ def vision_flops(t: VisionTower, size: tuple[int, int] | None = None) -> VisionF
             "vision.head: the SigLIP attention-pooling head's FLOPs are not modelled (no wrapper "
             "LLaMA Lab reads uses it; Gemma 3 sets vision_use_head false)"
         )
+    if t.kind == "llama4" and tiles(t, size) != (1, 1):  # every tile and the global one
+        down, across = tiles(t, size)
+        one = vision_flops(t)  # a tile: the tower at its own size
+        return VisionFlops(*((down * across + 1) * getattr(one, f.name) for f in fields(VisionFlops)))
     H, F, L = t.hidden_size, t.intermediate_size, t.n_layers
     rows, cols = _grid(t, size)
     n = rows * cols  # patches
-    tokens = n + 1 if t.kind == "clip" else n  # CLIP's class token rides along
+    tokens = n + 1 if t.kind in ("clip", "llama4") else n  # the class token rides along
     patch = 2 * n * t.channels * t.temporal_patch_size * t.patch_size**2 * H
     projections = L * 2 * tokens * 4 * H * H
     mlp = L * 2 * tokens * (3 if t.kind in ("qwen2_5_vl", "pixtral") else 2) * H * F
@@ -197,6 +228,9 @@ def vision_flops(t: VisionTower, size: tuple[int, int] | None = None) -> VisionF
         projector = 2 * fed * (H * t.feature_layers * C + C * C)
     elif t.projector == "gemma3":
         projector = 2 * t.tokens_per_image * H * C
+    elif t.projector == "llama4":  # the shuffled patches (class token dropped): fc1, fc2, linear_1
+        shuffled = n // t.merge_size**2
+        projector = 2 * shuffled * (F * t.adapter_in + t.adapter_out**2 + t.vision_output * C)
     elif t.projector == "mistral3":  # over the merged tokens: merging_layer, linear_1, linear_2
         merged_tokens = n // t.merge_size**2
         projector = 2 * merged_tokens * (t.merge_size**2 * H * H + H * t.feature_layers * C + C * C)

@@ -79,8 +79,8 @@ class RopeScaling:
 
 # The vision towers LLaMA Lab counts (``VisionTower.kind``) and their projectors; the per-kind
 # rules (parameters, FLOPs, image tokens) are ``llama_lab.analysis.vision``'s
-VISION_KINDS = ("clip", "siglip", "qwen2_5_vl", "pixtral")
-PROJECTOR_KINDS = ("llava", "gemma3", "qwen2_5_vl", "mistral3")
+VISION_KINDS = ("clip", "siglip", "qwen2_5_vl", "pixtral", "llama4")
+PROJECTOR_KINDS = ("llava", "gemma3", "qwen2_5_vl", "mistral3", "llama4")
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,11 @@ class VisionTower:
     """A multimodal model's image encoder and the projector into the text decoder, as its
     wrapper's ``vision_config`` builds it (transformers' module: CLIPVisionModel for LLaVA,
     SiglipVisionModel for Gemma 3, Qwen2_5_VisionTransformerPretrainedModel for Qwen2.5-VL,
-    PixtralVisionModel for Mistral 3).
+    PixtralVisionModel for Mistral 3, Llama4VisionModel for Llama 4).
     Frozen and flat (a tuple for the layer list) so that a ModelConfig holding it hashes."""
 
-    kind: str  # VISION_KINDS: clip (class token, pre-norm), siglip (no class token), qwen2_5_vl, pixtral
+    # VISION_KINDS: clip (class token, pre-norm), siglip (no class token), qwen2_5_vl, pixtral, llama4
+    kind: str
     hidden_size: int
     n_layers: int
     n_heads: int
@@ -102,7 +103,7 @@ class VisionTower:
     # assumes unless told (--image-size)
     image_size: int
     # PROJECTOR_KINDS: llava (2-layer GELU MLP), gemma3 (pool, norm, matrix), qwen2_5_vl (its
-    # merger), mistral3 (norm, patch merger, 2-layer GELU MLP)
+    # merger), mistral3 (norm, patch merger, 2-layer GELU MLP), llama4 (pixel shuffle, MLP, matrix)
     projector: str
     out_size: int  # the projector's output: the text decoder's hidden size
     channels: int = 3
@@ -115,6 +116,12 @@ class VisionTower:
     merge_size: int = 1  # Qwen2.5-VL, Mistral 3: merge_size² neighbouring patches merged into one token
     window_size: int = 0  # Qwen2.5-VL: a window's side in pixels (112); 0: every layer attends fully
     full_attention_layers: tuple[int, ...] = ()  # Qwen2.5-VL: fullatt_block_indexes
+    # Llama 4's adapter after its pixel shuffle (ratio 1 / merge_size): fc1 (intermediate_size →
+    # adapter_in), fc2 (adapter_out → adapter_out), then linear_1 (vision_output → d_model)
+    adapter_in: int = 0  # projector_input_dim
+    adapter_out: int = 0  # projector_output_dim
+    vision_output: int = 0  # vision_output_dim
+    max_tiles: int = 0  # Llama 4: the tiles of image_size an image may be split into (16)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields a JSON object needs: those without a default, and those away from it

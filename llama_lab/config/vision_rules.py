@@ -27,6 +27,10 @@ _SIZES = {
     "temporal_patch_size": (1, 64),
     "merge_size": (1, 64),
     "window_size": (0, 65_536),
+    "adapter_in": (0, 262_144),
+    "adapter_out": (0, 262_144),
+    "vision_output": (0, 262_144),
+    "max_tiles": (0, 1_024),
 }
 _FLAGS = ("projector_bias", "keep_class_token", "head")
 _NAMES = {f.name for f in fields(VisionTower)}

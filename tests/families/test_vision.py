@@ -1,6 +1,7 @@
 """Multimodal models counted whole (issue 41): LLaVA-1.5 (CLIP + the GELU MLP projector), Gemma 3
-(SigLIP + its pooling projector), Qwen2.5-VL (its windowed ViT + patch merger) and Mistral 3
-(Pixtral + its patch merger and MLP; tiny files only: no published config.json found) read from their
+(SigLIP + its pooling projector), Qwen2.5-VL (its windowed ViT + patch merger), Llama 4 (its
+tiled ViT + pixel-shuffle adapter) and Mistral 3 (Pixtral + its patch merger and MLP; tiny files
+only: no published config.json found) read from their
 config.json into ModelConfig.vision; the parameters equal transformers' whole
 ...ForConditionalGeneration on the meta device (tiny and published files), the image tokens
 equal a hand derivation and transformers' own image features, the encoder's FLOPs per image
@@ -89,18 +90,38 @@ TINY = {
             patch_size=14,
         ),
     ),
+    "llama4": dict(
+        model_type="llama4",
+        text_config=dict(
+            TEXT, model_type="llama4_text", head_dim=16, intermediate_size_mlp=128, num_local_experts=2
+        ),
+        vision_config=dict(
+            model_type="llama4_vision_model",
+            hidden_size=32,
+            intermediate_size=128,  # the pixel shuffle's width: hidden_size / ratio²
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            image_size=56,
+            patch_size=14,
+            vision_output_dim=40,
+            projector_input_dim=40,
+            projector_output_dim=40,
+        ),
+    ),
 }
 CLASSES = {
     "llava": "LlavaForConditionalGeneration",
     "gemma3": "Gemma3ForConditionalGeneration",
     "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
     "mistral3": "Mistral3ForConditionalGeneration",
+    "llama4": "Llama4ForConditionalGeneration",
 }
 # the published files (tests/families/published_configs, SOURCES.md) and their wrappers
 FILES = {
     "llava-1.5-7b-hf": "llava",
     "gemma-3-27b-it": "gemma3",
     "qwen2.5-vl-7b-instruct": "qwen2_5_vl",
+    "llama-4-scout-17b-16e": "llama4",
 }
 
 
@@ -115,6 +136,11 @@ def parts(model) -> tuple[int, int, int]:
     """(the whole module, the vision tower, the projector) as transformers holds them; Qwen2.5-VL's
     merger sits inside its visual module."""
     total = sum(p.numel() for p in model.parameters())
+    if hasattr(model, "vision_model"):  # Llama 4: its adapter (in the vision model) and linear_1
+        projector = sum(p.numel() for p in model.vision_model.vision_adapter.parameters())
+        projector += sum(p.numel() for p in model.multi_modal_projector.parameters())
+        adapter = sum(p.numel() for p in model.vision_model.vision_adapter.parameters())
+        return total, sum(p.numel() for p in model.vision_model.parameters()) - adapter, projector
     inner = model.model
     if hasattr(inner, "visual"):
         projector = sum(p.numel() for p in inner.visual.merger.parameters())
@@ -130,7 +156,9 @@ def test_a_tiny_wrapper_is_counted_as_transformers_whole_module(kind):
     counted = count_params(cfg)
     assert counted.total == total == count_params_module(cfg).total
     assert (counted.by_component["vision"], counted.by_component["projector"]) == (tower, projector)
-    assert sum(counted.by_component.values()) == counted.total == counted.active  # the tower is active
+    assert sum(counted.by_component.values()) == counted.total
+    # the tower and projector are active: every image runs them whole
+    assert counted.active - count_params(cfg.replace(vision=None)).active == tower + projector
 
 
 @pytest.mark.parametrize("file", list(FILES))
@@ -179,6 +207,11 @@ def test_image_tokens_by_hand():
     )[0].vision
     assert image_tokens(pixtral) == 55 * (55 + 1) == 3080
     assert image_tokens(pixtral, (1540, 784)) == 55 * (28 + 1)
+    # Llama 4 Scout: 336-pixel tiles of (336/14)² / 2² = 144 tokens; one tile: markers + 144; a
+    # 2 × 3 grid: its six tiles, 2·2 x- and 2 y-separators, the global tile, three markers
+    scout = read_hf_config(published("llama-4-scout-17b-16e"))[0].vision
+    assert image_tokens(scout) == 144 + 3 == 147
+    assert image_tokens(scout, (672, 1008)) == 6 * 144 + 2 * 2 + 2 + 144 + 3 == 1017
 
 
 @pytest.mark.parametrize("kind", list(TINY))
@@ -188,7 +221,11 @@ def test_the_encoder_flops_and_tokens_equal_flop_counter_mode(kind):
     cfg, _ = read_hf_config(TINY[kind])
     model = hf_model(TINY[kind], device="cpu")
     torch.manual_seed(0)
-    dynamic = {"qwen2_5_vl": [(56, 56), (168, 280), (140, 84)], "mistral3": [(112, 112), (56, 84)]}
+    dynamic = {
+        "qwen2_5_vl": [(56, 56), (168, 280), (140, 84)],
+        "mistral3": [(112, 112), (56, 84)],
+        "llama4": [None, (112, 56)],
+    }
     for size in dynamic.get(kind, [None]):
         if kind == "qwen2_5_vl":  # flattened patches of one image (two frames) and its grid
             rows, cols = size[0] // 14, size[1] // 14
@@ -198,16 +235,20 @@ def test_the_encoder_flops_and_tokens_equal_flop_counter_mode(kind):
             )
         elif kind == "mistral3":  # one image at its own size
             inputs = dict(pixel_values=torch.randn(1, 3, *size), image_sizes=torch.tensor([size]))
+        elif kind == "llama4":  # one image of 2 × 1 tiles: the two and the global one, each 56 px
+            inputs = dict(pixel_values=torch.randn(3 if size else 1, 3, 56, 56))
         else:
             inputs = dict(pixel_values=torch.randn(1, 3, 56, 56))
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            out = model.model.get_image_features(**inputs)
+            out = getattr(model, "model", model).get_image_features(**inputs)
         features = out.pooler_output if hasattr(out, "pooler_output") else out
         features = features[0] if isinstance(features, (tuple, list)) else features
         assert counter.get_total_flops() == vision_flops(cfg.vision, size).total
         features = features.reshape(-1, 64).shape[0]
         if kind == "mistral3":  # each row of merged patches, then its [IMG_BREAK] / [IMG_END]
             features += size[0] // 28
+        if kind == "llama4":  # <|image_start|>, <|image|>, <|image_end|>; tile separators (x: 0, y: 2)
+            features += 3 + (2 if size else 0)
         assert features == image_tokens(cfg.vision, size)
 
 

@@ -2,9 +2,10 @@
 ``vision`` (a VisionTower's fields), each tower kind with its config class's defaults for keys
 left out (transformers 5): LLaVA's CLIPVisionConfig (LlavaConfig's own defaults: ViT-L/14 at
 336 px), Gemma 3's SiglipVisionConfig, Qwen2.5-VL's Qwen2_5_VLVisionConfig, Mistral 3's
-PixtralVisionConfig. What the lab does not model is refused by name: a LLaVA tower other than
-CLIP, a Mistral 3 tower other than Pixtral, a projector activation other than GELU.
-The counts are ``llama_lab.analysis.vision``'s."""
+PixtralVisionConfig, Llama 4's Llama4VisionConfig. What the lab does not model is refused by
+name: a LLaVA tower other than CLIP (likewise Mistral 3's Pixtral, Llama 4's own), a projector
+activation other than GELU, a pixel shuffle other than 1 / a whole number. The counts are
+``llama_lab.analysis.vision``'s."""
 
 from __future__ import annotations
 
@@ -57,6 +58,20 @@ PIXTRAL = dict(  # PixtralVisionConfig
     image_size=1024,
     num_channels=3,
 )
+LLAMA4 = dict(  # Llama4VisionConfig
+    hidden_size=768,
+    intermediate_size=5632,
+    num_hidden_layers=34,
+    num_attention_heads=16,
+    patch_size=14,
+    image_size=448,
+    num_channels=3,
+    pixel_shuffle_ratio=0.5,
+    projector_input_dim=4096,
+    projector_output_dim=4096,
+    vision_output_dim=7680,
+)
+LLAMA4_MAX_TILES = 16  # Llama4ImageProcessor's max_patches
 # Qwen2.5-VL's resolution is dynamic: the side (pixels) analyze assumes unless told (--image-size),
 # 448 × 448 = 1,024 patches, 256 tokens
 QWEN_DEFAULT_IMAGE = 448
@@ -86,9 +101,9 @@ def read_vision(data: Mapping[str, Any], kind: str, d_model: int) -> dict[str, A
     if not isinstance(config, Mapping):
         raise ConfigError(f"vision_config={shown(config)} must be a JSON object", field="vision")
     named = config.get("model_type")
-    expected = {"clip": "clip_vision_model", "pixtral": "pixtral"}.get(kind)
+    expected = {"clip": "clip_vision_model", "pixtral": "pixtral", "llama4": "llama4_vision_model"}.get(kind)
     if expected is not None and named not in (None, expected):
-        wrapper = {"clip": "LLaVA", "pixtral": "Mistral 3"}[kind]
+        wrapper = {"clip": "LLaVA", "pixtral": "Mistral 3", "llama4": "Llama 4"}[kind]
         raise ConfigError(
             f"vision_config model_type={shown(named)}: LLaMA Lab models {wrapper} with its "
             f"{expected} tower only",
@@ -100,6 +115,8 @@ def read_vision(data: Mapping[str, Any], kind: str, d_model: int) -> dict[str, A
         return _gemma3(data, config, d_model)
     if kind == "pixtral":
         return _mistral3(data, config, d_model)
+    if kind == "llama4":
+        return _llama4(config, d_model)
     return _qwen2_5_vl(config, d_model)
 
 
@@ -181,6 +198,30 @@ def _gemma3(data: Mapping[str, Any], config: Mapping[str, Any], d_model: int) ->
         out_size=d_model,
         head=_value(config, SIGLIP, "vision_use_head"),
         tokens_per_image=256 if tokens is None else tokens,
+    )
+
+
+def _llama4(config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
+    """Llama 4: Llama4VisionModel (its pixel-shuffle adapter) and Llama4MultiModalProjector's
+    linear_1 into the text decoder; a pixel_shuffle_ratio other than 1 / a whole number refused."""
+    ratio = _value(config, LLAMA4, "pixel_shuffle_ratio")
+    merge = round(1 / ratio) if isinstance(ratio, (int, float)) and ratio > 0 else 0
+    if merge < 1 or abs(merge * ratio - 1) > 1e-9:
+        raise ConfigError(
+            f"vision_config pixel_shuffle_ratio={shown(ratio)} is not modelled (1 / a whole number: 0.5)",
+            field="vision",
+        )
+    return dict(
+        **_tower(config, LLAMA4, "llama4"),
+        image_size=_square("image_size", _value(config, LLAMA4, "image_size")),
+        projector="llama4",
+        out_size=d_model,
+        projector_bias=False,
+        merge_size=merge,
+        adapter_in=_value(config, LLAMA4, "projector_input_dim"),
+        adapter_out=_value(config, LLAMA4, "projector_output_dim"),
+        vision_output=_value(config, LLAMA4, "vision_output_dim"),
+        max_tiles=LLAMA4_MAX_TILES,
     )
 
 
