@@ -28,6 +28,10 @@ here, one function each:
   GELU matrices) and the unbiased ``linear_1`` are the projector. An image is split into tiles of
   ``image_size`` (at most ``max_tiles``), plus a global tile when there are several; each tile
   runs the encoder.
+- ``qwen3_5`` (Qwen3.5, ``Qwen3_5VisionModel``): a biased Conv3d over two frames, a learned
+  position grid of ``position_table`` entries (interpolated: no matmul), CLIP's biased blocks
+  (fused qkv, LayerNorm, a two-matrix GELU MLP) attending fully, and its merger (LayerNorm, then
+  an MLP over 2×2 merged patches) as the projector. Dynamic resolution as Qwen2.5-VL's.
 
 The live model builds the text decoder only; these counts are the tower's."""
 
@@ -69,6 +73,8 @@ def vision_params(t: VisionTower) -> int:
         return channels * p * p * H + H + patches(t) * H + blocks + 2 * H + head
     if t.kind == "pixtral":  # patch conv without bias, ln_pre γ; 2-D RoPE has no parameters
         return channels * p * p * H + H + blocks
+    if t.kind == "qwen3_5":  # a biased Conv3d, the position grid; RoPE has no parameters
+        return channels * t.temporal_patch_size * p * p * H + H + t.position_table * H + blocks
     if t.kind == "llama4":  # class embedding, positions (+1), linear patch embedding, two LayerNorms
         return H + (patches(t) + 1) * H + channels * p * p * H + 2 * 2 * H + blocks
     # qwen2_5_vl: a Conv3d over temporal_patch_size frames, no bias; RoPE has no parameters
@@ -88,12 +94,13 @@ def projector_params(t: VisionTower) -> int:
     if t.projector == "mistral3":  # norm γ, merging_layer (m²H → H), linear_1 (H·k → C), linear_2
         bias = 2 * C if t.projector_bias else 0
         return H + t.merge_size**2 * H * H + H * t.feature_layers * C + C * C + bias
-    merged = t.merge_size**2 * H  # qwen2_5_vl merger: ln_q γ (H), then m²H → m²H → C, with biases
-    return H + merged * merged + merged + merged * C + C
+    merged = t.merge_size**2 * H  # the merger: its norm (ln_q γ; Qwen3.5 LayerNorm γ, β), then
+    norm = 2 * H if t.projector == "qwen3_5" else H  # m²H → m²H → C, with biases
+    return norm + merged * merged + merged + merged * C + C
 
 
 # the towers whose processors keep an image's size (dynamic resolution), by name
-DYNAMIC = {"qwen2_5_vl": "Qwen2.5-VL", "pixtral": "Pixtral", "llama4": "Llama 4"}
+DYNAMIC = {"qwen2_5_vl": "Qwen2.5-VL", "qwen3_5": "Qwen3.5", "pixtral": "Pixtral", "llama4": "Llama 4"}
 
 
 def _image_shape(t: VisionTower, size: tuple[int, int] | None) -> tuple[int, int]:

@@ -79,8 +79,8 @@ class RopeScaling:
 
 # The vision towers LLaMA Lab counts (``VisionTower.kind``) and their projectors; the per-kind
 # rules (parameters, FLOPs, image tokens) are ``llama_lab.analysis.vision``'s
-VISION_KINDS = ("clip", "siglip", "qwen2_5_vl", "pixtral", "llama4")
-PROJECTOR_KINDS = ("llava", "gemma3", "qwen2_5_vl", "mistral3", "llama4")
+VISION_KINDS = ("clip", "siglip", "qwen2_5_vl", "pixtral", "llama4", "qwen3_5")
+PROJECTOR_KINDS = ("llava", "gemma3", "qwen2_5_vl", "mistral3", "llama4", "qwen3_5")
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,12 @@ class VisionTower:
     """A multimodal model's image encoder and the projector into the text decoder, as its
     wrapper's ``vision_config`` builds it (transformers' module: CLIPVisionModel for LLaVA,
     SiglipVisionModel for Gemma 3, Qwen2_5_VisionTransformerPretrainedModel for Qwen2.5-VL,
-    PixtralVisionModel for Mistral 3, Llama4VisionModel for Llama 4).
+    PixtralVisionModel for Mistral 3, Llama4VisionModel for Llama 4, Qwen3_5VisionModel for
+    Qwen3.5).
     Frozen and flat (a tuple for the layer list) so that a ModelConfig holding it hashes."""
 
-    # VISION_KINDS: clip (class token, pre-norm), siglip (no class token), qwen2_5_vl, pixtral, llama4
+    # VISION_KINDS: clip (class token, pre-norm), siglip (no class token), qwen2_5_vl, pixtral,
+    # llama4, qwen3_5
     kind: str
     hidden_size: int
     n_layers: int
@@ -103,7 +105,8 @@ class VisionTower:
     # assumes unless told (--image-size)
     image_size: int
     # PROJECTOR_KINDS: llava (2-layer GELU MLP), gemma3 (pool, norm, matrix), qwen2_5_vl (its
-    # merger), mistral3 (norm, patch merger, 2-layer GELU MLP), llama4 (pixel shuffle, MLP, matrix)
+    # merger), mistral3 (norm, patch merger, 2-layer GELU MLP), llama4 (pixel shuffle, MLP,
+    # matrix), qwen3_5 (its merger)
     projector: str
     out_size: int  # the projector's output: the text decoder's hidden size
     channels: int = 3
@@ -122,6 +125,7 @@ class VisionTower:
     adapter_out: int = 0  # projector_output_dim
     vision_output: int = 0  # vision_output_dim
     max_tiles: int = 0  # Llama 4: the tiles of image_size an image may be split into (16)
+    position_table: int = 0  # Qwen3.5: num_position_embeddings (a learned grid, interpolated)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields a JSON object needs: those without a default, and those away from it

@@ -31,6 +31,7 @@ _SIZES = {
     "adapter_out": (0, 262_144),
     "vision_output": (0, 262_144),
     "max_tiles": (0, 1_024),
+    "position_table": (0, 1_048_576),
 }
 _FLAGS = ("projector_bias", "keep_class_token", "head")
 _NAMES = {f.name for f in fields(VisionTower)}

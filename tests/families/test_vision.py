@@ -1,7 +1,7 @@
 """Multimodal models counted whole (issue 41): LLaVA-1.5 (CLIP + the GELU MLP projector), Gemma 3
 (SigLIP + its pooling projector), Qwen2.5-VL (its windowed ViT + patch merger), Llama 4 (its
-tiled ViT + pixel-shuffle adapter) and Mistral 3 (Pixtral + its patch merger and MLP; tiny files
-only: no published config.json found) read from their
+tiled ViT + pixel-shuffle adapter), Qwen3.5 (its ViT + merger) and Mistral 3 (Pixtral + its patch
+merger and MLP; tiny files only: no published config.json found) read from their
 config.json into ModelConfig.vision; the parameters equal transformers' whole
 ...ForConditionalGeneration on the meta device (tiny and published files), the image tokens
 equal a hand derivation and transformers' own image features, the encoder's FLOPs per image
@@ -108,6 +108,28 @@ TINY = {
             projector_output_dim=40,
         ),
     ),
+    "qwen3_5": dict(
+        model_type="qwen3_5",
+        text_config=dict(
+            TEXT,
+            model_type="qwen3_5_text",
+            num_hidden_layers=2,
+            head_dim=16,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            full_attention_interval=2,
+        ),
+        vision_config=dict(
+            depth=2,
+            hidden_size=32,
+            intermediate_size=48,
+            num_heads=4,
+            out_hidden_size=64,
+            num_position_embeddings=16,
+        ),
+    ),
 }
 CLASSES = {
     "llava": "LlavaForConditionalGeneration",
@@ -115,6 +137,8 @@ CLASSES = {
     "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
     "mistral3": "Mistral3ForConditionalGeneration",
     "llama4": "Llama4ForConditionalGeneration",
+    "qwen3_5": "Qwen3_5ForConditionalGeneration",
+    "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
 }
 # the published files (tests/families/published_configs, SOURCES.md) and their wrappers
 FILES = {
@@ -122,6 +146,8 @@ FILES = {
     "gemma-3-27b-it": "gemma3",
     "qwen2.5-vl-7b-instruct": "qwen2_5_vl",
     "llama-4-scout-17b-16e": "llama4",
+    "qwen3.5-0.8b-base": "qwen3_5",
+    "qwen3.5-35b-a3b": "qwen3_5_moe",
 }
 
 
@@ -209,6 +235,10 @@ def test_image_tokens_by_hand():
     assert image_tokens(pixtral, (1540, 784)) == 55 * (28 + 1)
     # Llama 4 Scout: 336-pixel tiles of (336/14)² / 2² = 144 tokens; one tile: markers + 144; a
     # 2 × 3 grid: its six tiles, 2·2 x- and 2 y-separators, the global tile, three markers
+    # Qwen3.5: patches of 16, 2×2 merged: 256 tokens at the default 512×512
+    qwen3_5 = read_hf_config(published("qwen3.5-0.8b-base"))[0].vision
+    assert image_tokens(qwen3_5) == (512 // 16) ** 2 // 4 == 256
+    assert image_tokens(qwen3_5, (448, 640)) == 28 * 40 // 4 == 280
     scout = read_hf_config(published("llama-4-scout-17b-16e"))[0].vision
     assert image_tokens(scout) == 144 + 3 == 147
     assert image_tokens(scout, (672, 1008)) == 6 * 144 + 2 * 2 + 2 + 144 + 3 == 1017
@@ -225,12 +255,14 @@ def test_the_encoder_flops_and_tokens_equal_flop_counter_mode(kind):
         "qwen2_5_vl": [(56, 56), (168, 280), (140, 84)],
         "mistral3": [(112, 112), (56, 84)],
         "llama4": [None, (112, 56)],
+        "qwen3_5": [(64, 64), (96, 160)],
     }
     for size in dynamic.get(kind, [None]):
-        if kind == "qwen2_5_vl":  # flattened patches of one image (two frames) and its grid
-            rows, cols = size[0] // 14, size[1] // 14
+        if kind in ("qwen2_5_vl", "qwen3_5"):  # flattened patches of one image (two frames), its grid
+            p = cfg.vision.patch_size
+            rows, cols = size[0] // p, size[1] // p
             inputs = dict(
-                pixel_values=torch.randn(rows * cols, 3 * 2 * 14 * 14),
+                pixel_values=torch.randn(rows * cols, 3 * 2 * p * p),
                 image_grid_thw=torch.tensor([[1, rows, cols]]),
             )
         elif kind == "mistral3":  # one image at its own size

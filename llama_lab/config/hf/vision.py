@@ -2,10 +2,10 @@
 ``vision`` (a VisionTower's fields), each tower kind with its config class's defaults for keys
 left out (transformers 5): LLaVA's CLIPVisionConfig (LlavaConfig's own defaults: ViT-L/14 at
 336 px), Gemma 3's SiglipVisionConfig, Qwen2.5-VL's Qwen2_5_VLVisionConfig, Mistral 3's
-PixtralVisionConfig, Llama 4's Llama4VisionConfig. What the lab does not model is refused by
-name: a LLaVA tower other than CLIP (likewise Mistral 3's Pixtral, Llama 4's own), a projector
-activation other than GELU, a pixel shuffle other than 1 / a whole number. The counts are
-``llama_lab.analysis.vision``'s."""
+PixtralVisionConfig, Llama 4's Llama4VisionConfig, Qwen3.5's Qwen3_5VisionConfig. What the lab
+does not model is refused by name: a LLaVA tower other than CLIP (likewise Mistral 3's Pixtral,
+Llama 4's own), a projector activation other than GELU, a pixel shuffle other than 1 / a whole
+number. The counts are ``llama_lab.analysis.vision``'s."""
 
 from __future__ import annotations
 
@@ -72,6 +72,20 @@ LLAMA4 = dict(  # Llama4VisionConfig
     vision_output_dim=7680,
 )
 LLAMA4_MAX_TILES = 16  # Llama4ImageProcessor's max_patches
+QWEN3_5 = dict(  # Qwen3_5VisionConfig (Qwen3_5MoeVisionConfig's are the same)
+    hidden_size=1152,
+    intermediate_size=4304,
+    depth=27,
+    num_heads=16,
+    patch_size=16,
+    in_channels=3,
+    spatial_merge_size=2,
+    temporal_patch_size=2,
+    out_hidden_size=3584,
+    num_position_embeddings=2304,
+)
+# Qwen3.5's default image side: 512 × 512 = 1,024 patches of 16, 256 tokens (as Qwen2.5-VL's 448)
+QWEN3_5_DEFAULT_IMAGE = 512
 # Qwen2.5-VL's resolution is dynamic: the side (pixels) analyze assumes unless told (--image-size),
 # 448 × 448 = 1,024 patches, 256 tokens
 QWEN_DEFAULT_IMAGE = 448
@@ -117,6 +131,8 @@ def read_vision(data: Mapping[str, Any], kind: str, d_model: int) -> dict[str, A
         return _mistral3(data, config, d_model)
     if kind == "llama4":
         return _llama4(config, d_model)
+    if kind == "qwen3_5":
+        return _qwen3_5(config, d_model)
     return _qwen2_5_vl(config, d_model)
 
 
@@ -225,15 +241,34 @@ def _llama4(config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
     )
 
 
-def _qwen2_5_vl(config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
-    """Qwen2.5-VL: its ViT (window attention, fullatt_block_indexes attending fully) whose patch
-    merger is the projector; out_hidden_size must be the text decoder's width."""
-    out = _value(config, QWEN2_5_VL, "out_hidden_size")
+def _qwen3_5(config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
+    """Qwen3.5: Qwen3_5VisionModel (a learned position grid, LayerNorm blocks attending fully)
+    whose merger is the projector; out_hidden_size must be the text decoder's width."""
+    _out_is_text(config, QWEN3_5, d_model)
+    return dict(
+        **_tower(config, QWEN3_5, "qwen3_5", n_layers="depth", n_heads="num_heads", channels="in_channels"),
+        image_size=QWEN3_5_DEFAULT_IMAGE,
+        projector="qwen3_5",
+        out_size=d_model,
+        temporal_patch_size=_square("temporal_patch_size", _value(config, QWEN3_5, "temporal_patch_size")),
+        merge_size=_value(config, QWEN3_5, "spatial_merge_size"),
+        position_table=_value(config, QWEN3_5, "num_position_embeddings"),
+    )
+
+
+def _out_is_text(config: Mapping[str, Any], defaults: Mapping[str, Any], d_model: int) -> None:
+    out = _value(config, defaults, "out_hidden_size")
     if out != d_model:
         raise ConfigError(
             f"vision_config out_hidden_size={shown(out)} must equal the text decoder's hidden_size={d_model}",
             field="vision",
         )
+
+
+def _qwen2_5_vl(config: Mapping[str, Any], d_model: int) -> dict[str, Any]:
+    """Qwen2.5-VL: its ViT (window attention, fullatt_block_indexes attending fully) whose patch
+    merger is the projector; out_hidden_size must be the text decoder's width."""
+    _out_is_text(config, QWEN2_5_VL, d_model)
     return dict(
         **_tower(
             config,
