@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--image-size",
         default=None,
         metavar="HxW",
-        help="image size in pixels (Qwen2.5-VL, Pixtral, Llama 4's tiles; Qwen2.5-VL's default 448x448)",
+        help="image size in pixels (Qwen2.5-VL, Qwen3.5, Pixtral; Llama 4 in tiles): dynamic resolution",
     )
 
     p = sub.add_parser("gradnorms", help="per-layer gradient norms, Post-LN vs Pre-LN")
