@@ -33,8 +33,8 @@ COMPONENT_COLORS = {
     "ffn": "#bcbd22",
     "norms": "#7f7f7f",
     "lm_head": "#e377c2",
-    "vision": "#2ca02c",  # a multimodal model's image encoder
-    "projector": "#98df8a",
+    "vision": "#6b6ecf",  # a multimodal model's image encoder
+    "projector": "#9c9ede",
     "attention_proj": "#17becf",
     "attention_scores": "#393b79",
 }
