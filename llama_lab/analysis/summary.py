@@ -105,10 +105,19 @@ def analyze(
             "params.by_component.embedding includes the learned positional table "
             f"({params.by_component['positional']:,})"
         )
+    params_out = {
+        "total": params.total,
+        "active": params.active,
+        "by_component": params.spec_by_component(),
+        "non_embedding": params.non_embedding,
+        "per_layer": params.per_layer,
+        "detail": params.detail,
+    }
     vision = {}
-    if cfg.vision is not None:
+    if cfg.vision is not None:  # params.text_decoder: the decoder alone, as a text-only file counts it
         summary = image_summary(cfg, images, kv.bytes_per_token, image_size)
         encoder = batch * images * summary["flops_per_image"]
+        params_out["text_decoder"] = params.total - summary["vision_params"] - summary["projector_params"]
         vision = {
             "image_tokens": summary["image_tokens"],
             "vision": {
@@ -117,10 +126,10 @@ def analyze(
                 "prefill_with_images": flops.forward + encoder,
             },
         }
-        text = params.total - summary["vision_params"] - summary["projector_params"]
         notes.append(
-            f"params.total is the whole multimodal model: the text decoder ({text:,}) plus the vision "
-            f"tower ({summary['vision_params']:,}) and projector ({summary['projector_params']:,}); "
+            f"params.total is the whole multimodal model: the text decoder "
+            f"({params_out['text_decoder']:,}, params.text_decoder) plus the vision tower "
+            f"({summary['vision_params']:,}) and projector ({summary['projector_params']:,}); "
             "params.active counts the tower too (every image runs all of it)"
         )
         if images:
@@ -141,14 +150,7 @@ def analyze(
             "attention_kind": cfg.attention_kind,
         },
         "architecture": architecture(cfg),
-        "params": {
-            "total": params.total,
-            "active": params.active,
-            "by_component": params.spec_by_component(),
-            "non_embedding": params.non_embedding,
-            "per_layer": params.per_layer,
-            "detail": params.detail,
-        },
+        "params": params_out,
         "flops": {key: getattr(flops, key) for key in FLOP_KEYS},
         "kv_cache": {
             "dtype": kv_dtype,

@@ -12,6 +12,7 @@ a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<nam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, fields
 from typing import Any
@@ -451,6 +452,10 @@ def config_from_values(values: dict[str, Any]) -> ModelConfig:
         value = fields_[name]
         if value is None or (auto == 0 and type(value) in (int, float) and value == 0):
             fields_[name] = None
+    tower = fields_["vision"]
+    if isinstance(tower, VisionTower) and tower.out_size != fields_["d_model"]:
+        # a multimodal model's projector keeps feeding the text decoder (as ModelConfig.replace)
+        fields_["vision"] = dataclasses.replace(tower, out_size=fields_["d_model"])
     return ModelConfig(**fields_)
 
 

@@ -9,6 +9,7 @@ from apptest_helpers import errors, metrics, open_page
 
 from llama_lab.analysis import kv_cache_bytes_per_token
 from llama_lab.config import PRESETS
+from llama_lab.ui.state import config_from_values, field_key, values_for_config
 from llama_lab.units import human_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,3 +38,10 @@ def test_the_kv_page_says_what_an_image_costs_in_cache():
     assert any(text in box.value for box in at.info), [box.value for box in at.info]
     # serving on several GPUs models the text decoder only: said, not answered short
     assert any("models the text decoder only" in box.value for box in at.warning)
+
+
+def test_a_sidebar_width_change_keeps_the_projector_feeding_the_text_decoder():
+    values = values_for_config("llava-1.5-7b", PRESETS["llava-1.5-7b"])
+    values[field_key("d_model")] = 2048
+    cfg = config_from_values(values)
+    assert cfg.vision.out_size == 2048 and cfg.vision.hidden_size == 1024  # the tower itself unchanged

@@ -298,6 +298,7 @@ def test_analyze_adds_the_images_tokens_and_the_encoders_flops():
     # an image costs 576 tokens of cache: 32 layers × K and V × 4096 × 2 bytes each
     assert vision["kv_cache_bytes_per_image"] == 576 * 32 * 2 * 4096 * 2
     assert set(with_images["params"]["by_component"]) >= {"vision", "projector"}
+    assert with_images["params"]["text_decoder"] == 6_738_939_904  # Vicuna-7B alone
     text_only = analyze(PRESETS["debug"], seq_len=16)
     assert "image_tokens" not in text_only and "vision" not in text_only["params"]["by_component"]
 
