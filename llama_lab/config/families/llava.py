@@ -12,6 +12,7 @@ from typing import Any
 
 from ..fields import ModelFields
 from ..hf.family import Family, Rounded, Wrapper
+from . import llama
 
 # LlavaConfig's default tower (CLIP ViT-L/14 at 336 px) feeding LLaVA's projector
 CLIP_L_336: dict[str, Any] = dict(
@@ -26,19 +27,10 @@ CLIP_L_336: dict[str, Any] = dict(
 )
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # llava-hf/llava-1.5-7b-hf config.json: Vicuna-7B v1.5 (LLaMA-2-7B's shape, 32,064 tokens)
+    # llava-hf/llava-1.5-7b-hf config.json: Vicuna-7B v1.5 (LLaMA-2-7B fine-tuned; 32,064 tokens)
     # behind CLIP ViT-L/14-336 and the 2-layer MLP projector
     "llava-1.5-7b": dict(
-        vocab_size=32064,
-        d_model=4096,
-        n_layers=32,
-        n_heads=32,
-        n_kv_heads=32,
-        ffn_hidden=11008,
-        max_seq_len=4096,
-        norm_eps=1e-5,
-        rope_theta=10000.0,
-        vision=dict(CLIP_L_336, out_size=4096),
+        llama.PRESETS["llama-2-7b"], vocab_size=32064, vision=dict(CLIP_L_336, out_size=4096)
     ),
 }
 
