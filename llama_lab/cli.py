@@ -387,6 +387,10 @@ COMMANDS = {
 }
 
 
+# the commands that build and run the model itself (the live model is a text decoder)
+LIVE_COMMANDS = ("gradnorms", "bench", "train")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -397,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
             _emit_pair(cmd_validate(args), args.json)
             return 0
         cfg, notes = resolve_config(args)
+        if args.command in LIVE_COMMANDS and cfg.vision is not None:  # a multimodal model, run live
+            notes.append("the live model is the text decoder: the vision tower and projector are not built")
+            cfg = cfg.replace(vision=None)
         for note in notes:
             print(strip_control(f"note: {note}"), file=sys.stderr)
         with allocation_failures_refused(f"python -m llama_lab {args.command}"):

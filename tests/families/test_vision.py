@@ -363,3 +363,13 @@ def test_the_vision_field_is_checked_and_round_trips():
         gemma.to_hf_config()
     with pytest.raises(ConfigError, match="tokens_per_image=0 must be at least 1"):
         gemma.replace(vision={**gemma.vision.as_dict(), "tokens_per_image": 0})
+
+
+def test_the_live_commands_run_the_text_decoder_and_say_so(capsys, tmp_path):
+    tiny = read_hf_config(TINY["llava"])[0]
+    path = tmp_path / "tiny_llava.json"
+    path.write_text(json.dumps(tiny.to_dict()))
+    code = main(["gradnorms", "--config", str(path), "--seq-len", "8", "--batch", "1", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "the live model is the text decoder" in err
+    assert len(json.loads(out)["pre"]["layer_grad_norm"]) == tiny.n_layers
