@@ -373,3 +373,35 @@ def test_the_live_commands_run_the_text_decoder_and_say_so(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert code == 0 and "the live model is the text decoder" in err
     assert len(json.loads(out)["pre"]["layer_grad_norm"]) == tiny.n_layers
+
+
+@pytest.mark.parametrize(
+    "command, surface",
+    [
+        (["predict", "decode", "--gpu", "h100-80gb"], "a parallel layout"),
+        (["parallel", "--gpus", "8"], "a parallel layout"),
+        (
+            [
+                "predict",
+                "finetune",
+                "--method",
+                "lora",
+                "--gpu",
+                "h100-80gb",
+                "--seq-len",
+                "512",
+                "--batch",
+                "1",
+            ],
+            "fine-tuning",
+        ),
+    ],
+)
+def test_the_surfaces_that_model_the_text_decoder_alone_refuse_a_tower(capsys, command, surface):
+    code = main([*command, "--preset", "llava-1.5-7b"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"{surface}" in err and "models the text decoder only" in err and "324,487,168 parameters" in err
+    # its text decoder alone (vision=null) is answered
+    assert main([*command, "--preset", "llava-1.5-7b", "--set", "vision=null", "--json"]) == 0
+    capsys.readouterr()
