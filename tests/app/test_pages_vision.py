@@ -45,3 +45,14 @@ def test_a_sidebar_width_change_keeps_the_projector_feeding_the_text_decoder():
     values[field_key("d_model")] = 2048
     cfg = config_from_values(values)
     assert cfg.vision.out_size == 2048 and cfg.vision.hidden_size == 1024  # the tower itself unchanged
+
+
+def test_an_uploaded_llava_file_is_counted_whole_on_the_parameters_page():
+    from streamlit.testing.v1 import AppTest
+
+    data = (ROOT / "tests" / "families" / "published_configs" / "llava-1.5-7b-hf.json").read_bytes()
+    at = AppTest.from_file(str(ROOT / "pages" / "1_Parameters_and_FLOPs.py"), default_timeout=120).run()
+    at.sidebar.file_uploader[0].set_value(("config.json", data, "application/json")).run()
+    assert not at.exception and not errors(at)
+    shown = metrics(at)
+    assert (shown["Parameters"], shown["Image tokens"]) == ("7.06 bn", "576")
