@@ -13,7 +13,7 @@ from .kv import kv_cache, max_context_that_fits, naive_mla_bytes_per_token, stat
 from .memory import inference_memory, training_memory
 from .params import ParamCount, count_params
 from .quant import WeightQuant, as_weight_quant, weights_bytes
-from .vision import check_images, image_summary, tokens_with_images
+from .vision import check_images, image_summary, image_tokens, tokens_with_images
 
 
 def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str]:
@@ -29,6 +29,8 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
         sandwich_norms=params.detail.get("pre_feedforward_layernorm", 0)
         + params.detail.get("post_feedforward_layernorm", 0),
         state_bytes=state_bytes(cfg, "bf16"),
+        vision=params.by_component.get("vision", 0) + params.by_component.get("projector", 0),
+        image_tokens=image_tokens(cfg.vision) if cfg.vision is not None else 0,
     )
     return families.family_notes(cfg, counts)
 

@@ -56,3 +56,10 @@ def test_an_uploaded_llava_file_is_counted_whole_on_the_parameters_page():
     assert not at.exception and not errors(at)
     shown = metrics(at)
     assert (shown["Parameters"], shown["Image tokens"]) == ("7.06 bn", "576")
+
+
+def test_home_says_what_the_vision_tower_is():
+    at = open_page(ROOT / "home.py", QUERY)
+    assert not errors(at)
+    shown = [m.value for m in at.markdown] + [m.value for m in at.info]
+    assert any("**Vision tower**" in text and "576 tokens" in text for text in shown), shown

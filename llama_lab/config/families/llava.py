@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..fields import ModelFields
-from ..hf.family import Family, Rounded, Wrapper
+from ..hf.family import Counts, Family, Note, Rounded, Wrapper
 from . import llama
 
 # LlavaConfig's default tower (CLIP ViT-L/14 at 336 px) feeding LLaVA's projector
@@ -41,6 +41,22 @@ PUBLISHED = {
 }
 
 
+def notes(cfg: ModelFields, counts: Counts) -> list[Note]:
+    """A multimodal model's vision tower (every wrapper counted whole: LLaVA's and the others')."""
+    if cfg.vision is None:
+        return []
+    t = cfg.vision
+    return [
+        Note(
+            "vision",
+            f"**Vision tower**: a {t.kind} encoder ({t.n_layers} blocks of width {t.hidden_size}) and "
+            f"the {t.projector} projector, {counts.vision:,} parameters counted beside the text "
+            f"decoder; one image adds {counts.image_tokens:,} tokens to the sequence. The live model "
+            f"builds the text decoder only.",
+        )
+    ]
+
+
 def _nothing(*_: Any) -> Any:
     """LLaVA has no text model type of its own: its text_config's family reads and writes it."""
     return {}
@@ -56,6 +72,7 @@ FAMILY = Family(
     read=_nothing,
     write=_nothing,
     lacks=_lacks_nothing,
+    notes=notes,
     presets=PRESETS,
     published=PUBLISHED,
     wrappers=(Wrapper("llava", "llama", "LlavaConfig", tie_default=False, fixed=False, vision="clip"),),

@@ -54,7 +54,9 @@ class Wrapper:
 
 # What a note is about, in the order the notes are shown: the attention's shape, its window, the
 # block's norms and scales, positions, sinks, the token mixer, the temperature, the experts
-Topic = Literal["attention", "window", "block", "positions", "sinks", "mixer", "temperature", "experts"]
+Topic = Literal[
+    "attention", "window", "block", "positions", "sinks", "mixer", "temperature", "experts", "vision"
+]
 TOPICS: tuple[Topic, ...] = (
     "attention",
     "window",
@@ -64,6 +66,7 @@ TOPICS: tuple[Topic, ...] = (
     "mixer",
     "temperature",
     "experts",
+    "vision",
 )
 
 
@@ -84,6 +87,8 @@ class Counts:
     experts: int  # the routed experts'
     sandwich_norms: int  # the pre- and post-feedforward norms' (Gemma's extra two per block)
     state_bytes: int  # every Gated DeltaNet block's state of one sequence at bf16
+    vision: int = 0  # a multimodal model's vision tower and projector
+    image_tokens: int = 0  # the tokens one image adds to its sequence
 
 
 @dataclass(frozen=True)
