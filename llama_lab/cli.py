@@ -71,6 +71,7 @@ def cmd_presets(args) -> None:
 
 def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .analysis import WeightQuant, analyze, format_analysis, stored_weights
+    from .analysis.vision import parse_image_size
     from .config.files import load_stored_quant
 
     stored = load_stored_quant(args.config) if args.config is not None else None
@@ -84,8 +85,16 @@ def cmd_analyze(args, cfg: ModelConfig, notes: list[str]) -> None:
             zero_point=args.zero_point,
             keep=args.keep,
         )
+    size = parse_image_size(args.image_size) if args.image_size is not None else None
     result = analyze(
-        cfg, seq_len=args.seq_len, batch=args.batch, dtype=args.dtype, weights=weights, kv_dtype=args.kv_dtype
+        cfg,
+        seq_len=args.seq_len,
+        batch=args.batch,
+        dtype=args.dtype,
+        weights=weights,
+        kv_dtype=args.kv_dtype,
+        images=args.images,
+        image_size=size,
     )
     if notes:
         result["notes"] = notes + result.get("notes", [])
@@ -378,6 +387,10 @@ COMMANDS = {
 }
 
 
+# the commands that build and run the model itself (the live model is a text decoder)
+LIVE_COMMANDS = ("gradnorms", "bench", "train")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -388,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
             _emit_pair(cmd_validate(args), args.json)
             return 0
         cfg, notes = resolve_config(args)
+        if args.command in LIVE_COMMANDS and cfg.vision is not None:  # a multimodal model, run live
+            notes.append("the live model is the text decoder: the vision tower and projector are not built")
+            cfg = cfg.replace(vision=None)
         for note in notes:
             print(strip_control(f"note: {note}"), file=sys.stderr)
         with allocation_failures_refused(f"python -m llama_lab {args.command}"):

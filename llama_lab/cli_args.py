@@ -163,6 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_args(p, seq_len=2048, batch=1, analysis=True)
     p.add_argument("--dtype", choices=TRAINING_DTYPES, default="bf16")
     _add_storage_args(p)
+    p.add_argument(
+        "--images",
+        type=_number(int, 0, maximum=4096),
+        default=0,
+        help="images per sequence (a multimodal config): their tokens join --seq-len's in the text decoder",
+    )
+    p.add_argument(
+        "--image-size",
+        default=None,
+        metavar="HxW",
+        help="image size in pixels (Qwen2.5-VL, Qwen3.5, Pixtral; Llama 4 in tiles): dynamic resolution",
+    )
 
     p = sub.add_parser("gradnorms", help="per-layer gradient norms, Post-LN vs Pre-LN")
     _add_config_args(p)

@@ -16,6 +16,7 @@ cfg, T, B = selection.cfg, selection.seq_len, selection.batch
 
 params.metrics(cfg, T, B, P)
 params.charts(cfg, T, B)  # the charts first; the formulas they follow below
+params.image_encoder(cfg)  # a multimodal model's tower, per image
 with st.expander("The formulas behind the counts"):
     params.formulas(cfg, T, B)
 

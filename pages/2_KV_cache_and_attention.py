@@ -21,6 +21,7 @@ gpu = kv.gpu_choice(T, P)
 kinds = "MLA vs MHA vs GQA vs MQA" if cfg.is_mla else "MHA vs GQA vs MQA"
 st.subheader(f"{kinds} at B={B}, T={T:,}: weights {weights}, KV cache {kv_dtype}")
 kv.fit_section(selection, gpu, P)  # the answer first; how it is counted below
+kv.image_cache(cfg, kv_dtype)  # a multimodal model: what an image takes
 with st.expander("How the cache is counted: the formulas"):
     kv.formulas(cfg, T, B, kv_dtype)
 kv.sharing(cfg)

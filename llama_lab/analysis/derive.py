@@ -210,6 +210,12 @@ def params_total(cfg: ModelConfig) -> Derivation:
         expression += " + n_emb"
     if cfg.pooler:  # BERT's pooler: dense C → C with its bias
         expression += " + C*C + C"
+    if cfg.vision is not None:  # a multimodal model counted whole (analysis.vision)
+        terms["N_vision"] = p.by_component["vision"]
+        terms["N_proj"] = p.by_component["projector"]
+        meaning["N_vision"] = f"the {cfg.vision.kind} vision tower"
+        meaning["N_proj"] = f"the {cfg.vision.projector} projector into the text decoder"
+        expression += " + N_vision + N_proj"
     return Derivation(
         "Parameters",
         r"N = L\,N_\text{block} + V C\,(1 + [\text{untied}]) + n_\text{final}",

@@ -20,7 +20,7 @@ from .params import count_params
 # One model of each kind, by preset name (the page's columns, in order). The encoder-decoder's
 # preset (the marian family's "transformer-2017-base", whose config has encoder_layers) joins this
 # list where it exists; ``kind_of`` already names its kind.
-KIND_PRESETS: tuple[str, ...] = ("seed-demo", "bert-base-uncased")
+KIND_PRESETS: tuple[str, ...] = ("seed-demo", "bert-base-uncased", "transformer-2017-base")
 
 # What each kind can do, and why (the mask decides it)
 CAN = {

@@ -49,6 +49,7 @@ from .common import (
 from .kv import kv_cache_bytes_per_token, kv_heads_per_gpu
 from .quant import TensorGroup, block_tensors, weight_tensors
 from .shapes import Shapes
+from .vision import text_decoder_only
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
@@ -107,7 +108,9 @@ class Layout:
 
 
 def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -> None:
-    """Refuse a layout that cannot run, naming the rule broken."""
+    """Refuse a layout that cannot run, naming the rule broken (a multimodal config: its tower is
+    not modelled by the layout surfaces)."""
+    text_decoder_only(cfg, "a parallel layout (parallel, predict train, predict decode)")
     refuse_indexer(cfg, "parallel training and serving (parallel, predict train, predict decode)")
     t, p, n = layout.tp, layout.pp, layout.gpus
     for name in ("gpus", "tp", "pp", "cp", "ep", "micro_batch"):

@@ -11,6 +11,7 @@ import pandas as pd
 from ..config import ModelConfig, decoder_stack, encoder_stack
 from ..model import BLOCK_NORMS, EncoderDecoderLM, build_encoder_decoder, build_model, part_tensors
 from .shapes import Shapes
+from .vision import projector_params, vision_params
 
 # One key per kind of parameter tensor, named after the module that owns it.
 DETAIL_KEYS = (
@@ -58,6 +59,8 @@ DETAIL_KEYS = (
     "final_norm",
     "lm_head",
     "pooler",
+    "vision",
+    "projector",
 )
 
 
@@ -110,6 +113,8 @@ COMPONENT_OF = {
     "final_norm": "norms",
     "lm_head": "lm_head",
     "pooler": "pooler",
+    "vision": "vision",  # a multimodal model's image encoder (analysis.vision)
+    "projector": "projector",  # and its projector into the text decoder
 }
 
 
@@ -123,7 +128,18 @@ LINEAR_KEYS = {
     "norm": "linear_norm",
     "out_proj": "linear_out_proj",
 }
-COMPONENTS = ("embedding", "positional", "attention", "ffn", "norms", "lm_head")
+COMPONENTS = (
+    "embedding",
+    "positional",
+    "attention",
+    "ffn",
+    "norms",
+    "lm_head",
+    "pooler",
+    "vision",
+    "projector",
+)
+VISION_PARTS = ("vision", "projector")  # kept only where the config has a vision tower
 
 
 @dataclass(frozen=True)
@@ -131,10 +147,15 @@ class ParamCount:
     total: int
     non_embedding: int  # total − token embedding − learned positions (Kaplan et al.)
     per_layer: int  # one decoder block (block 0)
-    by_component: dict[str, int]  # COMPONENTS (+ "pooler") → int; a tied lm_head is 0; sums to total
+    # COMPONENTS → int; a tied lm_head is 0; sums to total; pooler (BERT's), vision and projector
+    # only where the model has them (a multimodal config: the whole model, transformers'
+    # ...ForConditionalGeneration)
+    by_component: dict[str, int]
     detail: dict[str, int]  # DETAIL_KEYS → int, summed over layers; sums to total
     source: str  # "closed form" or "meta module"
-    active: int = 0  # used per token: total less the experts a token is not routed to
+    # used per token: total less the experts a token is not routed to (a vision tower counts
+    # as active: every image runs all of it)
+    active: int = 0
 
     def spec_by_component(self) -> dict:
         """The `analyze` view: a learned positional table is counted under ``embedding``."""
@@ -218,10 +239,17 @@ def layer_param_detail(cfg: ModelConfig, layer: int = 0) -> dict:
 
 
 def _param_count(cfg: ModelConfig, detail: dict, per_layer: int, source: str) -> ParamCount:
-    by_component = dict.fromkeys(COMPONENTS + (("pooler",) if cfg.pooler else ()), 0)
+    if cfg.vision is None:
+        detail = {key: count for key, count in detail.items() if key not in VISION_PARTS}
+    else:
+        detail["vision"] = vision_params(cfg.vision)
+        detail["projector"] = projector_params(cfg.vision)
+    by_component = dict.fromkeys(COMPONENTS, 0)
     for key, count in detail.items():
-        if count:  # (a pooler's key only where there is one)
-            by_component[COMPONENT_OF[key]] += count
+        by_component[COMPONENT_OF[key]] += count
+    # the components only some models have: BERT's pooler, a vision tower and its projector
+    present = {"pooler": cfg.pooler, "vision": cfg.vision is not None, "projector": cfg.vision is not None}
+    by_component = {key: count for key, count in by_component.items() if present.get(key, True)}
     total = sum(detail.values())
     non_embedding = total - by_component["embedding"] - by_component["positional"]
     return ParamCount(
@@ -381,8 +409,10 @@ def palm_params(cfg: ModelConfig) -> int:
     token is routed to)."""
     counts = count_params(cfg)
     tied_head = cfg.vocab_size * cfg.d_model if cfg.tie_embeddings else 0
-    # a token's matmuls meet its k routed experts only
-    return counts.non_embedding + tied_head - unrouted_expert_params(cfg)
+    # a token's matmuls meet its k routed experts only; a vision tower's run per image, not per
+    # token (analysis.vision counts them)
+    vision = sum(counts.by_component.get(part, 0) for part in VISION_PARTS)
+    return counts.non_embedding + tied_head - unrouted_expert_params(cfg) - vision
 
 
 def largest_parameter(cfg: ModelConfig) -> int:

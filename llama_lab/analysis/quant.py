@@ -36,6 +36,7 @@ from ..errors import AnalysisError
 from ..runtime.hardware import DTYPE_BYTES
 from .params import BLOCK_NORMS, norm_params
 from .shapes import Shapes
+from .vision import projector_params, vision_params
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")  # int4: KIVI-style, per-token scales
@@ -214,6 +215,9 @@ def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
     if cfg.pooler:  # BERT's pooler: a C×C linear layer and its bias
         groups.append(TensorGroup("pooler", "linear", 1, s.C, s.C))
         groups.append(TensorGroup("pooler_bias", "bias", 1, 1, s.C))
+    if cfg.vision is not None:  # the image encoder and projector, as one group each (analysis.vision)
+        groups.append(TensorGroup("vision_tower", "vision", 1, 1, vision_params(cfg.vision)))
+        groups.append(TensorGroup("projector", "vision", 1, 1, projector_params(cfg.vision)))
     return groups
 
 
@@ -299,7 +303,9 @@ class WeightQuant:
             return self.dtype
         if role == "bias" and self.layout == "gptq":  # QuantLinear's bias buffer: fp16
             return "fp16"
-        if role == "bias" or role in self.keep:
+        # a multimodal model's vision tower and projector: kept (quantised VLM checkpoints, and
+        # LLaMA Lab, leave the image encoder at the compute format)
+        if role in ("bias", "vision") or role in self.keep:
             return self.keep_dtype
         return self.dtype
 

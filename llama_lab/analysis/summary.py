@@ -13,6 +13,7 @@ from .kv import kv_cache, max_context_that_fits, naive_mla_bytes_per_token, stat
 from .memory import inference_memory, training_memory
 from .params import ParamCount, count_params
 from .quant import WeightQuant, as_weight_quant, weights_bytes
+from .vision import check_images, image_summary, image_tokens, tokens_with_images
 
 
 def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str]:
@@ -28,6 +29,8 @@ def family_notes(cfg: ModelConfig, params: ParamCount | None = None) -> list[str
         sandwich_norms=params.detail.get("pre_feedforward_layernorm", 0)
         + params.detail.get("post_feedforward_layernorm", 0),
         state_bytes=state_bytes(cfg, "bf16"),
+        vision=params.by_component.get("vision", 0) + params.by_component.get("projector", 0),
+        image_tokens=image_tokens(cfg.vision) if cfg.vision is not None else 0,
     )
     return families.family_notes(cfg, counts)
 
@@ -72,10 +75,18 @@ def analyze(
     dtype: str = "bf16",
     weights: "WeightQuant | str | None" = None,
     kv_dtype: str | None = None,
+    images: int = 0,
+    image_size: tuple[int, int] | None = None,
 ) -> dict:
     """The ``analyze --json`` object (plain JSON types), plus extra keys. ``weights`` (a
-    format or its name) and ``kv_dtype`` default to ``dtype``."""
+    format or its name) and ``kv_dtype`` default to ``dtype``. A multimodal config (``vision``)
+    adds ``image_tokens`` and ``vision`` (what one image costs); ``images`` per sequence join
+    its ``seq_len`` text tokens in the text decoder's counts (FLOPs, KV cache, memory), and
+    ``flops.prefill_with_images`` adds the encoder's FLOPs for every image."""
     check_seq(seq_len, batch)
+    check_images(images)
+    text_tokens = seq_len
+    seq_len = tokens_with_images(cfg, seq_len, images, image_size)
     checked_dtype_bytes(dtype)
     weights = as_weight_quant(weights or dtype)
     kv_dtype = kv_dtype or dtype
@@ -104,8 +115,43 @@ def analyze(
             "activations (inference and training) count the decoder's blocks as a decoder-only "
             "model's (the encoder's and the cross-attention's activations are not modelled)"
         )
+    params_out = {
+        "total": params.total,
+        "active": params.active,
+        "by_component": params.spec_by_component(),
+        "non_embedding": params.non_embedding,
+        "per_layer": params.per_layer,
+        "detail": params.detail,
+    }
+    vision = {}
+    if cfg.vision is not None:  # params.text_decoder: the decoder alone, as a text-only file counts it
+        summary = image_summary(cfg, images, kv.bytes_per_token, image_size)
+        encoder = batch * images * summary["flops_per_image"]
+        params_out["text_decoder"] = params.total - summary["vision_params"] - summary["projector_params"]
+        vision = {
+            "image_tokens": summary["image_tokens"],
+            "vision": {
+                **summary,
+                "flops_all_images": encoder,
+                "prefill_with_images": flops.forward + encoder,
+            },
+        }
+        notes.append(
+            f"params.total is the whole multimodal model: the text decoder "
+            f"({params_out['text_decoder']:,}, params.text_decoder) plus the vision tower "
+            f"({summary['vision_params']:,}) and projector ({summary['projector_params']:,}); "
+            "params.active counts the tower too (every image runs all of it)"
+        )
+        if images:
+            notes.append(
+                f"seq_len {text_tokens} text tokens + {images} image(s) × {summary['image_tokens']} tokens = "
+                f"{seq_len} tokens through the text decoder"
+            )
     return {
+        **vision,
         "inputs": {
+            "text_tokens": text_tokens,
+            "images": images,
             "seq_len": seq_len,
             "batch": batch,
             "dtype": dtype,
@@ -114,14 +160,7 @@ def analyze(
             "attention_kind": cfg.attention_kind,
         },
         "architecture": architecture(cfg),
-        "params": {
-            "total": params.total,
-            "active": params.active,
-            "by_component": params.spec_by_component(),
-            "non_embedding": params.non_embedding,
-            "per_layer": params.per_layer,
-            "detail": params.detail,
-        },
+        "params": params_out,
         "flops": {key: getattr(flops, key) for key in FLOP_KEYS},
         "kv_cache": {
             "dtype": kv_dtype,
@@ -248,5 +287,20 @@ def format_analysis(result: dict) -> str:
         )
     )
     lines += _table("Memory", rows)
+    if "vision" in result:  # a multimodal model: what one image costs
+        v = result["vision"]
+        rows = [
+            ("image size (pixels)", "x".join(map(str, v["image_size"])), ""),
+            ("image tokens", f"{v['image_tokens']:,}", "per image"),
+            ("vision tower params", f"{v['vision_params']:,}", human_params(v["vision_params"])),
+            ("projector params", f"{v['projector_params']:,}", human_params(v["projector_params"])),
+            ("encoder FLOPs / image", f"{v['flops_per_image']:,}", human_count(v["flops_per_image"], "FLOP")),
+            (
+                "KV cache / image",
+                f"{v['kv_cache_bytes_per_image']:,}",
+                human_bytes(v["kv_cache_bytes_per_image"]),
+            ),
+        ]
+        lines += _table(f"Images ({v['kind']} tower, {v['projector']} projector)", rows)
     lines += [f"note: {note}" for note in result.get("notes", [])]
     return "\n".join(lines).rstrip() + "\n"

@@ -189,24 +189,30 @@ _POSITIVE = (
 )
 
 
-def rope_scaling_of(value: object) -> RopeScaling | None:
-    """``rope_scaling`` as a RopeScaling: one already, a mapping of its keys (our JSON), or that
-    mapping as JSON text (``--set``, the URL); None, "" or "none" for plain RoPE."""
-    if value is None or isinstance(value, RopeScaling):
-        return value
+def json_object(name: str, value: object, rule: str) -> Mapping | None:
+    """A field held as a JSON object (rope_scaling, vision): a mapping (our JSON), or that
+    mapping as JSON text (``--set``, the URL); None, "" or "none" for none. ConfigError naming
+    ``name`` and ``rule`` otherwise."""
     if isinstance(value, str):
         if value.strip().lower() in ("", "none", "null"):
             return None
         try:
             value = json.loads(value)
         except ValueError:
-            raise ConfigError(
-                f"rope_scaling={messages.shown(value)} must be {ROPE_SCALING_RULE}", field="rope_scaling"
-            ) from None
-    if not isinstance(value, Mapping):
-        raise ConfigError(
-            f"rope_scaling={messages.shown(value)} must be {ROPE_SCALING_RULE}", field="rope_scaling"
-        )
+            raise ConfigError(f"{name}={messages.shown(value)} must be {rule}", field=name) from None
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigError(f"{name}={messages.shown(value)} must be {rule}", field=name)
+    return value
+
+
+def rope_scaling_of(value: object) -> RopeScaling | None:
+    """``rope_scaling`` as a RopeScaling: one already, or its keys as a JSON object
+    (``json_object``); None for plain RoPE."""
+    if isinstance(value, RopeScaling):
+        return value
+    value = json_object("rope_scaling", value, ROPE_SCALING_RULE)
+    if value is None:
+        return None
     kind = value.get("rope_type")
     if kind not in ROPE_SCALING_KEYS:
         raise ConfigError(

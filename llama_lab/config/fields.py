@@ -78,6 +78,65 @@ class RopeScaling:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
+# The vision towers LLaMA Lab counts (``VisionTower.kind``) and their projectors; the per-kind
+# rules (parameters, FLOPs, image tokens) are ``llama_lab.analysis.vision``'s
+VISION_KINDS = ("clip", "siglip", "qwen2_5_vl", "pixtral", "llama4", "qwen3_5")
+PROJECTOR_KINDS = ("llava", "gemma3", "qwen2_5_vl", "mistral3", "llama4", "qwen3_5")
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    """A multimodal model's image encoder and the projector into the text decoder, as its
+    wrapper's ``vision_config`` builds it (transformers' module: CLIPVisionModel for LLaVA,
+    SiglipVisionModel for Gemma 3, Qwen2_5_VisionTransformerPretrainedModel for Qwen2.5-VL,
+    PixtralVisionModel for Mistral 3, Llama4VisionModel for Llama 4, Qwen3_5VisionModel for
+    Qwen3.5).
+    Frozen and flat (a tuple for the layer list) so that a ModelConfig holding it hashes."""
+
+    # VISION_KINDS: clip (class token, pre-norm), siglip (no class token), qwen2_5_vl, pixtral,
+    # llama4, qwen3_5
+    kind: str
+    hidden_size: int
+    n_layers: int
+    n_heads: int
+    intermediate_size: int
+    patch_size: int  # pixels of a patch's side
+    # pixels of the image's side the tower is built for (its position table); Qwen2.5-VL has
+    # none and Pixtral's is the longest side it takes (dynamic resolution): the side analyze
+    # assumes unless told (--image-size)
+    image_size: int
+    # PROJECTOR_KINDS: llava (2-layer GELU MLP), gemma3 (pool, norm, matrix), qwen2_5_vl (its
+    # merger), mistral3 (norm, patch merger, 2-layer GELU MLP), llama4 (pixel shuffle, MLP,
+    # matrix), qwen3_5 (its merger)
+    projector: str
+    out_size: int  # the projector's output: the text decoder's hidden size
+    channels: int = 3
+    projector_bias: bool = True  # LLaVA, Mistral 3: multimodal_projector_bias
+    feature_layers: int = 1  # LLaVA, Mistral 3: hidden states concatenated into the projector
+    keep_class_token: bool = False  # LLaVA's vision_feature_select_strategy "full" (default: dropped)
+    head: bool = False  # SigLIP's attention-pooling head (vision_use_head; Gemma 3: off)
+    tokens_per_image: int = 0  # Gemma 3: mm_tokens_per_image, the pooled grid's tokens
+    temporal_patch_size: int = 1  # Qwen2.5-VL: 2 frames per patch (an image is repeated)
+    merge_size: int = 1  # Qwen2.5-VL, Mistral 3: merge_size² neighbouring patches merged into one token
+    window_size: int = 0  # Qwen2.5-VL: a window's side in pixels (112); 0: every layer attends fully
+    full_attention_layers: tuple[int, ...] = ()  # Qwen2.5-VL: fullatt_block_indexes
+    # Llama 4's adapter after its pixel shuffle (ratio 1 / merge_size): fc1 (intermediate_size →
+    # adapter_in), fc2 (adapter_out → adapter_out), then linear_1 (vision_output → d_model)
+    adapter_in: int = 0  # projector_input_dim
+    adapter_out: int = 0  # projector_output_dim
+    vision_output: int = 0  # vision_output_dim
+    max_tiles: int = 0  # Llama 4: the tiles of image_size an image may be split into (16)
+    position_table: int = 0  # Qwen3.5: num_position_embeddings (a learned grid, interpolated)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields a JSON object needs: those without a default, and those away from it
+        (short enough for a link), the layer list as a list."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        if self.full_attention_layers:
+            out["full_attention_layers"] = list(self.full_attention_layers)
+        return out
+
+
 @dataclass(frozen=True)
 class ModelFields:
     # Defaults are the seed tutorial's demo model (section 八): a 4-layer GQA LLaMA.
@@ -233,6 +292,11 @@ class ModelFields:
     # heads and FFN) reads the source; each of the n_layers decoder blocks gains cross-attention
     # to its output. 0: decoder-only (everything else in LLaMA Lab)
     encoder_layers: int = 0
+
+    # ---- multimodal models counted whole (LLaVA, Gemma 3, Qwen2.5-VL) ---------------------
+    # the image encoder and its projector (None: a text-only model); the live model builds the
+    # text decoder only, the analysis counts the tower (llama_lab.analysis.vision)
+    vision: VisionTower | None = None
 
     if TYPE_CHECKING:  # set in __post_init__ (not fields: never compared, copied or written out)
         _local_flags: ClassVar[tuple[bool, ...]]

@@ -11,10 +11,10 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, Literal, Mapping, get_origin, get_type_hints
 
 from ..errors import ConfigError
-from . import feature_rules, field_rules, messages
+from . import feature_rules, field_rules, messages, vision_rules
 from .bounds import FAMILY_LIMITS
 from .families import FAMILY_LIST
-from .fields import ModelFields, RopeScaling
+from .fields import ModelFields, RopeScaling, VisionTower
 from .hf.read import HFConfigWarning, read_hf_dict
 from .hf.write import to_hf_config
 from .messages import check_int
@@ -46,8 +46,8 @@ DERIVED: dict[str, Callable[["ModelConfig"], Any]] = {
 }
 
 
-# Fields a file may set to null: the derived ones, and rope_scaling (plain RoPE)
-NULLABLE = frozenset(DERIVED) | {"rope_scaling"}
+# Fields a file may set to null: the derived ones, rope_scaling (plain RoPE) and vision (text only)
+NULLABLE = frozenset(DERIVED) | {"rope_scaling", "vision"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class ModelConfig(ModelFields):
         self._resolve_and_check_family()
         field_rules.check_rope(self)
         field_rules.check_rope_scaling(self)
+        vision_rules.check_vision(self)
 
     def _resolve_and_check_family(self) -> None:
         for name, derive in DERIVED.items():
@@ -112,10 +113,14 @@ class ModelConfig(ModelFields):
 
     def replace(self, **changes: Any) -> "ModelConfig":
         """A copy with ``changes``; a derived field (DERIVED) that followed its rule keeps
-        following it unless it is changed too."""
+        following it unless it is changed too, and a vision tower's projector the new d_model."""
         for name, derive in DERIVED.items():
             if name not in changes and getattr(self, name) == derive(self):
                 changes[name] = None
+        width = changes.get("d_model", self.d_model)
+        if self.vision is not None and "vision" not in changes and width != self.d_model:
+            # the projector keeps feeding the text decoder, whatever its width
+            changes["vision"] = dataclasses.replace(self.vision, out_size=width)
         return dataclasses.replace(self, **changes)
 
     # ---- our JSON ------------------------------------------------------------------------
@@ -129,6 +134,8 @@ class ModelConfig(ModelFields):
         }
         if self.rope_scaling is not None:  # JSON's own object: the keys transformers reads
             out["rope_scaling"] = self.rope_scaling.as_dict()
+        if self.vision is not None:  # JSON's own object: the tower's fields
+            out["vision"] = self.vision.as_dict()
         return out
 
     @classmethod
@@ -147,7 +154,8 @@ class ModelConfig(ModelFields):
             if value is None and name not in NULLABLE:
                 raise ConfigError(
                     f"{name} is null; {kind_words(name)} is required (only "
-                    f"{', '.join(DERIVED)} take null: follow their rule; rope_scaling: plain RoPE)",
+                    f"{', '.join(DERIVED)} take null: follow their rule; rope_scaling: plain RoPE; "
+                    "vision: text only)",
                     field=name,
                 )
             if isinstance(value, int) and value.bit_length() > 64:  # before a message prints it
@@ -180,7 +188,8 @@ def read_hf_config(data: Mapping[str, Any]) -> tuple[ModelConfig, list[str]]:
 def _plain(hint: Any) -> type:
     """A choice field's Literal is text; rope_scaling is read from JSON text (``--set``, the
     URL); every other field's annotation is its type."""
-    return str if get_origin(hint) is Literal or hint == RopeScaling | None else hint
+    objects = (RopeScaling | None, VisionTower | None)  # JSON objects
+    return str if get_origin(hint) is Literal or hint in objects else hint
 
 
 # Each field's value type (int, float, bool or str), from ModelConfig's resolved annotations:
@@ -191,6 +200,6 @@ FIELD_KINDS: dict[str, type] = {f.name: _plain(_HINTS[f.name]) for f in fields(M
 
 def kind_words(name: str) -> str:
     """What field ``name`` takes, in words: "true or false", "a string" or "a number"."""
-    if name == "rope_scaling":
+    if name in ("rope_scaling", "vision"):
         return "a JSON object"
     return {bool: "true or false", str: "a string"}.get(FIELD_KINDS[name], "a number")

@@ -88,8 +88,8 @@ def coerce_field(name: str, raw: str) -> Any:
     lowered = raw.strip().lower()
     if name in DERIVED and lowered in ("auto", "none", "null", ""):
         return None
-    if name == "rope_scaling" and lowered in ("none", "null", ""):
-        return None  # plain RoPE; any other text is its JSON object, which ModelConfig reads
+    if name in ("rope_scaling", "vision") and lowered in ("none", "null", ""):
+        return None  # plain RoPE, a text-only model; any other text is a JSON object ModelConfig reads
     if not lowered:
         what = kind_words(name)
         raise ConfigError(

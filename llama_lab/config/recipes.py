@@ -107,7 +107,8 @@ TRAINING_SHAPE = dict(vocab_size=256, d_model=64, n_layers=4, n_heads=4, max_seq
 def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> ModelConfig:
     """``cfg``'s recipe (norms, positions, FFN type, bias, init, tying) at a size that trains in
     seconds on a CPU: d 64 (or ``d_model``), 4 layers, and heads by ``_live_heads``: the same
-    attention kind always, and the model's queries per KV head exactly."""
+    attention kind always, and the model's queries per KV head exactly; a multimodal model's
+    text decoder."""
     d = d_model or TRAINING_SHAPE["d_model"]
     heads, kv, head_dim = _live_heads(cfg, d)
     width = seed_ffn_hidden(d) if cfg.gated_ffn else round(cfg.ffn_hidden / cfg.d_model * d)
@@ -127,6 +128,7 @@ def small_training_config(cfg: ModelConfig, *, d_model: int | None = None) -> Mo
         cfg = cfg.replace(**mla)
     small = cfg.replace(
         **{**TRAINING_SHAPE, "d_model": d, "n_heads": heads},
+        vision=None,  # the text decoder trains live; a vision tower is counted, never run
         n_kv_heads=kv,
         ffn_hidden=max(1, width),
         head_dim=head_dim,
@@ -240,7 +242,7 @@ def live_config(
     """``cfg``'s recipe (norms, positions, FFN type, biases, init, KV sharing) at a size that
     runs live: small_training_config at the given width (the model's queries per KV head,
     byte-level vocabulary 256, the recipe's FFN rule), then the given depth and room for
-    ``seq_len`` tokens."""
+    ``seq_len`` tokens (a multimodal model's: its text decoder, as small_training_config's)."""
     small = small_training_config(cfg, d_model=d_model)
     return small.replace(
         n_layers=n_layers,

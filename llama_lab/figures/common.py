@@ -34,6 +34,8 @@ COMPONENT_COLORS = {
     "norms": "#7f7f7f",
     "lm_head": "#e377c2",
     "pooler": "#f7b6d2",  # BERT's pooler (a head of its own)
+    "vision": "#6b6ecf",  # a multimodal model's image encoder
+    "projector": "#9c9ede",
     "attention_proj": "#17becf",
     "attention_scores": "#393b79",
 }

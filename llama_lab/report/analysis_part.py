@@ -19,7 +19,9 @@ from ..analysis.korthikanti import compare
 from ..analysis.kv import tp_cache_note
 from ..analysis.quant import WeightQuant
 from ..analysis.summary import architecture, family_notes
-from ..config import ConfigError, ModelConfig, require_decoder_only
+from ..analysis.vision import text_decoder_only
+from ..config import ModelConfig, require_decoder_only
+from ..errors import LabError
 from ..figures.common import Figure, Table, sweep_lengths
 from ..figures.kv import (
     kv_context_lengths,
@@ -284,10 +286,12 @@ PARALLEL_GPUS = 8  # the report's least GPU count for serving and training
 def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision, gpu: GPU) -> list[Table]:
     """Serving split TP × PP and the training layouts that fit, each on 8 GPUs or the fewest
     (a power of two) on which the model fits; Korthikanti's terms beside ours. An
-    encoder-decoder: one table saying why not (``require_decoder_only``)."""
+    encoder-decoder, an encoder or a multimodal model: one table saying why not
+    (``require_decoder_only``, ``analysis.vision.text_decoder_only``)."""
     try:
         require_decoder_only(cfg, "the Many GPUs section")
-    except ConfigError as exc:
+        text_decoder_only(cfg, "the Many GPUs section")
+    except LabError as exc:
         return [
             Table(
                 "parallel_layouts", "Many GPUs: refused", "Many GPUs", pd.DataFrame({"refused": [str(exc)]})

@@ -17,6 +17,7 @@ from ..analysis import cross_check
 from ..analysis.finetune import FinetuneSpec
 from ..analysis.model_kinds import kinds_table
 from ..analysis.quant import WeightQuant
+from ..analysis.vision import image_summary
 from ..config import ModelConfig
 from ..config.hf.quant import StoredQuant
 from ..errors import LabError
@@ -63,6 +64,12 @@ def flop_count(cfg: ModelConfig, seq_len: int, batch: int) -> analysis.FlopCount
 @st.cache_data(max_entries=64, show_spinner=False)
 def flops_sweep(cfg: ModelConfig, seq_lens: tuple[int, ...], batch: int) -> list:
     return [analysis.count_flops(cfg, seq_len, batch) for seq_len in seq_lens]
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def image_cost(cfg: ModelConfig, kv_dtype: str = "bf16") -> dict:
+    """What one image costs a multimodal config (analysis.vision.image_summary)."""
+    return image_summary(cfg, 1, analysis.kv_cache_bytes_per_token(cfg, kv_dtype))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

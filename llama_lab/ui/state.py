@@ -12,6 +12,7 @@ a link reproduces the view. The pages' own widgets are mirrored as ``<page>.<nam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, fields
 from typing import Any
@@ -29,7 +30,7 @@ from ..config import (
     detect_ffn_rule,
     ffn_from_rule,
 )
-from ..config.fields import RopeScaling
+from ..config.fields import RopeScaling, VisionTower
 from ..config.hf.quant import StoredQuant
 from ..config.model_config import DERIVED
 from ..experiments import KINDS
@@ -265,7 +266,7 @@ def kv_label(n_heads: int, n_kv_heads: int) -> str:
 def _query_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, RopeScaling):  # JSON, as --set and a config file take it
+    if isinstance(value, (RopeScaling, VisionTower)):  # JSON, as --set and a config file take it
         return json.dumps(value.as_dict(), separators=(",", ":"))
     return repr(value) if isinstance(value, float) else str(value)
 
@@ -451,6 +452,10 @@ def config_from_values(values: dict[str, Any]) -> ModelConfig:
         value = fields_[name]
         if value is None or (auto == 0 and type(value) in (int, float) and value == 0):
             fields_[name] = None
+    tower = fields_["vision"]
+    if isinstance(tower, VisionTower) and tower.out_size != fields_["d_model"]:
+        # a multimodal model's projector keeps feeding the text decoder (as ModelConfig.replace)
+        fields_["vision"] = dataclasses.replace(tower, out_size=fields_["d_model"])
     return ModelConfig(**fields_)
 
 

@@ -26,7 +26,11 @@ def run_page(preset: str, session: dict | None = None):
 
 @pytest.mark.parametrize(
     "preset",
-    sorted(name for name, cfg in PRESETS.items() if not cfg.has_indexer and not cfg.is_encoder_decoder),
+    sorted(
+        name
+        for name, cfg in PRESETS.items()
+        if not cfg.has_indexer and not cfg.is_encoder_decoder and cfg.vision is None
+    ),
 )
 def test_the_page_renders_for_every_preset_with_its_defaults(preset):
     at = run_page(preset)
@@ -52,6 +56,15 @@ def test_a_dsa_model_is_refused_in_one_line():
     at = run_page("deepseek-v3.2-exp")
     (error,) = errors(at)
     assert "fine-tuning does not model DeepSeek Sparse Attention" in error and "\n" not in error
+
+
+def test_a_multimodal_preset_is_refused_in_one_line():
+    """Fine-tuning is modelled for the text decoder alone: a vision tower is refused by name."""
+    shown = errors(run_page("llava-1.5-7b"))
+    assert (
+        len(shown) == 1
+        and "fine-tuning (predict finetune, finetune) models the text decoder only" in shown[0]
+    )
 
 
 @pytest.mark.parametrize(

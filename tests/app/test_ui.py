@@ -375,8 +375,9 @@ def test_a_refused_upload_is_shown_at_the_top_of_the_page():
 
 def test_an_uploaded_multimodal_model_is_titled_as_its_text_decoder():
     at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "home.py"), default_timeout=60).run()
+    # a wrapper LLaMA Lab does not count whole (LLaVA-NeXT's) is read as its text decoder
     text = {"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8}
-    wrapper = {"model_type": "mistral3", "_name_or_path": "org/Small-3", "text_config": text}
+    wrapper = {"model_type": "llava_next", "_name_or_path": "org/Small-3", "text_config": text}
     at.sidebar.file_uploader[0].set_value(("config.json", json.dumps(wrapper).encode(), "application/json"))
     at.run()
     assert not at.exception

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import transformers
 from hf_helpers import meta_count
 
@@ -161,7 +162,7 @@ def test_a_gpt2_config_is_refused_by_its_family_not_as_our_format():
     assert "unknown config field" not in str(info.value)
 
 
-def test_a_multimodal_wrapper_is_read_as_its_text_decoder():
+def test_a_multimodal_wrapper_is_counted_whole():
     wrapper = {
         "model_type": "mistral3",
         "architectures": ["Mistral3ForConditionalGeneration"],
@@ -170,8 +171,13 @@ def test_a_multimodal_wrapper_is_read_as_its_text_decoder():
         "text_config": {**SMALL, "model_type": "mistral", "num_key_value_heads": 2, "vocab_size": 1000},
     }
     cfg, notes = parse_config_json(json.dumps(wrapper))
-    assert notes[0].startswith("the text decoder of a 'mistral3' model") and "vision" in notes[0]
-    assert analysis.count_params(cfg).total == transformers_count(wrapper["text_config"])
+    assert not any("not counted" in note for note in notes) and cfg.vision.kind == "pixtral"
+    # Mistral3ForConditionalGeneration: Pixtral, its projector and the text decoder, the head
+    # tied by the wrapper's tie_word_embeddings (Mistral3Config's default: true)
+    with torch.device("meta"):
+        whole = transformers.Mistral3ForConditionalGeneration(transformers.AutoConfig.for_model(**wrapper))
+    assert analysis.count_params(cfg).total == sum(p.numel() for p in whole.parameters())
+    assert cfg.tie_embeddings
 
 
 def test_a_wrapper_around_an_unmodelled_decoder_is_refused_naming_both():

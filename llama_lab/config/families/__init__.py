@@ -21,6 +21,7 @@ from . import (
     granite,
     llama,
     llama4,
+    llava,
     marian,
     mistral,
     olmo,
@@ -47,7 +48,7 @@ FAMILY_LIST: tuple[Family, ...] = tuple(
         qwen_next,
         llama4,
     )
-    + (granite, deepseek_v32, bert, marian)
+    + (granite, deepseek_v32, bert, marian, llava)
 )
 # every model type, in the registry's order (the order family_of tries them)
 MODEL_TYPES: dict[str, ModelType] = {mt.name: mt for family in FAMILY_LIST for mt in family.model_types}

@@ -528,6 +528,6 @@ FAMILY = Family(
     features=FEATURES,
     presets=PRESETS,
     published=PUBLISHED,
-    wrappers=(Wrapper("gemma3", "gemma3_text", "Gemma3Config", tie_default=True),),
+    wrappers=(Wrapper("gemma3", "gemma3_text", "Gemma3Config", tie_default=True, vision="siglip"),),
     field_groups=(FIELDS,),
 )

@@ -431,6 +431,6 @@ FAMILY = Family(
     features=FEATURES,
     presets=PRESETS,
     published=PUBLISHED,
-    wrappers=(Wrapper("llama4", "llama4_text", "Llama4Config", tie_default=False),),
+    wrappers=(Wrapper("llama4", "llama4_text", "Llama4Config", tie_default=False, vision="llama4"),),
     field_groups=(FIELDS,),
 )

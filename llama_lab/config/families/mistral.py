@@ -9,7 +9,7 @@ from typing import Any
 
 from ...units import plural
 from ..fields import ModelFields
-from ..hf.family import LAYER_SET_HELP, Counts, Exact, Family, FieldGroup, FieldSpec, Note, failing
+from ..hf.family import LAYER_SET_HELP, Counts, Exact, Family, FieldGroup, FieldSpec, Note, Wrapper, failing
 from ..hf.keys import ModelType
 from ..hf.reader import Reader
 
@@ -205,4 +205,18 @@ FAMILY = Family(
     presets=PRESETS,
     published=PUBLISHED,
     field_groups=(FIELDS,),
+    # Mistral 3 (Mistral Small 3.1 / 3.2): Pixtral and its projector counted beside the text
+    # decoder its text_config names (AutoConfig: mistral, or Mistral Small 4's mistral4); the
+    # wrapper's own tie_word_embeddings (default true) alone ties the head
+    wrappers=(
+        Wrapper(
+            "mistral3",
+            "mistral",
+            "Mistral3Config",
+            tie_default=True,
+            fixed=False,
+            vision="pixtral",
+            tie_from_text=False,
+        ),
+    ),
 )

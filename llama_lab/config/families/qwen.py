@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..fields import ModelFields
-from ..hf.family import Counts, Exact, Family, Note, failing
+from ..hf.family import Counts, Exact, Family, Note, Wrapper, failing
 from ..hf.keys import ModelType
 from ..hf.reader import Reader, windows
 
@@ -237,4 +237,16 @@ FAMILY = Family(
     notes=notes,
     presets=PRESETS,
     published=PUBLISHED,
+    # Qwen2.5-VL: its text decoder (Qwen2_5_VLTextConfig, the text keys at the file's top level in
+    # the released files) builds Qwen2's layers, read as qwen2; its ViT and patch merger counted
+    wrappers=(
+        Wrapper(
+            "qwen2_5_vl",
+            "qwen2",
+            "Qwen2_5_VLConfig",
+            tie_default=False,
+            vision="qwen2_5_vl",
+            text_at_top=True,
+        ),
+    ),
 )

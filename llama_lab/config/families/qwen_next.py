@@ -428,8 +428,8 @@ FAMILY = Family(
     features=FEATURES,
     presets=PRESETS,
     wrappers=(
-        Wrapper("qwen3_5", "qwen3_5_text", "Qwen3_5Config", tie_default=False),
-        Wrapper("qwen3_5_moe", "qwen3_5_moe_text", "Qwen3_5MoeConfig", tie_default=False),
+        Wrapper("qwen3_5", "qwen3_5_text", "Qwen3_5Config", tie_default=False, vision="qwen3_5"),
+        Wrapper("qwen3_5_moe", "qwen3_5_moe_text", "Qwen3_5MoeConfig", tie_default=False, vision="qwen3_5"),
     ),
     field_groups=(FIELDS,),
 )

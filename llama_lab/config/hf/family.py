@@ -30,20 +30,33 @@ class Feature:
 
 @dataclass(frozen=True)
 class Wrapper:
-    """A multimodal wrapper whose config class builds its text_config with one class whatever the
-    file says (a SubConfigSpec naming a config class, not AutoConfig), with that class's defaults
-    when text_config is absent or null; the wrapper's own tie_word_embeddings ties the head
-    (PreTrainedModel.tie_weights reads the wrapper's config), by default ``tie_default``."""
+    """A multimodal wrapper. A fixed one's config class builds its text_config with one class
+    whatever the file says (a SubConfigSpec naming a config class, not AutoConfig), with that
+    class's defaults when text_config is absent or null; the wrapper's own tie_word_embeddings
+    ties the head (PreTrainedModel.tie_weights reads the wrapper's config), by default
+    ``tie_default``. Where ``vision`` names its tower, the tower and projector are counted."""
 
     model_type: str  # the wrapper's (gemma3)
-    text: str  # its text decoder's (gemma3_text)
+    text: str  # its text decoder's (gemma3_text); not fixed: the default when text_config names none
     config_class: str  # Gemma3Config
     tie_default: bool
+    # False: the text_config's own model_type picks its class (AutoConfig: LLaVA's, Mistral 3's)
+    fixed: bool = True
+    # not fixed: the text config's tie_word_embeddings ties the head too (LlavaConfig forwards
+    # it); Mistral3Config's own (default true) alone ties it
+    tie_from_text: bool = True
+    # the tower its vision_config builds (VisionTower.kind: hf.vision reads it, the analysis
+    # counts it); None: the tower and projector are not counted (a note says so)
+    vision: str | None = None
+    # Qwen2.5-VL: a file without text_config holds the text decoder's keys at its top level
+    text_at_top: bool = False
 
 
 # What a note is about, in the order the notes are shown: the attention's shape, its window, the
 # block's norms and scales, positions, sinks, the token mixer, the temperature, the experts
-Topic = Literal["attention", "window", "block", "positions", "sinks", "mixer", "temperature", "experts"]
+Topic = Literal[
+    "attention", "window", "block", "positions", "sinks", "mixer", "temperature", "experts", "vision"
+]
 TOPICS: tuple[Topic, ...] = (
     "attention",
     "window",
@@ -53,6 +66,7 @@ TOPICS: tuple[Topic, ...] = (
     "mixer",
     "temperature",
     "experts",
+    "vision",
 )
 
 
@@ -73,6 +87,8 @@ class Counts:
     experts: int  # the routed experts'
     sandwich_norms: int  # the pre- and post-feedforward norms' (Gemma's extra two per block)
     state_bytes: int  # every Gated DeltaNet block's state of one sequence at bf16
+    vision: int = 0  # a multimodal model's vision tower and projector
+    image_tokens: int = 0  # the tokens one image adds to its sequence
 
 
 @dataclass(frozen=True)

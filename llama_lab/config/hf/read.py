@@ -23,11 +23,12 @@ from ...errors import ConfigError
 from ..bounds import LIMITS
 from ..fields import ROPE_SCALING_KEYS
 from ..messages import cap_notes, cut, name_keys, shown
-from .family import Family
+from .family import Family, Wrapper
 from .keys import KEY_TABLE, ModelType, config_class, default_rope
 from .quant import stored_quant
 from .reader import Reader
 from .table import COMMON_KEYS, KIND, LOADER_KEYS, NULL_MEANS_UNSET, QUIET_KEYS, READ_WHERE_READ, REFUSED
+from .vision import read_vision
 
 TEXT_DECODER = "the text decoder of"  # how the note on a multimodal wrapper begins
 
@@ -268,15 +269,10 @@ def _model_type(data: Any, families: Sequence[Family]) -> tuple[Family, ModelTyp
     return found
 
 
-def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None]:
-    """A multimodal wrapper's text decoder (its ``text_config``) and a note saying that only it
-    is counted; any other config.json as it is, with no note. A fixed wrapper (``Wrapper``:
-    gemma3's) builds its text config with one class whatever text_config says, and with that
-    class's defaults when it is absent or null; its own tie_word_embeddings ties the head."""
-    if not isinstance(data, Mapping):
-        return data, None
-    outer_type = data.get("model_type")
-    fixed = next(
+def wrapper_of(data: Any, families: Sequence[Family]) -> Wrapper | None:
+    """The registry's multimodal wrapper a config.json's model_type names (None: not one)."""
+    outer_type = data.get("model_type") if isinstance(data, Mapping) else None
+    return next(
         (
             w
             for family in families
@@ -285,24 +281,49 @@ def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None
         ),
         None,
     )
+
+
+def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None]:
+    """A multimodal wrapper's text decoder (its ``text_config``) and a note saying what of the
+    wrapper is counted; any other config.json as it is, with no note. A fixed wrapper
+    (``Wrapper``: gemma3's) builds its text config with one class whatever text_config says, and
+    with that class's defaults when it is absent or null; its own tie_word_embeddings ties the
+    head. Qwen2.5-VL's text keys may sit at the file's top level (no text_config)."""
+    if not isinstance(data, Mapping):
+        return data, None
+    outer_type = data.get("model_type")
+    wrapper = wrapper_of(data, families)
     inner = data.get("text_config")
-    if inner is None and fixed is None:
+    if inner is None and wrapper is None:
         return data, None
     outer = shown(outer_type if outer_type is not None else "unnamed")
+    at_top = inner is None and wrapper is not None and wrapper.text_at_top
+    if at_top:
+        inner = {k: v for k, v in data.items() if k not in ("vision_config", "architectures")}
+        inner["model_type"] = f"{outer_type}_text"
     inner = {} if inner is None else inner
     if not isinstance(inner, Mapping):
         raise ConfigError(f"text_config={shown(inner)} must be a JSON object", field="text_config")
     inner_type = inner.get("model_type")
     said = ""
-    if fixed is not None:
-        inner_type = fixed.text
-        if inner.get("model_type") != inner_type:
+    if wrapper is not None and not wrapper.fixed:  # AutoConfig: the text_config's own class
+        inner_type = inner_type if inner_type is not None else wrapper.text
+        tie = data.get("tie_word_embeddings", wrapper.tie_default) or (
+            wrapper.tie_from_text and inner.get("tie_word_embeddings", False)
+        )
+        inner = {**inner, "model_type": inner_type, "tie_word_embeddings": bool(tie)}
+    elif wrapper is not None:
+        inner_type = wrapper.text
+        own = f"{wrapper.model_type}_text"  # Qwen2.5-VL's own text config, read as Qwen2's
+        if inner_type != own:
+            said = f"; read as {inner_type} ({own}'s decoder builds the same layers)"
+        if inner.get("model_type") not in (inner_type, own):
             named = f"model_type {shown(inner['model_type'])}" if "model_type" in inner else "no model_type"
-            said = (
-                f"; text_config names {named}, but {fixed.config_class} builds a "
+            said += (
+                f"; text_config names {named}, but {wrapper.config_class} builds a "
                 f"{config_class(inner_type)} whatever it says"
             )
-        tie = data.get("tie_word_embeddings", fixed.tie_default)
+        tie = data.get("tie_word_embeddings", wrapper.tie_default)
         if tie is not None and not isinstance(tie, bool):
             raise ConfigError(
                 f"tie_word_embeddings={shown(tie)} must be true or false", field="tie_word_embeddings"
@@ -321,10 +342,16 @@ def text_decoder(data: Any, families: Sequence[Family]) -> tuple[Any, str | None
             f"exactly and refuses the rest",
             field="model_type",
         )
-    return inner, (
-        f"{TEXT_DECODER} a {outer} model (its text_config, model_type {inner_type!r}); "
-        f"the vision tower and the projector are not counted{said}"
+    whole = wrapper is not None and wrapper.vision is not None
+    if whole and not said:  # the whole model counted: nothing to say
+        return inner, None
+    counted = (
+        "the vision tower and the projector counted beside it"
+        if whole
+        else "the vision tower and the projector are not counted"
     )
+    where = "its text keys, at the top level" if at_top else "its text_config"
+    return inner, f"{TEXT_DECODER} a {outer} model ({where}, model_type {inner_type!r}); {counted}{said}"
 
 
 def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[dict[str, Any], list[str]]:
@@ -332,7 +359,9 @@ def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[d
     one: its text decoder) as ModelConfig's fields, plus notes on the keys that change nothing
     counted (at most MAX_NOTES, then one summary). A key left out takes the family config
     class's default, as ``AutoConfig.for_model`` would."""
-    data, wrapper = text_decoder(data, families)
+    wrapper = wrapper_of(data, families)
+    outer = data
+    data, wrapped = text_decoder(data, families)
     data, alias = _alias(data, families)
     family, model_type = _model_type(data, families)
     r = Reader(data, model_type, notes=[alias] if alias else [])
@@ -355,7 +384,9 @@ def read_hf_dict(data: Mapping[str, Any], families: Sequence[Family]) -> tuple[d
         if not model_type.rope_by_layer_type:  # one RoPE base (one per layer type: the family's)
             read_rope(r, kwargs)
     kwargs.update(family.read(r))
+    if wrapper is not None and wrapper.vision is not None:
+        kwargs["vision"] = read_vision(outer, wrapper.vision, kwargs["d_model"])
     for name, value in kwargs.items():
         if isinstance(value, int) and value.bit_length() > 64:  # before any message prints it
             raise ConfigError(f"{name}={shown(value)} is beyond any config (more than 64 bits)", field=name)
-    return kwargs, ([wrapper] if wrapper else []) + cap_notes(r.notes)
+    return kwargs, ([wrapped] if wrapped else []) + cap_notes(r.notes)

@@ -15,6 +15,7 @@ from ..fields import ModelFields, RopeScaling
 from .family import Family
 from .keys import ModelType
 from .select import family_of
+from .vision import write_vision
 
 
 def rope_parameters(theta: float, scaling: RopeScaling | None) -> dict[str, Any]:
@@ -89,4 +90,4 @@ def to_hf_config(cfg: ModelFields, families: Sequence[Family]) -> dict[str, Any]
         # the class's default padding row (Phi3Config's 32000, SmolLM3Config's 128004) lies outside
         # a smaller vocabulary, where nn.Embedding refuses it: no padding row (LLaMA Lab has none)
         out["pad_token_id"] = None
-    return out
+    return out if cfg.vision is None else write_vision(cfg.vision, out)

@@ -33,6 +33,7 @@ from ...units import human_bytes, plural
 from ...validation.intervals import INTERVAL_LEVEL
 from ..cached import (
     decode_costs,
+    image_cost,
     kv_fit,
     kv_memory_curve,
     kv_report,
@@ -77,6 +78,19 @@ def formulas(cfg: ModelConfig, seq_len: int, batch: int, kv_dtype: str) -> None:
             if any(cfg.local_layer_flags)
             else "."
         )
+    )
+
+
+def image_cache(cfg: ModelConfig, kv_dtype: str) -> None:
+    """A multimodal model: the cache one image takes (its tokens at this KV format)."""
+    if cfg.vision is None:
+        return
+    cost = image_cost(cfg, kv_dtype)
+    st.info(
+        f"An image costs {cost['image_tokens']:,} tokens of cache "
+        f"({human_bytes(cost['kv_cache_bytes_per_image'])} at {kv_dtype}; "
+        f"{cost['kv_cache_bytes_per_image']:,} bytes): every image's tokens join the text in the "
+        f"decoder's sequence. The splits over several GPUs below model the text decoder only."
     )
 
 

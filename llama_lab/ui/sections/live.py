@@ -53,7 +53,12 @@ def _live_model(cfg: ModelConfig, prefix: str) -> ModelConfig:
         n_layers = bounded_number("blocks of the scaled-down copy", 1, 96, prefix + "n_layers")
         run_cfg = live_config(cfg, n_layers)
     else:
-        run_cfg = cfg
+        run_cfg = cfg.replace(vision=None)  # the live model is the text decoder
+    if cfg.vision is not None:
+        st.caption(
+            f"The live model builds the text decoder only: the {cfg.vision.kind} vision tower and "
+            f"its projector are counted on the Parameters & FLOPs page, not run here."
+        )
     st.caption(
         f"Live runs use d={run_cfg.d_model}, {run_cfg.n_layers} blocks, "
         f"{run_cfg.n_heads} heads / {run_cfg.n_kv_heads} KV, FFN {ffn_label(run_cfg)}, "

@@ -19,6 +19,7 @@ from ...analysis.layouts import (
     states_floor_bytes,
 )
 from ...analysis.parallel import RECOMPUTE, Layout, check_layout, parallel_memory
+from ...analysis.vision import text_decoder_only
 from ...config import ModelConfig
 from ...errors import LabError
 from ...experiments.shard import SHARD_DEFAULTS, shard_config, shard_run
@@ -217,8 +218,9 @@ def serving_section(
     """Serving on N GPUs: every TP × PP split, longest context and largest batch."""
     try:
         refuse_indexer(cfg, "Serving on several GPUs")
-    except LabError as exc:
-        show_caption(str(exc))
+        text_decoder_only(cfg, "Serving on several GPUs")
+    except LabError as exc:  # said in one line, not answered short
+        show_warning(str(exc))
         return
     fewest = _fewest(cfg, gpu, seq_len, "bf16", True, batch, weights)
     # first shown: the fewest GPUs that serve it (one for a model that fits on one)

@@ -25,6 +25,7 @@ from ..cached import (
     flop_count,
     flops_sweep,
     fvcore_or_error,
+    image_cost,
     param_count,
     score_cost,
     scores_crossover,
@@ -86,6 +87,35 @@ def metrics(cfg: ModelConfig, seq_len: int, batch: int, prefix: str) -> None:
     )
     for note in family_notes(cfg, params):
         st.info(note)
+
+
+def image_encoder(cfg: ModelConfig) -> None:
+    """A multimodal model's image encoder: the tower's and the projector's parameters, the tokens
+    one image adds and the encoder's FLOPs per image (nothing for a text-only model)."""
+    if cfg.vision is None:
+        return
+    cost = image_cost(cfg)
+    height, width = cost["image_size"]
+    st.subheader("The image encoder, per image")
+    cols = st.columns(4)
+    cols[0].metric("Vision tower", human_params(cost["vision_params"]), help=f"{cost['vision_params']:,}")
+    cols[1].metric("Projector", human_params(cost["projector_params"]), help=f"{cost['projector_params']:,}")
+    cols[2].metric("Image tokens", f"{cost['image_tokens']:,}", help=f"one {height}×{width} image")
+    cols[3].metric(
+        "Encoder FLOPs / image",
+        human_count(cost["flops_per_image"], "FLOP"),
+        help=f"{cost['flops_per_image']:,}: patch embedding, every block, the projector",
+    )
+    show_table(
+        [{"part": part, "FLOPs": flops} for part, flops in cost["flops_per_image_by_part"].items()],
+        width="stretch",
+    )
+    st.caption(
+        f"A {cfg.vision.kind} tower ({cfg.vision.n_layers} blocks of width {cfg.vision.hidden_size}) and "
+        f"the {cfg.vision.projector} projector: each image adds {cost['image_tokens']:,} tokens to the "
+        f"text decoder's sequence, whose FLOPs above are the text decoder's alone. The parameter "
+        f"counts include the tower; the live model builds the text decoder only."
+    )
 
 
 def formulas(cfg: ModelConfig, seq_len: int, batch: int) -> None:
