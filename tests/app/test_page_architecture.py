@@ -132,10 +132,13 @@ def test_the_three_kinds_side_by_side_from_the_labs_counts():
         == [
             "seed-demo (causal decoder)",
             "bert-base-uncased (bidirectional encoder)",
+            "transformer-2017-base (encoder-decoder)",
         ]
         == [
             f"{name} ({kind})"
-            for name, kind in zip(KIND_PRESETS, ("causal decoder", "bidirectional encoder"))
+            for name, kind in zip(
+                KIND_PRESETS, ("causal decoder", "bidirectional encoder", "encoder-decoder")
+            )
         ]
     )
     bert = kinds["bert-base-uncased (bidirectional encoder)"]
@@ -149,3 +152,6 @@ def test_the_three_kinds_side_by_side_from_the_labs_counts():
     # K and V · 4 layers · 2 KV heads · 64 dims · 2 bytes
     assert decoder["cached per token"].startswith("2,048 bytes (bf16)")
     assert decoder["generate"].startswith("yes") and decoder["fill in"].startswith("no")
+    marian = kinds["transformer-2017-base (encoder-decoder)"]
+    assert marian["parameters"] == f"{analysis.count_params(PRESETS['transformer-2017-base']).total:,}"
+    assert marian["parameters"] == "63,606,784" and marian["translate"].startswith("yes")
