@@ -16,7 +16,43 @@ from .state import field_key, on_field_change
 
 BROWSER_MAX_INT = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
 FOLLOW = {None: "follows 'biases in linear layers'", True: "on", False: "off"}
-FIELD_GROUPS: tuple[FieldGroup, ...] = tuple(group for family in FAMILY_LIST for group in family.field_groups)
+# The sparse attention pattern's fields (config.sparse: not a family's), after the window's group
+SPARSE_FIELDS = FieldGroup(
+    "Sparse attention on the window (Longformer, BigBird)",
+    (
+        FieldSpec(
+            "global_tokens",
+            "global tokens G",
+            "int",
+            help="Longformer's global attention, causal: the first G positions are seen by every later "
+            "query and see every earlier key. Needs a sliding window.",
+            minimum=0,
+        ),
+        FieldSpec(
+            "dilation",
+            "window dilation d",
+            "int",
+            help="Longformer's dilated window: the W keys i, i − d, …, i − (W − 1)·d.",
+        ),
+        FieldSpec(
+            "random_blocks",
+            "random blocks r per query block",
+            "int",
+            help="BigBird: each query block also sees r earlier key blocks drawn (seeded) beyond its "
+            "window and the global tokens.",
+            minimum=0,
+        ),
+        FieldSpec("sparse_block_size", "random-block size b", "int"),
+        FieldSpec("sparse_seed", "random-block seed", "int", minimum=0),
+    ),
+)
+# the families' own groups, the sparse pattern's after the one holding the sliding window
+FIELD_GROUPS: tuple[FieldGroup, ...] = tuple(
+    shown
+    for family in FAMILY_LIST
+    for group in family.field_groups
+    for shown in ((group, SPARSE_FIELDS) if "sliding_window" in group.names else (group,))
+)
 
 
 def field(widget, name: str, label: str, *args, **kwargs) -> None:

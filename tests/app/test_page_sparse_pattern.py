@@ -41,3 +41,18 @@ def test_the_many_gpus_page_refuses_a_throughput_estimate_by_name():
         "predict train is not predicted for a sparse attention pattern" in c.value.replace("\\", "")
         for c in at.caption
     )
+
+
+def test_the_sidebar_sets_the_pattern_and_the_page_follows():
+    from llama_lab.ui import state
+
+    at = open_page(ROOT / "2_KV_cache_and_attention.py", {"preset": "seed-demo", "sliding_window": "16"})
+    titles = [e.proto.label for e in at.sidebar.get("expander")]
+    assert "Sparse attention on the window (Longformer, BigBird)" in titles
+    at.sidebar.number_input(key=state.field_key("global_tokens")).set_value(4).run()
+    assert not at.exception and not at.sidebar.error
+    (mask,) = [c for c in charts(at) if chart_title(c).startswith("Which keys")]
+    assert chart_title(mask).endswith("window W=16, global G=4")
+    # without a window the pattern is refused by name, next to its field
+    at.sidebar.number_input(key=state.field_key("sliding_window")).set_value(0).run()
+    assert any("needs sliding_window > 0" in e.value.replace("\\", "") for e in at.sidebar.error)
