@@ -446,7 +446,7 @@ def test_gated_deltanet_activations_are_exact_over_partial_and_whole_chunks(debu
 
 
 # the 2017 encoder-decoder (3 encoder, 2 decoder blocks; MQA with a narrow FFN, learned
-# positions with GELU) and BERT's encoder (GQA, no pooler), tiny
+# positions with GELU), BERT's encoder (GQA, no pooler) and a bidirectional LLaMA block, tiny
 MARIAN = PRESETS["transformer-2017-base"].replace(
     vocab_size=97,
     d_model=32,
@@ -466,12 +466,16 @@ ENCODER_CASES = {
     "marian-learned-gelu": MARIAN.replace(pos_encoding="learned", ffn_type="gelu", n_kv_heads=2),
     "bert": BERT,
     "bert-gqa": BERT.replace(n_kv_heads=2, pooler=False, type_vocab_size=0),
+    # a bidirectional encoder of today's block (RMSNorm, RoPE, SwiGLU, MQA) with a pooler
+    "bidirectional-llama": PRESETS["debug"].replace(causal=False, lm_head=False, pooler=True, n_kv_heads=1),
 }
 
 
 def _layer_norms(cfg):
     """LayerNorms in the model: the encoder's two a block, the decoder's three (or a decoder-only
     model's two), the embedding's and the final one."""
+    if cfg.norm_type != "layernorm":
+        return 0  # RMSNorm keeps a float32 rstd on the CPU as well
     per_block = 3 if cfg.is_encoder_decoder else 2
     return 2 * cfg.encoder_layers + per_block * cfg.n_layers + cfg.embed_norm + cfg.final_norm
 
