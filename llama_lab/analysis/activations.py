@@ -15,6 +15,7 @@ from .common import (
     TRAINING_DTYPES,
     check_count,
     check_seq,
+    check_source_len,
     checked_dtype_bytes,
     nbytes,
 )
@@ -359,10 +360,13 @@ def activation_estimate(
     loss: str = "chunked",
     tp: int = 1,
     sequence_parallel: bool = False,
+    source_len: int | None = None,
 ) -> ActivationEstimate:
     """What autograd saves in one forward over ``batch`` × ``seq_len`` tokens, on one of ``tp``
-    tensor-parallel ranks (1: the whole model)."""
+    tensor-parallel ranks (1: the whole model); an encoder-decoder's encoder over a source of
+    ``source_len`` tokens (None: ``seq_len``)."""
     check_seq(seq_len, batch)
+    S = check_source_len(cfg, seq_len, source_len)
     check_count("tp", tp, Shapes.of(cfg).H)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     B, T, N = batch, seq_len, batch * seq_len
@@ -400,10 +404,13 @@ def activation_estimate(
     table = 2 * T * cfg.rope_dim * 4 if rope and dtype == "fp32" else 0  # one (cos, sin), float32
     # checkpointed: the block recomputed at a time that saves the most, with the table it reads
     heaviest = max(saved, key=lambda key: saved[key] + table * key[2])
-    ids = INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0)
+
+    def ids(tokens: int) -> int:  # a sequence's token ids, and its position ids if learned
+        return INT64_BYTES * B * tokens + (INT64_BYTES * tokens if cfg.pos_encoding == "learned" else 0)
+
     components = {
-        # an encoder-decoder's source ids (and positions) too: a source as long as the target
-        "token_ids": ids * (2 if cfg.is_encoder_decoder else 1),
+        # an encoder-decoder's source ids (and positions) too
+        "token_ids": ids(T) + (ids(S) if cfg.is_encoder_decoder else 0),
         # all layers' one (cos, sin), or two where windowed layers rotate with their own base
         # (checkpointed: the one block recomputed at a time holds its own, if it rotates)
         "rope_tables": table * (heaviest[2] if checkpointing else _rope_tables_used(cfg)),
@@ -416,10 +423,9 @@ def activation_estimate(
             else bare_encoder_head_saved(cfg, B, T, b)
         ),
     }
-    if cfg.is_encoder_decoder:  # the encoder's blocks over the source (S = T), and its output
-        # (read by every decoder block's k_proj and v_proj, kept once); each decoder block's
+    if cfg.is_encoder_decoder:  # the encoder's blocks over the source, and its output (read
+        # by every decoder block's k_proj and v_proj, kept once); each decoder block's
         # cross-attention joins its own
-        S = T
         components["encoder_blocks"] = cfg.encoder_layers * sum(block_saved(cfg, 0, B, S, b, dtype).values())
         components["encoder_output"] = nbytes(B * S * C, b)
         cross = sum(cross_attention_saved(cfg, B, T, S, b).values())
@@ -454,11 +460,13 @@ def activation_bytes(
     loss: str = "chunked",
     tp: int = 1,
     sequence_parallel: bool = False,
+    source_len: int | None = None,
 ) -> int:
     """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS),
-    on one of ``tp`` tensor-parallel ranks."""
+    on one of ``tp`` tensor-parallel ranks; an encoder-decoder's source of ``source_len``
+    tokens (None: ``seq_len``)."""
     return activation_estimate(
-        cfg, seq_len, batch, dtype, checkpointing, loss, tp, sequence_parallel
+        cfg, seq_len, batch, dtype, checkpointing, loss, tp, sequence_parallel, source_len
     ).total_bytes
 
 

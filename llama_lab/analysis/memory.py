@@ -20,6 +20,7 @@ from .common import (
     TRAINING_DTYPES,
     check_count,
     check_seq,
+    check_source_len,
     checked_dtype_bytes,
     nbytes,
 )
@@ -32,7 +33,12 @@ SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 
 
 def inference_activation_bytes(
-    cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "bf16", last_only: bool = False
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "bf16",
+    last_only: bool = False,
+    source_len: int | None = None,
 ) -> int:
     """Peak bytes of live intermediate tensors in a no-grad forward of llama_lab.model over
     B×T tokens (a prefill): the largest of the norm, attention, FFN and lm_head working sets,
@@ -40,8 +46,10 @@ def inference_activation_bytes(
     with its experts' expected share of the tokens (k/E each). Not counted:
     allocator slack, kernel workspaces, RoPE's 16-bit casts of cos/sin (T·D each).
     ``last_only``: the prefill of ``generate`` (``model(ids, last_only=True)``), whose lm_head
-    computes the last position's logits only (B·V instead of B·T·V)."""
+    computes the last position's logits only (B·V instead of B·T·V). An encoder-decoder: see
+    ``_encoder_decoder_peak``, over a source of ``source_len`` tokens (None: ``seq_len``)."""
     check_seq(seq_len, batch)
+    S = check_source_len(cfg, seq_len, source_len)
     b = checked_dtype_bytes(dtype)
     if dtype in ("fp8", "int8", "int4"):
         b = DTYPE_BYTES["bf16"]  # weight-only formats compute in bf16
@@ -93,7 +101,7 @@ def inference_activation_bytes(
         per_token = max(per_token, held * b + router)
     block_peak = math.ceil(N * per_token) + positions
     if cfg.is_encoder_decoder:
-        return _encoder_decoder_peak(cfg, batch, seq_len, b, per_token, norm)
+        return _encoder_decoder_peak(cfg, batch, seq_len, S, b, per_token, norm)
     logits = batch * V if last_only else N * V
     # final hidden state + logits (soft-capped: the logits, their tanh and its product alive);
     # a bare encoder (BERT) has no logits: its last hidden state and the pooler's two B×C outputs
@@ -104,10 +112,10 @@ def inference_activation_bytes(
 
 
 def _encoder_decoder_peak(
-    cfg: ModelConfig, batch: int, seq_len: int, b: float, block: float, norm: float
+    cfg: ModelConfig, batch: int, seq_len: int, source_len: int, b: float, block: float, norm: float
 ) -> int:
     """An encoder-decoder's prefill (``model.encoder_decoder``, Post-LN, no RoPE, H·D = C): the
-    larger of the encoder's peak over the source (S = T tokens; its blocks as a decoder-only
+    larger of the encoder's peak over the source (``source_len`` tokens; its blocks as a decoder-only
     model's, ``block`` bytes per token) and the decoder's over the T target tokens with both
     caches already held (counted under kv_cache, not here). A decoder block's phases are the
     self-attention's, the FFN's and their norms' (``block`` too), the cross-attention's (the
@@ -119,7 +127,8 @@ def _encoder_decoder_peak(
     N, C, V = batch * seq_len, s.C, s.V
     cross = max((3 * C + 2 * s.H * s.D) * b, norm + C * b)
     head = nbytes(N * (C + 2 * V), b)
-    return max(math.ceil(N * max(block, cross)), head)
+    encoder = math.ceil(batch * source_len * block)
+    return max(encoder, math.ceil(N * max(block, cross)), head)
 
 
 @dataclass(frozen=True)

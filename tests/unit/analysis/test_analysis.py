@@ -214,9 +214,10 @@ def test_what_fits_on_a_gpu_hand_derived():
 
 
 # ==== activations: estimate vs measurement =====================================================
-def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
+def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits", source_len=None):
     """Bytes of distinct non-parameter storages autograd saves in forward + cross-entropy
-    (``loss``: "logits", F.cross_entropy on the logits; "chunked", the model's own loss).
+    (``loss``: "logits", F.cross_entropy on the logits; "chunked", the model's own loss); an
+    encoder-decoder's over a source of ``source_len`` tokens (None: T).
     With checkpointing (reentrant, per block) also the recompute of the largest block (blocks
     differ when only some are sparse), whose input is the stored one (detached, same storage),
     as backward does."""
@@ -240,7 +241,7 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
             model.loss_on(ids, targets)
             return sum(storage.nbytes() for storage in seen.values())
         if cfg.is_encoder_decoder:  # a source as long as the target, then the target's logits
-            logits = model(torch.randint(0, cfg.vocab_size, (B, T), generator=gen), ids)
+            logits = model(torch.randint(0, cfg.vocab_size, (B, source_len or T), generator=gen), ids)
             F.cross_entropy(logits.flatten(0, 1), targets.flatten())
             return sum(storage.nbytes() for storage in seen.values())
         if not cfg.lm_head:  # a bare encoder: its last hidden state and the pooler's output
@@ -502,8 +503,9 @@ def test_encoder_activations_refuse_checkpointing_and_tensor_parallelism():
                 A.activation_estimate(cfg, 8, 1, **kwargs)
 
 
-def _encoder_peak_bytes(cfg, B, T, dtype):
-    """An encoder-decoder's prefill peak: the encoder's forward over the source (T tokens), or
+def _encoder_peak_bytes(cfg, B, T, dtype, S=None):
+    """An encoder-decoder's prefill peak: the encoder's forward over the source (S tokens, None:
+    T), or
     the decoder's over the target with both caches made beforehand (counted under kv_cache);
     a bare encoder's forward and its pooler."""
     from profiling import profiled_peak_bytes
@@ -511,7 +513,7 @@ def _encoder_peak_bytes(cfg, B, T, dtype):
     torch.manual_seed(0)
     model = build_model(cfg, dtype=TORCH_DTYPES[dtype]).eval()
     gen = torch.Generator().manual_seed(0)
-    src, tgt = (torch.randint(0, cfg.vocab_size, (B, T), generator=gen) for _ in range(2))
+    src, tgt = (torch.randint(0, cfg.vocab_size, (B, n), generator=gen) for n in (S or T, T))
     with torch.no_grad():
         if not cfg.is_encoder_decoder:
             return profiled_peak_bytes(lambda: model.pooled(model(src)) if cfg.pooler else model(src))
@@ -530,6 +532,28 @@ def test_encoder_inference_activations_match_profiler_peak(name, dtype):
     assert A.inference_activation_bytes(cfg, 11, 2, dtype, last_only=True) == _encoder_peak_bytes(
         cfg, 2, 11, dtype
     )
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "name, T, S",
+    [("marian-mqa", 7, 13), ("marian-learned-gelu", 13, 5)],
+    ids=["longer-source", "shorter-source"],
+)
+def test_an_encoder_decoder_reads_a_source_of_its_own_length(name, T, S, dtype):
+    cfg, B = ENCODER_CASES[name], 2
+    # the CPU LayerNorm's mean and rstd in the input dtype: the encoder's over S rows, the decoder's over T
+    encoder_norms, decoder_norms = 2 * cfg.encoder_layers, 3 * cfg.n_layers
+    cpu_stats = 2 * B * (encoder_norms * S + decoder_norms * T) * (4 - DTYPE_BYTES[dtype])
+    measured = _measure_saved_bytes(cfg, B, T, dtype, source_len=S)
+    assert A.activation_bytes(cfg, T, B, dtype, loss="logits", source_len=S) - cpu_stats == measured
+    peak = A.inference_activation_bytes(cfg, T, B, dtype, source_len=S)
+    assert peak == _encoder_peak_bytes(cfg, B, T, dtype, S)
+
+
+def test_only_an_encoder_decoder_takes_a_source_length():
+    with pytest.raises(A.AnalysisError, match="only an encoder-decoder reads a source"):
+        A.activation_bytes(BERT, 8, 1, source_len=8)
 
 
 def test_learned_positions_leave_no_ids_at_the_peak(debug_cfg):
