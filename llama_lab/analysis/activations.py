@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from ..config import ModelConfig
+from ..config import ModelConfig, require_decoder_only
 from ..errors import AnalysisError
 from .common import (
     INT64_BYTES,
@@ -474,7 +474,9 @@ def autocast_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype:
     """What the live model saves for backward under ``torch.autocast`` to ``dtype`` (fp32
     weights, mixed precision): ``activation_bytes`` in ``dtype``, except that the residual
     stream stays float32, so every norm's input (two per block, four in a sandwich block, the
-    final norm) is saved in 4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself."""
+    final norm) is saved in 4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself.
+    A decoder-only model's (the live pass's and the training loop's, which refuse the rest)."""
+    require_decoder_only(cfg, "autocast_activation_bytes")
     exact = activation_bytes(cfg, seq_len, batch, dtype)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     norm_inputs = norms_per_block(cfg) * cfg.n_layers + (1 if cfg.final_norm else 0)
