@@ -63,8 +63,9 @@ ACTIVATION_ASSUMPTIONS = [
     "length used (T in a training step), in float32; or one cast copy per use in 16-bit dtypes.",
     "checkpointing = torch.utils.checkpoint around every block: the block inputs stay, plus one "
     "block's activations while it is recomputed in backward.",
-    "An encoder-decoder (model.encoder_decoder, the 2017 Transformer): the source ids (a source "
-    "as long as the target) and the target ids, the encoder's blocks over the source (saved as a "
+    "An encoder-decoder (model.encoder_decoder, the 2017 Transformer): the source ids (source_len "
+    "tokens, as many as the target unless given) and the target ids, the encoder's blocks over "
+    "the source (saved as a "
     "decoder block's: bidirectional SDPA keeps the same tensors), the encoder's output once "
     "(every decoder block's k_proj and v_proj read it), each decoder block with its "
     "cross-attention, and its own loss, F.cross_entropy on the logits (+ final_logits_bias, "
