@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from ..config import ModelConfig
+from ..config import ModelConfig, require_decoder_only
 from ..errors import AnalysisError
 from .common import (
     INT64_BYTES,
@@ -15,6 +15,7 @@ from .common import (
     TRAINING_DTYPES,
     check_count,
     check_seq,
+    check_source_len,
     checked_dtype_bytes,
     nbytes,
 )
@@ -62,6 +63,15 @@ ACTIVATION_ASSUMPTIONS = [
     "length used (T in a training step), in float32; or one cast copy per use in 16-bit dtypes.",
     "checkpointing = torch.utils.checkpoint around every block: the block inputs stay, plus one "
     "block's activations while it is recomputed in backward.",
+    "An encoder-decoder (model.encoder_decoder, the 2017 Transformer): the source ids (source_len "
+    "tokens, as many as the target unless given) and the target ids, the encoder's blocks over "
+    "the source (saved as a "
+    "decoder block's: bidirectional SDPA keeps the same tensors), the encoder's output once "
+    "(every decoder block's k_proj and v_proj read it), each decoder block with its "
+    "cross-attention, and its own loss, F.cross_entropy on the logits (+ final_logits_bias, "
+    "which saves nothing). A bare encoder (BERT, lm_head=False): its embedding LayerNorm, the "
+    "blocks, and the pooler's input (a view keeping the last hidden state) and tanh's output; "
+    "no LM head, task head or loss. Both without checkpointing or tensor parallelism (refused).",
     "Gated DeltaNet blocks (Qwen3-Next, Qwen3.5): the tensors of the chunked rule over the "
     "sequence padded to whole chunks of 64 (float32), the convolution's input and output, the "
     "gates and the gated norm; equal to saved-tensor hooks on the tested shapes (T = 5 to 130: "
@@ -173,6 +183,23 @@ def block_saved(
         "rope_casts": _rope_casts(cfg, T, b, dtype) if cfg.rope_layer_flags[layer] else 0,
         "ffn_input": nbytes(n_rep * C, b),  # read by gate/up (or the router)
         "ffn_hidden": _ffn_saved_bytes(cfg, N, b, cfg.moe_layer_flags[layer], tp),
+    }
+
+
+def cross_attention_saved(cfg: ModelConfig, B: int, T: int, S: int, b: float) -> dict:
+    """What a decoder block's cross-attention (``model.encoder_decoder``) saves beyond the block
+    ``block_saved`` counts, by part: its norm's input and statistics, q_proj's input (the
+    previous norm's output), q over the T target tokens and K, V over the S source tokens (G
+    heads each: k_proj's and v_proj's outputs, read by SDPA; their input, the encoder's output,
+    is counted once for all blocks), SDPA's output and logsumexp over the queries. Unmasked, as
+    every query sees every key."""
+    s = Shapes.of(cfg)
+    N, H, G, D = B * T, s.H, s.G, s.D
+    return {
+        "cross_norm": _norm_saved_bytes(cfg, N, b),
+        "cross_query_input": nbytes(N * s.C, b),
+        "cross_qkv": nbytes(N * H * D + 2 * B * S * G * D, b),
+        "cross_output": _sdpa_saved(B, T, H, D, b, False)["attention_output"],
     }
 
 
@@ -305,6 +332,17 @@ def head_saved(cfg: ModelConfig, N: int, b: float, loss: str, tp: int = 1) -> in
     return norm + nbytes(N * s.C, b) + nbytes(logits, b) + probs + INT64_BYTES * N + math.ceil(b)
 
 
+def bare_encoder_head_saved(cfg: ModelConfig, B: int, T: int, b: float) -> int:
+    """A bare encoder (``lm_head=False``, BertModel) has no LM head and no loss of its own: what
+    a task head reads is its last hidden state and, with a pooler, the pooled output
+    (``model.pooled``, tanh of the dense layer on each sequence's first token). Saved: the final
+    norm's tensors (if any); the pooler's input, a view of the last hidden state that keeps it
+    whole (B·T·C), and tanh's output (B·C). A task head's own tensors are not counted."""
+    s = Shapes.of(cfg)
+    norm = _norm_saved_bytes(cfg, B * T, b) if cfg.final_norm else 0
+    return norm + (nbytes(B * T * s.C + B * s.C, b) if cfg.pooler else 0)
+
+
 def _rope_tables_used(cfg: ModelConfig) -> int:
     """RoPE tables the blocks read: one, or two when windowed and global blocks rotate with
     different bases (Gemma 3); none when no block rotates."""
@@ -323,13 +361,23 @@ def activation_estimate(
     loss: str = "chunked",
     tp: int = 1,
     sequence_parallel: bool = False,
+    source_len: int | None = None,
 ) -> ActivationEstimate:
     """What autograd saves in one forward over ``batch`` × ``seq_len`` tokens, on one of ``tp``
-    tensor-parallel ranks (1: the whole model)."""
+    tensor-parallel ranks (1: the whole model); an encoder-decoder's encoder over a source of
+    ``source_len`` tokens (None: ``seq_len``)."""
     check_seq(seq_len, batch)
+    S = check_source_len(cfg, seq_len, source_len)
     check_count("tp", tp, Shapes.of(cfg).H)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     B, T, N = batch, seq_len, batch * seq_len
+    encoder = cfg.is_encoder_decoder or not cfg.lm_head
+    if encoder and (checkpointing or tp > 1 or sequence_parallel):
+        model = "an encoder-decoder" if cfg.is_encoder_decoder else "a bare encoder (lm_head=False)"
+        raise AnalysisError(
+            f"activations of {model} are modelled without activation checkpointing or tensor "
+            f"parallelism (checkpointing={checkpointing}, tp={tp}, sequence_parallel={sequence_parallel})"
+        )
     s = Shapes.of(cfg)
     C, L = s.C, s.L
     rope = cfg.pos_encoding == "rope"
@@ -357,13 +405,33 @@ def activation_estimate(
     table = 2 * T * cfg.rope_dim * 4 if rope and dtype == "fp32" else 0  # one (cos, sin), float32
     # checkpointed: the block recomputed at a time that saves the most, with the table it reads
     heaviest = max(saved, key=lambda key: saved[key] + table * key[2])
+
+    def ids(tokens: int) -> int:  # a sequence's token ids, and its position ids if learned
+        return INT64_BYTES * B * tokens + (INT64_BYTES * tokens if cfg.pos_encoding == "learned" else 0)
+
     components = {
-        "token_ids": INT64_BYTES * N + (INT64_BYTES * T if cfg.pos_encoding == "learned" else 0),
+        # an encoder-decoder's source ids (and positions) too
+        "token_ids": ids(T) + (ids(S) if cfg.is_encoder_decoder else 0),
         # all layers' one (cos, sin), or two where windowed layers rotate with their own base
         # (checkpointed: the one block recomputed at a time holds its own, if it rotates)
         "rope_tables": table * (heaviest[2] if checkpointing else _rope_tables_used(cfg)),
-        "head_and_loss": head_saved(cfg, N, b, loss, tp),
+        # BERT: the LayerNorm on the summed embeddings
+        **({"embed_norm": _norm_saved_bytes(cfg, N, b)} if cfg.embed_norm else {}),
+        # an encoder-decoder's own loss (EncoderDecoderLM.loss) is F.cross_entropy on the logits
+        "head_and_loss": (
+            head_saved(cfg, N, b, "logits" if cfg.is_encoder_decoder and loss == "chunked" else loss, tp)
+            if cfg.lm_head
+            else bare_encoder_head_saved(cfg, B, T, b)
+        ),
     }
+    if cfg.is_encoder_decoder:  # the encoder's blocks over the source, and its output (read
+        # by every decoder block's k_proj and v_proj, kept once); each decoder block's
+        # cross-attention joins its own
+        components["encoder_blocks"] = cfg.encoder_layers * sum(block_saved(cfg, 0, B, S, b, dtype).values())
+        components["encoder_output"] = nbytes(B * S * C, b)
+        cross = sum(cross_attention_saved(cfg, B, T, S, b).values())
+        saved = {key: value + cross for key, value in saved.items()}
+        per_layer += cross
     if checkpointing:
         block_input = nbytes((math.ceil(N / tp) if sequence_parallel else N) * C, b)
         components["block_inputs"] = L * block_input
@@ -393,11 +461,13 @@ def activation_bytes(
     loss: str = "chunked",
     tp: int = 1,
     sequence_parallel: bool = False,
+    source_len: int | None = None,
 ) -> int:
     """Bytes of the tensors our implementation saves for backward (see ACTIVATION_ASSUMPTIONS),
-    on one of ``tp`` tensor-parallel ranks."""
+    on one of ``tp`` tensor-parallel ranks; an encoder-decoder's source of ``source_len``
+    tokens (None: ``seq_len``)."""
     return activation_estimate(
-        cfg, seq_len, batch, dtype, checkpointing, loss, tp, sequence_parallel
+        cfg, seq_len, batch, dtype, checkpointing, loss, tp, sequence_parallel, source_len
     ).total_bytes
 
 
@@ -405,7 +475,9 @@ def autocast_activation_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype:
     """What the live model saves for backward under ``torch.autocast`` to ``dtype`` (fp32
     weights, mixed precision): ``activation_bytes`` in ``dtype``, except that the residual
     stream stays float32, so every norm's input (two per block, four in a sandwich block, the
-    final norm) is saved in 4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself."""
+    final norm) is saved in 4 bytes instead of ``dtype``'s. fp32: ``activation_bytes`` itself.
+    A decoder-only model's (the live pass's and the training loop's, which refuse the rest)."""
+    require_decoder_only(cfg, "autocast_activation_bytes")
     exact = activation_bytes(cfg, seq_len, batch, dtype)
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     norm_inputs = norms_per_block(cfg) * cfg.n_layers + (1 if cfg.final_norm else 0)

@@ -40,6 +40,17 @@ def check_seq(seq_len, batch) -> None:
     check_count("batch", batch, MAX_BATCH)
 
 
+def check_source_len(cfg: ModelConfig, seq_len: int, source_len: int | None) -> int:
+    """An encoder-decoder's source length (None: as long as the target, ``seq_len``); a model
+    without an encoder takes none."""
+    if source_len is None:
+        return seq_len
+    if not cfg.is_encoder_decoder:
+        raise AnalysisError(f"source_len={source_len!r}: only an encoder-decoder reads a source")
+    check_count("source_len", source_len, LIMITS["max_seq_len"])
+    return source_len
+
+
 def nbytes(n_elements: int, dtype_bytes: float) -> int:
     """Bytes of n elements; int4 packs two per byte."""
     return math.ceil(n_elements * dtype_bytes)

@@ -397,7 +397,14 @@ def training_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> De
             "b": f"bytes per weight and gradient ({dtype})",
             "m": "bytes per moment",
             "w": "bytes per master weight (fp32)",
-            "A": f"activations at B={batch}, T={seq_len:,}",
+            "A": f"activations at B={batch}, T={seq_len:,}"
+            + (
+                " (the encoder over a source of T tokens, the decoder with its cross-attention, the loss)"
+                if cfg.is_encoder_decoder
+                else " (the encoder and its pooler; no task head or loss)"
+                if not cfg.lm_head
+                else ""
+            ),
         },
         lhs=r"\text{training bytes}",
     )

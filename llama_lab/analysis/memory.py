@@ -20,6 +20,7 @@ from .common import (
     TRAINING_DTYPES,
     check_count,
     check_seq,
+    check_source_len,
     checked_dtype_bytes,
     nbytes,
 )
@@ -32,16 +33,23 @@ SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 
 
 def inference_activation_bytes(
-    cfg: ModelConfig, seq_len: int, batch: int, dtype: str = "bf16", last_only: bool = False
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int,
+    dtype: str = "bf16",
+    last_only: bool = False,
+    source_len: int | None = None,
 ) -> int:
     """Peak bytes of live intermediate tensors in a no-grad forward of llama_lab.model over
     B×T tokens (a prefill): the largest of the norm, attention, FFN and lm_head working sets,
-    counting what callers still hold, plus the position ids and RoPE tables; a sparse block
+    counting what callers still hold, plus the RoPE tables; a sparse block
     with its experts' expected share of the tokens (k/E each). Not counted:
     allocator slack, kernel workspaces, RoPE's 16-bit casts of cos/sin (T·D each).
     ``last_only``: the prefill of ``generate`` (``model(ids, last_only=True)``), whose lm_head
-    computes the last position's logits only (B·V instead of B·T·V)."""
+    computes the last position's logits only (B·V instead of B·T·V). An encoder-decoder: see
+    ``_encoder_decoder_peak``, over a source of ``source_len`` tokens (None: ``seq_len``)."""
     check_seq(seq_len, batch)
+    S = check_source_len(cfg, seq_len, source_len)
     b = checked_dtype_bytes(dtype)
     if dtype in ("fp8", "int8", "int4"):
         b = DTYPE_BYTES["bf16"]  # weight-only formats compute in bf16
@@ -78,9 +86,8 @@ def inference_activation_bytes(
     # the two tensors held around a norm; three around a sandwich block's output norms (the
     # block input, the residual, the sublayer's output)
     norm = (3 if cfg.norm_position == "sandwich" else 2) * C * b + norm_bytes
-    positions = INT64_BYTES * T if cfg.pos_encoding == "learned" else 0  # position ids
-    if cfg.pos_encoding == "rope":  # the model's cos and sin tables, float32
-        positions += 2 * T * D * 4  # (T, D) each, built for this forward
+    # learned positions: their ids are gone before the first block runs (nothing counted)
+    positions = 2 * T * D * 4 if cfg.pos_encoding == "rope" else 0  # cos and sin (T, D), float32
     per_token = max(attention * b + mask, norm, ffn * b if not all(cfg.moe_layer_flags) else 0)
     if cfg.is_moe:  # the output accumulator, the router's float32
         # probabilities and top-k, and one expert's temporaries at a time, for its expected
@@ -93,10 +100,35 @@ def inference_activation_bytes(
         router = b * (s.E + 2 * s.K) + INT64_BYTES * s.K if gpt_oss else 4 * s.E + 12 * s.K
         per_token = max(per_token, held * b + router)
     block_peak = math.ceil(N * per_token) + positions
+    if cfg.is_encoder_decoder:
+        return _encoder_decoder_peak(cfg, batch, seq_len, S, b, per_token, norm)
     logits = batch * V if last_only else N * V
-    # final hidden state + logits (soft-capped: the logits, their tanh and its product alive)
+    # final hidden state + logits (soft-capped: the logits, their tanh and its product alive);
+    # a bare encoder (BERT) has no logits: its last hidden state and the pooler's two B×C outputs
     head_peak = nbytes(N * C + (3 if cfg.logit_softcap else 1) * logits, b)
+    if not cfg.lm_head:
+        head_peak = nbytes(N * C + (2 * batch * C if cfg.pooler else 0), b)
     return max(block_peak, head_peak)
+
+
+def _encoder_decoder_peak(
+    cfg: ModelConfig, batch: int, seq_len: int, source_len: int, b: float, block: float, norm: float
+) -> int:
+    """An encoder-decoder's prefill (``model.encoder_decoder``, Post-LN, no RoPE, H·D = C): the
+    larger of the encoder's peak over the source (``source_len`` tokens; its blocks as a decoder-only
+    model's, ``block`` bytes per token) and the decoder's over the T target tokens with both
+    caches already held (counted under kv_cache, not here). A decoder block's phases are the
+    self-attention's, the FFN's and their norms' (``block`` too), the cross-attention's (the
+    block input and the self-attention's normed output held, q, SDPA's output, out_proj's output)
+    and the norm after it (one more tensor held than ``norm``); then the head: the last hidden
+    state, the logits and the logits + final_logits_bias, at every target position (the
+    model's forward computes them all: no last_only)."""
+    s = Shapes.of(cfg)
+    N, C, V = batch * seq_len, s.C, s.V
+    cross = max((3 * C + 2 * s.H * s.D) * b, norm + C * b)
+    head = nbytes(N * (C + 2 * V), b)
+    encoder = math.ceil(batch * source_len * block)
+    return max(encoder, math.ceil(N * max(block, cross)), head)
 
 
 @dataclass(frozen=True)
@@ -159,6 +191,13 @@ def inference_memory(
             "activations: peak working set of a no-grad prefill that "
             "computes the last position's logits only, as generate does "
             "(inference_activation_bytes)"
+            if cfg.lm_head and not cfg.is_encoder_decoder
+            else "activations: peak working set of a no-grad forward of the bare encoder and its "
+            "pooler (inference_activation_bytes)"
+            if not cfg.lm_head
+            else "activations: the larger of the encoder's peak over the source (as long as the "
+            "target) and the decoder's over the target with both caches held, computing every "
+            "target position's logits, as the model's forward does (inference_activation_bytes)"
         ]
         + (
             [

@@ -110,10 +110,17 @@ def analyze(
         )
     if cfg.is_encoder_decoder:
         notes.append(
-            "encoder-decoder: flops, kv_cache and attention_memory count the encoder over a source as "
-            "long as the target (seq_len) and every decoder block's cross-attention; memory's "
-            "activations (inference and training) count the decoder's blocks as a decoder-only "
-            "model's (the encoder's and the cross-attention's activations are not modelled)"
+            "encoder-decoder: flops, kv_cache, attention_memory and memory's activations count the "
+            "encoder over a source as long as the target (seq_len) and every decoder block's "
+            "cross-attention; training's activations are what the encoder, the decoder and the "
+            "loss on the logits save, inference's the larger of the encoder's and the decoder's "
+            "forward peak (the caches counted under kv_cache)"
+        )
+    if not cfg.lm_head:
+        notes.append(
+            "a bare encoder (lm_head=False): memory's activations count the encoder"
+            + (" and its pooler" if cfg.pooler else "")
+            + ", without a task head or loss (the model has none)"
         )
     params_out = {
         "total": params.total,

@@ -280,3 +280,19 @@ def test_what_fits_beside_an_encoder_is_bounded_by_its_weights_only():
     cfg = PRESETS["bert-base-uncased"]
     assert analysis.max_batch_that_fits(cfg, "H100 80GB", 512) == MAX_BATCH
     assert analysis.max_context_that_fits(cfg, "H100 80GB") == LIMITS["max_seq_len"]
+
+
+def test_analyze_counts_the_encoders_activations_without_a_head():
+    """Memory's activations are the bare encoder's (held against the live model in
+    tests/unit/analysis/test_analysis.py): no logits at inference, the pooler and no loss in
+    training, and a note that says so."""
+    cfg = PRESETS["bert-base-uncased"]
+    result = analysis.analyze(cfg, 128)
+    training = analysis.activation_estimate(cfg, 128, 1, "bf16")
+    assert result["memory"]["training"]["components"]["activations"] == training.total_bytes
+    # the pooler's input keeps the last hidden state (T·C), tanh's output is C
+    assert training.components["head_and_loss"] == 2 * (128 * 768 + 768)
+    inference = result["memory"]["inference"]["components"]["activations"]
+    assert inference == analysis.inference_activation_bytes(cfg, 128, 1, "bf16")
+    assert inference < 128 * cfg.vocab_size * 2  # never the logits: there is no LM head
+    assert any(note.startswith("a bare encoder (lm_head=False)") for note in result["notes"])

@@ -308,3 +308,13 @@ def test_analyze_works_for_the_presets():
     assert result["attention_memory"]["naive_bytes"] == 18 * one
     assert result["kv_cache"]["cross_attention_bytes"] == 64 * 12_288
     assert result["flops"]["forward"] == analysis.count_flops(PRESETS["transformer-2017-base"], 64).forward
+    # memory's activations: the encoder-decoder's own counts (held against the live model in
+    # tests/unit/analysis/test_analysis.py), no longer a decoder-only model's
+    cfg = PRESETS["transformer-2017-base"]
+    activations = result["memory"]["training"]["components"]["activations"]
+    assert activations == analysis.activation_bytes(cfg, 64, 1, "bf16")
+    decoder_only = analysis.activation_bytes(cfg.replace(encoder_layers=0), 64, 1, "bf16", loss="logits")
+    assert activations > decoder_only  # + the encoder, its output, the cross-attentions
+    inference = result["memory"]["inference"]["components"]["activations"]
+    assert inference == analysis.inference_activation_bytes(cfg, 64, 1, "bf16")
+    assert not any("decoder-only" in note for note in result["notes"])

@@ -214,9 +214,10 @@ def test_what_fits_on_a_gpu_hand_derived():
 
 
 # ==== activations: estimate vs measurement =====================================================
-def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
+def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits", source_len=None):
     """Bytes of distinct non-parameter storages autograd saves in forward + cross-entropy
-    (``loss``: "logits", F.cross_entropy on the logits; "chunked", the model's own loss).
+    (``loss``: "logits", F.cross_entropy on the logits; "chunked", the model's own loss); an
+    encoder-decoder's over a source of ``source_len`` tokens (None: T).
     With checkpointing (reentrant, per block) also the recompute of the largest block (blocks
     differ when only some are sparse), whose input is the stored one (detached, same storage),
     as backward does."""
@@ -238,6 +239,15 @@ def _measure_saved_bytes(cfg, B, T, dtype, checkpointing=False, loss="logits"):
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         if loss == "chunked":
             model.loss_on(ids, targets)
+            return sum(storage.nbytes() for storage in seen.values())
+        if cfg.is_encoder_decoder:  # a source as long as the target, then the target's logits
+            logits = model(torch.randint(0, cfg.vocab_size, (B, source_len or T), generator=gen), ids)
+            F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+            return sum(storage.nbytes() for storage in seen.values())
+        if not cfg.lm_head:  # a bare encoder: its last hidden state and the pooler's output
+            hidden = model(ids)
+            if cfg.pooler:
+                model.pooled(hidden)
             return sum(storage.nbytes() for storage in seen.values())
         if not checkpointing:
             logits = model(ids)
@@ -434,6 +444,121 @@ def test_gated_deltanet_activations_are_exact_over_partial_and_whole_chunks(debu
     linear = next(extra for extra in ACTIVATION_CASES if "linear_layers" in extra)
     cfg = debug_cfg.replace(**linear, max_seq_len=256)
     assert A.activation_bytes(cfg, T, 2, "bf16", loss="logits") == _measure_saved_bytes(cfg, 2, T, "bf16")
+
+
+# the 2017 encoder-decoder (3 encoder, 2 decoder blocks; MQA with a narrow FFN, learned
+# positions with GELU), BERT's encoder (GQA, no pooler) and a bidirectional LLaMA block, tiny
+MARIAN = PRESETS["transformer-2017-base"].replace(
+    vocab_size=97,
+    d_model=32,
+    n_heads=4,
+    n_kv_heads=4,
+    ffn_hidden=48,
+    n_layers=2,
+    encoder_layers=3,
+    max_seq_len=40,
+)
+BERT = PRESETS["bert-base-uncased"].replace(
+    vocab_size=97, d_model=32, n_heads=4, n_kv_heads=4, ffn_hidden=48, n_layers=2, max_seq_len=40
+)
+ENCODER_CASES = {
+    "marian": MARIAN,
+    "marian-mqa": MARIAN.replace(vocab_size=16, n_kv_heads=1, ffn_hidden=16),
+    "marian-learned-gelu": MARIAN.replace(pos_encoding="learned", ffn_type="gelu", n_kv_heads=2),
+    "bert": BERT,
+    "bert-gqa": BERT.replace(n_kv_heads=2, pooler=False, type_vocab_size=0),
+    # a bidirectional encoder of today's block (RMSNorm, RoPE, SwiGLU, MQA) with a pooler
+    "bidirectional-llama": PRESETS["debug"].replace(causal=False, lm_head=False, pooler=True, n_kv_heads=1),
+}
+
+
+def _layer_norms(cfg):
+    """LayerNorms in the model: the encoder's two a block, the decoder's three (or a decoder-only
+    model's two), the embedding's and the final one."""
+    if cfg.norm_type != "layernorm":
+        return 0  # RMSNorm keeps a float32 rstd on the CPU as well
+    per_block = 3 if cfg.is_encoder_decoder else 2
+    return 2 * cfg.encoder_layers + per_block * cfg.n_layers + cfg.embed_norm + cfg.final_norm
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("name", list(ENCODER_CASES))
+def test_encoder_activation_bytes_match_saved_tensor_hooks(name, dtype):
+    """Exact: the estimate less what the CPU LayerNorm kernel saves below the estimate's float32
+    mean and rstd (it keeps them in the input dtype, as the decoder's test allows for)."""
+    cfg, B, T = ENCODER_CASES[name], 2, 11
+    cpu_stats = _layer_norms(cfg) * 2 * B * T * (4 - DTYPE_BYTES[dtype])
+    measured = _measure_saved_bytes(cfg, B, T, dtype)
+    assert A.activation_bytes(cfg, T, B, dtype, loss="logits") - cpu_stats == measured
+    # an encoder-decoder's own loss is the one on the logits; a bare encoder has none
+    assert A.activation_bytes(cfg, T, B, dtype) == A.activation_bytes(cfg, T, B, dtype, loss="logits")
+
+
+def test_encoder_activations_refuse_checkpointing_and_tensor_parallelism():
+    for cfg in (MARIAN, BERT):
+        for kwargs in ({"checkpointing": True}, {"tp": 2}):
+            with pytest.raises(
+                A.AnalysisError, match="without activation checkpointing or tensor parallelism"
+            ):
+                A.activation_estimate(cfg, 8, 1, **kwargs)
+
+
+def _encoder_peak_bytes(cfg, B, T, dtype, S=None):
+    """An encoder-decoder's prefill peak: the encoder's forward over the source (S tokens, None:
+    T), or
+    the decoder's over the target with both caches made beforehand (counted under kv_cache);
+    a bare encoder's forward and its pooler."""
+    from profiling import profiled_peak_bytes
+
+    torch.manual_seed(0)
+    model = build_model(cfg, dtype=TORCH_DTYPES[dtype]).eval()
+    gen = torch.Generator().manual_seed(0)
+    src, tgt = (torch.randint(0, cfg.vocab_size, (B, n), generator=gen) for n in (S or T, T))
+    with torch.no_grad():
+        if not cfg.is_encoder_decoder:
+            return profiled_peak_bytes(lambda: model.pooled(model(src)) if cfg.pooler else model(src))
+        encoder = profiled_peak_bytes(lambda: model.encode(src))
+        cache = model.new_cache(B, T)
+        cache.cross_attention = model.source_kv(model.encode(src))
+        return max(encoder, profiled_peak_bytes(lambda: model(src, tgt, cache)))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("name", list(ENCODER_CASES))
+def test_encoder_inference_activations_match_profiler_peak(name, dtype):
+    """marian: the head (logits + final_logits_bias at every target position) is the peak;
+    marian-mqa: the decoder's cross-attention, above the encoder's; the rest: a block's."""
+    cfg = ENCODER_CASES[name]
+    assert A.inference_activation_bytes(cfg, 11, 2, dtype, last_only=True) == _encoder_peak_bytes(
+        cfg, 2, 11, dtype
+    )
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "name, T, S",
+    [("marian-mqa", 7, 13), ("marian-learned-gelu", 13, 5)],
+    ids=["longer-source", "shorter-source"],
+)
+def test_an_encoder_decoder_reads_a_source_of_its_own_length(name, T, S, dtype):
+    cfg, B = ENCODER_CASES[name], 2
+    # the CPU LayerNorm's mean and rstd in the input dtype: the encoder's over S rows, the decoder's over T
+    encoder_norms, decoder_norms = 2 * cfg.encoder_layers, 3 * cfg.n_layers
+    cpu_stats = 2 * B * (encoder_norms * S + decoder_norms * T) * (4 - DTYPE_BYTES[dtype])
+    measured = _measure_saved_bytes(cfg, B, T, dtype, source_len=S)
+    assert A.activation_bytes(cfg, T, B, dtype, loss="logits", source_len=S) - cpu_stats == measured
+    peak = A.inference_activation_bytes(cfg, T, B, dtype, source_len=S)
+    assert peak == _encoder_peak_bytes(cfg, B, T, dtype, S)
+
+
+def test_only_an_encoder_decoder_takes_a_source_length():
+    with pytest.raises(A.AnalysisError, match="only an encoder-decoder reads a source"):
+        A.activation_bytes(BERT, 8, 1, source_len=8)
+
+
+def test_learned_positions_leave_no_ids_at_the_peak(debug_cfg):
+    cfg = debug_cfg.replace(pos_encoding="learned", norm_position="post", ffn_type="relu", bias=True)
+    assert A.inference_activation_bytes(cfg, 11, 2, "fp32") == _profiler_peak_bytes(cfg, 2, 11, "fp32")
 
 
 def test_checkpointing_saves_memory_at_scale():
