@@ -25,7 +25,11 @@ PAGES = [
     ("1_parameters_and_flops", "Parameters_and_FLOPs", None),
     ("1b_parameters_llava", "Parameters_and_FLOPs?preset=llava-1.5-7b", None),
     ("2_kv_cache_and_attention", "KV_cache_and_attention", None),
-    ("2b_kv_sparse_pattern", "KV_cache_and_attention?preset=seed-demo&sliding_window=16&global_tokens=4", None),
+    (
+        "2b_kv_sparse_pattern",
+        "KV_cache_and_attention?preset=seed-demo&sliding_window=16&global_tokens=4",
+        None,
+    ),
     ("2c_kv_deepseek_v32", "KV_cache_and_attention?preset=deepseek-v3.2-exp", None),
     ("2d_kv_transformer_2017", "KV_cache_and_attention?preset=transformer-2017-base", None),
     ("3_gradient_norms", "Gradient_norms", None),  # pre-measured: shown at once

@@ -348,7 +348,8 @@ def _detail_key(name: str) -> str:
         return "cross_attention"
     if owner in ("fc1", "fc2") and kind == "bias":
         return "ffn_bias"
-    owner = MARIAN_KEYS.get(owner, owner)
+    if "linear_attn" not in parts:  # (Gated DeltaNet's out_proj is its own)
+        owner = MARIAN_KEYS.get(owner, owner)
     if name.startswith("model.norm."):
         return "final_norm"
     if (
@@ -357,12 +358,12 @@ def _detail_key(name: str) -> str:
         and owner in DETAIL_KEYS
     ):
         return owner
+    if "indexer" in parts:  # DSA: wq_b, wk, weights_proj and the key's LayerNorm (k_norm)
+        return "indexer_norm" if owner == "k_norm" else f"indexer_{owner}"
     if owner in ("q_norm", "k_norm"):
         return "qk_norm"
     if owner in ("q_a_layernorm", "kv_a_layernorm"):
         return "latent_norms"
-    if "indexer" in parts:  # DSA: wq_b, wk, weights_proj and the key's LayerNorm (k_norm)
-        return "indexer_norm" if owner == "k_norm" else f"indexer_{owner}"
     if "shared_experts" in parts or "shared_expert" in parts:
         return "shared_experts"
     if owner == "shared_expert_gate":

@@ -91,5 +91,6 @@ def sparse_attention(
 ) -> torch.Tensor:
     """Attention of q (B, H, T, E) over k (B, G, S, E), v (B, G, S, Ev) where ``keep`` (B, 1, T, S)
     is True: the pairs the indexer chose (G = 1: the latent, every head over it)."""
-    gqa = k.shape[1] != q.shape[1]
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale, enable_gqa=gqa)
+    if k.shape[1] == q.shape[1]:  # (MHA without the flag, as attention.causal_attention)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale, enable_gqa=True)

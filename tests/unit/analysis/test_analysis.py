@@ -44,6 +44,8 @@ def test_closed_form_equals_meta_module(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_tied_embedding_counts_once(name):
+    if not PRESETS[name].lm_head:  # a bare encoder (BertModel) has no head to tie
+        pytest.skip("no LM head")
     untied = PRESETS[name].replace(tie_embeddings=False)
     tied = untied.replace(tie_embeddings=True)
     counts, module = A.count_params(tied), A.count_params_module(tied)

@@ -70,7 +70,8 @@ def test_every_preset_builds_on_meta(name):
     if name in PUBLISHED_PARAMS:
         assert n_params(m) == PUBLISHED_PARAMS[name]
     out = m(torch.zeros(1, 4, dtype=torch.long, device="meta"))
-    assert out.shape == (1, 4, cfg.vocab_size)
+    # a bare encoder (BertModel: lm_head=False) returns its last hidden state
+    assert out.shape == (1, 4, cfg.vocab_size if cfg.lm_head else cfg.d_model)
 
 
 # ---- behaviour --------------------------------------------------------------------------------
