@@ -235,9 +235,7 @@ def refine_lbfgs(objective, start: torch.Tensor) -> torch.Tensor:
     return theta.detach()
 
 
-def fit_approach3(
-    n_params: Numbers, tokens: Numbers, losses: Numbers, refine: int = 3
-) -> ScalingFit:
+def fit_approach3(n_params: Numbers, tokens: Numbers, losses: Numbers, refine: int = 3) -> ScalingFit:
     """Minimise Σ Huber_δ(log L̂ − log L) over (a, b, e, α, β) by L-BFGS from the best starts of a
     grid (Hoffmann et al.'s approach 3; the sum, not the mean: Besiroglu et al.)."""
     if not (len(n_params) == len(tokens) == len(losses)) or len(losses) < 5:
