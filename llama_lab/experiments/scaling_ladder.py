@@ -17,10 +17,10 @@ What it can say: that loss falls with N and D at this tiny scale, on this corpus
 within 0.01 nats but leaves the smallest model's first budgets ~0.06–0.13 nats off: its loss falls
 more slowly with D than the additive form allows (an N×D interaction the law does not have), and
 Huber's δ = 1e-3 — nearly an absolute loss — lets the fit pass through the other points instead.
-The two larger sizes nearly tie, so α comes out large and loose (its interval spans ~1.5–2.7). What it cannot: Chinchilla's exponents or
-tokens per parameter — byte-level models of 10⁴–10⁵ parameters on 0.4 MB of text, a few epochs
-at most, are in another regime (the irreducible loss E of this corpus, repeated data, no tuning
-per size).
+The two larger sizes nearly tie, so α comes out large and loose (its interval spans ~1.5–2.7).
+What it cannot: Chinchilla's exponents or tokens per parameter — byte-level models of 10⁴–10⁵
+parameters on 0.4 MB of text, a few epochs at most, are in another regime (the irreducible loss E
+of this corpus, repeated data, no tuning per size).
 """
 
 from __future__ import annotations

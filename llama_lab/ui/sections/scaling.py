@@ -65,9 +65,10 @@ def ladder_section(prefix: str) -> None:
     st.caption(f"The ladder, {where}.")
     st.plotly_chart(figures.ladder_figure(result["rows"], fit), key=prefix + "ladder_chart")
     show_table(figures.exponents_frame(fit, result["bootstrap"]), width="stretch")
-    worst = max(result["residuals"], key=abs)
+    residuals = result["residuals"]
+    worst, median = max(residuals, key=abs), sorted(map(abs, residuals))[len(residuals) // 2]
     st.caption(
-        f"The fit's residuals: the median point within {sorted(map(abs, result['residuals']))[len(result['residuals']) // 2]:.3f} "
+        f"The fit's residuals: the median point within {median:.3f} "
         f"nats, the worst {worst:+.3f} (the smallest model's first budgets: its loss falls more slowly "
         "with D than the additive law allows, and Huber's δ = 1e-3 is nearly an absolute loss)."
     )
