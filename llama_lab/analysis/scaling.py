@@ -116,8 +116,9 @@ class TrainedModel:
 
 
 TRAINED_MODELS: tuple[TrainedModel, ...] = (
-    # Brown et al. 2020 (GPT-3), §2.2 / Table D.1: every size trained on 300B tokens
-    # (also Hoffmann et al. 2022, Table 1).
+    # Brown et al. 2020 (GPT-3), §2.2: every size trained on 300B tokens (also Hoffmann et al. 2022,
+    # Table 1); the paper's own line was not in the stored pages, a stored textbook page
+    # (book-ai.org, "The Chinchilla Scaling Laws") quotes 175B on 300B tokens.
     TrainedModel("GPT-3 175B", 175e9, 300e9, "Brown et al. 2020, §2.2; Hoffmann et al. 2022, Table 1"),
     # Hoffmann et al. 2022: Chinchilla, 70B parameters on 1.4T tokens.
     TrainedModel("Chinchilla 70B", 70e9, 1.4e12, "Hoffmann et al. 2022, Table 1"),
