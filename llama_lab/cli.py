@@ -320,6 +320,63 @@ def cmd_quantize(args, cfg: ModelConfig, notes: list[str]) -> None:
     _emit(r.to_dict(), args.json, text)
 
 
+def cmd_scaling(args) -> None:
+    if args.ladder:
+        ladder = _ladder(args)
+        fit = ladder["fit"]
+        text = "\n".join(
+            [f"N={r['params']:,} D={r['tokens']:,}: val loss {r['val_loss']:.4f}" for r in ladder["rows"]]
+            + [
+                f"fit (approach 3): E {fit['E']:.3f}, A {fit['A']:.4g}, B {fit['B']:.4g}, "
+                f"α {fit['alpha']:.3f}, β {fit['beta']:.3f}"
+            ]
+        )
+        _emit(ladder, args.json, text)
+        return
+    from .analysis.scaling import get_fit
+
+    fit = get_fit(args.fit)
+    given_nd = args.params is not None or args.tokens is not None
+    if given_nd == (args.compute is not None) or (given_nd and (args.params is None or args.tokens is None)):
+        raise LabError("scaling --fit takes either --params N and --tokens D, or --compute C")
+    if args.live:
+        raise LabError("--live re-measures the ladder: use it with --ladder")
+    out: dict[str, Any] = {"fit": args.fit, **fit.to_dict(), "source": fit.source}
+    if args.compute is not None:
+        n_opt, d_opt = fit.compute_optimal(args.compute)
+        out |= {"compute": args.compute, "n_opt": n_opt, "d_opt": d_opt, "tokens_per_param": d_opt / n_opt}
+        out["loss_opt"] = fit.loss(n_opt, d_opt)
+        text = (
+            f"C = {args.compute:.3g} FLOPs: N_opt = {n_opt:.4g}, D_opt = {d_opt:.4g} "
+            f"({d_opt / n_opt:.1f} tokens per parameter), loss {out['loss_opt']:.4f} ({fit.source})"
+        )
+    else:
+        out |= {"params": args.params, "tokens": args.tokens, "loss": fit.loss(args.params, args.tokens)}
+        text = f"L(N={args.params:.4g}, D={args.tokens:.4g}) = {out['loss']:.4f} ({fit.source})"
+    _emit(out, args.json, text)
+
+
+def _ladder(args) -> dict:
+    from .experiments import scaling_ladder
+
+    if args.fit or args.params or args.tokens or args.compute:
+        raise LabError("scaling --ladder takes no --fit, --params, --tokens or --compute")
+    if args.live:
+        settings = scaling_ladder.LadderSettings()
+        result = scaling_ladder.measure(settings, on_event=lambda e: print(json_line(e), flush=True))
+        where = "measured now on this machine"
+    else:
+        shipped = scaling_ladder.shipped()
+        result, where = shipped.result, "pre-measured " + shipped.provenance["date"]
+    return {
+        "rows": [{k: r[k] for k in ("params", "tokens", "val_loss", "val_losses")} for r in result["rows"]],
+        "fit": result["fit"],
+        "bootstrap": result["bootstrap"],
+        "isoflop": result["isoflop"],
+        "measured": where,
+    }
+
+
 def cmd_finetune(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .experiments.finetune import FinetuneSettings, finetune_run
 
@@ -396,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command in ("presets", "speculate"):  # no model config
             (cmd_presets if args.command == "presets" else cmd_speculate)(args)
+            return 0
+        if args.command == "scaling":  # no model config
+            cmd_scaling(args)
             return 0
         if args.command == "validate":
             _emit_pair(cmd_validate(args), args.json)

@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_speculate_args(p)
 
+    _add_scaling_parser(sub)
     _add_quantize_parser(sub)
     _add_finetune_parser(sub)
     _add_parallel_parsers(sub)
@@ -241,6 +242,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="write to FILE, atomically (default or '-': stdout)")
     p.add_argument("--format", choices=FORMATS, default="html", help="csv: a zip with one CSV per table")
     return parser
+
+
+def _add_scaling_parser(sub) -> None:
+    p = sub.add_parser(
+        "scaling",
+        help="L(N, D) = E + A/N^α + B/D^β: a published fit at N and D, or the compute-optimal model "
+        "for a budget C = 6·N·D; or --ladder: the lab's own models measured at several sizes and budgets",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--fit", choices=("hoffmann", "besiroglu"), help="the published fit")
+    what.add_argument("--ladder", action="store_true", help="the shipped pre-measured ladder and its fit")
+    p.add_argument("--params", type=_positive_float_any, help="N: parameters (with --tokens)")
+    p.add_argument("--tokens", type=_positive_float_any, help="D: training tokens (with --params)")
+    p.add_argument(
+        "--compute", type=_positive_float_any, help="C: training FLOPs (the compute-optimal model)"
+    )
+    p.add_argument(
+        "--live", action="store_true", help="with --ladder: re-measure it here (JSON line per event)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+_positive_float_any = _number(float, 0.0, strict=True, maximum=1e40)
 
 
 def _add_quantize_parser(sub) -> None:

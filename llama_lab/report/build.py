@@ -34,6 +34,7 @@ from .analysis_part import (
     storage_tables,
 )
 from .finetune_part import FinetuneWorkload, default_workload, finetune_part
+from .scaling_part import scaling_part
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,6 +263,9 @@ def build_report(
     ft_tables, ft_figures = finetune_part(cfg, finetune or default_workload(cfg, gpu, seq_len, batch))
     tables += ft_tables
     figures += ft_figures
+    scaling_tables, scaling_figures = scaling_part()
+    tables += scaling_tables
+    figures += scaling_figures
     for entry in entries:
         more_tables, more_figures = _experiment_parts(entry)
         tables += more_tables

@@ -66,4 +66,9 @@ PAGES: tuple[AppPage, ...] = (
         "Fine-tuning",
         "LoRA, QLoRA, DoRA or full fine-tuning on one GPU: what fits, by part, against context, run live",
     ),
+    AppPage(
+        "pages/13_Scaling_laws.py",
+        "Scaling laws",
+        "Chinchilla's L(N, D), compute-optimal models, the LLaMAs placed, a ladder measured here",
+    ),
 )

@@ -1,0 +1,52 @@
+"""The report's Scaling laws section, as the Scaling laws page shows it: the published fits'
+compute-optimal models placed against the trained models, and the shipped ladder with its fit
+beside the published exponents. Nothing is trained for the report."""
+
+from __future__ import annotations
+
+from ..analysis.scaling import get_fit
+from ..errors import LabError
+from ..experiments import scaling_ladder
+from ..figures.common import Figure, Table
+from ..figures.scaling import exponents_frame, isoflop_figure, ladder_figure, placements_frame
+
+SECTION = "Scaling laws"
+
+
+def scaling_part() -> tuple[list[Table], list[Figure]]:
+    fit = get_fit("besiroglu")
+    tables = [
+        Table(
+            f"scaling_placements_{name}",
+            f"Trained models against compute-optimal ({get_fit(name).source})",
+            SECTION,
+            placements_frame(get_fit(name)),
+        )
+        for name in ("hoffmann", "besiroglu")
+    ]
+    figures = [
+        Figure(
+            "scaling_isoflop", "IsoFLOP curves with the trained models placed", SECTION, isoflop_figure(fit)
+        )
+    ]
+    try:
+        ladder = scaling_ladder.shipped()
+    except LabError:
+        return tables, figures
+    tables.append(
+        Table(
+            "scaling_ladder_exponents",
+            "The ladder measured here: exponents",
+            SECTION,
+            exponents_frame(ladder.fit, ladder.result["bootstrap"]),
+        )
+    )
+    figures.append(
+        Figure(
+            "scaling_ladder",
+            "The ladder measured here",
+            SECTION,
+            ladder_figure(ladder.result["rows"], ladder.fit),
+        )
+    )
+    return tables, figures
