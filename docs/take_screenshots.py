@@ -43,6 +43,7 @@ PAGES = [
     ("10b_many_gpus_measured", "Many_GPUs", "Run fsdp on 2 processes", "Measured on torch.distributed"),
     ("11_validation", "Validation", None),
     ("12_fine_tuning", "Fine_tuning?preset=llama-3-8b", "Start fine-tuning run"),
+    ("13_scaling_laws", "Scaling_laws", None),
 ]
 # pages whose run outlasts settle(): the text that shows when it is done
 WAIT_FOR = {"12_fine_tuning": "Fine-tuning run: done"}

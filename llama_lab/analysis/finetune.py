@@ -41,11 +41,11 @@ from ..runtime.hardware import DTYPE_BYTES
 from .activations import (
     LOSS_PATHS,
 )
-from .common import TRAINING_DTYPES, check_count, nbytes, refuse_indexer
+from .common import TRAINING_DTYPES, check_count, nbytes
 from .params import count_params
 from .quant import BNB_CODE_BYTES, BNB_NESTED_BLOCK, stored_weights, weights_bytes
+from .scope import check_planned
 from .shapes import Shapes
-from .vision import text_decoder_only
 
 METHODS = ("lora", "qlora", "dora", "full")
 OPTIMIZERS = ("adamw", "adamw8bit", "paged_adamw8bit")
@@ -291,8 +291,7 @@ def target_modules(
 
 def check_finetune(cfg: ModelConfig, spec: FinetuneSpec, stored: StoredQuant | None = None) -> None:
     """The rules a recipe must keep for this model and checkpoint (each refusal names its rule)."""
-    refuse_indexer(cfg, "fine-tuning")
-    text_decoder_only(cfg, "fine-tuning (predict finetune, finetune)")
+    check_planned(cfg, "fine-tuning")
     if stored is not None and spec.method == "qlora":
         raise AnalysisError(
             f"method='qlora' quantises a 16-bit base to NF4, but this checkpoint is already stored as "

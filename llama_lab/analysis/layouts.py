@@ -17,7 +17,7 @@ from .kv import kv_cache_bytes, kv_cache_bytes_per_token
 from .parallel import Layout, check_layout, layers_of, parallel_memory, stage_layers, stage_tensors
 from .params import count_params
 from .quant import WeightQuant, as_weight_quant, buffer_tensors, weights_bytes
-from .vision import text_decoder_only
+from .scope import check_planned
 
 # The step-time model that orders the search (an upper bound: nothing overlapped).
 INTRA_NODE_BYTES_PER_S = 450e9  # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
@@ -122,7 +122,7 @@ def serving_fits(
 ) -> list[ServingFit]:
     """Every TP × PP split of ``gpus`` GPUs the model allows (TP within a node), most context
     first (a multimodal config is refused by name: its tower is not split)."""
-    text_decoder_only(cfg, "serving on several GPUs")
+    check_planned(cfg, "Serving on several GPUs")
     rows = []
     for tp in TP_CHOICES:
         for pp in _divisors(gpus // tp if gpus % tp == 0 else 0, cfg.n_layers):

@@ -44,12 +44,11 @@ from .common import (
     check_seq,
     checked_dtype_bytes,
     nbytes,
-    refuse_indexer,
 )
 from .kv import kv_cache_bytes_per_token, kv_heads_per_gpu
 from .quant import TensorGroup, block_tensors, weight_tensors
+from .scope import check_planned
 from .shapes import Shapes
-from .vision import text_decoder_only
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
@@ -110,8 +109,7 @@ class Layout:
 def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -> None:
     """Refuse a layout that cannot run, naming the rule broken (a multimodal config: its tower is
     not modelled by the layout surfaces)."""
-    text_decoder_only(cfg, "a parallel layout (parallel, predict train, predict decode)")
-    refuse_indexer(cfg, "parallel training and serving (parallel, predict train, predict decode)")
+    check_planned(cfg, "a parallel layout (parallel, predict train, predict decode)")
     t, p, n = layout.tp, layout.pp, layout.gpus
     for name in ("gpus", "tp", "pp", "cp", "ep", "micro_batch"):
         check_count(name, getattr(layout, name), MAX_GPUS)

@@ -28,8 +28,7 @@ from ..errors import AnalysisError, ConfigError
 from ..model import build_model
 from ..units import plain_fields
 from . import memory
-from .common import refuse_indexer
-from .vision import text_decoder_only
+from .scope import check_planned
 
 STRATEGIES = ("fsdp", "tp", "fsdp+tp")
 MIN_RANKS, MAX_RANKS = 2, 8
@@ -80,8 +79,7 @@ def check_tensor_parallel(cfg: ModelConfig, tp: int) -> None:
 
 def check_shard_layout(cfg: ModelConfig, strategy: str, ranks: int, tp: int | None = None) -> tuple[int, int]:
     """(dp, tp) of ``ranks`` processes under ``strategy``; refuses what cannot run."""
-    refuse_indexer(cfg, "shard (its predicted gradients and optimizer states)")
-    text_decoder_only(cfg, "shard")
+    check_planned(cfg, "shard")
     if strategy not in STRATEGIES:
         raise AnalysisError(f"strategy={strategy!r} must be one of {', '.join(STRATEGIES)}", field="strategy")
     if isinstance(ranks, bool) or not isinstance(ranks, int) or not MIN_RANKS <= ranks <= MAX_RANKS:

@@ -18,9 +18,9 @@ from ..analysis.common import training_dtype
 from ..analysis.korthikanti import compare
 from ..analysis.kv import tp_cache_note
 from ..analysis.quant import WeightQuant
+from ..analysis.scope import check_planned
 from ..analysis.summary import architecture, family_notes
-from ..analysis.vision import text_decoder_only
-from ..config import ModelConfig, require_decoder_only
+from ..config import ModelConfig
 from ..errors import LabError
 from ..figures.common import Figure, Table, sweep_lengths
 from ..figures.kv import (
@@ -289,8 +289,7 @@ def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
     encoder-decoder, an encoder or a multimodal model: one table saying why not
     (``require_decoder_only``, ``analysis.vision.text_decoder_only``)."""
     try:
-        require_decoder_only(cfg, "the Many GPUs section")
-        text_decoder_only(cfg, "the Many GPUs section")
+        check_planned(cfg, "the Many GPUs section")
     except LabError as exc:
         return [
             Table(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis.common import refuse_indexer
 from ...analysis.flops import MFU_CONVENTION
 from ...analysis.korthikanti import compare
 from ...analysis.kv import tp_cache_note
@@ -19,7 +18,7 @@ from ...analysis.layouts import (
     states_floor_bytes,
 )
 from ...analysis.parallel import RECOMPUTE, Layout, check_layout, parallel_memory
-from ...analysis.vision import text_decoder_only
+from ...analysis.scope import check_planned
 from ...config import ModelConfig
 from ...errors import LabError
 from ...experiments.shard import SHARD_DEFAULTS, shard_config, shard_run
@@ -217,8 +216,7 @@ def serving_section(
 ) -> None:
     """Serving on N GPUs: every TP × PP split, longest context and largest batch."""
     try:
-        refuse_indexer(cfg, "Serving on several GPUs")
-        text_decoder_only(cfg, "Serving on several GPUs")
+        check_planned(cfg, "Serving on several GPUs")
     except LabError as exc:  # said in one line, not answered short
         show_warning(str(exc))
         return
