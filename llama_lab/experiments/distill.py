@@ -167,6 +167,10 @@ class DistillSettings:
     eval_every: int = D["eval_every"]
     eval_batches: int = D["eval_batches"]
     device: str = "cpu"
+    teacher_d: int = D["teacher_d"]
+    teacher_layers: int = D["teacher_layers"]
+    student_d: int = D["student_d"]
+    student_layers: int = D["student_layers"]
 
     def check(self) -> None:
         check_real("temperature", self.temperature, 0.0, 100.0)
@@ -292,15 +296,15 @@ class DistillRun:
         return pd.DataFrame(rows)
 
 
-def pair_configs(teacher: str, student: str, seq_len: int) -> tuple[ModelConfig, ModelConfig]:
+def pair_configs(teacher: str, student: str, s: DistillSettings) -> tuple[ModelConfig, ModelConfig]:
     """The live copies of the two presets' recipes (byte-level vocabulary 256 for both)."""
     for name in (teacher, student):
         if name not in PRESETS:
             raise ExperimentError(f"preset {name!r} must be one of {', '.join(PRESETS)}")
         require_decoder_only(PRESETS[name], "distillation")
     return (
-        live_config(PRESETS[teacher], D["teacher_layers"], D["teacher_d"], seq_len),
-        live_config(PRESETS[student], D["student_layers"], D["student_d"], seq_len),
+        live_config(PRESETS[teacher], s.teacher_layers, s.teacher_d, s.seq_len),
+        live_config(PRESETS[student], s.student_layers, s.student_d, s.seq_len),
     )
 
 
@@ -380,7 +384,7 @@ def iter_distill(
     s.check()
     seeds = seed_list(0, s.seeds)
     data = data or load_builtin()
-    t_cfg, s_cfg = pair_configs(teacher, student, s.seq_len)
+    t_cfg, s_cfg = pair_configs(teacher, student, s)
     start = time.perf_counter()
     dev = pick_device(s.device)
     n = len(seeds) + 1  # progress: the teacher's share, then each seed's

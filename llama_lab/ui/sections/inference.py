@@ -55,6 +55,10 @@ def _distilled(temperature: float, alpha: float, _progress=None):
         batch=d["batch"],
         eval_every=d["eval_every"],
         eval_batches=d["eval_batches"],
+        teacher_d=d["teacher_d"],
+        teacher_layers=d["teacher_layers"],
+        student_d=d["student_d"],
+        student_layers=d["student_layers"],
     )
     return distill_run(d["teacher"], d["student"], settings, progress=_progress)
 

@@ -14,21 +14,13 @@ from llama_lab.cli import main
 from llama_lab.experiments import distill
 from llama_lab.model import build_model
 
-TINY = {"teacher_d": 32, "teacher_layers": 1, "student_d": 16, "student_layers": 1}
-
-
 SETTINGS = distill.DistillSettings
 
 
 def tiny_settings(**kw) -> distill.DistillSettings:
     base = dict(steps=3, teacher_steps=2, seeds=2, seq_len=16, batch=2, eval_every=2, eval_batches=1)
+    base |= dict(teacher_d=32, teacher_layers=1, student_d=16, student_layers=1)
     return SETTINGS(**{**base, **kw})
-
-
-@pytest.fixture
-def tiny(monkeypatch):
-    for key, value in TINY.items():
-        monkeypatch.setitem(distill.DISTILL_DEFAULTS, key, value)
 
 
 def softmax(z: list[float], T: float) -> list[float]:
@@ -65,7 +57,7 @@ def test_the_soft_targets_entropy_by_hand():
     assert distill.soft_target_entropy(one_hot, 1.0) == pytest.approx(0.0, abs=1e-6)
 
 
-def test_a_tiny_run_has_the_spec_keys_and_one_val_loss_per_seed(tiny):
+def test_a_tiny_run_has_the_spec_keys_and_one_val_loss_per_seed():
     r = distill.distill_run(settings=tiny_settings())
     d = r.to_dict()
     assert {"params", "val_loss"} <= set(d["teacher"])
@@ -76,7 +68,7 @@ def test_a_tiny_run_has_the_spec_keys_and_one_val_loss_per_seed(tiny):
     # both students start from the same weights: the same loss before any update
     assert [c[0] for c in r.distilled_val] == [c[0] for c in r.scratch_val]
     # sizes and decode cost from the analysis, checked against the modules themselves
-    t_cfg, s_cfg = distill.pair_configs("seed-demo", "seed-demo", 16)
+    t_cfg, s_cfg = distill.pair_configs("seed-demo", "seed-demo", tiny_settings())
     for cost, cfg in ((r.teacher, t_cfg), (r.student, s_cfg)):
         assert cost.params == sum(p.numel() for p in build_model(cfg, device="meta").parameters())
         assert cost.params == count_params(cfg).total
@@ -86,7 +78,7 @@ def test_a_tiny_run_has_the_spec_keys_and_one_val_loss_per_seed(tiny):
     json.dumps(d)
 
 
-def test_the_two_students_see_the_same_tokens(tiny, monkeypatch):
+def test_the_two_students_see_the_same_tokens(monkeypatch):
     seen: list[tuple[int, torch.Tensor]] = []
     original = distill.training_step
 
@@ -121,7 +113,7 @@ def test_the_cli_refuses_a_bad_flag_in_one_line(capsys, argv, words):
     assert err.count("\n") == 1 and words in err and "Traceback" not in err
 
 
-def test_the_cli_prints_json_lines_then_the_result(tiny, capsys, monkeypatch):
+def test_the_cli_prints_json_lines_then_the_result(capsys, monkeypatch):
     monkeypatch.setattr(distill, "DistillSettings", lambda **kw: tiny_settings(**{"seeds": kw["seeds"]}))
     assert main(["distill", "--steps", "3", "--seeds", "1", "--json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
