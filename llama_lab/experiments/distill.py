@@ -20,7 +20,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Generator, TypedDict
+from typing import Any, Callable, Generator, TypedDict
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -38,7 +38,7 @@ from ..runtime.devices import pick_device
 from ..runtime.precision import make_precision
 from ..train.budgets import check_real
 from ..train.data import TokenData, batches, get_batch, load_builtin
-from ..train.loop import TrainSettings, evaluate, iter_train
+from ..train.loop import TrainSettings, evaluate, iter_train, run_to_end
 from ..train.step import LossFn, Trainee, make_optimizer, next_token_loss, training_step
 from ..units import Progress, json_float, plural, sub_progress
 from .registry import ExperimentKind, register
@@ -440,17 +440,10 @@ def distill_run(
     settings: DistillSettings | None = None,
     data: TokenData | None = None,
     progress: Progress | None = None,
-    on_step=None,
+    on_step: Callable[[dict], None] | None = None,
 ) -> DistillRun:
     """``iter_distill`` run to the end, each step's dict passed to ``on_step``."""
-    loop = iter_distill(teacher, student, settings, data, progress)
-    while True:
-        try:
-            record = next(loop)
-        except StopIteration as finished:
-            return finished.value
-        if on_step is not None:
-            on_step(record)
+    return run_to_end(iter_distill(teacher, student, settings, data, progress), on_step)
 
 
 # ---- figures and tables --------------------------------------------------------------------
