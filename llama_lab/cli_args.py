@@ -297,7 +297,7 @@ def _add_distill_parser(sub) -> None:
         help="distillation, live: a small student trained on a small trained teacher's soft targets "
         "beside the same student from scratch on the same tokens, over seeds (Hinton et al. 2015)",
     )
-    for role, what in (("teacher", "4 blocks, width 64"), ("student", "1 block, width 32")):
+    for role, what in (("teacher", "2 blocks, width 64"), ("student", "1 block, width 32")):
         p.add_argument(
             f"--{role}",
             choices=list(PRESETS),
@@ -315,14 +315,14 @@ def _add_distill_parser(sub) -> None:
         "--teacher-steps",
         type=_number(int, 1, maximum=30_000),
         default=None,
-        help="the teacher's training steps (default 3 × --steps)",
+        help="the teacher's training steps (default 2 × --steps)",
     )
     p.add_argument("--seeds", type=_number(int, 1, maximum=MAX_SEEDS), default=2, help="seeds (default 2)")
     p.add_argument(
         "--temperature",
         type=_number(float, 0.0, strict=True, maximum=100.0),
-        default=2.0,
-        help="T: the softmax temperature of the soft targets (default 2)",
+        default=1.0,
+        help="T: the softmax temperature of the soft targets (default 1)",
     )
     p.add_argument(
         "--alpha",

@@ -154,5 +154,5 @@ def test_the_distillation_section_runs_on_its_button_and_shows_both_students(mon
     run = at.session_state[state.EXPERIMENT_KEYS["distill"]].result
     shown = metrics(at)
     assert shown["Student's parameters"] == f"{run.student.params:,}"
-    assert shown["Soft-target entropy (T=2)"] == f"{run.soft_target_entropy:.2f} nats"
+    assert shown["Soft-target entropy (T=1)"] == f"{run.soft_target_entropy:.2f} nats"
     assert len(run.distilled_val) == len(run.scratch_val) == 2
