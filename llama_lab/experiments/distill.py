@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 import torch
 import torch.nn.functional as F
 
-from ..analysis import count_params
+from ..analysis import count_flops, count_params
 from ..analysis.flops import decode_flops
 from ..analysis.kv import kv_cache_bytes_per_token
 from ..config import PRESETS, ModelConfig, live_config, require_decoder_only
@@ -446,6 +446,55 @@ def distill_run(
 ) -> DistillRun:
     """``iter_distill`` run to the end, each step's dict passed to ``on_step``."""
     return run_to_end(iter_distill(teacher, student, settings, data, progress), on_step)
+
+
+def page_settings(temperature: float, alpha: float) -> dict:
+    """What the Inference systems page runs with: DISTILL_DEFAULTS' sizes and steps (the key of
+    its shipped result: a change of the defaults is not shown the old result) at ``temperature``
+    and ``alpha``."""
+    sizes = (
+        "teacher_d",
+        "teacher_layers",
+        "student_d",
+        "student_layers",
+        "steps",
+        "teacher_steps_factor",
+        "seeds",
+    )
+    return {"temperature": temperature, "alpha": alpha, **{name: D[name] for name in sizes}}
+
+
+def page_run(
+    temperature: float = D["temperature"], alpha: float = D["alpha"], progress: Progress | None = None
+):
+    """The page's run: DISTILL_DEFAULTS' pair, sizes and steps at ``temperature`` and ``alpha``."""
+    settings = DistillSettings(
+        steps=D["steps"],
+        seeds=D["seeds"],
+        temperature=temperature,
+        alpha=alpha,
+        seq_len=D["seq_len"],
+        batch=D["batch"],
+        eval_every=D["eval_every"],
+        eval_batches=D["eval_batches"],
+        teacher_d=D["teacher_d"],
+        teacher_layers=D["teacher_layers"],
+        student_d=D["student_d"],
+        student_layers=D["student_layers"],
+    )
+    return distill_run(D["teacher"], D["student"], settings, progress=progress)
+
+
+def distill_flops(
+    teacher: str = D["teacher"], student: str = D["student"], s: DistillSettings | None = None
+) -> float:
+    """The training FLOPs of a run: the teacher's steps, then per seed two students' steps and
+    the teacher's forward on each batch (analysis.count_flops; evaluations left out)."""
+    s = s or DistillSettings()
+    t_cfg, s_cfg = pair_configs(teacher, student, s)
+    t_count, s_count = count_flops(t_cfg, s.seq_len, s.batch), count_flops(s_cfg, s.seq_len, s.batch)
+    per_seed = s.steps * (2 * s_count.training_step + t_count.forward)
+    return s.teacher_steps_run * t_count.training_step + s.seeds * per_seed
 
 
 # ---- figures and tables --------------------------------------------------------------------

@@ -139,9 +139,13 @@ def test_the_fused_path_never_falls_back_to_the_math_kernel(monkeypatch):
         flash_sweep(live_config(PRESETS["seed-demo"], 2, 128, 256), (32,), dtype="fp32", device="cpu")
 
 
-def test_the_distillation_section_runs_on_its_button_and_shows_both_students(monkeypatch):
+def test_the_distillation_section_shows_its_shipped_result_then_runs_on_its_button(monkeypatch):
     from llama_lab.experiments import distill
 
+    at = open_page(PAGE, {"preset": "debug"}, timeout=180)
+    shipped = at.session_state[state.EXPERIMENT_KEYS["distill"]].result  # shown on view, nothing run
+    assert metrics(at)["Student's parameters"] == f"{shipped.student.params:,}" == "27,200"
+    assert any(c.value.startswith("Shown at once: pre") for c in at.caption)
     tiny = {"teacher_d": 32, "teacher_layers": 1, "student_d": 16, "student_layers": 1, "steps": 3}
     for key, value in {**tiny, "seq_len": 16, "batch": 2, "eval_every": 2, "eval_batches": 1}.items():
         monkeypatch.setitem(distill.DISTILL_DEFAULTS, key, value)

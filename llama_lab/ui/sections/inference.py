@@ -12,7 +12,8 @@ from ...analysis import DEFAULT_GPU, WeightQuant, derive_measured, derive_memory
 from ...analysis.common import training_dtype
 from ...analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label
 from ...config import ModelConfig
-from ...experiments.distill import DISTILL_DEFAULTS, DistillSettings, distill_run
+from ...experiments import distill
+from ...experiments.distill import DISTILL_DEFAULTS
 from ...experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ...experiments.quantize import QUANT_DEFAULTS, quantize_run
 from ...experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
@@ -45,22 +46,7 @@ def _speculated(target: str, draft: str, gamma: int, new_tokens: int, _progress=
 
 @measured(max_entries=4)
 def _distilled(temperature: float, alpha: float, _progress=None):
-    d = DISTILL_DEFAULTS
-    settings = DistillSettings(
-        steps=d["steps"],
-        seeds=d["seeds"],
-        temperature=temperature,
-        alpha=alpha,
-        seq_len=d["seq_len"],
-        batch=d["batch"],
-        eval_every=d["eval_every"],
-        eval_batches=d["eval_batches"],
-        teacher_d=d["teacher_d"],
-        teacher_layers=d["teacher_layers"],
-        student_d=d["student_d"],
-        student_layers=d["student_layers"],
-    )
-    return distill_run(d["teacher"], d["student"], settings, progress=_progress)
+    return distill.page_run(temperature, alpha, progress=_progress)
 
 
 @measured(max_entries=8)
@@ -345,6 +331,6 @@ def distill_section(prefix: str) -> None:
         "Distil",
         prefix,
         None,
-        {"temperature": temperature, "alpha": alpha},
+        distill.page_settings(temperature, alpha),
         lambda progress: _distilled(temperature, alpha, _progress=progress),
     )

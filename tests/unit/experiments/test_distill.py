@@ -119,3 +119,17 @@ def test_the_cli_prints_json_lines_then_the_result(capsys, monkeypatch):
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[0]["model"] == "teacher" and lines[-2]["seed"] == 0
     assert len(lines[-1]["student_distilled"]["val_loss"]) == 1
+
+
+def test_the_page_default_is_shipped_with_where_it_ran():
+    from llama_lab.experiments import premeasured
+
+    d = distill.DISTILL_DEFAULTS
+    entry = premeasured.lookup("distill", None, distill.page_settings(d["temperature"], d["alpha"]))
+    assert entry is not None, "run tools/premeasure.py --kind distill"
+    p = entry.provenance
+    assert {"machine", "device", "torch", "python", "llama_lab", "date", "seconds", "flops"} <= p.keys()
+    assert p["seconds"] <= 300 and p["flops"] == pytest.approx(distill.distill_flops())
+    r = entry.result
+    assert isinstance(r, distill.DistillRun) and r.seeds == list(range(d["seeds"])) and r.steps == d["steps"]
+    assert r.teacher.params > r.student.params and r.teacher.config["n_layers"] == d["teacher_layers"]
