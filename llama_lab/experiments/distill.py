@@ -298,6 +298,25 @@ class DistillRun:
             )
         return pd.DataFrame(rows)
 
+    def soft_targets_frame(self) -> pd.DataFrame:
+        """What one position's target carries: mean entropy in nats on the validation batches."""
+        return pd.DataFrame(
+            {
+                "target": [
+                    f"teacher's softmax at T = {self.temperature:g}",
+                    "teacher's softmax at T = 1",
+                    "one-hot label",
+                    f"uniform over {self.vocab_size} bytes",
+                ],
+                "entropy (nats)": [
+                    self.soft_target_entropy,
+                    self.teacher_entropy_t1,
+                    0.0,
+                    math.log(self.vocab_size),
+                ],
+            }
+        )
+
 
 def pair_configs(teacher: str, student: str, s: DistillSettings) -> tuple[ModelConfig, ModelConfig]:
     """The live copies of the two presets' recipes (byte-level vocabulary 256 for both)."""
@@ -540,6 +559,12 @@ def tables(result: DistillRun, section: str, config: ModelConfig | None = None) 
             result.sizes_frame(),
         ),
         Table("distill_seeds", "Distillation: final validation loss per seed", section, result.to_frame()),
+        Table(
+            "distill_soft_targets",
+            "Distillation: what a target carries",
+            section,
+            result.soft_targets_frame(),
+        ),
     ]
 
 

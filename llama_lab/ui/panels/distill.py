@@ -59,3 +59,4 @@ def show(entry: ExperimentEntry, prefix: str) -> None:
     st.plotly_chart(distill_figure(run), key=prefix + "chart_distill")
     show_table(run.sizes_frame(), width="stretch")
     show_table(run.to_frame(), width="stretch")
+    show_table(run.soft_targets_frame(), width="stretch")

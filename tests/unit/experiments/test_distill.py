@@ -75,6 +75,12 @@ def test_a_tiny_run_has_the_spec_keys_and_one_val_loss_per_seed():
     assert r.teacher.decode_flops_per_token > r.student.decode_flops_per_token
     assert r.teacher.kv_bytes_per_token > r.student.kv_bytes_per_token
     assert 0 < r.teacher_entropy_t1 < r.soft_target_entropy <= math.log(256) + 1e-6  # T = 2 softens
+    assert r.soft_targets_frame()["entropy (nats)"].tolist() == [
+        r.soft_target_entropy,
+        r.teacher_entropy_t1,
+        0.0,
+        math.log(256),
+    ]
     json.dumps(d)
 
 
