@@ -261,6 +261,44 @@ def cmd_speculate(args) -> None:
     _emit(result, args.json, text)
 
 
+def cmd_distill(args) -> None:
+    from .experiments.distill import DistillSettings, distill_run
+
+    settings = DistillSettings(
+        steps=args.steps,
+        teacher_steps=args.teacher_steps,
+        seeds=args.seeds,
+        temperature=args.temperature,
+        alpha=args.alpha,
+        device=args.device,
+    )
+
+    def on_step(record: dict) -> None:
+        if args.json:
+            print(json_line(record), flush=True)
+        elif "val_loss" in record or "distilled_val_loss" in record:  # the text: evaluations only
+            print(
+                f"teacher step {record['step'] + 1}: val loss {record['val_loss']:.4f}"
+                if "val_loss" in record
+                else f"seed {record['seed']} step {record['step'] + 1}: val loss distilled "
+                f"{record['distilled_val_loss']:.4f}, scratch {record['scratch_val_loss']:.4f}",
+                flush=True,
+            )
+
+    r = distill_run(args.teacher, args.student, settings, on_step=on_step)
+    d = r.to_dict()
+    text = (
+        f"teacher {r.teacher.params:,} params, val loss {r.teacher_val_loss:.4f}; student "
+        f"{r.student.params:,} params ({r.teacher.params / r.student.params:.1f}× fewer, "
+        f"{r.teacher.decode_flops_per_token / r.student.decode_flops_per_token:.1f}× fewer decode FLOPs "
+        f"per token); final val loss per seed: distilled "
+        f"{', '.join(f'{v:.4f}' for v in r.distilled_final)}, from scratch "
+        f"{', '.join(f'{v:.4f}' for v in r.scratch_final)}; soft targets at T={r.temperature:g} "
+        f"carry {r.soft_target_entropy:.2f} nats of entropy per token (a one-hot label 0)"
+    )
+    _emit(d, args.json, text)
+
+
 def cmd_parallel(args, cfg: ModelConfig, notes: list[str]) -> None:
     from .analysis.parallel import parallel_memory
 
@@ -444,6 +482,8 @@ COMMANDS = {
 }
 
 
+NO_CONFIG_COMMANDS = {"presets": cmd_presets, "speculate": cmd_speculate, "distill": cmd_distill}
+
 # the commands that build and run the model itself (the live model is a text decoder)
 LIVE_COMMANDS = ("gradnorms", "bench", "train")
 
@@ -451,8 +491,8 @@ LIVE_COMMANDS = ("gradnorms", "bench", "train")
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.command in ("presets", "speculate"):  # no model config
-            (cmd_presets if args.command == "presets" else cmd_speculate)(args)
+        if args.command in NO_CONFIG_COMMANDS:  # no model config
+            NO_CONFIG_COMMANDS[args.command](args)
             return 0
         if args.command == "scaling":  # no model config
             cmd_scaling(args)

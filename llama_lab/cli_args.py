@@ -231,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scaling_parser(sub)
     _add_quantize_parser(sub)
     _add_finetune_parser(sub)
+    _add_distill_parser(sub)
     _add_parallel_parsers(sub)
     add_predict_parsers(sub, _add_config_args, _positive_int)
 
@@ -312,6 +313,49 @@ def _add_finetune_parser(sub) -> None:
         metavar="PATH",
         help="write the trained adapters to PATH (safetensors, PEFT's key names)",
     )
+
+
+def _add_distill_parser(sub) -> None:
+    p = sub.add_parser(
+        "distill",
+        help="distillation, live: a small student trained on a small trained teacher's soft targets "
+        "beside the same student from scratch on the same tokens, over seeds (Hinton et al. 2015)",
+    )
+    for role, what in (("teacher", "2 blocks, width 64"), ("student", "1 block, width 32")):
+        p.add_argument(
+            f"--{role}",
+            choices=list(PRESETS),
+            default="seed-demo",
+            metavar="P",
+            help=f"whose recipe the {role} copies ({what}, byte vocabulary; default seed-demo)",
+        )
+    p.add_argument(
+        "--steps",
+        type=_number(int, 1, maximum=10_000),
+        default=200,
+        help="each student's steps (default 200)",
+    )
+    p.add_argument(
+        "--teacher-steps",
+        type=_number(int, 1, maximum=30_000),
+        default=None,
+        help="the teacher's training steps (default 2 × --steps)",
+    )
+    p.add_argument("--seeds", type=_number(int, 1, maximum=MAX_SEEDS), default=2, help="seeds (default 2)")
+    p.add_argument(
+        "--temperature",
+        type=_number(float, 0.0, strict=True, maximum=100.0),
+        default=1.0,
+        help="T: the softmax temperature of the soft targets (default 1)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=_number(float, 0.0, maximum=1.0),
+        default=0.5,
+        help="α: the soft term's weight, 1 − α the labels' (default 0.5)",
+    )
+    p.add_argument("--device", choices=DEVICES, default="cpu")
+    p.add_argument("--json", action="store_true", help="a JSON line per step, then the result")
 
 
 def _add_speculate_args(p: argparse.ArgumentParser) -> None:

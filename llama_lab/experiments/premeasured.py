@@ -179,7 +179,7 @@ def lookup(kind: str, config: ModelConfig | None, settings: Mapping[str, Any]) -
 
 def record(
     kind: str,
-    config: ModelConfig,
+    config: ModelConfig | None,
     settings: Mapping[str, Any],
     result: Any,
     meta: dict,
@@ -193,7 +193,7 @@ def record(
     entries = _read(kind)
     entry = {
         "key": key,
-        "config": config.to_dict(),
+        "config": config.to_dict() if config is not None else None,
         "settings": _canonical(settings),
         "provenance": meta,
         "result": encode(result),

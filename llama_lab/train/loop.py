@@ -11,7 +11,7 @@ import statistics
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, TypeVar
 
 import torch
 
@@ -28,6 +28,8 @@ from .divergence import divergence_hint, divergence_reason
 from .measure import LogitStats, layer_grad_norms, logit_stats
 from .schedules import lr_at
 from .step import Trainee, make_optimizer, next_token_loss, training_step
+
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -355,6 +357,11 @@ def train(
 ) -> TrainRun:
     """``iter_train`` run to the end, each step's dict passed to ``on_step``."""
     loop = iter_train(cfg, settings, data=data, label=label, progress=progress, keep_model=keep_model)
+    return run_to_end(loop, on_step)
+
+
+def run_to_end(loop: Generator[dict, None, Result], on_step: Callable[[dict], None] | None = None) -> Result:
+    """A generator of per-step dicts run to the end, each dict passed to ``on_step``: what it returns."""
     while True:
         try:
             record = next(loop)

@@ -83,16 +83,20 @@ def _update(trainee: Trainee, grad_clip: float | None) -> None:
     trainee.optimizer.zero_grad(set_to_none=True)
 
 
+LossFn = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]  # (model, inputs, targets)
+
+
 def forward_backward(
-    trainee: Trainee, inputs: torch.Tensor, targets: torch.Tensor
+    trainee: Trainee, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn = step_loss
 ) -> tuple[torch.Tensor, float, float]:
     """Forward (with the loss) and backward, each timed with the device synchronised around it:
-    (loss, forward seconds, backward seconds). The gradients are left for the update."""
+    (loss, forward seconds, backward seconds). The gradients are left for the update.
+    ``loss_fn`` is what is backpropagated (a distilled student's: ``experiments.distill``)."""
     device, scaler = trainee.precision.device, trainee.scaler
     sync(device)
     t0 = time.perf_counter()
     with trainee.precision.autocast():
-        loss = step_loss(trainee.model, inputs, targets)
+        loss = loss_fn(trainee.model, inputs, targets)
     sync(device)
     t1 = time.perf_counter()
     (scaler.scale(loss) if scaler is not None else loss).backward()
@@ -108,11 +112,12 @@ def training_step(
     grad_clip: float | None = None,
     step_before_update: Callable[[], None] | None = None,
     measure_grad_norm: bool = True,
+    loss_fn: LossFn = step_loss,
 ) -> tuple[float, float | None, StepTimes]:
     """Forward (with the loss), backward, (clip), AdamW; returns (loss, total gradient norm
     before clipping or None, times). The phases are timed with the device synchronised between
     them; the gradient norm, when asked for, is timed with the optimizer."""
-    loss, forward_s, backward_s = forward_backward(trainee, inputs, targets)
+    loss, forward_s, backward_s = forward_backward(trainee, inputs, targets, loss_fn)
     t2 = time.perf_counter()
     if trainee.scaler is not None:
         trainee.scaler.unscale_(trainee.optimizer)

@@ -21,7 +21,7 @@ P = "llama_lab.page8."
 @pytest.mark.slow
 def test_the_page_counts_the_sidebar_model_and_runs_the_three_live_parts(monkeypatch):
     at = open_page(PAGE, {"preset": "debug", "weights": "int4", "kv": "fp8"}, timeout=180)
-    assert not errors(at) and len(at.get("tab")) == 3
+    assert not errors(at) and len(at.get("tab")) == 4
     cfg = PRESETS["debug"]
     shown = metrics(at)
     assert shown["weights at int4"] == human_bytes(analysis.weight_bytes(cfg, "int4"))
@@ -137,3 +137,26 @@ def test_the_fused_path_never_falls_back_to_the_math_kernel(monkeypatch):
     monkeypatch.setattr(F, "scaled_dot_product_attention", no_kernel)
     with pytest.raises(ExperimentError, match="fused kernels take a head width of at most 256"):
         flash_sweep(live_config(PRESETS["seed-demo"], 2, 128, 256), (32,), dtype="fp32", device="cpu")
+
+
+def test_the_distillation_section_shows_its_shipped_result_then_runs_on_its_button(monkeypatch):
+    from llama_lab.experiments import distill
+
+    at = open_page(PAGE, {"preset": "debug"}, timeout=180)
+    shipped = at.session_state[state.EXPERIMENT_KEYS["distill"]].result  # shown on view, nothing run
+    assert metrics(at)["Student's parameters"] == f"{shipped.student.params:,}" == "27,200"
+    assert any(c.value.startswith("Shown at once: pre") for c in at.caption)
+    tiny = {"teacher_d": 32, "teacher_layers": 1, "student_d": 16, "student_layers": 1, "steps": 3}
+    for key, value in {**tiny, "seq_len": 16, "batch": 2, "eval_every": 2, "eval_batches": 1}.items():
+        monkeypatch.setitem(distill.DISTILL_DEFAULTS, key, value)
+    monkeypatch.setitem(distill.DISTILL_DEFAULTS, "teacher_steps_factor", 1)
+    at = open_page(PAGE, {"preset": "debug"}, timeout=180)
+    assert not errors(at) and len(at.get("tab")) == 4
+    assert any("KL" in m.value for m in at.latex)
+    click(at, P + "run_distill")
+    assert not errors(at)
+    run = at.session_state[state.EXPERIMENT_KEYS["distill"]].result
+    shown = metrics(at)
+    assert shown["Student's parameters"] == f"{run.student.params:,}"
+    assert shown["Soft-target entropy (T=1)"] == f"{run.soft_target_entropy:.2f} nats"
+    assert len(run.distilled_val) == len(run.scratch_val) == 2

@@ -429,7 +429,7 @@ def test_every_page_file_is_registered_once_in_file_order():
 
 def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
     assert state.EXPERIMENT_KEYS == {kind: report.experiment_state_key(kind) for kind in experiments.KINDS}
-    assert len(set(state.EXPERIMENT_KEYS.values())) == 12
+    assert len(set(state.EXPERIMENT_KEYS.values())) == 13
     assert (
         state.KEY_GRADNORMS,
         state.KEY_DEPTH_SWEEP,
@@ -441,6 +441,7 @@ def test_experiment_keys_are_the_reports_and_every_kind_has_a_panel():
         state.EXPERIMENT_KEYS["quantize"],
         state.EXPERIMENT_KEYS["flash"],
         state.EXPERIMENT_KEYS["speculative"],
+        state.EXPERIMENT_KEYS["distill"],
         state.EXPERIMENT_KEYS["shard"],
         state.EXPERIMENT_KEYS["finetune"],
     ) == tuple(state.EXPERIMENT_KEYS.values())

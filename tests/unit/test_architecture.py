@@ -220,6 +220,7 @@ def test_every_experiment_kind_has_its_module_its_panel_and_its_key():
         "quantize",
         "flash",
         "speculative",
+        "distill",
         "shard",
         "finetune",
     ]

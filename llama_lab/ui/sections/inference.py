@@ -1,6 +1,6 @@
-"""The Inference systems page's GPU and its three sections — quantisation, FlashAttention,
-speculative decoding — each with its formulas written out with the sidebar model's numbers and
-its live measurement (under the job slot, cached per process, stoppable)."""
+"""The Inference systems page's GPU and its four sections — quantisation, FlashAttention,
+speculative decoding, distillation — each with its formulas written out with the sidebar
+model's numbers and its live measurement (under the job slot, cached per process, stoppable)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from ...analysis import DEFAULT_GPU, WeightQuant, derive_measured, derive_memory
 from ...analysis.common import training_dtype
 from ...analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label
 from ...config import ModelConfig
+from ...experiments import distill
+from ...experiments.distill import DISTILL_DEFAULTS
 from ...experiments.flash import FLASH_SEQ_LENS, fit_figure
 from ...experiments.quantize import QUANT_DEFAULTS, quantize_run
 from ...experiments.speculative import SPECULATIVE_DEFAULTS, speculative_run
@@ -40,6 +42,11 @@ def _speculated(target: str, draft: str, gamma: int, new_tokens: int, _progress=
     return speculative_run(
         target, draft, gamma, new_tokens, SPECULATIVE_DEFAULTS["steps"], device="cpu", progress=_progress
     )
+
+
+@measured(max_entries=4)
+def _distilled(temperature: float, alpha: float, _progress=None):
+    return distill.page_run(temperature, alpha, progress=_progress)
 
 
 @measured(max_entries=8)
@@ -289,4 +296,41 @@ def speculative_section(prefix: str) -> None:
         lambda progress: _speculated(
             "seed-demo", "seed-demo", gamma, SPECULATIVE_DEFAULTS["new_tokens"], _progress=progress
         ),
+    )
+
+
+def distill_section(prefix: str) -> None:
+    st.subheader("Distillation (Hinton et al. 2015)")
+    st.markdown(
+        "A smaller student is cheaper to serve. Distillation trains it on a larger teacher's "
+        "softened next-token distribution as well as on the labels (Hinton, Vinyals and Dean, "
+        "*Distilling the Knowledge in a Neural Network*, 2015):"
+    )
+    st.latex(
+        r"\mathcal{L} = \alpha\,T^2\,\mathrm{KL}\big(\mathrm{softmax}(z_t/T)\,\|\,"
+        r"\mathrm{softmax}(z_s/T)\big) + (1-\alpha)\,\mathrm{CE}(y, z_s)"
+    )
+    st.caption("T² keeps the soft term's gradients the same size as T changes (the paper's §2).")
+    cols = st.columns(2)
+    temperature = cols[0].select_slider(
+        "temperature T", (1.0, 2.0, 4.0, 8.0), DISTILL_DEFAULTS["temperature"], key=prefix + "dist_T"
+    )
+    alpha = cols[1].select_slider(
+        "soft-term weight α", (0.25, 0.5, 0.75, 1.0), DISTILL_DEFAULTS["alpha"], key=prefix + "dist_alpha"
+    )
+    d = DISTILL_DEFAULTS
+    st.markdown(
+        f"**Live**: a {d['teacher_layers']}-block teacher of width {d['teacher_d']} trained "
+        f"{d['teacher_steps_factor'] * d['steps']} steps on the built-in text, then per seed "
+        f"({d['seeds']}) two {d['student_layers']}-block students of width {d['student_d']} "
+        f"from the same initial weights, {d['steps']} steps on the same batches: one distilled, "
+        f"one from scratch (CLI: `python -m llama_lab distill`)."
+    )
+    _live(
+        "distill",
+        "Distil",
+        prefix,
+        None,
+        distill.page_settings(temperature, alpha),
+        lambda progress: _distilled(temperature, alpha, _progress=progress),
     )

@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from llama_lab import analysis, cli, experiments, report
 from llama_lab.config import PRESETS
-from llama_lab.experiments import LiveSettings, speculative
+from llama_lab.experiments import LiveSettings, distill, speculative
 from llama_lab.experiments.finetune import FinetuneSettings, finetune_run
 from llama_lab.seed import claims as seed_claims_mod
 from llama_lab.train import TrainSettings
@@ -61,6 +61,20 @@ def results():
         "live_pass": experiments.live_pass(cfg, 16, 2, LiveSettings(device="cpu")),
         "decode": experiments.decode_benchmark(cfg, (8,), new_tokens=2, device="cpu"),
         "speculative": speculative.speculative_run(steps=0, new_tokens=4, gamma=2),
+        "distill": distill.distill_run(
+            settings=distill.DistillSettings(
+                steps=2,
+                teacher_steps=1,
+                seeds=2,
+                seq_len=16,
+                batch=2,
+                eval_batches=1,
+                teacher_d=32,
+                teacher_layers=1,
+                student_d=16,
+                student_layers=1,
+            )
+        ),
         "quantize": experiments.quantize.quantize_run("debug", "int4", steps=0, device="cpu"),
         "flash": experiments.flash.flash_sweep(cfg, (8, 16), device="cpu"),
         "shard": experiments.shard.shard_run(cfg, 2, "fsdp"),
