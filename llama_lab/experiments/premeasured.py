@@ -147,7 +147,7 @@ def _read(kind: str) -> dict[str, dict]:
     if not path.exists():
         return {}
     data = json.loads(path.read_text())
-    if data.get("format") != FORMAT:
+    if data.get("format") != FORMAT or "entries" not in data:  # (the scaling ladder's own file)
         return {}
     return {entry["key"]: entry for entry in data["entries"]}
 

@@ -62,7 +62,7 @@ def test_the_weight_options_change_the_counted_bytes_as_the_analysis_does():
         32000 * 16 // 2,
     )
     assert metrics(at)["weights at int4"] == human_bytes(stored.total)
-    table = at.dataframe[-1].value
+    (table,) = [d.value for d in at.dataframe if "weights_bytes" in d.value.columns]
     assert table.iloc[-1].weights_bytes == stored.total
 
 
