@@ -558,9 +558,38 @@ def test_only_an_encoder_decoder_takes_a_source_length():
         A.activation_bytes(BERT, 8, 1, source_len=8)
 
 
+_FRESH_PEAK = """
+import json, sys, torch
+sys.path[:0] = [{tests!r}, {helpers!r}]
+torch.set_num_threads(2)
+from llama_lab.config import ModelConfig
+from test_analysis import _profiler_peak_bytes
+print(_profiler_peak_bytes(ModelConfig.from_dict(json.loads({cfg!r})), {B}, {T}, {dtype!r}))
+"""
+
+
+def _fresh_peak_bytes(cfg, B, T, dtype):
+    """``_profiler_peak_bytes`` in a fresh interpreter (see ``fresh_profiler_peaks``: what the
+    profiler sees shifts with the state other tests leave in the process)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve()
+    code = _FRESH_PEAK.format(
+        tests=str(here.parent),
+        helpers=str(here.parents[2] / "helpers"),
+        cfg=json.dumps(cfg.to_dict()),
+        B=B,
+        T=T,
+        dtype=dtype,
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip().splitlines()[-1])
+
+
 def test_learned_positions_leave_no_ids_at_the_peak(debug_cfg):
     cfg = debug_cfg.replace(pos_encoding="learned", norm_position="post", ffn_type="relu", bias=True)
-    assert A.inference_activation_bytes(cfg, 11, 2, "fp32") == _profiler_peak_bytes(cfg, 2, 11, "fp32")
+    assert A.inference_activation_bytes(cfg, 11, 2, "fp32") == _fresh_peak_bytes(cfg, 2, 11, "fp32")
 
 
 def test_checkpointing_saves_memory_at_scale():
