@@ -61,6 +61,7 @@ def test_navigation_lists_home_then_the_pages_by_their_file_titles(monkeypatch):
         ("Many GPUs", "Many_GPUs"),
         ("Validation", "Validation"),
         ("Fine tuning", "Fine_tuning"),
+        ("Scaling laws", "Scaling_laws"),
     ]
     assert registered[0].icon == "🦙"  # url_path "": the default
     assert at.title[0].value == "🦙 LLaMA Lab"  # the default page is home.py
@@ -82,6 +83,7 @@ def test_home_page_runs_alone_with_the_same_content():
         "Many_GPUs",
         "Validation",
         "Fine_tuning",
+        "Scaling_laws",
     ]
 
 
