@@ -141,6 +141,7 @@ def test_sidebar_change_page_switch_and_report_download(app_url, page, tmp_path)
         "Many GPUs",
         "Validation",
         "Fine tuning",
+        "Scaling laws",
     ]
 
     layers = page.get_by_label("n_layers (blocks): exact value")
