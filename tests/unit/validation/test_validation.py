@@ -295,15 +295,14 @@ def test_predict_decode_gives_the_time_to_first_token_the_whole_run_and_the_cach
     assert cache["estimate"] == vllm_kv_tokens(cfg, gpu, "bf16", "bf16", 0.9, 8192, 1024, 1, eff).estimate
     assert cache["low"] <= cache["estimate"] <= cache["high"]
     # by hand: what 0.9 of CUDA's total leaves after the weights, the profiling forward's
-    # activations, the sampler's float32 logits (1,024 × the vocabulary) and the fitted non-torch
-    # bytes (vLLM 0.11.0: no CUDA context, no collectives at tp 1), in blocks of 16 tokens of
-    # 32 layers × 2 × 8 heads × 128 × 2 B
-    from llama_lab.validation.engine import CUDA_RESERVED_BYTES, profile_activation_bytes, weights_per_gpu
+    # activations (vLLM's Llama at SiluAndMul: 3 × 4,096 + 3 × 14,336 per token, 2 bytes, more
+    # than the sampling after it: 8,192 × 4,096 outputs and 1,024 × the vocabulary's logits in bf16
+    # and float32) and the fitted non-torch bytes (vLLM 0.11.0: no CUDA context, no collectives
+    # at tp 1), in blocks of 16 tokens of 32 layers × 2 × 8 heads × 128 × 2 B
+    from llama_lab.validation.engine import CUDA_RESERVED_BYTES, weights_per_gpu
 
     free = 0.9 * (gpu.memory_bytes - CUDA_RESERVED_BYTES) - weights_per_gpu(cfg, "bf16", 1)
-    free -= (
-        profile_activation_bytes(cfg, 8192, 1024, 1) + 4 * 1024 * cfg.vocab_size + eff.engine_non_torch_bytes
-    )
+    free -= 2 * 8192 * (3 * 4096 + 3 * 14336) + eff.engine_non_torch_bytes
     assert cache["estimate"] == 16 * math.floor(free / (16 * 32 * 2 * 8 * 128 * 2))
     # an A100 80GB and a 24 GB card profile with 2,048 tokens over 256 sequences; a lower
     # utilization leaves fewer tokens; the settings given are the settings used
@@ -697,7 +696,6 @@ def test_vllms_kv_cache_is_what_its_budget_leaves_in_blocks_of_16_tokens():
     tokens × 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes; the bound takes 0.9 × 24,576 MiB
     less the weights only."""
     from llama_lab.analysis import count_params
-    from llama_lab.analysis.memory import inference_activation_bytes
     from llama_lab.validation import predict_row
 
     row = next(r for r in ROWS if r.id == "vllm-kv-llama31-8b-rtx3090-20k")
@@ -705,19 +703,29 @@ def test_vllms_kv_cache_is_what_its_budget_leaves_in_blocks_of_16_tokens():
     assert row.gpu is GPUS["RTX 3090"] and row.gpu.memory_bytes == 24576 * 2**20
     block = 16 * 32 * 8 * 128 * 2 * 2
     budget = 0.9 * 24576 * 2**20 - 2 * count_params(cfg).total
-    activations = inference_activation_bytes(cfg, 79, 256, "bf16", last_only=True)  # ⌈20000 / 256⌉
+    # vLLM's Llama at SiluAndMul, by hand: the layer loop's input, the residual, the MLP's input
+    # (3 × 4,096) and the merged gate_up (2 × 14,336) and its activation (14,336), 2 bytes each,
+    # for the 20,000 tokens; the log's peak_torch_memory 17.06 GiB less the weights' 14.96
+    activations = 2 * 20000 * (3 * 4096 + 3 * 14336)
+    assert activations / 2**30 == pytest.approx(17.06 - 2 * count_params(cfg).total / 2**30, abs=0.05)
     from llama_lab.runtime.hardware import CUDA_CONTEXT_BYTES
-    from llama_lab.validation.engine import COLLECTIVE_BYTES, non_torch_bytes, sampler_logits_bytes
+    from llama_lab.validation.engine import (
+        COLLECTIVE_BYTES,
+        non_torch_bytes,
+        profile_activation_bytes,
+        sampler_logits_bytes,
+    )
 
+    assert profile_activation_bytes(cfg, 20000, 256, 1) == activations
     assert row.workload["engine"] == "vllm-v0-0.6.4"
-    assert sampler_logits_bytes(cfg, 256, 20000) == 256 * 128256 * 4
+    assert sampler_logits_bytes(cfg, 256, 20000) == 256 * 128256 * (2 + 4)  # bf16 and their fp32 copy
     assert non_torch_bytes("vllm-v0-0.6.4", 1, eff) == CUDA_CONTEXT_BYTES + eff.engine_non_torch_bytes
     # 0.6.6 on (V0) and 0.9.2 on (V1) count no context; up to 0.10 a tp group's buffers count,
     # 8 MiB of custom all-reduce buffer and 8 MiB of its signals per rank; 0.11.0 neither
     assert non_torch_bytes("vllm-v0-0.6.6", 2, eff) == 2 * 8 * 2**20 + eff.engine_non_torch_bytes
     assert COLLECTIVE_BYTES == 16 * 2**20
     assert non_torch_bytes("vllm-v1-0.11", 2, eff) == eff.engine_non_torch_bytes
-    taken = activations + 256 * 128256 * 4 + CUDA_CONTEXT_BYTES + eff.engine_non_torch_bytes
+    taken = activations + CUDA_CONTEXT_BYTES + eff.engine_non_torch_bytes
     usable = 0.9 * (24576 * 2**20 - round(0.43 * 2**30)) - 2 * count_params(cfg).total
     p = predict_row(row, eff)
     assert p.bound == 16 * (budget // block)
