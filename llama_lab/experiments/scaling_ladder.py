@@ -13,14 +13,17 @@ bootstrap over the points).
 
 N is the total parameter count (embedding included; tied, so counted once), as Hoffmann et al.
 count it: at these widths the 256 × d embedding is a large share of the model, and leaving it out
-would bend the exponent (Pearce & Song 2024). C = 6·N·D as Hoffmann et al. (attention's own FLOPs,
-small at T = 64, are not in it).
+would bend the exponent (Pearce & Song 2024). C = 6·N·D, the usual approximation: the attention
+scores' own FLOPs (4·T·d per block per token forward) are not in it, and at these widths they are
+not small — about 58 % of 2N at d = 8, 18 % at d = 48 (T = 64, 2 blocks) — so C understates the
+narrowest models' real cost the most.
 
 What it can say: at this tiny scale, on this corpus, loss against N at a fixed budget has a valley,
 the valley moves to larger N as C grows, and how loosely a few budgets pin the exponent (the
 intervals). What it cannot: Chinchilla's exponents or tokens per parameter — byte-level models of
-10⁴–10⁵ parameters on 0.4 MB of text, the smallest models seeing it many times over (the rows'
-``epochs``), one learning rate untuned per size, a factor of 4 in compute where Hoffmann spans 500.
+3,560 to 67,824 parameters on 0.4 MB of text, the smallest models seeing it many times over (the rows'
+``epochs``), one learning rate untuned per size, a factor of 4 in compute where Hoffmann et al.'s
+nine IsoFLOP budgets span 6·10¹⁸ to 3·10²¹ FLOPs, a factor of 500.
 """
 
 from __future__ import annotations

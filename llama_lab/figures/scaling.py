@@ -94,6 +94,21 @@ def placements_note() -> str:
     return f"{MOE_CAVEAT} Left out — {left}."
 
 
+def ladder_caveat(result: dict) -> str:
+    """What a CPU-sized ladder can and cannot say, with its own sizes, epochs and compute span."""
+    rows = result["rows"]
+    sizes, budgets = [r["params"] for r in rows], [r["budget"] for r in rows]
+    return (
+        "What a CPU-sized ladder can say: at a fixed budget the loss has a valley in N, the valley "
+        "moves to larger N as the budget grows, and how loosely a few budgets pin the exponent (the "
+        "bootstrap intervals). What it cannot: Chinchilla's exponents or tokens per parameter — "
+        f"byte-level models of {min(sizes):,} to {max(sizes):,} parameters on 0.4 MB of text (up to "
+        f"{max(r['epochs'] for r in rows):.1f} epochs of it), one learning rate untuned per size, a factor "
+        f"of {max(budgets) / min(budgets):.0f} in compute where Hoffmann et al.'s IsoFLOP budgets span 500 "
+        "(6·10¹⁸ to 3·10²¹ FLOPs)."
+    )
+
+
 def ladder_isoflop_figure(result: dict) -> go.Figure:
     """The ladder's IsoFLOP curves: validation loss against N at each budget C (the seeds' mean,
     each seed a dot), approach 2's parabola in ln N through them and its minimum N_opt(C)."""

@@ -24,7 +24,7 @@ def scaling_part() -> tuple[list[Table], list[Figure]]:
     tables = [
         Table(
             f"scaling_placements_{name}",
-            f"Trained models against compute-optimal ({get_fit(name).source})",
+            f"Trained models against compute-optimal ({get_fit(name).source}; MoEs by active parameters)",
             SECTION,
             placements_frame(get_fit(name)),
         )

@@ -73,14 +73,7 @@ def ladder_section(prefix: str) -> None:
         f"{abs(worst):.3f} at worst ({len(residuals)} points, the seeds' means)."
     )
     st.plotly_chart(figures.ladder_figure(result["rows"], fit), key=prefix + "ladder_chart")
-    st.info(
-        "What a CPU-sized ladder can say: at a fixed budget the loss has a valley in N, the valley "
-        "moves to larger N as the budget grows, and how loosely a few budgets pin the exponent (the "
-        "bootstrap intervals). What it cannot: Chinchilla's exponents or tokens per parameter — "
-        "byte-level models of 10⁴–10⁵ parameters on 0.4 MB of text (the smallest see it several "
-        "times over), one learning rate untuned per size, a factor of 4 in compute where Hoffmann et "
-        "al. span 500."
-    )
+    st.info(figures.ladder_caveat(result))
     if st.button("Re-measure the ladder here (several minutes)", key=prefix + "remeasure"):
         settings = scaling_ladder.LadderSettings()
 
