@@ -422,12 +422,13 @@ def bootstrap_isoflop_exponent(
     rng = np.random.default_rng(seed)
     budgets, n_params, losses = (np.asarray(v, dtype=float) for v in (budgets, n_params, losses))
     groups = [np.flatnonzero(budgets == c) for c in np.unique(budgets)]
-    draws = []
+    draws: list[float] = []
     for _ in range(samples):
         pick = np.concatenate([rng.choice(g, len(g)) for g in groups])
         minima = isoflop_minima(budgets[pick], n_params[pick], losses[pick])
-        if len(minima) == len(groups) and all(m["n_opt"] is not None for m in minima):
-            draws.append(isoflop_exponent(minima))
+        a = isoflop_exponent(minima)
+        if a is not None and len(minima) == len(groups) and all(m["n_opt"] is not None for m in minima):
+            draws.append(a)
     if not draws:
         raise AnalysisError("approach 2's bootstrap found no draw with a minimum at every budget")
     return [float(np.percentile(draws, 10)), float(np.percentile(draws, 90))]

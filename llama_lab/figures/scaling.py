@@ -106,6 +106,12 @@ def ladder_caveat(result: dict) -> str:
         f"{max(r['epochs'] for r in rows):.1f} epochs of it), one learning rate untuned per size, a factor "
         f"of {max(budgets) / min(budgets):.0f} in compute where Hoffmann et al.'s IsoFLOP budgets span 500 "
         "(6·10¹⁸ to 3·10²¹ FLOPs)."
+        + (
+            f" Approach 3's irreducible loss E falls to {result['fit']['E']:.1g}: over so short a range "
+            "the fit cannot tell E from the two power laws, which absorb it."
+            if result["fit"]["E"] < 0.01
+            else ""
+        )
     )
 
 
