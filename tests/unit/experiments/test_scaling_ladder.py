@@ -11,6 +11,7 @@ import pytest
 from llama_lab.analysis.scaling import ScalingFit, isoflop_exponent, isoflop_minima
 from llama_lab.errors import ExperimentError
 from llama_lab.experiments import scaling_ladder
+from llama_lab.model import build_model
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,14 @@ def test_the_design_is_isoflop(ladder, settings):
         assert abs(6 * r["params"] * r["tokens"] - r["budget"]) <= half_step
         assert r["compute"] == 6 * r["params"] * r["tokens"]
         assert r["tokens"] == planned[(r["budget"], r["params"])] * settings.tokens_per_step
+
+
+def test_n_is_the_built_models_total_parameters(ladder, settings):
+    """N counts every weight once (the tied embedding included), as the model built on the meta
+    device holds them."""
+    for r in ladder.result["rows"]:
+        model = build_model(settings.config(r["width"]), device="meta")
+        assert r["params"] == sum(p.numel() for p in model.parameters())
 
 
 def test_each_run_decays_to_its_own_horizon(settings):
