@@ -50,9 +50,10 @@ def test_the_design_is_isoflop(ladder, settings):
 def test_n_is_the_built_models_total_parameters(ladder, settings):
     """N counts every weight once (the tied embedding included), as the model built on the meta
     device holds them."""
-    for r in ladder.result["rows"]:
-        model = build_model(settings.config(r["width"]), device="meta")
-        assert r["params"] == sum(p.numel() for p in model.parameters())
+    sizes = {r["width"]: r["params"] for r in ladder.result["rows"]}
+    for width, params in sizes.items():
+        model = build_model(settings.config(width), device="meta")
+        assert params == sum(p.numel() for p in model.parameters())
 
 
 def test_each_run_decays_to_its_own_horizon(settings):
