@@ -362,11 +362,16 @@ def cmd_scaling(args) -> None:
     if args.ladder:
         ladder = _ladder(args)
         fit = ladder["fit"]
+        a2, (low, high) = ladder["isoflop_a"], ladder["isoflop_a_interval"]
         text = "\n".join(
-            [f"N={r['params']:,} D={r['tokens']:,}: val loss {r['val_loss']:.4f}" for r in ladder["rows"]]
+            [
+                f"C={r['budget']:.2g} N={r['params']:,} D={r['tokens']:,}: val loss {r['val_loss']:.4f}"
+                for r in ladder["rows"]
+            ]
             + [
                 f"fit (approach 3): E {fit['E']:.3f}, A {fit['A']:.4g}, B {fit['B']:.4g}, "
-                f"α {fit['alpha']:.3f}, β {fit['beta']:.3f}"
+                f"α {fit['alpha']:.3f}, β {fit['beta']:.3f}",
+                f"approach 2: N_opt ∝ C^{a2:.3f} (10–90 %: {low:.3f} – {high:.3f})",
             ]
         )
         _emit(ladder, args.json, text)
@@ -406,11 +411,15 @@ def _ladder(args) -> dict:
     else:
         shipped = scaling_ladder.shipped()
         result, where = shipped.result, "pre-measured " + shipped.provenance["date"]
+    row_keys = ("params", "tokens", "val_loss", "val_losses", "budget", "compute", "steps", "epochs")
     return {
-        "rows": [{k: r[k] for k in ("params", "tokens", "val_loss", "val_losses")} for r in result["rows"]],
+        "rows": [{k: r[k] for k in row_keys} for r in result["rows"]],
         "fit": result["fit"],
         "bootstrap": result["bootstrap"],
+        "log_residuals": result["log_residuals"],
         "isoflop": result["isoflop"],
+        "isoflop_a": result["isoflop_a"],
+        "isoflop_a_interval": result["isoflop_a_interval"],
         "measured": where,
     }
 

@@ -82,6 +82,40 @@ PUBLISHED_FITS: dict[str, ScalingFit] = {
 }
 
 
+@dataclass(frozen=True)
+class PublishedExponents:
+    """A published N_opt ∝ C^a, D_opt ∝ C^b with its 10th–90th percentile interval."""
+
+    source: str
+    a: float
+    a_interval: tuple[float, float]
+    b: float
+    b_interval: tuple[float, float]
+
+
+# Hoffmann et al. 2022, Table 2 (10th and 90th percentiles of a bootstrap in parentheses there),
+# as reproduced at https://personal-wiki-ddd.pages.dev/ai-ml/Training-Compute-Optimal-Large-Language-
+# Models/ch-03-optimal-scaling ("Approach 2 — IsoFLOP Profiles … N_opt ∝ C^0.49, D_opt ∝ C^0.51")
+# and, with the intervals, in stored notes on the paper found with the search tool ("2. IsoFLOP
+# profiles | 0.49 (0.462, 0.534) | 0.51 (0.483, 0.529)").
+HOFFMANN_TABLE_2: dict[str, PublishedExponents] = {
+    "approach 2": PublishedExponents(
+        "Hoffmann et al. 2022, Table 2, approach 2 (IsoFLOP profiles)",
+        0.49,
+        (0.462, 0.534),
+        0.51,
+        (0.483, 0.529),
+    ),
+    "approach 3": PublishedExponents(
+        "Hoffmann et al. 2022, Table 2, approach 3 (parametric fit)",
+        0.46,
+        (0.454, 0.455),
+        0.54,
+        (0.542, 0.543),
+    ),
+}
+
+
 def get_fit(name: str) -> ScalingFit:
     try:
         return PUBLISHED_FITS[name]
@@ -133,11 +167,62 @@ TRAINED_MODELS: tuple[TrainedModel, ...] = (
     # for 405B); 15T taken for 8B and 70B.
     TrainedModel("Llama 3 8B", 0, 15e12, "Llama 3 model card (over 15T tokens)", "llama-3-8b"),
     TrainedModel("Llama 3 70B", 0, 15e12, "Llama 3 model card (over 15T tokens)", "llama-3-70b"),
+    # --- today's families (read 2026-12-07 from stored pages, found with the search tool) ---------
+    # Qwen3 Technical Report (arXiv 2505.09388), §1: "a large-scale dataset containing approximately
+    # 36T tokens" for the whole series; quoted at https://news.han.ihouse.idv.tw/en/article/266 and
+    # https://api.emergentmind.com/papers/2505.09388 ("approximately 36 trillion tokens").
+    TrainedModel(
+        "Qwen3 8B", 0, 36e12, "Qwen3 Technical Report (arXiv 2505.09388), §1: ~36T tokens", "qwen3-8b"
+    ),
+    TrainedModel(
+        "Qwen3 30B-A3B (MoE)",
+        0,
+        36e12,
+        "Qwen3 Technical Report (arXiv 2505.09388), §1: ~36T tokens",
+        "qwen3-30b-a3b",
+    ),
+    # DeepSeek-V3 Technical Report (arXiv 2412.19437), abstract: "We pre-train DeepSeek-V3 on 14.8
+    # trillion diverse and high-quality tokens"; stored at https://www.scilynk.com/paper/W4405903187.
+    TrainedModel(
+        "DeepSeek-V3 (MoE)",
+        0,
+        14.8e12,
+        "DeepSeek-V3 Technical Report (arXiv 2412.19437), abstract: 14.8T",
+        "deepseek-v3",
+    ),
+    # OLMo 2 7B model card (allenai/OLMo-2-1124-7B README.md), the size table: "Training Tokens | 4
+    # Trillion"; stored at https://phind.xodi.top/allenai/OLMo-2-1124-7B/resolve/main/README.md.
+    TrainedModel(
+        "OLMo 2 7B", 0, 4e12, "OLMo 2 7B model card (allenai/OLMo-2-1124-7B): 4 trillion", "olmo-2-7b"
+    ),
+    # Gemma 3 Technical Report (arXiv 2503.19786), §2.2: "27B model 14T" (1B 2T, 4B 4T, 12B 12T);
+    # quoted at https://aisharenet.com/en/gemma-3-jishubaogao and
+    # https://www.open-source-ai.tech/models/gemma-3-27b-it ("Pretraining tokens 14.0T").
+    TrainedModel(
+        "Gemma 3 27B", 0, 14e12, "Gemma 3 Technical Report (arXiv 2503.19786), §2.2: 14T", "gemma-3-27b"
+    ),
+    # SmolLM3 (Hugging Face blog "SmolLM3: smol, multilingual, long-context reasoner"): "Pretraining
+    # Budget ≈ 11.2 Trillion tokens"; quoted at https://learnopencv.com/smollm3-explained.
+    TrainedModel("SmolLM3 3B", 0, 11.2e12, "SmolLM3 blog (huggingface.co/blog/smollm3): 11.2T", "smollm3-3b"),
+    # Left out: gpt-oss-20b/120b — their model card (arXiv 2508.10925) says only "trillions of text
+    # tokens" (as quoted at https://lephongphu.site/?p=726): no count to place them by.
+)
+LEFT_OUT = {"gpt-oss": "its model card (arXiv 2508.10925) gives no token count, only 'trillions of tokens'"}
+
+MOE_CAVEAT = (
+    "Hoffmann et al.'s law is fitted on dense models; a mixture of experts is placed by its active "
+    "parameters (the FLOPs per token it pays), which says nothing of what its idle experts add."
 )
 
 
 def model_params(model: TrainedModel) -> float:
-    """A preset's parameters as the lab counts them, else the published size."""
+    """The parameters the law takes: a preset's active parameters as the lab counts them (its total
+    for a dense model; for a mixture of experts the routed top-k plus everything shared, see
+    ``MOE_CAVEAT``), else the published size."""
+    return float(count_params(get_preset(model.preset)).active) if model.preset else model.params
+
+
+def total_params(model: TrainedModel) -> float:
     return float(count_params(get_preset(model.preset)).total) if model.preset else model.params
 
 
@@ -159,6 +244,8 @@ def placement(fit: ScalingFit, model: TrainedModel) -> dict:
     return {
         "name": model.name,
         "params": n,
+        "total_params": total_params(model),
+        "moe": total_params(model) != n,
         "tokens": model.tokens,
         "compute": compute,
         "tokens_per_param": model.tokens / n,
@@ -282,31 +369,69 @@ def bootstrap_exponents(
     return {k: [float(np.percentile(v, 10)), float(np.percentile(v, 90))] for k, v in draws.items()}
 
 
-def isoflop_minima(
-    n_params: Numbers, tokens: Numbers, losses: Numbers, budgets: Sequence[float]
-) -> list[dict]:
-    """Approach 2: for each budget C, each size's loss at D = C/(6N) (interpolated linearly in
-    log D between its measured budgets; sizes that do not reach C are left out), a parabola in
-    log N through them, and its minimum N_opt (None where the parabola opens downwards)."""
+def fit_parabola(log_n: Numbers, losses: Numbers) -> tuple[float, float, float]:
+    """Approach 2's curve for one budget: L ≈ c₂·x² + c₁·x + c₀ in x = ln N, by least squares."""
+    c2, c1, c0 = np.polyfit(np.asarray(log_n, dtype=float), np.asarray(losses, dtype=float), 2)
+    return float(c2), float(c1), float(c0)
+
+
+def parabola_minimum(c2: float, c1: float, c0: float) -> tuple[float, float] | None:
+    """(N_opt, L_min) of L = c₂·x² + c₁·x + c₀, x = ln N: dL/dx = 0 at x* = −c₁ / (2c₂), so
+    N_opt = exp(x*) and L_min = c₀ − c₁² / (4c₂). None when the parabola opens downwards (c₂ ≤ 0)."""
+    if c2 <= 0:
+        return None
+    return math.exp(-c1 / (2 * c2)), c0 - c1**2 / (4 * c2)
+
+
+def isoflop_minima(budgets: Numbers, n_params: Numbers, losses: Numbers) -> list[dict]:
+    """Approach 2 (Hoffmann et al. §3.2): the points grouped by their IsoFLOP budget (one budget
+    per point, 6·N·D ≈ C), a parabola in ln N through each budget's losses, and its minimum
+    N_opt (None where the parabola opens downwards); budgets with fewer than 3 sizes are left out."""
     rows = []
-    sizes = sorted(set(n_params))
-    for compute in budgets:
-        log_n, loss_at = [], []
-        for size in sizes:
-            pts = sorted((d, loss) for n, d, loss in zip(n_params, tokens, losses) if n == size)
-            log_ds = np.log([p[0] for p in pts])
-            target = math.log(compute / (FLOPS_PER_PARAM_TOKEN * size))
-            if log_ds[0] <= target <= log_ds[-1]:
-                log_n.append(math.log(size))
-                loss_at.append(float(np.interp(target, log_ds, [p[1] for p in pts])))
-        if len(log_n) < 3:
+    for compute in sorted(set(budgets)):
+        mine = [(n, loss) for c, n, loss in zip(budgets, n_params, losses) if c == compute]
+        if len({n for n, _ in mine}) < 3:
             continue
-        c2, c1, c0 = np.polyfit(log_n, loss_at, 2)
-        n_opt = math.exp(-c1 / (2 * c2)) if c2 > 0 else None
+        coefficients = fit_parabola([math.log(n) for n, _ in mine], [loss for _, loss in mine])
+        minimum = parabola_minimum(*coefficients)
         rows.append(
-            {"compute": compute, "params": [math.exp(x) for x in log_n], "loss": loss_at, "n_opt": n_opt}
+            {
+                "compute": float(compute),
+                "params": [float(n) for n, _ in mine],
+                "loss": [float(loss) for _, loss in mine],
+                "parabola": list(coefficients),  # (c₂, c₁, c₀) in ln N
+                "n_opt": None if minimum is None else minimum[0],
+                "loss_opt": None if minimum is None else minimum[1],
+            }
         )
     return rows
+
+
+def isoflop_exponent(minima: Sequence[dict]) -> float | None:
+    """a in N_opt ∝ C^a through the budgets' parabola minima (None below two minima)."""
+    found = [m for m in minima if m["n_opt"] is not None]
+    return power_law_exponent([m["compute"] for m in found], [m["n_opt"] for m in found])
+
+
+def bootstrap_isoflop_exponent(
+    budgets: Numbers, n_params: Numbers, losses: Numbers, samples: int = 200, seed: int = 0
+) -> list[float]:
+    """Approach 2's a refitted on points drawn with replacement within each budget (each seed's
+    point is one point): its 10th and 90th percentiles. A draw with a budget left without a
+    minimum (fewer than 3 sizes, or a parabola opening downwards) is dropped."""
+    rng = np.random.default_rng(seed)
+    budgets, n_params, losses = (np.asarray(v, dtype=float) for v in (budgets, n_params, losses))
+    groups = [np.flatnonzero(budgets == c) for c in np.unique(budgets)]
+    draws: list[float] = []
+    for _ in range(samples):
+        pick = np.concatenate([rng.choice(g, len(g)) for g in groups])
+        minima = isoflop_minima(budgets[pick], n_params[pick], losses[pick])
+        a = isoflop_exponent(minima)
+        if a is not None and len(minima) == len(groups) and all(m["n_opt"] is not None for m in minima):
+            draws.append(a)
+    if not draws:
+        raise AnalysisError("approach 2's bootstrap found no draw with a minimum at every budget")
+    return [float(np.percentile(draws, 10)), float(np.percentile(draws, 90))]
 
 
 def power_law_exponent(computes: Sequence[float], n_opts: Sequence[float]) -> float | None:

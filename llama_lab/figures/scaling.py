@@ -11,7 +11,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..analysis.scaling import PUBLISHED_FITS, ScalingFit, isoflop_losses, placements
+from ..analysis.scaling import (
+    HOFFMANN_TABLE_2,
+    LEFT_OUT,
+    MOE_CAVEAT,
+    PUBLISHED_FITS,
+    ScalingFit,
+    isoflop_losses,
+    placements,
+)
 from .common import GROUP_PALETTE, layout_figure
 
 ISOFLOP_BUDGETS = (1e21, 1e22, 1e23, 1e24, 1e25)
@@ -35,15 +43,20 @@ def isoflop_figure(fit: ScalingFit, budgets: Sequence[float] = ISOFLOP_BUDGETS) 
             showlegend=False,
         )
     rows = placements(fit)
-    fig.add_scatter(
-        x=[r["params"] for r in rows],
-        y=[r["loss"] for r in rows],
-        mode="markers+text",
-        text=[r["name"] for r in rows],
-        textposition="top center",
-        marker=dict(symbol="star", size=11, color="black"),
-        name="trained models",
-    )
+    for moe, label, symbol in (
+        (False, "trained models (dense)", "star"),
+        (True, "MoE (active N)", "diamond"),
+    ):
+        mine = [r for r in rows if r["moe"] == moe]
+        fig.add_scatter(
+            x=[r["params"] for r in mine],
+            y=[r["loss"] for r in mine],
+            mode="markers+text",
+            text=[r["name"] for r in mine],
+            textposition="top center",
+            marker=dict(symbol=symbol, size=11, color="black"),
+            name=label,
+        )
     layout_figure(
         fig, f"IsoFLOP curves ({fit.source})", xaxis_title="parameters N", yaxis_title="loss L(N, C/6N)"
     )
@@ -56,7 +69,8 @@ def placements_frame(fit: ScalingFit) -> pd.DataFrame:
         [
             {
                 "model": r["name"],
-                "parameters": r["params"],
+                "parameters N": r["params"],
+                "N counted": f"active, of {r['total_params']:.3g} in all" if r["moe"] else "total",
                 "tokens": r["tokens"],
                 "tokens per parameter": r["tokens_per_param"],
                 "C (FLOPs)": r["compute"],
@@ -74,9 +88,86 @@ def placements_frame(fit: ScalingFit) -> pd.DataFrame:
     )
 
 
+def placements_note() -> str:
+    """What the placements table cannot show: the MoE caveat and the families left out."""
+    left = "; ".join(f"{name}: {why}" for name, why in LEFT_OUT.items())
+    return f"{MOE_CAVEAT} Left out — {left}."
+
+
+def ladder_caveat(result: dict) -> str:
+    """What a CPU-sized ladder can and cannot say, with its own sizes, epochs and compute span."""
+    rows = result["rows"]
+    sizes, budgets = [r["params"] for r in rows], [r["budget"] for r in rows]
+    return (
+        "What a CPU-sized ladder can say: at a fixed budget the loss has a valley in N, the valley "
+        "moves to larger N as the budget grows, and how loosely a few budgets pin the exponent (the "
+        "bootstrap intervals). What it cannot: Chinchilla's exponents or tokens per parameter — "
+        f"byte-level models of {min(sizes):,} to {max(sizes):,} parameters on 0.4 MB of text (up to "
+        f"{max(r['epochs'] for r in rows):.1f} epochs of it), one learning rate untuned per size, a factor "
+        f"of {max(budgets) / min(budgets):.0f} in compute where Hoffmann et al.'s IsoFLOP budgets span 500 "
+        "(6·10¹⁸ to 3·10²¹ FLOPs)."
+        + (
+            f" Approach 3's irreducible loss E falls to {result['fit']['E']:.1g}: over so short a range "
+            "the fit cannot tell E from the two power laws, which absorb it."
+            if result["fit"]["E"] < 0.01
+            else ""
+        )
+    )
+
+
+def ladder_isoflop_figure(result: dict) -> go.Figure:
+    """The ladder's IsoFLOP curves: validation loss against N at each budget C (the seeds' mean,
+    each seed a dot), approach 2's parabola in ln N through them and its minimum N_opt(C)."""
+    fig = go.Figure()
+    for i, curve in enumerate(result["isoflop"]):
+        color = GROUP_PALETTE[i % len(GROUP_PALETTE)]
+        rows = sorted(
+            (r for r in result["rows"] if r["budget"] == curve["compute"]), key=lambda r: r["params"]
+        )
+        fig.add_scatter(
+            x=[r["params"] for r in rows],
+            y=[r["val_loss"] for r in rows],
+            mode="markers",
+            marker=dict(color=color, size=8),
+            name=f"C = {curve['compute']:.2g} FLOPs",
+        )
+        for r in rows:
+            fig.add_scatter(
+                x=[r["params"]] * len(r["val_losses"]),
+                y=r["val_losses"],
+                mode="markers",
+                marker=dict(color=color, size=4, opacity=0.5),
+                showlegend=False,
+            )
+        log_n = np.linspace(math.log(rows[0]["params"]), math.log(rows[-1]["params"]), 60)
+        fig.add_scatter(
+            x=np.exp(log_n),
+            y=np.polyval(curve["parabola"], log_n),
+            mode="lines",
+            line_color=color,
+            showlegend=False,
+        )
+        if curve["n_opt"] is not None:
+            fig.add_scatter(
+                x=[curve["n_opt"]],
+                y=[curve["loss_opt"]],
+                mode="markers",
+                marker=dict(color=color, size=13, symbol="x"),
+                showlegend=False,
+            )
+    layout_figure(
+        fig,
+        "The ladder's IsoFLOP curves (approach 2: a parabola in ln N per budget, × its minimum)",
+        xaxis_title="parameters N (total)",
+        yaxis_title="validation loss (nats per byte)",
+    )
+    fig.update_xaxes(type="log")
+    return fig
+
+
 def ladder_figure(rows: Sequence[dict], fit: ScalingFit) -> go.Figure:
     """Validation loss against tokens, one line per size (the seeds' mean, each seed a dot), the
-    fit dashed."""
+    approach-3 fit dashed."""
     fig = go.Figure()
     for i, n in enumerate(sorted({r["params"] for r in rows})):
         color = GROUP_PALETTE[i % len(GROUP_PALETTE)]
@@ -108,7 +199,7 @@ def ladder_figure(rows: Sequence[dict], fit: ScalingFit) -> go.Figure:
         )
     layout_figure(
         fig,
-        "The ladder measured here (dashed: its approach-3 fit)",
+        "The ladder measured here against tokens (dashed: its approach-3 fit)",
         xaxis_title="training tokens D",
         yaxis_title="validation loss (nats per byte)",
     )
@@ -116,30 +207,56 @@ def ladder_figure(rows: Sequence[dict], fit: ScalingFit) -> go.Figure:
     return fig
 
 
-def exponents_frame(fit: ScalingFit, bootstrap: dict) -> pd.DataFrame:
-    """α, β and a = β/(α+β): this ladder's (with its 10–90 % bootstrap interval) beside the
-    published fits'."""
+def _interval(pair) -> str:
+    return "{:.3f} – {:.3f}".format(*pair) if pair else ""
+
+
+def exponents_frame(result: dict) -> pd.DataFrame:
+    """The ladder's a (N_opt ∝ C^a) and b = 1 − a by approach 2 and approach 3, each with its
+    10–90 % bootstrap interval, beside Hoffmann et al.'s Table 2 and the published fits."""
+    fit = ScalingFit(**result["fit"])
+    boot = result["bootstrap"]
+    a2, a2_interval = result["isoflop_a"], result["isoflop_a_interval"]
     rows = [
         {
-            "fit": "this lab's ladder",
+            "fit": "this lab's ladder, approach 2 (IsoFLOP parabolas)",
+            "a": a2,
+            "a 10–90 %": _interval(a2_interval),
+            "b = 1 − a": None if a2 is None else 1 - a2,
+            "b 10–90 %": _interval(a2_interval and [1 - a2_interval[1], 1 - a2_interval[0]]),
+        },
+        {
+            "fit": "this lab's ladder, approach 3 (Huber fit)",
+            "a": fit.a,
+            "a 10–90 %": _interval(boot["a"]),
+            "b = 1 − a": fit.b,
+            "b 10–90 %": _interval([1 - boot["a"][1], 1 - boot["a"][0]]),
             "α": fit.alpha,
-            "α 10–90 %": "{:.3f} – {:.3f}".format(*bootstrap["alpha"]),
+            "α 10–90 %": _interval(boot["alpha"]),
             "β": fit.beta,
-            "β 10–90 %": "{:.3f} – {:.3f}".format(*bootstrap["beta"]),
-            "a = β/(α+β)": fit.a,
+            "β 10–90 %": _interval(boot["beta"]),
             "E": fit.E,
-        }
+        },
     ]
+    for table in HOFFMANN_TABLE_2.values():
+        rows.append(
+            {
+                "fit": table.source,
+                "a": table.a,
+                "a 10–90 %": _interval(table.a_interval),
+                "b = 1 − a": table.b,
+                "b 10–90 %": _interval(table.b_interval),
+            }
+        )
     for published in PUBLISHED_FITS.values():
         rows.append(
             {
                 "fit": published.source,
+                "a": published.a,
+                "b = 1 − a": published.b,
                 "α": published.alpha,
-                "α 10–90 %": "",
                 "β": published.beta,
-                "β 10–90 %": "",
-                "a = β/(α+β)": published.a,
                 "E": published.E,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows)  # blank (NaN) where a row has no such number

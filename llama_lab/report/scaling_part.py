@@ -8,7 +8,13 @@ from ..analysis.scaling import get_fit
 from ..errors import LabError
 from ..experiments import scaling_ladder
 from ..figures.common import Figure, Table
-from ..figures.scaling import exponents_frame, isoflop_figure, ladder_figure, placements_frame
+from ..figures.scaling import (
+    exponents_frame,
+    isoflop_figure,
+    ladder_figure,
+    ladder_isoflop_figure,
+    placements_frame,
+)
 
 SECTION = "Scaling laws"
 
@@ -18,7 +24,7 @@ def scaling_part() -> tuple[list[Table], list[Figure]]:
     tables = [
         Table(
             f"scaling_placements_{name}",
-            f"Trained models against compute-optimal ({get_fit(name).source})",
+            f"Trained models against compute-optimal ({get_fit(name).source}; MoEs by active parameters)",
             SECTION,
             placements_frame(get_fit(name)),
         )
@@ -36,15 +42,23 @@ def scaling_part() -> tuple[list[Table], list[Figure]]:
     tables.append(
         Table(
             "scaling_ladder_exponents",
-            "The ladder measured here: exponents",
+            "The ladder measured here: a (N_opt ∝ C^a) by approaches 2 and 3 beside the published",
             SECTION,
-            exponents_frame(ladder.fit, ladder.result["bootstrap"]),
+            exponents_frame(ladder.result),
+        )
+    )
+    figures.append(
+        Figure(
+            "scaling_ladder_isoflop",
+            "The ladder's IsoFLOP curves measured here, with approach 2's parabolas and minima",
+            SECTION,
+            ladder_isoflop_figure(ladder.result),
         )
     )
     figures.append(
         Figure(
             "scaling_ladder",
-            "The ladder measured here",
+            "The ladder measured here against tokens, with approach 3's fit",
             SECTION,
             ladder_figure(ladder.result["rows"], ladder.fit),
         )

@@ -17,4 +17,11 @@ def test_the_page_renders_the_published_fit_and_the_ladder():
     shown = metrics(at)
     assert f"{n_opt:.3g}" in shown.values() and f"{d_opt / n_opt:.1f}" in shown.values()
     assert any(b.label.startswith("Re-measure the ladder") for b in at.button)
-    assert "pre-measured on" in " ".join(c.value for c in at.caption)
+    captions = " ".join(c.value for c in at.caption)
+    assert "pre-measured on" in captions
+    assert "placed by its active parameters" in captions and "gpt-oss" in captions  # the MoE caveat
+    assert "|ln L̂ − ln L|" in captions  # approach 3's residuals
+    tables = [t.value for t in at.dataframe]
+    assert any(
+        "this lab's ladder, approach 2 (IsoFLOP parabolas)" in set(t["fit"]) for t in tables if "fit" in t
+    )

@@ -42,6 +42,7 @@ def published_section(prefix: str) -> ScalingFit:
 def placements_section(fit: ScalingFit, prefix: str) -> None:
     st.plotly_chart(figures.isoflop_figure(fit), key=prefix + "isoflop")
     show_table(figures.placements_frame(fit), width="stretch")
+    st.caption(figures.placements_note())
     st.markdown(
         "**Why LLaMA overshoots.** Each model's own budget would buy a larger model on fewer tokens "
         "(N / N_opt < 1 means smaller than compute-optimal). Training is paid once; every token served "
@@ -63,39 +64,26 @@ def ladder_section(prefix: str) -> None:
         result, where = session()[key], "measured now on this machine"
     fit = ScalingFit(**result["fit"], source="this lab's ladder")
     st.caption(f"The ladder, {where}.")
-    st.plotly_chart(figures.ladder_figure(result["rows"], fit), key=prefix + "ladder_chart")
-    show_table(figures.exponents_frame(fit, result["bootstrap"]), width="stretch")
-    residuals = result["residuals"]
+    st.plotly_chart(figures.ladder_isoflop_figure(result), key=prefix + "ladder_isoflop")
+    show_table(figures.exponents_frame(result), width="stretch")
+    residuals = result["log_residuals"]
     worst, median = max(residuals, key=abs), sorted(map(abs, residuals))[len(residuals) // 2]
     st.caption(
-        f"The fit's residuals: the median point within {median:.3f} "
-        f"nats, the worst {worst:+.3f} (the smallest model's first budgets: its loss falls more slowly "
-        "with D than the additive law allows, and Huber's δ = 1e-3 is nearly an absolute loss)."
+        f"Approach 3's fit against its own points: |ln L̂ − ln L| is {median:.3f} for the median point, "
+        f"{abs(worst):.3f} at worst ({len(residuals)} points, the seeds' means)."
     )
-    if result.get("isoflop_a") is not None:
-        st.markdown(
-            f"Approach 2 (a parabola per IsoFLOP budget, {len(result['isoflop'])} budgets): "
-            f"N_opt ∝ C^{result['isoflop_a']:.2f}; approach 3 gives a = {result['fit_a']:.2f}."
-        )
-    st.info(
-        "What a CPU-sized ladder can say: loss falls as a power law in N and D at this scale, on "
-        "this corpus, and how loosely a 5-parameter fit is pinned by a few dozen points (the bootstrap "
-        "intervals). What it cannot: Chinchilla's exponents or tokens per parameter — byte-level models "
-        "of 10⁴–10⁵ parameters on 0.4 MB of text, one recipe untuned per size, are another regime."
-    )
+    st.plotly_chart(figures.ladder_figure(result["rows"], fit), key=prefix + "ladder_chart")
+    st.info(figures.ladder_caveat(result))
     if st.button("Re-measure the ladder here (several minutes)", key=prefix + "remeasure"):
         settings = scaling_ladder.LadderSettings()
-        total = len(settings.widths) * len(settings.seeds) * max(settings.budgets_steps)
 
         def work(progress):
-            done = [0]
-
             def on_event(event: dict) -> None:
                 if "step" in event:
-                    done[0] = (event["run"] - 1) * max(settings.budgets_steps) + event["step"]
                     progress(
-                        done[0] / total,
-                        f"run {event['run']}/{event['runs']}, width {event['width']}, step {event['step']}",
+                        event["done"] / event["total"],
+                        f"run {event['run']}/{event['runs']}: width {event['width']} at C = "
+                        f"{event['budget']:.2g}, step {event['step']}/{event['steps']}",
                     )
 
             return scaling_ladder.measure(settings, on_event=on_event)

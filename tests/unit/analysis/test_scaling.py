@@ -6,15 +6,24 @@ import math
 import numpy as np
 import pytest
 
+from llama_lab.analysis.params import count_params
 from llama_lab.analysis.scaling import (
+    HOFFMANN_TABLE_2,
+    LEFT_OUT,
     PUBLISHED_FITS,
+    TRAINED_MODELS,
     ScalingFit,
+    bootstrap_isoflop_exponent,
     fit_approach3,
+    fit_parabola,
     get_fit,
+    isoflop_exponent,
     isoflop_losses,
     isoflop_minima,
+    parabola_minimum,
     placements,
 )
+from llama_lab.config import get_preset
 from llama_lab.errors import AnalysisError
 
 
@@ -56,14 +65,42 @@ def test_fit_recovers_its_law():
     assert fit.E == pytest.approx(1.2, rel=1e-3)
 
 
-def test_isoflop_minimum_of_a_known_law():
-    truth = ScalingFit(1.0, 20.0, 20.0, 0.5, 0.5)  # G = 1: N_opt = D_opt = sqrt(C/6)
-    sizes = [1e4 * 2**i for i in range(8)]
-    n = [s for s in sizes for _ in range(12)]
-    d = [1e3 * 2 ** (j / 1.0) for _ in sizes for j in range(12)]
-    loss = [truth.loss(a, b) for a, b in zip(n, d)]
-    (row,) = isoflop_minima(n, d, loss, [6e10 * 16])
-    assert row["n_opt"] == pytest.approx(4e5, rel=0.05)
+def test_parabola_minimum_by_hand():
+    # L = 2·(x − ln 5000)² + 1.5 in x = ln N: c₂ = 2, c₁ = −4·ln 5000, c₀ = 2·ln²5000 + 1.5, so
+    # x* = −c₁/(2c₂) = ln 5000 and L_min = c₀ − c₁²/(4c₂) = 1.5
+    x0 = math.log(5000)
+    log_n = [math.log(n) for n in (1e3, 3e3, 1e4, 3e4)]
+    c2, c1, c0 = fit_parabola(log_n, [2 * (x - x0) ** 2 + 1.5 for x in log_n])
+    assert (c2, c1, c0) == pytest.approx((2, -4 * x0, 2 * x0**2 + 1.5), rel=1e-9)
+    n_opt, loss_min = parabola_minimum(c2, c1, c0)
+    assert n_opt == pytest.approx(5000, rel=1e-9) and loss_min == pytest.approx(1.5, rel=1e-9)
+    assert parabola_minimum(-1.0, 0.0, 3.0) is None  # opens downwards: no minimum
+
+
+def test_isoflop_exponent_of_known_minima():
+    """Three budgets whose exact parabolas have their minima at N_opt = 10·C^0.5: approach 2 reads
+    a = 0.5 back, and resampling points of exact parabolas cannot move it."""
+    budgets, sizes, losses = [], [], []
+    for compute in (1e10, 4e10, 1.6e11):
+        x0 = math.log(10 * compute**0.5)
+        for n in np.exp(x0 + np.array([-1.5, -0.5, 0.0, 0.7, 1.5])):
+            for _seed in (0, 1):
+                budgets.append(compute)
+                sizes.append(n)
+                losses.append(0.3 * (math.log(n) - x0) ** 2 + 2.0 - 0.1 * math.log10(compute))
+    minima = isoflop_minima(budgets, sizes, losses)
+    assert [m["n_opt"] for m in minima] == pytest.approx(
+        [10 * c**0.5 for c in (1e10, 4e10, 1.6e11)], rel=1e-6
+    )
+    assert isoflop_exponent(minima) == pytest.approx(0.5, rel=1e-6)
+    low, high = bootstrap_isoflop_exponent(budgets, sizes, losses, samples=20)
+    assert low == pytest.approx(0.5, rel=1e-6) and high == pytest.approx(0.5, rel=1e-6)
+
+
+def test_hoffmann_table_2_exponents():
+    for row in HOFFMANN_TABLE_2.values():
+        assert row.a + row.b == pytest.approx(1.0)
+        assert row.a_interval[0] <= row.a_interval[1] and row.source
 
 
 def test_placements():
@@ -82,3 +119,19 @@ def test_refuses_bad_sizes(bad):
         get_fit("hoffmann").loss(bad, 1e9)
     with pytest.raises(AnalysisError, match="unknown fit"):
         get_fit("kaplan")
+
+
+def test_placements_cite_sources_and_place_moes_by_active_parameters():
+    assert all(m.source for m in TRAINED_MODELS)
+    names = {m.name for m in TRAINED_MODELS}
+    assert {"Qwen3 8B", "DeepSeek-V3 (MoE)", "OLMo 2 7B", "Gemma 3 27B", "SmolLM3 3B"} <= names
+    assert "gpt-oss" in LEFT_OUT and not any("gpt-oss" in n for n in names)
+    rows = {r["name"]: r for r in placements(get_fit("hoffmann"))}
+    for model in TRAINED_MODELS:
+        if model.preset:  # parameters from the lab's count of its preset, never typed
+            counted = count_params(get_preset(model.preset))
+            assert rows[model.name]["params"] == counted.active
+            assert rows[model.name]["total_params"] == counted.total
+            assert rows[model.name]["moe"] == (counted.active != counted.total)
+    assert rows["DeepSeek-V3 (MoE)"]["moe"] and not rows["Qwen3 8B"]["moe"]
+    assert rows["Qwen3 8B"]["tokens_per_param"] > 4000  # 36T tokens on ~8.2B parameters

@@ -35,7 +35,10 @@ def test_ladder_keys(capsys):
     assert code == 0
     got = json.loads(out)
     assert set(got["fit"]) == {"E", "A", "B", "alpha", "beta"}
-    assert {"params", "tokens", "val_loss"} <= set(got["rows"][0])
+    assert {"params", "tokens", "val_loss", "budget", "compute"} <= set(got["rows"][0])
+    low, high = got["isoflop_a_interval"]
+    assert isinstance(got["isoflop_a"], float) and low < high
+    assert len(got["log_residuals"]) == len(got["rows"])
 
 
 @pytest.mark.parametrize(
