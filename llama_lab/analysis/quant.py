@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from ..config import ModelConfig
@@ -646,6 +647,27 @@ def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> We
     return WeightBytes(
         quant=quant.to_dict(), total=sum(r["bytes"] for r in rows), by_role=by_role, by_tensor=rows, **totals
     )
+
+
+def unconverted_bytes(cfg: ModelConfig, quant: WeightQuant) -> int:
+    """The bytes of the linear modules a checkpoint keeps unconverted (``WeightQuant.unconverted``),
+    in its dtype: what the Inference systems page names beside the stored format."""
+    if not quant.unconverted or not quant.quantised:
+        return 0
+    rows = weights_bytes(cfg, quant).by_tensor
+    return sum(r["bytes"] for r in rows if r["role"] == "linear" and r["stored_as"] not in QUANTISED)
+
+
+@lru_cache(maxsize=256)
+def dominant_format(cfg: ModelConfig, quant: WeightQuant) -> str:
+    """The stored format most of the matmul weights' bytes are in (linear layers, experts and
+    the head: what a decode step streams), e.g. fp8 for Meta's Llama-3.1-405B-FP8, whose
+    attention stays in bf16."""
+    by_format: dict[str, int] = {}
+    for row in weights_bytes(cfg, quant).by_tensor:
+        if row["role"] in ("linear", "experts", "lm_head"):
+            by_format[row["stored_as"]] = by_format.get(row["stored_as"], 0) + row["bytes"]
+    return max(by_format, key=lambda fmt: by_format[fmt]) if by_format else quant.dtype
 
 
 def group_label(group_size: int) -> str:

@@ -48,6 +48,7 @@ from ..analysis.kv import kv_cache_bytes_per_token
 from ..analysis.layouts import gpu_weight_bytes
 from ..analysis.memory import inference_activation_bytes
 from ..analysis.parallel import Layout
+from ..analysis.quant import WeightQuant
 from ..config import ModelConfig
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, GPU
 from .efficiency import COUNTS_CACHED, Efficiency, Prediction
@@ -129,7 +130,7 @@ def kv_bytes_per_token_per_gpu(cfg: ModelConfig, kv: str, tp: int) -> int:
 
 
 @lru_cache(maxsize=COUNTS_CACHED)
-def weights_per_gpu(cfg: ModelConfig, weights: str, tp: int) -> int:
+def weights_per_gpu(cfg: ModelConfig, weights: "WeightQuant | str", tp: int) -> int:
     """The weights one GPU of a ``tp``-way group holds (the Many GPUs page's rule)."""
     return sum(gpu_weight_bytes(cfg, weights, Layout(tp, tp)).values())
 
@@ -142,7 +143,9 @@ def profile_activation_bytes(cfg: ModelConfig, tokens: int, seqs: int, tp: int) 
     return inference_activation_bytes(cfg, math.ceil(tokens / seqs), seqs, "bf16", last_only=True) / tp
 
 
-def profile_peak_bytes(cfg: ModelConfig, weights: str, tokens: int, seqs: int, tp: int) -> int:
+def profile_peak_bytes(
+    cfg: ModelConfig, weights: "WeightQuant | str", tokens: int, seqs: int, tp: int
+) -> int:
     """PyTorch's peak during the profiling forward on one GPU: the weights, its activations and
     the sampler's float32 logits."""
     activations = profile_activation_bytes(cfg, tokens, seqs, tp) + sampler_logits_bytes(cfg, seqs, tokens)
@@ -165,7 +168,7 @@ def non_torch_bytes(engine: str, tp: int, eff: Efficiency) -> float:
 def vllm_kv_tokens(
     cfg: ModelConfig,
     gpu: GPU,
-    weights: str,
+    weights: "WeightQuant | str",
     kv: str,
     utilization: float,
     profile_tokens: int,
