@@ -140,12 +140,21 @@ def test_compressed_tensors_fp8_by_hand(strategy, activations, per_module):
     assert counted(head) == every - (2 * V * C - per_module(V, C))
 
 
+def test_a_dense_sparsity_config_is_the_plain_format():
+    data = ct_config("channel", DYNAMIC, ["lm_head"])
+    dense = {
+        **data["quantization_config"],
+        "sparsity_config": {"format": "dense", "sparsity_structure": "unstructured"},
+    }
+    assert counted({**data, "quantization_config": dense}) == counted(data)
+
+
 def test_the_unconverted_modules_are_read_as_the_loader_matches_them():
     q = stored_quant(ct_config("channel", DYNAMIC, ["re:.*layers\\.1\\..*_proj", "lm_head"]))
     assert dict(q.unconverted) == {m: (1,) for m, _, _ in DEBUG_LINEARS}
     assert (
-        q.label()
-        == "fp8 rows (compressed-tensors, dynamic activations), attention in layer 1 and mlp in layer 1 kept in bf16"
+        q.label() == "fp8 rows (compressed-tensors, dynamic activations), "
+        "attention in layer 1 and mlp in layer 1 kept in bf16"
     )
     names = ["model.layers.1.self_attn.q_proj", "model.layers.0.mlp.down_proj"]
     q = stored_quant(
@@ -242,6 +251,16 @@ def test_predict_decode_reads_the_files_formats(capsys):
                 },
             },
             "kv_cache_scheme=",
+        ),
+        (
+            {
+                **DEBUG,
+                "quantization_config": {
+                    **ct_config("channel", DYNAMIC, [])["quantization_config"],
+                    "sparsity_config": {"format": "sparse-24-bitmask"},
+                },
+            },
+            "sparsity_config=",
         ),
         (
             {

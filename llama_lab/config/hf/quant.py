@@ -688,8 +688,14 @@ def _compressed_tensors(qc: Mapping[str, Any], data: Mapping[str, Any]) -> Store
     for key in ("output_activations",):
         if group.get(key) is not None:
             raise _refused(f"compressed-tensors {key}={shown(group[key])} is not modelled")
-    for key in ("kv_cache_scheme", "sparsity_config", "transform_config"):
-        if qc.get(key):
+    sparsity = qc.get("sparsity_config") or {}
+    dense = isinstance(sparsity, Mapping) and sparsity.get("format", "dense") == "dense"
+    for key, unmodelled in (
+        ("kv_cache_scheme", bool(qc.get("kv_cache_scheme"))),  # k_scale, v_scale per attention
+        ("sparsity_config", not dense),  # a sparse format stores other tensors
+        ("transform_config", bool(qc.get("transform_config"))),  # rotations stored beside
+    ):
+        if unmodelled:
             raise _refused(f"compressed-tensors {key}={shown(qc[key])} is not modelled")
     ignore = _module_names({"modules_to_not_convert": qc.get("ignore")}, "ignore")
     kept = unconverted_modules(ignore, data, "ignore", compressed_tensors_match)
