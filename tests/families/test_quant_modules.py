@@ -1,7 +1,7 @@
 """Per-module weight formats: a checkpoint's quantization_config that keeps some modules
 unconverted (``modules_to_not_convert``, compressed-tensors' ``ignore``) counted module by module,
 fbgemm_fp8 against transformers' own integration on the meta device, compressed-tensors fp8 by
-hand from the tensors its code registers, Meta's Llama-3.1-405B-Instruct-FP8 per GPU at tp 8
+hand from the tensors its code registers (and against its own compressor where it is installed), Meta's Llama-3.1-405B-Instruct-FP8 per GPU at tp 8
 against the all-fp8 count (the difference by hand), ``predict decode --config``, and the refusals.
 
 Sources (read, not remembered):
@@ -138,6 +138,30 @@ def test_compressed_tensors_fp8_by_hand(strategy, activations, per_module):
     V, C = DEBUG["vocab_size"], DEBUG["hidden_size"]
     every = bf16 - 2 * sum(2 * N * K - per_module(N, K) for _, N, K in DEBUG_LINEARS)
     assert counted(head) == every - (2 * V * C - per_module(V, C))
+
+
+@pytest.mark.parametrize(
+    "strategy,activations,ignore",
+    [
+        ("channel", DYNAMIC, ["lm_head", "re:.*self_attn.*"]),
+        ("tensor", STATIC, ["lm_head"]),
+        ("channel", None, []),
+    ],
+)
+def test_compressed_tensors_fp8_as_its_own_compressor_saves_it(strategy, activations, ignore):
+    """compressed-tensors' own save path, where it is installed (not in the project's venv; run
+    with compressed-tensors 0.20.1: every case equal to the byte)."""
+    ct = pytest.importorskip("compressed_tensors")
+    from compressed_tensors.compressors import ModelCompressor
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    data = ct_config(strategy, activations, ignore)
+    model = LlamaForCausalLM(LlamaConfig(**DEBUG)).to(torch.bfloat16)
+    ct.quantization.apply_quantization_config(
+        model, ct.quantization.QuantizationConfig.model_validate(data["quantization_config"])
+    )
+    ModelCompressor.from_pretrained_model(model, quantization_format="float-quantized").compress_model(model)
+    assert counted(data) == sum(t.numel() * t.element_size() for t in model.state_dict().values())
 
 
 def test_a_dense_sparsity_config_is_the_plain_format():
