@@ -1,8 +1,9 @@
 """Per-module weight formats: a checkpoint's quantization_config that keeps some modules
 unconverted (``modules_to_not_convert``, compressed-tensors' ``ignore``) counted module by module,
 fbgemm_fp8 against transformers' own integration on the meta device, compressed-tensors fp8 by
-hand from the tensors its code registers (and against its own compressor where it is installed), Meta's Llama-3.1-405B-Instruct-FP8 per GPU at tp 8
-against the all-fp8 count (the difference by hand), ``predict decode --config``, and the refusals.
+hand from the tensors its code registers (and against its own compressor where it is
+installed), Meta's Llama-3.1-405B-Instruct-FP8 per GPU at tp 8 against the all-fp8 count (the
+difference by hand), ``predict decode --config``, and the refusals.
 
 Sources (read, not remembered):
 fbgemm_fp8 — transformers 5.x ``integrations/fbgemm_fp8.py`` ``FbgemmFp8Linear.__init__``: weight
@@ -95,6 +96,20 @@ def test_fbgemm_fp8_is_counted_module_by_module_as_transformers_builds_it(names)
     qc = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}
     data = {**DEBUG, "quantization_config": {**qc, **({"modules_to_not_convert": names} if names else {})}}
     assert counted(data) == transformers_fbgemm_bytes(data, names)
+
+
+def test_a_pipeline_stage_holds_its_own_blocks_unconverted_modules():
+    qc = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["lm_head", "model.layers.0.mlp"]}
+    data = {**DEBUG, "quantization_config": qc}
+    cfg, quant = read_hf_config(data)[0], stored_weights(stored_quant(data))
+    stages = [sum(gpu_weight_bytes(cfg, quant, Layout(2, 1, 2), s).values()) for s in (0, 1)]
+    assert sum(stages) == weights_bytes(cfg, quant).total
+    mlp = sum(N * K for name, N, K in DEBUG_LINEARS if name.startswith("mlp."))
+    rows = sum(N for name, N, K in DEBUG_LINEARS if name.startswith("mlp."))
+    # block 0 (stage 0) keeps its mlp in bf16, block 1 (stage 1) stores it in fp8 with row scales
+    V, C = DEBUG["vocab_size"], DEBUG["hidden_size"]
+    ends = 2 * V * C + 2 * C  # stage 0: the embedding; stage 1: the head and the final norm
+    assert stages[0] - stages[1] == (2 * mlp) - (mlp + 4 * rows + 3 * 4) + (2 * V * C) - ends
 
 
 # ---- compressed-tensors fp8: by hand from the tensors its code registers ----------------------------
