@@ -574,19 +574,19 @@ def _kept_anyway(pattern: str) -> bool:
 
 def kept_words(unconverted: tuple[tuple[str, tuple[int, ...]], ...], dtype: str, n_layers: int) -> str:
     """The unconverted modules in words: "attention kept in bf16", "attention in every layer and
-    mlp in layers 0, 125 kept in bf16" ("" when none)."""
-    by_block: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    mlp in layers 0, 125 kept in bf16", "attention (q_proj) in layers 0–3 kept in bf16" ("" when
+    none): the projections of one block kept in the same layers said together."""
+    together: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     for module, layers in unconverted:
-        by_block.setdefault(module.split(".")[0], []).append((module.split(".")[1], layers))
+        block, projection = module.split(".")
+        together.setdefault((block, layers), []).append(projection)
     parts = []
-    for block, kept in by_block.items():
+    for (block, layers), projections in together.items():
         name = "attention" if block == "self_attn" else block
-        whole = len(kept) == sum(m.startswith(block + ".") for m in DENSE_LINEARS)
-        layer_sets = {layers for _, layers in kept}
-        what = name if whole and len(layer_sets) == 1 else f"{name} ({', '.join(p for p, _ in kept)})"
-        layers = max(layer_sets, key=len)
+        whole = len(projections) == sum(m.startswith(block + ".") for m in DENSE_LINEARS)
+        what = name if whole else f"{name} ({', '.join(projections)})"
         if len(layers) == n_layers:
-            where = " in every layer" if len(by_block) > 1 else ""
+            where = " in every layer" if len(together) > 1 else ""
         else:
             where = f" in layer{'s' * (len(layers) > 1)} {_ranges(layers)}"
         parts.append(what + where)
