@@ -201,6 +201,9 @@ def test_the_unconverted_modules_are_read_as_the_loader_matches_them():
     )
     assert q.unconverted == (("self_attn.q_proj", (1,)), ("mlp.down_proj", (0,)))
     assert q.lm_head, "a list without the head converts it (no default skips)"
+    assert (
+        q.unconverted_words() == "attention (q_proj) in layer 1 and mlp (down_proj) in layer 0 kept in bf16"
+    )
 
 
 # ---- Meta's Llama-3.1-405B-Instruct-FP8 ----------------------------------------------------------------
