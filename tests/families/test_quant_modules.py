@@ -204,6 +204,11 @@ def test_the_unconverted_modules_are_read_as_the_loader_matches_them():
     assert (
         q.unconverted_words() == "attention (q_proj) in layer 1 and mlp (down_proj) in layer 0 kept in bf16"
     )
+    skip = ["lm_head", "model.layers.0.self_attn"]  # bitsandbytes' skip list, by the same rule
+    bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
+    q = stored_quant({**DEBUG, "quantization_config": {**bnb, "llm_int8_skip_modules": skip}})
+    assert q.label() == "bitsandbytes nf4, attention in layer 0 kept in bf16"
+    assert q.describe().endswith("; attention in layer 0 kept in bf16")
 
 
 # ---- Meta's Llama-3.1-405B-Instruct-FP8 ----------------------------------------------------------------

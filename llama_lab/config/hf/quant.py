@@ -61,7 +61,13 @@ class StoredQuant:
         return kept_words(self.unconverted, self.dtype, self.n_layers)
 
     def label(self) -> str:
-        """The stored format in a few words (the app's "weights stored as" shows it)."""
+        """The stored format in a few words (the app's "weights stored as" shows it), with the
+        modules the file keeps unconverted."""
+        kept = self.unconverted_words()
+        return f"{self.format_words()}, {kept}" if kept else self.format_words()
+
+    def format_words(self) -> str:
+        """The stored format alone, in a few words."""
         if self.method == "gptq":
             group = "one group per row" if self.group_size == -1 else f"g{self.group_size}"
             return f"GPTQ int{self.bits}, {group}" + (", act-order" if self.desc_act else "")
@@ -72,20 +78,23 @@ class StoredQuant:
         if self.method == "mxfp4":
             return "MXFP4 experts"
         if self.method == "fp8":
-            base = f"fp8 e4m3, {self.block_rows}×{self.group_size} blocks"
-        elif self.method == "fbgemm_fp8":
-            base = "fp8 rows (fbgemm)"
-        elif self.method == "compressed-tensors":
+            return f"fp8 e4m3, {self.block_rows}×{self.group_size} blocks"
+        if self.method == "fbgemm_fp8":
+            return "fp8 rows (fbgemm)"
+        if self.method == "compressed-tensors":
             scales = "rows" if self.group_size == 0 else "one scale per tensor"
             acts = "weight-only" if self.activations == "none" else f"{self.activations} activations"
-            base = f"fp8 {scales} (compressed-tensors, {acts})"
-        else:
-            base = f"AWQ int4, g{self.group_size}"
-        kept = self.unconverted_words()
-        return f"{base}, {kept}" if kept else base
+            return f"fp8 {scales} (compressed-tensors, {acts})"
+        return f"AWQ int4, g{self.group_size}"
 
     def describe(self) -> str:
-        """The stored format in words (the note an upload shows)."""
+        """The stored format in words (the note an upload shows), with the modules the file
+        keeps unconverted."""
+        kept = self.unconverted_words()
+        return f"{self.format_description()}; {kept}" if kept else self.format_description()
+
+    def format_description(self) -> str:
+        """The stored format alone, in words."""
         head = "" if not self.lm_head else " and the head"
         rest = "embeddings, norms" + ("" if self.lm_head else ", head")
         if self.method == "gptq":
@@ -123,17 +132,16 @@ class StoredQuant:
                 f"values: {4 + 8 / self.group_size:g} bits a weight), the rest (attention, router, "
                 f"embeddings, head, the experts' biases) in {self.dtype}"
             )
-        kept = f"; {self.unconverted_words()}" if self.unconverted else ""
         if self.method == "fp8":
             return (
                 f"fp8 (e4m3) weights with one float32 scale per {self.block_rows}×{self.group_size} "
-                f"block of every linear layer, the rest in {self.dtype}{kept}"
+                f"block of every linear layer, the rest in {self.dtype}"
             )
         if self.method == "fbgemm_fp8":
             return (
                 f"fp8 (e4m3) weights{head} with one float32 weight_scale per output row (FbgemmFp8Linear) "
                 f"and a float32 input_scale_ub buffer per linear layer; the rest ({rest}) in "
-                f"{self.dtype}{kept}"
+                f"{self.dtype}"
             )
         if self.method == "compressed-tensors":
             scale = "per output row" if self.group_size == 0 else "per tensor"
@@ -144,12 +152,12 @@ class StoredQuant:
             }[self.activations]
             return (
                 f"compressed-tensors fp8 (e4m3) weights{head} with a {self.dtype} weight_scale {scale}, "
-                f"activations {act}; the rest ({rest}) in {self.dtype}{kept}"
+                f"activations {act}; the rest ({rest}) in {self.dtype}"
             )
         return (
             f"AWQ int4 weights in groups of {self.group_size} inputs "
             f"({'with' if self.zero_point else 'without'} zero points, fp16 scales), the rest in "
-            f"{self.dtype}{kept}"
+            f"{self.dtype}"
         )
 
 
