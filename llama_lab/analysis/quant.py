@@ -501,12 +501,13 @@ def stored_weights(stored: StoredQuant) -> WeightQuant:
     elif stored.method == "fp8":
         quant = WeightQuant.of(
             "fp8",
-            group_size=stored.group_size,
+            group_size=stored.group_size,  # -1: one 0-d scale per tensor
             block_rows=stored.block_rows,
             scale_dtype="fp32",
-            keep=DEFAULT_KEEP,
+            keep=tuple(k for k in DEFAULT_KEEP if not (k == "lm_head" and stored.lm_head)),
             keep_dtype=stored.dtype,
         )
+        quant = replace(quant, input_scale_bytes=4 if stored.static_input else 0)  # activation_scale
     elif stored.method in ("fbgemm_fp8", "compressed-tensors"):
         fbgemm = stored.method == "fbgemm_fp8"
         quant = WeightQuant.of(

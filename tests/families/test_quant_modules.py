@@ -112,6 +112,44 @@ def test_a_pipeline_stage_holds_its_own_blocks_unconverted_modules():
     assert stages[0] - stages[1] == (2 * mlp) - (mlp + 4 * rows + 3 * 4) + (2 * V * C) - ends
 
 
+def transformers_fp8_bytes(data: dict) -> int:
+    """The bytes transformers' FineGrainedFP8 model holds (``FP8Linear``: weight, weight_scale_inv,
+    activation_scale where static)."""
+    from transformers import FineGrainedFP8Config, LlamaConfig, LlamaForCausalLM
+    from transformers.integrations.finegrained_fp8 import replace_with_fp8_linear
+
+    qc = data["quantization_config"]
+    config = LlamaConfig(**{k: v for k, v in data.items() if k != "quantization_config"})
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
+    names = qc.get("modules_to_not_convert")
+    fp8 = FineGrainedFP8Config(
+        activation_scheme=qc.get("activation_scheme", "dynamic"),
+        weight_block_size=qc["weight_block_size"],
+        modules_to_not_convert=names,
+    )
+    skip = names if names is not None else ["lm_head"]  # get_modules_to_not_convert's default skip
+    model = replace_with_fp8_linear(model, modules_to_not_convert=skip, quantization_config=fp8)
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    "qc",
+    [
+        {"weight_block_size": [32, 32]},  # DeepSeek-V3's form, smaller blocks
+        {"weight_block_size": [32, 32], "modules_to_not_convert": ["model.layers.1.mlp"]},  # head converted
+        {
+            "weight_block_size": None,
+            "activation_scheme": "static",
+            "modules_to_not_convert": ["lm_head", "q_proj"],
+        },
+    ],
+)
+def test_fine_grained_fp8_is_counted_as_transformers_builds_it(qc):
+    data = {**DEBUG, "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", **qc}}
+    assert counted(data) == transformers_fp8_bytes(data)
+
+
 # ---- compressed-tensors fp8: by hand from the tensors its code registers ----------------------------
 
 

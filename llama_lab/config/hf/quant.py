@@ -78,7 +78,12 @@ class StoredQuant:
         if self.method == "mxfp4":
             return "MXFP4 experts"
         if self.method == "fp8":
-            return f"fp8 e4m3, {self.block_rows}×{self.group_size} blocks"
+            scales = (
+                "one scale per tensor"
+                if self.group_size == -1
+                else f"{self.block_rows}×{self.group_size} blocks"
+            )
+            return f"fp8 e4m3, {scales}" + (", static activations" if self.static_input else "")
         if self.method == "fbgemm_fp8":
             return "fp8 rows (fbgemm)"
         if self.method == "compressed-tensors":
@@ -133,9 +138,11 @@ class StoredQuant:
                 f"embeddings, head, the experts' biases) in {self.dtype}"
             )
         if self.method == "fp8":
+            per = "tensor" if self.group_size == -1 else f"{self.block_rows}×{self.group_size} block"
+            static = ", a float32 activation_scale each (static activations)" if self.static_input else ""
             return (
-                f"fp8 (e4m3) weights with one float32 scale per {self.block_rows}×{self.group_size} "
-                f"block of every linear layer, the rest in {self.dtype}"
+                f"fp8 (e4m3) weights{head} with one float32 scale per {per} of every linear layer"
+                f"{static}, the rest ({rest}) in {self.dtype}"
             )
         if self.method == "fbgemm_fp8":
             return (
@@ -247,26 +254,48 @@ def stored_quant(data: Mapping[str, Any]) -> StoredQuant | None:
 
 
 def _fp8(qc: Mapping[str, Any], data: Mapping[str, Any]) -> StoredQuant:
-    """transformers' FineGrainedFP8 format (DeepSeek-V3): every linear layer's weight in e4m3 and
-    its ``weight_scale_inv``, one float32 per block of ``weight_block_size`` [rows, cols]."""
+    """transformers' FineGrainedFP8 format (``integrations/finegrained_fp8.py`` ``FP8Linear``):
+    every linear layer's weight in e4m3 and its float32 ``weight_scale_inv``, one per block of
+    ``weight_block_size`` [rows, cols] (DeepSeek-V3), or one 0-d per tensor where the file sets
+    ``weight_block_size`` to null; a static ``activation_scheme`` adds a float32 0-d
+    ``activation_scale`` per layer. The modules kept, and the head unless a list is given
+    without it (no default skips then), in the checkpoint's dtype."""
     fmt, block = qc.get("fmt", "e4m3"), qc.get("weight_block_size")
+    per_tensor = "weight_block_size" in qc and block is None
     if fmt != "e4m3" or not (
-        isinstance(block, list)
+        per_tensor
+        or isinstance(block, list)
         and len(block) == 2
         and all(isinstance(n, int) and not isinstance(n, bool) for n in block)
     ):
         raise ConfigError(
             f"quantization_config: fp8 fmt={shown(fmt)}, weight_block_size={shown(block)} is not "
-            f"modelled (e4m3 with a [rows, cols] block, as DeepSeek-V3's, is)",
+            f"modelled (e4m3 with a [rows, cols] block, as DeepSeek-V3's, or null: one scale per "
+            f"tensor, is)",
             field="quantization_config",
         )
-    for n in block:
+    rows, cols = (0, -1) if block is None else block  # -1: one scale for the whole tensor
+    for n in block or ():
         check_int("quantization_config weight_block_size", n, 1, 1 << 20)
+    scheme = qc.get("activation_scheme", "dynamic")
+    if scheme not in ("dynamic", "static"):
+        raise _refused(f"fp8 activation_scheme={shown(scheme)} must be 'dynamic' or 'static'")
     dtype = STORED_DTYPES.get(str(data.get("torch_dtype", data.get("dtype", "bfloat16"))), "bf16")
     names = _module_names(qc)
-    kept = unconverted_modules(names, data)
+    listed = qc.get("modules_to_not_convert") is not None
+    head = listed and not any(transformers_match(n, "lm_head") for n in names)
     return StoredQuant(
-        "fp8", 8, block[1], False, dtype, names, block_rows=block[0], unconverted=kept, n_layers=_layers(data)
+        "fp8",
+        8,
+        cols,
+        False,
+        dtype,
+        names,
+        block_rows=rows,
+        lm_head=head,
+        unconverted=unconverted_modules(names, data),
+        n_layers=_layers(data),
+        activations=scheme,
     )
 
 
