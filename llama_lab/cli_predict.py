@@ -36,7 +36,13 @@ def add_parsers(sub, add_config_args, positive_int) -> None:
     d.add_argument("--batch", type=positive_int, default=1)
     d.add_argument("--prompt-len", type=positive_int, default=128)
     d.add_argument("--new-tokens", type=positive_int, default=128)
-    d.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), default="bf16")
+    d.add_argument(
+        "--weight-dtype",
+        choices=("bf16", "fp16", "fp8", "int8", "int4"),
+        default=None,
+        help="the weights' stored format (default: a --config file's own quantization_config, "
+        "module by module, else bf16)",
+    )
     d.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8", "int8"), default="bf16")
     d.add_argument(
         "--activation-dtype",
@@ -275,6 +281,16 @@ def with_global_batch(layout, global_batch: int | None, micro_batches: int | Non
     return replace(layout, micro_batches=m)
 
 
+def file_weights(path: str | None):
+    """A config file's own stored format (``analysis.stored_weights`` of its quantization_config),
+    None for a preset or a file that declares none."""
+    from .analysis import stored_weights
+    from .config.files import load_stored_quant
+
+    stored = load_stored_quant(path) if path is not None else None
+    return stored_weights(stored) if stored is not None else None
+
+
 def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
     """The prediction as JSON and as one line of text."""
     from .validation.predict import find_gpu, predict_decode, predict_finetune, predict_train
@@ -287,7 +303,8 @@ def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
         r = predict_finetune(cfg, gpu, finetune_spec_from_args(args), args.seq_len, args.batch, stored)
         return r, finetune_text(r)
     if args.predict_kind == "decode":
-        workload = (args.batch, args.prompt_len, args.new_tokens, args.weight_dtype, args.kv_dtype)
+        weights = args.weight_dtype or file_weights(args.config) or "bf16"
+        workload = (args.batch, args.prompt_len, args.new_tokens, weights, args.kv_dtype)
         engine = (args.gpu_memory_utilization, args.max_num_batched_tokens, args.max_num_seqs)
         r = predict_decode(
             cfg,
@@ -301,7 +318,8 @@ def cmd_predict(args: argparse.Namespace, cfg: ModelConfig) -> tuple[dict, str]:
         )
         return r, "\n".join(
             [
-                f"{gpu.name} × {r['tp']} ({r['runtime']}): {_band(r['tokens_per_s'], 'tokens/s')}",
+                f"{gpu.name} × {r['tp']} ({r['runtime']}), weights stored as {r['weight_dtype']}: "
+                f"{_band(r['tokens_per_s'], 'tokens/s')}",
                 f"time to first token: {_band(r['ttft_ms'], 'ms')}",
                 f"the whole batch (prefill + {args.new_tokens} steps): {_band(r['e2e_s'], 's')}",
                 _fits_line(r["memory"]),

@@ -222,6 +222,7 @@ def weights_stored(cfg: ModelConfig, weights) -> Derivation:
         "scales": stored.scales + stored.zero_points + stored.other,
         "kept": stored.kept,
     }
+    unconverted = ", unconverted modules too" if quant.unconverted else ""
     extras = " + zero points" if quant.zero_point else ""
     extras += r" + g\_idx, quant state" if stored.other else ""  # GPTQ's
     return Derivation(
@@ -237,7 +238,7 @@ def weights_stored(cfg: ModelConfig, weights) -> Derivation:
         labels={  # what each number is, under it
             "data": rf"\text{{{quant.dtype} data}}",
             "scales": rf"\text{{{quant.scale_dtype} scales{extras}, {group_label(quant.group_size)}}}",
-            "kept": rf"\text{{kept in {quant.keep_dtype}}}",
+            "kept": rf"\text{{kept in {quant.keep_dtype}{unconverted}}}",
         },
     )
 

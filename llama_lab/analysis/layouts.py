@@ -16,7 +16,7 @@ from .flops import count_flops
 from .kv import kv_cache_bytes, kv_cache_bytes_per_token
 from .parallel import Layout, check_layout, layers_of, parallel_memory, stage_layers, stage_tensors
 from .params import count_params
-from .quant import WeightQuant, as_weight_quant, buffer_tensors, weights_bytes
+from .quant import WeightQuant, as_weight_quant, buffer_tensors, check_unconverted, weights_bytes
 from .scope import check_planned
 
 # The step-time model that orders the search (an upper bound: nothing overlapped).
@@ -56,6 +56,7 @@ def gpu_weight_bytes(
     quant = as_weight_quant(weights)
     if quant.layout and cfg.fused_keys:
         weights_bytes(cfg, quant)  # a layout it does not model: refused there, by name
+    check_unconverted(cfg, quant)
     held: dict[str, int] = {}
     for group in stage_tensors(cfg, layout, stage):
         held[group.name] = held.get(group.name, 0) + sum(quant.tensor_bytes(group).values())

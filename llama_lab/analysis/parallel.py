@@ -250,10 +250,11 @@ def end_tensors(cfg: ModelConfig) -> dict[str, TensorGroup]:
 def stage_tensors(cfg: ModelConfig, layout: Layout, stage: int) -> list[TensorGroup]:
     """The tensors one GPU of ``stage`` holds (its tensor-parallel piece of each)."""
     layers = layers_of(cfg, layout, stage)
-    kinds = [(cfg.moe_layer_flags[i], cfg.linear_layer_flags[i]) for i in layers]
+    kinds = {i: (cfg.moe_layer_flags[i], cfg.linear_layer_flags[i]) for i in layers}
     groups = []
-    for sparse, linear in sorted(set(kinds)):  # Gated DeltaNet blocks: replicated (not split)
-        groups += block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
+    for kind in sorted(set(kinds.values())):  # Gated DeltaNet blocks: replicated (not split)
+        of_kind = tuple(i for i in layers if kinds[i] == kind)
+        groups += block_tensors(cfg, *kind, len(of_kind), of_kind)
     ends = end_tensors(cfg)
     if stage == 0:
         groups += [ends[name] for name in ("embed_tokens", "embed_positions") if name in ends]

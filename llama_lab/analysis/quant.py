@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from ..config import ModelConfig
@@ -81,6 +82,7 @@ class TensorGroup:
     # linear modules one tensor is in a checkpoint, stacked along its rows (a mixture's
     # gate_up_proj: each expert's gate_proj and up_proj); per-module layouts count each apart
     parts: int = 1
+    layers: tuple[int, ...] = ()  # the blocks ``count`` spans (a block's tensors; () for the rest)
 
     @property
     def params(self) -> int:
@@ -137,8 +139,16 @@ def _attention_tensors(cfg: ModelConfig, n: int) -> list[TensorGroup]:
     return groups
 
 
-def block_tensors(cfg: ModelConfig, sparse: bool, linear: bool, n: int) -> list[TensorGroup]:
-    """The tensors of ``n`` blocks of one kind (dense or sparse; attention or Gated DeltaNet)."""
+def block_tensors(
+    cfg: ModelConfig, sparse: bool, linear: bool, n: int, layers: tuple[int, ...] = ()
+) -> list[TensorGroup]:
+    """The tensors of ``n`` blocks of one kind (dense or sparse; attention or Gated DeltaNet),
+    the blocks ``layers`` where given (what a per-module format keeps unconverted is by block)."""
+    groups = _block_tensors(cfg, sparse, linear, n)
+    return [replace(g, layers=layers) for g in groups] if layers else groups
+
+
+def _block_tensors(cfg: ModelConfig, sparse: bool, linear: bool, n: int) -> list[TensorGroup]:
     s = Shapes.of(cfg)
     C, F, E, Fe = s.C, s.F, s.E, s.Fe
     groups = _linear_mixer_tensors(cfg, n) if linear else _attention_tensors(cfg, n)
@@ -204,8 +214,9 @@ def weight_tensors(cfg: ModelConfig) -> list[TensorGroup]:
         groups.append(TensorGroup("embed_token_types", "embeddings", 1, cfg.type_vocab_size, s.C))
     if cfg.embed_norm:
         groups.append(TensorGroup("embed_norm", "norms", 1, 1, norm_params(cfg)))
-    for sparse, linear in sorted(set(kinds)):
-        groups += block_tensors(cfg, sparse, linear, kinds.count((sparse, linear)))
+    for kind in sorted(set(kinds)):
+        layers = tuple(i for i, k in enumerate(kinds) if k == kind)
+        groups += block_tensors(cfg, *kind, len(layers), layers)
     if cfg.is_encoder_decoder:
         groups += encoder_decoder_tensors(cfg)
     if cfg.final_norm:
@@ -237,6 +248,12 @@ class WeightQuant:
     layout: str = ""  # a checkpoint's per-module layout (LAYOUTS; stored_weights); "": ours
     double_quant: bool = False  # bnb4: the absmax quantised again (bnb_4bit_use_double_quant)
     storage_bytes: int = 1  # bnb4: the itemsize of the packed weight's dtype (quant_storage)
+    # a checkpoint's linear modules kept in ``keep_dtype``: (tensor, the blocks it is kept in),
+    # e.g. ("q_proj", (0, 1, …)) (``stored_weights``; counted by ``parts``)
+    unconverted: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # bytes each quantised module stores beyond its weight and scales: fbgemm's input_scale_ub
+    # (float32), compressed-tensors' static input_scale (the checkpoint's dtype)
+    input_scale_bytes: int = 0
     label: str = field(default="", compare=False)  # the format in words (a file's: its label)
 
     def __str__(self) -> str:
@@ -292,6 +309,9 @@ class WeightQuant:
             raise AnalysisError(f"block_rows={self.block_rows} needs a block width: group_size ≥ 1")
         if self.zero_point and self.dtype not in ("int8", "int4"):
             raise AnalysisError(f"zero points need an integer format (int8, int4), not {self.dtype}")
+        for name, layers in self.unconverted:
+            if not isinstance(name, str) or not all(isinstance(i, int) and i >= 0 for i in layers):
+                raise AnalysisError(f"unconverted={self.unconverted!r} must pair tensor names with blocks")
 
     @property
     def quantised(self) -> bool:
@@ -317,10 +337,34 @@ class WeightQuant:
             return math.ceil(rows / self.block_rows) * math.ceil(cols / self.group_size)
         return rows * (1 if self.group_size == 0 else math.ceil(cols / self.group_size))
 
+    def parts(self, group: TensorGroup) -> list[tuple[TensorGroup, str]]:
+        """``group`` as the parts stored in one format each, with that format: a linear tensor
+        some of whose blocks the checkpoint keeps unconverted (``unconverted``) splits into
+        those blocks' share in ``keep_dtype`` and the rest in the quantised format."""
+        fmt = self.stored_as(group.role)
+        kept_in = dict(self.unconverted).get(group.name, ())
+        kept = tuple(i for i in group.layers if i in kept_in)
+        if fmt not in QUANTISED or group.role != "linear" or not kept:
+            return [(group, fmt)]
+        per_block = group.count // len(group.layers)
+        rest = tuple(i for i in group.layers if i not in kept_in)
+        both = [
+            (replace(group, count=per_block * len(kept), layers=kept), self.keep_dtype),
+            (replace(group, count=per_block * len(rest), layers=rest), fmt),
+        ]
+        return [(part, f) for part, f in both if part.count]
+
     def tensor_bytes(self, group: TensorGroup) -> dict[str, int]:
         """data, scales, zero points and other stored bytes (a checkpoint layout's per-module
-        extras: ``module_bytes``) of the ``group``'s tensors."""
-        fmt = self.stored_as(group.role)
+        extras: ``module_bytes``) of the ``group``'s tensors, each part in its format (``parts``)."""
+        total = {"data": 0, "scales": 0, "zero_points": 0, "other": 0}
+        for part, fmt in self.parts(group):
+            for key, value in self.part_bytes(part, fmt).items():
+                total[key] += value
+        return total
+
+    def part_bytes(self, group: TensorGroup, fmt: str) -> dict[str, int]:
+        """``tensor_bytes`` of a group stored whole in ``fmt`` (one of ``parts``)."""
         if fmt not in QUANTISED:
             data = math.ceil(group.params * DTYPE_BYTES[fmt])
             return {"data": data, "scales": 0, "zero_points": 0, "other": 0}
@@ -336,7 +380,7 @@ class WeightQuant:
             "data": data,
             "scales": group.count * n * SCALE_BYTES[self.scale_dtype],
             "zero_points": zeros,
-            "other": 0,
+            "other": group.count * group.parts * self.input_scale_bytes,
         }
 
     def module_bytes(self, outputs: int, inputs: int) -> dict[str, int]:
@@ -457,12 +501,24 @@ def stored_weights(stored: StoredQuant) -> WeightQuant:
     elif stored.method == "fp8":
         quant = WeightQuant.of(
             "fp8",
-            group_size=stored.group_size,
+            group_size=stored.group_size,  # -1: one 0-d scale per tensor
             block_rows=stored.block_rows,
             scale_dtype="fp32",
-            keep=DEFAULT_KEEP,
+            keep=tuple(k for k in DEFAULT_KEEP if not (k == "lm_head" and stored.lm_head)),
             keep_dtype=stored.dtype,
         )
+        quant = replace(quant, input_scale_bytes=4 if stored.static_input else 0)  # activation_scale
+    elif stored.method in ("fbgemm_fp8", "compressed-tensors"):
+        fbgemm = stored.method == "fbgemm_fp8"
+        quant = WeightQuant.of(
+            "fp8",
+            group_size=stored.group_size,  # 0: one scale per output row; -1: one per tensor
+            scale_dtype="fp32" if fbgemm else stored.dtype,
+            keep=tuple(k for k in DEFAULT_KEEP if not (k == "lm_head" and stored.lm_head)),
+            keep_dtype=stored.dtype,
+        )
+        extra = 4 if fbgemm else (DTYPE_BYTES[stored.dtype] if stored.static_input else 0)
+        quant = replace(quant, input_scale_bytes=int(extra))
     elif stored.method in ("gptq", "bitsandbytes"):
         keep = tuple(k for k in DEFAULT_KEEP if not (k == "lm_head" and stored.lm_head))
         if stored.method == "gptq":
@@ -493,7 +549,8 @@ def stored_weights(stored: StoredQuant) -> WeightQuant:
             keep=DEFAULT_KEEP,
             keep_dtype=stored.dtype,
         )
-    return replace(quant, label=label)
+    unconverted = tuple((module.split(".")[-1], layers) for module, layers in stored.unconverted)
+    return replace(quant, label=label, unconverted=unconverted)
 
 
 def as_weight_quant(weights: "WeightQuant | str") -> WeightQuant:
@@ -537,6 +594,20 @@ def buffer_tensors(cfg: ModelConfig) -> list[TensorGroup]:
     ]
 
 
+def check_unconverted(cfg: ModelConfig, quant: WeightQuant) -> None:
+    """A checkpoint's unconverted modules must be linear tensors of ``cfg``'s blocks (the
+    names ``config.hf.quant.DENSE_LINEARS`` gives them): refused by name otherwise."""
+    if not quant.unconverted:
+        return
+    names = {g.name for g in weight_tensors(cfg) if g.role == "linear" and g.layers}
+    missing = [name for name, _ in quant.unconverted if name not in names]
+    if missing:
+        raise AnalysisError(
+            f"the checkpoint keeps {', '.join(missing)} unconverted, which this model's blocks do "
+            f"not have as linear tensors: per-module formats are modelled for dense blocks"
+        )
+
+
 def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> WeightBytes:
     """Every weight's bytes in ``weights``' format, quantisation scales included, and the
     checkpoint's float32 buffers (``buffer_tensors``)."""
@@ -549,14 +620,14 @@ def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> We
     rows: list[dict[str, Any]] = []
     by_role: dict[str, int] = {}
     totals = {"quantised": 0, "scales": 0, "zero_points": 0, "other": 0, "kept": 0}
-    for group in weight_tensors(cfg) + buffer_tensors(cfg):
-        fp32 = group.role == "float32_buffer"  # float32 in the checkpoint and in memory
+    check_unconverted(cfg, quant)
+    stored = [(g, "fp32") for g in buffer_tensors(cfg)]  # float32 in the checkpoint and in memory
+    for group, fmt in [part for g in weight_tensors(cfg) for part in quant.parts(g)] + stored:
         parts = (
             {"data": group.params * 4, "scales": 0, "zero_points": 0, "other": 0}
-            if fp32
-            else quant.tensor_bytes(group)
+            if group.role == "float32_buffer"
+            else quant.part_bytes(group, fmt)
         )
-        fmt = "fp32" if fp32 else quant.stored_as(group.role)
         size = sum(parts.values())
         totals["quantised" if fmt in QUANTISED else "kept"] += parts["data"]
         totals["scales"] += parts["scales"]
@@ -577,6 +648,27 @@ def weights_bytes(cfg: ModelConfig, weights: "WeightQuant | str" = "bf16") -> We
     return WeightBytes(
         quant=quant.to_dict(), total=sum(r["bytes"] for r in rows), by_role=by_role, by_tensor=rows, **totals
     )
+
+
+def unconverted_bytes(cfg: ModelConfig, quant: WeightQuant) -> int:
+    """The bytes of the linear modules a checkpoint keeps unconverted (``WeightQuant.unconverted``),
+    in its dtype: what the Inference systems page names beside the stored format."""
+    if not quant.unconverted or not quant.quantised:
+        return 0
+    rows = weights_bytes(cfg, quant).by_tensor
+    return sum(r["bytes"] for r in rows if r["role"] == "linear" and r["stored_as"] not in QUANTISED)
+
+
+@lru_cache(maxsize=256)
+def dominant_format(cfg: ModelConfig, quant: WeightQuant) -> str:
+    """The stored format most of the matmul weights' bytes are in (linear layers, experts and
+    the head: what a decode step streams), e.g. fp8 for Meta's Llama-3.1-405B-FP8, whose
+    attention stays in bf16."""
+    by_format: dict[str, int] = {}
+    for row in weights_bytes(cfg, quant).by_tensor:
+        if row["role"] in ("linear", "experts", "lm_head"):
+            by_format[row["stored_as"]] = by_format.get(row["stored_as"], 0) + row["bytes"]
+    return max(by_format, key=lambda fmt: by_format[fmt]) if by_format else quant.dtype
 
 
 def group_label(group_size: int) -> str:

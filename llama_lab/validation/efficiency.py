@@ -39,7 +39,7 @@ from ..analysis.finetune_step import FinetuneFlops, finetune_flops, finetune_mem
 from ..analysis.launches import forward_launches
 from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost
 from ..analysis.parallel import Layout, parallel_memory, tp_forward_bytes
-from ..analysis.quant import BITS, WeightQuant, as_weight_quant
+from ..analysis.quant import BITS, WeightQuant, as_weight_quant, dominant_format
 from ..config import ModelConfig
 from ..errors import LabError
 from ..runtime.hardware import GPU, RUNTIMES
@@ -47,10 +47,14 @@ from ..runtime.hardware import GPU, RUNTIMES
 PARAMS_FILE = Path(__file__).with_name("efficiency.json")
 
 
-def format_class(weights: "WeightQuant | str") -> str:
+def format_class(weights: "WeightQuant | str", cfg: ModelConfig | None = None) -> str:
     """Whose bandwidth share a weight format's decode kernels take, by its bits per weight
-    (fp32 weights, rare in serving, take the 16-bit share: uncalibrated)."""
-    bits = BITS[as_weight_quant(weights).dtype]
+    (fp32 weights, rare in serving, take the 16-bit share: uncalibrated). A checkpoint that
+    keeps some modules unconverted streams each module's own bytes (the roofline counts them
+    per module) at the share of the format most of its matmul weights' bytes are in
+    (``quant.dominant_format``: one share per step, as the fit has one per format)."""
+    quant = as_weight_quant(weights)
+    bits = BITS[dominant_format(cfg, quant) if cfg is not None and quant.unconverted else quant.dtype]
     return "16-bit" if bits >= 16 else "8-bit" if bits >= 8 else "4-bit"
 
 
@@ -201,7 +205,7 @@ def decode_step(
     activations, ``analysis.parallel.tp_forward_bytes``, at the link share ``tp_link``)."""
     r = _roofline(cfg, gpu, batch, context, "decode", weights, kv, tp, compute)
     bound = max(r.compute_time_s, r.memory_time_s)
-    share = eff.decode_bw[format_class(weights)]
+    share = eff.decode_bw[format_class(weights, cfg)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
     fixed += tp_link_seconds(cfg, tp, batch, eff) + launch_seconds(cfg, batch, runtime, eff)
     matmul = eff.matmul_share(compute)
@@ -214,7 +218,7 @@ def decode_tokens_per_s(
     batch: int,
     prompt_len: int,
     new_tokens: int,
-    weights: str,
+    weights: "WeightQuant | str",
     kv: str,
     tp: int,
     eff: Efficiency,
@@ -233,7 +237,7 @@ def static_batch_seconds(
     batch: int,
     prompt_len: int,
     new_tokens: int,
-    weights: str,
+    weights: "WeightQuant | str",
     kv: str,
     tp: int,
     eff: Efficiency,
@@ -256,7 +260,7 @@ def prefill_seconds(
     gpu: GPU,
     batch: int,
     prompt_len: int,
-    weights: str,
+    weights: "WeightQuant | str",
     tp: int,
     eff: Efficiency,
     request: bool = True,

@@ -49,6 +49,7 @@ from functools import lru_cache
 from ..analysis.kv import kv_cache_bytes_per_token
 from ..analysis.layouts import gpu_weight_bytes
 from ..analysis.parallel import Layout
+from ..analysis.quant import WeightQuant
 from ..analysis.shapes import Shapes
 from ..config import ModelConfig
 from ..runtime.hardware import CUDA_CONTEXT_BYTES, DTYPE_BYTES, GPU
@@ -131,7 +132,7 @@ def kv_bytes_per_token_per_gpu(cfg: ModelConfig, kv: str, tp: int) -> int:
 
 
 @lru_cache(maxsize=COUNTS_CACHED)
-def weights_per_gpu(cfg: ModelConfig, weights: str, tp: int) -> int:
+def weights_per_gpu(cfg: ModelConfig, weights: "WeightQuant | str", tp: int) -> int:
     """The weights one GPU of a ``tp``-way group holds (the Many GPUs page's rule)."""
     return sum(gpu_weight_bytes(cfg, weights, Layout(tp, tp)).values())
 
@@ -202,7 +203,9 @@ def profile_activation_bytes(cfg: ModelConfig, tokens: int, seqs: int, tp: int) 
     return max(b * forward, after)
 
 
-def profile_peak_bytes(cfg: ModelConfig, weights: str, tokens: int, seqs: int, tp: int) -> int:
+def profile_peak_bytes(
+    cfg: ModelConfig, weights: "WeightQuant | str", tokens: int, seqs: int, tp: int
+) -> int:
     """PyTorch's peak during the profiling run on one GPU: the weights and
     ``profile_activation_bytes``."""
     return math.ceil(weights_per_gpu(cfg, weights, tp) + profile_activation_bytes(cfg, tokens, seqs, tp))
@@ -225,7 +228,7 @@ def non_torch_bytes(engine: str, tp: int, eff: Efficiency) -> float:
 def vllm_kv_tokens(
     cfg: ModelConfig,
     gpu: GPU,
-    weights: str,
+    weights: "WeightQuant | str",
     kv: str,
     utilization: float,
     profile_tokens: int,

@@ -18,6 +18,7 @@ from ..analysis.finetune_step import (
     max_seq_len_that_fits,
 )
 from ..analysis.parallel import Layout, bubble_fraction, check_layout, parallel_memory
+from ..analysis.quant import WeightQuant, as_weight_quant
 from ..config import ModelConfig, require_decoder_only
 from ..config.hf.quant import StoredQuant
 from ..errors import LabError
@@ -89,7 +90,7 @@ def _time_band(bound: float, estimate: float, kind: str) -> dict[str, float]:
     return {"bound": bound, "estimate": estimate, "low": low, "high": high}
 
 
-def matmul_format(weights: str, activations: str | None) -> str:
+def matmul_format(weights: "WeightQuant | str", activations: str | None) -> str:
     """The format a serving step's matmuls compute in: bf16 (fp16) activations, whatever the
     weights are stored in (weight-only quantisation dequantises), or fp8 / int8 activations
     with weights of the same format (W8A8: dynamic activation quantisation)."""
@@ -97,7 +98,7 @@ def matmul_format(weights: str, activations: str | None) -> str:
         return activations or "bf16"
     if activations not in ("fp8", "int8"):
         raise LabError(f"--activation-dtype {activations!r} must be one of bf16, fp16, fp8, int8")
-    if weights != activations:
+    if as_weight_quant(weights).dtype != activations:
         raise LabError(
             f"--activation-dtype {activations} needs --weight-dtype {activations} (W8A8: both "
             f"operands of a matmul in {activations}; the weights are {weights})"
@@ -130,7 +131,7 @@ def predict_decode(
     batch: int = 1,
     prompt_len: int = 128,
     new_tokens: int = 128,
-    weights: str = "bf16",
+    weights: "WeightQuant | str" = "bf16",
     kv: str = "bf16",
     gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION,
     max_num_batched_tokens: int | None = None,
@@ -149,7 +150,10 @@ def predict_decode(
     ``max_num_seqs`` sequences, `vllm serve`'s defaults for the GPU where not given; sized as
     ``engine``'s release counts memory, ``engine.ENGINES``: the latest read by default).
     ``runtime``: "compiled" (CUDA graphs or torch.compile, as the fitted serving rows ran) or
-    "eager" (each kernel launched from the host: ``launch_s`` per kernel the forward launches)."""
+    "eager" (each kernel launched from the host: ``launch_s`` per kernel the forward launches).
+    ``weights``: a format's name, or a checkpoint's stored format (``analysis.stored_weights``),
+    counted module by module where the file keeps some unconverted: the memory and the bytes
+    each step streams are those of each module's own format (``quant.WeightQuant.parts``)."""
     refuse_sparse_pattern(cfg, "predict decode")
     require_decoder_only(cfg, "predict decode")
     if not 0 < gpu_memory_utilization <= 1:
@@ -205,7 +209,7 @@ def predict_decode(
         "batch": batch,
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
-        "weight_dtype": weights,
+        "weight_dtype": str(weights),
         "activation_dtype": compute,
         "runtime": runtime,
         "kv_dtype": kv,
@@ -220,7 +224,7 @@ def predict_decode(
 
 
 def serving_memory(
-    cfg: ModelConfig, gpu: GPU, tp: int, batch: int, seq_len: int, weights: str, kv: str
+    cfg: ModelConfig, gpu: GPU, tp: int, batch: int, seq_len: int, weights: "WeightQuant | str", kv: str
 ) -> dict:
     """Whether the weights and the cache of ``batch`` sequences of ``seq_len`` fit each of ``tp``
     GPUs, with the reserves named: the device's reported memory, the CUDA context, the margin

@@ -258,7 +258,7 @@ def _ints(obj) -> set:
         ({"quant_method": "mxfp4"}, "quant_method='mxfp4' is not modelled yet"),
         ({**AWQ, "bits": 8}, "bits=8"),
         ({**AWQ, "version": "gemv_fast"}, "version='gemv_fast'"),
-        ({**AWQ, "modules_to_not_convert": ["model.layers.0.self_attn.q_proj"]}, "not single modules"),
+        ({**AWQ, "modules_to_not_convert": ["model.layers.0.self_attn.qkv"]}, "match none of the decoder"),
     ],
 )
 def test_a_quantisation_not_modelled_is_refused_by_name(qc, match):

@@ -468,9 +468,9 @@ def test_the_stored_format_is_said_in_words(data, label, words):
             {
                 "quant_method": "bitsandbytes",
                 "load_in_8bit": True,
-                "llm_int8_skip_modules": ["model.layers.1.mlp"],
+                "llm_int8_skip_modules": ["model.layers.1.block_sparse_moe"],
             },
-            "keeps 'model.layers.1.mlp' unquantised",
+            "llm_int8_skip_modules names 'model.layers.1.block_sparse_moe', which match none",
         ),
         (
             {"quant_method": "bitsandbytes", "load_in_8bit": True, "llm_int8_skip_modules": "lm_head"},

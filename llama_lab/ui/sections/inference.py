@@ -10,7 +10,7 @@ import streamlit as st
 from ... import analysis, experiments
 from ...analysis import DEFAULT_GPU, WeightQuant, derive_measured, derive_memory
 from ...analysis.common import training_dtype
-from ...analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label
+from ...analysis.quant import KEEP_CHOICES, SCALE_DTYPES, as_weight_quant, group_label, unconverted_bytes
 from ...config import ModelConfig
 from ...experiments import distill
 from ...experiments.distill import DISTILL_DEFAULTS
@@ -137,8 +137,10 @@ def quantisation_section(
             "a quantised format there (fp8, int8, int4) opens its options here: group size, "
             "scales and what stays in 16 bits."
         )
-    st.caption(f"Weights stored as **{w}**, KV cache as **{k}** — set in the sidebar; " + how)
     quant = _weight_options(w, prefix)
+    kept = unconverted_bytes(cfg, quant)  # a file's modules kept unconverted, if any
+    kept_note = f" ({human_bytes(kept)} of linear layers unconverted)" if kept else ""
+    st.caption(f"Weights stored as **{w}**{kept_note}, KV cache as **{k}** — set in the sidebar; " + how)
     stored = analysis.weights_bytes(cfg, quant)
     cols = st.columns(3)
     derived_metric(
