@@ -360,12 +360,15 @@ def cmd_quantize(args, cfg: ModelConfig, notes: list[str]) -> None:
 
 def cmd_scaling(args) -> None:
     if args.ladder:
+        from .experiments.scaling_ladder import budget_label
+
         ladder = _ladder(args)
         fit = ladder["fit"]
         a2, (low, high) = ladder["isoflop_a"], ladder["isoflop_a_interval"]
         text = "\n".join(
             [
-                f"C={r['budget']:.2g} N={r['params']:,} D={r['tokens']:,}: val loss {r['val_loss']:.4f}"
+                f"{budget_label(r['budget'])} N={r['params']:,} D={r['tokens']:,}: "
+                f"val loss {r['val_loss']:.4f}"
                 for r in ladder["rows"]
             ]
             + [
@@ -411,7 +414,17 @@ def _ladder(args) -> dict:
     else:
         shipped = scaling_ladder.shipped()
         result, where = shipped.result, "pre-measured " + shipped.provenance["date"]
-    row_keys = ("params", "tokens", "val_loss", "val_losses", "budget", "compute", "steps", "epochs")
+    row_keys = (
+        "params",
+        "tokens",
+        "val_loss",
+        "val_losses",
+        "design",
+        "budget",
+        "compute",
+        "steps",
+        "epochs",
+    )
     return {
         "rows": [{k: r[k] for k in row_keys} for r in result["rows"]],
         "fit": result["fit"],

@@ -4,7 +4,10 @@ depth and recipe; for each FLOP budget C and each size N a run of its own of D =
 (rounded to whole steps; the actual tokens and 6·N·D are recorded), its learning rate warmed up and
 then cosine-decayed to that run's own horizon — Hoffmann et al. found a schedule matched to the
 horizon matters, where reading one constant-LR run at several lengths (this ladder's first design)
-flatters the short budgets. Every (size, budget) is run for each seed.
+flatters the short budgets. Every (size, budget) is run for each seed. Beside the budgets, a
+fixed-data slice trains three sizes on the same D (``tokens_steps``), each to its own horizon:
+loss against N at a fixed, large D, which falls with size (every size has data to spare), where a
+budget's slice has a valley.
 
 The fits (``analysis.scaling``): approach 2, per budget a parabola in ln N through the losses, its
 minimum N_opt(C), and N_opt ∝ C^a through the budgets (a bootstrap over each budget's points gives
@@ -77,6 +80,10 @@ class LadderSettings:
     warmup_fraction: float = 0.1  # of each run's own steps
     min_lr_ratio: float = 0.1  # the cosine ends at this × lr, at the run's last step
     eval_batches: int = 16
+    # the fixed-data slice: these widths, each trained on tokens_steps × tokens_per_step tokens
+    # (1,048,576 at the defaults: 16 to 300 tokens per parameter)
+    tokens_widths: tuple[int, ...] = (12, 24, 48)
+    tokens_steps: int = 1024
 
     @property
     def tokens_per_step(self) -> int:
@@ -123,7 +130,7 @@ class LadderSettings:
 class LadderRun:
     """One (size, budget, seed) run of the ladder."""
 
-    budget: float  # the design's C
+    budget: float | None  # the design's C (None: the fixed-data slice)
     width: int
     seed: int
     params: int  # N, total
@@ -146,6 +153,10 @@ def plan(settings: LadderSettings) -> list[LadderRun]:
             for w in widths:
                 n = count_params(settings.config(w)).total
                 runs.append(LadderRun(compute, w, seed, n, settings.steps(n, compute)))
+        for w in settings.tokens_widths:
+            runs.append(
+                LadderRun(None, w, seed, count_params(settings.config(w)).total, settings.tokens_steps)
+            )
     return runs
 
 
@@ -167,6 +178,7 @@ def iter_ladder(settings: LadderSettings, stop: Callable[[], bool] = lambda: Fal
                 tokens = run.tokens(settings)
                 yield {
                     "point": True,
+                    "design": design_of(run.budget),
                     "budget": run.budget,
                     "width": run.width,
                     "seed": run.seed,
@@ -192,15 +204,33 @@ def iter_ladder(settings: LadderSettings, stop: Callable[[], bool] = lambda: Fal
                 }
 
 
+def design_of(budget: float | None) -> str:
+    """A run's design: "isoflop" (one of the budgets) or "tokens" (the fixed-data slice)."""
+    return "tokens" if budget is None else "isoflop"
+
+
+def budget_label(budget: float | None) -> str:
+    """A run's budget in words: "C = 2.5e+10" or "fixed D" (the fixed-data slice)."""
+    return "fixed D" if budget is None else f"C = {budget:.2g}"
+
+
+def fixed_data_rows(result: dict) -> list[dict]:
+    """The fixed-data slice's rows (the seeds' means), smallest model first."""
+    return sorted((r for r in result["rows"] if r.get("design") == "tokens"), key=lambda r: r["params"])
+
+
 def summarise(points: list[dict], bootstrap_samples: int = 50) -> dict:
-    """Rows averaged over seeds; approach 2 (the budgets' parabola minima and N_opt ∝ C^a with a
-    bootstrap interval); approach 3 (the Huber fit, its log-loss residuals and bootstrap intervals)."""
+    """Rows averaged over seeds (the budgets' first, then the fixed-data slice); approach 2 over
+    the budgets' rows (their parabola minima and N_opt ∝ C^a with a bootstrap interval); approach 3
+    over every row (the Huber fit, its log-loss residuals and bootstrap intervals)."""
     rows = []
-    for budget, n in sorted({(p["budget"], p["params"]) for p in points}):
+    keys = {(p["budget"], p["params"]) for p in points}
+    for budget, n in sorted(keys, key=lambda k: (k[0] is None, k[0] or 0.0, k[1])):
         mine = [p for p in points if (p["budget"], p["params"]) == (budget, n)]
         first = mine[0]
         rows.append(
             {
+                "design": design_of(budget),
                 **{
                     k: first[k] for k in ("budget", "width", "params", "steps", "tokens", "compute", "epochs")
                 },
@@ -210,7 +240,13 @@ def summarise(points: list[dict], bootstrap_samples: int = 50) -> dict:
         )
     n_params, tokens, losses = ([r[k] for r in rows] for k in ("params", "tokens", "val_loss"))
     fit = fit_approach3(n_params, tokens, losses)
-    minima = isoflop_minima([r["budget"] for r in rows], n_params, losses)
+    budget_rows = [r for r in rows if r["design"] == "isoflop"]
+    minima = isoflop_minima(
+        [r["budget"] for r in budget_rows],
+        [r["params"] for r in budget_rows],
+        [r["val_loss"] for r in budget_rows],
+    )
+    budget_points = [p for p in points if p["budget"] is not None]
     return {
         "rows": rows,
         "fit": fit.to_dict(),
@@ -222,9 +258,9 @@ def summarise(points: list[dict], bootstrap_samples: int = 50) -> dict:
         "isoflop": minima,
         "isoflop_a": isoflop_exponent(minima),
         "isoflop_a_interval": bootstrap_isoflop_exponent(  # over each seed's point
-            [p["budget"] for p in points],
-            [p["params"] for p in points],
-            [p["val_loss"] for p in points],
+            [p["budget"] for p in budget_points],
+            [p["params"] for p in budget_points],
+            [p["val_loss"] for p in budget_points],
             samples=4 * bootstrap_samples,
         ),
     }

@@ -97,7 +97,8 @@ def placements_note() -> str:
 def ladder_caveat(result: dict) -> str:
     """What a CPU-sized ladder can and cannot say, with its own sizes, epochs and compute span."""
     rows = result["rows"]
-    sizes, budgets = [r["params"] for r in rows], [r["budget"] for r in rows]
+    sizes = [r["params"] for r in rows]
+    budgets = [r["budget"] for r in rows if r["budget"] is not None]
     return (
         "What a CPU-sized ladder can say: at a fixed budget the loss has a valley in N, the valley "
         "moves to larger N as the budget grows, and how loosely a few budgets pin the exponent (the "
@@ -112,6 +113,19 @@ def ladder_caveat(result: dict) -> str:
             if result["fit"]["E"] < 0.01
             else ""
         )
+    )
+
+
+def fixed_data_caption(rows: Sequence[dict]) -> str:
+    """The fixed-data slice in words: its sizes' losses at one D (``scaling_ladder.fixed_data_rows``)."""
+    if not rows:
+        return "This ladder has no fixed-data slice."
+    losses = ", ".join(f"{r['params']:,} → {r['val_loss']:.3f}" for r in rows)
+    falls = all(b["val_loss"] < a["val_loss"] for a, b in zip(rows, rows[1:]))
+    return (
+        f"At one fixed D = {rows[0]['tokens']:,} tokens (each run decayed to that horizon), N → loss: "
+        f"{losses}: "
+        + ("the loss falls with size." if falls else "the loss does not fall with size at every step.")
     )
 
 

@@ -73,6 +73,7 @@ def ladder_section(prefix: str) -> None:
         f"{abs(worst):.3f} at worst ({len(residuals)} points, the seeds' means)."
     )
     st.plotly_chart(figures.ladder_figure(result["rows"], fit), key=prefix + "ladder_chart")
+    st.caption(figures.fixed_data_caption(scaling_ladder.fixed_data_rows(result)))
     st.info(figures.ladder_caveat(result))
     if st.button("Re-measure the ladder here (several minutes)", key=prefix + "remeasure"):
         settings = scaling_ladder.LadderSettings()
@@ -82,8 +83,9 @@ def ladder_section(prefix: str) -> None:
                 if "step" in event:
                     progress(
                         event["done"] / event["total"],
-                        f"run {event['run']}/{event['runs']}: width {event['width']} at C = "
-                        f"{event['budget']:.2g}, step {event['step']}/{event['steps']}",
+                        f"run {event['run']}/{event['runs']}: width {event['width']} at "
+                        f"{scaling_ladder.budget_label(event['budget'])}, "
+                        f"step {event['step']}/{event['steps']}",
                     )
 
             return scaling_ladder.measure(settings, on_event=on_event)
