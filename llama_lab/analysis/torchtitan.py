@@ -32,8 +32,10 @@ loss's backward, every block's saved tensors still alive. Compiled (e7c0cae with
 ``training.compile``: ``build_cross_entropy_loss`` wraps it in ``torch.compile``), the min-cut
 partition keeps the bf16 logits and two float32 values per row (the row max and log-sum-exp)
 and recomputes the softmax inside the backward kernel, which writes the bf16 gradient of the
-logits: two bf16 N·V tensors (AOTAutograd's partition with Inductor's decompositions, read on
-torch 2.13; the rows ran torch 1963fc8 and 2.8)."""
+logits: two bf16 N·V tensors (AOTAutograd's partition with Inductor's decompositions, and
+Inductor's CPU code, whose backward allocates only that gradient and a float32 value per row,
+read on torch 2.13; the rows ran torch 1963fc8 and 2.8). Tests measure both peaks on the CPU
+allocator (the compiled one in the slow tier)."""
 
 from __future__ import annotations
 
