@@ -49,8 +49,13 @@ from .kv import kv_cache_bytes_per_token, kv_heads_per_gpu
 from .quant import TensorGroup, block_tensors, weight_tensors
 from .scope import check_planned
 from .shapes import Shapes
+from .torchtitan import LOSSES, check_llama_block, loss_bytes, op_sac_block_saved
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full")  # the choices `parallel` and `predict train` offer (SPEC)
+# and torchtitan's operator-level policy ("op", ``analysis.torchtitan``): the validation rows'
+# torchtitan runs alone use it, no command offers it (SPEC fixes --recompute's choices)
+RECOMPUTE_POLICIES = (*RECOMPUTE, "op")
+TRANSIENTS = ("recomputed_block", "loss_backward")  # alive once, at backward, not per micro-batch
 SCHEDULES = ("1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
 MAX_GPUS = 1_000_000
@@ -66,13 +71,15 @@ class Layout:
     pp: int = 1
     zero: int = 0  # ZeRO stage of the data-parallel group (3 = FSDP full shard)
     sequence_parallel: bool = False
-    recompute: str = "none"  # none, selective (attention core), full (every block)
+    recompute: str = "none"  # none, selective (attention core), full (every block); op: torchtitan's
     micro_batch: int = 1  # sequences per micro-batch
     micro_batches: int = 0  # per step per data-parallel rank; 0: 1, or 4·pp with a pipeline
     schedule: str = "1f1b"
     chunks: int = 1  # model chunks per GPU (interleaved schedule's v)
     cp: int = 1  # context-parallel ranks: each holds T/cp of every sequence
     ep: int = 1  # expert-parallel ranks (within the dp · cp replicas): E/ep experts each
+    # the loss head: the lab's chunked loss, or torchtitan's float32 one run "eager" or "compiled"
+    loss: str = "chunked"
 
     @property
     def dp(self) -> int:
@@ -161,8 +168,12 @@ def check_layout(cfg: ModelConfig, layout: Layout, seq_len: int | None = None) -
         raise AnalysisError(f"pp={p} is more than n_layers={s.L}: a stage holds at least one block")
     if layout.zero not in ZERO_STAGES:
         raise AnalysisError(f"zero={layout.zero!r} must be 0, 1, 2 or 3")
-    if layout.recompute not in RECOMPUTE:
+    if layout.recompute not in RECOMPUTE_POLICIES:
         raise AnalysisError(f"recompute={layout.recompute!r} must be one of {', '.join(RECOMPUTE)}")
+    if layout.recompute == "op":
+        check_llama_block(cfg)
+    if layout.loss not in ("chunked", *LOSSES):
+        raise AnalysisError(f"loss={layout.loss!r} must be one of chunked, {', '.join(LOSSES)}")
     if layout.schedule not in SCHEDULES:
         raise AnalysisError(f"schedule={layout.schedule!r} must be one of {', '.join(SCHEDULES)}")
     if layout.schedule == "1f1b" and layout.chunks != 1:
@@ -330,8 +341,10 @@ def stage_activations(
 ) -> dict[str, int]:
     """Bytes one GPU of ``stage`` keeps for backward for ONE micro-batch, by part: its blocks
     (with the tensor-parallel split, sequence parallel and recomputation), the token ids and
-    position tables, the head and loss on the last stage; and the recomputed block (full
-    recomputation: one block's tensors alive while it is recomputed, once, not per micro-batch)."""
+    position tables, the head and loss on the last stage; and two transients, once, not per
+    micro-batch: the recomputed block (full recomputation: one block's tensors alive while it
+    is recomputed) and, with torchtitan's loss, ``loss_backward`` (what the loss's backward adds
+    at its peak, ``torchtitan.loss_bytes``)."""
     b = checked_dtype_bytes(dtype, TRAINING_DTYPES)
     s = Shapes.of(cfg)
     # a context-parallel rank's T/cp tokens of each sequence
@@ -346,6 +359,8 @@ def stage_activations(
             1
         ] += 1
     saved = {key: block_saved(cfg, first, B, T, b, dtype, t, sp) for key, (first, _) in kinds.items()}
+    if layout.recompute == "op":  # torchtitan's operator-level policy keeps what its op list names
+        saved = {key: op_sac_block_saved(cfg, B, T, b, t, sp) for key in kinds}
     if layout.recompute == "selective":  # the attention core is recomputed from q, k, v:
         for part in saved.values():  # its logsumexp and a window mask are not kept
             if "attention_output" in part:  # (a Gated DeltaNet block keeps all it saves)
@@ -363,7 +378,12 @@ def stage_activations(
     rope = cfg.pos_encoding == "rope"
     parts["positions"] = 2 * T * s.D * 4 if rope and dtype == "fp32" else 0
     parts["token_ids"] = INT64_BYTES * N if stage == 0 else 0
-    parts["head_and_loss"] = head_saved(cfg, N, b, "chunked", t) if stage == layout.pp - 1 else 0
+    last = stage == layout.pp - 1
+    if layout.loss == "chunked":
+        parts["head_and_loss"] = head_saved(cfg, N, b, "chunked", t) if last else 0
+    else:  # torchtitan's float32 loss, and what its backward adds at the loss's peak
+        kept, added = loss_bytes(cfg, N, b, layout.loss, t) if last else (0, 0)
+        parts["head_and_loss"], parts["loss_backward"] = kept, added
     return parts
 
 
@@ -508,8 +528,9 @@ def parallel_memory(
         states = state_bytes(params, dtype, layout, experts)
         acts = stage_activations(cfg, layout, stage, seq_len, dtype)
         flight = in_flight(layout, stage)
-        per_micro = sum(v for k, v in acts.items() if k != "recomputed_block")
-        activation = math.ceil(flight * per_micro) + acts["recomputed_block"]
+        per_micro = sum(v for k, v in acts.items() if k not in TRANSIENTS)
+        # the loss's backward runs before any block is recomputed: the larger of the two
+        activation = math.ceil(flight * per_micro) + max(acts.get(k, 0) for k in TRANSIENTS)
         comm = stage_comm(cfg, layout, stage, seq_len, dtype, (params, experts))
         stages.append(
             StageEstimate(

@@ -234,11 +234,13 @@ class AllocatedPeak:
     the largest running sum of the allocations and frees torch's profiler records
     (``profile_memory=True``: every c10 CPU allocation, kernels' scratch included), so the CPU's
     counterpart of CUDA's ``max_memory_allocated`` — tensor bytes, without the allocator's
-    retained pages, the Python heap or library code that a resident-memory peak also counts.
+    retained pages, the Python heap or library code that a resident-memory peak also counts;
+    ``net_bytes``: what the block's allocations still hold at its end (what autograd keeps).
     The profiler records every operator too: use it around a few steps, not a long run."""
 
     def __init__(self):
         self.bytes: int | None = None
+        self.net_bytes: int | None = None
         self._profile: torch.profiler.profile | None = None
 
     def __enter__(self) -> "AllocatedPeak":
@@ -262,7 +264,7 @@ class AllocatedPeak:
         for _, change in changes:
             running += change
             peak = max(peak, running)
-        self.bytes = peak
+        self.bytes, self.net_bytes = peak, running
 
 
 # glibc's mallopt parameters and the defaults restored afterwards (malloc(3))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..analysis import MFU_CONVENTION, model_flops
-from ..analysis.parallel import Layout, parallel_memory
+from ..analysis.parallel import Layout, bubble_fraction, parallel_memory
 from ..errors import LabError
 from .efficiency import (
     Efficiency,
@@ -56,10 +56,9 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
         profile = row.engine_profile
         return vllm_kv_tokens(cfg, gpu, row.weights or "bf16", kv, utilization, *profile, tp, eff, engine)
     assert gpu is not None
-    if row.kind == "train":  # the rows' pipeline schedules (virtual stages) are not stated: no
-        # bubble is counted for them, the fitted shares take it in
+    if row.kind == "train":
         return train_tokens_per_s_per_gpu(
-            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.matmuls_in, eff, tp
+            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.matmuls_in, eff, tp, stated_bubble(row)
         )
     weights = row.weights or "bf16"
     batch, prompt_len, compute = int(w["batch"]), int(w["prompt_len"]), row.matmuls_in
@@ -87,21 +86,43 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     return Prediction(p.bound / per, p.estimate / per)
 
 
+def stated_bubble(row: Row) -> float:
+    """The pipeline bubble of a training row that states its schedule — pp > 1 with its virtual
+    stages per rank (``vp``; torchtitan's "Interleaved 1F1B": 2, its default split) and
+    micro-batches per step (``pp_microbatches``, else ``grad_accum``) —, by the one rule,
+    ``analysis.parallel.bubble_fraction``. A row whose schedule is not stated gets none: the
+    fitted shares take it in."""
+    w = row.workload
+    pp, vp = int(w.get("pp") or 1), int(w.get("vp") or 0)
+    micro_batches = int(w.get("pp_microbatches") or w.get("grad_accum") or 0)
+    if pp == 1 or not vp or not micro_batches:
+        return 0.0
+    schedule = "interleaved" if vp > 1 else "1f1b"
+    return bubble_fraction(Layout(gpus=pp, pp=pp, schedule=schedule, chunks=vp, micro_batches=micro_batches))
+
+
 def training_memory(cfg, row: Row, eff: Efficiency) -> Prediction:
     """A training run's peak bytes per GPU: LLaMA Lab's count for its layout (FSDP = ZeRO-3 over
     the data-parallel ranks, sequence parallel with tensor parallelism, mixed-precision bf16),
-    and that × ``memory_factor``."""
+    and that × ``memory_factor``. A torchtitan run is counted as it runs
+    (``analysis.torchtitan``): its operator-level recomputation where the row's selective
+    checkpointing is ``selective_ac_option = "op"``, and its float32 loss, eager or compiled
+    (``torchtitan_loss``), in place of the lab's chunked one."""
     w = row.workload
     tp, pp = int(w.get("tp") or 1), int(w.get("pp") or 1)
+    recompute = w.get("recompute") or "none"
+    if recompute == "selective" and w.get("selective_ac_option") == "op":
+        recompute = "op"
     layout = Layout(
         gpus=int(row.data["hardware"]["count"]),
         tp=tp,
         pp=pp,
         zero=3 if w.get("fsdp") else 0,
         sequence_parallel=tp > 1,
-        recompute=w.get("recompute") or "none",
+        recompute=recompute,
         micro_batch=int(w["micro_batch"]),
         micro_batches=int(w.get("grad_accum") or 1),
+        loss=w.get("torchtitan_loss") or "chunked",
     )
     counted = parallel_memory(cfg, layout, int(w["seq_len"]), "bf16").per_gpu["total_bytes"]
     return Prediction(counted, counted * eff.memory_factor)
