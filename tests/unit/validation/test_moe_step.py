@@ -74,6 +74,55 @@ def test_the_expert_flops_per_token_are_the_routed_part_of_count_flops():
     assert expert_flops_per_token(MOE, LAYOUT, T, train_passes("full")) == pytest.approx(4 * routed_forward)
 
 
+# the tiny MoE as a Qwen3-MoE config.json (every block sparse, the experts 32 wide)
+QWEN3_MOE = {
+    "model_type": "qwen3_moe",
+    "vocab_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+}
+
+
+def test_the_expert_gemms_are_transformers_experts():
+    """transformers' Qwen3-MoE on the tiny config, its experts run eagerly under FlopCounterMode:
+    each expert's weights are the forward GEMMs' (k × n), and the experts' forward FLOPs over a
+    batch are expert_flops_per_token's forward pass × its tokens."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from llama_lab.analysis.experts import FORWARD
+    from llama_lab.config import ModelConfig
+
+    ours = ModelConfig.from_hf_config(QWEN3_MOE)
+    config = AutoConfig.for_model(**QWEN3_MOE)
+    config._attn_implementation = config._experts_implementation = "eager"
+    model = AutoModelForCausalLM.from_config(config).eval()
+    experts = model.model.layers[0].mlp.experts
+    gemms = {g.name: g for g in expert_gemms(ours, Layout(micro_batch=B), T, (FORWARD,))}
+    # gate_up_proj (E, 2·Fe, C): C in, 2·Fe out; down_proj (E, C, Fe): Fe in, C out
+    assert tuple(experts.gate_up_proj.shape[1:]) == (gemms["gate_up forward"].n, gemms["gate_up forward"].k)
+    assert tuple(experts.down_proj.shape[1:]) == (gemms["down forward"].n, gemms["down forward"].k)
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(torch.randint(0, 256, (B, T)))
+    counted = sum(
+        sum(by_op.values())
+        for name, by_op in counter.get_flop_counts().items()
+        if name.endswith("mlp.experts")
+    )
+    assert counted == expert_flops_per_token(ours, Layout(micro_batch=B), T, (FORWARD,)) * B * T
+
+
 def test_the_all_to_all_bytes_per_token_are_the_layouts_count():
     # per block, dispatch and combine forward and backward: 4 × k·C values × 2 bytes × (ep − 1)/ep
     by_hand = 2 * 4 * 2 * 64 * 2 * 3 / 4
