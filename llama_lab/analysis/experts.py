@@ -41,15 +41,16 @@ def train_passes(recompute: str | None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Gemm:
-    """(m × k) · (k × n), its operands in one format and its output in another."""
+    """(m × k) · (k × n), its operands in one format and its output in another (an expert's m is
+    its rows on average: a fraction where the tokens do not divide evenly among the experts)."""
 
     name: str
-    m: int
-    n: int
-    k: int
+    m: float
+    n: float
+    k: float
 
     @property
-    def flops(self) -> int:
+    def flops(self) -> float:
         return 2 * self.m * self.n * self.k
 
     def bytes(self, operand_bytes: float, output_bytes: float) -> float:
@@ -75,7 +76,7 @@ def expert_gemms(
     """One expert's GEMMs in one MoE block per micro-batch on one rank: gate/up (C → n_up·Fe/tp)
     and down (Fe/tp → C) over the M rows it receives (``rows_per_expert``; after the tensor-
     parallel all-gather every tp rank sees them all and holds Fe/tp of the width), in each pass."""
-    M = round(rows_per_expert(cfg, layout, seq_len))
+    M = rows_per_expert(cfg, layout, seq_len)
     s = Shapes.of(cfg)
     C, width, n_up = s.C, s.Fe // layout.tp, s.n_up
     gemms = []
@@ -108,7 +109,10 @@ def expert_flops_per_token(
 def all_to_all_bytes_per_token(cfg: ModelConfig, layout: Layout, seq_len: int, dtype: str = "bf16") -> float:
     """Bytes one GPU sends in the expert all-to-alls per token of its own: ``parallel``'s count
     (``comm["ep"]``: dispatch and combine, forward and backward, (ep − 1)/ep of each rank's
-    B·T·k·C routed values) over every MoE block; 0 without expert parallelism."""
+    B·T·k·C routed values) over every MoE block; 0 without expert parallelism. Under tensor
+    parallelism Megatron's dispatcher sends each rank's B·T/tp sequence-parallel tokens before
+    gathering them over tp (the module's docstring): the tp ranks together send this count, so it
+    is also the GPU-seconds' bytes per token of the group."""
     if layout.ep == 1:
         return 0.0
     gpus = layout.tp * layout.cp * layout.ep  # one expert-parallel group, the whole model on each
