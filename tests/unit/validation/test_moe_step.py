@@ -72,6 +72,10 @@ def test_the_expert_flops_per_token_are_the_routed_part_of_count_flops():
     for layout in (LAYOUT, Layout(gpus=8, tp=2, ep=4, micro_batch=B), Layout(micro_batch=1)):
         assert expert_flops_per_token(MOE, layout, T) == pytest.approx(3 * routed_forward)
     assert expert_flops_per_token(MOE, LAYOUT, T, train_passes("full")) == pytest.approx(4 * routed_forward)
+    # 5 tokens · k = 2 over 8 experts: 1.25 rows each on average, the FLOPs still whole
+    assert rows_per_expert(MOE, Layout(), 5) == 1.25
+    five = count_flops(MOE, 5).by_component["ffn"] / 5
+    assert expert_flops_per_token(MOE, Layout(), 5) == pytest.approx(3 * five)
 
 
 # the tiny MoE as a Qwen3-MoE config.json (every block sparse, the experts 32 wide)
