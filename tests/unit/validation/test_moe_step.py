@@ -138,6 +138,19 @@ def test_the_all_to_all_bytes_per_token_are_the_layouts_count():
     assert all_to_all_bytes_per_token(MOE, Layout(micro_batch=B), T) == 0
 
 
+def test_narrow_experts_send_more_bytes_per_expert_flop():
+    """Per token and MoE block the all-to-all sends 4·k·C values and the experts run 3·2·k·3·C·Fe
+    FLOPs: bytes per expert FLOP go as 1/Fe, whatever k and C — Qwen3-30B-A3B's 768-wide experts
+    send 2880/768 = 3.75 times gpt-oss-120b's per FLOP."""
+    layout = Layout(gpus=8, ep=8)
+
+    def per_flop(name):
+        cfg = PRESETS[name]
+        return all_to_all_bytes_per_token(cfg, layout, 4096) / expert_flops_per_token(cfg, layout, 4096)
+
+    assert per_flop("qwen3-30b-a3b") / per_flop("gpt-oss-120b") == pytest.approx(2880 / 768)
+
+
 def test_the_dispatch_copies_and_router_scores_by_hand():
     # per block, forward and backward: k = 2 routed rows × 4 copies (permute, chunk sort, unsort,
     # unpermute: 2 experts a rank) × read + write of C = 64 bf16 values, and 2 × 8 float32 scores
