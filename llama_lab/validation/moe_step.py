@@ -9,9 +9,8 @@ intensity × HBM bandwidth × ``decode_bw["16-bit"]``): an expert that receives 
 memory-bound (its intensity is about its rows while they are fewer than its widths), and a narrow
 expert's all-to-all and copies weigh more, their bytes per expert FLOP going as 1/Fe.
 ``moe_gemm`` — what grouped GEMMs reach of a dense GEMM's rate — is the one parameter MoE rows
-inform alone (two fit rows,
-gpt-oss-120b on 64 H100s in two releases); the link and bandwidth shares are the ones tensor
-parallelism's and decode's rows fit.
+inform alone (two fit rows, gpt-oss-120b on 64 H100s in two releases); the link and bandwidth
+shares are the ones tensor parallelism's and decode's rows fit.
 """
 
 from __future__ import annotations
