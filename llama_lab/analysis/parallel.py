@@ -607,7 +607,8 @@ def _notes(cfg: ModelConfig, layout: Layout) -> list[str]:
         )
     if cfg.is_moe:
         notes.append(
-            "experts split by tensor parallel along their FFN width (no expert parallelism modelled)"
+            "experts split by tensor parallel along their FFN width"
+            + (f", E/{layout.ep} of them on each expert-parallel rank" if layout.ep > 1 else "")
         )
     if cfg.is_mla and layout.tp > 1:
         notes.append(

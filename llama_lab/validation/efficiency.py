@@ -19,11 +19,13 @@ memory at the 16-bit bandwidth share, plus a fixed floor (``prefill_floor_s``). 
 FLOPs per token (3 × the causal forward, one forward more under full recomputation) bound
 tokens/s per GPU: the matmuls at their format's peak (fp8 for fp8 training), the causal
 attention scores at bf16's (FlashAttention). The estimate runs the matmuls at ``train_bf16`` of
-the peak (``train_fp8`` of the fp8 peak for runs whose matmuls are fp8; ``train_moe`` for a
-mixture of experts, whose active FLOPs run at a lower share) and the causal attention scores at
-``train_attention`` (FlashAttention's kernels reach a lower share than a GEMM, and long contexts
-are mostly scores); a tensor-parallel group adds its all-reduces / reduce-scatters at
-``tp_link`` of the NVLink bandwidth; a pipeline idles its bubble.
+the peak (``train_fp8`` of the fp8 peak for runs whose matmuls are fp8) and the causal attention
+scores at ``train_attention`` (FlashAttention's kernels reach a lower share than a GEMM, and long
+contexts are mostly scores); a tensor-parallel group adds its all-reduces / reduce-scatters at
+``tp_link`` of the NVLink bandwidth; a pipeline idles its bubble. A mixture of experts splits its
+matmuls: the dense parts as above, the routed experts' grouped GEMMs, their all-to-all and the
+dispatcher's copies as ``moe_step`` counts them (``moe_gemm``: the share of a dense GEMM's rate
+grouped GEMMs reach).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from ..analysis import count_flops, roofline
+from ..analysis.experts import FORWARD, INPUT_GRAD, WEIGHT_GRAD, expert_flops_per_token, train_passes
 from ..analysis.finetune import FinetuneSpec
 from ..analysis.finetune_step import FinetuneFlops, finetune_flops, finetune_memory
 from ..analysis.launches import forward_launches
@@ -43,6 +46,7 @@ from ..analysis.quant import BITS, WeightQuant, as_weight_quant, dominant_format
 from ..config import ModelConfig
 from ..errors import LabError
 from ..runtime.hardware import GPU, RUNTIMES
+from .moe_step import moe_seconds_per_token
 
 PARAMS_FILE = Path(__file__).with_name("efficiency.json")
 
@@ -71,7 +75,7 @@ class Efficiency:
     prefill_floor_s: float = 5e-3
     train_bf16: float = 0.4  # share of the bf16 peak a training step's matmuls reach
     train_fp8: float = 0.5  # the same for fp8 matmuls, of the fp8 peak
-    train_moe: float = 0.2  # the same for a mixture of experts (its active FLOPs)
+    moe_gemm: float = 0.5  # share of a dense GEMM's rate (its format's) grouped expert GEMMs reach
     train_attention: float = 0.3  # share of the bf16 peak the causal attention scores reach
     tp_link: float = 0.8  # share of NVLink's bandwidth tensor-parallel collectives reach
     memory_factor: float = 1.0  # a training run's measured peak over the bytes LLaMA Lab counts
@@ -106,8 +110,9 @@ class Efficiency:
         "engine_non_torch_bytes": "bytes outside PyTorch every vLLM release takes from its KV-cache budget "
         "beyond those counted from its sources (the CUDA context where counted, the custom all-reduce "
         "buffers): cuBLAS workspaces, NCCL's buffers, attention backends' allocations",
-        "train_moe": "share of its matmul format's peak a mixture of experts' matmuls reach (the "
-        "active experts' FLOPs): routing, grouped expert matmuls and all-to-all cost a dense model none of",
+        "moe_gemm": "share of a dense GEMM's rate (train_bf16 / train_fp8 of its format's peak; "
+        "finetune_matmul's on one GPU) a mixture of experts' grouped expert GEMMs reach, each also capped "
+        "by its own shape's roofline; fitted on the MoE training rows alone",
     }
 
     def matmul_share(self, compute: str) -> float:
@@ -318,7 +323,7 @@ def train_peak_seconds_per_token(
     return matmuls / gpu.peak_flops(matmuls_in), scores / gpu.peak_bf16_flops
 
 
-def train_seconds_per_token(
+def train_seconds_by_term(
     cfg: ModelConfig,
     gpu: GPU,
     seq_len: int,
@@ -326,13 +331,30 @@ def train_seconds_per_token(
     matmuls_in: str,
     eff: Efficiency,
     tp: int = 1,
-) -> float:
-    """GPU-seconds of one token of a training step: its matmuls and its attention scores at
-    their shares of their peaks, and, in a ``tp``-way group, each GPU's collectives at ``tp_link``."""
+    *,
+    ep: int = 1,
+    cp: int = 1,
+    micro_batch: int = 1,
+) -> dict[str, float]:
+    """GPU-seconds of one token of a training step, by term: the (dense) matmuls and the attention
+    scores at their shares of their peaks, and, in a ``tp``-way group, each GPU's collectives at
+    ``tp_link``; a mixture of experts' routed experts apart (``moe_step.moe_seconds_per_token``:
+    ``expert_matmuls``, ``expert_all_to_all`` over ``ep`` ranks, ``dispatch_memory``), the rows
+    each expert receives set by ``micro_batch`` sequences per rank and ``cp``."""
     matmuls_s, scores_s = train_peak_seconds_per_token(cfg, gpu, seq_len, recompute, matmuls_in)
-    share = eff.train_moe if cfg.is_moe else eff.train_fp8 if matmuls_in == "fp8" else eff.train_bf16
+    share = eff.train_fp8 if matmuls_in == "fp8" else eff.train_bf16
     links = tp * tp_bytes_per_token(cfg, tp, seq_len, recompute) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
-    return matmuls_s / share + scores_s / eff.train_attention + links
+    terms = {"matmuls": matmuls_s / share, "attention_scores": scores_s / eff.train_attention}
+    terms["tp_collectives"] = links
+    if cfg.is_moe:
+        layout = Layout(
+            tp * cp * ep, tp, cp=cp, ep=ep, micro_batch=micro_batch, recompute=recompute or "none"
+        )
+        passes = train_passes(recompute)
+        experts = expert_flops_per_token(cfg, layout, seq_len, passes) / gpu.peak_flops(matmuls_in)
+        terms["matmuls"] = (matmuls_s - experts) / share  # the dense parts: attention, shared, head
+        terms |= moe_seconds_per_token(cfg, gpu, layout, seq_len, matmuls_in, share, eff, passes)
+    return terms
 
 
 def train_tokens_per_s_per_gpu(
@@ -344,14 +366,19 @@ def train_tokens_per_s_per_gpu(
     eff: Efficiency,
     tp: int = 1,
     bubble: float = 0.0,
+    *,
+    ep: int = 1,
+    cp: int = 1,
+    micro_batch: int = 1,
 ) -> Prediction:
     """Tokens per second per GPU: the bound at the dense peaks (``train_peak_seconds_per_token``:
-    no communication, no bubble), and the estimate (``train_seconds_per_token``), idle for the
+    no communication, no bubble), and the estimate (``train_seconds_by_term``'s sum), idle for the
     pipeline's ``bubble`` share. ``matmuls_in``: the format the GEMMs compute in (bf16, fp8)."""
     bound = 1 / sum(train_peak_seconds_per_token(cfg, gpu, seq_len, recompute, matmuls_in))
-    return Prediction(
-        bound, (1 - bubble) / train_seconds_per_token(cfg, gpu, seq_len, recompute, matmuls_in, eff, tp)
+    terms = train_seconds_by_term(
+        cfg, gpu, seq_len, recompute, matmuls_in, eff, tp, ep=ep, cp=cp, micro_batch=micro_batch
     )
+    return Prediction(bound, (1 - bubble) / sum(terms.values()))
 
 
 def layout_step_estimate(
@@ -380,21 +407,38 @@ def finetune_peak_bytes(cfg: ModelConfig, spec: FinetuneSpec, seq_len: int, batc
     return finetune_memory(cfg, spec, seq_len, batch).peak_bytes
 
 
+def finetune_passes(spec: FinetuneSpec) -> tuple[str, ...]:
+    """The GEMM passes a fine-tuning step runs through a frozen or trainable base weight: its
+    forward (twice under gradient checkpointing), the input's gradient, and the weight's when
+    the base trains (``full``)."""
+    forwards = (FORWARD,) * (2 if spec.grad_checkpointing else 1)
+    return forwards + (INPUT_GRAD,) + (() if spec.adapters else (WEIGHT_GRAD,))
+
+
 def finetune_seconds(
     cfg: ModelConfig, gpu: GPU, spec: FinetuneSpec, seq_len: int, batch: int, eff: Efficiency
 ) -> Prediction:
     """Seconds of one GPU's fine-tuning step (``analysis.finetune_step.finetune_flops``): its matmuls
-    at ``finetune_matmul`` of the compute dtype's dense peak (a mixture of experts' at
-    ``train_moe``), the causal attention scores at ``train_attention``, and QLoRA's
+    at ``finetune_matmul`` of the compute dtype's dense peak (a mixture of experts' routed experts
+    apart, ``moe_step.moe_seconds_per_token`` on one GPU: their grouped GEMMs and the
+    dispatcher's copies), the causal attention scores at ``train_attention``, and QLoRA's
     dequantisation memory-bound at the 4-bit decode share of the HBM bandwidth (bitsandbytes'
     kernel reads NF4 and writes 16 bits as a decode kernel streams 4-bit weights: an
     assumption)."""
     work = _finetune_flops(cfg, spec, seq_len, batch)
     peak = gpu.peak_flops(spec.dtype)
-    share = eff.train_moe if cfg.is_moe else eff.finetune_matmul
+    share = eff.finetune_matmul
     bound = (work.matmuls + work.scores) / peak + work.dequant_bytes / gpu.hbm_bytes_per_s
+    matmuls_s, experts_s = work.matmuls / (peak * share), 0.0
+    if cfg.is_moe:
+        layout, passes, tokens = Layout(micro_batch=batch), finetune_passes(spec), batch * seq_len
+        routed = expert_flops_per_token(cfg, layout, seq_len, passes) * tokens
+        matmuls_s = (work.matmuls - routed) / (peak * share)
+        terms = moe_seconds_per_token(cfg, gpu, layout, seq_len, spec.dtype, share, eff, passes)
+        experts_s = sum(terms.values()) * tokens
     estimate = (
-        work.matmuls / (peak * share)
+        matmuls_s
+        + experts_s
         + work.scores / (peak * eff.train_attention)
         + work.dequant_bytes / (gpu.hbm_bytes_per_s * eff.decode_bw["4-bit"])
     )

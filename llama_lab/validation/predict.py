@@ -30,6 +30,7 @@ from .efficiency import (
     prefill_seconds,
     shipped_cross_validated,
     static_batch_seconds,
+    train_seconds_by_term,
     train_tokens_per_s_per_gpu,
 )
 from .engine import (
@@ -259,7 +260,12 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
     bubble = bubble_fraction(layout) if layout.pp > 1 else 0.0
     matmuls_in = "fp8" if dtype == "fp8" else "bf16"
     gpu.peak_flops(matmuls_in)  # refuses fp8 on a GPU without fp8 tensor cores (an A100)
-    p = train_tokens_per_s_per_gpu(cfg, gpu, seq_len, layout.recompute, matmuls_in, eff, layout.tp, bubble)
+    experts = {"ep": layout.ep, "cp": layout.cp, "micro_batch": layout.micro_batch}
+    p = train_tokens_per_s_per_gpu(
+        cfg, gpu, seq_len, layout.recompute, matmuls_in, eff, layout.tp, bubble, **experts
+    )
+    terms = train_seconds_by_term(cfg, gpu, seq_len, layout.recompute, matmuls_in, eff, layout.tp, **experts)
+    terms["pipeline_bubble"] = 1 / p.estimate - sum(terms.values())  # the terms sum to 1 / estimate
     tokens = _band(p.bound, p.estimate, "train")
     per_token = model_flops(cfg, seq_len) / seq_len  # MFU_CONVENTION: the model's FLOPs, once
     mfu = {key: tokens[key] * per_token / gpu.peak_bf16_flops for key in ("bound", "estimate")}
@@ -271,6 +277,9 @@ def predict_train(cfg: ModelConfig, gpu: GPU, layout: Layout, seq_len: int, dtyp
         "global_batch": layout.dp * layout.micro_batch * layout.m,  # sequences per step
         "seq_len": seq_len,
         "tokens_per_s_per_gpu": tokens,
+        # GPU-seconds per token by term (a mixture of experts': its dense matmuls, expert GEMMs,
+        # all-to-all and dispatch copies apart): they sum to 1 / the estimate
+        "seconds_per_token_by_term": terms,
         "mfu": mfu,
         "fits": total <= gpu.usable_bytes,
         "per_gpu_bytes": total,

@@ -58,7 +58,15 @@ def predict_row(row: Row, eff: Efficiency) -> Prediction:
     assert gpu is not None
     if row.kind == "train":
         return train_tokens_per_s_per_gpu(
-            cfg, gpu, int(w["seq_len"]), w.get("recompute"), row.matmuls_in, eff, tp, stated_bubble(row)
+            cfg,
+            gpu,
+            int(w["seq_len"]),
+            w.get("recompute"),
+            row.matmuls_in,
+            eff,
+            tp,
+            stated_bubble(row),
+            **expert_layout(w),
         )
     weights = row.weights or "bf16"
     batch, prompt_len, compute = int(w["batch"]), int(w["prompt_len"]), row.matmuls_in
@@ -99,6 +107,11 @@ def stated_bubble(row: Row) -> float:
         return 0.0
     schedule = "interleaved" if vp > 1 else "1f1b"
     return bubble_fraction(Layout(gpus=pp, pp=pp, schedule=schedule, chunks=vp, micro_batches=micro_batches))
+
+
+def expert_layout(workload: Mapping[str, Any]) -> dict[str, int]:
+    """What a training row's MoE terms read of its layout: ep, cp, micro-batch (1 where unstated)."""
+    return {key: int(workload.get(key) or 1) for key in ("ep", "cp", "micro_batch")}
 
 
 def training_memory(cfg, row: Row, eff: Efficiency) -> Prediction:
@@ -214,7 +227,6 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
     "train": (
         ("train_bf16", "share"),
         ("train_fp8", "share"),
-        ("train_moe", "share"),
         ("train_attention", "share"),
         ("tp_link", "share"),
     ),
@@ -225,6 +237,9 @@ PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("layer_s", "seconds"),
         ("tp_layer_s", "seconds"),
     ),
+    # a mixture of experts' training rows inform its grouped GEMMs' share alone, after the dense
+    # rows have fitted the shares its other terms run at
+    "moe_train": (("moe_gemm", "share"),),
     "prefill": (("matmul", "share"), ("matmul_fp8", "share"), ("prefill_floor_s", "seconds")),
     "memory": (("memory_factor", "factor"),),
     "kv_capacity": (("engine_non_torch_bytes", "bytes"),),
@@ -247,10 +262,13 @@ REGIME = {
 
 
 def regime_of(row: Row) -> str | None:
-    """The parameters a row informs: its kind's regime, or "eager" (the launch cost alone) for a
-    decode or prefill row that ran eagerly."""
+    """The parameters a row informs: its kind's regime, "eager" (the launch cost alone) for a
+    decode or prefill row that ran eagerly, or "moe_train" (``moe_gemm`` alone) for a mixture of
+    experts' training row."""
     if row.runtime == "eager" and REGIME.get(row.kind) in ("decode", "prefill"):
         return "eager"
+    if row.kind == "train" and row.config is not None and row.config.is_moe:
+        return "moe_train"
     return REGIME.get(row.kind)
 
 

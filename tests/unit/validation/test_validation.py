@@ -387,15 +387,18 @@ def test_predict_train_takes_context_parallel_ranks(capsys):
 
 
 def test_predict_train_takes_expert_parallel_ranks(capsys):
-    """--ep E: each GPU holds E-th of the experts (its memory), the time per token the one MoE
-    share's (the all-to-all bytes are parallel's comm_by_kind.ep)."""
+    """--ep E: each GPU holds E-th of the experts (its memory) and spends the expert all-to-all's
+    time per token (parallel's comm_by_kind.ep bytes, tests/unit/validation/test_moe_step.py)."""
     argv = ["predict", "train", "--preset", "gpt-oss-120b", "--gpu", "h100-80gb", "--gpus", "64"]
     argv += ["--zero", "1", "--seq-len", "4096", "--json"]
     out = {}
     for ep in (1, 8):
         assert main([*argv, "--ep", str(ep)]) == 0
         out[ep] = json.loads(capsys.readouterr().out)
-    assert out[8]["tokens_per_s_per_gpu"] == out[1]["tokens_per_s_per_gpu"]
+    assert out[8]["tokens_per_s_per_gpu"]["estimate"] < out[1]["tokens_per_s_per_gpu"]["estimate"]
+    assert out[1]["seconds_per_token_by_term"]["expert_all_to_all"] == 0
+    assert out[8]["seconds_per_token_by_term"]["expert_all_to_all"] > 0
+    assert out[8]["tokens_per_s_per_gpu"]["bound"] == out[1]["tokens_per_s_per_gpu"]["bound"]
     assert out[8]["per_gpu_bytes"] < out[1]["per_gpu_bytes"] / 2 and "EP8" in out[8]["layout"]
 
 
