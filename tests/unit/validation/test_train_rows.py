@@ -1,5 +1,5 @@
-"""The public training-throughput rows read back from their quoted lines: Megatron-Bridge's
-performance tables (every column the row carries is the quoted line's) and Megatron-Core's MoE
+"""The public training-throughput rows read back from their quoted lines: Megatron-Bridge's and
+NeMo 24.07's performance tables (every column the row carries is the quoted line's) and Megatron-Core's MoE
 model zoo (its tokens per second per GPU derived from the printed step time)."""
 
 import re
@@ -11,6 +11,7 @@ from llama_lab.validation import load_rows
 TRAIN = [r for r in load_rows() if r.kind == "train"]
 BRIDGE = [r for r in TRAIN if r.data["source"]["repo"] == "NVIDIA-NeMo/Megatron-Bridge"]
 ZOO = [r for r in TRAIN if r.data["source"]["repo"] == "yanring/Megatron-MoE-ModelZoo"]
+NEMO = [r for r in TRAIN if r.data["source"]["repo"] == "NVIDIA/NeMo"]
 # the tables' precision labels → the format the row's matmuls run in (MXFP8 as --dtype fp8)
 # a line whose GA breaks GBS = MBS · dp · GA as printed (its notes say so)
 MISPRINTED_GA = {"megatron-bridge-gpt-oss-120b-bf16-64xh100"}
@@ -30,7 +31,7 @@ def first_or_bracketed(cell: str, bracketed: bool) -> str:
 
 
 def test_the_tables_hold_at_least_the_moe_rows_on_each_system():
-    assert len(BRIDGE) >= 100 and len(ZOO) == 6
+    assert len(BRIDGE) >= 100 and len(ZOO) == 6 and len(NEMO) == 5
     moe = {
         (r.data["hardware"]["gpu"], r.data["model"]["name"].split(" (")[0])
         for r in BRIDGE
@@ -82,3 +83,21 @@ def test_a_model_zoo_rows_rate_is_its_step_time_per_token(row):
     assert w["dp"] * w["tp"] * w["pp"] * w["cp"] == gpus
     assert row.measured == pytest.approx(gbs * seq / (step * gpus), abs=0.05)
     assert row.data["metric"]["step_time_s"] == step and row.matmuls_in == "bf16"
+
+
+@pytest.mark.parametrize("row", NEMO, ids=lambda r: r.id)
+def test_a_nemo_row_is_its_quoted_line(row):
+    """Model, #-GPUs, GBS, MBS, Sequence Length, TP, PP, CP, VP, Tokens/sec/GPU, Model TFLOP/sec/GPU
+    as printed; dp and GA derived by GBS = MBS · dp · GA."""
+    c, w = cells(row.data["quote"]), row.workload
+    gpus, gbs, mbs, seq, tp, pp, cp, vp, tokens, tflops = map(int, c[1:11])
+    assert (gpus, gbs, mbs, seq) == (
+        row.data["hardware"]["count"],
+        w["global_batch"],
+        w["micro_batch"],
+        w["seq_len"],
+    )
+    assert (tp, pp, cp, vp) == (w["tp"], w["pp"], w["cp"], w.get("vp") or 1)
+    assert (tokens, tflops) == (row.measured, row.data["metric"]["model_tflops_per_gpu"])
+    assert w["dp"] * tp * pp * cp == gpus and mbs * w["dp"] * w["grad_accum"] == gbs
+    assert row.matmuls_in == "fp8" and row.why_not is None
