@@ -7,7 +7,10 @@ The halves are declared before any fit and then kept: each row of the file state
 tools/declare_halves.py`` writes it into the file): within each stratum — a kind, its eager rows
 apart (they alone inform the launch cost) — the new rows ordered by a hash of their id alternate
 between ``fit`` and ``held_out``, starting with the half the stratum has fewer of (``fit`` when
-even), whatever their values — and no row already declared moves. The fine-tuning rows came
+even), whatever their values — and no row already declared moves. The rows of one configuration
+(``configuration_of``: the same table line in several releases) share a half: a new row of a
+configuration already declared joins it, and new configurations alternate as wholes, so that no
+near-duplicate of a fit row is scored as held out. The fine-tuning rows came
 declared: alternating in each source table's order, a configuration's memory and throughput
 rows in one half.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -224,6 +228,23 @@ def stratum_of(raw: dict) -> tuple[str, str]:
     return raw["kind"], "eager" if runtime == "eager" else "compiled"
 
 
+def configuration_of(raw: dict) -> tuple:
+    """A row's configuration: its kind, model, GPUs (type and count), weight format and sequence
+    length — the releases of one table line (Megatron-Bridge's "Qwen3_30B_a3B, 16 H100s, FP8-CS,
+    4096" in each container's table), which share a half."""
+    model, hardware = raw.get("model") or {}, raw.get("hardware") or {}
+    name = model.get("preset") or re.sub(r"[^a-z0-9]", "", str(model.get("name", "")).lower())
+    weights = (raw.get("precision") or {}).get("weights")
+    return (
+        raw["kind"],
+        name,
+        hardware.get("gpu"),
+        hardware.get("count"),
+        weights,
+        raw["workload"].get("seq_len"),
+    )
+
+
 def declare_halves(raw: list[dict]) -> dict[str, str]:
     """Each row's half: the one it declares, else (a new row) by the rule of the module's
     docstring, which moves no declared row."""
@@ -232,8 +253,19 @@ def declare_halves(raw: list[dict]) -> dict[str, str]:
         mine = [r for r in raw if stratum_of(r) == stratum]
         declared = [halves[r["id"]] for r in mine if r["id"] in halves]
         start = 0 if declared.count("fit") <= declared.count("held_out") else 1
-        new = sorted((r["id"] for r in mine if r["id"] not in halves), key=_order)
-        halves.update({row_id: HALVES[(i + start) % 2] for i, row_id in enumerate(new)})
+        # a new row of a configuration already declared joins its half (the first declared)
+        known = {}
+        for r in mine:
+            if r["id"] in halves:
+                known.setdefault(configuration_of(r), halves[r["id"]])
+        new = [r for r in mine if r["id"] not in halves]
+        halves.update({r["id"]: known[configuration_of(r)] for r in new if configuration_of(r) in known})
+        # the other new configurations, ordered by a hash of their first row's id, alternate
+        groups: dict[tuple, list[str]] = {}
+        for r in sorted((r for r in new if r["id"] not in halves), key=lambda r: _order(r["id"])):
+            groups.setdefault(configuration_of(r), []).append(r["id"])
+        for i, ids in enumerate(groups.values()):
+            halves.update({row_id: HALVES[(i + start) % 2] for row_id in ids})
     return halves
 
 

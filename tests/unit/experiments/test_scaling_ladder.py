@@ -1,8 +1,8 @@
 """The shipped scaling ladder: an IsoFLOP design (each budget's runs satisfy 6·N·D = C within the
 rounding to whole steps), ≥ 3 budgets × ≥ 3 sizes over ≥ 2 seeds, each run's schedule decayed to
 its own horizon; approach 2 gives an exponent with an interval, approach 3 reproduces its own
-points, loss falls with size at the largest budget up to its valley; and a tiny live ladder yields
-its points and stops when asked."""
+points, loss falls with size at the largest budget up to its valley and at the fixed-data slice's
+one large D; and a tiny live ladder yields its points and stops when asked."""
 
 import math
 
@@ -21,11 +21,18 @@ def ladder():
 
 @pytest.fixture(scope="module")
 def settings(ladder):
-    return scaling_ladder.LadderSettings(**ladder.settings)
+    fields = {k: tuple(map(tuple, v)) if k == "widths" else v for k, v in ladder.settings.items()}
+    return scaling_ladder.LadderSettings(**fields)
+
+
+def budget_rows(ladder):
+    """The IsoFLOP design's rows (the fixed-data slice's have no budget)."""
+    return [r for r in ladder.result["rows"] if r["design"] == "isoflop"]
 
 
 def test_shape_and_provenance(ladder):
-    rows = ladder.result["rows"]
+    rows = budget_rows(ladder)
+    assert all(r["budget"] is None for r in ladder.result["rows"] if r["design"] == "tokens")
     budgets = {r["budget"] for r in rows}
     assert len(budgets) >= 3
     assert all(len({r["params"] for r in rows if r["budget"] == c}) >= 3 for c in budgets)
@@ -40,7 +47,8 @@ def test_the_design_is_isoflop(ladder, settings):
     """D = C / (6N) rounded to whole steps: 6·N·D is C within half a step's FLOPs; the recorded
     compute is 6·N·D of the tokens actually trained; each row is one planned run."""
     planned = {(r.budget, r.params): r.steps for r in scaling_ladder.plan(settings)}
-    for r in ladder.result["rows"]:
+    assert len(ladder.result["rows"]) == len(planned)
+    for r in budget_rows(ladder):
         half_step = 6 * r["params"] * settings.tokens_per_step / 2
         assert abs(6 * r["params"] * r["tokens"] - r["budget"]) <= half_step
         assert r["compute"] == 6 * r["params"] * r["tokens"]
@@ -65,7 +73,7 @@ def test_each_run_decays_to_its_own_horizon(settings):
 
 def test_approach_2_gives_an_exponent_with_an_interval(ladder):
     result = ladder.result
-    rows = result["rows"]
+    rows = budget_rows(ladder)
     minima = isoflop_minima(
         [r["budget"] for r in rows], [r["params"] for r in rows], [r["val_loss"] for r in rows]
     )
@@ -92,7 +100,7 @@ def test_approach_3_reproduces_its_own_points(ladder):
 def test_loss_falls_with_size_at_the_largest_budget(ladder):
     """At the largest budget the loss falls with size up to the valley's best measured size (and
     the best loss falls as the budget grows)."""
-    rows = ladder.result["rows"]
+    rows = budget_rows(ladder)
     largest = max(r["budget"] for r in rows)
     losses = [r["val_loss"] for r in sorted(rows, key=lambda r: r["params"]) if r["budget"] == largest]
     best = losses.index(min(losses))
@@ -105,13 +113,32 @@ def test_loss_falls_with_size_at_the_largest_budget(ladder):
 
 def test_live_ladder_yields_points_and_stops():
     tiny = scaling_ladder.LadderSettings(
-        budgets=(6 * 3560 * 32 * 4.0,), widths=((8, 8),), seeds=(0,), batch=2, seq_len=16, eval_batches=1
+        budgets=(6 * 3560 * 32 * 4.0,),
+        widths=((8, 8),),
+        seeds=(0,),
+        batch=2,
+        seq_len=16,
+        eval_batches=1,
+        tokens_widths=(8,),
+        tokens_steps=2,
     )
     events = list(scaling_ladder.iter_ladder(tiny))
     points = [e for e in events if e.get("point")]
-    assert [(p["steps"], p["tokens"]) for p in points] == [(4, 4 * 32)] * 2
+    assert [(p["steps"], p["tokens"]) for p in points] == [(4, 4 * 32)] * 2 + [(2, 2 * 32)]
+    assert [p["design"] for p in points] == ["isoflop"] * 2 + ["tokens"]
     assert all(p["compute"] == 6 * p["params"] * p["tokens"] for p in points)
     assert isinstance(ScalingFit(1, 1, 1, 0.1, 0.1).loss(1e3, 1e3), float)
     assert list(scaling_ladder.iter_ladder(tiny, stop=lambda: True)) == []
     with pytest.raises(ExperimentError, match="one per budget"):
         scaling_ladder.plan(scaling_ladder.LadderSettings(budgets=(1e9, 2e9), widths=((8,),)))
+
+
+def test_loss_falls_with_size_at_one_fixed_large_d(ladder, settings):
+    """The fixed-data slice: ≥ 3 sizes on the same D, each decayed to that horizon; the loss
+    falls with every step up in size (every size has tokens to spare)."""
+    rows = scaling_ladder.fixed_data_rows(ladder.result)
+    assert len(rows) >= 3 and len({r["tokens"] for r in rows}) == 1
+    assert rows[0]["tokens"] == settings.tokens_steps * settings.tokens_per_step
+    assert all(len(r["val_losses"]) >= 2 for r in rows)
+    losses = [r["val_loss"] for r in rows]
+    assert losses == sorted(losses, reverse=True) and len(set(losses)) == len(losses)
