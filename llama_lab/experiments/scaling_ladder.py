@@ -26,9 +26,9 @@ the valley moves to larger N as C grows, and how loosely a few budgets pin the e
 intervals). The shipped ladder (2026-12-07): N_opt ≈ 3.8k, 8.7k and 14.1k at C = 2.5·10¹⁰, 5·10¹⁰
 and 10¹¹, so approach 2 gives a ≈ 0.95 (10–90 %: 0.76–1.24) — N grows nearly as fast as C, and the
 tokens per parameter at the optimum fall (the larger models here are short of optimizer steps more
-than of tokens); approach 3 (every row) gives a ≈ 0.68 (0.59–0.72), every point within 0.04 in log-loss, but its
-E falls to zero: over a factor 4 in compute it cannot tell the irreducible loss from the power laws.
-The fixed-data slice, at D = 1,048,576 tokens: 2.167, 1.784 and 1.508 for
+than of tokens); approach 3 (every row) gives a ≈ 0.68 (0.59–0.72), every point within 0.04 in
+log-loss, but its E falls to zero: over a factor 4 in compute it cannot tell the irreducible loss
+from the power laws. The fixed-data slice, at D = 1,048,576 tokens: 2.167, 1.784 and 1.508 for
 N = 6,588, 20,088 and 67,824 — at a large fixed D, bigger is better.
 What it cannot: Chinchilla's exponents or tokens per parameter — byte-level models of
 3,560 to 67,824 parameters on 0.4 MB of text, the smallest models seeing it many times over (the rows'

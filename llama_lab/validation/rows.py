@@ -241,7 +241,7 @@ def configuration_of(raw: dict) -> tuple:
         hardware.get("gpu"),
         hardware.get("count"),
         weights,
-        raw["workload"].get("seq_len"),
+        (raw.get("workload") or {}).get("seq_len"),
     )
 
 

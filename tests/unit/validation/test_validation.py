@@ -91,13 +91,37 @@ def test_every_row_states_its_half_and_a_new_row_moves_none():
 
     raw = json.loads(DATA.read_text())["rows"]
     assert all(r.get("half") == row.half for r, row in zip(raw, ROWS))
-    added = [{"id": f"new-decode-{i}", "kind": "decode_bs1"} for i in range(3)]
+    added = [{"id": f"new-decode-{i}", "kind": "decode_bs1", "model": {"name": f"m{i}"}} for i in range(3)]
     halves = declare_halves([*raw, *added])
     assert all(halves[r["id"]] == r["half"] for r in raw)
     bs1 = [r["half"] for r in raw if r["kind"] == "decode_bs1"]
     new = [halves[r["id"]] for r in added]
     assert sorted(new) in (["fit", "fit", "held_out"], ["fit", "held_out", "held_out"])
     assert abs((bs1 + new).count("fit") - (bs1 + new).count("held_out")) <= 1
+
+
+def test_one_configurations_rows_share_a_half():
+    """The releases of one table line (kind, model, GPUs, weight format, sequence length) are one
+    configuration: a new row joins its configuration's declared half, and new configurations
+    alternate as wholes, so no near-duplicate of a fit row is scored as held out."""
+    from llama_lab.validation.rows import DATA, configuration_of, declare_halves
+
+    raw = json.loads(DATA.read_text())["rows"]
+    train = [r for r in raw if r["kind"] == "train" and "torchtitan" not in r["id"]]
+    by_configuration: dict[tuple, set[str]] = {}
+    for r in train:
+        by_configuration.setdefault(configuration_of(r), set()).add(r["half"])
+    assert all(len(halves) == 1 for halves in by_configuration.values())
+    assert len(by_configuration) > 40  # many configurations, each whole in one half
+    line = next(r for r in raw if r["id"] == "megatron-bridge-qwen3-30b-a3b-fp8-16xh100")
+    again = {k: v for k, v in line.items() if k != "half"} | {"id": line["id"] + "-later"}
+    other = [
+        {"id": f"new-{i}", "kind": "train", "model": {"name": "x"}, "hardware": {"gpu": "B200", "count": n}}
+        for i, n in enumerate((8, 8, 16, 16))
+    ]
+    halves = declare_halves([*raw, again, *other])
+    assert halves[again["id"]] == line["half"] == "held_out"
+    assert halves["new-0"] == halves["new-1"] != halves["new-2"] == halves["new-3"]
 
 
 def test_the_decode_bound_is_the_rooflines_step_and_the_estimate_adds_the_named_costs():
