@@ -234,7 +234,9 @@ def configuration_of(raw: dict) -> tuple:
     4096" in each container's table), which share a half."""
     model, hardware = raw.get("model") or {}, raw.get("hardware") or {}
     name = model.get("preset") or re.sub(r"[^a-z0-9]", "", str(model.get("name", "")).lower())
-    weights = (raw.get("precision") or {}).get("weights")
+    weights = str((raw.get("precision") or {}).get("weights") or "")
+    # the format, not the wording: a release's "FP8" and another's "FP8-CS"; MXFP8 apart
+    weights = "mxfp8" if "mxfp8" in weights.lower() else weights.split(" ")[0].lower()
     return (
         raw["kind"],
         name,
