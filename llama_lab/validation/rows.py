@@ -256,7 +256,7 @@ def declare_halves(raw: list[dict]) -> dict[str, str]:
         declared = [halves[r["id"]] for r in mine if r["id"] in halves]
         start = 0 if declared.count("fit") <= declared.count("held_out") else 1
         # a new row of a configuration already declared joins its half (the first declared)
-        known = {}
+        known: dict[tuple, str] = {}
         for r in mine:
             if r["id"] in halves:
                 known.setdefault(configuration_of(r), halves[r["id"]])
