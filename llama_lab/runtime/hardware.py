@@ -214,21 +214,21 @@ FORMER_SCALE_UP = 450 * GIGA  # NVLink 4 per GPU, one direction (H100/H200 SXM: 
 FORMER_DOMAIN = 8  # one HGX/DGX node's GPUs
 FORMER_SCALE_OUT = 50 * GIGA  # one 400 Gb/s InfiniBand NIC per GPU (DGX H100)
 NIC_400G = (
-    '400 Gb/s per GPU = 50 GB/s: DGX B200 user guide (docs.nvidia.com/dgx/dgxb200-user-guide/'
+    "400 Gb/s per GPU = 50 GB/s: DGX B200 user guide (docs.nvidia.com/dgx/dgxb200-user-guide/"
     'introduction-to-dgxb200.html), "4 x OSFP ports for 8 x NVIDIA ConnectX-7 Single Port Cards", '
     '"InfiniBand (default): Up to 400Gbps"'
 )
 NVLINK4_SXM = (
-    'MLPerf Inference v4.1 system description, NVIDIA H200-SXM-141GBx8 (github.com/mlcommons/'
-    'inference_results_v4.1 closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json): '
+    "MLPerf Inference v4.1 system description, NVIDIA H200-SXM-141GBx8 (github.com/mlcommons/"
+    "inference_results_v4.1 closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json): "
     '"accelerator_interconnect": "18x 4th Gen NVLink, 900GB/s" (both directions: 450 one way), '
     '"accelerators_per_node": 8; the H100 SXM has the same die and links (the H100 SXM5 spec '
     'list at hawkvelt.id.au/post/2024-08-04-nvidia-h100: "NVLink Speed: 900 GB/sec"; "eight GPUs '
     'are interconnected via NVSwitches ... at the full 900 GB/s", "ConnectX-7 ... 400 Gbps" in a '
-    'DGX H100, ubytelink.com/blog/what-is-nvidia-h100-interconnect-a-technical-deep-dive.html)'
+    "DGX H100, ubytelink.com/blog/what-is-nvidia-h100-interconnect-a-technical-deep-dive.html)"
 )
 NVLINK5_B200 = (
-    'DGX B200 user guide (docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html): '
+    "DGX B200 user guide (docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html): "
     '"8 x NVIDIA B200 GPUs", "2 x 5th generation NVLink switches that provide 14.4 TB/s aggregate '
     'bandwidth" (÷ 8 GPUs = 1.8 TB/s both directions, 900 GB/s one way; MLPerf v6.0 nebius_b200_n1'
     '.json: "18x 5th Gen NVLink, 14.4 TB/s aggregated bandwidth")'
@@ -237,7 +237,7 @@ A100_LINKS = Links(
     300 * GIGA,
     8,
     FORMER_SCALE_OUT,
-    "NVLink 3: \"Ein einzelner NVIDIA A100 Tensor Core-Grafikprozessor unterstützt bis zu zwölf "
+    'NVLink 3: "Ein einzelner NVIDIA A100 Tensor Core-Grafikprozessor unterstützt bis zu zwölf '
     'NVLink-Verbindungen der dritten Generation für eine Bandbreite von insgesamt 600 GB/s" '
     "(www.nvidia.com/de-de/data-center/nvlink/; both directions: 300 one way); 8 a node over six "
     'NVSwitches ("Number of GPUs with direct connection / node Up to 8", the A100 whitepaper as '
@@ -245,11 +245,11 @@ A100_LINKS = Links(
     "A100's NICs, the former 50 GB/s kept",
 )
 PCIE_GEN4_X16 = (
-    'PCIe Gen4 x16, no NVLink: 64 GB/s both directions, 32 one way (the L40S data sheet\'s '
+    "PCIe Gen4 x16, no NVLink: 64 GB/s both directions, 32 one way (the L40S data sheet's "
     '"Interconnect Interface PCIe Gen4 x16: 64GB/s bidirectional", as www.itcreations.com/nvidia-'
     'gpu/nvidia-l40s-gpu-accelerator prints it, "NVLink is not supported"; "A PCIe 4.0 x16 slot has '
     'a max set at 32 gigabytes per second (GB/s) of data flowing in each direction", hardwired.'
-    'pbtech.co.nz/article/1843)'
+    "pbtech.co.nz/article/1843)"
 )
 PCIE_DOMAIN_KEPT = (
     "; the domain: no stored source for how many cards one host holds, so the former 8 is kept "
@@ -302,7 +302,9 @@ GPUS: dict[str, GPU] = {
         SRAM["hopper"],
         memory_source="nvidia-smi: NVIDIA H100 80GB HBM3 … 0MiB / 81559MiB "
         "(github.com/NVIDIA/nccl/issues/1264)",
-        links=Links(450 * GIGA, 8, 50 * GIGA, f"{NVLINK4_SXM}; scale-out {NIC_400G} (one ConnectX-7 a GPU, as DGX H100)"),
+        links=Links(
+            450 * GIGA, 8, 50 * GIGA, f"{NVLINK4_SXM}; scale-out {NIC_400G} (one ConnectX-7 a GPU: DGX H100)"
+        ),
     ),
     # NVIDIA H200 Tensor Core GPU datasheet, SXM column: 141 GB HBM3e, 4.8 TB/s,
     # BF16 1,979 TFLOPS with sparsity, FP32 67 TFLOPS (same compute die as H100 SXM).
@@ -316,7 +318,12 @@ GPUS: dict[str, GPU] = {
         "sparse → 1,979 dense, FP32 67 TFLOPS, 141 GB HBM3e at 4.8 TB/s",
         SRAM["hopper"],
         memory_source="nvidia-smi: NVIDIA H200 … / 143771MiB (github.com/sgl-project/sglang/issues/3196)",
-        links=Links(450 * GIGA, 8, 50 * GIGA, f"{NVLINK4_SXM}; scale-out {NIC_400G} (the H200 system: \"10x 400Gbe Infiniband\")"),
+        links=Links(
+            450 * GIGA,
+            8,
+            50 * GIGA,
+            f'{NVLINK4_SXM}; scale-out {NIC_400G} (the H200 system: "10x 400Gbe Infiniband")',
+        ),
     ),
     # NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column, as a reseller's copy of the table
     # prints it (archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html): BF16 1,513 TFLOPS with
@@ -571,7 +578,7 @@ GPUS: dict[str, GPU] = {
             50 * GIGA,
             f"NVLink 5 as the B200's ({NVLINK5_B200}) across the whole rack: {GB200_NVL72}, 72 GPUs "
             '"130 TB/s" of NVLink (÷ 72 = 1.8 TB/s both directions, one NVLink domain); scale-out: MLPerf '
-            "v6.1 Crusoe GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json, \"for each 4-GPU node: 4x ... "
+            'v6.1 Crusoe GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json, "for each 4-GPU node: 4x ... '
             f'[ConnectX-7 Lx]" (one a GPU), {NIC_400G}',
         ),
     ),
