@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 from ..config import LIMITS, ModelConfig
 from ..errors import AnalysisError
-from ..runtime.hardware import GPU
+from ..runtime.hardware import GPU, link_bytes_per_s
 from .common import check_count, checked_gpu, first_true
 from .flops import count_flops
 from .kv import kv_cache_bytes, kv_cache_bytes_per_token
@@ -19,10 +19,8 @@ from .params import count_params
 from .quant import WeightQuant, as_weight_quant, buffer_tensors, check_unconverted, weights_bytes
 from .scope import check_planned
 
-# The step-time model that orders the search (an upper bound: nothing overlapped).
-INTRA_NODE_BYTES_PER_S = 450e9  # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
-INTER_NODE_BYTES_PER_S = 50e9  # one 400 Gb/s InfiniBand NIC per GPU (DGX H100)
-GPUS_PER_NODE = 8  # tensor parallelism stays inside one node's NVLink domain
+# The step-time model that orders the search (an upper bound: nothing overlapped) takes each
+# GPU's own links (``hardware.link_bytes_per_s``); tensor parallelism stays in one scale-up domain.
 TP_CHOICES = (1, 2, 4, 8)
 MAX_PIPELINE = 128  # the search's deepest pipeline (LLaMA-3.1-405B used 16 stages)
 
@@ -171,12 +169,14 @@ def step_flops(cfg: ModelConfig, seq_len: int, batch: int, recompute: str) -> in
 
 
 def layout_cost(cfg: ModelConfig, layout: Layout, gpu: GPU, seq_len: int, dtype: str = "bf16") -> LayoutCost:
-    """One layout's per-GPU memory, communication and modeled step time (see the constants)."""
+    """One layout's per-GPU memory, communication and modeled step time: the tensor-parallel
+    traffic over the link a tp group crosses, the pipeline and data-parallel traffic over the link
+    all ``layout.gpus`` span (``hardware.link_bytes_per_s``)."""
     est = parallel_memory(cfg, layout, seq_len, dtype)
     peak = gpu.peak_flops(dtype)
     compute = step_flops(cfg, seq_len, est.global_batch, layout.recompute) / (layout.gpus * peak)
-    across = INTER_NODE_BYTES_PER_S if layout.gpus > GPUS_PER_NODE else INTRA_NODE_BYTES_PER_S
-    tp_comm = est.comm_by_kind["tp"] / INTRA_NODE_BYTES_PER_S
+    across = link_bytes_per_s(gpu, layout.gpus)
+    tp_comm = est.comm_by_kind["tp"] / link_bytes_per_s(gpu, layout.tp)
     comm = tp_comm + (est.comm_by_kind["pp"] + est.comm_by_kind["dp"]) / across
     total = est.per_gpu["total_bytes"]
     return LayoutCost(
@@ -209,7 +209,7 @@ def search_layouts(
     dtype: str = "bf16",
     fitting_only: bool = True,
 ) -> list[LayoutCost]:
-    """The training layouts of ``gpus`` GPUs: TP in 1, 2, 4, 8 (within a node; sequence parallel
+    """The training layouts of ``gpus`` GPUs: TP in 1, 2, 4, 8 (within a scale-up domain; sequence parallel
     with it), PP a divisor of the rest up to n_layers (and MAX_PIPELINE), ZeRO 0–3,
     recomputation none / selective /
     full, one sequence per micro-batch and ``global_batch`` sequences per step (default: one
@@ -219,7 +219,7 @@ def search_layouts(
     seq_len = seq_len or cfg.max_seq_len
     rows = []
     for tp in TP_CHOICES:
-        if gpus % tp or tp > GPUS_PER_NODE:
+        if gpus % tp or tp > spec.links.scale_up_domain:
             continue
         for pp in _divisors(gpus // tp, min(cfg.n_layers, MAX_PIPELINE)):
             dp = gpus // (tp * pp)
@@ -238,13 +238,15 @@ def search_layouts(
     return sorted(rows, key=lambda r: (r.step_s, r.total_bytes_per_gpu))
 
 
-def search_assumptions() -> str:
+def search_assumptions(gpu: GPU | str) -> str:
+    links = checked_gpu(gpu).links
     return (
         f"Modeled step time = FLOPs (with recomputation) at the data sheet's dense peak, "
         f"stretched by the pipeline bubble, plus communication at "
-        f"{INTRA_NODE_BYTES_PER_S / 1e9:.0f} GB/s within a node (tensor parallel) and "
-        f"{INTER_NODE_BYTES_PER_S / 1e9:.0f} GB/s between nodes (pipeline and data "
-        f"parallel, when N > {GPUS_PER_NODE}); nothing overlapped: a bound-like ranking. "
+        f"{links.scale_up_bytes_per_s / 1e9:.0f} GB/s a direction within the GPU's scale-up domain "
+        f"of {links.scale_up_domain} (tensor parallel; pipeline and data parallel too while N ≤ "
+        f"{links.scale_up_domain}) and {links.scale_out_bytes_per_s / 1e9:.0f} GB/s between "
+        f"domains (or the slower of the two); nothing overlapped: a bound-like ranking. "
         f"step_s_estimate: the same step with the shares calibrated on public measurements "
         f"(python -m llama_lab validate): the causal FLOPs' matmuls and attention scores and the "
         f"tensor-parallel traffic at their fitted shares, the bubble, the rest of the traffic as modeled; "

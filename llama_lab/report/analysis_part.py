@@ -322,7 +322,7 @@ def _parallel_tables(cfg: ModelConfig, seq_len: int, batch: int, fmt: Precision,
             f"{len(found)})",
             section,
             search_frame(found[:20], cfg, seq_len, gpu),
-            layouts.search_assumptions(),
+            layouts.search_assumptions(gpu),
         ),
         Table(
             "korthikanti_terms",

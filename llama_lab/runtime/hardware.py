@@ -13,7 +13,7 @@ memory-utilisation cap), and every "fits" answer counts them.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ..errors import LabError
 
@@ -89,6 +89,21 @@ class TensorPeak:
 
 
 @dataclass(frozen=True)
+class Links:
+    """A GPU's links to the other GPUs, per GPU and in one direction (a data sheet's NVLink
+    figure is both directions: halved): ``scale_up_bytes_per_s`` over its scale-up link (NVLink,
+    Infinity Fabric, or PCIe for a card without one) within ``scale_up_domain`` GPUs that reach
+    each other over it, and ``scale_out_bytes_per_s`` beyond (the inter-node network: one NIC's
+    rate per GPU where a reference system states it). ``source``: where each figure comes from,
+    or that none was found and the lab's former constant is kept."""
+
+    scale_up_bytes_per_s: float
+    scale_up_domain: int
+    scale_out_bytes_per_s: float
+    source: str
+
+
+@dataclass(frozen=True)
 class GPU:
     name: str
     memory_bytes: int
@@ -98,6 +113,7 @@ class GPU:
     source: str
     sram_bytes: int = 0  # shared memory one SM offers a kernel (FlashAttention's M)
     memory_source: str = ""  # where the reported capacity comes from
+    links: Links = field(kw_only=True)  # its NVLink / PCIe domain and its network, with sources
 
     @property
     def usable_bytes(self) -> int:
@@ -190,6 +206,58 @@ MI300X_DATASHEET = (
 )
 
 
+# The links. A collective over n GPUs runs at ``link_bytes_per_s(gpu, n)``: the scale-up link
+# while the n GPUs fit its domain, the scale-out network beyond. Where no stored source states a
+# figure the lab's former constants are kept (NVLink 4's 450 GB/s a direction, 8 GPUs a node,
+# one 400 Gb/s NIC = 50 GB/s per GPU) and the source says so.
+FORMER_SCALE_UP = 450 * GIGA  # NVLink 4 per GPU, one direction (H100/H200 SXM: 900 GB/s both)
+FORMER_DOMAIN = 8  # one HGX/DGX node's GPUs
+FORMER_SCALE_OUT = 50 * GIGA  # one 400 Gb/s InfiniBand NIC per GPU (DGX H100)
+NIC_400G = (
+    "400 Gb/s per GPU = 50 GB/s: DGX B200 user guide (docs.nvidia.com/dgx/dgxb200-user-guide/"
+    'introduction-to-dgxb200.html), "4 x OSFP ports for 8 x NVIDIA ConnectX-7 Single Port Cards", '
+    '"InfiniBand (default): Up to 400Gbps"'
+)
+NVLINK4_SXM = (
+    "MLPerf Inference v4.1 system description, NVIDIA H200-SXM-141GBx8 (github.com/mlcommons/"
+    "inference_results_v4.1 closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json): "
+    '"accelerator_interconnect": "18x 4th Gen NVLink, 900GB/s" (both directions: 450 one way), '
+    '"accelerators_per_node": 8; the H100 SXM has the same die and links (the H100 SXM5 spec '
+    'list at hawkvelt.id.au/post/2024-08-04-nvidia-h100: "NVLink Speed: 900 GB/sec"; "eight GPUs '
+    'are interconnected via NVSwitches ... at the full 900 GB/s", "ConnectX-7 ... 400 Gbps" in a '
+    "DGX H100, ubytelink.com/blog/what-is-nvidia-h100-interconnect-a-technical-deep-dive.html)"
+)
+NVLINK5_B200 = (
+    "DGX B200 user guide (docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html): "
+    '"8 x NVIDIA B200 GPUs", "2 x 5th generation NVLink switches that provide 14.4 TB/s aggregate '
+    'bandwidth" (÷ 8 GPUs = 1.8 TB/s both directions, 900 GB/s one way; MLPerf v6.0 nebius_b200_n1'
+    '.json: "18x 5th Gen NVLink, 14.4 TB/s aggregated bandwidth")'
+)
+A100_LINKS = Links(
+    300 * GIGA,
+    8,
+    FORMER_SCALE_OUT,
+    'NVLink 3: "Ein einzelner NVIDIA A100 Tensor Core-Grafikprozessor unterstützt bis zu zwölf '
+    'NVLink-Verbindungen der dritten Generation für eine Bandbreite von insgesamt 600 GB/s" '
+    "(www.nvidia.com/de-de/data-center/nvlink/; both directions: 300 one way); 8 a node over six "
+    'NVSwitches ("Number of GPUs with direct connection / node Up to 8", the A100 whitepaper as '
+    "jingchaozhang.github.io/A100-white-paper/ tables it); scale-out: no stored source for DGX "
+    "A100's NICs, the former 50 GB/s kept",
+)
+PCIE_GEN4_X16 = (
+    "PCIe Gen4 x16, no NVLink: 64 GB/s both directions, 32 one way (the L40S data sheet's "
+    '"Interconnect Interface PCIe Gen4 x16: 64GB/s bidirectional", as www.itcreations.com/nvidia-'
+    'gpu/nvidia-l40s-gpu-accelerator prints it, "NVLink is not supported"; "A PCIe 4.0 x16 slot has '
+    'a max set at 32 gigabytes per second (GB/s) of data flowing in each direction", hardwired.'
+    "pbtech.co.nz/article/1843)"
+)
+PCIE_DOMAIN_KEPT = (
+    "; the domain: no stored source for how many cards one host holds, so the former 8 is kept "
+    "(the public rows split these cards 2 ways at most); no scale-out network stated: the former "
+    "50 GB/s kept"
+)
+
+
 def _hopper_sxm_peaks(doc: str) -> tuple[TensorPeak, ...]:
     """The H100 SXM / H200 compute die's tensor peaks (one die, one table)."""
     return (
@@ -234,6 +302,9 @@ GPUS: dict[str, GPU] = {
         SRAM["hopper"],
         memory_source="nvidia-smi: NVIDIA H100 80GB HBM3 … 0MiB / 81559MiB "
         "(github.com/NVIDIA/nccl/issues/1264)",
+        links=Links(
+            450 * GIGA, 8, 50 * GIGA, f"{NVLINK4_SXM}; scale-out {NIC_400G} (one ConnectX-7 a GPU: DGX H100)"
+        ),
     ),
     # NVIDIA H200 Tensor Core GPU datasheet, SXM column: 141 GB HBM3e, 4.8 TB/s,
     # BF16 1,979 TFLOPS with sparsity, FP32 67 TFLOPS (same compute die as H100 SXM).
@@ -247,6 +318,12 @@ GPUS: dict[str, GPU] = {
         "sparse → 1,979 dense, FP32 67 TFLOPS, 141 GB HBM3e at 4.8 TB/s",
         SRAM["hopper"],
         memory_source="nvidia-smi: NVIDIA H200 … / 143771MiB (github.com/sgl-project/sglang/issues/3196)",
+        links=Links(
+            450 * GIGA,
+            8,
+            50 * GIGA,
+            f'{NVLINK4_SXM}; scale-out {NIC_400G} (the H200 system: "10x 400Gbe Infiniband")',
+        ),
     ),
     # NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column, as a reseller's copy of the table
     # prints it (archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html): BF16 1,513 TFLOPS with
@@ -274,6 +351,15 @@ GPUS: dict[str, GPU] = {
         SRAM["hopper"],
         memory_source="nvidia-smi: NVIDIA H100 PCIe … / 81559MiB (github.com/XiongjieDai/"
         "GPU-Benchmarks-on-LLM-Inference LLaMA 3/Professional GPUs/H100_PCIe_v3.ipynb@aa72e0e)",
+        links=Links(
+            64 * GIGA,
+            FORMER_DOMAIN,
+            FORMER_SCALE_OUT,
+            "PCIe Gen5 x16 (an NVLink bridge pairs two cards at most; no public row says one was "
+            'fitted): "PCIe Gen5 | 128 GB/s" both directions (ubytelink.com/blog/what-is-nvidia-h100-'
+            "interconnect-a-technical-deep-dive.html), "
+            f"64 one way{PCIE_DOMAIN_KEPT}",
+        ),
     ),
     # The H100 of Meta's Grand Teton hosts, on which torchtitan measured its benchmarks
     # (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md): "96GB HBM2e with 2.4
@@ -293,6 +379,13 @@ GPUS: dict[str, GPU] = {
         memory_source="derived, no report of this board found: its 96 GiB of HBM2e keeping the share "
         "the H100 80GB's 80 GiB keep as reported (81,559 of 81,920 MiB) gives 97,871 MiB, what other "
         "96 GB Hopper boards (GH200 480GB, H20) report in public nvidia-smi logs",
+        links=Links(
+            FORMER_SCALE_UP,
+            FORMER_DOMAIN,
+            FORMER_SCALE_OUT,
+            "no stored source for Grand Teton's H100 links: the former constants kept (the SXM's "
+            "NVLink 4, 8 a node, 50 GB/s a GPU between nodes)",
+        ),
     ),
     # NVIDIA A100 Tensor Core GPU datasheet, A100 40GB SXM: BF16 312 TFLOPS dense (624 sparse),
     # INT8 624 TOPS dense, no FP8; FP32 19.5 TFLOPS, HBM2 1,555 GB/s.
@@ -307,6 +400,7 @@ GPUS: dict[str, GPU] = {
         SRAM["a100"],
         memory_source="nvidia-smi: NVIDIA A100-SXM4-40GB … / 40960MiB "
         "(github.com/bottlerocket-os/bottlerocket-core-kit/pull/834)",
+        links=A100_LINKS,
     ),
     # Same datasheet, A100 80GB SXM: HBM2e 2,039 GB/s.
     "A100 80GB": GPU(
@@ -320,6 +414,7 @@ GPUS: dict[str, GPU] = {
         SRAM["a100"],
         memory_source="nvidia-smi: NVIDIA A100-SXM4-80GB … / 81920MiB "
         "(github.com/thamada/nvidia-smi gls/A100SXMx4_smi.py@b09ef13)",
+        links=A100_LINKS,
     ),
     # NVIDIA L4 Tensor Core GPU datasheet: BF16 242 TFLOPS with sparsity (121 dense), FP8 and
     # INT8 485 with sparsity, FP32 30.3 TFLOPS, 24 GB GDDR6 at 300 GB/s.
@@ -338,6 +433,13 @@ GPUS: dict[str, GPU] = {
         SRAM["ada"],
         memory_source="nvidia-smi: NVIDIA L4 … / 23034MiB "
         "(github.com/thamada/nvidia-smi gls/L4_smi.py@b09ef13)",
+        links=Links(
+            32 * GIGA,
+            FORMER_DOMAIN,
+            FORMER_SCALE_OUT,
+            f'{PCIE_GEN4_X16} (the L4: "Host Interface PCI Express 4.0 x16", store.sourcecode.com '
+            f"bg-bucket-compare/125/9820){PCIE_DOMAIN_KEPT}",
+        ),
     ),
     # NVIDIA L40S datasheet: FP16/BF16 "362.05 | 733" TFLOPS (dense | sparse; the dense figure
     # is not half the sparse one: the bound takes the larger, 733 / 2), FP8 and INT8
@@ -363,6 +465,7 @@ GPUS: dict[str, GPU] = {
         SRAM["ada"],
         memory_source="nvidia-smi: NVIDIA L40S … 0MiB / 46068MiB (public nvidia-smi logs, e.g. driver "
         "550.163.01, CUDA 12.4)",
+        links=Links(32 * GIGA, FORMER_DOMAIN, FORMER_SCALE_OUT, f"{PCIE_GEN4_X16}{PCIE_DOMAIN_KEPT}"),
     ),
     # NVIDIA Ada Lovelace architecture whitepaper, Appendix A (GeForce RTX 4090): BF16 tensor
     # with FP32 accumulate 165.2 TFLOPS dense (330.4 sparse), FP8 with FP32 accumulate 330.3
@@ -392,6 +495,13 @@ GPUS: dict[str, GPU] = {
         "(FP32 accumulate) 330.3, INT8 660.6 TOPS dense, FP32 82.6 TFLOPS, 24 GB GDDR6X at 1,008 GB/s",
         SRAM["ada"],
         memory_source="nvidia-smi: NVIDIA GeForce RTX 4090 … / 24564MiB (github.com/RLinf/RLinf/issues/255)",
+        links=Links(
+            32 * GIGA,
+            FORMER_DOMAIN,
+            FORMER_SCALE_OUT,
+            f'{PCIE_GEN4_X16} (the RTX 4090: "its native PCIe setting of PCI-Express 4.0 x16", '
+            f"techpowerup.com/review/nvidia-geforce-rtx-4090-pci-express-scaling/29.html){PCIE_DOMAIN_KEPT}",
+        ),
     ),
     # NVIDIA Ampere GA102 GPU Architecture whitepaper, Appendix A (GeForce RTX 3090), as public
     # copies of its table quote it: BF16 tensor with FP32 accumulate 71 TFLOPS dense (142
@@ -417,6 +527,14 @@ GPUS: dict[str, GPU] = {
         SRAM["ga10x"],
         memory_source="nvidia-smi: NVIDIA GeForce RTX 3090 … / 24576MiB "
         "(github.com/noonghunna/club-3090/issues/390)",
+        links=Links(
+            32 * GIGA,
+            FORMER_DOMAIN,
+            FORMER_SCALE_OUT,
+            f"{PCIE_GEN4_X16} (the RTX 3090 on PCIe 4.0, same page; its optional 2-card NVLink bridge, "
+            '"56.25 GB/sec bandwidth in each direction" in the GA102 whitepaper, is not assumed: no '
+            f"public row says one was fitted){PCIE_DOMAIN_KEPT}",
+        ),
     ),
     # NVIDIA HGX B200 (8 GPUs): FP16/BF16 36, FP8/FP6 72 PFLOPS and INT8 72 POPS with sparsity,
     # FP4 "144 | 72" PFLOPS (sparse | dense), FP32 600 TFLOPS; DGX B200: "1,440 GB total,
@@ -435,6 +553,7 @@ GPUS: dict[str, GPU] = {
         SRAM["blackwell"],
         memory_source="nvidia-smi: NVIDIA B200 … 0MiB / 183359MiB (public nvidia-smi logs, e.g. 8x B200, "
         "driver 570.172.08, CUDA 12.8)",
+        links=Links(900 * GIGA, 8, 50 * GIGA, f"{NVLINK5_B200}; scale-out {NIC_400G}"),
     ),
     # NVIDIA GB200 NVL72, GB200 Grace Blackwell Superchip (2 GPUs): FP16/BF16 10, FP8/FP6 20
     # PFLOPS and INT8 20 POPS with sparsity, NVFP4 "40 | 20" PFLOPS (sparse | dense), FP32 160
@@ -453,6 +572,15 @@ GPUS: dict[str, GPU] = {
         SRAM["blackwell"],
         memory_source='data sheet, not reported: the GB200 Superchip\'s "372 GB HBM3e" ÷ 2 GPUs = 186 GB '
         '(× 10⁹ bytes; an earlier version of the page printed "Up to 384 GB")',
+        links=Links(
+            900 * GIGA,
+            72,
+            50 * GIGA,
+            f"NVLink 5 as the B200's ({NVLINK5_B200}) across the whole rack: {GB200_NVL72}, 72 GPUs "
+            '"130 TB/s" of NVLink (÷ 72 = 1.8 TB/s both directions, one NVLink domain); scale-out: MLPerf '
+            'v6.1 Crusoe GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json, "for each 4-GPU node: 4x ... '
+            f'[ConnectX-7 Lx]" (one a GPU), {NIC_400G}',
+        ),
     ),
     # AMD Instinct MI300X data sheet: FP16/BF16 1,307.4 TFLOPS and FP8 2,614.9 TFLOPS dense,
     # INT8 2,614.9 TOPS dense, FP32 (vector) 163.4 TFLOPS, 192 GB HBM3 at 5.3 TB/s.
@@ -470,6 +598,15 @@ GPUS: dict[str, GPU] = {
         "(dense), FP32 163.4 TFLOPS, 192 GB HBM3 at 5.3 TB/s",
         SRAM["cdna3"],
         memory_source="data sheet, not reported: 192 GB HBM3 (× 10⁹ bytes)",
+        links=Links(
+            FORMER_SCALE_UP,
+            8,
+            FORMER_SCALE_OUT,
+            'MLPerf Inference v4.1 AMD 8xMI300X_2xEPYC-9374F.json: "accelerator_interconnect": "XGMI", '
+            '"accelerators_per_node": 8 (Infinity Fabric, 8 GPUs); no AMD document stating its per-GPU '
+            "bandwidth was found stored: the former 450 GB/s a direction kept, and the former 50 GB/s "
+            "between nodes",
+        ),
     ),
 }
 
@@ -479,6 +616,17 @@ def dtype_bytes(dtype: str) -> float:
         return DTYPE_BYTES[dtype]
     except KeyError:
         raise LabError(f"dtype={dtype!r} must be one of {', '.join(DTYPE_BYTES)}") from None
+
+
+def link_bytes_per_s(gpu: GPU, group: int) -> float:
+    """Bytes/s per GPU, one direction, of the link a collective over ``group`` GPUs crosses: the
+    scale-up link while the group fits one scale-up domain (an HGX node's 8 NVLink GPUs, a GB200
+    NVL72 rack's 72), the slower of it and the scale-out network beyond (all of the traffic
+    counted at the slower). The one rule every time model takes a link from."""
+    links = gpu.links
+    if group <= links.scale_up_domain:
+        return links.scale_up_bytes_per_s
+    return min(links.scale_up_bytes_per_s, links.scale_out_bytes_per_s)
 
 
 def get_gpu(gpu: GPU | str) -> GPU:

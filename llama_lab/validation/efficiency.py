@@ -22,7 +22,8 @@ attention scores at bf16's (FlashAttention). The estimate runs the matmuls at ``
 the peak (``train_fp8`` of the fp8 peak for runs whose matmuls are fp8) and the causal attention
 scores at ``train_attention`` (FlashAttention's kernels reach a lower share than a GEMM, and long
 contexts are mostly scores); a tensor-parallel group adds its all-reduces / reduce-scatters at
-``tp_link`` of the NVLink bandwidth; a pipeline idles its bubble. A mixture of experts splits its
+``tp_link`` of the GPU's own link (``hardware.link_bytes_per_s``: its NVLink, or PCIe, within its
+scale-up domain); a pipeline idles its bubble. A mixture of experts splits its
 matmuls: the dense parts as above, the routed experts' grouped GEMMs, their all-to-all and the
 dispatcher's copies as ``moe_step`` counts them (``moe_gemm``: the share of a dense GEMM's rate
 grouped GEMMs reach).
@@ -40,12 +41,12 @@ from ..analysis.experts import FORWARD, INPUT_GRAD, WEIGHT_GRAD, expert_flops_pe
 from ..analysis.finetune import FinetuneSpec
 from ..analysis.finetune_step import FinetuneFlops, finetune_flops, finetune_memory
 from ..analysis.launches import forward_launches
-from ..analysis.layouts import INTRA_NODE_BYTES_PER_S, LayoutCost
+from ..analysis.layouts import LayoutCost
 from ..analysis.parallel import Layout, parallel_memory, tp_forward_bytes
 from ..analysis.quant import BITS, WeightQuant, as_weight_quant, dominant_format
 from ..config import ModelConfig
 from ..errors import LabError
-from ..runtime.hardware import GPU, RUNTIMES
+from ..runtime.hardware import GPU, RUNTIMES, link_bytes_per_s
 from .moe_step import moe_seconds_per_token
 
 PARAMS_FILE = Path(__file__).with_name("efficiency.json")
@@ -77,7 +78,7 @@ class Efficiency:
     train_fp8: float = 0.5  # the same for fp8 matmuls, of the fp8 peak
     moe_gemm: float = 0.5  # share of a dense GEMM's rate (its format's) grouped expert GEMMs reach
     train_attention: float = 0.3  # share of the bf16 peak the causal attention scores reach
-    tp_link: float = 0.8  # share of NVLink's bandwidth tensor-parallel collectives reach
+    tp_link: float = 0.8  # share of the GPU's link bandwidth tensor-parallel collectives reach
     memory_factor: float = 1.0  # a training run's measured peak over the bytes LLaMA Lab counts
     finetune_matmul: float = 0.4  # share of the peak a one-GPU fine-tuning step's matmuls reach
     finetune_memory_factor: float = 1.0  # a fine-tuning step's measured peak over the bytes counted
@@ -99,8 +100,10 @@ class Efficiency:
         "train_fp8": "share of the fp8 peak a training step's fp8 matmuls reach",
         "train_attention": "share of the bf16 peak a training step's causal attention scores reach "
         "(QKᵀ and PV: FlashAttention's kernels, which long contexts are mostly made of)",
-        "tp_link": "share of NVLink's bandwidth (450 GB/s a direction) a tensor-parallel group's "
-        "all-reduces and reduce-scatters reach",
+        "tp_link": "share of the GPU's own link bandwidth (a direction: NVLink 4's 450 GB/s on H100/H200, "
+        "NVLink 5's 900 on B200/GB200, NVLink 3's 300 on A100, PCIe on PCIe cards; the inter-node "
+        "network beyond the scale-up domain) a tensor-parallel group's all-reduces and "
+        "reduce-scatters, and an expert-parallel all-to-all, reach",
         "memory_factor": "a training run's measured peak memory over the bytes LLaMA Lab counts for its "
         "layout (the allocator's cache and fragmentation, communication buffers, the CUDA context)",
         "finetune_matmul": "share of its compute dtype's dense peak a one-GPU fine-tuning step's matmuls "
@@ -177,10 +180,11 @@ class Prediction:
     estimate: float  # with the efficiency parameters
 
 
-def tp_link_seconds(cfg: ModelConfig, tp: int, tokens: int, eff: Efficiency) -> float:
+def tp_link_seconds(cfg: ModelConfig, gpu: GPU, tp: int, tokens: int, eff: Efficiency) -> float:
     """Seconds a ``tp``-way group's forward over ``tokens`` tokens spends in its all-reduces
-    (``analysis.parallel.tp_forward_bytes``) at the link share ``tp_link`` of NVLink."""
-    return tp_forward_bytes(cfg, tp, tokens) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
+    (``analysis.parallel.tp_forward_bytes``) at the link share ``tp_link`` of the link the group
+    crosses on ``gpu`` (``hardware.link_bytes_per_s``: NVLink 4, 5, 3 or PCIe by GPU)."""
+    return tp_forward_bytes(cfg, tp, tokens) / (link_bytes_per_s(gpu, tp) * eff.tp_link)
 
 
 def launch_seconds(cfg: ModelConfig, tokens: int, runtime: str, eff: Efficiency) -> float:
@@ -212,7 +216,7 @@ def decode_step(
     bound = max(r.compute_time_s, r.memory_time_s)
     share = eff.decode_bw[format_class(weights, cfg)]
     fixed = cfg.n_layers * (eff.layer_s + (eff.tp_layer_s if tp > 1 else 0.0))
-    fixed += tp_link_seconds(cfg, tp, batch, eff) + launch_seconds(cfg, batch, runtime, eff)
+    fixed += tp_link_seconds(cfg, gpu, tp, batch, eff) + launch_seconds(cfg, batch, runtime, eff)
     matmul = eff.matmul_share(compute)
     return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + fixed)
 
@@ -283,7 +287,7 @@ def prefill_seconds(
     share = eff.decode_bw["16-bit"]
     floor = eff.prefill_floor_s if request else 0.0
     matmul = eff.matmul_share(compute)
-    links = tp_link_seconds(cfg, tp, batch * prompt_len, eff)
+    links = tp_link_seconds(cfg, gpu, tp, batch * prompt_len, eff)
     links += launch_seconds(cfg, batch * prompt_len, runtime, eff)
     return Prediction(bound, max(r.compute_time_s / matmul, r.memory_time_s / share) + links + floor)
 
@@ -343,7 +347,8 @@ def train_seconds_by_term(
     each expert receives set by ``micro_batch`` sequences per rank and ``cp``."""
     matmuls_s, scores_s = train_peak_seconds_per_token(cfg, gpu, seq_len, recompute, matmuls_in)
     share = eff.train_fp8 if matmuls_in == "fp8" else eff.train_bf16
-    links = tp * tp_bytes_per_token(cfg, tp, seq_len, recompute) / (INTRA_NODE_BYTES_PER_S * eff.tp_link)
+    link = link_bytes_per_s(gpu, tp) * eff.tp_link
+    links = tp * tp_bytes_per_token(cfg, tp, seq_len, recompute) / link
     terms = {"matmuls": matmuls_s / share, "attention_scores": scores_s / eff.train_attention}
     terms["tp_collectives"] = links
     if cfg.is_moe:

@@ -1,6 +1,7 @@
 """A mixture of experts' training step in GPU-seconds per token, by structural term
 (``analysis.experts`` counts each): the routed experts' grouped GEMMs, each at the roofline of
-its own shape; the expert all-to-all over the link its group spans; the dispatcher's copies and
+its own shape; the expert all-to-all over the link its group spans (the GPU's own:
+``hardware.link_bytes_per_s``); the dispatcher's copies and
 the router's scores as memory traffic. The dense parts (attention, shared experts, router GEMM,
 head) stay with the dense matmuls (``efficiency.train_seconds_by_term``).
 
@@ -25,10 +26,9 @@ from ..analysis.experts import (
     expert_gemm_runs_per_token,
     expert_gemms,
 )
-from ..analysis.layouts import GPUS_PER_NODE, INTER_NODE_BYTES_PER_S, INTRA_NODE_BYTES_PER_S
 from ..analysis.parallel import Layout
 from ..config import ModelConfig
-from ..runtime.hardware import DTYPE_BYTES, GPU
+from ..runtime.hardware import DTYPE_BYTES, GPU, link_bytes_per_s
 
 if TYPE_CHECKING:
     from .efficiency import Efficiency
@@ -36,10 +36,11 @@ if TYPE_CHECKING:
 GEMM_OUTPUT_BYTES = DTYPE_BYTES["bf16"]  # fp8 GEMMs write bf16 (Transformer Engine's recipes)
 
 
-def ep_link_bytes_per_s(layout: Layout) -> float:
-    """The link an expert-parallel group's all-to-all crosses: NVLink while its tp · ep GPUs fit
-    one node of ``GPUS_PER_NODE``, the inter-node link beyond (all of it counted at the slower)."""
-    return INTRA_NODE_BYTES_PER_S if layout.tp * layout.ep <= GPUS_PER_NODE else INTER_NODE_BYTES_PER_S
+def ep_link_bytes_per_s(gpu: GPU, layout: Layout) -> float:
+    """The link an expert-parallel group's all-to-all crosses: ``gpu``'s scale-up link while its
+    tp · ep GPUs fit one scale-up domain (8 on an HGX node, 72 on a GB200 NVL72 rack), the
+    inter-node network beyond (``hardware.link_bytes_per_s``)."""
+    return link_bytes_per_s(gpu, layout.tp * layout.ep)
 
 
 @lru_cache(maxsize=1024)
@@ -77,6 +78,6 @@ def moe_seconds_per_token(
     per_run = sum(max(g.flops / compute_rate, g.bytes(operand, GEMM_OUTPUT_BYTES) / hbm) for g in gemms)
     return {
         "expert_matmuls": runs * per_run,
-        "expert_all_to_all": a2a_bytes / (ep_link_bytes_per_s(layout) * eff.tp_link),
+        "expert_all_to_all": a2a_bytes / (ep_link_bytes_per_s(gpu, layout) * eff.tp_link),
         "dispatch_memory": dispatch_bytes / hbm,
     }

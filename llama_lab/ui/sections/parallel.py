@@ -278,7 +278,7 @@ def search_section(cfg: ModelConfig, seq_len: int, dtype: str, prefix: str) -> N
     else:
         st.markdown(f"**{len(rows)}** layouts fit; cheapest first:")
         show_table(search_frame(rows[:40], cfg, seq_len, GPUS[gpu]), width="stretch")
-    show_caption(search_assumptions())
+    show_caption(search_assumptions(gpu))
 
 
 def korthikanti_section(cfg: ModelConfig, seq_len: int, prefix: str) -> None:

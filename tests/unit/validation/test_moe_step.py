@@ -18,7 +18,6 @@ from llama_lab.analysis.experts import (
 )
 from llama_lab.analysis.finetune import FinetuneSpec
 from llama_lab.analysis.finetune_step import finetune_flops
-from llama_lab.analysis.layouts import INTER_NODE_BYTES_PER_S, INTRA_NODE_BYTES_PER_S
 from llama_lab.analysis.parallel import Layout, parallel_memory
 from llama_lab.cli import main
 from llama_lab.config import PRESETS
@@ -171,9 +170,11 @@ def test_the_moe_terms_in_seconds_by_hand():
     terms = moe_seconds_per_token(MOE, H100, LAYOUT, T, "bf16", EFF.train_bf16, EFF, TRAIN_PASSES)
     assert terms["expert_matmuls"] == pytest.approx(matmuls)
     assert gemms[0].intensity(2, 2) * hbm < rate  # these tiny experts are memory-bound
-    assert terms["expert_all_to_all"] == pytest.approx(1536 / (INTRA_NODE_BYTES_PER_S * EFF.tp_link))
+    # the H100's NVLink 4: 900 GB/s both directions, 450e9 one way (hardware.NVLINK4_SXM)
+    assert terms["expert_all_to_all"] == pytest.approx(1536 / (450e9 * EFF.tp_link))
     assert terms["dispatch_memory"] == pytest.approx(8448 / hbm)
-    assert ep_link_bytes_per_s(Layout(gpus=16, tp=2, ep=8)) == INTER_NODE_BYTES_PER_S
+    # 16 GPUs leave an 8-GPU HGX node: one 400 Gb/s NIC a GPU, 50e9
+    assert ep_link_bytes_per_s(H100, Layout(gpus=16, tp=2, ep=8)) == 50e9
 
 
 def test_a_moe_step_is_its_dense_matmuls_plus_its_own_terms():

@@ -146,8 +146,9 @@ def test_the_decode_bound_is_the_rooflines_step_and_the_estimate_adds_the_named_
     assert tp.bound == one.time_per_step_s == one.memory_time_s
     assert r.memory_time_s / 8 < one.memory_time_s < 1.001 * r.memory_time_s / 8
     # ... and each block all-reduces the token's 4,096 activations twice (and the embedding
-    # once): 65 ring all-reduces of 8 KiB, 2·7/8 of it sent each, at tp_link of 450 GB/s
-    links = 65 * 2 * 7 / 8 * 4096 * 2 / (450e9 * eff.tp_link)
+    # once): 65 ring all-reduces of 8 KiB, 2·7/8 of it sent each, at tp_link of the A100's
+    # NVLink 3: "600 GB/s" both directions, 300 GB/s one way
+    links = 65 * 2 * 7 / 8 * 4096 * 2 / (300e9 * eff.tp_link)
     assert tp.estimate == pytest.approx(one.memory_time_s / 0.8 + 32 * (eff.layer_s + eff.tp_layer_s) + links)
 
 
