@@ -31,7 +31,7 @@ def test_the_page_shows_the_held_out_errors_the_scatter_and_each_rows_source():
         assert table.loc[kind, "held out inside the interval"] == (
             "—" if coverage is None else f"{100 * coverage:.1f} %"
         )
-    assert table.loc["train", "held out inside the interval"] == "87.5 %"  # 56 of 64
+    assert table.loc["train", "held out inside the interval"] == "75.0 %"  # 48 of 64
     note = next(c.value for c in at.caption if "level 80%" in c.value)
     assert "It never sees the held-out half" in note and "decode_bs1: the fit half's 14" in note
     (figure,) = charts(at)
