@@ -225,6 +225,23 @@ def _interval(pair) -> str:
     return "{:.3f} – {:.3f}".format(*pair) if pair else ""
 
 
+def ladder_rows_frame(result: dict) -> pd.DataFrame:
+    """The ladder's rows, the seeds' means: each budget's sizes, then the fixed-data slice."""
+    return pd.DataFrame(
+        [
+            {
+                "design": "IsoFLOP budget" if r["budget"] is not None else "fixed D",
+                "budget C (FLOPs)": r["budget"],
+                "N (parameters)": r["params"],
+                "D (tokens)": r["tokens"],
+                "validation loss": r["val_loss"],
+                "seeds": len(r["val_losses"]),
+            }
+            for r in result["rows"]
+        ]
+    )
+
+
 def exponents_frame(result: dict) -> pd.DataFrame:
     """The ladder's a (N_opt ∝ C^a) and b = 1 − a by approach 2 and approach 3, each with its
     10–90 % bootstrap interval, beside Hoffmann et al.'s Table 2 and the published fits."""

@@ -10,9 +10,11 @@ from ..experiments import scaling_ladder
 from ..figures.common import Figure, Table
 from ..figures.scaling import (
     exponents_frame,
+    fixed_data_caption,
     isoflop_figure,
     ladder_figure,
     ladder_isoflop_figure,
+    ladder_rows_frame,
     placements_frame,
 )
 
@@ -45,6 +47,15 @@ def scaling_part() -> tuple[list[Table], list[Figure]]:
             "The ladder measured here: a (N_opt ∝ C^a) by approaches 2 and 3 beside the published",
             SECTION,
             exponents_frame(ladder.result),
+        )
+    )
+    tables.append(
+        Table(
+            "scaling_ladder_rows",
+            "The ladder's points (the seeds' means): each IsoFLOP budget's sizes, then three sizes on "
+            "one fixed D — " + fixed_data_caption(scaling_ladder.fixed_data_rows(ladder.result)),
+            SECTION,
+            ladder_rows_frame(ladder.result),
         )
     )
     figures.append(

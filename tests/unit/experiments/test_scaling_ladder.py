@@ -142,3 +142,18 @@ def test_loss_falls_with_size_at_one_fixed_large_d(ladder, settings):
     assert all(len(r["val_losses"]) >= 2 for r in rows)
     losses = [r["val_loss"] for r in rows]
     assert losses == sorted(losses, reverse=True) and len(set(losses)) == len(losses)
+
+
+def test_the_report_holds_the_ladders_points_the_fixed_slice_too(ladder):
+    from llama_lab.report.scaling_part import scaling_part
+
+    tables, figures = scaling_part()
+    rows = next(t for t in tables if t.name == "scaling_ladder_rows")
+    frame = rows.frame
+    assert len(frame) == len(ladder.result["rows"])
+    fixed = frame[frame["design"] == "fixed D"]
+    assert list(fixed["validation loss"]) == [
+        r["val_loss"] for r in scaling_ladder.fixed_data_rows(ladder.result)
+    ]
+    assert "the loss falls with size" in rows.title
+    assert {"scaling_ladder_isoflop", "scaling_ladder"} <= {f.name for f in figures}
