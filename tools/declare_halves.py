@@ -1,7 +1,8 @@
 """Declare the fit/held-out half of every public measurement that has none yet, and write it
 into ``llama_lab/validation/measurements.json`` (``rows.declare_halves``: the new rows of each
 kind, in the order of a hash of their id, alternate between the halves starting with the one
-the kind has fewer of; no declared row moves). Run it once after adding rows, before fitting.
+the kind has fewer of, a configuration's rows together — one already declared keeps its half
+for its new rows; no declared row moves). Run it once after adding rows, before fitting.
 
     python tools/declare_halves.py
 """
